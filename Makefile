@@ -1,0 +1,31 @@
+# Statehold: the README's two commands are `make run` and `make test`.
+NODE      ?= node
+NODE_ARGS := --no-node-snapshot
+PORT      ?= 8787
+DATA_DIR  ?= ./data
+
+.PHONY: all install build run test bench clean cluster-up cluster-down
+
+all: build
+
+# Install npm packages when they are missing or older than the lock file.
+node_modules/.installed: package.json $(wildcard package-lock.json)
+	npm ci --no-audit --no-fund || npm install --no-audit --no-fund
+	@touch $@
+
+install: node_modules/.installed
+
+build: install
+	npx --no-install tsc -p tsconfig.json
+
+run: build
+	$(NODE) $(NODE_ARGS) dist/bin/statehold.js serve --port $(PORT) --data-dir $(DATA_DIR)
+
+test: build
+	npx --no-install tap
+
+bench: build
+	$(NODE) $(NODE_ARGS) bench/run.mjs
+
+clean:
+	rm -rf dist .tap coverage

@@ -1,0 +1,163 @@
+import { STATUS_CODES } from 'node:http';
+import uWS from 'uWebSockets.js';
+import { payloadTooLarge, ServiceError } from '../domain/errors.js';
+import type { Logger } from '../domain/logger.js';
+import { corsHeaders, preflightHeaders } from './cors.js';
+import { errorResponse } from './error-response.js';
+import type { ApiRequest, ApiResponse } from './http-types.js';
+import type { Router } from './router.js';
+
+export interface HttpServerOptions {
+  router: Router;
+  host: string;
+  port: number;
+  maxBodyBytes: number;
+  logger: Logger;
+}
+
+/**
+ * The HTTP front end on uWebSockets.js. Every request goes through the one router. uWS rules kept here:
+ * request data (method, url, headers) is read before the first await; after `onAborted` fires nothing
+ * is written to the response; writes are corked.
+ */
+export class HttpServer {
+  private listenSocket: uWS.us_listen_socket | undefined;
+  private inFlight = 0;
+  private idleWaiters: Array<() => void> = [];
+  private draining = false;
+
+  private constructor(private readonly options: HttpServerOptions) {}
+
+  static async start(options: HttpServerOptions): Promise<HttpServer> {
+    const server = new HttpServer(options);
+    await server.listen();
+    return server;
+  }
+
+  get port(): number {
+    if (!this.listenSocket) throw new Error('the server is not listening');
+    return uWS.us_socket_local_port(this.listenSocket as unknown as uWS.us_socket);
+  }
+
+  /** Stops accepting connections, then resolves once every request in flight has been answered. */
+  async drain(): Promise<void> {
+    this.draining = true;
+    if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
+    this.listenSocket = undefined;
+    if (this.inFlight === 0) return;
+    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private listen(): Promise<void> {
+    const app = uWS.App();
+    app.any('/*', (res, req) => this.handle(res, req));
+    return new Promise((resolve, reject) => {
+      app.listen(this.options.host, this.options.port, (socket) => {
+        if (!socket) {
+          reject(new Error(`could not listen on ${this.options.host}:${this.options.port}`));
+          return;
+        }
+        this.listenSocket = socket;
+        resolve();
+      });
+    });
+  }
+
+  private handle(res: uWS.HttpResponse, req: uWS.HttpRequest): void {
+    const state = { aborted: false };
+    res.onAborted(() => {
+      state.aborted = true;
+      this.finished();
+    });
+    this.inFlight++;
+
+    const method = req.getMethod().toUpperCase();
+    const path = req.getUrl();
+    const query = new URLSearchParams(req.getQuery() ?? '');
+    const headers: Record<string, string> = {};
+    req.forEach((key, value) => {
+      headers[key] = value;
+    });
+
+    if (method === 'OPTIONS') {
+      this.respond(res, state, { status: 204, headers: preflightHeaders });
+      return;
+    }
+    const declaredLength = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
+    if (declaredLength !== undefined && declaredLength > this.options.maxBodyBytes) {
+      this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError), true);
+      return;
+    }
+    const request: ApiRequest = { method, path, params: {}, query, headers, body: Buffer.alloc(0) };
+    const hasBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
+    if (!hasBody) {
+      void this.dispatch(res, state, request);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let received = 0;
+    res.onData((chunk, isLast) => {
+      if (state.aborted) return;
+      received += chunk.byteLength;
+      if (received > this.options.maxBodyBytes) {
+        this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError), true);
+        return;
+      }
+      // uWS reuses the chunk's memory once this callback returns: copy it.
+      chunks.push(Buffer.from(new Uint8Array(chunk)));
+      if (isLast) {
+        request.body = Buffer.concat(chunks);
+        void this.dispatch(res, state, request);
+      }
+    });
+  }
+
+  private async dispatch(res: uWS.HttpResponse, state: { aborted: boolean; answered?: boolean }, request: ApiRequest): Promise<void> {
+    let response: ApiResponse;
+    try {
+      if (this.draining && request.path !== '/health') {
+        throw new ServiceError(503, 'unavailable', 'the node is shutting down');
+      }
+      const match = this.options.router.match(request.method, request.path);
+      if (match.kind === 'none') throw new ServiceError(404, 'not-found', `no route for ${request.method} ${request.path}`);
+      if (match.kind === 'wrong-method') {
+        throw new ServiceError(405, 'invalid-parameter', `${request.method} is not allowed on ${request.path}; use ${match.allowed.join(', ')}`);
+      }
+      request.params = match.params;
+      response = await match.handler(request);
+    } catch (error) {
+      response = errorResponse(error, this.logError);
+    }
+    this.respond(res, state, response);
+  }
+
+  private respond(res: uWS.HttpResponse, state: { aborted: boolean; answered?: boolean }, response: ApiResponse, close = false): void {
+    if (state.aborted || state.answered) return;
+    state.answered = true;
+    const body = response.raw ? response.raw.data : response.body === undefined ? undefined : JSON.stringify(response.body);
+    const contentType = response.raw ? response.raw.contentType : 'application/json';
+    res.cork(() => {
+      res.writeStatus(`${response.status} ${STATUS_CODES[response.status] ?? 'Unknown'}`);
+      for (const [name, value] of Object.entries({ ...corsHeaders, ...response.headers })) res.writeHeader(name, value);
+      if (body === undefined) {
+        // end() rather than endWithoutBody(): the latter omits Content-Length and keep-alive clients then wait for a body.
+        res.end(undefined, close);
+      } else {
+        res.writeHeader('content-type', contentType);
+        res.end(body, close);
+      }
+    });
+    this.finished();
+  }
+
+  private finished(): void {
+    this.inFlight--;
+    if (this.inFlight === 0 && this.idleWaiters.length > 0) {
+      for (const wake of this.idleWaiters.splice(0)) wake();
+    }
+  }
+
+  private readonly logError = (message: string, error: unknown): void => {
+    this.options.logger.error(message, { error: error instanceof Error ? error.stack ?? error.message : String(error) });
+  };
+}

@@ -1,0 +1,43 @@
+import { invalidParameter } from '../domain/errors.js';
+
+/** A request as routes see it: read fully off uWS before any route code runs. */
+export interface ApiRequest {
+  method: string;
+  path: string;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Lower-cased header names. */
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+export interface ApiResponse {
+  status: number;
+  /** Serialised as JSON; absent means no body (use only with 201/204, wire-protocol §1.3). */
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** A raw body with its own content type, for the few non-JSON answers. */
+  raw?: { contentType: string; data: string | Buffer };
+}
+
+export const json = (body: unknown, status = 200): ApiResponse => ({ status, body });
+export const noContent = (status: 201 | 204 = 204): ApiResponse => ({ status });
+
+/**
+ * The JSON body, whatever the content type says (smply sends none, the client sends JSON on GETs).
+ * An empty body reads as `{}`; anything else that is not a JSON object is a 400.
+ */
+export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
+  const text = request.body.toString('utf8').trim();
+  if (text === '') return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw invalidParameter('body', `the request body is not valid JSON: ${(error as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw invalidParameter('body', 'the request body must be a JSON object');
+  }
+  return parsed as Record<string, unknown>;
+};

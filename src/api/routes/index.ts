@@ -1,0 +1,19 @@
+import type { ApiContext } from '../api-context.js';
+import { Router } from '../router.js';
+import { registerBillingPortalRoute, registerBillingRoutes } from './billing-routes.js';
+import { registerHealthRoutes } from './health-routes.js';
+import { registerKeyRoutes } from './key-routes.js';
+import { registerMachineRoutes } from './machine-routes.js';
+import { registerOrgRoutes } from './org-routes.js';
+
+/** Every route of the API, in one router. */
+export const buildRouter = (context: ApiContext): Router => {
+  const router = new Router();
+  registerHealthRoutes(router);
+  registerOrgRoutes(router, context);
+  registerKeyRoutes(router, context);
+  registerBillingRoutes(router, context);
+  registerBillingPortalRoute(router);
+  registerMachineRoutes(router, context);
+  return router;
+};

@@ -1,0 +1,68 @@
+import { requireScope } from '../../auth/caller.js';
+import { invalidParameter, notFound } from '../../domain/errors.js';
+import { decodeStringCursor, encodeCursor } from '../../domain/cursor.js';
+import { newKeySecret, prettyId } from '../../domain/ids.js';
+import type { KeyRecord } from '../../domain/records.js';
+import { isScope, isScopePreset, type Scope, scopePresets } from '../../domain/scopes.js';
+import { type ApiContext, authenticate } from '../api-context.js';
+import { json, jsonBody, noContent } from '../http-types.js';
+import type { Router } from '../router.js';
+
+/** GET /keys, POST /keys, DELETE /keys/{keyId} (wire-protocol §3.11). Secrets leave the node only once, at creation. */
+export const registerKeyRoutes = (router: Router, context: ApiContext): void => {
+  router.add('GET', '/keys', (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'tokens.admin');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const after = decodeStringCursor(request.query.get('cursor'));
+    const pageSize = context.settings.pageSize;
+    const keys = context.catalog.listKeys(orgId, after, pageSize + 1);
+    const page = keys.slice(0, pageSize);
+    const last = page.at(-1);
+    return json({
+      keys: page.map(({ id, name, scopes, createdAt }) => ({ id, name, scopes, createdAt })),
+      ...(keys.length > pageSize && last ? { cursor: encodeCursor(last.id) } : {}),
+    });
+  });
+
+  router.add('POST', '/keys', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'org.keys.write');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const body = jsonBody(request);
+    const name = body.name;
+    if (typeof name !== 'string' || name.trim() === '' || name.length > 256) {
+      throw invalidParameter('name', 'name must be a non-empty string of at most 256 characters');
+    }
+    const scopes = requestedScopes(body.scopes, body.use);
+    const id = prettyId('sbk');
+    const secret = newKeySecret();
+    const key: KeyRecord = { id, orgId, name, scopes, createdAt: new Date().toISOString(), sealedSecret: context.sealer.seal(secret, id) };
+    await context.catalog.putKey(key);
+    return json({ id, key: secret });
+  });
+
+  router.add('DELETE', '/keys/:keyId', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'org.keys.write');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const keyId = request.params.keyId as string;
+    const deleted = await context.catalog.deleteKey(orgId, keyId);
+    if (!deleted) throw notFound(`key ${keyId} does not exist`);
+    context.authenticator.forgetKey(keyId);
+    return noContent(204);
+  });
+};
+
+/** Explicit scopes win over `use` (smply sends `use: "production"` beside them, wire-protocol §3.11). */
+const requestedScopes = (scopes: unknown, use: unknown): Scope[] => {
+  if (scopes !== undefined && !Array.isArray(scopes)) throw invalidParameter('scopes', 'scopes must be an array of scope names');
+  if (Array.isArray(scopes) && scopes.length > 0) {
+    const unknown = scopes.filter((scope) => !isScope(scope));
+    if (unknown.length > 0) throw invalidParameter('scopes', `unknown scopes: ${unknown.map(String).join(', ')}`);
+    return [...new Set(scopes as Scope[])];
+  }
+  if (use === undefined) throw invalidParameter('scopes', 'give scopes, or use: "production" or "ci"');
+  if (!isScopePreset(use)) throw invalidParameter('use', 'use must be "production" or "ci"');
+  return [...scopePresets[use]];
+};

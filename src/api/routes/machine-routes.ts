@@ -1,0 +1,82 @@
+import { requireScope } from '../../auth/caller.js';
+import { isValidDeletionConfirmation } from '../../domain/confirmation.js';
+import { decodeStringCursor, encodeCursor } from '../../domain/cursor.js';
+import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
+import { limits } from '../../domain/limits.js';
+import { isSlug, requireSlug } from '../../domain/names.js';
+import type { MachineRecord } from '../../domain/records.js';
+import { type ApiContext, authenticate } from '../api-context.js';
+import { json, jsonBody, noContent } from '../http-types.js';
+import type { Router } from '../router.js';
+
+/** Machine definitions: list, create, read, delete (wire-protocol §3.1). */
+export const registerMachineRoutes = (router: Router, context: ApiContext): void => {
+  const { catalog } = context;
+
+  router.add('GET', '/machines', (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'machines.read');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const after = decodeStringCursor(request.query.get('cursor'));
+    const pageSize = context.settings.pageSize;
+    const machines = catalog.listMachines(orgId, after, pageSize + 1);
+    const page = machines.slice(0, pageSize);
+    const last = page.at(-1);
+    return json({
+      machines: page.map((machine) => ({ slug: machine.slug, createdAt: machine.createdAt })),
+      ...(machines.length > pageSize && last ? { cursor: encodeCursor(last.slug) } : {}),
+    });
+  });
+
+  router.add('POST', '/machines', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'machines.write');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const body = jsonBody(request);
+    const slug = requireSlug(body.slug, 'slug');
+    const indexes = requestedIndexes(body.indexes);
+    const machine: MachineRecord = { orgId, slug, createdAt: new Date().toISOString(), indexes };
+    if (!(await catalog.createMachine(machine))) throw conflict(`machine ${slug} already exists`);
+    return noContent(201);
+  });
+
+  router.add('GET', '/machines/:machine', (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'machines.read');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const machine = catalog.getMachine(orgId, request.params.machine as string);
+    if (!machine) throw notFound(`machine ${request.params.machine} does not exist`);
+    return json({ machine: { createdAt: machine.createdAt, indexes: machine.indexes } });
+  });
+
+  router.add('DELETE', '/machines/:machine', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'machines.admin');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const slug = request.params.machine as string;
+    const body = jsonBody(request);
+    if (body.dangerDataWillBeDeletedForever !== true) {
+      throw invalidParameter('dangerDataWillBeDeletedForever', 'dangerDataWillBeDeletedForever must be true');
+    }
+    if (!isValidDeletionConfirmation(slug, slug, body.hmacSha256OfMachineNameWithMachineNameKey)) {
+      throw invalidParameter(
+        'hmacSha256OfMachineNameWithMachineNameKey',
+        'hmacSha256OfMachineNameWithMachineNameKey must be the base64url HMAC-SHA256 of the machine name keyed by the machine name',
+      );
+    }
+    if (!catalog.getMachine(orgId, slug)) throw notFound(`machine ${slug} does not exist`);
+    if (catalog.hasInstances(orgId, slug)) throw conflict(`machine ${slug} still has instances: delete them first`);
+    await catalog.deleteMachine(orgId, slug);
+    return noContent(204);
+  });
+};
+
+const requestedIndexes = (indexes: unknown): string[] => {
+  if (indexes === undefined || indexes === null) return [];
+  if (!Array.isArray(indexes) || !indexes.every(isSlug)) {
+    throw invalidParameter('indexes', 'indexes must be an array of names of 1 to 128 characters of A-Z, a-z, 0-9, _ and -');
+  }
+  if (indexes.length > limits.maxIndexesPerMachine) throw invalidParameter('indexes', `a machine may declare at most ${limits.maxIndexesPerMachine} indexes`);
+  if (new Set(indexes).size !== indexes.length) throw invalidParameter('indexes', 'indexes must not repeat a name');
+  return indexes;
+};

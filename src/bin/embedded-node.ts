@@ -1,0 +1,84 @@
+import { buildRouter } from '../api/routes/index.js';
+import type { ApiSettings } from '../api/api-context.js';
+import { HttpServer } from '../api/http-server.js';
+import { AdminCredential } from '../auth/admin-credential.js';
+import { Authenticator } from '../auth/authenticator.js';
+import { KeyRing } from '../auth/key-ring.js';
+import { loadMasterKey } from '../auth/master-key.js';
+import { SecretSealer } from '../auth/secret-sealer.js';
+import { newAdminKey, prettyId } from '../domain/ids.js';
+import type { Logger } from '../domain/logger.js';
+import type { Catalog } from '../store/catalog.js';
+import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
+import type { ServeConfig } from './serve-config.js';
+
+export interface RunningNode {
+  url: string;
+  port: number;
+  /** Stops accepting work, finishes what is in flight (up to the drain timeout), flushes storage. */
+  stop(): Promise<void>;
+}
+
+/** The composition root of `statehold serve`: one process, LMDB storage, no other service. */
+export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, announce: (line: string) => void): Promise<RunningNode> => {
+  const store = openLmdbNodeStore(config.dataDir);
+  const { catalog } = store;
+  const sealer = new SecretSealer(loadMasterKey(config.dataDir, config.masterKey));
+  const { credential: adminCredential, generatedSecret } = await operatorCredential(catalog, config);
+  await bootstrapOrg(catalog, announce);
+
+  const settings: ApiSettings = {
+    publicUrl: config.publicUrl ?? '',
+    billingUrl: config.billingUrl ?? '',
+    pageSize: config.pageSize,
+    monthlyEventsLimit: 1_000_000_000,
+    monthlyReadsLimit: 1_000_000_000,
+  };
+  const authenticator = new Authenticator({
+    catalog,
+    keyRing: new KeyRing(catalog, sealer),
+    adminCredential,
+    ownAudience: () => `${settings.publicUrl}/`,
+  });
+  const router = buildRouter({ catalog, authenticator, sealer, settings, logger });
+  const server = await HttpServer.start({ router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger });
+
+  const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
+  settings.publicUrl = config.publicUrl ?? `http://${hostForUrl}:${server.port}`;
+  settings.billingUrl = config.billingUrl ?? `${settings.publicUrl}/billing-portal`;
+  if (generatedSecret) {
+    announce(`generated the operator key; it is shown only this once: ${generatedSecret}`);
+    announce(`  e.g. curl -H "Authorization: Bearer ${generatedSecret}" http://${hostForUrl}:${server.port}/orgs`);
+  }
+
+  return {
+    url: `http://${hostForUrl}:${server.port}`,
+    port: server.port,
+    async stop() {
+      const drained = server.drain();
+      const timedOut = await Promise.race([drained.then(() => false), delay(config.drainTimeoutMs).then(() => true)]);
+      if (timedOut) logger.warn('drain timeout passed with requests still in flight; stopping anyway');
+      await store.close();
+    },
+  };
+};
+
+/** Configured key (never stored), else the stored hash, else a new key printed once. */
+const operatorCredential = async (catalog: Catalog, config: ServeConfig): Promise<{ credential: AdminCredential; generatedSecret?: string }> => {
+  if (config.adminKey) return { credential: AdminCredential.fromSecret(config.adminKey) };
+  const stored = catalog.getAdminKey();
+  if (stored) return { credential: AdminCredential.fromRecord(stored) };
+  const generatedSecret = newAdminKey();
+  const credential = AdminCredential.fromSecret(generatedSecret);
+  await catalog.putAdminKey(credential.toRecord(new Date().toISOString()));
+  return { credential, generatedSecret };
+};
+
+const bootstrapOrg = async (catalog: Catalog, announce: (line: string) => void): Promise<void> => {
+  if (catalog.listOrgs().length > 0) return;
+  const id = prettyId('org');
+  await catalog.createOrg({ id, name: 'default', createdAt: new Date().toISOString(), allowAnonymousAccess: true });
+  announce(`created the bootstrap org ${id}`);
+};
+
+const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());

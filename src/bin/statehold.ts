@@ -1,0 +1,79 @@
+import { consoleLogger } from './console-logger.js';
+import { startEmbeddedNode } from './embedded-node.js';
+import { ConfigError, environmentOnly, parseServeConfig, serveSettings } from './serve-config.js';
+
+const usage = (): string => {
+  const settings = serveSettings
+    .map((s) => `  --${s.flag.padEnd(18)} ${s.env.padEnd(28)} ${s.help}${s.fallback !== undefined ? ` (default ${s.fallback})` : ''}`)
+    .join('\n');
+  const envOnly = environmentOnly.map((s) => `  ${''.padEnd(20)} ${s.env.padEnd(28)} ${s.help}`).join('\n');
+  return `statehold: runs XState machines as durable actors behind the State Backed API
+
+Usage:
+  statehold serve [options]    start an embedded node (one process, LMDB storage)
+  statehold help               show this text
+
+Options of serve (flag, environment variable; flags win over the environment):
+${settings}
+${envOnly}
+
+On first start with an empty data dir the node creates a bootstrap org and, unless an admin key is
+given, an operator key that it prints once. Use it as "Authorization: Bearer <key>"; with several
+orgs, name one with the x-statebacked-org-id header.
+
+GET /health answers 200 when the node is ready. SIGTERM (or SIGINT) stops accepting work, finishes
+the requests in flight, flushes storage and exits 0.
+`;
+};
+
+const serve = async (argv: string[]): Promise<void> => {
+  const logger = consoleLogger();
+  const config = parseServeConfig(argv, process.env);
+  const node = await startEmbeddedNode(config, logger, (line) => process.stdout.write(`statehold: ${line}\n`));
+  process.stdout.write(`statehold: listening on ${node.url} (data in ${config.dataDir})\n`);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info(`${signal} received: draining`);
+    node.stop().then(
+      () => {
+        logger.info('stopped cleanly');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        logger.error('failed to stop cleanly', { error: String(error) });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+};
+
+const main = async (): Promise<void> => {
+  const [command, ...rest] = process.argv.slice(2);
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(usage());
+    return;
+  }
+  if (command === 'serve') {
+    if (rest.includes('--help') || rest.includes('-h')) {
+      process.stdout.write(usage());
+      return;
+    }
+    await serve(rest);
+    return;
+  }
+  process.stderr.write(`statehold: unknown command "${command}"\n\n${usage()}`);
+  process.exitCode = 2;
+};
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError || (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'))) {
+    process.stderr.write(`statehold: ${error.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`statehold: failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,15 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/**
+ * Destructive calls prove intent with an HMAC-SHA256 keyed by the machine name (wire-protocol §3.1,
+ * §3.4), sent as base64url. We accept it with or without padding.
+ */
+export const deletionConfirmation = (machineName: string, message: string): string =>
+  createHmac('sha256', Buffer.from(machineName, 'utf8')).update(Buffer.from(message, 'utf8')).digest('base64url');
+
+export const isValidDeletionConfirmation = (machineName: string, message: string, given: unknown): boolean => {
+  if (typeof given !== 'string') return false;
+  const expected = Buffer.from(deletionConfirmation(machineName, message));
+  const actual = Buffer.from(given.replace(/=+$/, ''));
+  return expected.length === actual.length && timingSafeEqual(expected, actual);
+};

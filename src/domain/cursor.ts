@@ -1,0 +1,32 @@
+import { invalidParameter } from './errors.js';
+
+/**
+ * Opaque, URL-safe list cursors: base64url of a small JSON document naming the position after which the
+ * next page starts. Clients echo them back unchanged; anything else is a 400 naming `cursor`.
+ */
+export const encodeCursor = (position: unknown): string => Buffer.from(JSON.stringify({ a: position })).toString('base64url');
+
+export const decodeCursor = (cursor: string | null | undefined): unknown => {
+  if (cursor === null || cursor === undefined || cursor === '') return undefined;
+  try {
+    if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw new Error('bad alphabet');
+    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (typeof parsed !== 'object' || parsed === null || !('a' in parsed)) throw new Error('bad shape');
+    return (parsed as { a: unknown }).a;
+  } catch {
+    throw invalidParameter('cursor', 'cursor is not one this service returned');
+  }
+};
+
+export const decodeStringCursor = (cursor: string | null | undefined): string | undefined => {
+  const position = decodeCursor(cursor);
+  if (position === undefined) return undefined;
+  if (typeof position !== 'string') throw invalidParameter('cursor', 'cursor is not one this service returned');
+  return position;
+};
+
+/** One page of a list and the cursor that continues it (absent on the last page, wire-protocol §1.5). */
+export interface Page<T> {
+  items: T[];
+  cursor?: string;
+}

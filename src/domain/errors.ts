@@ -1,0 +1,55 @@
+/**
+ * Errors as typed values. Every layer throws `ServiceError`s; the API layer maps them to HTTP in one
+ * place (src/api/error-response.ts). The codes are the ones the State Backed client dispatches on
+ * (wire-protocol §1.4).
+ */
+export type ErrorCode =
+  | 'invalid-parameter'
+  | 'specify-org'
+  | 'no-migration-path'
+  | 'missing-scope'
+  | 'rejected-by-machine-authorizer'
+  | 'missing-user'
+  | 'missing-org'
+  | 'invalid-state'
+  | 'unauthorized'
+  | 'not-found'
+  | 'conflict'
+  | 'payload-too-large'
+  | 'unavailable'
+  | 'internal';
+
+export class ServiceError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    message: string,
+    readonly parameter?: string,
+  ) {
+    super(message);
+    this.name = 'ServiceError';
+  }
+}
+
+export const invalidParameter = (parameter: string, message: string): ServiceError =>
+  new ServiceError(400, 'invalid-parameter', message, parameter);
+
+export const specifyOrg = (): ServiceError =>
+  new ServiceError(400, 'specify-org', 'this credential spans several orgs: set the x-statebacked-org-id header');
+
+export const unauthorized = (message: string): ServiceError => new ServiceError(403, 'unauthorized', message);
+
+export const missingScope = (scopes: readonly string[]): ServiceError =>
+  new ServiceError(403, 'missing-scope', `this credential lacks the required scope: ${scopes.join(' or ')}`);
+
+export const missingOrg = (message: string): ServiceError => new ServiceError(403, 'missing-org', message);
+
+export const missingUser = (message: string): ServiceError => new ServiceError(403, 'missing-user', message);
+
+export const notFound = (message: string): ServiceError => new ServiceError(404, 'not-found', message);
+
+export const conflict = (message: string): ServiceError => new ServiceError(409, 'invalid-state', message);
+
+export const payloadTooLarge = (message: string): ServiceError => new ServiceError(413, 'payload-too-large', message);
+
+export const unavailable = (message: string): ServiceError => new ServiceError(503, 'unavailable', message);

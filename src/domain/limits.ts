@@ -1,0 +1,9 @@
+/** Limits the service enforces (wire-protocol §8.7 and our own choices where sources are silent). */
+export const limits = {
+  /** Indexes a machine may declare. */
+  maxIndexesPerMachine: 32,
+  /** Default items per page of list endpoints. */
+  defaultPageSize: 100,
+  /** Default request body limit; migration creation bodies carry the code as JSON (≈ 10 bytes a byte). */
+  defaultMaxBodyBytes: 12 * 1024 * 1024,
+} as const;

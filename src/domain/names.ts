@@ -1,0 +1,13 @@
+import { invalidParameter } from './errors.js';
+
+/** Machine, instance, index and token-provider names (wire-protocol §1.6). */
+export const slugPattern = /^[a-zA-Z0-9_-]{1,128}$/;
+
+export const isSlug = (value: unknown): value is string => typeof value === 'string' && slugPattern.test(value);
+
+export const requireSlug = (value: unknown, parameter: string): string => {
+  if (!isSlug(value)) {
+    throw invalidParameter(parameter, `${parameter} must be 1 to 128 characters of A-Z, a-z, 0-9, _ and -`);
+  }
+  return value;
+};

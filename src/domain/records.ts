@@ -1,0 +1,34 @@
+import type { Scope } from './scopes.js';
+
+/** What the catalog stores. Dates are ISO-8601 strings, as they go on the wire. */
+export interface OrgRecord {
+  id: string;
+  name: string;
+  createdAt: string;
+  allowAnonymousAccess: boolean;
+}
+
+/** A signing key. The secret is kept only as ciphertext under the node's master key. */
+export interface KeyRecord {
+  id: string;
+  orgId: string;
+  name: string;
+  scopes: Scope[];
+  createdAt: string;
+  sealedSecret: string;
+}
+
+export interface MachineRecord {
+  orgId: string;
+  slug: string;
+  createdAt: string;
+  indexes: string[];
+  currentVersionId?: string;
+}
+
+/** Operator credential check: only a salted hash is stored. */
+export interface AdminKeyRecord {
+  salt: string;
+  hash: string;
+  createdAt: string;
+}

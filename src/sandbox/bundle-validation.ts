@@ -1,0 +1,25 @@
+/**
+ * Upload-time check of a machine version bundle: the same loading path as serving it (so whatever
+ * validates also runs), in a throw-away isolate.
+ */
+import { BundleValidationError, SandboxMemoryError } from './errors.js';
+import { VersionIsolate } from './version-isolate.js';
+
+export type BundleValidation = { ok: true; xstateMajor: 4 } | { ok: false; error: string };
+
+export async function validateBundle(
+  code: string,
+  opts: { memoryLimitMb?: number; cpuLimitMs?: number } = {},
+): Promise<BundleValidation> {
+  let vi: VersionIsolate | undefined;
+  try {
+    vi = await VersionIsolate.load({ versionId: 'validation', code, ...opts });
+    return { ok: true, xstateMajor: 4 };
+  } catch (e) {
+    if (e instanceof BundleValidationError) return { ok: false, error: e.message };
+    if (e instanceof SandboxMemoryError) return { ok: false, error: `the bundle's top-level code ${e.message.replace(/^machine code /, '')}` };
+    throw e;
+  } finally {
+    vi?.dispose();
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * Typed failures of the sandbox. They are ServiceErrors so that anything not handled by the runtime
+ * still maps to a sensible HTTP answer, but the runtime is expected to catch them by class:
+ * - BundleValidationError: the uploaded code is unusable (400, parameter "code");
+ * - MachineCodeError: machine code threw (or produced non-JSON context) during a step; the actor was
+ *   discarded and must be rebuilt from the last committed snapshot;
+ * - SandboxTimeoutError: a call exceeded its CPU-time limit; the actor was discarded, the isolate is kept;
+ * - SandboxMemoryError: the isolate hit its memory limit and is gone; load the version again.
+ */
+import { ServiceError } from '../domain/errors.js';
+
+export class BundleValidationError extends ServiceError {
+  constructor(message: string) {
+    super(400, 'invalid-parameter', message, 'code');
+    this.name = 'BundleValidationError';
+  }
+}
+
+export class MachineCodeError extends ServiceError {
+  constructor(message: string) {
+    super(500, 'internal', message);
+    this.name = 'MachineCodeError';
+  }
+}
+
+export class SandboxTimeoutError extends ServiceError {
+  constructor(readonly limitMs: number) {
+    super(500, 'internal', `machine code exceeded the CPU time limit of ${limitMs} ms`);
+    this.name = 'SandboxTimeoutError';
+  }
+}
+
+export class SandboxMemoryError extends ServiceError {
+  constructor(limitMb: number) {
+    super(503, 'unavailable', `machine code exceeded the memory limit of ${limitMb} MB`);
+    this.name = 'SandboxMemoryError';
+  }
+}
+
+/** Calling into an isolate that is no longer there (disposed earlier, or after a memory error). */
+export class SandboxDisposedError extends ServiceError {
+  constructor() {
+    super(503, 'unavailable', 'the machine version sandbox was disposed; load it again');
+    this.name = 'SandboxDisposedError';
+  }
+}
+
+/** A call on an actor key that has no live actor (never started, stopped, or discarded after a failure). */
+export class NoLiveActorError extends ServiceError {
+  constructor(instanceKey: string) {
+    super(500, 'internal', `no live actor for ${instanceKey}; start it from its snapshot first`);
+    this.name = 'NoLiveActorError';
+  }
+}

@@ -1,0 +1,7 @@
+/** The sandbox layer: isolated-vm hosting of machine versions (design.md §5). */
+export { VersionIsolate, DEFAULT_CPU_LIMIT_MS, DEFAULT_MEMORY_LIMIT_MB, bundleProblem } from './version-isolate.js';
+export type { LoadOptions, BundleInfo } from './version-isolate.js';
+export { validateBundle } from './bundle-validation.js';
+export type { BundleValidation } from './bundle-validation.js';
+export * from './errors.js';
+export type * from './types.js';

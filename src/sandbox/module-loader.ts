@@ -1,0 +1,104 @@
+/**
+ * Builds the module graph of one isolate:
+ *   statehold:entry ──▶ statehold:bundle (user code) ──▶ xstate (shared copy, es/*.js)
+ *                   └─▶ statehold:harness ───────────────▶ xstate
+ * The harness is evaluated before the bundle (it must take the hidden plumbing off the global object
+ * before user code runs); the entry module, evaluated last, hands the bundle namespace to the harness.
+ * User code can only import xstate specifiers: `statehold:*` names resolve only for our own modules.
+ */
+import ivm from 'isolated-vm';
+import { BundleValidationError } from './errors.js';
+import { resolveUserSpecifier, resolveXstateInternal, xstateSource } from './xstate-sources.js';
+import { HARNESS_SOURCE, ENTRY_SOURCE } from './harness-source.js';
+
+const BUNDLE_FILENAME = 'file:///statehold/bundle.mjs';
+
+/** "Unexpected token ';' [file:///statehold/bundle.mjs:2:9]" → "SyntaxError at line 2, column 9: Unexpected token ';'" */
+export function describeCompileError(e: unknown): string {
+  const name = e instanceof Error ? e.name : 'Error';
+  const message = e instanceof Error ? e.message : String(e);
+  const m = /^(.*) \[[^\]]*:(\d+):(\d+)\]$/s.exec(message);
+  if (m) return `${name} at line ${m[2]}, column ${m[3]}: ${m[1]}`;
+  return `${name}: ${message}`;
+}
+
+export class IsolateModules {
+  private readonly xstateByFile = new Map<string, ivm.Module>();
+  private readonly fileOf = new Map<ivm.Module, string>();
+  private bundleModule: ivm.Module | undefined;
+  private harnessModule: ivm.Module | undefined;
+
+  constructor(
+    private readonly isolate: ivm.Isolate,
+    private readonly context: ivm.Context,
+  ) {}
+
+  /** Compiles the user bundle; syntax errors become BundleValidationErrors with line and column. */
+  compileBundle(code: string): ivm.Module {
+    let mod: ivm.Module;
+    try {
+      mod = this.isolate.compileModuleSync(code, { filename: BUNDLE_FILENAME });
+    } catch (e) {
+      throw new BundleValidationError(`the bundle is not a valid ES module: ${describeCompileError(e)}`);
+    }
+    for (const specifier of mod.dependencySpecifiers) {
+      const r = resolveUserSpecifier(specifier);
+      if (!r.ok) throw new BundleValidationError(r.error);
+    }
+    this.bundleModule = mod;
+    return mod;
+  }
+
+  /** Compiles and evaluates the harness (and the xstate modules it pulls in). */
+  loadHarness(timeoutMs: number): ivm.Module {
+    const mod = this.isolate.compileModuleSync(HARNESS_SOURCE, { filename: 'file:///statehold/harness.mjs' });
+    mod.instantiateSync(this.context, (s, r) => this.resolve(s, r));
+    mod.evaluateSync({ timeout: timeoutMs });
+    this.harnessModule = mod;
+    return mod;
+  }
+
+  /** Links the bundle. Import errors were reported by compileBundle already. */
+  instantiateBundle(): void {
+    this.bundle().instantiateSync(this.context, (s, r) => this.resolve(s, r));
+  }
+
+  bundle(): ivm.Module {
+    if (!this.bundleModule) throw new Error('bundle not compiled');
+    return this.bundleModule;
+  }
+
+  /** Binds the evaluated bundle to the harness. */
+  bindEntry(timeoutMs: number): void {
+    const entry = this.isolate.compileModuleSync(ENTRY_SOURCE, { filename: 'file:///statehold/entry.mjs' });
+    entry.instantiateSync(this.context, (s, r) => this.resolve(s, r));
+    entry.evaluateSync({ timeout: timeoutMs });
+  }
+
+  private resolve(specifier: string, referrer: ivm.Module): ivm.Module {
+    const xstateFile = this.fileOf.get(referrer);
+    if (xstateFile !== undefined) {
+      const target = resolveXstateInternal(specifier, xstateFile);
+      if (target === undefined) throw new Error(`xstate module import not found: ${specifier}`);
+      return this.xstateModule(target);
+    }
+    if (referrer !== this.bundleModule && referrer !== this.harnessModule) {
+      // our entry module (the only other referrer)
+      if (specifier === 'statehold:bundle') return this.bundle();
+      if (specifier === 'statehold:harness' && this.harnessModule) return this.harnessModule;
+    }
+    const r = resolveUserSpecifier(specifier);
+    if (!r.ok) throw new BundleValidationError(r.error);
+    return this.xstateModule(r.file);
+  }
+
+  private xstateModule(file: string): ivm.Module {
+    let mod = this.xstateByFile.get(file);
+    if (!mod) {
+      mod = this.isolate.compileModuleSync(xstateSource(file), { filename: `file://${file}` });
+      this.xstateByFile.set(file, mod);
+      this.fileOf.set(mod, file);
+    }
+    return mod;
+  }
+}

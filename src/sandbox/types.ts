@@ -1,0 +1,135 @@
+/**
+ * Shapes that cross the sandbox boundary. Everything here is plain JSON: the in-isolate harness
+ * serialises with JSON.stringify and the host parses, so no object identity or prototype from the
+ * isolate ever reaches the host.
+ */
+
+/** XState v4 state value: a leaf name, or nested objects whose leaves are strings. */
+export type StateValue = string | { [region: string]: StateValue };
+
+export type JsonObject = { [key: string]: unknown };
+
+/** Machine event in object form (wire-protocol §5): `{ type, ...payload }`. */
+export interface MachineEvent extends JsonObject {
+  type: string;
+}
+
+/**
+ * What is needed to rebuild exactly this state: the v4 State JSON (value, context, historyValue,
+ * _event, activities, ...) with `actions`, `children` and `history` emptied so that rehydrating never
+ * re-runs side effects that already ran. Pending delayed events are NOT inside: they are listed in
+ * `StepResult.pendingTimers` and must be handed back to `start` (see version-isolate.ts).
+ */
+export interface PersistedSnapshot {
+  xstate: 4;
+  state: JsonObject;
+}
+
+/** A host-clock timer still scheduled for an instance. */
+export type PendingTimer =
+  | {
+      kind: 'event';
+      id: string;
+      dueAt: number;
+      /** The delayed event (an `after` event or a delayed `send`). */
+      event: MachineEvent;
+      /** xstate send id (what `cancel(id)` uses); for `after` it is the after-event type. */
+      sendId?: string;
+      /** Target of a delayed `sendTo`: a child id, `#_parent`, or a persistent instance ref. */
+      to?: string | PersistentActorRef;
+    }
+  | {
+      /** A `setTimeout`/`setInterval` made by machine code (e.g. inside an invoked promise). Not persistable. */
+      kind: 'callback';
+      id: string;
+      dueAt: number;
+    };
+
+export interface PersistentActorRef {
+  type: 'statebacked.instance';
+  id?: string;
+  machineName: string;
+  machineInstanceName: string;
+}
+
+/** A `spawnPersistentInstance` (or `persistentInvocableSource` invoke) the runtime must carry out after commit. */
+export interface PersistentSpawnRequest {
+  kind: 'spawn' | 'invoke';
+  id: string;
+  machineName: string;
+  machineInstanceName: string;
+  machineVersionId?: string;
+  context?: JsonObject;
+}
+
+/** An event addressed to another instance (`sendTo(persistentRef, ...)`) or to the persistent parent (`sendParent`). */
+export interface OutboundSend {
+  to: PersistentActorRef | 'parent';
+  event: MachineEvent;
+}
+
+export interface RunningChild {
+  id: string;
+  kind: 'promise' | 'callback' | 'machine' | 'observable' | 'behavior' | 'actor';
+}
+
+export interface StepResult {
+  state: StateValue;
+  context: JsonObject;
+  tags: string[];
+  done: boolean;
+  /** At least one macrostep during this call changed something (value, context or actions). */
+  changed: boolean;
+  snapshot: PersistedSnapshot;
+  pendingTimers: PendingTimer[];
+  runningChildren: RunningChild[];
+  persistentSpawns: PersistentSpawnRequest[];
+  outboundSends: OutboundSend[];
+  /** Macrosteps taken during this call (including ones caused by promises resolving meanwhile). */
+  transitions: number;
+}
+
+export type LogLevel = 'log' | 'info' | 'warn' | 'error' | 'debug';
+
+export interface CapturedLog {
+  level: LogLevel;
+  /** JSON-safe copies of the console arguments (objects stay objects). */
+  args: unknown[];
+  /** Host clock, ms since epoch. */
+  timestamp: number;
+  versionId: string;
+  /** The actor key the code ran for, when it ran inside an actor call. */
+  instanceKey?: string;
+  machineInstanceName?: string;
+}
+
+export interface ReadRequest {
+  machineInstanceName: string;
+  state: StateValue;
+  context: JsonObject;
+  authContext: JsonObject;
+}
+
+export type WriteRequest =
+  | { type: 'initialization'; machineInstanceName: string; context: JsonObject; authContext: JsonObject }
+  | {
+      type: 'event';
+      machineInstanceName: string;
+      state: StateValue;
+      context: JsonObject;
+      event: MachineEvent;
+      authContext: JsonObject;
+    };
+
+export type StartInit =
+  /** Fresh instance: `context` is shallow-merged over the machine's default context. */
+  | { context: JsonObject }
+  /** Rehydrate: no entry actions re-run; `pendingTimers` (event kind) are re-armed with their dueAt. */
+  | { snapshot: PersistedSnapshot; pendingTimers?: PendingTimer[] };
+
+export interface StartOptions {
+  /** The instance's name, used in captured logs (defaults to the key). */
+  machineInstanceName?: string;
+  /** Host-clock "now" used as the base of new timers (defaults to Date.now()). */
+  nowMs?: number;
+}

@@ -1,0 +1,266 @@
+/**
+ * One isolate per machine version, shared by that version's live actors (design.md §5).
+ *
+ * Hot path: every method below is synchronous, JSON in / JSON out, two applySync crossings per step
+ * (the mutating call, then `collect` once the isolate drained its microtasks).
+ *
+ * Timers: nothing inside the isolate fires by itself. `after` delays, delayed sends and machine code's
+ * own setTimeout/setInterval are recorded against the host clock and listed in
+ * `StepResult.pendingTimers` with their due time; the runtime fires them by calling
+ * `advance(key, nowMs)`. Event timers (kind "event") are persistable: a snapshot deliberately
+ * carries no actions (so rehydrating never re-runs entry actions, re-invokes services or re-arms
+ * timers by itself), and `start(key, { snapshot, pendingTimers })` re-arms the listed event timers
+ * with their original ids and due times, which reproduces the same future behaviour (and
+ * `cancel(sendId)` still cancels them). Callback timers belong to running services and are not
+ * persisted: services do not survive a restart (§8.1: they are stopped and get error.platform).
+ *
+ * Failures: machine code throwing during a step → MachineCodeError and the actor is discarded (the
+ * runtime restarts it from the last committed snapshot); CPU-time limit → SandboxTimeoutError, the
+ * actor is discarded, the isolate kept; memory limit → SandboxMemoryError, the isolate is gone
+ * (`healthy` false) and the caller loads the version again.
+ */
+import { randomBytes } from 'node:crypto';
+import ivm from 'isolated-vm';
+import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxTimeoutError } from './errors.js';
+import { GLOBALS_SOURCE } from './globals-source.js';
+import { URL_SOURCE } from './url-source.js';
+import { IsolateModules } from './module-loader.js';
+import { logCallback, randomCallback } from './host-callbacks.js';
+import { callSync, translateIsolateError, type CallLimits } from './isolate-call.js';
+import { checkStepResult } from './step-result.js';
+import type {
+  CapturedLog,
+  JsonObject,
+  ReadRequest,
+  StartInit,
+  StartOptions,
+  StepResult,
+  WriteRequest,
+} from './types.js';
+
+export const DEFAULT_MEMORY_LIMIT_MB = 128;
+export const DEFAULT_CPU_LIMIT_MS = 1000;
+
+export interface LoadOptions {
+  versionId: string;
+  code: string;
+  memoryLimitMb?: number;
+  cpuLimitMs?: number;
+  onLog?: (entry: CapturedLog) => void;
+}
+
+/** What the bundle exports, as seen by the harness. */
+export interface BundleInfo {
+  hasDefault: boolean;
+  machine: 'v4' | 'v5' | 'none';
+  definitionError: string | null;
+  allowRead: boolean;
+  allowWrite: boolean;
+}
+
+type Fn = ivm.Reference<(...args: (string | number)[]) => unknown>;
+const HARNESS_EXPORTS = ['start', 'send', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize'] as const;
+type HarnessRefs = Record<(typeof HARNESS_EXPORTS)[number], Fn>;
+
+/** The checks smply's validate-bundle makes (wire-protocol §7.1), as one message or undefined. */
+export function bundleProblem(info: BundleInfo): string | undefined {
+  if (!info.hasDefault) return 'the bundle has no default export: it must `export default` an XState machine';
+  if (info.machine === 'v5') {
+    return "the bundle's default export is an XState v5 machine; this server runs XState v4 machines (xstate 4.38)";
+  }
+  if (info.machine !== 'v4') return "the bundle's default export is not an XState machine";
+  if (info.definitionError !== null) {
+    return `the bundle's default export is not a usable XState v4 machine: reading machine.definition failed with ${info.definitionError}`;
+  }
+  if (!info.allowRead) return 'allowRead must be an exported function';
+  if (!info.allowWrite) return 'allowWrite must be an exported function';
+  return undefined;
+}
+
+export class VersionIsolate {
+  private disposed = false;
+
+  private constructor(
+    readonly versionId: string,
+    private readonly isolate: ivm.Isolate,
+    private readonly context: ivm.Context,
+    private readonly fns: HarnessRefs,
+    private readonly limits: CallLimits,
+    /** What the harness saw in the bundle (the load succeeded only if `bundleProblem` was undefined). */
+    readonly info: BundleInfo,
+  ) {}
+
+  /**
+   * Creates the isolate, installs the globals, evaluates the bundle (top-level code runs under the
+   * CPU limit) and checks its exports. Throws BundleValidationError for unusable code.
+   */
+  static async load(opts: LoadOptions): Promise<VersionIsolate> {
+    const limits: CallLimits = {
+      memoryLimitMb: opts.memoryLimitMb ?? DEFAULT_MEMORY_LIMIT_MB,
+      cpuLimitMs: opts.cpuLimitMs ?? DEFAULT_CPU_LIMIT_MS,
+    };
+    const isolate = new ivm.Isolate({ memoryLimit: limits.memoryLimitMb });
+    try {
+      const context = await isolate.createContext();
+      installGlobals(isolate, context, opts);
+      const modules = new IsolateModules(isolate, context);
+      const bundle = modules.compileBundle(opts.code);
+      const harness = modules.loadHarness(limits.cpuLimitMs);
+      modules.instantiateBundle();
+      await evaluateBundle(bundle, isolate, limits);
+      modules.bindEntry(limits.cpuLimitMs);
+      const fns = {} as HarnessRefs;
+      for (const name of HARNESS_EXPORTS) {
+        fns[name] = harness.namespace.getSync(name, { reference: true }) as Fn;
+      }
+      const info = JSON.parse(callSync(isolate, fns.inspect, [], limits)) as BundleInfo;
+      const problem = bundleProblem(info);
+      if (problem !== undefined) throw new BundleValidationError(problem);
+      return new VersionIsolate(opts.versionId, isolate, context, fns, limits, info);
+    } catch (e) {
+      if (!isolate.isDisposed) isolate.dispose();
+      throw e;
+    }
+  }
+
+  /** False once the isolate is gone (memory limit, or disposed). */
+  get healthy(): boolean {
+    return !this.disposed && !this.isolate.isDisposed;
+  }
+
+  allowRead(req: ReadRequest): boolean {
+    return this.call('authorize', ['read', JSON.stringify(req)]) === 'true';
+  }
+
+  allowWrite(req: WriteRequest): boolean {
+    return this.call('authorize', ['write', JSON.stringify(req)]) === 'true';
+  }
+
+  /** The machine's own initial context (JSON copy); `start` shallow-merges the given context over it. */
+  defaultContext(): JsonObject {
+    return JSON.parse(this.call('defaultContext', [])) as JsonObject;
+  }
+
+  /**
+   * Creates a live actor: from a context (entry actions run, services start) or from a persisted
+   * snapshot (nothing re-runs; event timers in `init.pendingTimers` are re-armed). Replaces any live
+   * actor with the same key.
+   */
+  start(instanceKey: string, init: StartInit, opts: StartOptions = {}): StepResult {
+    const name = opts.machineInstanceName ?? instanceKey;
+    return this.step(instanceKey, 'start', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now()]);
+  }
+
+  /** Delivers one external event. */
+  send(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): StepResult {
+    return this.step(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs]);
+  }
+
+  /** Fires this actor's timers due at `nowMs` (earliest first; chains of delays catch up). */
+  advance(instanceKey: string, nowMs: number): StepResult {
+    return this.step(instanceKey, 'advance', [instanceKey, nowMs]);
+  }
+
+  /**
+   * Stops the actor's running services (promises, callbacks, child machines) and the timers their code
+   * set; returns their ids so the runtime can deliver `error.platform.<id>` before the next event.
+   */
+  stopChildren(instanceKey: string): { id: string }[] {
+    const r = this.callForActor(instanceKey, 'stopChildren', [instanceKey]);
+    if (r === 'no-actor') throw new NoLiveActorError(instanceKey);
+    return (JSON.parse(r) as string[]).map((id) => ({ id: String(id) }));
+  }
+
+  /** Drops the live actor without running exit actions (eviction, or rebuild after a failure). */
+  stop(instanceKey: string): void {
+    if (this.healthy) this.call('stop', [instanceKey]);
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.context.release();
+    if (!this.isolate.isDisposed) this.isolate.dispose();
+  }
+
+  /** Heap use of the isolate, for memory-bounded eviction decisions. */
+  heapUsedBytes(): number {
+    return this.isolate.getHeapStatisticsSync().used_heap_size;
+  }
+
+  private step(instanceKey: string, fn: 'start' | 'send' | 'advance', args: (string | number)[]): StepResult {
+    const r = this.callForActor(instanceKey, fn, args);
+    if (r === 'no-actor') throw new NoLiveActorError(instanceKey);
+    const json = this.callForActor(instanceKey, 'collect', [instanceKey]);
+    const parsed = JSON.parse(json) as unknown;
+    if (parsed !== null && typeof parsed === 'object') {
+      const p = parsed as { noActor?: unknown; error?: unknown };
+      if (p.noActor === true) throw new NoLiveActorError(instanceKey);
+      if (typeof p.error === 'string') throw new MachineCodeError(p.error);
+    }
+    return checkStepResult(parsed);
+  }
+
+  /** A call on behalf of one actor: if it is cut short, that actor is dropped (it cannot be trusted). */
+  private callForActor(instanceKey: string, fn: keyof HarnessRefs, args: (string | number)[]): string {
+    try {
+      return this.call(fn, args);
+    } catch (e) {
+      if (e instanceof SandboxTimeoutError && this.healthy) {
+        try {
+          this.call('stop', [instanceKey]);
+        } catch {
+          // the isolate will be rebuilt by the caller if it is unusable
+        }
+      }
+      throw e;
+    }
+  }
+
+  private call(fn: keyof HarnessRefs, args: (string | number)[]): string {
+    try {
+      return callSync(this.isolate, this.fns[fn], args, this.limits);
+    } catch (e) {
+      if (e instanceof SandboxTimeoutError && this.healthy) {
+        try {
+          callSync(this.isolate, this.fns.recover, [], this.limits);
+        } catch {
+          // see above
+        }
+      }
+      throw e;
+    }
+  }
+}
+
+function installGlobals(isolate: ivm.Isolate, context: ivm.Context, opts: LoadOptions): void {
+  const install = isolate.compileScriptSync(GLOBALS_SOURCE, { filename: 'file:///statehold/globals.js' });
+  const fn = install.runSync(context, { reference: true }) as ivm.Reference<(...a: unknown[]) => void>;
+  const nonce = randomBytes(6).toString('hex');
+  fn.applySync(undefined, [logCallback(opts.versionId, opts.onLog), randomCallback(), nonce]);
+  fn.release();
+  isolate.compileScriptSync(URL_SOURCE, { filename: 'file:///statehold/url.js' }).runSync(context);
+}
+
+async function evaluateBundle(bundle: ivm.Module, isolate: ivm.Isolate, limits: CallLimits): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    // top-level await on something that never settles (e.g. a host-clock timer) must not hang the load
+    const stuck = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new BundleValidationError("the bundle's top-level code did not finish (top-level await never settled)")),
+        limits.cpuLimitMs + 5000,
+      );
+    });
+    await Promise.race([bundle.evaluate({ timeout: limits.cpuLimitMs }), stuck]);
+  } catch (e) {
+    if (e instanceof BundleValidationError) throw e;
+    const t = translateIsolateError(e, isolate, limits);
+    if (t instanceof SandboxTimeoutError) {
+      throw new BundleValidationError(`the bundle's top-level code exceeded the CPU time limit of ${limits.cpuLimitMs} ms`);
+    }
+    if (t instanceof MachineCodeError) throw new BundleValidationError(`the bundle threw while loading: ${t.message}`);
+    throw t;
+  } finally {
+    if (timer) clearTimeout(timer);
+  }
+}

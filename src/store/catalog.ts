@@ -1,0 +1,38 @@
+import type { AdminKeyRecord, KeyRecord, MachineRecord, OrgRecord } from '../domain/records.js';
+
+/**
+ * The node's catalog: orgs, keys, machines and node metadata. Every method that touches org data takes
+ * the org id, so one org can never address another's records. Writes resolve once durable.
+ * Both deployments implement it (design.md §2): LMDB here, an LMDB cache fed by JetStream in a cluster.
+ */
+export interface Catalog {
+  createOrg(org: OrgRecord): Promise<void>;
+  getOrg(orgId: string): OrgRecord | undefined;
+  /** All orgs, oldest first. Orgs are few per node; operators list them all. */
+  listOrgs(): OrgRecord[];
+
+  putKey(key: KeyRecord): Promise<void>;
+  getKey(keyId: string): KeyRecord | undefined;
+  /** Keys of one org ordered by id, starting after `afterId`. */
+  listKeys(orgId: string, afterId: string | undefined, limit: number): KeyRecord[];
+  /** false when the key does not exist in that org. */
+  deleteKey(orgId: string, keyId: string): Promise<boolean>;
+
+  /** false when a machine with that slug already exists in the org. */
+  createMachine(machine: MachineRecord): Promise<boolean>;
+  getMachine(orgId: string, slug: string): MachineRecord | undefined;
+  listMachines(orgId: string, afterSlug: string | undefined, limit: number): MachineRecord[];
+  /** Removes the machine and everything stored under it. false when it did not exist. */
+  deleteMachine(orgId: string, slug: string): Promise<boolean>;
+  hasInstances(orgId: string, machineSlug: string): boolean;
+
+  getAdminKey(): AdminKeyRecord | undefined;
+  putAdminKey(record: AdminKeyRecord): Promise<void>;
+}
+
+/** The storage of one node: its catalog now; logs, snapshots and blobs join it with the actor core. */
+export interface NodeStore {
+  readonly catalog: Catalog;
+  /** Waits for every accepted write to be durable, then releases the files. */
+  close(): Promise<void>;
+}

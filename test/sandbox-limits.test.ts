@@ -1,0 +1,94 @@
+import t from 'tap';
+import {
+  VersionIsolate,
+  SandboxTimeoutError,
+  SandboxMemoryError,
+  SandboxDisposedError,
+  NoLiveActorError,
+  type CapturedLog,
+} from '../src/sandbox/index.js';
+import { importing } from './fixtures/sandbox/bundles.js';
+
+const RUNAWAY = importing(
+  `
+export default createMachine({
+  id: 'r', predictableActionArguments: true, initial: 'a', context: { n: 0 },
+  states: { a: { on: {
+    INC: { actions: assign({ n: (c) => c.n + 1 }) },
+    LOOP: { actions: () => { for (;;) {} } },
+    LATE_LOOP: { actions: () => { Promise.resolve().then(() => { for (;;) {} }); } },
+    BOMB: { actions: () => { const keep = []; for (;;) keep.push(new Array(100000).fill('x' + keep.length)); } },
+  } } },
+});`,
+  { authorizers: `export function allowRead(r) { if (r.context.loop) for (;;) {} return true; }\nexport function allowWrite() { return true; }` },
+);
+
+t.test('an infinite loop fails the call with SandboxTimeoutError; the isolate keeps serving', async (t) => {
+  const vi = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, cpuLimitMs: 200 });
+  t.teardown(() => vi.dispose());
+  vi.start('looper', { context: {} });
+  vi.start('other', { context: {} });
+  vi.send('other', { type: 'INC' });
+  const started = Date.now();
+  t.throws(() => vi.send('looper', { type: 'LOOP' }), SandboxTimeoutError);
+  t.ok(Date.now() - started < 2000, 'stopped near the limit');
+  t.equal(vi.healthy, true);
+  t.throws(() => vi.send('looper', { type: 'INC' }), NoLiveActorError, 'the interrupted actor was dropped');
+  t.equal(vi.send('other', { type: 'INC' }).context.n, 2, 'other actors are unaffected');
+  // a loop in a promise continuation (microtask) is inside the same limit
+  t.throws(() => vi.send('other', { type: 'LATE_LOOP' }), SandboxTimeoutError);
+  t.equal(vi.start('again', { context: {} }).state, 'a');
+  // authorizers too
+  const read = { machineInstanceName: 'i', state: 'a', context: { loop: true }, authContext: {} };
+  t.throws(() => vi.allowRead(read), SandboxTimeoutError);
+  t.equal(vi.allowRead({ ...read, context: {} }), true);
+});
+
+t.test('a memory bomb disposes the isolate, the host survives, a reload works', async (t) => {
+  const vi = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 32, cpuLimitMs: 5000 });
+  vi.start('k', { context: {} });
+  t.throws(() => vi.send('k', { type: 'BOMB' }), SandboxMemoryError);
+  t.equal(vi.healthy, false);
+  t.throws(() => vi.send('k', { type: 'INC' }), SandboxDisposedError);
+  vi.dispose();
+  const again = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 32 });
+  t.teardown(() => again.dispose());
+  t.equal(again.start('k', { context: {} }).state, 'a');
+});
+
+t.test('console output is captured with level, instance, version and time', async (t) => {
+  const logs: CapturedLog[] = [];
+  const vi = await VersionIsolate.load({
+    versionId: 'ver-9',
+    onLog: (e) => logs.push(e),
+    code: importing(`
+console.info('loading');
+export default createMachine({
+  id: 'c', initial: 'a',
+  states: { a: { entry: () => console.debug('entered', { ok: true }), on: { GO: { actions: [
+    (c, e) => console.log('got', e),
+    () => console.warn('careful'),
+    () => console.error(new TypeError('bad thing')),
+    actions.log((c, e) => 'xstate log ' + e.type),
+  ] } } } },
+});`),
+  });
+  t.teardown(() => vi.dispose());
+  t.match(logs, [{ level: 'info', args: ['loading'], versionId: 'ver-9' }]);
+  t.notOk(logs[0] && 'instanceKey' in logs[0], 'top-level logs have no instance');
+  logs.length = 0;
+  const before = Date.now();
+  vi.start('key-1', { context: {} }, { machineInstanceName: 'inst-1' });
+  vi.send('key-1', { type: 'GO', n: 1 });
+  t.match(logs, [
+    { level: 'debug', args: ['entered', { ok: true }] },
+    { level: 'log', args: ['got', { type: 'GO', n: 1 }] },
+    { level: 'warn', args: ['careful'] },
+    { level: 'error', args: [{ name: 'TypeError', message: 'bad thing' }] },
+    { level: 'log', args: ['xstate log GO'] },
+  ]);
+  for (const e of logs) {
+    t.match(e, { instanceKey: 'key-1', machineInstanceName: 'inst-1', versionId: 'ver-9' });
+    t.ok(e.timestamp >= before && e.timestamp <= Date.now());
+  }
+});
