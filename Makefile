@@ -8,9 +8,10 @@ DATA_DIR  ?= ./data
 
 all: build
 
-# Install npm packages when they are missing or older than the lock file.
+# Install npm packages when they are missing or older than the lock file. `npm install` honours the lock;
+# `npm ci` is avoided because npm 11 misreads the lock's optional native packages (msgpackr-extract).
 node_modules/.installed: package.json $(wildcard package-lock.json)
-	npm ci --no-audit --no-fund || npm install --no-audit --no-fund
+	npm install --no-audit --no-fund
 	@touch $@
 
 install: node_modules/.installed

@@ -20,7 +20,7 @@ export const decodeJwt = (token: string): JwtDecodeResult => {
   const segments = token.split('.');
   if (segments.length !== 3) return { ok: false, reason: 'the bearer token is not a JWT' };
   const [h, p, s] = segments as [string, string, string];
-  if (!segmentPattern.test(h) || !segmentPattern.test(p) || !segmentPattern.test(s)) {
+  if (!segmentPattern.test(h) || !segmentPattern.test(p) || !/^[A-Za-z0-9_-]*$/.test(s)) {
     return { ok: false, reason: 'the bearer token is not a JWT' };
   }
   const header = parseJsonObject(h);

@@ -1,0 +1,75 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+export const entryPoint = join(repoRoot, 'dist', 'bin', 'statehold.js');
+
+export interface NodeProcess {
+  url: string;
+  port: number;
+  dataDir: string;
+  adminKey: string | undefined;
+  child: ChildProcess;
+  output: () => string;
+  /** Sends the signal and resolves with the exit code (or signal name). */
+  stop(signal?: NodeJS.Signals): Promise<number | string>;
+}
+
+export interface StartOptions {
+  args?: string[];
+  env?: Record<string, string>;
+  dataDir?: string;
+  /** Pass no --admin-key, so the node generates one (or uses the stored one). */
+  generatedAdminKey?: boolean;
+}
+
+export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-test-'));
+
+/**
+ * Starts `statehold serve` as its own process on a free loopback port, as a user would, and waits for
+ * it to say where it listens.
+ */
+export const startNode = async (options: StartOptions = {}): Promise<NodeProcess> => {
+  const dataDir = options.dataDir ?? tempDataDir();
+  const adminKey = options.generatedAdminKey ? undefined : `test-admin-${Math.random().toString(36).slice(2)}`;
+  const args = ['--no-node-snapshot', entryPoint, 'serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`node did not start in time:\n${output}`)), 20_000);
+    const check = () => {
+      const match = /listening on http:\/\/[^:]+:(\d+)/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve(Number(match[1]));
+      }
+    };
+    child.stdout?.on('data', check);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`node exited (${code}) before listening:\n${output}`));
+    });
+  });
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    dataDir,
+    adminKey,
+    child,
+    output: () => output,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+};
+
+export const removeDir = (dir: string): void => rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,91 @@
+import { signToken } from '@statebacked/token';
+import t from 'tap';
+import { call } from './helpers/http.js';
+import { startNode } from './helpers/node-process.js';
+
+const node = await startNode({ args: ['--page-size', '2', '--billing-url', 'https://billing.example.com/portal'] });
+t.teardown(() => node.stop());
+const admin = node.adminKey as string;
+
+t.test('orgs: the bootstrap org, creation and validation', async (t) => {
+  const listed = await call(node.url, 'GET', '/orgs', { token: admin });
+  t.equal(listed.status, 200);
+  t.equal(listed.body.orgs.length, 1);
+  t.match(listed.body.orgs[0], { id: /^org_/, name: 'default', role: 'admin', createdAt: String, allowAnonymousAccess: true, limits: { monthlyEventsLimit: Number, monthlyReadsLimit: Number } });
+
+  const created = await call(node.url, 'POST', '/orgs', { token: admin, body: { name: 'acme', allowAnonymousAccess: false } });
+  t.equal(created.status, 200);
+  const again = await call(node.url, 'GET', '/orgs', { token: admin });
+  t.same(again.body.orgs.map((o: { name: string }) => o.name), ['default', 'acme']);
+  t.equal(again.body.orgs[1].allowAnonymousAccess, false);
+
+  for (const [body, parameter] of [[{}, 'name'], [{ name: '' }, 'name'], [{ name: 'x', allowAnonymousAccess: 'yes' }, 'allowAnonymousAccess']] as const) {
+    const bad = await call(node.url, 'POST', '/orgs', { token: admin, body });
+    t.equal(bad.status, 400);
+    t.equal(bad.body.code, 'invalid-parameter');
+    t.equal(bad.body.parameter, parameter);
+  }
+});
+
+t.test('keys: presets, explicit scopes, listing with cursors, deletion', async (t) => {
+  const org = (await call(node.url, 'GET', '/orgs', { token: admin })).body.orgs[1].id as string;
+  const headers = { 'x-statebacked-org-id': org };
+  const production = await call(node.url, 'POST', '/keys', { token: admin, headers, body: { name: 'prod', use: 'production' } });
+  t.equal(production.status, 200);
+  t.match(production.body, { id: /^sbk_[A-Za-z0-9_-]{22}$/, key: /^sbsec_/ });
+  const explicit = await call(node.url, 'POST', '/keys', { token: admin, headers, body: { name: 'mixed', use: 'production', scopes: ['org.read', 'tokens.admin', 'org.keys.write', 'org.write'] } });
+  const ci = await call(node.url, 'POST', '/keys', { token: admin, headers, body: { name: 'ci', use: 'ci' } });
+
+  const pages: Array<{ id: string; name: string; scopes: string[]; createdAt: string }> = [];
+  let cursor: string | undefined;
+  do {
+    const page = await call(node.url, 'GET', `/keys${cursor ? `?cursor=${cursor}` : ''}`, { token: admin, headers });
+    t.equal(page.status, 200);
+    t.ok(page.body.keys.length <= 2, 'page size honoured');
+    pages.push(...page.body.keys);
+    cursor = page.body.cursor;
+  } while (cursor);
+  t.equal(pages.length, 3);
+  t.notOk(JSON.stringify(pages).includes('sbsec_'), 'no secret in a list');
+  const byName = Object.fromEntries(pages.map((k) => [k.name, k]));
+  t.same(byName.prod?.scopes, ['events.write', 'state.read', 'instances.write', 'indexes.read']);
+  t.same(byName.ci?.scopes, ['machines.read', 'machines.write', 'machine-versions.read', 'machine-versions.write']);
+  t.same(byName.mixed?.scopes, ['org.read', 'tokens.admin', 'org.keys.write', 'org.write'], 'explicit scopes win over use');
+
+  const token = await signToken({ stateBackedKeyId: explicit.body.id, stateBackedSecretKey: explicit.body.key }, { sub: 'u' }, { expires: { in: '1h' } });
+  const asKey = await call(node.url, 'GET', '/orgs', { token });
+  t.equal(asKey.status, 200);
+  t.same(asKey.body.orgs.map((o: { id: string }) => o.id), [org], 'a key sees only its own org');
+  const keysAsKey = await call(node.url, 'GET', '/keys', { token });
+  t.equal(keysAsKey.status, 200);
+  t.equal((await call(node.url, 'POST', '/orgs', { token, body: { name: 'x' } })).body.code, 'missing-user');
+  t.equal((await call(node.url, 'GET', '/billing', { token })).body.url, 'https://billing.example.com/portal');
+
+  const ciToken = await signToken({ stateBackedKeyId: ci.body.id, stateBackedSecretKey: ci.body.key }, { sub: 'u' }, { expires: { in: '1h' } });
+  for (const [method, path] of [['GET', '/keys'], ['POST', '/keys'], ['GET', '/billing'], ['GET', '/orgs'], ['DELETE', `/keys/${ci.body.id}`]] as const) {
+    const denied = await call(node.url, method, path, { token: ciToken, body: method === 'POST' ? { name: 'x', use: 'ci' } : undefined });
+    t.equal(denied.status, 403, `${method} ${path} needs a scope the ci key lacks`);
+    t.equal(denied.body.code, 'missing-scope');
+  }
+
+  t.equal((await call(node.url, 'DELETE', `/keys/${ci.body.id}`, { token })).status, 204);
+  t.equal((await call(node.url, 'GET', '/machines', { token: ciToken })).status, 403, 'tokens of a deleted key stop at once');
+  const missing = await call(node.url, 'DELETE', `/keys/${ci.body.id}`, { token });
+  t.equal(missing.status, 404);
+
+  for (const [body, parameter] of [[{ name: 'x' }, 'scopes'], [{ name: 'x', use: 'admin' }, 'use'], [{ name: 'x', scopes: ['root'] }, 'scopes'], [{ use: 'ci' }, 'name'], [{ name: 'x', scopes: 'state.read' }, 'scopes']] as const) {
+    const bad = await call(node.url, 'POST', '/keys', { token: admin, headers, body });
+    t.equal(bad.status, 400, JSON.stringify(body));
+    t.equal(bad.body.parameter, parameter);
+  }
+  const badCursor = await call(node.url, 'GET', '/keys?cursor=%%%', { token: admin, headers });
+  t.equal(badCursor.status, 400);
+  t.equal(badCursor.body.parameter, 'cursor');
+});
+
+t.test('billing: the configured portal link', async (t) => {
+  const org = (await call(node.url, 'GET', '/orgs', { token: admin })).body.orgs[0].id as string;
+  const res = await call(node.url, 'GET', '/billing', { token: admin, headers: { 'x-statebacked-org-id': org } });
+  t.equal(res.status, 200);
+  t.same(res.body, { url: 'https://billing.example.com/portal' });
+});

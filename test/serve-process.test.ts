@@ -1,0 +1,84 @@
+import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import t from 'tap';
+import { call } from './helpers/http.js';
+import { entryPoint, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+
+const run = promisify(execFile);
+
+t.test('first start generates the operator key and bootstrap org, printed once; both survive a restart', async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const first = await startNode({ dataDir, generatedAdminKey: true });
+  const key = /shown only this once: (shadm_[A-Za-z0-9_-]+)/.exec(first.output())?.[1];
+  t.ok(key, 'the key is printed');
+  t.match(first.output(), new RegExp(`curl -H "Authorization: Bearer ${key}" http://127\\.0\\.0\\.1:${first.port}/orgs`), 'with a one-line example');
+  t.match(first.output(), /created the bootstrap org org_/);
+  const orgs = await call(first.url, 'GET', '/orgs', { token: key });
+  t.equal(orgs.status, 200);
+  const created = await call(first.url, 'POST', '/keys', { token: key, body: { name: 'k', use: 'production' } });
+  const secret = created.body.key as string;
+  await call(first.url, 'POST', '/machines', { token: key, body: { slug: 'kept' } });
+  t.equal(await first.stop('SIGTERM'), 0, 'SIGTERM exits 0');
+  t.match(first.output(), /stopped cleanly/);
+
+  const stored = readdirSync(dataDir).map((f) => readFileSync(join(dataDir, f)).toString('latin1')).join('');
+  t.notOk(stored.includes(secret), 'key secrets are not stored in plain text');
+  t.notOk(stored.includes(key as string), 'the operator key is not stored in plain text');
+  t.equal(statSync(join(dataDir, 'master.key')).mode & 0o777, 0o600, 'the master key file is private');
+
+  const second = await startNode({ dataDir, generatedAdminKey: true });
+  t.teardown(() => second.stop());
+  t.notMatch(second.output(), /shadm_/, 'the key is not printed again');
+  t.notMatch(second.output(), /bootstrap org/, 'no second bootstrap org');
+  const again = await call(second.url, 'GET', '/orgs', { token: key });
+  t.equal(again.status, 200);
+  t.same(again.body.orgs, orgs.body.orgs);
+  t.equal((await call(second.url, 'GET', '/machines/kept', { token: key })).status, 200, 'acknowledged writes survived');
+});
+
+t.test('a configured admin key replaces the stored one; environment variables apply, flags win', async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const node = await startNode({
+    dataDir,
+    env: { STATEHOLD_BILLING_URL: 'https://env.example.com/b', STATEHOLD_PAGE_SIZE: '1' },
+    args: ['--page-size', '2'],
+  });
+  t.teardown(() => node.stop());
+  t.notMatch(node.output(), /shadm_/, 'no key is generated when one is configured');
+  const admin = node.adminKey as string;
+  t.equal((await call(node.url, 'GET', '/billing', { token: admin })).body.url, 'https://env.example.com/b', 'env applies');
+  for (const slug of ['a', 'b', 'c']) await call(node.url, 'POST', '/machines', { token: admin, body: { slug } });
+  t.equal((await call(node.url, 'GET', '/machines', { token: admin })).body.machines.length, 2, 'the flag beats the env');
+  t.equal((await call(node.url, 'GET', '/orgs', { token: 'shadm_other' })).status, 403);
+});
+
+t.test('a token with the configured public URL as audience is accepted', async (t) => {
+  const node = await startNode({ args: ['--public-url', 'https://statehold.example.com/'] });
+  t.teardown(() => node.stop());
+  t.equal((await call(node.url, 'GET', '/billing', { token: node.adminKey })).body.url, 'https://statehold.example.com/billing-portal');
+});
+
+t.test('--help documents the settings; bad flags exit 2 with a message', async (t) => {
+  const help = await run(process.execPath, ['--no-node-snapshot', entryPoint, '--help']);
+  for (const word of ['serve', '--port', '--host', '--data-dir', '--public-url', '--admin-key', 'STATEHOLD_PORT', 'STATEHOLD_DATA_DIR', 'STATEHOLD_PUBLIC_URL', 'STATEHOLD_ADMIN_KEY', 'STATEHOLD_MASTER_KEY', 'SIGTERM', '/health']) {
+    t.match(help.stdout, word);
+  }
+  for (const args of [['serve', '--port', 'eighty'], ['serve', '--bogus'], ['serve', '--public-url', 'ftp://x'], ['launch']]) {
+    const failed = await run(process.execPath, ['--no-node-snapshot', entryPoint, ...args]).then(
+      () => ({ code: 0, stderr: '' }),
+      (error: { code: number; stderr: string }) => error,
+    );
+    t.equal(failed.code, 2, args.join(' '));
+    t.match(failed.stderr, /statehold: /);
+  }
+});
+
+t.test('the bin shim runs the built CLI (what npx statehold runs)', async (t) => {
+  const shim = join(entryPoint, '..', '..', '..', 'bin', 'statehold.js');
+  const help = await run(shim, ['help']);
+  t.match(help.stdout, /statehold serve/);
+});
