@@ -6,8 +6,14 @@ import { Authenticator } from '../auth/authenticator.js';
 import { KeyRing } from '../auth/key-ring.js';
 import { loadMasterKey } from '../auth/master-key.js';
 import { SecretSealer } from '../auth/secret-sealer.js';
+import { UploadSigner } from '../auth/upload-signer.js';
 import { newAdminKey, prettyId } from '../domain/ids.js';
 import type { Logger } from '../domain/logger.js';
+import { validateBundle } from '../sandbox/index.js';
+import { InstanceRuntime } from '../runtime/instance-runtime.js';
+import { LogSink } from '../runtime/log-sink.js';
+import { defaultRuntimeSettings, type RuntimeSettings } from '../runtime/runtime-settings.js';
+import { SandboxPool } from '../runtime/sandbox-pool.js';
 import type { Catalog } from '../store/catalog.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
 import type { ServeConfig } from './serve-config.js';
@@ -23,7 +29,9 @@ export interface RunningNode {
 export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, announce: (line: string) => void): Promise<RunningNode> => {
   const store = openLmdbNodeStore(config.dataDir);
   const { catalog } = store;
-  const sealer = new SecretSealer(loadMasterKey(config.dataDir, config.masterKey));
+  const masterKey = loadMasterKey(config.dataDir, config.masterKey);
+  const sealer = new SecretSealer(masterKey);
+  const uploadSigner = new UploadSigner(masterKey, config.uploadTtlSeconds);
   const { credential: adminCredential, generatedSecret } = await operatorCredential(catalog, config);
   await bootstrapOrg(catalog, announce);
 
@@ -40,7 +48,33 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     adminCredential,
     ownAudience: () => `${settings.publicUrl}/`,
   });
-  const router = buildRouter({ catalog, authenticator, sealer, settings, logger });
+  const runtimeSettings: RuntimeSettings = {
+    ...defaultRuntimeSettings,
+    settleBudgetMs: config.settleTimeoutMs,
+    isolateMemoryLimitMb: config.isolateMemoryMb,
+    cpuLimitMs: config.cpuLimitMs,
+    maxLiveActors: config.maxLiveActors,
+  };
+  const logs = new LogSink(store.logs, logger);
+  const runtime = new InstanceRuntime({
+    instances: store.instances,
+    sandboxes: new SandboxPool(store.versions, logs, runtimeSettings),
+    logs,
+    settings: runtimeSettings,
+    logger,
+  });
+  const router = buildRouter({
+    catalog,
+    authenticator,
+    sealer,
+    settings,
+    logger,
+    versions: store.versions,
+    uploadSigner,
+    validateBundle: (code) => validateBundle(code),
+    instances: store.instances,
+    runtime,
+  });
   const server = await HttpServer.start({ router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger });
 
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
@@ -58,6 +92,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       const drained = server.drain();
       const timedOut = await Promise.race([drained.then(() => false), delay(config.drainTimeoutMs).then(() => true)]);
       if (timedOut) logger.warn('drain timeout passed with requests still in flight; stopping anyway');
+      await runtime.close();
       await store.close();
     },
   };

@@ -12,6 +12,12 @@ export interface ServeConfig {
   pageSize: number;
   maxBodyBytes: number;
   drainTimeoutMs: number;
+  settleTimeoutMs: number;
+  isolateMemoryMb: number;
+  cpuLimitMs: number;
+  maxLiveActors: number;
+  /** How long a provisional machine version may wait for its upload and finalization (hidden: STATEHOLD_UPLOAD_TTL_SECONDS). */
+  uploadTtlSeconds: number;
 }
 
 /** Flag name, environment variable, default and help line of each setting: one table, used for parsing and for --help. */
@@ -24,6 +30,10 @@ export const serveSettings = [
   { flag: 'billing-url', env: 'STATEHOLD_BILLING_URL', fallback: undefined, help: 'the link GET /billing returns (default <public-url>/billing-portal)' },
   { flag: 'page-size', env: 'STATEHOLD_PAGE_SIZE', fallback: String(limits.defaultPageSize), help: 'items per page of list endpoints' },
   { flag: 'max-body-bytes', env: 'STATEHOLD_MAX_BODY_BYTES', fallback: String(limits.defaultMaxBodyBytes), help: 'largest request body accepted (413 above it)' },
+  { flag: 'settle-timeout-ms', env: 'STATEHOLD_SETTLE_TIMEOUT_MS', fallback: '10000', help: 'how long creating an instance or sending an event waits for the machine to settle' },
+  { flag: 'isolate-memory-mb', env: 'STATEHOLD_ISOLATE_MEMORY_MB', fallback: '128', help: 'memory limit of each machine version\'s isolate' },
+  { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
+  { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
   { flag: 'drain-timeout-ms', env: 'STATEHOLD_DRAIN_TIMEOUT_MS', fallback: '30000', help: 'on SIGTERM, how long to wait for requests in flight' },
 ] as const;
 
@@ -66,5 +76,18 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     pageSize: integer('page-size', 1, 1000),
     maxBodyBytes: integer('max-body-bytes', 1024, 1024 * 1024 * 1024),
     drainTimeoutMs: integer('drain-timeout-ms', 0, 3_600_000),
+    settleTimeoutMs: integer('settle-timeout-ms', 0, 600_000),
+    isolateMemoryMb: integer('isolate-memory-mb', 16, 4096),
+    cpuLimitMs: integer('cpu-limit-ms', 10, 600_000),
+    maxLiveActors: integer('max-live-actors', 1, 10_000_000),
+    uploadTtlSeconds: uploadTtlSeconds(env.STATEHOLD_UPLOAD_TTL_SECONDS),
   };
+};
+
+/** Not in --help: tests shorten it to see expiry; one hour otherwise. */
+const uploadTtlSeconds = (text: string | undefined): number => {
+  if (text === undefined || text === '') return 3600;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1 || value > 7 * 24 * 3600) throw new ConfigError(`STATEHOLD_UPLOAD_TTL_SECONDS must be an integer from 1 to 604800, not "${text}"`);
+  return value;
 };

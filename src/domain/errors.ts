@@ -17,6 +17,9 @@ export type ErrorCode =
   | 'conflict'
   | 'payload-too-large'
   | 'unavailable'
+  | 'machine-code-error'
+  | 'context-too-large'
+  | 'settle-timeout'
   | 'internal';
 
 export class ServiceError extends Error {
@@ -53,3 +56,12 @@ export const conflict = (message: string): ServiceError => new ServiceError(409,
 export const payloadTooLarge = (message: string): ServiceError => new ServiceError(413, 'payload-too-large', message);
 
 export const unavailable = (message: string): ServiceError => new ServiceError(503, 'unavailable', message);
+
+export const rejectedByAuthorizer = (which: 'allowRead' | 'allowWrite'): ServiceError =>
+  new ServiceError(403, 'rejected-by-machine-authorizer', `the machine's ${which} refused this request`);
+
+/** Machine code failed while handling a request: the instance is left as if the request never came. */
+export const machineCodeFailed = (message: string): ServiceError => new ServiceError(400, 'machine-code-error', message);
+
+export const contextTooLarge = (bytes: number, limit: number): ServiceError =>
+  new ServiceError(400, 'context-too-large', `the transition would leave a context of ${bytes} bytes of JSON, above the limit of ${limit} bytes; the event was not applied`);

@@ -26,6 +26,20 @@ export interface MachineRecord {
   currentVersionId?: string;
 }
 
+/**
+ * A finalized machine version (wire-protocol §3.2). Its code is stored beside it, keyed by org and id.
+ * `indexSelectors` maps each index the version feeds to a JSONPath into the instance context.
+ */
+export interface MachineVersionRecord {
+  id: string;
+  orgId: string;
+  machine: string;
+  createdAt: string;
+  /** Free text from the uploader; '' when none was given. */
+  clientInfo: string;
+  indexSelectors: Record<string, string>;
+}
+
 /** Operator credential check: only a salted hash is stored. */
 export interface AdminKeyRecord {
   salt: string;

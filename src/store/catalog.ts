@@ -1,4 +1,7 @@
+import type { InstanceStore } from './instance-store.js';
+import type { LogStore } from './log-store.js';
 import type { AdminKeyRecord, KeyRecord, MachineRecord, OrgRecord } from '../domain/records.js';
+import type { VersionStore } from './version-store.js';
 
 /**
  * The node's catalog: orgs, keys, machines and node metadata. Every method that touches org data takes
@@ -33,6 +36,12 @@ export interface Catalog {
 /** The storage of one node: its catalog now; logs, snapshots and blobs join it with the actor core. */
 export interface NodeStore {
   readonly catalog: Catalog;
+  /** Machine versions, their code and pending code uploads. */
+  readonly versions: VersionStore;
+  /** Instance heads, their transition histories and usage counters. */
+  readonly instances: InstanceStore;
+  /** Console output of machine code and service lines about instances. */
+  readonly logs: LogStore;
   /** Waits for every accepted write to be durable, then releases the files. */
   close(): Promise<void>;
 }

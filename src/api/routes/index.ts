@@ -2,9 +2,12 @@ import type { ApiContext } from '../api-context.js';
 import { Router } from '../router.js';
 import { registerBillingPortalRoute, registerBillingRoutes } from './billing-routes.js';
 import { registerHealthRoutes } from './health-routes.js';
+import { registerInstanceRoutes } from './instance-routes.js';
 import { registerKeyRoutes } from './key-routes.js';
 import { registerMachineRoutes } from './machine-routes.js';
 import { registerOrgRoutes } from './org-routes.js';
+import { registerUploadRoutes } from './upload-routes.js';
+import { registerVersionRoutes } from './version-routes.js';
 
 /** Every route of the API, in one router. */
 export const buildRouter = (context: ApiContext): Router => {
@@ -15,5 +18,8 @@ export const buildRouter = (context: ApiContext): Router => {
   registerBillingRoutes(router, context);
   registerBillingPortalRoute(router);
   registerMachineRoutes(router, context);
+  registerInstanceRoutes(router, context);
+  registerVersionRoutes(router, context);
+  registerUploadRoutes(router, context);
   return router;
 };

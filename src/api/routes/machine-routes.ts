@@ -8,10 +8,16 @@ import type { MachineRecord } from '../../domain/records.js';
 import { type ApiContext, authenticate } from '../api-context.js';
 import { json, jsonBody, noContent } from '../http-types.js';
 import type { Router } from '../router.js';
+import { versionInfo } from './version-routes.js';
 
 /** Machine definitions: list, create, read, delete (wire-protocol §3.1). */
 export const registerMachineRoutes = (router: Router, context: ApiContext): void => {
   const { catalog } = context;
+  /** `currentVersion` when the machine has one (wire-protocol §3.1). */
+  const currentVersion = (machine: MachineRecord) => {
+    const version = machine.currentVersionId ? context.versions.getVersion(machine.orgId, machine.slug, machine.currentVersionId) : undefined;
+    return version ? { currentVersion: versionInfo(version) } : {};
+  };
 
   router.add('GET', '/machines', (request) => {
     const caller = authenticate(context, request);
@@ -23,7 +29,7 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
     const page = machines.slice(0, pageSize);
     const last = page.at(-1);
     return json({
-      machines: page.map((machine) => ({ slug: machine.slug, createdAt: machine.createdAt })),
+      machines: page.map((machine) => ({ slug: machine.slug, createdAt: machine.createdAt, ...currentVersion(machine) })),
       ...(machines.length > pageSize && last ? { cursor: encodeCursor(last.slug) } : {}),
     });
   });
@@ -46,7 +52,7 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
     const orgId = context.authenticator.resolveOrg(caller);
     const machine = catalog.getMachine(orgId, request.params.machine as string);
     if (!machine) throw notFound(`machine ${request.params.machine} does not exist`);
-    return json({ machine: { createdAt: machine.createdAt, indexes: machine.indexes } });
+    return json({ machine: { createdAt: machine.createdAt, ...currentVersion(machine), indexes: machine.indexes } });
   });
 
   router.add('DELETE', '/machines/:machine', async (request) => {
@@ -66,6 +72,9 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
     }
     if (!catalog.getMachine(orgId, slug)) throw notFound(`machine ${slug} does not exist`);
     if (catalog.hasInstances(orgId, slug)) throw conflict(`machine ${slug} still has instances: delete them first`);
+    // Versions first: a crash in between leaves a machine without versions, never versions that a
+    // machine created later under the same name would inherit.
+    await context.versions.deleteMachineVersions(orgId, slug);
     await catalog.deleteMachine(orgId, slug);
     return noContent(204);
   });

@@ -104,6 +104,17 @@ export class LmdbCatalog implements Catalog {
     });
   }
 
+  /**
+   * Points the machine at its current version. Synchronous, for use inside a `root.transaction`
+   * (version finalization writes the version and this pointer atomically). false when the machine is gone.
+   */
+  setCurrentVersionSync(orgId: string, slug: string, versionId: string): boolean {
+    const machine = this.machines.get([orgId, slug]);
+    if (!machine) return false;
+    void this.machines.put([orgId, slug], { ...machine, currentVersionId: versionId });
+    return true;
+  }
+
   hasInstances(orgId: string, machineSlug: string): boolean {
     for (const _ of this.instances.getKeys({ start: [orgId, machineSlug, ''], end: [orgId, machineSlug, AFTER_ALL], limit: 1 })) {
       return true;

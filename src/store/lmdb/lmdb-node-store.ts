@@ -3,6 +3,9 @@ import { join } from 'node:path';
 import { open } from 'lmdb';
 import type { NodeStore } from '../catalog.js';
 import { LmdbCatalog } from './lmdb-catalog.js';
+import { LmdbInstanceStore } from './lmdb-instance-store.js';
+import { LmdbLogStore } from './lmdb-log-store.js';
+import { LmdbVersionStore } from './lmdb-version-store.js';
 
 /**
  * The embedded deployment's storage: one LMDB environment under the data dir. lmdb-js batches the
@@ -13,8 +16,12 @@ export const openLmdbNodeStore = (dataDir: string): NodeStore => {
   mkdirSync(dataDir, { recursive: true });
   const root = open({ path: join(dataDir, 'statehold.lmdb'), compression: false, maxDbs: 32 });
   const catalog = new LmdbCatalog(root);
+  const versions = new LmdbVersionStore(root, catalog);
   return {
     catalog,
+    versions,
+    instances: new LmdbInstanceStore(root),
+    logs: new LmdbLogStore(root),
     async close() {
       await root.flushed;
       await root.close();

@@ -1,0 +1,167 @@
+import { requireScope } from '../../auth/caller.js';
+import { isValidDeletionConfirmation } from '../../domain/confirmation.js';
+import { decodeCursor, encodeCursor } from '../../domain/cursor.js';
+import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
+import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
+import { isPrettyId } from '../../domain/ids.js';
+import { requireSlug } from '../../domain/names.js';
+import { type ApiContext, authenticate } from '../api-context.js';
+import { json, jsonBody, noContent } from '../http-types.js';
+import type { Router } from '../router.js';
+import { stateView, versionInfo } from '../state-view.js';
+
+/** Machine instances (wire-protocol §3.4). Writes go through the runtime; lists and history read the store. */
+export const registerInstanceRoutes = (router: Router, context: ApiContext): void => {
+  const { catalog, versions, instances, runtime } = context;
+
+  const machineOf = (orgId: string, slug: string) => {
+    const machine = catalog.getMachine(orgId, slug);
+    if (!machine) throw notFound(`machine ${slug} does not exist`);
+    return machine;
+  };
+  const instanceOf = (orgId: string, machine: string, name: string) => {
+    const head = runtime.head(orgId, machine, name);
+    if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
+    return head;
+  };
+
+  router.add('POST', '/machines/:machine', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'instances.write');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const machine = machineOf(orgId, request.params.machine as string);
+    const body = jsonBody(request);
+    const name = requireSlug(body.slug, 'slug');
+    const initial = body.context ?? {};
+    if (typeof initial !== 'object' || initial === null || Array.isArray(initial)) throw invalidParameter('context', 'context must be a JSON object');
+    let versionId: string;
+    if (body.machineVersionId !== undefined) {
+      if (!isPrettyId(body.machineVersionId, 'ver') || !versions.getVersion(orgId, machine.slug, body.machineVersionId)) {
+        throw notFound(`machine ${machine.slug} has no version ${String(body.machineVersionId)}`);
+      }
+      versionId = body.machineVersionId;
+    } else if (machine.currentVersionId) {
+      versionId = machine.currentVersionId;
+    } else {
+      throw conflict(`machine ${machine.slug} has no current version: create one with makeCurrent, or pass machineVersionId`);
+    }
+    const head = await runtime.create({ orgId, machine: machine.slug, name, versionId, context: initial as JsonObject, authContext: caller.authContext });
+    return json(stateView(head));
+  });
+
+  router.add('GET', '/machines/:machine/i', (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'instances.read');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const machine = machineOf(orgId, request.params.machine as string);
+    const after = decodeCursor(request.query.get('cursor'));
+    if (after !== undefined && typeof after !== 'string') throw invalidParameter('cursor', 'cursor is not one this service returned');
+    const pageSize = context.settings.pageSize;
+    const heads = instances.listInstances(orgId, machine.slug, after, pageSize + 1);
+    const page = heads.slice(0, pageSize);
+    const last = page.at(-1);
+    return json({
+      instances: page.map((head) => ({
+        slug: head.name,
+        createdAt: head.createdAt,
+        status: head.status,
+        machineVersion: versionInfo(head.versionId, versions.getVersion(orgId, machine.slug, head.versionId)),
+      })),
+      ...(heads.length > pageSize && last ? { cursor: encodeCursor(last.name) } : {}),
+    });
+  });
+
+  router.add('GET', '/machines/:machine/i/:instance', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'state.read');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const head = await runtime.read(orgId, request.params.machine as string, request.params.instance as string, caller.authContext);
+    return json(stateView(head));
+  });
+
+  router.add('POST', '/machines/:machine/i/:instance/events', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'instances.write', 'events.write');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const event = eventOf(jsonBody(request).event);
+    const head = await runtime.send(orgId, request.params.machine as string, request.params.instance as string, event, caller.authContext);
+    return json(stateView(head));
+  });
+
+  router.add('GET', '/machines/:machine/i/:instance/events', (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'instances.admin');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const { machine, instance } = request.params as { machine: string; instance: string };
+    instanceOf(orgId, machine, instance);
+    const after = decodeCursor(request.query.get('cursor')) ?? 0;
+    if (typeof after !== 'number' || !Number.isInteger(after) || after < 0) throw invalidParameter('cursor', 'cursor is not one this service returned');
+    const pageSize = context.settings.pageSize;
+    const records = instances.listTransitions(orgId, machine, instance, after, pageSize + 1);
+    const page = records.slice(0, pageSize);
+    const last = page.at(-1);
+    return json({
+      transitions: page.map((record) => ({ createdAt: record.createdAt, state: record.state, event: record.event })),
+      ...(records.length > pageSize && last ? { cursor: encodeCursor(last.seq) } : {}),
+    });
+  });
+
+  router.add('GET', '/machines/:machine/i/:instance/admin', (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'instances.admin');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const { machine, instance } = request.params as { machine: string; instance: string };
+    const head = instanceOf(orgId, machine, instance);
+    return json({
+      state: head.state,
+      context: head.context,
+      status: head.status,
+      tags: head.tags,
+      done: head.done,
+      machineVersion: versionInfo(head.versionId, versions.getVersion(orgId, machine, head.versionId)),
+      createdAt: head.createdAt,
+    });
+  });
+
+  router.add('PUT', '/machines/:machine/i/:instance/status', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'instances.admin');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const { machine, instance } = request.params as { machine: string; instance: string };
+    const status = jsonBody(request).status;
+    if (status !== 'running' && status !== 'paused') throw invalidParameter('status', 'status must be "running" or "paused"');
+    instanceOf(orgId, machine, instance);
+    await runtime.setStatus(orgId, machine, instance, status);
+    return noContent(204);
+  });
+
+  router.add('DELETE', '/machines/:machine/i/:instance', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'instances.admin');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const { machine, instance } = request.params as { machine: string; instance: string };
+    const body = jsonBody(request);
+    if (body.dangerDataWillBeDeletedForever !== true) {
+      throw invalidParameter('dangerDataWillBeDeletedForever', 'dangerDataWillBeDeletedForever must be true');
+    }
+    if (!isValidDeletionConfirmation(machine, instance, body.hmacSha256OfMachineInstanceNameWithMachineNameKey)) {
+      throw invalidParameter(
+        'hmacSha256OfMachineInstanceNameWithMachineNameKey',
+        'hmacSha256OfMachineInstanceNameWithMachineNameKey must be the base64url HMAC-SHA256 of the instance name keyed by the machine name',
+      );
+    }
+    if (!(await runtime.delete(orgId, machine, instance))) throw notFound(`instance ${instance} of machine ${machine} does not exist`);
+    return noContent(204);
+  });
+};
+
+/** A bare string means `{type: string}` (wire-protocol §3.4). */
+const eventOf = (raw: unknown): MachineEvent => {
+  const event = typeof raw === 'string' ? { type: raw } : raw;
+  if (typeof event !== 'object' || event === null || Array.isArray(event)) {
+    throw invalidParameter('event', 'event must be a string or an object with a string type');
+  }
+  const type = (event as { type?: unknown }).type;
+  if (typeof type !== 'string' || type === '') throw invalidParameter('event', 'event must be a string or an object with a string type');
+  return event as MachineEvent;
+};

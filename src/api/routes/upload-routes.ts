@@ -1,0 +1,91 @@
+import { promisify } from 'node:util';
+import { gunzip } from 'node:zlib';
+import type { UploadClaims } from '../../auth/upload-signer.js';
+import { invalidParameter, notFound, payloadTooLarge, unauthorized } from '../../domain/errors.js';
+import type { ApiContext } from '../api-context.js';
+import { parseMultipart } from '../multipart.js';
+import { noContent } from '../http-types.js';
+import type { Router } from '../router.js';
+
+/** Bundle limits (wire-protocol §8.7): the uploaded file part, and the code once gunzipped. */
+export const MAX_UPLOAD_BYTES = 1_000_000;
+export const MAX_CODE_BYTES = 10_000_000;
+
+/** Path of the code upload endpoint; `codeUploadUrl` is the public URL plus this. */
+export const CODE_UPLOAD_PATH = '/uploads/code';
+/** The one form field the provisional step hands out (`codeUploadFields`). */
+export const UPLOAD_TOKEN_FIELD = 'token';
+
+const gunzipAsync = promisify(gunzip);
+
+/**
+ * `POST /uploads/code`: where the client's `uploadCode` posts a provisional version's bundle
+ * (wire-protocol §3.2). It carries no credential: the signed `token` field is the authority. The code
+ * is kept as the version's pending upload (a re-upload replaces it) until finalization.
+ */
+export const registerUploadRoutes = (router: Router, context: ApiContext): void => {
+  router.add('POST', CODE_UPLOAD_PATH, async (request) => {
+    const form = await parseMultipart(request.body, request.headers['content-type'], {
+      maxFileBytes: MAX_UPLOAD_BYTES + 1,
+      maxFiles: 1,
+      maxFields: 16,
+      maxFieldBytes: 16 * 1024,
+    });
+    const claims = verifiedUploadClaims(context, form.fields.get(UPLOAD_TOKEN_FIELD));
+    const file = form.files[0];
+    if (!file || file.field !== 'file') throw invalidParameter('file', 'the upload needs the code as a file part named "file"');
+    if (file.truncated || file.data.length > MAX_UPLOAD_BYTES) throw payloadTooLarge(`the uploaded code exceeds ${MAX_UPLOAD_BYTES} bytes (the limit applies to the gzipped bytes when gzipped)`);
+
+    const encoding = form.fields.get('content-encoding')?.at(-1)?.trim().toLowerCase();
+    if (encoding !== undefined && encoding !== '' && encoding !== 'gzip' && encoding !== 'identity') {
+      throw invalidParameter('content-encoding', `content-encoding must be gzip when given, not ${encoding}`);
+    }
+    const gzipped = claims.gzip || encoding === 'gzip';
+    const bytes = gzipped ? await gunzipBounded(file.data) : file.data;
+    const code = decodeUtf8(bytes);
+
+    if (!context.catalog.getMachine(claims.orgId, claims.machine)) throw notFound(`machine ${claims.machine} does not exist`);
+    await context.versions.putPendingUpload({ orgId: claims.orgId, machine: claims.machine, versionId: claims.id, code, expiresAt: claims.expiresAt * 1000 });
+    context.versions.sweepExpiredPendingUploads(Date.now()).catch((error: unknown) => {
+      context.logger.warn('sweeping expired pending uploads failed', { error: String(error) });
+    });
+    return noContent(204);
+  });
+};
+
+const verifiedUploadClaims = (context: ApiContext, values: string[] | undefined): UploadClaims => {
+  if (!values || values.length === 0) throw invalidParameter(UPLOAD_TOKEN_FIELD, `the upload needs the "${UPLOAD_TOKEN_FIELD}" field from codeUploadFields`);
+  if (values.length > 1) throw invalidParameter(UPLOAD_TOKEN_FIELD, `the "${UPLOAD_TOKEN_FIELD}" field must be given once`);
+  const check = context.uploadSigner.verify(values[0] as string);
+  if (!check.ok) {
+    if (check.reason === 'expired') {
+      throw unauthorized('the upload token has expired: provisionally create the version again and upload within the time allowed');
+    }
+    throw unauthorized('the upload token is not one this service signed (were codeUploadFields changed?)');
+  }
+  if (check.claims.kind !== 'version-upload') {
+    throw invalidParameter(UPLOAD_TOKEN_FIELD, `the "${UPLOAD_TOKEN_FIELD}" field must be the value given in codeUploadFields, not a signed version id`);
+  }
+  return check.claims;
+};
+
+const gunzipBounded = async (data: Buffer): Promise<Buffer> => {
+  try {
+    return await gunzipAsync(data, { maxOutputLength: MAX_CODE_BYTES });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError) {
+      throw payloadTooLarge(`the code exceeds ${MAX_CODE_BYTES} bytes once gunzipped`);
+    }
+    throw invalidParameter('file', `the upload was declared gzipped but is not valid gzip data: ${(error as Error).message}`);
+  }
+};
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+const decodeUtf8 = (bytes: Buffer): string => {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    throw invalidParameter('file', 'the uploaded code is not valid UTF-8');
+  }
+};

@@ -1,0 +1,176 @@
+import { requireScope } from '../../auth/caller.js';
+import type { UploadClaims } from '../../auth/upload-signer.js';
+import { decodeCursor, encodeCursor } from '../../domain/cursor.js';
+import { invalidParameter, notFound, unauthorized } from '../../domain/errors.js';
+import { prettyId } from '../../domain/ids.js';
+import type { MachineRecord, MachineVersionRecord } from '../../domain/records.js';
+import type { VersionCursor } from '../../store/version-store.js';
+import { type ApiContext, authenticate } from '../api-context.js';
+import { json, jsonBody } from '../http-types.js';
+import type { Router } from '../router.js';
+import { CODE_UPLOAD_PATH, UPLOAD_TOKEN_FIELD } from './upload-routes.js';
+
+/** The longest `clientInfo` kept (free text: a git sha, a version tag, a short note). */
+const MAX_CLIENT_INFO_CHARS = 4096;
+const MAX_SELECTOR_CHARS = 1024;
+
+/** `MachineVersionInfo` (wire-protocol §5). */
+export const versionInfo = (record: MachineVersionRecord): { id: string; createdAt: string; clientInfo: string } => ({
+  id: record.id,
+  createdAt: record.createdAt,
+  clientInfo: record.clientInfo,
+});
+
+/**
+ * Machine versions (wire-protocol §3.2): provisional creation, finalization, listing. The code upload
+ * between the first two is in upload-routes.ts.
+ */
+export const registerVersionRoutes = (router: Router, context: ApiContext): void => {
+  const { catalog, versions } = context;
+
+  const machineOf = (orgId: string, slug: string): MachineRecord => {
+    const machine = catalog.getMachine(orgId, slug);
+    if (!machine) throw notFound(`machine ${slug} does not exist`);
+    return machine;
+  };
+
+  router.add('GET', '/machines/:machine/v', (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'machine-versions.read');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const machine = machineOf(orgId, request.params.machine as string);
+    const after = versionCursor(request.query.get('cursor'));
+    const pageSize = context.settings.pageSize;
+    const found = versions.listVersions(orgId, machine.slug, after, pageSize + 1);
+    const page = found.slice(0, pageSize);
+    const last = page.at(-1);
+    return json({
+      versions: page.map(versionInfo),
+      ...(found.length > pageSize && last ? { cursor: encodeCursor([last.createdAt, last.id]) } : {}),
+    });
+  });
+
+  router.add('POST', '/machines/:machine/v', (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'machine-versions.write');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const machine = machineOf(orgId, request.params.machine as string);
+    const gzip = gzipFlag(request.query.get('gzip'));
+    const id = prettyId('ver');
+    const now = Date.now();
+    const base = { orgId, machine: machine.slug, id, gzip };
+    return json({
+      machineVersionId: context.uploadSigner.sign({ ...base, kind: 'version' }, now),
+      codeUploadUrl: `${context.settings.publicUrl}${CODE_UPLOAD_PATH}`,
+      codeUploadFields: { [UPLOAD_TOKEN_FIELD]: context.uploadSigner.sign({ ...base, kind: 'version-upload' }, now) },
+    });
+  });
+
+  router.add('PUT', '/machines/:machine/v/:signedMachineVersionId', async (request) => {
+    const caller = authenticate(context, request);
+    requireScope(caller, 'machine-versions.write');
+    const orgId = context.authenticator.resolveOrg(caller);
+    const machine = machineOf(orgId, request.params.machine as string);
+    const body = jsonBody(request);
+    const clientInfo = optionalClientInfo(body.clientInfo);
+    const makeCurrent = optionalBoolean(body.makeCurrent, 'makeCurrent');
+    const givenSelectors = optionalSelectors(body.indexSelectors, machine);
+
+    const { claims, expired } = provisionalClaims(context, request.params.signedMachineVersionId as string, orgId, machine.slug);
+    const existing = versions.getVersion(orgId, machine.slug, claims.id);
+    if (existing) return json({ machineVersionId: existing.id });
+    if (expired) throw unauthorized('signedMachineVersionId has expired: provisionally create the version again and finalize it within the time allowed');
+
+    const upload = versions.getPendingUpload(orgId, claims.id);
+    if (!upload || upload.machine !== machine.slug) {
+      throw invalidParameter('signedMachineVersionId', 'no code was uploaded for this version: POST it to codeUploadUrl with codeUploadFields first');
+    }
+    const validation = await context.validateBundle(upload.code);
+    if (!validation.ok) throw invalidParameter('code', `the uploaded code is not a valid machine version: ${validation.error}`);
+
+    const current = machine.currentVersionId ? versions.getVersion(orgId, machine.slug, machine.currentVersionId) : undefined;
+    const inherited = Object.fromEntries(Object.entries(current?.indexSelectors ?? {}).filter(([index]) => machine.indexes.includes(index)));
+    const record: MachineVersionRecord = {
+      id: claims.id,
+      orgId,
+      machine: machine.slug,
+      createdAt: new Date().toISOString(),
+      clientInfo,
+      indexSelectors: { ...inherited, ...givenSelectors },
+    };
+    const result = await versions.finalizeVersion(record, upload.code, makeCurrent);
+    if (result.kind === 'no-machine') throw notFound(`machine ${machine.slug} does not exist`);
+    return json({ machineVersionId: result.record.id });
+  });
+};
+
+/** `?gzip` with an empty value, `true` or `1` turns gzip on (wire-protocol §3.2). */
+const gzipFlag = (value: string | null): boolean => {
+  if (value === null) return false;
+  const normalized = value.trim().toLowerCase();
+  if (normalized === '' || normalized === 'true' || normalized === '1') return true;
+  if (normalized === 'false' || normalized === '0') return false;
+  throw invalidParameter('gzip', 'gzip must be empty, true, 1, false or 0');
+};
+
+/**
+ * The claims of a signed version id. Not signed by this node (or mangled): 403. Signed, but for another
+ * org or machine, or an upload token instead of a version id: 400 naming `signedMachineVersionId`.
+ * Expiry is reported, not thrown, so a repeated finalize of a version that exists still succeeds.
+ */
+const provisionalClaims = (context: ApiContext, token: string, orgId: string, machine: string): { claims: UploadClaims; expired: boolean } => {
+  const check = context.uploadSigner.verify(token);
+  if (!check.ok && check.reason !== 'expired') {
+    throw unauthorized('signedMachineVersionId is not one this service signed: use the machineVersionId the provisional creation returned');
+  }
+  const claims = check.claims as UploadClaims;
+  if (claims.kind !== 'version') {
+    throw invalidParameter('signedMachineVersionId', 'signedMachineVersionId must be the machineVersionId the provisional creation returned, not an upload token');
+  }
+  if (claims.orgId !== orgId || claims.machine !== machine) {
+    throw invalidParameter('signedMachineVersionId', `signedMachineVersionId was issued for another machine, not ${machine}`);
+  }
+  return { claims, expired: !check.ok };
+};
+
+const versionCursor = (cursor: string | null): VersionCursor | undefined => {
+  const position = decodeCursor(cursor);
+  if (position === undefined) return undefined;
+  if (!Array.isArray(position) || position.length !== 2 || !position.every((part) => typeof part === 'string')) {
+    throw invalidParameter('cursor', 'cursor is not one this service returned');
+  }
+  return { createdAt: position[0] as string, id: position[1] as string };
+};
+
+const optionalClientInfo = (value: unknown): string => {
+  if (value === undefined || value === null) return '';
+  if (typeof value !== 'string') throw invalidParameter('clientInfo', 'clientInfo must be a string');
+  if (value.length > MAX_CLIENT_INFO_CHARS) throw invalidParameter('clientInfo', `clientInfo may be at most ${MAX_CLIENT_INFO_CHARS} characters`);
+  return value;
+};
+
+const optionalBoolean = (value: unknown, parameter: string): boolean => {
+  if (value === undefined || value === null) return false;
+  if (typeof value !== 'boolean') throw invalidParameter(parameter, `${parameter} must be a boolean`);
+  return value;
+};
+
+/** Keys must be indexes the machine declares; values JSONPath strings into the context (`$...`). */
+const optionalSelectors = (value: unknown, machine: MachineRecord): Record<string, string> => {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw invalidParameter('indexSelectors', 'indexSelectors must be an object mapping index names to JSONPath strings');
+  }
+  const selectors: Record<string, string> = {};
+  for (const [index, selector] of Object.entries(value)) {
+    if (!machine.indexes.includes(index)) {
+      const declared = machine.indexes.length > 0 ? `it declares ${machine.indexes.join(', ')}` : 'it declares none';
+      throw invalidParameter('indexSelectors', `machine ${machine.slug} has no index named ${index} (${declared})`);
+    }
+    if (typeof selector !== 'string' || !selector.startsWith('$') || selector.length > MAX_SELECTOR_CHARS) {
+      throw invalidParameter('indexSelectors', `the selector for index ${index} must be a JSONPath string starting with $ (at most ${MAX_SELECTOR_CHARS} characters)`);
+    }
+    selectors[index] = selector;
+  }
+  return selectors;
+};

@@ -1,0 +1,61 @@
+import { actorKey } from './actor-key.js';
+import { InstanceActor } from './instance-actor.js';
+
+/**
+ * The actors this node holds, least recently used first. Idle actors beyond the count or memory bound
+ * are evicted: their live interpreter is stopped and they reload from their snapshot on demand.
+ */
+export class ActorRegistry {
+  private readonly actors = new Map<string, InstanceActor>();
+  private bytes = 0;
+
+  constructor(
+    private readonly maxActors: number,
+    private readonly maxBytes: number,
+  ) {}
+
+  obtain(orgId: string, machine: string, name: string): InstanceActor {
+    const key = actorKey(orgId, machine, name);
+    let actor = this.actors.get(key);
+    if (actor) {
+      this.actors.delete(key);
+    } else {
+      actor = new InstanceActor(key, orgId, machine, name);
+    }
+    this.actors.set(key, actor);
+    return actor;
+  }
+
+  peek(orgId: string, machine: string, name: string): InstanceActor | undefined {
+    return this.actors.get(actorKey(orgId, machine, name));
+  }
+
+  resize(actor: InstanceActor, bytes: number): void {
+    this.bytes += bytes - actor.approxBytes;
+    actor.approxBytes = bytes;
+    this.evictIdle();
+  }
+
+  forget(actor: InstanceActor): void {
+    if (this.actors.get(actor.key) !== actor) return;
+    this.actors.delete(actor.key);
+    this.bytes -= actor.approxBytes;
+    actor.discardLive();
+  }
+
+  get size(): number {
+    return this.actors.size;
+  }
+
+  all(): IterableIterator<InstanceActor> {
+    return this.actors.values();
+  }
+
+  private evictIdle(): void {
+    if (this.actors.size <= this.maxActors && this.bytes <= this.maxBytes) return;
+    for (const actor of this.actors.values()) {
+      if (this.actors.size <= this.maxActors && this.bytes <= this.maxBytes) return;
+      if (actor.idle) this.forget(actor);
+    }
+  }
+}

@@ -1,0 +1,44 @@
+import type { VersionIsolate } from '../sandbox/index.js';
+import type { InstanceHead } from '../store/instance-store.js';
+
+/**
+ * One instance's actor: its mailbox (tasks run strictly one after another, which gives the single
+ * linear history), its committed head, and the isolate it is live in, if any.
+ */
+export class InstanceActor {
+  /** The last committed head; readers use it and never wait for the mailbox. */
+  head: InstanceHead | undefined;
+  /** The isolate holding this actor's live interpreter; undefined when it must be rebuilt from `head`. */
+  isolate: VersionIsolate | undefined;
+  /** Rough memory held for this actor (its context as JSON plus overhead), for eviction. */
+  approxBytes = 0;
+  private tail: Promise<void> = Promise.resolve();
+  private queued = 0;
+
+  constructor(
+    readonly key: string,
+    readonly orgId: string,
+    readonly machine: string,
+    readonly name: string,
+  ) {}
+
+  enqueue<T>(task: () => Promise<T>): Promise<T> {
+    this.queued++;
+    const run = this.tail.then(task);
+    this.tail = run.then(
+      () => void this.queued--,
+      () => void this.queued--,
+    );
+    return run;
+  }
+
+  get idle(): boolean {
+    return this.queued === 0;
+  }
+
+  /** Drops the live interpreter so the next task rebuilds it from the committed head. */
+  discardLive(): void {
+    if (this.isolate?.healthy) this.isolate.stop(this.key);
+    this.isolate = undefined;
+  }
+}

@@ -1,0 +1,264 @@
+import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError } from '../domain/errors.js';
+import type { Logger } from '../domain/logger.js';
+import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
+import { MachineCodeError, SandboxMemoryError, SandboxTimeoutError, type StepResult, type VersionIsolate } from '../sandbox/index.js';
+import { type InstanceHead, type InstanceStatus, type InstanceStore, SequenceConflictError, type TransitionRecord } from '../store/instance-store.js';
+import { ActorRegistry } from './actor-registry.js';
+import type { InstanceActor } from './instance-actor.js';
+import type { LogSink } from './log-sink.js';
+import type { SandboxPool } from './sandbox-pool.js';
+import type { RuntimeSettings } from './runtime-settings.js';
+import { settle } from './settle.js';
+import { UsageMeter } from './usage-meter.js';
+
+export interface InstanceRuntimeDeps {
+  instances: InstanceStore;
+  sandboxes: SandboxPool;
+  logs: LogSink;
+  settings: RuntimeSettings;
+  logger: Logger;
+}
+
+export interface CreateRequest {
+  orgId: string;
+  machine: string;
+  name: string;
+  versionId: string;
+  context: JsonObject;
+  authContext: JsonObject;
+}
+
+const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
+/** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
+const BILLING_CONTEXT_UNIT = 100 * 1024;
+
+/**
+ * The owner side of instances: every write goes through the instance's mailbox, runs in its version's
+ * isolate, settles, and is answered only once its transition record is durable. Reads use the last
+ * committed head and never wait for the mailbox.
+ */
+export class InstanceRuntime {
+  private readonly actors: ActorRegistry;
+  private readonly usage: UsageMeter;
+
+  constructor(private readonly deps: InstanceRuntimeDeps) {
+    this.actors = new ActorRegistry(deps.settings.maxLiveActors, deps.settings.maxLiveActorBytes);
+    this.usage = new UsageMeter(deps.instances, deps.logger);
+  }
+
+  /** The committed head, from memory when the actor is held, else from the store. */
+  head(orgId: string, machine: string, name: string): InstanceHead | undefined {
+    return this.actors.peek(orgId, machine, name)?.head ?? this.deps.instances.getInstance(orgId, machine, name);
+  }
+
+  async create(request: CreateRequest): Promise<InstanceHead> {
+    const { orgId, machine, name, versionId } = request;
+    if (this.head(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
+    const isolate = await this.deps.sandboxes.get(orgId, versionId);
+    const allowed = isolate.allowWrite({ type: 'initialization', machineInstanceName: name, context: request.context, authContext: request.authContext });
+    if (!allowed) throw rejectedByAuthorizer('allowWrite');
+
+    const actor = this.actors.obtain(orgId, machine, name);
+    return actor.enqueue(async () => {
+      // Checked again inside the mailbox: a create queued behind another create of the same name.
+      if (this.head(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
+      const now = Date.now();
+      try {
+        actor.isolate = isolate;
+        const first = isolate.start(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now });
+        const { result, stoppedChildren } = await this.settleStep(actor, isolate, first, now);
+        const contextBytes = this.checkContext(result);
+        const ts = now;
+        const head: InstanceHead = {
+          orgId, machine, name, versionId,
+          createdAt: new Date(now).toISOString(),
+          status: 'running',
+          seq: 1,
+          ts,
+          ...this.stateOf(result),
+          stoppedChildren,
+        };
+        const record: TransitionRecord = { seq: 1, createdAt: head.createdAt, ts, event: INIT_EVENT, state: result.state, context: result.context };
+        const created = await this.deps.instances.createInstance(head, [record], { transitions: this.billedTransitions(1, contextBytes), reads: 0 });
+        if (!created) throw conflict(`instance ${name} of machine ${machine} already exists`);
+        actor.head = head;
+        this.actors.resize(actor, contextBytes + 4096);
+        return head;
+      } catch (error) {
+        actor.discardLive();
+        if (!actor.head) this.actors.forget(actor);
+        throw this.asRequestError(error, orgId, machine, name);
+      }
+    });
+  }
+
+  /** allowRead against the committed state (wire-protocol §3.4); counts one read. */
+  async read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead> {
+    const head = this.head(orgId, machine, name);
+    if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
+    const isolate = await this.deps.sandboxes.get(orgId, head.versionId);
+    const allowed = this.guard(() => isolate.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }), orgId, machine, name);
+    if (!allowed) throw rejectedByAuthorizer('allowRead');
+    this.usage.read(orgId);
+    return head;
+  }
+
+  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
+    const actor = this.actors.obtain(orgId, machine, name);
+    return actor.enqueue(async () => {
+      const head = this.loadHead(actor);
+      if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
+      const isolate = await this.deps.sandboxes.get(orgId, head.versionId);
+      const allowed = this.guard(
+        () => isolate.allowWrite({ type: 'event', machineInstanceName: name, state: head.state, context: head.context, event, authContext }),
+        orgId, machine, name,
+      );
+      if (!allowed) throw rejectedByAuthorizer('allowWrite');
+      return this.process(actor, isolate, head, event);
+    });
+  }
+
+  setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
+    const actor = this.actors.obtain(orgId, machine, name);
+    return actor.enqueue(async () => {
+      const head = this.loadHead(actor);
+      if (head.status === status) return;
+      const next = { ...head, status };
+      await this.deps.instances.replaceHead(next, head.seq);
+      actor.head = next;
+    });
+  }
+
+  delete(orgId: string, machine: string, name: string): Promise<boolean> {
+    const actor = this.actors.obtain(orgId, machine, name);
+    return actor.enqueue(async () => {
+      const deleted = await this.deps.instances.deleteInstance(orgId, machine, name);
+      actor.head = undefined;
+      this.actors.forget(actor);
+      return deleted;
+    });
+  }
+
+  /** Waits for every mailbox to empty and the meters and logs to be written. */
+  async close(): Promise<void> {
+    await Promise.all([...this.actors.all()].map((actor) => actor.enqueue(async () => undefined)));
+    await this.usage.flush();
+    await this.deps.logs.flush();
+  }
+
+  get liveActors(): number {
+    return this.actors.size;
+  }
+
+  private loadHead(actor: InstanceActor): InstanceHead {
+    actor.head ??= this.deps.instances.getInstance(actor.orgId, actor.machine, actor.name);
+    if (!actor.head) {
+      this.actors.forget(actor);
+      throw notFound(`instance ${actor.name} of machine ${actor.machine} does not exist`);
+    }
+    return actor.head;
+  }
+
+  /** Delivers what is owed before the event (child errors, overdue timers), then the event; settles; commits. */
+  private async process(actor: InstanceActor, isolate: VersionIsolate, head: InstanceHead, event: MachineEvent): Promise<InstanceHead> {
+    const now = Date.now();
+    try {
+      this.ensureLive(actor, isolate, head, now);
+      const records: TransitionRecord[] = [];
+      const record = (input: MachineEvent, result: StepResult) => {
+        records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: input, state: result.state, context: result.context });
+      };
+      for (const childId of head.stoppedChildren) {
+        const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };
+        record(errorEvent, isolate.send(actor.key, errorEvent, now));
+      }
+      const overdue = head.pendingTimers.filter((timer) => timer.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt);
+      for (const timer of overdue) {
+        if (timer.kind === 'event') record(timer.event, isolate.advance(actor.key, timer.dueAt));
+      }
+      const first = isolate.send(actor.key, event, now);
+      const { result, stoppedChildren } = await this.settleStep(actor, isolate, first, now);
+      record(event, result);
+      const contextBytes = this.checkContext(result);
+      return await this.commit(actor, head, records, result, stoppedChildren, contextBytes);
+    } catch (error) {
+      actor.discardLive();
+      throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
+    }
+  }
+
+  private async commit(
+    actor: InstanceActor, head: InstanceHead, records: TransitionRecord[], result: StepResult, stoppedChildren: string[], contextBytes: number,
+  ): Promise<InstanceHead> {
+    // ts is strictly increasing per instance, even if the clock steps back.
+    let ts = Math.max(Date.now(), head.ts + 1);
+    for (const record of records) {
+      record.ts = ts++;
+      record.createdAt = new Date(record.ts).toISOString();
+    }
+    const last = records.at(-1) as TransitionRecord;
+    const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...this.stateOf(result), stoppedChildren };
+    await this.deps.instances.commit(next, head.seq, records, { transitions: this.billedTransitions(records.length, contextBytes), reads: 0 });
+    actor.head = next;
+    this.actors.resize(actor, contextBytes + 4096);
+    return next;
+  }
+
+  private async settleStep(actor: InstanceActor, isolate: VersionIsolate, first: StepResult, startedAt: number): Promise<{ result: StepResult; stoppedChildren: string[] }> {
+    const outcome = await settle((nowMs) => isolate.advance(actor.key, nowMs), first, startedAt + this.deps.settings.settleBudgetMs);
+    if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [] };
+    const stopped = isolate.stopChildren(actor.key).map((child) => child.id);
+    for (const id of stopped) {
+      this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'warn', `stopped child ${id}: the machine did not settle within ${this.deps.settings.settleBudgetMs} ms`, { child: id });
+    }
+    // The state after stopping the children (no timer is due now, so this only reads it back).
+    return { result: isolate.advance(actor.key, Date.now()), stoppedChildren: stopped };
+  }
+
+  private ensureLive(actor: InstanceActor, isolate: VersionIsolate, head: InstanceHead, now: number): void {
+    if (actor.isolate === isolate && isolate.healthy) return;
+    actor.isolate = isolate;
+    isolate.start(actor.key, { snapshot: head.snapshot, pendingTimers: head.pendingTimers }, { machineInstanceName: actor.name, nowMs: now });
+  }
+
+  private stateOf(result: StepResult): Pick<InstanceHead, 'state' | 'context' | 'tags' | 'done' | 'snapshot' | 'pendingTimers'> {
+    return {
+      state: result.state,
+      context: result.context,
+      tags: result.tags,
+      done: result.done,
+      snapshot: result.snapshot,
+      pendingTimers: result.pendingTimers.filter((timer) => timer.kind === 'event'),
+    };
+  }
+
+  private checkContext(result: StepResult): number {
+    const bytes = Buffer.byteLength(JSON.stringify(result.context), 'utf8');
+    if (bytes > this.deps.settings.maxContextBytes) throw contextTooLarge(bytes, this.deps.settings.maxContextBytes);
+    return bytes;
+  }
+
+  private billedTransitions(records: number, contextBytes: number): number {
+    return records + Math.floor(contextBytes / BILLING_CONTEXT_UNIT);
+  }
+
+  /** Authorizers run machine code too: a runaway one fails the request, not the node. */
+  private guard<T>(call: () => T, orgId: string, machine: string, name: string): T {
+    try {
+      return call();
+    } catch (error) {
+      throw this.asRequestError(error, orgId, machine, name);
+    }
+  }
+
+  private asRequestError(error: unknown, orgId: string, machine: string, name: string): unknown {
+    if (error instanceof MachineCodeError) return machineCodeFailed(`machine code threw: ${error.message}`);
+    if (error instanceof SandboxTimeoutError) return machineCodeFailed(error.message);
+    if (error instanceof SandboxMemoryError) return machineCodeFailed(error.message);
+    if (error instanceof SequenceConflictError) {
+      this.deps.logger.warn('instance head moved under its owner', { instance: `${orgId}/${machine}/${name}`, error: error.message });
+      return new ServiceError(409, 'invalid-state', 'the instance was changed concurrently; retry');
+    }
+    return error;
+  }
+}

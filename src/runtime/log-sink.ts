@@ -1,0 +1,47 @@
+import type { Logger } from '../domain/logger.js';
+import type { CapturedLog } from '../sandbox/index.js';
+import type { LogEntry, LogStore } from '../store/log-store.js';
+import { parseActorKey } from './actor-key.js';
+
+/**
+ * Collects console output of machine code and the service's own lines about instances, and writes
+ * them in batches so logging never adds a disk sync to a request.
+ */
+export class LogSink {
+  private pending: LogEntry[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly store: LogStore,
+    private readonly logger: Logger,
+    private readonly flushDelayMs = 100,
+  ) {}
+
+  captured(orgId: string, log: CapturedLog): void {
+    const actor = log.instanceKey ? parseActorKey(log.instanceKey) : undefined;
+    this.add({ orgId, timestamp: log.timestamp, level: log.level, versionId: log.versionId, machine: actor?.machine, instance: actor?.name, args: log.args });
+  }
+
+  /** A line of the service's own about an instance (child stopped, authorizer threw, ...). */
+  service(orgId: string, machine: string, instance: string, level: 'info' | 'warn' | 'error', message: string, fields: Record<string, unknown> = {}): void {
+    this.add({ orgId, timestamp: Date.now(), level, machine, instance, args: [{ source: 'statehold', message, ...fields }] });
+  }
+
+  async flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const batch = this.pending;
+    this.pending = [];
+    if (batch.length > 0) {
+      this.flushing = this.flushing.then(() => this.store.appendLogs(batch)).catch((error: unknown) => this.logger.error('could not store machine logs', { error: String(error) }));
+    }
+    await this.flushing;
+  }
+
+  private add(entry: LogEntry): void {
+    this.pending.push(entry);
+    if (this.pending.length >= 1000) void this.flush();
+    else this.timer ??= setTimeout(() => void this.flush(), this.flushDelayMs);
+  }
+}

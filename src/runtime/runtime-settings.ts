@@ -1,0 +1,22 @@
+/** Knobs of the actor runtime; the process entry point fills them from configuration. */
+export interface RuntimeSettings {
+  /** How long create/send wait for a machine to settle (wire-protocol §8.1). */
+  settleBudgetMs: number;
+  /** Largest context, as UTF-8 JSON, a transition may leave behind. */
+  maxContextBytes: number;
+  isolateMemoryLimitMb: number;
+  /** CPU time one call into machine code may take. */
+  cpuLimitMs: number;
+  /** Live actors kept in memory; idle ones beyond either bound are evicted, least recently used first. */
+  maxLiveActors: number;
+  maxLiveActorBytes: number;
+}
+
+export const defaultRuntimeSettings: RuntimeSettings = {
+  settleBudgetMs: 10_000,
+  maxContextBytes: 400 * 1024,
+  isolateMemoryLimitMb: 128,
+  cpuLimitMs: 1_000,
+  maxLiveActors: 20_000,
+  maxLiveActorBytes: 256 * 1024 * 1024,
+};

@@ -1,0 +1,74 @@
+import type { JsonObject, MachineEvent, PendingTimer, PersistedSnapshot, StateValue } from '../domain/machine-state.js';
+
+export type InstanceStatus = 'running' | 'paused';
+
+/**
+ * The committed head of an instance: everything needed to answer reads and to rebuild its actor.
+ * `seq` is the sequence of the last transition record; each commit names the seq it follows.
+ */
+export interface InstanceHead {
+  orgId: string;
+  machine: string;
+  name: string;
+  createdAt: string;
+  versionId: string;
+  status: InstanceStatus;
+  seq: number;
+  /** When this state was committed, ms since epoch; strictly increasing per instance. */
+  ts: number;
+  state: StateValue;
+  context: JsonObject;
+  tags: string[];
+  done: boolean;
+  snapshot: PersistedSnapshot;
+  /** Delayed events still scheduled (event kind only), with their due times. */
+  pendingTimers: PendingTimer[];
+  /** Children stopped when settling timed out: an error event for each goes in before the next event. */
+  stoppedChildren: string[];
+}
+
+/** One entry of an instance's linear history. */
+export interface TransitionRecord {
+  seq: number;
+  createdAt: string;
+  ts: number;
+  event: MachineEvent;
+  state: StateValue;
+  context: JsonObject;
+}
+
+export interface UsageDelta {
+  transitions: number;
+  reads: number;
+}
+
+/** Thrown when a commit does not follow the sequence it names: someone else wrote the instance. */
+export class SequenceConflictError extends Error {
+  constructor(readonly expectedSeq: number, readonly actualSeq: number | undefined) {
+    super(`instance head moved: expected seq ${expectedSeq}, found ${actualSeq ?? 'none'}`);
+    this.name = 'SequenceConflictError';
+  }
+}
+
+/**
+ * Instance heads and their histories. Writes resolve once durable; concurrent writes of many
+ * instances share one disk sync (group commit).
+ */
+export interface InstanceStore {
+  getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined;
+  listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[];
+  /** false when the instance already exists. */
+  createInstance(head: InstanceHead, history: TransitionRecord[], usage: UsageDelta): Promise<boolean>;
+  /** Replaces the head and appends to the history, if the stored head is still at `expectedSeq`. */
+  commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], usage: UsageDelta): Promise<void>;
+  /** Head-only change (status); same sequence check. */
+  replaceHead(head: InstanceHead, expectedSeq: number): Promise<void>;
+  /** Removes the head and the whole history. false when it did not exist. */
+  deleteInstance(orgId: string, machine: string, name: string): Promise<boolean>;
+  listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[];
+  addUsage(orgId: string, usage: UsageDelta): Promise<void>;
+  getUsage(orgId: string, month: string): UsageDelta;
+}
+
+/** Billing month of a timestamp, `YYYY-MM` in UTC. */
+export const usageMonth = (ms: number): string => new Date(ms).toISOString().slice(0, 7);

@@ -1,0 +1,115 @@
+import type { Database, RootDatabase } from 'lmdb';
+import {
+  type InstanceHead,
+  type InstanceStore,
+  SequenceConflictError,
+  type TransitionRecord,
+  type UsageDelta,
+  usageMonth,
+} from '../instance-store.js';
+
+const AFTER_ALL = '\uffff';
+
+/**
+ * LMDB layout:
+ *   instances   [orgId, machine, name]      -> InstanceHead   (the catalog reads this db for hasInstances)
+ *   transitions [orgId, machine, name, seq] -> TransitionRecord
+ *   usage       [orgId, 'YYYY-MM']          -> UsageDelta
+ * Each commit is one LMDB transaction; lmdb-js batches the transactions issued while the previous
+ * batch is syncing into one, so many actors share a disk sync.
+ */
+export class LmdbInstanceStore implements InstanceStore {
+  private readonly heads: Database<InstanceHead, [string, string, string]>;
+  private readonly transitions: Database<TransitionRecord, [string, string, string, number]>;
+  private readonly usage: Database<UsageDelta, [string, string]>;
+
+  constructor(private readonly root: RootDatabase) {
+    this.heads = root.openDB({ name: 'instances', encoding: 'msgpack' });
+    this.transitions = root.openDB({ name: 'transitions', encoding: 'msgpack' });
+    this.usage = root.openDB({ name: 'usage', encoding: 'msgpack' });
+  }
+
+  getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined {
+    return this.heads.get([orgId, machine, name]);
+  }
+
+  listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[] {
+    const out: InstanceHead[] = [];
+    for (const { key, value } of this.heads.getRange({ start: [orgId, machine, afterName ?? ''], end: [orgId, machine, AFTER_ALL] })) {
+      if (key[2] === afterName) continue;
+      out.push(value);
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  createInstance(head: InstanceHead, history: TransitionRecord[], usage: UsageDelta): Promise<boolean> {
+    return this.root.transaction(() => {
+      const key = [head.orgId, head.machine, head.name] as [string, string, string];
+      if (this.heads.get(key) !== undefined) return false;
+      void this.heads.put(key, head);
+      this.appendHistory(head, history);
+      this.bumpUsage(head.orgId, usage);
+      return true;
+    });
+  }
+
+  async commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], usage: UsageDelta): Promise<void> {
+    await this.root.transaction(() => {
+      this.checkSeq(head, expectedSeq);
+      void this.heads.put([head.orgId, head.machine, head.name], head);
+      this.appendHistory(head, history);
+      this.bumpUsage(head.orgId, usage);
+    });
+  }
+
+  async replaceHead(head: InstanceHead, expectedSeq: number): Promise<void> {
+    await this.root.transaction(() => {
+      this.checkSeq(head, expectedSeq);
+      void this.heads.put([head.orgId, head.machine, head.name], head);
+    });
+  }
+
+  deleteInstance(orgId: string, machine: string, name: string): Promise<boolean> {
+    return this.root.transaction(() => {
+      if (this.heads.get([orgId, machine, name]) === undefined) return false;
+      void this.heads.remove([orgId, machine, name]);
+      for (const key of this.transitions.getKeys({ start: [orgId, machine, name, 0], end: [orgId, machine, name, Number.MAX_SAFE_INTEGER] })) {
+        void this.transitions.remove(key);
+      }
+      return true;
+    });
+  }
+
+  listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[] {
+    const out: TransitionRecord[] = [];
+    for (const { value } of this.transitions.getRange({ start: [orgId, machine, name, afterSeq + 1], end: [orgId, machine, name, Number.MAX_SAFE_INTEGER], limit })) {
+      out.push(value);
+    }
+    return out;
+  }
+
+  async addUsage(orgId: string, usage: UsageDelta): Promise<void> {
+    await this.root.transaction(() => this.bumpUsage(orgId, usage));
+  }
+
+  getUsage(orgId: string, month: string): UsageDelta {
+    return this.usage.get([orgId, month]) ?? { transitions: 0, reads: 0 };
+  }
+
+  private checkSeq(head: InstanceHead, expectedSeq: number): void {
+    const current = this.heads.get([head.orgId, head.machine, head.name]);
+    if (current?.seq !== expectedSeq) throw new SequenceConflictError(expectedSeq, current?.seq);
+  }
+
+  private appendHistory(head: InstanceHead, history: TransitionRecord[]): void {
+    for (const record of history) void this.transitions.put([head.orgId, head.machine, head.name, record.seq], record);
+  }
+
+  private bumpUsage(orgId: string, usage: UsageDelta): void {
+    if (usage.transitions === 0 && usage.reads === 0) return;
+    const key: [string, string] = [orgId, usageMonth(Date.now())];
+    const current = this.usage.get(key) ?? { transitions: 0, reads: 0 };
+    void this.usage.put(key, { transitions: current.transitions + usage.transitions, reads: current.reads + usage.reads });
+  }
+}

@@ -1,0 +1,136 @@
+import type { Database, RootDatabase } from 'lmdb';
+import type { MachineVersionRecord } from '../../domain/records.js';
+import type { FinalizeResult, PendingUpload, VersionCursor, VersionStore } from '../version-store.js';
+import type { LmdbCatalog } from './lmdb-catalog.js';
+
+/** Upper bound for a string element of a composite key: slugs, ids and ISO dates are ASCII. */
+const AFTER_ALL = '\uffff';
+
+interface PendingMeta {
+  machine: string;
+  expiresAt: number;
+}
+
+/**
+ * LMDB layout (ordered-binary array keys):
+ *   versions          [orgId, versionId]                      -> MachineVersionRecord (msgpack)
+ *   machineVersions   [orgId, machine, createdAt, versionId]  -> true   (listing, newest first)
+ *   versionCode       [orgId, versionId]                      -> code (string)
+ *   pendingUploads    [orgId, versionId]                      -> {machine, expiresAt}
+ *   pendingCode       [orgId, versionId]                      -> code (string)
+ *   pendingByExpiry   [expiresAt, orgId, versionId]           -> true   (sweeping)
+ * The machine's current version pointer lives on its catalog record (`currentVersionId`).
+ */
+export class LmdbVersionStore implements VersionStore {
+  private readonly versions: Database<MachineVersionRecord, [string, string]>;
+  private readonly machineVersions: Database<true, [string, string, string, string]>;
+  private readonly versionCode: Database<string, [string, string]>;
+  private readonly pendingUploads: Database<PendingMeta, [string, string]>;
+  private readonly pendingCode: Database<string, [string, string]>;
+  private readonly pendingByExpiry: Database<true, [number, string, string]>;
+
+  constructor(
+    private readonly root: RootDatabase,
+    private readonly catalog: LmdbCatalog,
+  ) {
+    this.versions = root.openDB({ name: 'versions', encoding: 'msgpack' });
+    this.machineVersions = root.openDB({ name: 'machineVersions', encoding: 'msgpack' });
+    this.versionCode = root.openDB({ name: 'versionCode', encoding: 'string' });
+    this.pendingUploads = root.openDB({ name: 'pendingUploads', encoding: 'msgpack' });
+    this.pendingCode = root.openDB({ name: 'pendingCode', encoding: 'string' });
+    this.pendingByExpiry = root.openDB({ name: 'pendingByExpiry', encoding: 'msgpack' });
+  }
+
+  getVersion(orgId: string, machine: string, versionId: string): MachineVersionRecord | undefined {
+    const record = this.versions.get([orgId, versionId]);
+    return record && record.machine === machine ? record : undefined;
+  }
+
+  getVersionCode(orgId: string, versionId: string): string | undefined {
+    return this.versionCode.get([orgId, versionId]);
+  }
+
+  listVersions(orgId: string, machine: string, after: VersionCursor | undefined, limit: number): MachineVersionRecord[] {
+    const out: MachineVersionRecord[] = [];
+    const start: [string, string, string, string] = after ? [orgId, machine, after.createdAt, after.id] : [orgId, machine, AFTER_ALL, AFTER_ALL];
+    for (const { key } of this.machineVersions.getRange({ start, end: [orgId, machine, '', ''], reverse: true })) {
+      if (after && key[2] === after.createdAt && key[3] === after.id) continue;
+      const record = this.versions.get([orgId, key[3]]);
+      if (record) out.push(record);
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  async putPendingUpload(upload: PendingUpload): Promise<void> {
+    const { orgId, versionId, machine, code, expiresAt } = upload;
+    await this.root.transaction(() => {
+      const previous = this.pendingUploads.get([orgId, versionId]);
+      if (previous) void this.pendingByExpiry.remove([previous.expiresAt, orgId, versionId]);
+      void this.pendingUploads.put([orgId, versionId], { machine, expiresAt });
+      void this.pendingCode.put([orgId, versionId], code);
+      void this.pendingByExpiry.put([expiresAt, orgId, versionId], true);
+    });
+  }
+
+  getPendingUpload(orgId: string, versionId: string): PendingUpload | undefined {
+    const meta = this.pendingUploads.get([orgId, versionId]);
+    if (!meta) return undefined;
+    const code = this.pendingCode.get([orgId, versionId]);
+    if (code === undefined) return undefined;
+    return { orgId, versionId, machine: meta.machine, expiresAt: meta.expiresAt, code };
+  }
+
+  async sweepExpiredPendingUploads(now: number): Promise<number> {
+    const expired = [...this.pendingByExpiry.getKeys({ start: [0, '', ''], end: [now, '', ''] })];
+    if (expired.length === 0) return 0;
+    await this.root.transaction(() => {
+      for (const key of expired) {
+        const [expiresAt, orgId, versionId] = key;
+        const meta = this.pendingUploads.get([orgId, versionId]);
+        // Re-uploaded since the scan with a later expiry: keep it, drop only the stale index entry.
+        if (meta && meta.expiresAt !== expiresAt) void this.pendingByExpiry.remove(key);
+        else this.removePendingSync(orgId, versionId, expiresAt);
+      }
+    });
+    return expired.length;
+  }
+
+  finalizeVersion(record: MachineVersionRecord, code: string, makeCurrent: boolean): Promise<FinalizeResult> {
+    const { orgId, machine, id } = record;
+    return this.root.transaction((): FinalizeResult => {
+      const existing = this.versions.get([orgId, id]);
+      if (existing) return { kind: 'existing', record: existing };
+      if (!this.catalog.getMachine(orgId, machine)) return { kind: 'no-machine' };
+      void this.versions.put([orgId, id], record);
+      void this.machineVersions.put([orgId, machine, record.createdAt, id], true);
+      void this.versionCode.put([orgId, id], code);
+      if (makeCurrent) this.catalog.setCurrentVersionSync(orgId, machine, id);
+      this.removePendingSync(orgId, id);
+      return { kind: 'created', record };
+    });
+  }
+
+  async deleteMachineVersions(orgId: string, machine: string): Promise<void> {
+    await this.root.transaction(() => {
+      // Collect first, then write: no cursor stays open over the entries being removed.
+      const versionKeys = [...this.machineVersions.getKeys({ start: [orgId, machine, '', ''], end: [orgId, machine, AFTER_ALL, AFTER_ALL] })];
+      for (const key of versionKeys) {
+        const versionId = key[3];
+        void this.versions.remove([orgId, versionId]);
+        void this.versionCode.remove([orgId, versionId]);
+        void this.machineVersions.remove(key);
+      }
+      const pending = [...this.pendingUploads.getRange({ start: [orgId, ''], end: [orgId, AFTER_ALL] })].filter(({ value }) => value.machine === machine);
+      for (const { key, value } of pending) this.removePendingSync(orgId, key[1], value.expiresAt);
+    });
+  }
+
+  /** Inside a transaction: drops a pending upload and its expiry entry. */
+  private removePendingSync(orgId: string, versionId: string, expiresAt?: number): void {
+    const at = expiresAt ?? this.pendingUploads.get([orgId, versionId])?.expiresAt;
+    if (at !== undefined) void this.pendingByExpiry.remove([at, orgId, versionId]);
+    void this.pendingUploads.remove([orgId, versionId]);
+    void this.pendingCode.remove([orgId, versionId]);
+  }
+}

@@ -1,0 +1,17 @@
+/** A line printed by machine code (or by the service about an instance), kept for the logs endpoint. */
+export interface LogEntry {
+  orgId: string;
+  timestamp: number;
+  level: string;
+  versionId?: string;
+  machine?: string;
+  instance?: string;
+  /** Console arguments as JSON-safe copies; structured objects stay objects. */
+  args: unknown[];
+}
+
+export interface LogStore {
+  appendLogs(entries: LogEntry[]): Promise<void>;
+  /** Entries of one org from `fromMs` (inclusive) up to `toMs` (exclusive), oldest first. */
+  listLogs(orgId: string, fromMs: number, toMs: number, limit: number): LogEntry[];
+}

@@ -1,0 +1,217 @@
+import { createHmac } from 'node:crypto';
+import { errors, StateBackedClient } from '@statebacked/client';
+import { signToken } from '@statebacked/token';
+import t from 'tap';
+import { effectsMachine, ownerOnlyMachine, shapesMachine } from './fixtures/instance-machines.js';
+import { call } from './helpers/http.js';
+import { startNode } from './helpers/node-process.js';
+import { machineWithVersion } from './helpers/setup.js';
+
+const node = await startNode({ args: ['--settle-timeout-ms', '600', '--cpu-limit-ms', '1500', '--isolate-memory-mb', '32', '--page-size', '2'] });
+t.teardown(() => node.stop());
+const admin = node.adminKey as string;
+const confirm = (machine: string, instance: string) => createHmac('sha256', machine).update(instance).digest('base64url');
+
+/** Every transition of an instance, across pages. */
+const history = async (client: StateBackedClient, machine: string, instance: string) => {
+  const all = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.machineInstances.listTransitions(machine, instance, cursor ? { cursor } : undefined);
+    all.push(...page.transitions);
+    cursor = page.cursor;
+  } while (cursor);
+  return all;
+};
+
+t.test('shapes: nested and parallel states, tags, public context, final state', async (t) => {
+  const { operator } = await machineWithVersion(node, 'shapes', shapesMachine);
+  const created = await operator.machineInstances.create('shapes', { slug: 'one', context: { extra: true, count: 5 } });
+  t.match(created, { state: 'idle', tags: ['resting'], done: false, ts: Number });
+  t.same(created.publicContext, { count: 0 }, 'only context.public is exposed');
+  const admin1 = await operator.machineInstances.admin.get('shapes', 'one');
+  t.same(admin1.context, { count: 5, secret: 's3cret', public: { count: 0 }, extra: true }, 'initial context shallow-merged over the default');
+
+  const working = await operator.machineInstances.sendEvent('shapes', 'one', { event: 'START' });
+  t.same(working.state, { working: { left: 'a', right: 'x' } });
+  t.same(working.tags, ['left-a']);
+  t.ok(working.ts > created.ts, 'ts increases');
+  const bumped = await operator.machineInstances.sendEvent('shapes', 'one', { event: { type: 'BUMP', by: 1 } });
+  t.same(bumped.publicContext, { count: 6 });
+  const flipped = await operator.machineInstances.sendEvent('shapes', 'one', { event: 'FLIP' });
+  t.same(flipped.state, { working: { left: 'b', right: 'x' } });
+  t.same(flipped.tags, []);
+  const nested = await operator.machineInstances.sendEvent('shapes', 'one', { event: 'NEST' });
+  t.same(nested.state, { nested: { outer: 'inner' } });
+  const read = await operator.machineInstances.get('shapes', 'one');
+  t.same(read.state, nested.state);
+  t.equal(read.ts, nested.ts, 'a read returns the committed state');
+  const finished = await operator.machineInstances.sendEvent('shapes', 'one', { event: 'UP' });
+  t.equal(finished.state, 'finished');
+  t.equal(finished.done, true);
+
+  const { transitions } = await operator.machineInstances.listTransitions('shapes', 'one');
+  t.same(transitions.map((tr) => tr.event), [{ type: 'xstate.init' }, { type: 'START' }, { type: 'BUMP', by: 1 }, { type: 'FLIP' }, { type: 'NEST' }, { type: 'UP' }].slice(0, 2), 'first page (page size 2)');
+  const all: unknown[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await call(node.url, 'GET', `/machines/shapes/i/one/events${cursor ? `?cursor=${cursor}` : ''}`, { token: admin });
+    all.push(...page.body.transitions);
+    cursor = page.body.cursor;
+  } while (cursor);
+  t.same(all.map((tr: any) => tr.event.type), ['xstate.init', 'START', 'BUMP', 'FLIP', 'NEST', 'UP'], 'history is linear, oldest first');
+  t.match(all[5], { createdAt: String, state: 'finished' });
+});
+
+t.test('create: conflicts, unknown machine or version, validation', async (t) => {
+  const { operator, machineVersionId } = await machineWithVersion(node, 'create-rules', shapesMachine);
+  await operator.machineInstances.create('create-rules', { slug: 'a' });
+  await t.rejects(operator.machineInstances.create('create-rules', { slug: 'a' }), errors.ConflictError);
+  await t.rejects(operator.machineInstances.create('no-such-machine', { slug: 'a' }), errors.NotFoundError);
+  await t.rejects(operator.machineInstances.create('create-rules', { slug: 'b', machineVersionId: 'ver_AAAAAAAAAAAAAAAAAAAAAA' }), errors.NotFoundError);
+  t.match(await operator.machineInstances.create('create-rules', { slug: 'c', machineVersionId }), { state: 'idle' });
+  await operator.machines.create('versionless');
+  const noVersion = await call(node.url, 'POST', '/machines/versionless', { token: admin, body: { slug: 'x' } });
+  t.equal(noVersion.status, 409);
+  t.match(noVersion.body.error, /no current version/);
+  for (const [body, parameter] of [[{}, 'slug'], [{ slug: 'bad slug' }, 'slug'], [{ slug: 'ok', context: [1] }, 'context'], [{ slug: 'ok', context: 'x' }, 'context']] as const) {
+    const res = await call(node.url, 'POST', '/machines/create-rules', { token: admin, body });
+    t.equal(res.status, 400);
+    t.equal(res.body.parameter, parameter);
+  }
+  // getOrCreate relies on 404 for a missing instance and creates it.
+  t.match(await operator.machineInstances.getOrCreate('create-rules', 'fresh', { context: {} }), { state: 'idle' });
+  t.match(await operator.machineInstances.getOrCreate('create-rules', 'fresh', { context: {} }), { state: 'idle' });
+  await t.rejects(operator.machineInstances.get('create-rules', 'missing'), errors.NotFoundError);
+  await t.rejects(operator.machineInstances.sendEvent('create-rules', 'missing', { event: 'X' }), errors.NotFoundError);
+  const badEvent = await call(node.url, 'POST', '/machines/create-rules/i/a/events', { token: admin, body: { event: { kind: 'x' } } });
+  t.equal(badEvent.status, 400);
+  t.equal(badEvent.body.parameter, 'event');
+
+  const listed = [];
+  let cursor: string | undefined;
+  do {
+    const page = await operator.machineInstances.list('create-rules', cursor ? { cursor } : undefined);
+    listed.push(...page.instances);
+    cursor = page.cursor;
+  } while (cursor);
+  t.same(listed.map((i) => i.slug), ['a', 'c', 'fresh']);
+  t.match(listed[0], { createdAt: String, status: 'running', machineVersion: { id: machineVersionId, createdAt: String, clientInfo: 'create-rules-v1' } });
+});
+
+t.test('authorizers: allowWrite on create and send, allowRead on read, with the token act claim', async (t) => {
+  const { operator } = await machineWithVersion(node, 'owned', ownerOnlyMachine);
+  const key = await operator.keys.create({ name: 'prod', use: 'production' });
+  const tokenFor = (sub: string) => signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub }, { expires: { in: '1h' } });
+  const alice = new StateBackedClient(await tokenFor('alice'), { apiHost: node.url });
+  const bob = new StateBackedClient(await tokenFor('bob'), { apiHost: node.url });
+  t.match(await alice.machineInstances.create('owned', { slug: 'alice' }), { state: 'on' });
+  await t.rejects(bob.machineInstances.create('owned', { slug: 'alice2' }), errors.RejectedByMachineAuthorizerError);
+  await t.rejects(bob.machineInstances.get('owned', 'alice'), errors.RejectedByMachineAuthorizerError);
+  await t.rejects(bob.machineInstances.sendEvent('owned', 'alice', { event: 'HIT' }), errors.RejectedByMachineAuthorizerError);
+  await t.rejects(alice.machineInstances.sendEvent('owned', 'alice', { event: 'FORBIDDEN' }), errors.RejectedByMachineAuthorizerError, 'allowWrite sees the event');
+  t.match(await alice.machineInstances.sendEvent('owned', 'alice', { event: 'HIT' }), { state: 'on' });
+  t.match(await alice.machineInstances.get('owned', 'alice'), { state: 'on' });
+  // Impersonation: the operator acts as alice.
+  const asAlice = new StateBackedClient(admin, { apiHost: node.url, actAs: { sub: 'alice' } });
+  t.match(await asAlice.machineInstances.get('owned', 'alice'), { state: 'on' });
+  await t.rejects(new StateBackedClient(admin, { apiHost: node.url, actAs: { sub: 'mallory' } }).machineInstances.get('owned', 'alice'), errors.RejectedByMachineAuthorizerError);
+  const ciKey = await operator.keys.create({ name: 'ci', use: 'ci' });
+  const ci = new StateBackedClient(await signToken({ stateBackedKeyId: ciKey.id, stateBackedSecretKey: ciKey.key }, { sub: 'alice' }, { expires: { in: '1h' } }), { apiHost: node.url });
+  await t.rejects(ci.machineInstances.get('owned', 'alice'), errors.MissingScopeError);
+  await t.rejects(alice.machineInstances.listTransitions('owned', 'alice'), errors.MissingScopeError, 'history needs instances.admin');
+  const transitions = await history(operator, 'owned', 'alice');
+  t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'HIT'], 'rejected events left no trace');
+});
+
+t.test('effects: delays and promises settle inside the budget; a hung child is stopped and reported', async (t) => {
+  const { operator } = await machineWithVersion(node, 'effects', effectsMachine);
+  await operator.machineInstances.create('effects', { slug: 'e' });
+  const started = Date.now();
+  t.equal((await operator.machineInstances.sendEvent('effects', 'e', { event: 'WAIT' })).state, 'waited', 'an after delay inside the budget is waited for');
+  t.ok(Date.now() - started >= 190);
+  await operator.machineInstances.sendEvent('effects', 'e', { event: 'BACK' });
+  const loaded = await operator.machineInstances.sendEvent('effects', 'e', { event: 'FETCH_OK' });
+  t.equal(loaded.state, 'loaded', 'an invoked promise resolved');
+  t.same((await operator.machineInstances.admin.get('effects', 'e')).context.log, [42]);
+  await operator.machineInstances.sendEvent('effects', 'e', { event: 'BACK' });
+  t.equal((await operator.machineInstances.sendEvent('effects', 'e', { event: 'FETCH_FAIL' })).state, 'failed', 'an invoked promise rejected');
+  await operator.machineInstances.sendEvent('effects', 'e', { event: 'BACK' });
+  const hung = await operator.machineInstances.sendEvent('effects', 'e', { event: 'HANG' });
+  t.equal(hung.state, 'hanging', 'after the settle timeout the latest state is answered');
+  const next = await operator.machineInstances.sendEvent('effects', 'e', { event: 'BACK' });
+  t.equal(next.state, 'idle');
+  const admin1 = await operator.machineInstances.admin.get('effects', 'e');
+  t.same(admin1.context.log, [42, 'child-error'], 'the stopped child\'s error event arrived before the next event');
+  const transitions = await history(operator, 'effects', 'e');
+  t.same(transitions.slice(-2).map((tr) => tr.event.type), ['error.platform.stuck', 'BACK']);
+  const long = await operator.machineInstances.sendEvent('effects', 'e', { event: 'LONG' });
+  t.equal(long.state, 'long', 'a delay beyond the budget does not hold the answer');
+});
+
+t.test('failures: throwing action, oversized context, runaway loop, memory bomb leave the instance untouched', async (t) => {
+  const { operator } = await machineWithVersion(node, 'fails', effectsMachine);
+  await operator.machineInstances.create('fails', { slug: 'f' });
+  await operator.machineInstances.sendEvent('fails', 'f', { event: { type: 'NOTE', note: 'before' } });
+  const cases: Array<[string, number, string, RegExp]> = [
+    ['BOOM', 400, 'machine-code-error', /kaboom in action/],
+    ['BIG', 400, 'context-too-large', /above the limit/],
+    ['LOOP', 400, 'machine-code-error', /CPU time limit/],
+    ['BOMB', 400, 'machine-code-error', /memory limit/],
+  ];
+  for (const [type, status, code, message] of cases) {
+    const before = await operator.machineInstances.admin.get('fails', 'f');
+    const res = await call(node.url, 'POST', '/machines/fails/i/f/events', { token: admin, body: { event: type } });
+    t.equal(res.status, status, `${type}: status`);
+    t.equal(res.body.code, code, `${type}: code`);
+    t.match(res.body.error, message, `${type}: says why`);
+    t.same(await operator.machineInstances.admin.get('fails', 'f'), before, `${type}: the instance is as if the event never arrived`);
+    const after = await operator.machineInstances.sendEvent('fails', 'f', { event: { type: 'NOTE', note: type } });
+    t.equal(after.state, 'idle', `${type}: the instance still works`);
+  }
+  const transitions = await history(operator, 'fails', 'f');
+  t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'NOTE', 'NOTE', 'NOTE', 'NOTE', 'NOTE'], 'failed events are not in the history');
+  t.same((await operator.machineInstances.admin.get('fails', 'f')).context.log, ['before', 'BOOM', 'BIG', 'LOOP', 'BOMB']);
+});
+
+t.test('pause, resume and delete', async (t) => {
+  const { operator } = await machineWithVersion(node, 'lifecycle', shapesMachine);
+  await operator.machineInstances.create('lifecycle', { slug: 'p' });
+  await operator.machineInstances.dangerously.setStatus('lifecycle', 'p', { status: 'paused' });
+  await t.rejects(operator.machineInstances.sendEvent('lifecycle', 'p', { event: 'START' }), errors.ConflictError);
+  t.equal((await operator.machineInstances.admin.get('lifecycle', 'p')).status, 'paused');
+  t.equal((await operator.machineInstances.list('lifecycle')).instances[0]?.status, 'paused');
+  t.match(await operator.machineInstances.get('lifecycle', 'p'), { state: 'idle' }, 'a paused instance can still be read');
+  await operator.machineInstances.dangerously.setStatus('lifecycle', 'p', { status: 'running' });
+  t.same((await operator.machineInstances.sendEvent('lifecycle', 'p', { event: 'START' })).state, { working: { left: 'a', right: 'x' } });
+  const badStatus = await call(node.url, 'PUT', '/machines/lifecycle/i/p/status', { token: admin, body: { status: 'sleeping' } });
+  t.equal(badStatus.status, 400);
+  t.equal(badStatus.body.parameter, 'status');
+  t.equal((await call(node.url, 'PUT', '/machines/lifecycle/i/nope/status', { token: admin, body: { status: 'paused' } })).status, 404);
+
+  const machineDelete = { dangerDataWillBeDeletedForever: true, hmacSha256OfMachineNameWithMachineNameKey: createHmac('sha256', 'lifecycle').update('lifecycle').digest('base64url') };
+  const blocked = await call(node.url, 'DELETE', '/machines/lifecycle', { token: admin, body: machineDelete });
+  t.equal(blocked.status, 409, 'a machine with instances cannot be deleted');
+  t.equal(blocked.body.code, 'invalid-state');
+
+  const wrong = await call(node.url, 'DELETE', '/machines/lifecycle/i/p', { token: admin, body: { dangerDataWillBeDeletedForever: true, hmacSha256OfMachineInstanceNameWithMachineNameKey: confirm('lifecycle', 'q') } });
+  t.equal(wrong.status, 400);
+  t.equal(wrong.body.parameter, 'hmacSha256OfMachineInstanceNameWithMachineNameKey');
+  await operator.machineInstances.dangerously.delete('lifecycle', 'p', { dangerDataWillBeDeletedForever: true });
+  await t.rejects(operator.machineInstances.get('lifecycle', 'p'), errors.NotFoundError);
+  t.equal((await call(node.url, 'GET', '/machines/lifecycle/i/p/events', { token: admin })).status, 404);
+  t.equal((await call(node.url, 'DELETE', '/machines/lifecycle', { token: admin, body: machineDelete })).status, 204, 'once instances are gone the machine can go');
+  t.match(await (async () => { await operator.machines.create('lifecycle'); await operator.machineVersions.create('lifecycle', { clientInfo: 'v', makeCurrent: true, code: shapesMachine }); return operator.machineInstances.create('lifecycle', { slug: 'p' }); })(), { state: 'idle' }, 'a recreated instance starts afresh');
+  t.equal((await operator.machineInstances.listTransitions('lifecycle', 'p')).transitions.length, 1, 'with no old history');
+});
+
+t.test('concurrent events to one instance form one linear history', async (t) => {
+  const { operator } = await machineWithVersion(node, 'counter', effectsMachine);
+  await operator.machineInstances.create('counter', { slug: 'c' });
+  const notes = Array.from({ length: 40 }, (_, i) => `n${i}`);
+  await Promise.all(notes.map((note) => operator.machineInstances.sendEvent('counter', 'c', { event: { type: 'NOTE', note } })));
+  const log = (await operator.machineInstances.admin.get('counter', 'c')).context.log as string[];
+  t.same([...log].sort(), [...notes].sort(), 'every event applied exactly once');
+  const events = (await history(operator, 'counter', 'c')).map((tr) => (tr.event as { note?: string }).note ?? tr.event.type);
+  t.same(events, ['xstate.init', ...log], 'the history order is the order the context saw');
+});
