@@ -1,0 +1,66 @@
+import { StateBackedClient } from '@statebacked/client';
+import t from 'tap';
+import { effectsMachine, shapesMachine } from './fixtures/instance-machines.js';
+import { startNode } from './helpers/node-process.js';
+import { machineWithVersion } from './helpers/setup.js';
+
+t.test('idle actors are evicted and rebuilt from their snapshot, timers included', async (t) => {
+  const node = await startNode({ args: ['--max-live-actors', '2', '--settle-timeout-ms', '300'] });
+  t.teardown(() => node.stop());
+  const { operator } = await machineWithVersion(node, 'evict', effectsMachine);
+  const names = ['a', 'b', 'c', 'd', 'e'];
+  for (const name of names) await operator.machineInstances.create('evict', { slug: name });
+  for (let round = 0; round < 3; round++) {
+    for (const name of names) await operator.machineInstances.sendEvent('evict', name, { event: { type: 'NOTE', note: `${name}${round}` } });
+  }
+  for (const name of names) {
+    const state = await operator.machineInstances.admin.get('evict', name);
+    t.same(state.context.log, [`${name}0`, `${name}1`, `${name}2`], `${name}: every event applied to the right state across evictions`);
+  }
+  // WAIT schedules a 200 ms delay: with a 300 ms budget it is waited for, then BACK; the next instance
+  // evicts this one, and a delayed event pending in a snapshot still fires once reloaded.
+  t.equal((await operator.machineInstances.sendEvent('evict', 'a', { event: 'WAIT' })).state, 'waited');
+  await operator.machineInstances.sendEvent('evict', 'a', { event: 'BACK' });
+});
+
+t.test('a delayed event pending at eviction fires after the actor is reloaded', async (t) => {
+  const node = await startNode({ args: ['--max-live-actors', '1', '--settle-timeout-ms', '50'] });
+  t.teardown(() => node.stop());
+  const { operator } = await machineWithVersion(node, 'later', effectsMachine);
+  await operator.machineInstances.create('later', { slug: 'x' });
+  await operator.machineInstances.create('later', { slug: 'y' });
+  t.equal((await operator.machineInstances.sendEvent('later', 'x', { event: 'WAIT' })).state, 'waiting', 'the 200 ms delay is beyond this 50 ms budget');
+  await operator.machineInstances.sendEvent('later', 'y', { event: { type: 'NOTE', note: 'evicts x' } });
+  await new Promise((r) => setTimeout(r, 250));
+  const next = await operator.machineInstances.sendEvent('later', 'x', { event: 'BACK' });
+  t.equal(next.state, 'idle', 'the overdue delay fired first (waiting → waited), then BACK');
+  const { transitions } = await operator.machineInstances.listTransitions('later', 'x');
+  t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'WAIT', 'xstate.after(200)#effects.waiting', 'BACK']);
+});
+
+t.test('reads answer from the committed state while an event is still settling', async (t) => {
+  const node = await startNode({ args: ['--settle-timeout-ms', '1500'] });
+  t.teardown(() => node.stop());
+  const { operator } = await machineWithVersion(node, 'slow', effectsMachine);
+  await operator.machineInstances.create('slow', { slug: 's' });
+  const hanging = operator.machineInstances.sendEvent('slow', 's', { event: 'HANG' });
+  await new Promise((r) => setTimeout(r, 100));
+  const started = Date.now();
+  const read = await operator.machineInstances.get('slow', 's');
+  t.ok(Date.now() - started < 500, 'the read did not wait for the event');
+  t.equal(read.state, 'idle', 'and shows the last durable state, not the unsettled one');
+  t.equal((await hanging).state, 'hanging');
+  t.equal((await operator.machineInstances.get('slow', 's')).state, 'hanging');
+});
+
+t.test('one org\'s instances are invisible to another org', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop());
+  const { operator } = await machineWithVersion(node, 'private', shapesMachine);
+  await operator.machineInstances.create('private', { slug: 'mine' });
+  const { id: otherOrg } = await operator.orgs.create({ name: 'other' });
+  const other = new StateBackedClient(node.adminKey as string, { apiHost: node.url, orgId: otherOrg });
+  await t.rejects(other.machineInstances.get('private', 'mine'), { status: 404 });
+  await t.rejects(other.machineInstances.sendEvent('private', 'mine', { event: 'START' }), { status: 404 });
+  await t.rejects(other.machineInstances.list('private'), { status: 404 });
+});
