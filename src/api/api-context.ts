@@ -1,5 +1,8 @@
 import type { Authenticator } from '../auth/authenticator.js';
-import type { Caller } from '../auth/caller.js';
+import { type Caller, requireScope } from '../auth/caller.js';
+import { notFound } from '../domain/errors.js';
+import type { MachineRecord } from '../domain/records.js';
+import type { Scope } from '../domain/scopes.js';
 import type { SecretSealer } from '../auth/secret-sealer.js';
 import type { UploadSigner } from '../auth/upload-signer.js';
 import type { Logger } from '../domain/logger.js';
@@ -41,3 +44,16 @@ export const authenticate = (context: ApiContext, request: ApiRequest): Caller =
     orgId: request.headers['x-statebacked-org-id'],
     act: request.headers['x-statebacked-act'],
   });
+
+/** The usual opening of an org-scoped route: verify the credential, check a scope, settle the org. */
+export const callerInOrg = (context: ApiContext, request: ApiRequest, ...anyOf: Scope[]): { caller: Caller; orgId: string } => {
+  const caller = authenticate(context, request);
+  requireScope(caller, ...anyOf);
+  return { caller, orgId: context.authenticator.resolveOrg(caller) };
+};
+
+export const requireMachine = (context: ApiContext, orgId: string, slug: string): MachineRecord => {
+  const machine = context.catalog.getMachine(orgId, slug);
+  if (!machine) throw notFound(`machine ${slug} does not exist`);
+  return machine;
+};

@@ -1,24 +1,19 @@
-import { requireScope } from '../../auth/caller.js';
 import { isValidDeletionConfirmation } from '../../domain/confirmation.js';
-import { decodeCursor, encodeCursor } from '../../domain/cursor.js';
+import { decodeCursor } from '../../domain/cursor.js';
 import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
 import { requireSlug } from '../../domain/names.js';
-import { type ApiContext, authenticate } from '../api-context.js';
+import { type ApiContext, callerInOrg, requireMachine } from '../api-context.js';
 import { json, jsonBody, noContent } from '../http-types.js';
+import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
 import { stateView, versionInfo } from '../state-view.js';
 
 /** Machine instances (wire-protocol §3.4). Writes go through the runtime; lists and history read the store. */
 export const registerInstanceRoutes = (router: Router, context: ApiContext): void => {
-  const { catalog, versions, instances, runtime } = context;
+  const { versions, instances, runtime } = context;
 
-  const machineOf = (orgId: string, slug: string) => {
-    const machine = catalog.getMachine(orgId, slug);
-    if (!machine) throw notFound(`machine ${slug} does not exist`);
-    return machine;
-  };
   const instanceOf = (orgId: string, machine: string, name: string) => {
     const head = runtime.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
@@ -26,10 +21,8 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
   };
 
   router.add('POST', '/machines/:machine', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'instances.write');
-    const orgId = context.authenticator.resolveOrg(caller);
-    const machine = machineOf(orgId, request.params.machine as string);
+    const { caller, orgId } = callerInOrg(context, request, 'instances.write');
+    const machine = requireMachine(context, orgId, request.params.machine as string);
     const body = jsonBody(request);
     const name = requireSlug(body.slug, 'slug');
     const initial = body.context ?? {};
@@ -50,66 +43,49 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
   });
 
   router.add('GET', '/machines/:machine/i', (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'instances.read');
-    const orgId = context.authenticator.resolveOrg(caller);
-    const machine = machineOf(orgId, request.params.machine as string);
+    const { orgId } = callerInOrg(context, request, 'instances.read');
+    const machine = requireMachine(context, orgId, request.params.machine as string);
     const after = decodeCursor(request.query.get('cursor'));
     if (after !== undefined && typeof after !== 'string') throw invalidParameter('cursor', 'cursor is not one this service returned');
     const pageSize = context.settings.pageSize;
-    const heads = instances.listInstances(orgId, machine.slug, after, pageSize + 1);
-    const page = heads.slice(0, pageSize);
-    const last = page.at(-1);
+    const { items, cursor } = pageOf(instances.listInstances(orgId, machine.slug, after, pageSize + 1), pageSize, (last) => last.name);
     return json({
-      instances: page.map((head) => ({
+      instances: items.map((head) => ({
         slug: head.name,
         createdAt: head.createdAt,
         status: head.status,
         machineVersion: versionInfo(head.versionId, versions.getVersion(orgId, machine.slug, head.versionId)),
       })),
-      ...(heads.length > pageSize && last ? { cursor: encodeCursor(last.name) } : {}),
+      cursor,
     });
   });
 
   router.add('GET', '/machines/:machine/i/:instance', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'state.read');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { caller, orgId } = callerInOrg(context, request, 'state.read');
     const head = await runtime.read(orgId, request.params.machine as string, request.params.instance as string, caller.authContext);
     return json(stateView(head));
   });
 
   router.add('POST', '/machines/:machine/i/:instance/events', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'instances.write', 'events.write');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { caller, orgId } = callerInOrg(context, request, 'instances.write', 'events.write');
     const event = eventOf(jsonBody(request).event);
     const head = await runtime.send(orgId, request.params.machine as string, request.params.instance as string, event, caller.authContext);
     return json(stateView(head));
   });
 
   router.add('GET', '/machines/:machine/i/:instance/events', (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'instances.admin');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
     instanceOf(orgId, machine, instance);
     const after = decodeCursor(request.query.get('cursor')) ?? 0;
     if (typeof after !== 'number' || !Number.isInteger(after) || after < 0) throw invalidParameter('cursor', 'cursor is not one this service returned');
     const pageSize = context.settings.pageSize;
-    const records = instances.listTransitions(orgId, machine, instance, after, pageSize + 1);
-    const page = records.slice(0, pageSize);
-    const last = page.at(-1);
-    return json({
-      transitions: page.map((record) => ({ createdAt: record.createdAt, state: record.state, event: record.event })),
-      ...(records.length > pageSize && last ? { cursor: encodeCursor(last.seq) } : {}),
-    });
+    const { items, cursor } = pageOf(instances.listTransitions(orgId, machine, instance, after, pageSize + 1), pageSize, (last) => last.seq);
+    return json({ transitions: items.map((record) => ({ createdAt: record.createdAt, state: record.state, event: record.event })), cursor });
   });
 
   router.add('GET', '/machines/:machine/i/:instance/admin', (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'instances.admin');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
     const head = instanceOf(orgId, machine, instance);
     return json({
@@ -124,9 +100,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
   });
 
   router.add('PUT', '/machines/:machine/i/:instance/status', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'instances.admin');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
     const status = jsonBody(request).status;
     if (status !== 'running' && status !== 'paused') throw invalidParameter('status', 'status must be "running" or "paused"');
@@ -136,9 +110,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
   });
 
   router.add('DELETE', '/machines/:machine/i/:instance', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'instances.admin');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
     const body = jsonBody(request);
     if (body.dangerDataWillBeDeletedForever !== true) {

@@ -1,34 +1,25 @@
-import { requireScope } from '../../auth/caller.js';
 import { invalidParameter, notFound } from '../../domain/errors.js';
-import { decodeStringCursor, encodeCursor } from '../../domain/cursor.js';
+import { decodeStringCursor } from '../../domain/cursor.js';
 import { newKeySecret, prettyId } from '../../domain/ids.js';
 import type { KeyRecord } from '../../domain/records.js';
 import { isScope, isScopePreset, type Scope, scopePresets } from '../../domain/scopes.js';
-import { type ApiContext, authenticate } from '../api-context.js';
+import { type ApiContext, callerInOrg } from '../api-context.js';
 import { json, jsonBody, noContent } from '../http-types.js';
+import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
 
 /** GET /keys, POST /keys, DELETE /keys/{keyId} (wire-protocol §3.11). Secrets leave the node only once, at creation. */
 export const registerKeyRoutes = (router: Router, context: ApiContext): void => {
   router.add('GET', '/keys', (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'tokens.admin');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'tokens.admin');
     const after = decodeStringCursor(request.query.get('cursor'));
     const pageSize = context.settings.pageSize;
-    const keys = context.catalog.listKeys(orgId, after, pageSize + 1);
-    const page = keys.slice(0, pageSize);
-    const last = page.at(-1);
-    return json({
-      keys: page.map(({ id, name, scopes, createdAt }) => ({ id, name, scopes, createdAt })),
-      ...(keys.length > pageSize && last ? { cursor: encodeCursor(last.id) } : {}),
-    });
+    const { items, cursor } = pageOf(context.catalog.listKeys(orgId, after, pageSize + 1), pageSize, (last) => last.id);
+    return json({ keys: items.map(({ id, name, scopes, createdAt }) => ({ id, name, scopes, createdAt })), cursor });
   });
 
   router.add('POST', '/keys', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'org.keys.write');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'org.keys.write');
     const body = jsonBody(request);
     const name = body.name;
     if (typeof name !== 'string' || name.trim() === '' || name.length > 256) {
@@ -43,9 +34,7 @@ export const registerKeyRoutes = (router: Router, context: ApiContext): void => 
   });
 
   router.add('DELETE', '/keys/:keyId', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'org.keys.write');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'org.keys.write');
     const keyId = request.params.keyId as string;
     const deleted = await context.catalog.deleteKey(orgId, keyId);
     if (!deleted) throw notFound(`key ${keyId} does not exist`);

@@ -1,12 +1,12 @@
-import { requireScope } from '../../auth/caller.js';
 import { isValidDeletionConfirmation } from '../../domain/confirmation.js';
-import { decodeStringCursor, encodeCursor } from '../../domain/cursor.js';
+import { decodeStringCursor } from '../../domain/cursor.js';
 import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
 import { limits } from '../../domain/limits.js';
 import { isSlug, requireSlug } from '../../domain/names.js';
 import type { MachineRecord } from '../../domain/records.js';
-import { type ApiContext, authenticate } from '../api-context.js';
+import { type ApiContext, callerInOrg } from '../api-context.js';
 import { json, jsonBody, noContent } from '../http-types.js';
+import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
 import { versionInfo } from './version-routes.js';
 
@@ -20,24 +20,15 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
   };
 
   router.add('GET', '/machines', (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'machines.read');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'machines.read');
     const after = decodeStringCursor(request.query.get('cursor'));
     const pageSize = context.settings.pageSize;
-    const machines = catalog.listMachines(orgId, after, pageSize + 1);
-    const page = machines.slice(0, pageSize);
-    const last = page.at(-1);
-    return json({
-      machines: page.map((machine) => ({ slug: machine.slug, createdAt: machine.createdAt, ...currentVersion(machine) })),
-      ...(machines.length > pageSize && last ? { cursor: encodeCursor(last.slug) } : {}),
-    });
+    const { items, cursor } = pageOf(catalog.listMachines(orgId, after, pageSize + 1), pageSize, (last) => last.slug);
+    return json({ machines: items.map((machine) => ({ slug: machine.slug, createdAt: machine.createdAt, ...currentVersion(machine) })), cursor });
   });
 
   router.add('POST', '/machines', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'machines.write');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'machines.write');
     const body = jsonBody(request);
     const slug = requireSlug(body.slug, 'slug');
     const indexes = requestedIndexes(body.indexes);
@@ -47,18 +38,14 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
   });
 
   router.add('GET', '/machines/:machine', (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'machines.read');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'machines.read');
     const machine = catalog.getMachine(orgId, request.params.machine as string);
     if (!machine) throw notFound(`machine ${request.params.machine} does not exist`);
     return json({ machine: { createdAt: machine.createdAt, ...currentVersion(machine), indexes: machine.indexes } });
   });
 
   router.add('DELETE', '/machines/:machine', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'machines.admin');
-    const orgId = context.authenticator.resolveOrg(caller);
+    const { orgId } = callerInOrg(context, request, 'machines.admin');
     const slug = request.params.machine as string;
     const body = jsonBody(request);
     if (body.dangerDataWillBeDeletedForever !== true) {

@@ -1,12 +1,12 @@
-import { requireScope } from '../../auth/caller.js';
 import type { UploadClaims } from '../../auth/upload-signer.js';
-import { decodeCursor, encodeCursor } from '../../domain/cursor.js';
+import { decodeCursor } from '../../domain/cursor.js';
 import { invalidParameter, notFound, unauthorized } from '../../domain/errors.js';
 import { prettyId } from '../../domain/ids.js';
 import type { MachineRecord, MachineVersionRecord } from '../../domain/records.js';
 import type { VersionCursor } from '../../store/version-store.js';
-import { type ApiContext, authenticate } from '../api-context.js';
+import { type ApiContext, callerInOrg, requireMachine } from '../api-context.js';
 import { json, jsonBody } from '../http-types.js';
+import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
 import { CODE_UPLOAD_PATH, UPLOAD_TOKEN_FIELD } from './upload-routes.js';
 
@@ -26,35 +26,21 @@ export const versionInfo = (record: MachineVersionRecord): { id: string; created
  * between the first two is in upload-routes.ts.
  */
 export const registerVersionRoutes = (router: Router, context: ApiContext): void => {
-  const { catalog, versions } = context;
+  const { versions } = context;
 
-  const machineOf = (orgId: string, slug: string): MachineRecord => {
-    const machine = catalog.getMachine(orgId, slug);
-    if (!machine) throw notFound(`machine ${slug} does not exist`);
-    return machine;
-  };
 
   router.add('GET', '/machines/:machine/v', (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'machine-versions.read');
-    const orgId = context.authenticator.resolveOrg(caller);
-    const machine = machineOf(orgId, request.params.machine as string);
+    const { orgId } = callerInOrg(context, request, 'machine-versions.read');
+    const machine = requireMachine(context, orgId, request.params.machine as string);
     const after = versionCursor(request.query.get('cursor'));
     const pageSize = context.settings.pageSize;
-    const found = versions.listVersions(orgId, machine.slug, after, pageSize + 1);
-    const page = found.slice(0, pageSize);
-    const last = page.at(-1);
-    return json({
-      versions: page.map(versionInfo),
-      ...(found.length > pageSize && last ? { cursor: encodeCursor([last.createdAt, last.id]) } : {}),
-    });
+    const { items, cursor } = pageOf(versions.listVersions(orgId, machine.slug, after, pageSize + 1), pageSize, (last) => [last.createdAt, last.id]);
+    return json({ versions: items.map(versionInfo), cursor });
   });
 
   router.add('POST', '/machines/:machine/v', (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'machine-versions.write');
-    const orgId = context.authenticator.resolveOrg(caller);
-    const machine = machineOf(orgId, request.params.machine as string);
+    const { orgId } = callerInOrg(context, request, 'machine-versions.write');
+    const machine = requireMachine(context, orgId, request.params.machine as string);
     const gzip = gzipFlag(request.query.get('gzip'));
     const id = prettyId('ver');
     const now = Date.now();
@@ -67,10 +53,8 @@ export const registerVersionRoutes = (router: Router, context: ApiContext): void
   });
 
   router.add('PUT', '/machines/:machine/v/:signedMachineVersionId', async (request) => {
-    const caller = authenticate(context, request);
-    requireScope(caller, 'machine-versions.write');
-    const orgId = context.authenticator.resolveOrg(caller);
-    const machine = machineOf(orgId, request.params.machine as string);
+    const { orgId } = callerInOrg(context, request, 'machine-versions.write');
+    const machine = requireMachine(context, orgId, request.params.machine as string);
     const body = jsonBody(request);
     const clientInfo = optionalClientInfo(body.clientInfo);
     const makeCurrent = optionalBoolean(body.makeCurrent, 'makeCurrent');
