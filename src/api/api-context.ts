@@ -8,6 +8,7 @@ import type { UploadSigner } from '../auth/upload-signer.js';
 import type { Logger } from '../domain/logger.js';
 import type { InstanceRuntime } from '../runtime/instance-runtime.js';
 import type { InstanceStore } from '../store/instance-store.js';
+import type { LogStore } from '../store/log-store.js';
 import type { Catalog } from '../store/catalog.js';
 import type { VersionStore } from '../store/version-store.js';
 import type { ApiRequest } from './http-types.js';
@@ -31,6 +32,7 @@ export interface ApiContext {
   sealer: SecretSealer;
   versions: VersionStore;
   instances: InstanceStore;
+  logs: LogStore;
   runtime: InstanceRuntime;
   uploadSigner: UploadSigner;
   validateBundle: BundleValidator;

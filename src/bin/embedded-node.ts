@@ -14,6 +14,7 @@ import { InstanceRuntime } from '../runtime/instance-runtime.js';
 import { LogSink } from '../runtime/log-sink.js';
 import { defaultRuntimeSettings, type RuntimeSettings } from '../runtime/runtime-settings.js';
 import { SandboxPool } from '../runtime/sandbox-pool.js';
+import { TimerScheduler } from '../runtime/timer-scheduler.js';
 import type { Catalog } from '../store/catalog.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
 import type { ServeConfig } from './serve-config.js';
@@ -54,6 +55,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     isolateMemoryLimitMb: config.isolateMemoryMb,
     cpuLimitMs: config.cpuLimitMs,
     maxLiveActors: config.maxLiveActors,
+    timerRetryDelayMs: config.timerRetryMs,
   };
   const logs = new LogSink(store.logs, logger);
   const runtime = new InstanceRuntime({
@@ -62,7 +64,9 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     logs,
     settings: runtimeSettings,
     logger,
+    onTimersPending: (dueAt) => scheduler.noteDue(dueAt),
   });
+  const scheduler = new TimerScheduler(store.instances, (orgId, machine, name) => runtime.fireTimers(orgId, machine, name), logger);
   const router = buildRouter({
     catalog,
     authenticator,
@@ -73,8 +77,10 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     uploadSigner,
     validateBundle: (code) => validateBundle(code),
     instances: store.instances,
+    logs: store.logs,
     runtime,
   });
+  scheduler.start();
   const server = await HttpServer.start({ router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger });
 
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
@@ -92,6 +98,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       const drained = server.drain();
       const timedOut = await Promise.race([drained.then(() => false), delay(config.drainTimeoutMs).then(() => true)]);
       if (timedOut) logger.warn('drain timeout passed with requests still in flight; stopping anyway');
+      scheduler.stop();
       await runtime.close();
       await store.close();
     },

@@ -16,6 +16,7 @@ export interface ServeConfig {
   isolateMemoryMb: number;
   cpuLimitMs: number;
   maxLiveActors: number;
+  timerRetryMs: number;
   /** How long a provisional machine version may wait for its upload and finalization (hidden: STATEHOLD_UPLOAD_TTL_SECONDS). */
   uploadTtlSeconds: number;
 }
@@ -34,6 +35,7 @@ export const serveSettings = [
   { flag: 'isolate-memory-mb', env: 'STATEHOLD_ISOLATE_MEMORY_MB', fallback: '128', help: 'memory limit of each machine version\'s isolate' },
   { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
   { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
+  { flag: 'timer-retry-ms', env: 'STATEHOLD_TIMER_RETRY_MS', fallback: '30000', help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)' },
   { flag: 'drain-timeout-ms', env: 'STATEHOLD_DRAIN_TIMEOUT_MS', fallback: '30000', help: 'on SIGTERM, how long to wait for requests in flight' },
 ] as const;
 
@@ -80,6 +82,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     isolateMemoryMb: integer('isolate-memory-mb', 16, 4096),
     cpuLimitMs: integer('cpu-limit-ms', 10, 600_000),
     maxLiveActors: integer('max-live-actors', 1, 10_000_000),
+    timerRetryMs: integer('timer-retry-ms', 1, 3_600_000),
     uploadTtlSeconds: uploadTtlSeconds(env.STATEHOLD_UPLOAD_TTL_SECONDS),
   };
 };

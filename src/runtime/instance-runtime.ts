@@ -1,6 +1,6 @@
 import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
-import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
+import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import { MachineCodeError, SandboxMemoryError, SandboxTimeoutError, type StepResult, type VersionIsolate } from '../sandbox/index.js';
 import { type InstanceHead, type InstanceStatus, type InstanceStore, SequenceConflictError, type TransitionRecord } from '../store/instance-store.js';
 import { ActorRegistry } from './actor-registry.js';
@@ -17,7 +17,12 @@ export interface InstanceRuntimeDeps {
   logs: LogSink;
   settings: RuntimeSettings;
   logger: Logger;
+  /** Told the earliest due time of an instance's pending timers after each commit (the timer scheduler). */
+  onTimersPending?: (earliestDueAt: number) => void;
 }
+
+/** What a timer wake-up found. */
+export type TimerFiring = 'fired' | 'retry-later' | 'dropped' | 'nothing-due';
 
 export interface CreateRequest {
   orgId: string;
@@ -77,12 +82,14 @@ export class InstanceRuntime {
           ts,
           ...this.stateOf(result),
           stoppedChildren,
+          timerAttempts: {},
         };
         const record: TransitionRecord = { seq: 1, createdAt: head.createdAt, ts, event: INIT_EVENT, state: result.state, context: result.context };
         const created = await this.deps.instances.createInstance(head, [record], { transitions: this.billedTransitions(1, contextBytes), reads: 0 });
         if (!created) throw conflict(`instance ${name} of machine ${machine} already exists`);
         actor.head = head;
         this.actors.resize(actor, contextBytes + 4096);
+        this.notePendingTimers(head);
         return head;
       } catch (error) {
         actor.discardLive();
@@ -129,6 +136,52 @@ export class InstanceRuntime {
     });
   }
 
+  /**
+   * Delivers the instance's delayed events that are due, through its mailbox like any event. A failed
+   * delivery (paused instance, machine code failure) is retried later, then dropped with a log line.
+   */
+  fireTimers(orgId: string, machine: string, name: string): Promise<TimerFiring> {
+    const actor = this.actors.obtain(orgId, machine, name);
+    return actor.enqueue(async () => {
+      actor.head ??= this.deps.instances.getInstance(orgId, machine, name);
+      const head = actor.head;
+      if (!head) {
+        this.actors.forget(actor);
+        return 'nothing-due';
+      }
+      const now = Date.now();
+      const due = head.pendingTimers.filter((timer) => timer.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt);
+      if (due.length === 0) return 'nothing-due';
+      if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
+      try {
+        const isolate = await this.deps.sandboxes.get(orgId, head.versionId);
+        this.ensureLive(actor, isolate, head, now);
+        const records: TransitionRecord[] = [];
+        let result: StepResult | undefined;
+        let advancedTo: number | undefined;
+        for (const timer of due) {
+          if (timer.kind !== 'event') continue;
+          // Timers due at the same moment fire in one advance; each still gets its history record.
+          if (timer.dueAt !== advancedTo || !result) result = isolate.advance(actor.key, timer.dueAt);
+          advancedTo = timer.dueAt;
+          records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: timer.event, state: result.state, context: result.context });
+        }
+        if (!result) return 'nothing-due';
+        const settled = await this.settleStep(actor, isolate, result, now);
+        const last = records.at(-1) as TransitionRecord;
+        last.state = settled.result.state;
+        last.context = settled.result.context;
+        const contextBytes = this.checkContext(settled.result);
+        await this.commit(actor, head, records, settled.result, settled.stoppedChildren, contextBytes);
+        return 'fired';
+      } catch (error) {
+        actor.discardLive();
+        const reason = this.asRequestError(error, orgId, machine, name);
+        return this.deliveryFailed(actor, head, due, reason instanceof Error ? reason.message : String(reason));
+      }
+    });
+  }
+
   delete(orgId: string, machine: string, name: string): Promise<boolean> {
     const actor = this.actors.obtain(orgId, machine, name);
     return actor.enqueue(async () => {
@@ -148,6 +201,45 @@ export class InstanceRuntime {
 
   get liveActors(): number {
     return this.actors.size;
+  }
+
+  /** Moves the failed timers a retry delay ahead, or drops those out of retries; the live actor is rebuilt from the result. */
+  private async deliveryFailed(actor: InstanceActor, head: InstanceHead, due: PendingTimer[], reason: string): Promise<TimerFiring> {
+    const { timerRetryDelayMs, timerMaxRetries } = this.deps.settings;
+    const retryAt = Date.now() + timerRetryDelayMs;
+    const failed = new Set(due.map((timer) => timer.id));
+    const timerAttempts = { ...head.timerAttempts };
+    const pendingTimers: PendingTimer[] = [];
+    let dropped = false;
+    for (const timer of head.pendingTimers) {
+      if (!failed.has(timer.id)) {
+        pendingTimers.push(timer);
+        continue;
+      }
+      const attempts = (timerAttempts[timer.id] ?? 0) + 1;
+      const label = timer.kind === 'event' ? timer.event.type : timer.id;
+      if (attempts > timerMaxRetries) {
+        delete timerAttempts[timer.id];
+        dropped = true;
+        this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'error', `dropped delayed event ${label} after ${attempts} failed deliveries: ${reason}`, { event: label, attempts });
+      } else {
+        timerAttempts[timer.id] = attempts;
+        pendingTimers.push({ ...timer, dueAt: retryAt });
+        this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'warn', `could not deliver delayed event ${label} (attempt ${attempts}): ${reason}; retrying in ${timerRetryDelayMs} ms`, { event: label, attempts });
+      }
+    }
+    const next: InstanceHead = { ...head, pendingTimers, timerAttempts };
+    await this.deps.instances.replaceHead(next, head.seq);
+    actor.head = next;
+    // The live interpreter still has the old due times: rebuild it from the head on next use.
+    actor.discardLive();
+    this.notePendingTimers(next);
+    return dropped ? 'dropped' : 'retry-later';
+  }
+
+  private notePendingTimers(head: InstanceHead): void {
+    if (!this.deps.onTimersPending || head.pendingTimers.length === 0) return;
+    this.deps.onTimersPending(Math.min(...head.pendingTimers.map((timer) => timer.dueAt)));
   }
 
   private loadHead(actor: InstanceActor): InstanceHead {
@@ -172,10 +264,6 @@ export class InstanceRuntime {
         const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };
         record(errorEvent, isolate.send(actor.key, errorEvent, now));
       }
-      const overdue = head.pendingTimers.filter((timer) => timer.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt);
-      for (const timer of overdue) {
-        if (timer.kind === 'event') record(timer.event, isolate.advance(actor.key, timer.dueAt));
-      }
       const first = isolate.send(actor.key, event, now);
       const { result, stoppedChildren } = await this.settleStep(actor, isolate, first, now);
       record(event, result);
@@ -197,10 +285,14 @@ export class InstanceRuntime {
       record.createdAt = new Date(record.ts).toISOString();
     }
     const last = records.at(-1) as TransitionRecord;
-    const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...this.stateOf(result), stoppedChildren };
+    const state = this.stateOf(result);
+    // Retry counts are kept only for timers that are still pending.
+    const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
+    const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts };
     await this.deps.instances.commit(next, head.seq, records, { transitions: this.billedTransitions(records.length, contextBytes), reads: 0 });
     actor.head = next;
     this.actors.resize(actor, contextBytes + 4096);
+    this.notePendingTimers(next);
     return next;
   }
 

@@ -10,6 +10,10 @@ export interface RuntimeSettings {
   /** Live actors kept in memory; idle ones beyond either bound are evicted, least recently used first. */
   maxLiveActors: number;
   maxLiveActorBytes: number;
+  /** A delayed event whose delivery failed is tried again after this long... */
+  timerRetryDelayMs: number;
+  /** ...at most this many times, then dropped with a log line saying why (wire-protocol §8.2). */
+  timerMaxRetries: number;
 }
 
 export const defaultRuntimeSettings: RuntimeSettings = {
@@ -19,4 +23,6 @@ export const defaultRuntimeSettings: RuntimeSettings = {
   cpuLimitMs: 1_000,
   maxLiveActors: 20_000,
   maxLiveActorBytes: 256 * 1024 * 1024,
+  timerRetryDelayMs: 30_000,
+  timerMaxRetries: 5,
 };

@@ -25,6 +25,17 @@ export interface InstanceHead {
   pendingTimers: PendingTimer[];
   /** Children stopped when settling timed out: an error event for each goes in before the next event. */
   stoppedChildren: string[];
+  /** Failed deliveries so far, by pending timer id; a timer is retried a few times, then dropped. */
+  timerAttempts: Record<string, number>;
+}
+
+/** An entry of the due-time index of pending timers: which instance to wake, and when. */
+export interface DueTimer {
+  dueAt: number;
+  orgId: string;
+  machine: string;
+  name: string;
+  timerId: string;
 }
 
 /** One entry of an instance's linear history. */
@@ -66,6 +77,15 @@ export interface InstanceStore {
   /** Removes the head and the whole history. false when it did not exist. */
   deleteInstance(orgId: string, machine: string, name: string): Promise<boolean>;
   listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[];
+  /**
+   * Pending timers of every instance ordered by due time, up to `uptoMs`. The index is written in the
+   * same transaction as the heads, so it always matches their `pendingTimers`.
+   */
+  listDueTimers(uptoMs: number, limit: number): DueTimer[];
+  /** The earliest due time in the index, if any. */
+  nextTimerDue(): number | undefined;
+  /** Removes index entries that no head lists any more (left by a crash between versions of this code). */
+  removeDueTimers(entries: DueTimer[]): Promise<void>;
   addUsage(orgId: string, usage: UsageDelta): Promise<void>;
   getUsage(orgId: string, month: string): UsageDelta;
 }

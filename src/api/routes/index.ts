@@ -4,6 +4,7 @@ import { registerBillingPortalRoute, registerBillingRoutes } from './billing-rou
 import { registerHealthRoutes } from './health-routes.js';
 import { registerInstanceRoutes } from './instance-routes.js';
 import { registerKeyRoutes } from './key-routes.js';
+import { registerLogRoutes } from './log-routes.js';
 import { registerMachineRoutes } from './machine-routes.js';
 import { registerOrgRoutes } from './org-routes.js';
 import { registerUploadRoutes } from './upload-routes.js';
@@ -19,6 +20,7 @@ export const buildRouter = (context: ApiContext): Router => {
   registerBillingPortalRoute(router);
   registerMachineRoutes(router, context);
   registerInstanceRoutes(router, context);
+  registerLogRoutes(router, context);
   registerVersionRoutes(router, context);
   registerUploadRoutes(router, context);
   return router;

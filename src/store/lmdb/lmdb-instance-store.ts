@@ -1,5 +1,6 @@
 import type { Database, RootDatabase } from 'lmdb';
 import {
+  type DueTimer,
   type InstanceHead,
   type InstanceStore,
   SequenceConflictError,
@@ -15,6 +16,7 @@ const AFTER_ALL = '\uffff';
  *   instances   [orgId, machine, name]      -> InstanceHead   (the catalog reads this db for hasInstances)
  *   transitions [orgId, machine, name, seq] -> TransitionRecord
  *   usage       [orgId, 'YYYY-MM']          -> UsageDelta
+ *   timers      [dueAt, orgId, machine, name, timerId] -> true   (due-time index of pendingTimers)
  * Each commit is one LMDB transaction; lmdb-js batches the transactions issued while the previous
  * batch is syncing into one, so many actors share a disk sync.
  */
@@ -22,11 +24,13 @@ export class LmdbInstanceStore implements InstanceStore {
   private readonly heads: Database<InstanceHead, [string, string, string]>;
   private readonly transitions: Database<TransitionRecord, [string, string, string, number]>;
   private readonly usage: Database<UsageDelta, [string, string]>;
+  private readonly timers: Database<true, [number, string, string, string, string]>;
 
   constructor(private readonly root: RootDatabase) {
     this.heads = root.openDB({ name: 'instances', encoding: 'msgpack' });
     this.transitions = root.openDB({ name: 'transitions', encoding: 'msgpack' });
     this.usage = root.openDB({ name: 'usage', encoding: 'msgpack' });
+    this.timers = root.openDB({ name: 'timers', encoding: 'msgpack' });
   }
 
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined {
@@ -48,6 +52,7 @@ export class LmdbInstanceStore implements InstanceStore {
       const key = [head.orgId, head.machine, head.name] as [string, string, string];
       if (this.heads.get(key) !== undefined) return false;
       void this.heads.put(key, head);
+      this.indexTimers(undefined, head);
       this.appendHistory(head, history);
       this.bumpUsage(head.orgId, usage);
       return true;
@@ -56,8 +61,9 @@ export class LmdbInstanceStore implements InstanceStore {
 
   async commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], usage: UsageDelta): Promise<void> {
     await this.root.transaction(() => {
-      this.checkSeq(head, expectedSeq);
+      const current = this.checkSeq(head, expectedSeq);
       void this.heads.put([head.orgId, head.machine, head.name], head);
+      this.indexTimers(current, head);
       this.appendHistory(head, history);
       this.bumpUsage(head.orgId, usage);
     });
@@ -65,15 +71,18 @@ export class LmdbInstanceStore implements InstanceStore {
 
   async replaceHead(head: InstanceHead, expectedSeq: number): Promise<void> {
     await this.root.transaction(() => {
-      this.checkSeq(head, expectedSeq);
+      const current = this.checkSeq(head, expectedSeq);
       void this.heads.put([head.orgId, head.machine, head.name], head);
+      this.indexTimers(current, head);
     });
   }
 
   deleteInstance(orgId: string, machine: string, name: string): Promise<boolean> {
     return this.root.transaction(() => {
-      if (this.heads.get([orgId, machine, name]) === undefined) return false;
+      const current = this.heads.get([orgId, machine, name]);
+      if (current === undefined) return false;
       void this.heads.remove([orgId, machine, name]);
+      this.indexTimers(current, undefined);
       for (const key of this.transitions.getKeys({ start: [orgId, machine, name, 0], end: [orgId, machine, name, Number.MAX_SAFE_INTEGER] })) {
         void this.transitions.remove(key);
       }
@@ -89,6 +98,26 @@ export class LmdbInstanceStore implements InstanceStore {
     return out;
   }
 
+  listDueTimers(uptoMs: number, limit: number): DueTimer[] {
+    const out: DueTimer[] = [];
+    for (const key of this.timers.getKeys({ start: [0], end: [uptoMs, AFTER_ALL], limit })) {
+      const [dueAt, orgId, machine, name, timerId] = key;
+      out.push({ dueAt, orgId, machine, name, timerId });
+    }
+    return out;
+  }
+
+  nextTimerDue(): number | undefined {
+    for (const key of this.timers.getKeys({ limit: 1 })) return key[0];
+    return undefined;
+  }
+
+  async removeDueTimers(entries: DueTimer[]): Promise<void> {
+    await this.root.transaction(() => {
+      for (const e of entries) void this.timers.remove([e.dueAt, e.orgId, e.machine, e.name, e.timerId]);
+    });
+  }
+
   async addUsage(orgId: string, usage: UsageDelta): Promise<void> {
     await this.root.transaction(() => this.bumpUsage(orgId, usage));
   }
@@ -97,9 +126,18 @@ export class LmdbInstanceStore implements InstanceStore {
     return this.usage.get([orgId, month]) ?? { transitions: 0, reads: 0 };
   }
 
-  private checkSeq(head: InstanceHead, expectedSeq: number): void {
+  private checkSeq(head: InstanceHead, expectedSeq: number): InstanceHead {
     const current = this.heads.get([head.orgId, head.machine, head.name]);
-    if (current?.seq !== expectedSeq) throw new SequenceConflictError(expectedSeq, current?.seq);
+    if (current === undefined || current.seq !== expectedSeq) throw new SequenceConflictError(expectedSeq, current?.seq);
+    return current;
+  }
+
+  /** Keeps the due-time index equal to the heads' pending timers: drop the old head's, add the new's. */
+  private indexTimers(previous: InstanceHead | undefined, next: InstanceHead | undefined): void {
+    const keysOf = (head: InstanceHead | undefined) =>
+      head ? head.pendingTimers.map((timer): [number, string, string, string, string] => [timer.dueAt, head.orgId, head.machine, head.name, timer.id]) : [];
+    for (const key of keysOf(previous)) void this.timers.remove(key);
+    for (const key of keysOf(next)) void this.timers.put(key, true);
   }
 
   private appendHistory(head: InstanceHead, history: TransitionRecord[]): void {

@@ -1,0 +1,63 @@
+import { invalidParameter } from '../../domain/errors.js';
+import type { LogEntry } from '../../store/log-store.js';
+import { type ApiContext, callerInOrg } from '../api-context.js';
+import { json } from '../http-types.js';
+import type { Router } from '../router.js';
+
+/** At most this many entries per call (wire-protocol §3.6). */
+const MAX_LOGS = 100;
+/** Entries scanned per call when filters skip most of them. */
+const MAX_SCANNED = 10_000;
+
+/**
+ * GET /logs (wire-protocol §3.6). `from` is inclusive; `maxTimestamp` is one millisecond past the last
+ * entry returned, so continuing from it repeats nothing, and it echoes `from` exactly when nothing is
+ * new, which is what makes `client.logs.watch` sleep instead of spinning.
+ */
+export const registerLogRoutes = (router: Router, context: ApiContext): void => {
+  router.add('GET', '/logs', (request) => {
+    const { orgId } = callerInOrg(context, request, 'logs.read');
+    const fromText = request.query.get('from');
+    if (!fromText) throw invalidParameter('from', 'from is required (an ISO-8601 date-time)');
+    const fromMs = parseTime(fromText, 'from');
+    const toText = request.query.get('to');
+    const toMs = toText ? parseTime(toText, 'to') : Date.now() + 1;
+    const machine = request.query.get('machine') ?? undefined;
+    const instance = request.query.get('instance') ?? undefined;
+    const version = request.query.get('version') ?? undefined;
+    const matches = (entry: LogEntry) =>
+      (machine === undefined || entry.machine === machine) && (instance === undefined || entry.instance === instance) && (version === undefined || entry.versionId === version);
+
+    const scanned = context.logs.listLogs(orgId, fromMs, toMs, MAX_SCANNED);
+    let picked = scanned.filter(matches).slice(0, MAX_LOGS + 1);
+    if (picked.length > MAX_LOGS) {
+      // Cut at a millisecond boundary so the next call (from = maxTimestamp) misses nothing.
+      const boundary = (picked[MAX_LOGS] as LogEntry).timestamp;
+      const cut = picked.slice(0, MAX_LOGS).filter((entry) => entry.timestamp < boundary);
+      picked = cut.length > 0 ? cut : picked.slice(0, MAX_LOGS);
+    }
+    const lastScanned = scanned.length === MAX_SCANNED ? scanned.at(-1)?.timestamp : undefined;
+    const last = picked.at(-1)?.timestamp ?? (lastScanned !== undefined ? lastScanned - 1 : undefined);
+    return json({
+      maxTimestamp: last === undefined || last + 1 <= fromMs ? fromText : new Date(last + 1).toISOString(),
+      logs: picked.map((entry) => ({
+        timestamp: new Date(entry.timestamp).toISOString(),
+        orgId: entry.orgId,
+        machineName: entry.machine ?? '',
+        instanceName: entry.instance ?? '',
+        machineVersionId: entry.versionId ?? '',
+        outputType: entry.level === 'error' || entry.level === 'warn' ? 'stderr' : 'stdout',
+        log: entry.args.map(formatArg).join(' '),
+      })),
+    });
+  });
+};
+
+const parseTime = (text: string, parameter: string): number => {
+  const ms = Date.parse(text);
+  if (Number.isNaN(ms)) throw invalidParameter(parameter, `${parameter} must be an ISO-8601 date-time`);
+  return ms;
+};
+
+/** Strings print as they are; everything else as JSON, so a structured log line stays parseable. */
+const formatArg = (arg: unknown): string => (typeof arg === 'string' ? arg : JSON.stringify(arg) ?? String(arg));

@@ -1,0 +1,121 @@
+import { StateBackedClient } from '@statebacked/client';
+import t from 'tap';
+import { timersMachine, twelveSecondsMachine } from './fixtures/instance-machines.js';
+import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+import { machineWithVersion } from './helpers/setup.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const eventTypes = async (client: StateBackedClient, machine: string, instance: string) =>
+  (await client.machineInstances.listTransitions(machine, instance)).transitions.map((tr) => tr.event.type);
+
+t.test('a delay beyond the settle budget fires by itself, and cancel cancels', async (t) => {
+  const node = await startNode({ args: ['--settle-timeout-ms', '200'] });
+  t.teardown(() => node.stop());
+  const { operator } = await machineWithVersion(node, 'timers', timersMachine);
+  await operator.machineInstances.create('timers', { slug: 'a' });
+  t.equal((await operator.machineInstances.sendEvent('timers', 'a', { event: 'SLEEP' })).state, 'sleeping');
+  await sleep(1800);
+  t.equal((await operator.machineInstances.get('timers', 'a')).state, 'awake', 'no request was needed');
+  t.same(await eventTypes(operator, 'timers', 'a'), ['xstate.init', 'SLEEP', 'xstate.after(1500)#timers.sleeping'], 'the timer is an ordinary history entry');
+
+  await operator.machineInstances.create('timers', { slug: 'b' });
+  await operator.machineInstances.sendEvent('timers', 'b', { event: 'ARM' });
+  t.equal((await operator.machineInstances.sendEvent('timers', 'b', { event: 'CANCEL' })).state, 'idle');
+  await sleep(700);
+  t.same(await eventTypes(operator, 'timers', 'b'), ['xstate.init', 'ARM', 'CANCEL'], 'a cancelled delayed send never fires');
+
+  await operator.machineInstances.create('timers', { slug: 'c' });
+  await operator.machineInstances.sendEvent('timers', 'c', { event: 'ARM' });
+  await sleep(700);
+  const pinged = await operator.machineInstances.admin.get('timers', 'c');
+  t.equal(pinged.state, 'pinged', 'an uncancelled delayed send fires');
+  t.equal(pinged.context.pings, 1, 'exactly once');
+
+  // Deleting an instance deletes its timers: a new instance of the same name sees no ghost event.
+  await operator.machineInstances.create('timers', { slug: 'd' });
+  await operator.machineInstances.sendEvent('timers', 'd', { event: 'ARM' });
+  await operator.machineInstances.dangerously.delete('timers', 'd', { dangerDataWillBeDeletedForever: true });
+  await operator.machineInstances.create('timers', { slug: 'd' });
+  await sleep(700);
+  t.same(await eventTypes(operator, 'timers', 'd'), ['xstate.init']);
+});
+
+t.test('a paused instance does not fire; after the retries the drop is logged', async (t) => {
+  const node = await startNode({ args: ['--settle-timeout-ms', '100', '--timer-retry-ms', '150'] });
+  t.teardown(() => node.stop());
+  const { operator } = await machineWithVersion(node, 'paused', timersMachine);
+  await operator.machineInstances.create('paused', { slug: 'p' });
+  await operator.machineInstances.sendEvent('paused', 'p', { event: 'ARM' });
+  await operator.machineInstances.dangerously.setStatus('paused', 'p', { status: 'paused' });
+  await sleep(400 + 6 * 150 + 600);
+  await operator.machineInstances.dangerously.setStatus('paused', 'p', { status: 'running' });
+  await sleep(500);
+  t.equal((await operator.machineInstances.get('paused', 'p')).state, 'armed', 'the event was never delivered');
+  const { logs } = await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'paused', machineInstanceName: 'p' } as never);
+  const lines = logs.map((l) => l.log);
+  t.equal(lines.filter((l) => /could not deliver delayed event PING/.test(l)).length, 5, 'five retries were logged');
+  t.ok(lines.some((l) => /dropped delayed event PING after 6 failed deliveries: the instance is paused/.test(l)), 'then the drop, with why');
+});
+
+t.test('logs: console output of machine code, filtered, with watch-friendly maxTimestamp', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop());
+  const { operator, machineVersionId } = await machineWithVersion(node, 'talky', timersMachine);
+  const from = new Date(Date.now() - 1000);
+  await operator.machineInstances.create('talky', { slug: 'x' });
+  await operator.machineInstances.create('talky', { slug: 'y' });
+  await operator.machineInstances.sendEvent('talky', 'x', { event: { type: 'LOG', n: 1 } });
+  await operator.machineInstances.sendEvent('talky', 'y', { event: { type: 'LOG', n: 2 } });
+  await sleep(300);
+  const all = await operator.logs.retrieve(from);
+  t.equal(all.logs.length, 4);
+  const first = all.logs[0];
+  t.match(first, { orgId: /^org_/, machineName: 'talky', instanceName: 'x', machineVersionId, outputType: 'stdout', timestamp: String });
+  t.same(JSON.parse((first?.log ?? '').replace(/^structured /, '')), { n: 1, nested: { ok: true } }, 'structured objects stay JSON');
+  t.equal(all.logs[1]?.outputType, 'stderr');
+  t.equal(all.logs[1]?.log, 'bad thing 1');
+
+  const base = `${node.url}/logs`;
+  const get = async (query: string) => (await fetch(`${base}?${query}`, { headers: { authorization: `Bearer ${node.adminKey}` } })).json() as Promise<any>;
+  const onlyY = await get(`from=${from.toISOString()}&instance=y`);
+  t.same(onlyY.logs.map((l: { instanceName: string }) => l.instanceName), ['y', 'y']);
+  t.equal((await get(`from=${from.toISOString()}&version=ver_AAAAAAAAAAAAAAAAAAAAAA`)).logs.length, 0);
+  const again = await get(`from=${encodeURIComponent(all.maxTimestamp)}`);
+  t.same(again.logs, [], 'continuing from maxTimestamp repeats nothing');
+  t.equal(again.maxTimestamp, all.maxTimestamp, 'with nothing new, maxTimestamp echoes from exactly');
+
+  const bad = await fetch(`${base}?from=yesterday`, { headers: { authorization: `Bearer ${node.adminKey}` } });
+  t.equal(bad.status, 400);
+  const missing = await fetch(base, { headers: { authorization: `Bearer ${node.adminKey}` } });
+  t.equal(missing.status, 400);
+
+  const iterator = operator.logs.watch(from)[Symbol.asyncIterator]();
+  const watched = await iterator.next();
+  t.equal(watched.done, false);
+  t.match(watched.value, { machineName: 'talky' }, 'logs.watch yields entries');
+  await iterator.return?.();
+});
+
+t.test('a 12 s delay fires on time after the node is killed with SIGKILL and restarted', async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const args = ['--admin-key', 'timer-admin'];
+  const first = await startNode({ dataDir, args, generatedAdminKey: true });
+  const { operator } = await machineWithVersion({ ...first, adminKey: 'timer-admin' }, 'twelve', twelveSecondsMachine);
+  const created = Date.now();
+  t.equal((await operator.machineInstances.create('twelve', { slug: 't' })).state, 'waiting');
+  await sleep(2000);
+  t.equal(await first.stop('SIGKILL'), 'SIGKILL');
+  const second = await startNode({ dataDir, args, generatedAdminKey: true });
+  t.teardown(() => second.stop());
+  const client = new StateBackedClient('timer-admin', { apiHost: second.url });
+  t.equal((await client.machineInstances.get('twelve', 't')).state, 'waiting');
+  await sleep(Math.max(0, created + 12_000 - Date.now() - 300));
+  t.equal((await client.machineInstances.get('twelve', 't')).state, 'waiting', 'not early');
+  await sleep(800);
+  const done = await client.machineInstances.get('twelve', 't');
+  t.equal(done.state, 'done', 'it moved on by itself');
+  const fired = (await client.machineInstances.listTransitions('twelve', 't')).transitions.at(-1);
+  const late = Date.parse(fired?.createdAt ?? '') - (created + 12_000);
+  t.ok(late >= 0 && late < 500, `fired ${late} ms after its due time`);
+});
