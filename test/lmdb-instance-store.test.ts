@@ -39,3 +39,15 @@ t.test('commits are sequence-checked, histories ordered, usage counted, deletion
   t.equal(await instances.deleteInstance('org_a', 'm', 'i'), false);
   await store.close();
 });
+
+t.test('log retention removes only old entries of the org', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir);
+  const entry = (orgId: string, timestamp: number) => ({ orgId, timestamp, level: 'log', args: [`at ${timestamp}`] });
+  await store.logs.appendLogs([entry('org_a', 1000), entry('org_a', 2000), entry('org_a', 3000), entry('org_b', 1000)]);
+  t.equal(await store.logs.pruneBefore('org_a', 2500), 2);
+  t.same(store.logs.listLogs('org_a', 0, 10_000, 10).map((e) => e.timestamp), [3000]);
+  t.same(store.logs.listLogs('org_b', 0, 10_000, 10).map((e) => e.timestamp), [1000], 'other orgs keep theirs');
+  await store.close();
+});

@@ -81,6 +81,11 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     runtime,
   });
   scheduler.start();
+  const pruneLogs = () =>
+    logs.prune(catalog.listOrgs().map((org) => org.id), config.logRetentionDays * 86_400_000).catch((error: unknown) => logger.error('log pruning failed', { error: String(error) }));
+  void pruneLogs();
+  const pruning = setInterval(() => void pruneLogs(), 3_600_000);
+  pruning.unref();
   const server = await HttpServer.start({ router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger });
 
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
@@ -99,6 +104,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       const timedOut = await Promise.race([drained.then(() => false), delay(config.drainTimeoutMs).then(() => true)]);
       if (timedOut) logger.warn('drain timeout passed with requests still in flight; stopping anyway');
       scheduler.stop();
+      clearInterval(pruning);
       await runtime.close();
       await store.close();
     },

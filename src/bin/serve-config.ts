@@ -17,6 +17,7 @@ export interface ServeConfig {
   cpuLimitMs: number;
   maxLiveActors: number;
   timerRetryMs: number;
+  logRetentionDays: number;
   /** How long a provisional machine version may wait for its upload and finalization (hidden: STATEHOLD_UPLOAD_TTL_SECONDS). */
   uploadTtlSeconds: number;
 }
@@ -36,6 +37,7 @@ export const serveSettings = [
   { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
   { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
   { flag: 'timer-retry-ms', env: 'STATEHOLD_TIMER_RETRY_MS', fallback: '30000', help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)' },
+  { flag: 'log-retention-days', env: 'STATEHOLD_LOG_RETENTION_DAYS', fallback: '7', help: 'machine logs older than this are deleted (checked at start and hourly)' },
   { flag: 'drain-timeout-ms', env: 'STATEHOLD_DRAIN_TIMEOUT_MS', fallback: '30000', help: 'on SIGTERM, how long to wait for requests in flight' },
 ] as const;
 
@@ -83,6 +85,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     cpuLimitMs: integer('cpu-limit-ms', 10, 600_000),
     maxLiveActors: integer('max-live-actors', 1, 10_000_000),
     timerRetryMs: integer('timer-retry-ms', 1, 3_600_000),
+    logRetentionDays: integer('log-retention-days', 1, 36_500),
     uploadTtlSeconds: uploadTtlSeconds(env.STATEHOLD_UPLOAD_TTL_SECONDS),
   };
 };

@@ -28,6 +28,15 @@ export class LogSink {
     this.add({ orgId, timestamp: Date.now(), level, machine, instance, args: [{ source: 'statehold', message, ...fields }] });
   }
 
+  /** Drops entries older than the retention, org by org. */
+  async prune(orgIds: string[], retentionMs: number): Promise<void> {
+    const cutoff = Date.now() - retentionMs;
+    for (const orgId of orgIds) {
+      const removed = await this.store.pruneBefore(orgId, cutoff);
+      if (removed > 0) this.logger.info('pruned old machine logs', { org: orgId, removed });
+    }
+  }
+
   async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;

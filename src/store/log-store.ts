@@ -14,4 +14,6 @@ export interface LogStore {
   appendLogs(entries: LogEntry[]): Promise<void>;
   /** Entries of one org from `fromMs` (inclusive) up to `toMs` (exclusive), oldest first. */
   listLogs(orgId: string, fromMs: number, toMs: number, limit: number): LogEntry[];
+  /** Deletes the org's entries older than `cutoffMs`; resolves with how many. */
+  pruneBefore(orgId: string, cutoffMs: number): Promise<number>;
 }

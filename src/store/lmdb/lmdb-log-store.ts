@@ -16,6 +16,17 @@ export class LmdbLogStore implements LogStore {
     });
   }
 
+  async pruneBefore(orgId: string, cutoffMs: number): Promise<number> {
+    return this.logs.transaction(() => {
+      let removed = 0;
+      for (const key of this.logs.getKeys({ start: [orgId, 0, 0], end: [orgId, cutoffMs, 0] })) {
+        void this.logs.remove(key);
+        removed++;
+      }
+      return removed;
+    });
+  }
+
   listLogs(orgId: string, fromMs: number, toMs: number, limit: number): LogEntry[] {
     return [...this.logs.getRange({ start: [orgId, fromMs, 0], end: [orgId, toMs, 0], limit }).map(({ value }) => value)];
   }
