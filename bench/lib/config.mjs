@@ -1,0 +1,64 @@
+// Benchmark knobs, read from the environment, and the scenario definitions built from them.
+
+const int = (name, fallback, min = 1) => {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer >= ${min}, got ${raw}`);
+  return value;
+};
+
+const flag = (name) => ['1', 'true', 'yes'].includes(String(process.env[name] ?? '').toLowerCase());
+
+export const loadConfig = () => {
+  const instances = int('BENCH_INSTANCES', 1000);
+  const capS = int('BENCH_TIME_CAP_S', 60);
+  const warmupEvents = int('BENCH_WARMUP_EVENTS', 1000, 0);
+  const all = {
+    c64: {
+      id: 'c64',
+      kind: 'closed',
+      instances,
+      concurrency: int('BENCH_CONCURRENCY', 64),
+      events: int('BENCH_EVENTS', 30000),
+      warmupEvents,
+      capS,
+    },
+    c1: {
+      id: 'c1',
+      kind: 'closed',
+      instances,
+      concurrency: 1,
+      events: int('BENCH_C1_EVENTS', 3000),
+      warmupEvents: Math.min(warmupEvents, 300),
+      capS,
+    },
+    open: {
+      id: 'open',
+      kind: 'open',
+      instances,
+      rate: int('BENCH_RATE', 3000),
+      durationS: int('BENCH_DURATION_S', 10),
+      // Connections the open-loop generator may hold; requests beyond them queue in the client, and that
+      // queueing counts in the latency because latency runs from the scheduled send time.
+      maxConnections: int('BENCH_OPEN_CONNECTIONS', 256),
+      warmupEvents,
+      capS,
+    },
+  };
+  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open').split(',').map((s) => s.trim()).filter(Boolean);
+  for (const id of wanted) if (!all[id]) throw new Error(`unknown scenario ${id} in BENCH_SCENARIOS (known: ${Object.keys(all).join(', ')})`);
+  for (const id of wanted) {
+    const s = all[id];
+    if (s.kind === 'closed' && s.instances < s.concurrency) {
+      throw new Error(`${id}: BENCH_INSTANCES (${s.instances}) must be >= concurrency (${s.concurrency}) so that each worker owns its instances`);
+    }
+  }
+  return {
+    scenarios: wanted.map((id) => all[id]),
+    profile: flag('BENCH_PROFILE'),
+    keepData: flag('BENCH_KEEP_DATA'),
+    sampleMs: int('BENCH_SAMPLE_MS', 250),
+    adminKey: 'bench-admin-key-' + process.pid,
+  };
+};

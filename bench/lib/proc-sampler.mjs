@@ -1,0 +1,98 @@
+// Samples a process's CPU time and resident memory from /proc while a scenario runs.
+import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+
+let clockTicks;
+const ticksPerSecond = () => {
+  if (clockTicks === undefined) {
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+};
+
+/** utime + stime of the process in seconds, or undefined once it is gone. */
+const cpuSeconds = (pid) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may contain spaces; the fields after it start past the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond(); // fields 14 and 15 of the whole line
+  } catch {
+    return undefined;
+  }
+};
+
+/** { rssKb, hwmKb } from /proc/<pid>/status. */
+const memory = (pid) => {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
+    return { rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') };
+  } catch {
+    return undefined;
+  }
+};
+
+/** Host-wide busy and total jiffies from the first line of /proc/stat (all cores). */
+const hostJiffies = () => {
+  try {
+    const [, ...values] = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/);
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = values.map(Number);
+    const busy = user + nice + system + irq + softirq + steal;
+    return { busy, total: busy + idle + iowait };
+  } catch {
+    return undefined;
+  }
+};
+
+export const startSampler = (pid, intervalMs = 250) => {
+  const host0 = hostJiffies();
+  const t0 = process.hrtime.bigint();
+  const cpu0 = cpuSeconds(pid);
+  const mem0 = memory(pid);
+  let last = { t: t0, cpu: cpu0 };
+  let peakRssKb = mem0?.rssKb ?? 0;
+  let peakIntervalCpu = 0;
+  const samples = [];
+  const sample = () => {
+    const t = process.hrtime.bigint();
+    const cpu = cpuSeconds(pid);
+    const mem = memory(pid);
+    if (cpu === undefined || mem === undefined) return;
+    const dt = Number(t - last.t) / 1e9;
+    const pct = dt > 0 ? ((cpu - last.cpu) / dt) * 100 : 0;
+    peakIntervalCpu = Math.max(peakIntervalCpu, pct);
+    peakRssKb = Math.max(peakRssKb, mem.rssKb);
+    samples.push({ atS: Number(t - t0) / 1e9, cpuPct: Number(pct.toFixed(1)), rssMb: Number((mem.rssKb / 1024).toFixed(1)) });
+    last = { t, cpu };
+  };
+  const timer = setInterval(sample, intervalMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      const wallS = Number(last.t - t0) / 1e9;
+      const end = memory(pid);
+      const host1 = hostJiffies();
+      // Busy cores over the window, whoever used them (server, generator, anything else on the host).
+      const hostBusyCores = host0 && host1 && wallS > 0 ? (host1.busy - host0.busy) / ticksPerSecond() / wallS : null;
+      const mb = (kb) => (Number.isFinite(kb) ? Number((kb / 1024).toFixed(1)) : null);
+      return {
+        wallS: Number(wallS.toFixed(3)),
+        cpuSeconds: cpu0 === undefined ? null : Number((last.cpu - cpu0).toFixed(2)),
+        cpuPct: cpu0 === undefined || wallS <= 0 ? null : Number((((last.cpu - cpu0) / wallS) * 100).toFixed(1)),
+        peakIntervalCpuPct: Number(peakIntervalCpu.toFixed(1)),
+        rssStartMb: mb(mem0?.rssKb),
+        rssPeakMb: mb(peakRssKb),
+        rssEndMb: mb(end?.rssKb),
+        hwmMb: mb(end?.hwmKb),
+        hostBusyCores: hostBusyCores === null ? null : Number(hostBusyCores.toFixed(2)),
+        samples,
+      };
+    },
+  };
+};

@@ -1,0 +1,81 @@
+// Writes bench/results/<timestamp>.json and bench/results/latest.md, and renders the markdown summary.
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { profileMarkdown } from '../profile-summary.mjs';
+
+const fmt = (x, digits = 2) => (x === null || x === undefined ? '–' : typeof x === 'number' ? x.toFixed(digits) : String(x));
+const int = (x) => (x === null || x === undefined ? '–' : Math.round(x).toLocaleString('en-US'));
+
+const describeLoad = (s) =>
+  s.kind === 'closed' ? `closed, C=${s.concurrency}, E=${s.events}, K=${s.instances}` : `open, ${s.rate}/s × ${s.durationS} s, K=${s.instances}`;
+
+const errorText = (counts = {}) => {
+  const bad = Object.entries(counts).filter(([key]) => key !== '200');
+  return bad.length === 0 ? '0' : bad.map(([key, n]) => `${n}× ${key}`).join(', ');
+};
+
+/** Host busy cores, and in brackets what neither the server nor the generator used (noise from elsewhere). */
+const hostText = (server, measure) => {
+  if (server.hostBusyCores === null || server.hostBusyCores === undefined) return '–';
+  const others = server.hostBusyCores - (server.cpuPct ?? 0) / 100 - (measure.generatorCpuPct ?? 0) / 100;
+  return `${fmt(server.hostBusyCores)} (${fmt(Math.max(0, others))})`;
+};
+
+export const renderMarkdown = (report) => {
+  const { env, scenarios } = report;
+  const lines = [
+    `# Statehold benchmark — ${report.startedAt}`,
+    '',
+    `commit \`${env.commit}\`${env.dirty ? ' (uncommitted changes)' : ''}, node ${env.node}, ${env.nproc} cores (${env.cpuModel}), ` +
+      `load average at start ${env.loadAverageAtStart.join(' / ')}; server and load generator on the same host, separate processes. ` +
+      `Latencies in ms; CPU % is of one core; "host busy cores" counts every process on the host during the measured phase, and "(others)" what the server and the generator did not use: above ≈ 0.1 the figures are disturbed by other work.`,
+    '',
+    '| scenario | load | acked ev/s | p50 | p90 | p99 | max | non-200 | server CPU % | server RSS peak / end MB | generator CPU % | host busy cores (others) | verified |',
+    '|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---|',
+  ];
+  for (const r of scenarios) {
+    const m = r.measure ?? {};
+    const l = m.latencyMs ?? {};
+    const s = r.server ?? {};
+    const v = r.verify;
+    const verified = r.error ? `**error**` : v ? (v.ok ? `ok (${int(v.historyEvents)} ev)` : `**${v.mismatches} mismatches**`) : '–';
+    lines.push(
+      `| ${r.scenario.id} | ${describeLoad(r.scenario)} | ${int(m.throughput)} | ${fmt(l.p50)} | ${fmt(l.p90)} | ${fmt(l.p99)} | ${fmt(l.max)} | ${errorText(m.statusCounts)} | ` +
+        `${fmt(s.cpuPct, 0)} | ${fmt(s.rssPeakMb, 0)} / ${fmt(s.rssEndMb, 0)} | ${fmt(m.generatorCpuPct, 0)} | ${hostText(s, m)} | ${verified} |`,
+    );
+  }
+  const open = scenarios.filter((r) => r.measure?.kind === 'open');
+  for (const r of open) {
+    const m = r.measure;
+    lines.push(
+      '',
+      `Open loop \`${r.scenario.id}\`: ${int(m.scheduled)} events scheduled at ${m.targetRate}/s; latency above counts from the scheduled send time. ` +
+        `Service time (send → answer) p50 ${fmt(m.serviceLatencyMs.p50)}, p99 ${fmt(m.serviceLatencyMs.p99)}, max ${fmt(m.serviceLatencyMs.max)}; ` +
+        `send lag behind schedule p99 ${fmt(m.sendLagMs.p99)}, max ${fmt(m.sendLagMs.max)}; at most ${m.maxInFlight} in flight, backlog peak ${m.maxBacklog}.` +
+        (m.cappedByTime ? ' **Stopped by the time cap.**' : ''),
+    );
+  }
+  const creates = scenarios.filter((r) => r.create);
+  if (creates.length) {
+    lines.push('', 'Instance creation (16 at a time, before each scenario): ' +
+      creates.map((r) => `${r.scenario.id} ${int(r.create.perSecond)}/s, p50 ${fmt(r.create.latencyMs.p50)}, p99 ${fmt(r.create.latencyMs.p99)}`).join('; ') + '.');
+  }
+  for (const r of scenarios) {
+    if (r.measure?.cappedByTime && r.measure.kind === 'closed') lines.push('', `**${r.scenario.id} stopped by the ${r.scenario.capS} s time cap** after ${r.measure.issued} events.`);
+    if (r.error) lines.push('', `**${r.scenario.id} failed:** ${r.error}`);
+    if (r.verify && !r.verify.ok) lines.push('', `**${r.scenario.id} verification:** ${JSON.stringify(r.verify.examples.slice(0, 3))}`);
+    if (r.stateMismatches) lines.push('', `**${r.scenario.id}: ${r.stateMismatches} responses had an unexpected state**: ${JSON.stringify(r.stateMismatchExamples)}`);
+  }
+  for (const r of scenarios) if (r.profile) lines.push('', `### Server profile during ${r.scenario.id}`, '', profileMarkdown(r.profile));
+  return lines.join('\n') + '\n';
+};
+
+export const writeReport = (resultsDir, report) => {
+  mkdirSync(resultsDir, { recursive: true });
+  const stamp = report.startedAt.replace(/:/g, '-').replace(/\.\d+Z$/, 'Z');
+  const jsonPath = join(resultsDir, `${stamp}.json`);
+  writeFileSync(jsonPath, JSON.stringify(report, null, 2) + '\n');
+  const markdown = renderMarkdown(report);
+  writeFileSync(join(resultsDir, 'latest.md'), markdown);
+  return { jsonPath, markdown };
+};

@@ -1,0 +1,56 @@
+// Starts `statehold serve` as its own process on a fresh data dir and stops it with SIGTERM.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const START_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 40_000;
+
+export const startServer = async ({ repoRoot, adminKey, label, profileDir }) => {
+  const dataDir = mkdtempSync(join(tmpdir(), `statehold-bench-${label}-`));
+  const nodeArgs = ['--no-node-snapshot'];
+  let profileFile;
+  if (profileDir) {
+    mkdirSync(profileDir, { recursive: true });
+    const name = `server-${label}-${Date.now()}.cpuprofile`;
+    profileFile = join(profileDir, name);
+    nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}`);
+  }
+  const args = [...nodeArgs, join(repoRoot, 'dist/bin/statehold.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--admin-key', adminKey];
+  const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const stderrTail = [];
+  child.stderr.on('data', (chunk) => {
+    stderrTail.push(chunk.toString());
+    if (stderrTail.length > 50) stderrTail.shift();
+  });
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`server did not start within ${START_TIMEOUT_MS} ms:\n${stderrTail.join('')}`)), START_TIMEOUT_MS);
+    child.stdout.on('data', (chunk) => {
+      out += chunk.toString();
+      const match = /listening on (http:\/\/\S+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited during start (code ${code}, signal ${signal}):\n${stderrTail.join('')}`));
+    });
+  });
+  child.stdout.resume();
+
+  const stop = async ({ keepData = false } = {}) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+    const result = await exited;
+    clearTimeout(timer);
+    if (!keepData) rmSync(dataDir, { recursive: true, force: true });
+    return { ...result, stderrTail: stderrTail.join('').slice(-4000) };
+  };
+
+  return { pid: child.pid, url, dataDir, stop, exited, profileFile };
+};
