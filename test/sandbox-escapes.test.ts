@@ -28,6 +28,9 @@ probe('cryptoCtor', () => crypto.getRandomValues.constructor('return typeof proc
 probe('errorCtor', () => { try { null.x; } catch (e) { return e.constructor.constructor('return typeof process')(); } });
 probe('stackTrace', () => { const e = {}; Error.captureStackTrace && Error.captureStackTrace(e); return String(e.stack).includes('/work/') ; });
 probe('fetch', () => typeof fetch + typeof XMLHttpRequest + typeof WebSocket + typeof Deno);
+probe('fetchCtor', () => fetch.constructor('return typeof process')() + Headers.constructor('return typeof require')());
+probe('subtleCtor', () => crypto.subtle.digest.constructor('return typeof process')());
+probe('fetchOwn', () => Object.getOwnPropertyNames(fetch).sort().join(','));
 probe('ownProps', () => Object.getOwnPropertyNames(globalThis).filter((n) => !/^[A-Z]/.test(n)).sort().join(','));
 import('fs').then(() => { probes.dynImport = 'imported'; }, (e) => { probes.dynImport = 'rejected:' + e.message; });
 import('npm:xstate').then(() => { probes.dynImportXstate = 'imported'; }, (e) => { probes.dynImportXstate = 'rejected'; });
@@ -66,6 +69,9 @@ t.test('machine code cannot reach the host', async (t) => {
       errorCtor: probes.errorCtor,
       stackTrace: probes.stackTrace,
       fetch: probes.fetch,
+      fetchCtor: probes.fetchCtor,
+      subtleCtor: probes.subtleCtor,
+      fetchOwn: probes.fetchOwn,
       dynImport: probes.dynImport,
       dynImportXstate: probes.dynImportXstate,
     },
@@ -83,7 +89,11 @@ t.test('machine code cannot reach the host', async (t) => {
       cryptoCtor: 'undefined',
       errorCtor: 'undefined',
       stackTrace: 'false',
-      fetch: 'undefinedundefinedundefinedundefined',
+      // fetch is the isolate's own function (the host callback stays in its closure)
+      fetch: 'functionundefinedundefinedundefined',
+      fetchCtor: 'undefinedundefined',
+      subtleCtor: 'undefined',
+      fetchOwn: 'length,name',
       dynImport: 'rejected:Not supported',
       dynImportXstate: 'rejected',
     },

@@ -15,6 +15,8 @@ import { LogSink } from '../runtime/log-sink.js';
 import { defaultRuntimeSettings, type RuntimeSettings } from '../runtime/runtime-settings.js';
 import { SandboxPool } from '../runtime/sandbox-pool.js';
 import { TimerScheduler } from '../runtime/timer-scheduler.js';
+import { OutboxDispatcher } from '../runtime/outbox-dispatcher.js';
+import { faultHook } from './fault-hooks.js';
 import type { Catalog } from '../store/catalog.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
 import type { ServeConfig } from './serve-config.js';
@@ -56,17 +58,32 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     cpuLimitMs: config.cpuLimitMs,
     maxLiveActors: config.maxLiveActors,
     timerRetryDelayMs: config.timerRetryMs,
+    egress: { allow: config.fetchAllow, timeoutMs: config.fetchTimeoutMs, maxResponseBytes: config.fetchMaxBytes },
   };
   const logs = new LogSink(store.logs, logger);
-  const runtime = new InstanceRuntime({
+  const fault = faultHook(process.env);
+  const runtime: InstanceRuntime = new InstanceRuntime({
     instances: store.instances,
     sandboxes: new SandboxPool(store.versions, logs, runtimeSettings),
+    versions: store.versions,
+    machines: catalog,
     logs,
     settings: runtimeSettings,
     logger,
     onTimersPending: (dueAt) => scheduler.noteDue(dueAt),
+    onOutbox: () => dispatcher.kick(),
+    ...(fault ? { fault } : {}),
   });
   const scheduler = new TimerScheduler(store.instances, (orgId, machine, name) => runtime.fireTimers(orgId, machine, name), logger);
+  const dispatcher = new OutboxDispatcher({
+    store: store.instances,
+    deliver: (message) => runtime.receive(message),
+    logs,
+    logger,
+    retryDelayMs: runtimeSettings.timerRetryDelayMs,
+    maxRetries: runtimeSettings.timerMaxRetries,
+    ...(fault ? { afterDelivered: () => fault('after-receiver-commit') } : {}),
+  });
   const router = buildRouter({
     catalog,
     authenticator,
@@ -81,6 +98,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     runtime,
   });
   scheduler.start();
+  dispatcher.start();
   const pruneLogs = () =>
     logs.prune(catalog.listOrgs().map((org) => org.id), config.logRetentionDays * 86_400_000).catch((error: unknown) => logger.error('log pruning failed', { error: String(error) }));
   void pruneLogs();
@@ -104,6 +122,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       const timedOut = await Promise.race([drained.then(() => false), delay(config.drainTimeoutMs).then(() => true)]);
       if (timedOut) logger.warn('drain timeout passed with requests still in flight; stopping anyway');
       scheduler.stop();
+      dispatcher.stop();
       clearInterval(pruning);
       await runtime.close();
       await store.close();

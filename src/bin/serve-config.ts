@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { limits } from '../domain/limits.js';
+import { parseAllowList } from '../sandbox/index.js';
 
 export interface ServeConfig {
   host: string;
@@ -18,6 +19,10 @@ export interface ServeConfig {
   maxLiveActors: number;
   timerRetryMs: number;
   logRetentionDays: number;
+  /** Hosts machine code's fetch may reach despite the private-address checks (`host`, `host:port`). */
+  fetchAllow: string[];
+  fetchTimeoutMs: number;
+  fetchMaxBytes: number;
   /** How long a provisional machine version may wait for its upload and finalization (hidden: STATEHOLD_UPLOAD_TTL_SECONDS). */
   uploadTtlSeconds: number;
 }
@@ -38,6 +43,9 @@ export const serveSettings = [
   { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
   { flag: 'timer-retry-ms', env: 'STATEHOLD_TIMER_RETRY_MS', fallback: '30000', help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)' },
   { flag: 'log-retention-days', env: 'STATEHOLD_LOG_RETENTION_DAYS', fallback: '7', help: 'machine logs older than this are deleted (checked at start and hourly)' },
+  { flag: 'fetch-allow', env: 'STATEHOLD_FETCH_ALLOW', fallback: undefined, help: 'comma-separated hosts machine code\'s fetch may reach although they are loopback/private (host, host:port, 127.0.0.1:8080, [::1]:8080); default none' },
+  { flag: 'fetch-timeout-ms', env: 'STATEHOLD_FETCH_TIMEOUT_MS', fallback: '10000', help: 'time limit of one fetch by machine code (DNS, connect, redirects, body)' },
+  { flag: 'fetch-max-bytes', env: 'STATEHOLD_FETCH_MAX_BYTES', fallback: String(5 * 1024 * 1024), help: 'largest response body a fetch by machine code may read' },
   { flag: 'drain-timeout-ms', env: 'STATEHOLD_DRAIN_TIMEOUT_MS', fallback: '30000', help: 'on SIGTERM, how long to wait for requests in flight' },
 ] as const;
 
@@ -86,8 +94,21 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     maxLiveActors: integer('max-live-actors', 1, 10_000_000),
     timerRetryMs: integer('timer-retry-ms', 1, 3_600_000),
     logRetentionDays: integer('log-retention-days', 1, 36_500),
+    fetchAllow: fetchAllow(pick('fetch-allow')),
+    fetchTimeoutMs: integer('fetch-timeout-ms', 1, 600_000),
+    fetchMaxBytes: integer('fetch-max-bytes', 1, 1024 * 1024 * 1024),
     uploadTtlSeconds: uploadTtlSeconds(env.STATEHOLD_UPLOAD_TTL_SECONDS),
   };
+};
+
+const fetchAllow = (text: string | undefined): string[] => {
+  const entries = (text ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '');
+  try {
+    parseAllowList(entries);
+  } catch (e) {
+    throw new ConfigError(`--fetch-allow: ${(e as Error).message}`);
+  }
+  return entries;
 };
 
 /** Not in --help: tests shorten it to see expiry; one hour otherwise. */

@@ -2,23 +2,43 @@ import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAutho
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import { MachineCodeError, SandboxMemoryError, SandboxTimeoutError, type StepResult, type VersionIsolate } from '../sandbox/index.js';
-import { type InstanceHead, type InstanceStatus, type InstanceStore, SequenceConflictError, type TransitionRecord } from '../store/instance-store.js';
+import {
+  type CommitEffects,
+  type InstanceHead,
+  type InstanceStatus,
+  type InstanceStore,
+  type OutboxMessage,
+  SequenceConflictError,
+  type TransitionRecord,
+} from '../store/instance-store.js';
 import { ActorRegistry } from './actor-registry.js';
 import type { InstanceActor } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
-import type { SandboxPool } from './sandbox-pool.js';
+import { outboxMessages } from './outbox-messages.js';
 import type { RuntimeSettings } from './runtime-settings.js';
+import type { SandboxPool } from './sandbox-pool.js';
 import { settle } from './settle.js';
+import { StepEffects } from './step-effects.js';
 import { UsageMeter } from './usage-meter.js';
+import type { VersionSource } from './version-source.js';
+
+/** Points where tests may stop the process to prove crash safety (see bin/fault-hooks.ts). */
+export type FaultPoint = 'after-sender-commit' | 'after-receiver-commit';
 
 export interface InstanceRuntimeDeps {
   instances: InstanceStore;
   sandboxes: SandboxPool;
+  versions: VersionSource;
+  /** The machine catalog: current versions, for instances created by other instances. */
+  machines: { getMachine(orgId: string, slug: string): { currentVersionId?: string } | undefined };
   logs: LogSink;
   settings: RuntimeSettings;
   logger: Logger;
   /** Told the earliest due time of an instance's pending timers after each commit (the timer scheduler). */
   onTimersPending?: (earliestDueAt: number) => void;
+  /** Told when a commit left messages in the outbox (the outbox dispatcher). */
+  onOutbox?: () => void;
+  fault?: (point: FaultPoint) => void;
 }
 
 /** What a timer wake-up found. */
@@ -32,6 +52,14 @@ export interface CreateRequest {
   context: JsonObject;
   authContext: JsonObject;
 }
+
+interface Creation extends CreateRequest {
+  parent?: { machine: string; name: string };
+  receivedMessageId?: string;
+}
+
+/** One input of a request and what its history record says it was. */
+type Input = { event: MachineEvent; run: (isolate: VersionIsolate, key: string) => StepResult };
 
 const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
@@ -57,46 +85,10 @@ export class InstanceRuntime {
   }
 
   async create(request: CreateRequest): Promise<InstanceHead> {
-    const { orgId, machine, name, versionId } = request;
+    const { orgId, machine, name } = request;
     if (this.head(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
-    const isolate = await this.deps.sandboxes.get(orgId, versionId);
-    const allowed = isolate.allowWrite({ type: 'initialization', machineInstanceName: name, context: request.context, authContext: request.authContext });
-    if (!allowed) throw rejectedByAuthorizer('allowWrite');
-
     const actor = this.actors.obtain(orgId, machine, name);
-    return actor.enqueue(async () => {
-      // Checked again inside the mailbox: a create queued behind another create of the same name.
-      if (this.head(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
-      const now = Date.now();
-      try {
-        actor.isolate = isolate;
-        const first = isolate.start(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now });
-        const { result, stoppedChildren } = await this.settleStep(actor, isolate, first, now);
-        const contextBytes = this.checkContext(result);
-        const ts = now;
-        const head: InstanceHead = {
-          orgId, machine, name, versionId,
-          createdAt: new Date(now).toISOString(),
-          status: 'running',
-          seq: 1,
-          ts,
-          ...this.stateOf(result),
-          stoppedChildren,
-          timerAttempts: {},
-        };
-        const record: TransitionRecord = { seq: 1, createdAt: head.createdAt, ts, event: INIT_EVENT, state: result.state, context: result.context };
-        const created = await this.deps.instances.createInstance(head, [record], { transitions: this.billedTransitions(1, contextBytes), reads: 0 });
-        if (!created) throw conflict(`instance ${name} of machine ${machine} already exists`);
-        actor.head = head;
-        this.actors.resize(actor, contextBytes + 4096);
-        this.notePendingTimers(head);
-        return head;
-      } catch (error) {
-        actor.discardLive();
-        if (!actor.head) this.actors.forget(actor);
-        throw this.asRequestError(error, orgId, machine, name);
-      }
-    });
+    return actor.enqueue(() => this.createWithin(actor, request));
   }
 
   /** allowRead against the committed state (wire-protocol §3.4); counts one read. */
@@ -112,16 +104,33 @@ export class InstanceRuntime {
 
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
     const actor = this.actors.obtain(orgId, machine, name);
+    return actor.enqueue(() => this.deliverEvent(actor, this.loadHead(actor), event, authContext, {}));
+  }
+
+  /**
+   * Applies a message from another instance (wire-protocol §7.4): creates a spawned child, or delivers
+   * an event (creating the target with its default context when it does not exist yet). A message this
+   * instance already applied (redelivered after a crash) is acknowledged without applying it again.
+   */
+  receive(message: OutboxMessage): Promise<void> {
+    const { orgId } = message;
+    const { machine, name } = message.to;
+    const actor = this.actors.obtain(orgId, machine, name);
     return actor.enqueue(async () => {
-      const head = this.loadHead(actor);
-      if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
-      const isolate = await this.deps.sandboxes.get(orgId, head.versionId);
-      const allowed = this.guard(
-        () => isolate.allowWrite({ type: 'event', machineInstanceName: name, state: head.state, context: head.context, event, authContext }),
-        orgId, machine, name,
-      );
-      if (!allowed) throw rejectedByAuthorizer('allowWrite');
-      return this.process(actor, isolate, head, event);
+      if (this.deps.instances.hasReceived(orgId, machine, name, message.id)) return;
+      const authContext = { stateBackedSender: { machineName: message.from.machine, machineInstanceName: message.from.name } };
+      let head = actor.head ?? this.deps.instances.getInstance(orgId, machine, name);
+      if (message.kind === 'spawn') {
+        if (head) {
+          await this.deps.instances.markReceived(orgId, machine, name, message.id);
+          return;
+        }
+        const versionId = this.versionFor(orgId, machine, message.spawn?.versionId);
+        await this.createWithin(actor, { orgId, machine, name, versionId, context: message.spawn?.context ?? {}, authContext, parent: message.from, receivedMessageId: message.id });
+        return;
+      }
+      head ??= await this.createWithin(actor, { orgId, machine, name, versionId: this.versionFor(orgId, machine, undefined), context: {}, authContext });
+      await this.deliverEvent(actor, head, message.event as MachineEvent, authContext, { receivedMessageId: message.id });
     });
   }
 
@@ -150,34 +159,20 @@ export class InstanceRuntime {
         return 'nothing-due';
       }
       const now = Date.now();
-      const due = head.pendingTimers.filter((timer) => timer.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt);
+      const due = head.pendingTimers.filter((timer) => timer.dueAt <= now && timer.kind === 'event').sort((a, b) => a.dueAt - b.dueAt);
       if (due.length === 0) return 'nothing-due';
       if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
+      // Timers due at the same moment fire in the first advance to that moment; the later advances
+      // find nothing left to fire, so each timer still gets its own history record.
+      const inputs: Input[] = due.map((timer) => ({
+        event: timer.kind === 'event' ? timer.event : { type: timer.id },
+        run: (isolate, key) => isolate.advance(key, timer.dueAt),
+      }));
       try {
-        const isolate = await this.deps.sandboxes.get(orgId, head.versionId);
-        this.ensureLive(actor, isolate, head, now);
-        const records: TransitionRecord[] = [];
-        let result: StepResult | undefined;
-        let advancedTo: number | undefined;
-        for (const timer of due) {
-          if (timer.kind !== 'event') continue;
-          // Timers due at the same moment fire in one advance; each still gets its history record.
-          if (timer.dueAt !== advancedTo || !result) result = isolate.advance(actor.key, timer.dueAt);
-          advancedTo = timer.dueAt;
-          records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: timer.event, state: result.state, context: result.context });
-        }
-        if (!result) return 'nothing-due';
-        const settled = await this.settleStep(actor, isolate, result, now);
-        const last = records.at(-1) as TransitionRecord;
-        last.state = settled.result.state;
-        last.context = settled.result.context;
-        const contextBytes = this.checkContext(settled.result);
-        await this.commit(actor, head, records, settled.result, settled.stoppedChildren, contextBytes);
+        await this.transition(actor, head, inputs, {});
         return 'fired';
       } catch (error) {
-        actor.discardLive();
-        const reason = this.asRequestError(error, orgId, machine, name);
-        return this.deliveryFailed(actor, head, due, reason instanceof Error ? reason.message : String(reason));
+        return this.deliveryFailed(actor, head, due, error instanceof Error ? error.message : String(error));
       }
     });
   }
@@ -201,6 +196,149 @@ export class InstanceRuntime {
 
   get liveActors(): number {
     return this.actors.size;
+  }
+
+  /** Runs inside the mailbox: allowWrite initialization, start, settle, commit the first record. */
+  private async createWithin(actor: InstanceActor, request: Creation): Promise<InstanceHead> {
+    const { orgId, machine, name, versionId } = request;
+    // Checked inside the mailbox too: a create queued behind another create of the same name.
+    if (actor.head ?? this.deps.instances.getInstance(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
+    const isolate = await this.deps.sandboxes.get(orgId, versionId);
+    const allowed = this.guard(
+      () => isolate.allowWrite({ type: 'initialization', machineInstanceName: name, context: request.context, authContext: request.authContext }),
+      orgId, machine, name,
+    );
+    if (!allowed) throw rejectedByAuthorizer('allowWrite');
+    const now = Date.now();
+    const effects = new StepEffects();
+    try {
+      actor.isolate = isolate;
+      const first = effects.absorb(isolate.start(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now }));
+      const { result, stoppedChildren } = await this.settleStep(actor, isolate, first, now, effects);
+      const contextBytes = this.checkContext(result);
+      const head: InstanceHead = {
+        orgId, machine, name, versionId,
+        createdAt: new Date(now).toISOString(),
+        status: 'running',
+        seq: 1,
+        ts: now,
+        ...this.stateOf(result),
+        stoppedChildren,
+        timerAttempts: {},
+        ...(request.parent ? { parent: request.parent } : {}),
+      };
+      const record: TransitionRecord = { seq: 1, createdAt: head.createdAt, ts: now, event: INIT_EVENT, state: result.state, context: result.context };
+      const outbox = this.outboxOf(head, effects, now);
+      const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
+      const created = await this.deps.instances.createInstance(head, [record], { transitions: this.billedTransitions(1, contextBytes), reads: 0 }, commitEffects);
+      if (!created) throw conflict(`instance ${name} of machine ${machine} already exists`);
+      this.committed(actor, head, contextBytes, outbox);
+      return head;
+    } catch (error) {
+      actor.discardLive();
+      if (!actor.head) this.actors.forget(actor);
+      throw this.asRequestError(error, orgId, machine, name);
+    }
+  }
+
+  /** Runs inside the mailbox: allowWrite for an event, then the event with what is owed before it. */
+  private async deliverEvent(actor: InstanceActor, head: InstanceHead, event: MachineEvent, authContext: JsonObject, effects: CommitEffects): Promise<InstanceHead> {
+    const { orgId, machine, name } = actor;
+    if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
+    const isolate = await this.deps.sandboxes.get(orgId, head.versionId);
+    const allowed = this.guard(
+      () => isolate.allowWrite({ type: 'event', machineInstanceName: name, state: head.state, context: head.context, event, authContext }),
+      orgId, machine, name,
+    );
+    if (!allowed) throw rejectedByAuthorizer('allowWrite');
+    const now = Date.now();
+    // Children stopped when an earlier event timed out get their error events first (wire-protocol §8.1).
+    const inputs: Input[] = head.stoppedChildren.map((childId) => {
+      const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };
+      return { event: errorEvent, run: (vi, key) => vi.send(key, errorEvent, now) };
+    });
+    inputs.push({ event, run: (vi, key) => vi.send(key, event, now) });
+    return this.transition(actor, head, inputs, effects);
+  }
+
+  /**
+   * The shared pipeline of every write after creation: run the inputs on the live actor, settle after
+   * the last one, check the context, commit records, outbox and effects in one transaction. On any
+   * failure the live actor is dropped, so the instance stays exactly as committed.
+   */
+  private async transition(actor: InstanceActor, head: InstanceHead, inputs: Input[], commitEffects: CommitEffects): Promise<InstanceHead> {
+    const now = Date.now();
+    const effects = new StepEffects();
+    try {
+      const isolate = await this.deps.sandboxes.get(actor.orgId, head.versionId);
+      this.ensureLive(actor, isolate, head, now);
+      const records: TransitionRecord[] = [];
+      let result: StepResult | undefined;
+      for (const input of inputs) {
+        result = effects.absorb(input.run(isolate, actor.key));
+        records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: input.event, state: result.state, context: result.context });
+      }
+      if (!result) return head;
+      const settled = await this.settleStep(actor, isolate, result, now, effects);
+      const last = records.at(-1) as TransitionRecord;
+      last.state = settled.result.state;
+      last.context = settled.result.context;
+      const contextBytes = this.checkContext(settled.result);
+      return await this.commit(actor, head, records, settled.result, settled.stoppedChildren, contextBytes, effects, commitEffects);
+    } catch (error) {
+      actor.discardLive();
+      throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
+    }
+  }
+
+  private async commit(
+    actor: InstanceActor, head: InstanceHead, records: TransitionRecord[], result: StepResult, stoppedChildren: string[],
+    contextBytes: number, effects: StepEffects, commitEffects: CommitEffects,
+  ): Promise<InstanceHead> {
+    // ts is strictly increasing per instance, even if the clock steps back.
+    let ts = Math.max(Date.now(), head.ts + 1);
+    for (const record of records) {
+      record.ts = ts++;
+      record.createdAt = new Date(record.ts).toISOString();
+    }
+    const last = records.at(-1) as TransitionRecord;
+    const state = this.stateOf(result);
+    // Retry counts are kept only for timers that are still pending.
+    const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
+    const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts };
+    const outbox = this.outboxOf(next, effects, last.ts);
+    await this.deps.instances.commit(next, head.seq, records, { transitions: this.billedTransitions(records.length, contextBytes), reads: 0 }, { ...commitEffects, outbox });
+    this.committed(actor, next, contextBytes, outbox);
+    return next;
+  }
+
+  /** After a durable commit: remember the head, account memory, wake the timer scheduler and the outbox. */
+  private committed(actor: InstanceActor, head: InstanceHead, contextBytes: number, outbox: OutboxMessage[]): void {
+    actor.head = head;
+    this.actors.resize(actor, contextBytes + 4096);
+    if (head.pendingTimers.length > 0) this.deps.onTimersPending?.(Math.min(...head.pendingTimers.map((timer) => timer.dueAt)));
+    if (outbox.length > 0) {
+      this.deps.fault?.('after-sender-commit');
+      this.deps.onOutbox?.();
+    }
+  }
+
+  private outboxOf(sender: InstanceHead, effects: StepEffects, now: number): OutboxMessage[] {
+    return outboxMessages(sender, effects, now, (type) =>
+      this.deps.logs.service(sender.orgId, sender.machine, sender.name, 'warn', `sendParent(${type}) has no persistent parent to go to; dropped`, { event: type }),
+    );
+  }
+
+  /** The version a new instance of `machine` gets when another instance creates it. */
+  private versionFor(orgId: string, machine: string, requested: string | undefined): string {
+    const record = this.deps.machines.getMachine(orgId, machine);
+    if (!record) throw notFound(`machine ${machine} does not exist`);
+    if (requested !== undefined) {
+      if (!this.deps.versions.getVersion(orgId, machine, requested)) throw notFound(`machine ${machine} has no version ${requested}`);
+      return requested;
+    }
+    if (!record.currentVersionId) throw conflict(`machine ${machine} has no current version`);
+    return record.currentVersionId;
   }
 
   /** Moves the failed timers a retry delay ahead, or drops those out of retries; the live actor is rebuilt from the result. */
@@ -233,13 +371,8 @@ export class InstanceRuntime {
     actor.head = next;
     // The live interpreter still has the old due times: rebuild it from the head on next use.
     actor.discardLive();
-    this.notePendingTimers(next);
+    if (pendingTimers.length > 0) this.deps.onTimersPending?.(Math.min(...pendingTimers.map((timer) => timer.dueAt)));
     return dropped ? 'dropped' : 'retry-later';
-  }
-
-  private notePendingTimers(head: InstanceHead): void {
-    if (!this.deps.onTimersPending || head.pendingTimers.length === 0) return;
-    this.deps.onTimersPending(Math.min(...head.pendingTimers.map((timer) => timer.dueAt)));
   }
 
   private loadHead(actor: InstanceActor): InstanceHead {
@@ -251,60 +384,18 @@ export class InstanceRuntime {
     return actor.head;
   }
 
-  /** Delivers what is owed before the event (child errors, overdue timers), then the event; settles; commits. */
-  private async process(actor: InstanceActor, isolate: VersionIsolate, head: InstanceHead, event: MachineEvent): Promise<InstanceHead> {
-    const now = Date.now();
-    try {
-      this.ensureLive(actor, isolate, head, now);
-      const records: TransitionRecord[] = [];
-      const record = (input: MachineEvent, result: StepResult) => {
-        records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: input, state: result.state, context: result.context });
-      };
-      for (const childId of head.stoppedChildren) {
-        const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };
-        record(errorEvent, isolate.send(actor.key, errorEvent, now));
-      }
-      const first = isolate.send(actor.key, event, now);
-      const { result, stoppedChildren } = await this.settleStep(actor, isolate, first, now);
-      record(event, result);
-      const contextBytes = this.checkContext(result);
-      return await this.commit(actor, head, records, result, stoppedChildren, contextBytes);
-    } catch (error) {
-      actor.discardLive();
-      throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
-    }
-  }
-
-  private async commit(
-    actor: InstanceActor, head: InstanceHead, records: TransitionRecord[], result: StepResult, stoppedChildren: string[], contextBytes: number,
-  ): Promise<InstanceHead> {
-    // ts is strictly increasing per instance, even if the clock steps back.
-    let ts = Math.max(Date.now(), head.ts + 1);
-    for (const record of records) {
-      record.ts = ts++;
-      record.createdAt = new Date(record.ts).toISOString();
-    }
-    const last = records.at(-1) as TransitionRecord;
-    const state = this.stateOf(result);
-    // Retry counts are kept only for timers that are still pending.
-    const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
-    const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts };
-    await this.deps.instances.commit(next, head.seq, records, { transitions: this.billedTransitions(records.length, contextBytes), reads: 0 });
-    actor.head = next;
-    this.actors.resize(actor, contextBytes + 4096);
-    this.notePendingTimers(next);
-    return next;
-  }
-
-  private async settleStep(actor: InstanceActor, isolate: VersionIsolate, first: StepResult, startedAt: number): Promise<{ result: StepResult; stoppedChildren: string[] }> {
-    const outcome = await settle((nowMs) => isolate.advance(actor.key, nowMs), first, startedAt + this.deps.settings.settleBudgetMs);
+  private async settleStep(
+    actor: InstanceActor, isolate: VersionIsolate, first: StepResult, startedAt: number, effects: StepEffects,
+  ): Promise<{ result: StepResult; stoppedChildren: string[] }> {
+    const advance = (nowMs: number) => effects.absorb(isolate.advance(actor.key, nowMs));
+    const outcome = await settle(advance, first, startedAt + this.deps.settings.settleBudgetMs);
     if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [] };
     const stopped = isolate.stopChildren(actor.key).map((child) => child.id);
     for (const id of stopped) {
       this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'warn', `stopped child ${id}: the machine did not settle within ${this.deps.settings.settleBudgetMs} ms`, { child: id });
     }
     // The state after stopping the children (no timer is due now, so this only reads it back).
-    return { result: isolate.advance(actor.key, Date.now()), stoppedChildren: stopped };
+    return { result: advance(Date.now()), stoppedChildren: stopped };
   }
 
   private ensureLive(actor: InstanceActor, isolate: VersionIsolate, head: InstanceHead, now: number): void {

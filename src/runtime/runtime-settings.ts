@@ -1,3 +1,5 @@
+import { defaultEgressOptions, type EgressOptions } from '../sandbox/index.js';
+
 /** Knobs of the actor runtime; the process entry point fills them from configuration. */
 export interface RuntimeSettings {
   /** How long create/send wait for a machine to settle (wire-protocol §8.1). */
@@ -14,6 +16,8 @@ export interface RuntimeSettings {
   timerRetryDelayMs: number;
   /** ...at most this many times, then dropped with a log line saying why (wire-protocol §8.2). */
   timerMaxRetries: number;
+  /** Where machine code's fetch may go, its time limit and its response size limit. */
+  egress: EgressOptions;
 }
 
 export const defaultRuntimeSettings: RuntimeSettings = {
@@ -25,4 +29,5 @@ export const defaultRuntimeSettings: RuntimeSettings = {
   maxLiveActorBytes: 256 * 1024 * 1024,
   timerRetryDelayMs: 30_000,
   timerMaxRetries: 5,
+  egress: defaultEgressOptions,
 };

@@ -33,6 +33,7 @@ export class SandboxPool {
       code,
       memoryLimitMb: this.settings.isolateMemoryLimitMb,
       cpuLimitMs: this.settings.cpuLimitMs,
+      egress: this.settings.egress,
       onLog: (entry) => this.logs.captured(orgId, entry),
     });
     this.isolates.set(versionId, load);

@@ -284,6 +284,8 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     randomUUID: randomUUID,
     enter: function (key, name, now) { current = { key: key, name: name, now: now }; },
     leave: function () { current = null; },
+    /** The actor key the code currently runs for (host calls are attributed to it), or null. */
+    currentKey: function () { return current ? current.key : null; },
     /** After a CPU-time limit fired (finally blocks do not run then), forget any call context. */
     reset: function () { current = null; versionLogContext = null; },
     setNow: function (now) { if (current) current.now = now; },

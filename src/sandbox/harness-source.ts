@@ -173,6 +173,8 @@ function discard(rec) {
   if (actors.get(rec.key) === rec) actors.delete(rec.key);
   if (active === rec) active = null;
   internal.clearOwner(rec.key);
+  // results of the actor's host calls (fetch) in flight must not reach a discarded or rebuilt actor
+  internal.dropHostCalls(rec.key);
   if (rec.interp) {
     // _stop (not stop): no exit actions run; eviction and failure are not machine transitions
     try { rec.interp._stop(); } catch (_) { /* the actor is being dropped anyway */ }
@@ -256,8 +258,9 @@ export function stopChildren(key) {
       catch (e) { internal.logError('stopping child ' + String(id) + ' threw: ' + errorText(e)); }
     });
     for (const id of ids) rec.interp.removeChild(id);
-    // timers set by the stopped services' own code die with them
+    // timers set by the stopped services' own code die with them, and so do their host calls
     internal.clearOwner(key, 'callback');
+    internal.dropHostCalls(key);
   } finally { active = null; internal.leave(); }
   return JSON.stringify(ids);
 }
@@ -320,6 +323,29 @@ export function collect(key) {
   }
   rec.transitions = 0; rec.changed = false; rec.spawns = []; rec.outbound = [];
   return out;
+}
+
+/**
+ * Settles a host call (fetch) that completed: runs for the actor that started it (its clock, its
+ * timers, its spawns), or for none. The promise's reactions run as microtasks once this call returns;
+ * the host then calls afterDeliver. Returns 'dropped' when the call was dropped meanwhile.
+ */
+export function deliver(id, headJson, body, now) {
+  const owner = internal.hostCallOwner(id);
+  if (owner === undefined) return 'dropped';
+  if (owner !== null) {
+    const rec = actors.get(owner);
+    if (!rec) { internal.dropHostCalls(owner); return 'dropped'; }
+    enter(rec, now);
+  }
+  internal.settleHostCall(id, headJson, body);
+  return 'delivered';
+}
+
+export function afterDeliver() {
+  active = null;
+  internal.leave();
+  return '';
 }
 
 /** Forgets the call context after a call was cut short by the CPU-time limit. */

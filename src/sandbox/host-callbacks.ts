@@ -2,10 +2,15 @@
  * The only host functions handed to an isolate. Each takes and returns primitives (ivm.Callback copies
  * them), validates its input and never throws into the isolate:
  * - random bytes (hex) for crypto.getRandomValues / randomUUID;
- * - the console sink, which stamps the entry with the host clock and the version id.
+ * - the console sink, which stamps the entry with the host clock and the version id;
+ * - crypto.subtle's digest/HMAC (bytes in, an ArrayBuffer copy or an error message out);
+ * - fetch's starter: takes the calling actor's key, a JSON request head and the body bytes, hands a
+ *   validated HostFetchRequest to the isolate's HostCalls (version-isolate.ts) and answers a JSON
+ *   string at once; the response is delivered later by a host → isolate call, never by this callback.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import ivm from 'isolated-vm';
+import type { HostFetchRequest } from './host-fetch.js';
 import type { CapturedLog, LogLevel } from './types.js';
 
 const LEVELS: ReadonlySet<string> = new Set(['log', 'info', 'warn', 'error', 'debug']);
@@ -45,6 +50,80 @@ export function logCallback(versionId: string, onLog: ((e: CapturedLog) => void)
       onLog(entry);
     } catch {
       // a failing log sink must not turn into an exception inside machine code
+    }
+  });
+}
+
+const HASHES: Record<string, string> = { 'SHA-1': 'sha1', 'SHA-256': 'sha256', 'SHA-384': 'sha384', 'SHA-512': 'sha512' };
+const MAX_CRYPTO_BYTES = 32 * 1024 * 1024;
+
+const toArrayBuffer = (b: Uint8Array): ArrayBuffer => {
+  const out = new ArrayBuffer(b.byteLength);
+  new Uint8Array(out).set(b);
+  return out;
+};
+
+/** Computes one digest or HMAC; answers an ArrayBuffer, or a string naming what was wrong. */
+export function cryptoOperation(op: unknown, hash: unknown, data: unknown, key: unknown, signature: unknown): ArrayBuffer | string {
+  const algorithm = typeof hash === 'string' ? HASHES[hash] : undefined;
+  if (algorithm === undefined) return 'unsupported hash';
+  if (!(data instanceof Uint8Array) || data.byteLength > MAX_CRYPTO_BYTES) return `data must be at most ${MAX_CRYPTO_BYTES} bytes`;
+  if (op === 'digest') return toArrayBuffer(createHash(algorithm).update(data).digest());
+  if (!(key instanceof Uint8Array) || key.byteLength === 0 || key.byteLength > 65536) return 'invalid HMAC key';
+  const mac = createHmac(algorithm, key).update(data).digest();
+  if (op === 'hmac') return toArrayBuffer(mac);
+  if (op === 'hmac-verify') {
+    if (!(signature instanceof Uint8Array)) return 'invalid signature';
+    const ok = signature.byteLength === mac.byteLength && timingSafeEqual(signature, mac);
+    return toArrayBuffer(new Uint8Array([ok ? 1 : 0]));
+  }
+  return 'unsupported operation';
+}
+
+export function cryptoCallback(): ivm.Callback {
+  return new ivm.Callback((op: unknown, hash: unknown, data: unknown, key: unknown, signature: unknown): ArrayBuffer | string => {
+    try {
+      return cryptoOperation(op, hash, data, key, signature);
+    } catch {
+      return 'the operation failed';
+    }
+  });
+}
+
+/** Parses what the in-isolate fetch sends; a string is the reason it was refused. */
+export function parseFetchRequest(headJson: unknown, body: unknown): HostFetchRequest | string {
+  if (typeof headJson !== 'string' || headJson.length > 1024 * 1024) return 'invalid request';
+  let raw: unknown;
+  try {
+    raw = JSON.parse(headJson);
+  } catch {
+    return 'invalid request';
+  }
+  if (raw === null || typeof raw !== 'object') return 'invalid request';
+  const r = raw as Record<string, unknown>;
+  if (typeof r.url !== 'string' || typeof r.method !== 'string' || !Array.isArray(r.headers)) return 'invalid request';
+  const headers: [string, string][] = [];
+  for (const h of r.headers as unknown[]) {
+    if (!Array.isArray(h) || h.length !== 2 || typeof h[0] !== 'string' || typeof h[1] !== 'string') return 'invalid header';
+    headers.push([h[0], h[1]]);
+  }
+  if (headers.length > 256) return 'too many request headers';
+  const redirect = r.redirect === 'error' || r.redirect === 'manual' ? r.redirect : 'follow';
+  if (body !== undefined && !(body instanceof Uint8Array)) return 'invalid request body';
+  return { url: r.url, method: r.method, headers, body: body === undefined ? undefined : new Uint8Array(body), redirect };
+}
+
+/** What the isolate's host-call table answers when asked to start a fetch. */
+export type FetchStart = (owner: string | null, request: HostFetchRequest) => { id: number } | { error: string };
+
+export function fetchCallback(start: FetchStart): ivm.Callback {
+  return new ivm.Callback((owner: unknown, headJson: unknown, body: unknown): string => {
+    try {
+      const request = parseFetchRequest(headJson, body);
+      if (typeof request === 'string') return JSON.stringify({ error: request });
+      return JSON.stringify(start(typeof owner === 'string' ? owner : null, request));
+    } catch {
+      return JSON.stringify({ error: 'the request could not be started' });
     }
   });
 }

@@ -1,6 +1,7 @@
 /**
  * One synchronous crossing into the isolate, with the failure modes of isolated-vm turned into typed
- * errors. Arguments and results are strings/numbers only.
+ * errors. Arguments are strings/numbers (plus, for delivering a host call's outcome, a host-made copy
+ * of response bytes); results are strings only.
  */
 import type ivm from 'isolated-vm';
 import { SandboxDisposedError, SandboxMemoryError, SandboxTimeoutError, MachineCodeError } from './errors.js';
@@ -9,6 +10,9 @@ export interface CallLimits {
   cpuLimitMs: number;
   memoryLimitMb: number;
 }
+
+/** What may be handed into the isolate: primitives, or bytes the host copied in (never a Reference). */
+export type CallArg = string | number | undefined | ivm.Copy<ArrayBuffer>;
 
 const TIMED_OUT = /Script execution timed out/;
 
@@ -25,8 +29,8 @@ export function translateIsolateError(e: unknown, isolate: ivm.Isolate, limits: 
 
 export function callSync(
   isolate: ivm.Isolate,
-  fn: ivm.Reference<(...args: (string | number)[]) => unknown>,
-  args: (string | number)[],
+  fn: ivm.Reference<(...args: CallArg[]) => unknown>,
+  args: CallArg[],
   limits: CallLimits,
 ): string {
   if (isolate.isDisposed) throw new SandboxDisposedError();

@@ -43,6 +43,11 @@ export interface StepResult {
   outboundSends: OutboundSend[];
   /** Macrosteps taken during this call (including ones caused by promises resolving meanwhile). */
   transitions: number;
+  /**
+   * Host calls (fetches) started by this actor and still in flight. Their outcomes arrive outside any
+   * step (see VersionIsolate.nextActivity); an actor with calls in flight has not settled.
+   */
+  pendingHostCalls: number;
 }
 
 export type LogLevel = 'log' | 'info' | 'warn' | 'error' | 'debug';

@@ -14,6 +14,14 @@
  * `cancel(sendId)` still cancels them). Callback timers belong to running services and are not
  * persisted: services do not survive a restart (§8.1: they are stopped and get error.platform).
  *
+ * Host calls (fetch): machine code's fetch is started on the host (host-calls.ts, host-fetch.ts) and
+ * attributed to the actor running at the time. Its outcome is delivered later by a sync call into the
+ * isolate (`deliver` then `afterDeliver`, under the CPU limit), outside any step: the actor may
+ * transition then. `nextActivity()` resolves after such a delivery so the runtime can `advance` to
+ * collect the new state; `StepResult.pendingHostCalls` counts the actor's calls still in flight (an
+ * actor with calls in flight is not settled). Stopping an actor (or its children) drops its calls.
+ * If machine code fails while a delivery runs, the actor is discarded and its next step throws.
+ *
  * Failures: machine code throwing during a step → MachineCodeError and the actor is discarded (the
  * runtime restarts it from the last committed snapshot); CPU-time limit → SandboxTimeoutError, the
  * actor is discarded, the isolate kept; memory limit → SandboxMemoryError, the isolate is gone
@@ -25,8 +33,12 @@ import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxTimeo
 import { GLOBALS_SOURCE } from './globals-source.js';
 import { URL_SOURCE } from './url-source.js';
 import { IsolateModules } from './module-loader.js';
-import { logCallback, randomCallback } from './host-callbacks.js';
-import { callSync, translateIsolateError, type CallLimits } from './isolate-call.js';
+import { cryptoCallback, fetchCallback, logCallback, randomCallback } from './host-callbacks.js';
+import { callSync, translateIsolateError, type CallArg, type CallLimits } from './isolate-call.js';
+import { FETCH_SOURCE } from './fetch-source.js';
+import { SUBTLE_SOURCE } from './subtle-source.js';
+import { HostCalls, type HostCallOutcome } from './host-calls.js';
+import { defaultEgressOptions, type EgressOptions, type Lookup } from './egress-policy.js';
 import { checkStepResult } from './step-result.js';
 import type {
   CapturedLog,
@@ -47,6 +59,10 @@ export interface LoadOptions {
   memoryLimitMb?: number;
   cpuLimitMs?: number;
   onLog?: (entry: CapturedLog) => void;
+  /** Where machine code's fetch may go and its limits; default: no allow-list, 10 s, 5 MB. */
+  egress?: EgressOptions;
+  /** DNS resolution for fetch (tests); default node:dns lookup of all addresses. */
+  dnsLookup?: Lookup;
 }
 
 /** What the bundle exports, as seen by the harness. */
@@ -58,8 +74,8 @@ export interface BundleInfo {
   allowWrite: boolean;
 }
 
-type Fn = ivm.Reference<(...args: (string | number)[]) => unknown>;
-const HARNESS_EXPORTS = ['start', 'send', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize'] as const;
+type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
+const HARNESS_EXPORTS = ['start', 'send', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver'] as const;
 type HarnessRefs = Record<(typeof HARNESS_EXPORTS)[number], Fn>;
 
 /** The checks smply's validate-bundle makes (wire-protocol §7.1), as one message or undefined. */
@@ -79,6 +95,8 @@ export function bundleProblem(info: BundleInfo): string | undefined {
 
 export class VersionIsolate {
   private disposed = false;
+  /** Actors whose machine code failed while a host call's outcome was delivered: their next step throws this. */
+  private readonly deliveryFailures = new Map<string, Error>();
 
   private constructor(
     readonly versionId: string,
@@ -88,6 +106,7 @@ export class VersionIsolate {
     private readonly limits: CallLimits,
     /** What the harness saw in the bundle (the load succeeded only if `bundleProblem` was undefined). */
     readonly info: BundleInfo,
+    private readonly hostCalls: HostCalls,
   ) {}
 
   /**
@@ -100,9 +119,10 @@ export class VersionIsolate {
       cpuLimitMs: opts.cpuLimitMs ?? DEFAULT_CPU_LIMIT_MS,
     };
     const isolate = new ivm.Isolate({ memoryLimit: limits.memoryLimitMb });
+    const hostCalls = new HostCalls(opts.egress ?? defaultEgressOptions, opts.dnsLookup);
     try {
       const context = await isolate.createContext();
-      installGlobals(isolate, context, opts);
+      installGlobals(isolate, context, opts, hostCalls);
       const modules = new IsolateModules(isolate, context);
       const bundle = modules.compileBundle(opts.code);
       const harness = modules.loadHarness(limits.cpuLimitMs);
@@ -116,8 +136,12 @@ export class VersionIsolate {
       const info = JSON.parse(callSync(isolate, fns.inspect, [], limits)) as BundleInfo;
       const problem = bundleProblem(info);
       if (problem !== undefined) throw new BundleValidationError(problem);
-      return new VersionIsolate(opts.versionId, isolate, context, fns, limits, info);
+      const vi = new VersionIsolate(opts.versionId, isolate, context, fns, limits, info, hostCalls);
+      hostCalls.onComplete = (id, owner, outcome) => vi.deliver(id, owner, outcome);
+      hostCalls.ready = true;
+      return vi;
     } catch (e) {
+      hostCalls.close();
       if (!isolate.isDisposed) isolate.dispose();
       throw e;
     }
@@ -147,6 +171,8 @@ export class VersionIsolate {
    * actor with the same key.
    */
   start(instanceKey: string, init: StartInit, opts: StartOptions = {}): StepResult {
+    this.hostCalls.drop(instanceKey);
+    this.deliveryFailures.delete(instanceKey);
     const name = opts.machineInstanceName ?? instanceKey;
     return this.step(instanceKey, 'start', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now()]);
   }
@@ -166,6 +192,7 @@ export class VersionIsolate {
    * set; returns their ids so the runtime can deliver `error.platform.<id>` before the next event.
    */
   stopChildren(instanceKey: string): { id: string }[] {
+    this.hostCalls.drop(instanceKey);
     const r = this.callForActor(instanceKey, 'stopChildren', [instanceKey]);
     if (r === 'no-actor') throw new NoLiveActorError(instanceKey);
     return (JSON.parse(r) as string[]).map((id) => ({ id: String(id) }));
@@ -173,10 +200,33 @@ export class VersionIsolate {
 
   /** Drops the live actor without running exit actions (eviction, or rebuild after a failure). */
   stop(instanceKey: string): void {
+    this.hostCalls.drop(instanceKey);
+    this.deliveryFailures.delete(instanceKey);
     if (this.healthy) this.call('stop', [instanceKey]);
   }
 
+  /**
+   * Resolves the next time a host call of this isolate (a fetch, by any actor) completes and its
+   * outcome was delivered, or at once when one completed after `since` (a value of `activitySeq`
+   * read earlier) or the isolate is disposed. Call it right after the step whose result you act on,
+   * or pass the `activitySeq` read then, so a completion in between is not missed.
+   */
+  nextActivity(since?: number): Promise<void> {
+    return this.hostCalls.nextActivity(since);
+  }
+
+  /** Counts host-call completions; see nextActivity. */
+  get activitySeq(): number {
+    return this.hostCalls.activitySeq;
+  }
+
+  /** Host calls in flight for this whole isolate. */
+  get hostCallsInFlight(): number {
+    return this.hostCalls.inFlight;
+  }
+
   dispose(): void {
+    this.hostCalls.close();
     this.disposed = true;
     this.context.release();
     if (!this.isolate.isDisposed) this.isolate.dispose();
@@ -188,16 +238,58 @@ export class VersionIsolate {
   }
 
   private step(instanceKey: string, fn: 'start' | 'send' | 'advance', args: (string | number)[]): StepResult {
-    const r = this.callForActor(instanceKey, fn, args);
-    if (r === 'no-actor') throw new NoLiveActorError(instanceKey);
-    const json = this.callForActor(instanceKey, 'collect', [instanceKey]);
-    const parsed = JSON.parse(json) as unknown;
-    if (parsed !== null && typeof parsed === 'object') {
-      const p = parsed as { noActor?: unknown; error?: unknown };
-      if (p.noActor === true) throw new NoLiveActorError(instanceKey);
-      if (typeof p.error === 'string') throw new MachineCodeError(p.error);
+    try {
+      const failed = this.deliveryFailures.get(instanceKey);
+      if (failed !== undefined && fn !== 'start') {
+        this.deliveryFailures.delete(instanceKey);
+        throw failed;
+      }
+      const r = this.callForActor(instanceKey, fn, args);
+      if (r === 'no-actor') throw new NoLiveActorError(instanceKey);
+      const json = this.callForActor(instanceKey, 'collect', [instanceKey]);
+      const parsed = JSON.parse(json) as unknown;
+      if (parsed !== null && typeof parsed === 'object') {
+        const p = parsed as { noActor?: unknown; error?: unknown };
+        if (p.noActor === true) throw new NoLiveActorError(instanceKey);
+        if (typeof p.error === 'string') throw new MachineCodeError(p.error);
+      }
+      const result = checkStepResult(parsed);
+      result.pendingHostCalls = this.hostCalls.pendingFor(instanceKey);
+      return result;
+    } catch (e) {
+      // the actor is gone (discarded inside the isolate): its host calls must not outlive it
+      this.hostCalls.drop(instanceKey);
+      throw e;
     }
-    return checkStepResult(parsed);
+  }
+
+  /** Hands a completed host call's outcome (copied data only) to the isolate; see the class comment. */
+  private deliver(id: number, owner: string | null, outcome: HostCallOutcome): void {
+    if (!this.healthy) return;
+    const head = 'error' in outcome
+      ? { error: outcome.error }
+      : { status: outcome.ok.status, statusText: outcome.ok.statusText, url: outcome.ok.url, redirected: outcome.ok.redirected, headers: outcome.ok.headers };
+    let body: ivm.Copy<ArrayBuffer> | undefined;
+    if ('ok' in outcome) {
+      const bytes = outcome.ok.body;
+      const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+      body = new ivm.ExternalCopy(buffer).copyInto({ release: true });
+    }
+    try {
+      this.call('deliver', [id, JSON.stringify(head), body, Date.now()]);
+      this.call('afterDeliver', []);
+    } catch (e) {
+      const error = e instanceof Error ? e : new MachineCodeError(String(e));
+      if (owner !== null) {
+        this.deliveryFailures.set(owner, error);
+        this.hostCalls.drop(owner);
+        try {
+          if (this.healthy) this.call('stop', [owner]);
+        } catch {
+          // the isolate will be rebuilt by the caller if it is unusable
+        }
+      }
+    }
   }
 
   /** A call on behalf of one actor: if it is cut short, that actor is dropped (it cannot be trusted). */
@@ -216,7 +308,7 @@ export class VersionIsolate {
     }
   }
 
-  private call(fn: keyof HarnessRefs, args: (string | number)[]): string {
+  private call(fn: keyof HarnessRefs, args: CallArg[]): string {
     try {
       return callSync(this.isolate, this.fns[fn], args, this.limits);
     } catch (e) {
@@ -232,13 +324,17 @@ export class VersionIsolate {
   }
 }
 
-function installGlobals(isolate: ivm.Isolate, context: ivm.Context, opts: LoadOptions): void {
-  const install = isolate.compileScriptSync(GLOBALS_SOURCE, { filename: 'file:///statehold/globals.js' });
-  const fn = install.runSync(context, { reference: true }) as ivm.Reference<(...a: unknown[]) => void>;
+function installGlobals(isolate: ivm.Isolate, context: ivm.Context, opts: LoadOptions, hostCalls: HostCalls): void {
+  const runInstaller = (source: string, filename: string, args: (ivm.Callback | string)[]): void => {
+    const fn = isolate.compileScriptSync(source, { filename }).runSync(context, { reference: true }) as ivm.Reference<(...a: (ivm.Callback | string)[]) => void>;
+    fn.applySync(undefined, args);
+    fn.release();
+  };
   const nonce = randomBytes(6).toString('hex');
-  fn.applySync(undefined, [logCallback(opts.versionId, opts.onLog), randomCallback(), nonce]);
-  fn.release();
+  runInstaller(GLOBALS_SOURCE, 'file:///statehold/globals.js', [logCallback(opts.versionId, opts.onLog), randomCallback(), nonce]);
   isolate.compileScriptSync(URL_SOURCE, { filename: 'file:///statehold/url.js' }).runSync(context);
+  runInstaller(FETCH_SOURCE, 'file:///statehold/fetch.js', [fetchCallback(hostCalls.start)]);
+  runInstaller(SUBTLE_SOURCE, 'file:///statehold/subtle.js', [cryptoCallback()]);
 }
 
 async function evaluateBundle(bundle: ivm.Module, isolate: ivm.Isolate, limits: CallLimits): Promise<void> {

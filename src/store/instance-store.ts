@@ -27,6 +27,34 @@ export interface InstanceHead {
   stoppedChildren: string[];
   /** Failed deliveries so far, by pending timer id; a timer is retried a few times, then dropped. */
   timerAttempts: Record<string, number>;
+  /** The instance that spawned this one as a persistent child: where `sendParent` goes. */
+  parent?: { machine: string; name: string };
+}
+
+/**
+ * A message from one instance to another, written in the sender's commit and removed once the
+ * receiver's commit (which records its id) is durable: delivered once, even across crashes.
+ */
+export interface OutboxMessage {
+  id: string;
+  orgId: string;
+  /** Position in the outbox: messages to one target are delivered in this order. */
+  position: [number, number];
+  from: { machine: string; name: string };
+  to: { machine: string; name: string };
+  kind: 'spawn' | 'send';
+  event?: JsonObject;
+  spawn?: { versionId?: string; context?: JsonObject };
+  attempts: number;
+  nextAttemptAt: number;
+}
+
+/** What a commit writes besides the head and history. */
+export interface CommitEffects {
+  /** Messages to deliver after this commit. */
+  outbox?: OutboxMessage[];
+  /** The id of the message this commit applied, so a redelivery is recognised. */
+  receivedMessageId?: string;
 }
 
 /** An entry of the due-time index of pending timers: which instance to wake, and when. */
@@ -69,9 +97,17 @@ export interface InstanceStore {
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined;
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[];
   /** false when the instance already exists. */
-  createInstance(head: InstanceHead, history: TransitionRecord[], usage: UsageDelta): Promise<boolean>;
+  createInstance(head: InstanceHead, history: TransitionRecord[], usage: UsageDelta, effects?: CommitEffects): Promise<boolean>;
   /** Replaces the head and appends to the history, if the stored head is still at `expectedSeq`. */
-  commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], usage: UsageDelta): Promise<void>;
+  commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], usage: UsageDelta, effects?: CommitEffects): Promise<void>;
+  /** Whether the instance already applied that message. */
+  hasReceived(orgId: string, machine: string, name: string, messageId: string): boolean;
+  /** Records a message as applied without any other change (a spawn of an instance that exists). */
+  markReceived(orgId: string, machine: string, name: string, messageId: string): Promise<void>;
+  /** Outbox messages, oldest first. */
+  listOutbox(limit: number): OutboxMessage[];
+  removeOutbox(message: OutboxMessage): Promise<void>;
+  updateOutbox(message: OutboxMessage): Promise<void>;
   /** Head-only change (status); same sequence check. */
   replaceHead(head: InstanceHead, expectedSeq: number): Promise<void>;
   /** Removes the head and the whole history. false when it did not exist. */

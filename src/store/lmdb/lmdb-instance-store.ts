@@ -1,6 +1,8 @@
 import type { Database, RootDatabase } from 'lmdb';
 import {
+  type CommitEffects,
   type DueTimer,
+  type OutboxMessage,
   type InstanceHead,
   type InstanceStore,
   SequenceConflictError,
@@ -17,6 +19,8 @@ const AFTER_ALL = '\uffff';
  *   transitions [orgId, machine, name, seq] -> TransitionRecord
  *   usage       [orgId, 'YYYY-MM']          -> UsageDelta
  *   timers      [dueAt, orgId, machine, name, timerId] -> true   (due-time index of pendingTimers)
+ *   outbox      position                    -> OutboxMessage  (messages between instances)
+ *   inbox       [orgId, machine, name, messageId] -> ts      (messages an instance applied)
  * Each commit is one LMDB transaction; lmdb-js batches the transactions issued while the previous
  * batch is syncing into one, so many actors share a disk sync.
  */
@@ -25,12 +29,16 @@ export class LmdbInstanceStore implements InstanceStore {
   private readonly transitions: Database<TransitionRecord, [string, string, string, number]>;
   private readonly usage: Database<UsageDelta, [string, string]>;
   private readonly timers: Database<true, [number, string, string, string, string]>;
+  private readonly outbox: Database<OutboxMessage, [number, number]>;
+  private readonly inbox: Database<number, [string, string, string, string]>;
 
   constructor(private readonly root: RootDatabase) {
     this.heads = root.openDB({ name: 'instances', encoding: 'msgpack' });
     this.transitions = root.openDB({ name: 'transitions', encoding: 'msgpack' });
     this.usage = root.openDB({ name: 'usage', encoding: 'msgpack' });
     this.timers = root.openDB({ name: 'timers', encoding: 'msgpack' });
+    this.outbox = root.openDB({ name: 'outbox', encoding: 'msgpack' });
+    this.inbox = root.openDB({ name: 'inbox', encoding: 'msgpack' });
   }
 
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined {
@@ -47,7 +55,7 @@ export class LmdbInstanceStore implements InstanceStore {
     return out;
   }
 
-  createInstance(head: InstanceHead, history: TransitionRecord[], usage: UsageDelta): Promise<boolean> {
+  createInstance(head: InstanceHead, history: TransitionRecord[], usage: UsageDelta, effects: CommitEffects = {}): Promise<boolean> {
     return this.root.transaction(() => {
       const key = [head.orgId, head.machine, head.name] as [string, string, string];
       if (this.heads.get(key) !== undefined) return false;
@@ -55,18 +63,40 @@ export class LmdbInstanceStore implements InstanceStore {
       this.indexTimers(undefined, head);
       this.appendHistory(head, history);
       this.bumpUsage(head.orgId, usage);
+      this.writeEffects(head, effects);
       return true;
     });
   }
 
-  async commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], usage: UsageDelta): Promise<void> {
+  async commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], usage: UsageDelta, effects: CommitEffects = {}): Promise<void> {
     await this.root.transaction(() => {
       const current = this.checkSeq(head, expectedSeq);
       void this.heads.put([head.orgId, head.machine, head.name], head);
       this.indexTimers(current, head);
       this.appendHistory(head, history);
       this.bumpUsage(head.orgId, usage);
+      this.writeEffects(head, effects);
     });
+  }
+
+  hasReceived(orgId: string, machine: string, name: string, messageId: string): boolean {
+    return this.inbox.get([orgId, machine, name, messageId]) !== undefined;
+  }
+
+  async markReceived(orgId: string, machine: string, name: string, messageId: string): Promise<void> {
+    await this.inbox.put([orgId, machine, name, messageId], Date.now());
+  }
+
+  listOutbox(limit: number): OutboxMessage[] {
+    return [...this.outbox.getRange({ limit }).map(({ value }) => value)];
+  }
+
+  async removeOutbox(message: OutboxMessage): Promise<void> {
+    await this.outbox.remove(message.position);
+  }
+
+  async updateOutbox(message: OutboxMessage): Promise<void> {
+    await this.outbox.put(message.position, message);
   }
 
   async replaceHead(head: InstanceHead, expectedSeq: number): Promise<void> {
@@ -85,6 +115,9 @@ export class LmdbInstanceStore implements InstanceStore {
       this.indexTimers(current, undefined);
       for (const key of this.transitions.getKeys({ start: [orgId, machine, name, 0], end: [orgId, machine, name, Number.MAX_SAFE_INTEGER] })) {
         void this.transitions.remove(key);
+      }
+      for (const key of this.inbox.getKeys({ start: [orgId, machine, name, ''], end: [orgId, machine, name, AFTER_ALL] })) {
+        void this.inbox.remove(key);
       }
       return true;
     });
@@ -138,6 +171,11 @@ export class LmdbInstanceStore implements InstanceStore {
       head ? head.pendingTimers.map((timer): [number, string, string, string, string] => [timer.dueAt, head.orgId, head.machine, head.name, timer.id]) : [];
     for (const key of keysOf(previous)) void this.timers.remove(key);
     for (const key of keysOf(next)) void this.timers.put(key, true);
+  }
+
+  private writeEffects(head: InstanceHead, effects: CommitEffects): void {
+    for (const message of effects.outbox ?? []) void this.outbox.put(message.position, message);
+    if (effects.receivedMessageId !== undefined) void this.inbox.put([head.orgId, head.machine, head.name, effects.receivedMessageId], Date.now());
   }
 
   private appendHistory(head: InstanceHead, history: TransitionRecord[]): void {

@@ -1,0 +1,83 @@
+import { StateBackedClient } from '@statebacked/client';
+import t from 'tap';
+import { childMachine, parentMachine } from './fixtures/instance-machines.js';
+import { call } from './helpers/http.js';
+import { type NodeProcess, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+
+const ADMIN = 'messaging-admin';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const setUp = async (node: NodeProcess) => {
+  const client = new StateBackedClient(ADMIN, { apiHost: node.url });
+  for (const [name, code] of [['parent', parentMachine], ['child', childMachine]] as const) {
+    await client.machines.create(name);
+    await client.machineVersions.create(name, { clientInfo: name, makeCurrent: true, code });
+  }
+  return client;
+};
+
+const types = async (client: StateBackedClient, machine: string, instance: string) =>
+  (await client.machineInstances.listTransitions(machine, instance)).transitions.map((tr) => tr.event.type);
+
+/** Polls until the parent saw `pongs` PONGs, bounded in time. */
+const waitForPongs = async (client: StateBackedClient, parent: string, pongs: number) => {
+  for (let i = 0; i < 100; i++) {
+    const state = await client.machineInstances.admin.get('parent', parent).catch(() => undefined);
+    if (state?.context.pongs === pongs) return state;
+    await sleep(50);
+  }
+  throw new Error(`parent ${parent} never saw ${pongs} PONGs`);
+};
+
+t.test('a parent spawns a persistent child and they exchange events durably', async (t) => {
+  const node = await startNode({ args: ['--admin-key', ADMIN], generatedAdminKey: true });
+  t.teardown(() => node.stop());
+  const client = await setUp(node);
+  await client.machineInstances.create('parent', { slug: 'p1' });
+  await client.machineInstances.sendEvent('parent', 'p1', { event: { type: 'START', childName: 'kid-1' } });
+  const parent = await waitForPongs(client, 'p1', 1);
+  t.same(parent.context.child, { type: 'statebacked.instance', id: parent.context.child.id, machineName: 'child', machineInstanceName: 'kid-1' }, 'the ref is stored in the parent');
+  const child = await client.machineInstances.admin.get('child', 'kid-1');
+  t.same(child.context, { greeting: 'hello', pings: 1 }, 'the child got the spawn context and one PING');
+  await client.machineInstances.sendEvent('parent', 'p1', { event: 'AGAIN' });
+  await waitForPongs(client, 'p1', 2);
+  t.same(await types(client, 'parent', 'p1'), ['xstate.init', 'START', 'PONG', 'AGAIN', 'PONG']);
+  t.same(await types(client, 'child', 'kid-1'), ['xstate.init', 'PING', 'PING']);
+
+  const direct = await call(node.url, 'POST', '/machines/child/i/kid-1/events', { token: ADMIN, body: { event: 'PING' } });
+  t.equal(direct.status, 403, 'the child saw the stateBackedSender auth context; a user is not a sender');
+
+  // A hand-written ref to an instance that does not exist yet: it is created with its default context.
+  await client.machineInstances.sendEvent('parent', 'p1', { event: 'NUDGE' });
+  for (let i = 0; i < 100 && !(await client.machineInstances.admin.get('child', 'adhoc').catch(() => undefined)); i++) await sleep(50);
+  const adhoc = await client.machineInstances.admin.get('child', 'adhoc');
+  t.same(adhoc.context, { greeting: 'default', pings: 1 });
+  let logged = false;
+  for (let i = 0; i < 40 && !logged; i++) {
+    const { logs } = await client.logs.retrieve(new Date(Date.now() - 60_000));
+    logged = logs.some((l) => /sendParent\(PONG\) has no persistent parent/.test(l.log));
+    if (!logged) await sleep(50);
+  }
+  t.ok(logged, 'a reply with no parent to go to is logged');
+});
+
+for (const fault of ['after-sender-commit', 'after-receiver-commit'] as const) {
+  t.test(`each message applies exactly once when the node is killed ${fault.replaceAll('-', ' ')}`, async (t) => {
+    const dataDir = tempDataDir();
+    t.teardown(() => removeDir(dataDir));
+    const first = await startNode({ dataDir, args: ['--admin-key', ADMIN], generatedAdminKey: true, env: { STATEHOLD_TEST_FAULT: fault } });
+    const client = await setUp(first);
+    await client.machineInstances.create('parent', { slug: 'p' });
+    await client.machineInstances.sendEvent('parent', 'p', { event: { type: 'START', childName: 'kid' } }).catch(() => undefined);
+    t.equal(await first.stop(), 'SIGKILL', 'the fault hook killed the node');
+
+    const second = await startNode({ dataDir, args: ['--admin-key', ADMIN], generatedAdminKey: true });
+    t.teardown(() => second.stop());
+    const again = new StateBackedClient(ADMIN, { apiHost: second.url });
+    await waitForPongs(again, 'p', 1);
+    await sleep(300);
+    t.same(await types(again, 'parent', 'p'), ['xstate.init', 'START', 'PONG'], 'the parent\'s history holds each message once');
+    t.same(await types(again, 'child', 'kid'), ['xstate.init', 'PING'], 'so does the child\'s');
+    t.same((await again.machineInstances.admin.get('child', 'kid')).context, { greeting: 'hello', pings: 1 });
+  });
+}
