@@ -51,7 +51,7 @@ t.test('a paused instance does not fire; after the retries the drop is logged', 
   await operator.machineInstances.dangerously.setStatus('paused', 'p', { status: 'running' });
   await sleep(500);
   t.equal((await operator.machineInstances.get('paused', 'p')).state, 'armed', 'the event was never delivered');
-  const { logs } = await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'paused', machineInstanceName: 'p' } as never);
+  const { logs } = await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'paused', instanceName: 'p' });
   const lines = logs.map((l) => l.log);
   t.equal(lines.filter((l) => /could not deliver delayed event PING/.test(l)).length, 5, 'five retries were logged');
   t.ok(lines.some((l) => /dropped delayed event PING after 6 failed deliveries: the instance is paused/.test(l)), 'then the drop, with why');
@@ -77,6 +77,8 @@ t.test('logs: console output of machine code, filtered, with watch-friendly maxT
 
   const base = `${node.url}/logs`;
   const get = async (query: string) => (await fetch(`${base}?${query}`, { headers: { authorization: `Bearer ${node.adminKey}` } })).json() as Promise<any>;
+  const viaClient = await operator.logs.retrieve(from, { machineName: 'talky', instanceName: 'y', machineVersionId });
+  t.same(viaClient.logs.map((l) => l.instanceName), ['y', 'y'], 'the client\'s filters reach the server');
   const onlyY = await get(`from=${from.toISOString()}&instance=y`);
   t.same(onlyY.logs.map((l: { instanceName: string }) => l.instanceName), ['y', 'y']);
   t.equal((await get(`from=${from.toISOString()}&version=ver_AAAAAAAAAAAAAAAAAAAAAA`)).logs.length, 0);

@@ -61,6 +61,30 @@ t.test('a parent spawns a persistent child and they exchange events durably', as
   t.ok(logged, 'a reply with no parent to go to is logged');
 });
 
+t.test('delayed sends to a persistent instance wait; undeliverable messages are retried, then dropped and logged', async (t) => {
+  const node = await startNode({ args: ['--admin-key', ADMIN, '--timer-retry-ms', '100', '--settle-timeout-ms', '100'], generatedAdminKey: true });
+  t.teardown(() => node.stop());
+  const client = await setUp(node);
+  await client.machineInstances.create('parent', { slug: 'd' });
+  await client.machineInstances.sendEvent('parent', 'd', { event: { type: 'START', childName: 'kid-d' } });
+  await waitForPongs(client, 'd', 1);
+  const sent = Date.now();
+  await client.machineInstances.sendEvent('parent', 'd', { event: 'LATER' });
+  await sleep(200);
+  t.equal((await client.machineInstances.admin.get('child', 'kid-d')).context.pings, 1, 'not delivered before its delay');
+  await waitForPongs(client, 'd', 2);
+  t.ok(Date.now() - sent >= 400, 'delivered after its delay');
+
+  await client.machineInstances.sendEvent('parent', 'd', { event: 'GHOST' });
+  let lines: string[] = [];
+  for (let i = 0; i < 60 && !lines.some((l) => /dropped/.test(l)); i++) {
+    await sleep(50);
+    lines = (await client.logs.retrieve(new Date(sent - 1000), { machineName: 'parent', instanceName: 'd' })).logs.map((l) => l.log);
+  }
+  t.equal(lines.filter((l) => /could not deliver event PING to no-such-machine\/x/.test(l)).length, 5, 'five retries, each logged on the sender');
+  t.ok(lines.some((l) => /dropped event PING to no-such-machine\/x after 6 failed deliveries: machine no-such-machine does not exist/.test(l)), 'then dropped, saying why');
+});
+
 for (const fault of ['after-sender-commit', 'after-receiver-commit'] as const) {
   t.test(`each message applies exactly once when the node is killed ${fault.replaceAll('-', ' ')}`, async (t) => {
     const dataDir = tempDataDir();

@@ -93,7 +93,7 @@ t.test('machine code cannot reach the host', async (t) => {
       fetch: 'functionundefinedundefinedundefined',
       fetchCtor: 'undefinedundefined',
       subtleCtor: 'undefined',
-      fetchOwn: 'length,name',
+      fetchOwn: 'length,name,prototype',
       dynImport: 'rejected:Not supported',
       dynImportXstate: 'rejected',
     },
