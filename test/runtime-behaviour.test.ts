@@ -1,7 +1,7 @@
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { effectsMachine, shapesMachine } from './fixtures/instance-machines.js';
-import { startNode } from './helpers/node-process.js';
+import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
 
 t.test('idle actors are evicted and rebuilt from their snapshot, timers included', async (t) => {
@@ -63,4 +63,22 @@ t.test('one org\'s instances are invisible to another org', async (t) => {
   await t.rejects(other.machineInstances.get('private', 'mine'), { status: 404 });
   await t.rejects(other.machineInstances.sendEvent('private', 'mine', { event: 'START' }), { status: 404 });
   await t.rejects(other.machineInstances.list('private'), { status: 404 });
+});
+
+t.test('transitions and reads are counted per org and month', async (t) => {
+  const { openLmdbNodeStore } = await import('../src/store/lmdb/lmdb-node-store.js');
+  const { usageMonth } = await import('../src/store/instance-store.js');
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const node = await startNode({ dataDir });
+  const { operator } = await machineWithVersion(node, 'counted', shapesMachine);
+  const orgId = (await operator.orgs.list()).orgs[0]?.id as string;
+  await operator.machineInstances.create('counted', { slug: 'c' });
+  await operator.machineInstances.sendEvent('counted', 'c', { event: 'START' });
+  await operator.machineInstances.sendEvent('counted', 'c', { event: 'BUMP' });
+  for (let i = 0; i < 3; i++) await operator.machineInstances.get('counted', 'c');
+  t.equal(await node.stop(), 0);
+  const store = openLmdbNodeStore(dataDir);
+  t.same(store.instances.getUsage(orgId, usageMonth(Date.now())), { transitions: 3, reads: 3 }, 'one per transition record, one per state read');
+  await store.close();
 });

@@ -230,8 +230,9 @@ export class InstanceRuntime {
       const record: TransitionRecord = { seq: 1, createdAt: head.createdAt, ts: now, event: INIT_EVENT, state: result.state, context: result.context };
       const outbox = this.outboxOf(head, effects, now);
       const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
-      const created = await this.deps.instances.createInstance(head, [record], { transitions: this.billedTransitions(1, contextBytes), reads: 0 }, commitEffects);
+      const created = await this.deps.instances.createInstance(head, [record], commitEffects);
       if (!created) throw conflict(`instance ${name} of machine ${machine} already exists`);
+      this.usage.transitions(orgId, this.billedTransitions(1, contextBytes));
       this.committed(actor, head, contextBytes, outbox);
       return head;
     } catch (error) {
@@ -307,7 +308,8 @@ export class InstanceRuntime {
     const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
     const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts };
     const outbox = this.outboxOf(next, effects, last.ts);
-    await this.deps.instances.commit(next, head.seq, records, { transitions: this.billedTransitions(records.length, contextBytes), reads: 0 }, { ...commitEffects, outbox });
+    await this.deps.instances.commit(next, head.seq, records, { ...commitEffects, outbox });
+    this.usage.transitions(actor.orgId, this.billedTransitions(records.length, contextBytes));
     this.committed(actor, next, contextBytes, outbox);
     return next;
   }

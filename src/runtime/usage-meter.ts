@@ -1,12 +1,13 @@
 import type { Logger } from '../domain/logger.js';
-import type { InstanceStore } from '../store/instance-store.js';
+import type { InstanceStore, UsageDelta } from '../store/instance-store.js';
 
 /**
- * Counts reads per org in memory and writes them once a second: a read must not cost a disk write.
- * Transitions are counted inside their own commit instead.
+ * Counts reads and transitions per org in memory and writes them once a second, so neither a read nor
+ * a commit pays for a counter page. A crash can lose up to a second of counts; they are billing
+ * counters (wire-protocol §8.6), not history.
  */
 export class UsageMeter {
-  private readonly reads = new Map<string, number>();
+  private readonly pending = new Map<string, UsageDelta>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -16,18 +17,27 @@ export class UsageMeter {
   ) {}
 
   read(orgId: string): void {
-    this.reads.set(orgId, (this.reads.get(orgId) ?? 0) + 1);
+    this.add(orgId, 0, 1);
+  }
+
+  transitions(orgId: string, count: number): void {
+    this.add(orgId, count, 0);
+  }
+
+  private add(orgId: string, transitions: number, reads: number): void {
+    const current = this.pending.get(orgId) ?? { transitions: 0, reads: 0 };
+    this.pending.set(orgId, { transitions: current.transitions + transitions, reads: current.reads + reads });
     this.timer ??= setTimeout(() => void this.flush(), this.flushDelayMs);
   }
 
   async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    const batch = [...this.reads];
-    this.reads.clear();
+    const batch = [...this.pending];
+    this.pending.clear();
     await Promise.all(
-      batch.map(([orgId, reads]) =>
-        this.store.addUsage(orgId, { transitions: 0, reads }).catch((error: unknown) => this.logger.error('could not record usage', { error: String(error) })),
+      batch.map(([orgId, usage]) =>
+        this.store.addUsage(orgId, usage).catch((error: unknown) => this.logger.error('could not record usage', { error: String(error) })),
       ),
     );
   }

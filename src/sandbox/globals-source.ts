@@ -8,6 +8,8 @@
  *
  * The callbacks are captured in this closure and never stored on a global, so machine code can only
  * reach them through console.* and crypto.*, which always pass a string/number.
+ * fetch/Headers/Request/Response (fetch-source.ts) and crypto.subtle (subtle-source.ts) are installed
+ * by their own installers, each with one audited callback of its own.
  * Timers are driven by the host clock: nothing fires by itself; the harness fires due timers when the
  * host calls advance(key, now). The plumbing object is parked on a global for the harness module to
  * take (and delete) before any user code runs.

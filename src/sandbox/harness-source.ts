@@ -3,7 +3,8 @@
  * user bundle (so it can take the hidden plumbing object before user code can see it), and bound to
  * the bundle's namespace afterwards by a tiny entry module. The host calls its exports through
  * references obtained once (applySync, ≈ 1.6 µs a crossing); every argument and result is a string
- * or a number, so no object crosses the boundary.
+ * or a number, so no object crosses the boundary (the one exception: `deliver` also receives a
+ * host-made ArrayBuffer copy of a fetch response body).
  *
  * Live actors are xstate v4 interpreters of the shared xstate copy (also for bundles that carry their
  * own xstate: that copy's `spawn` cannot see our interpreter, which is why State Backed tells users to

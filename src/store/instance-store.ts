@@ -97,9 +97,9 @@ export interface InstanceStore {
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined;
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[];
   /** false when the instance already exists. */
-  createInstance(head: InstanceHead, history: TransitionRecord[], usage: UsageDelta, effects?: CommitEffects): Promise<boolean>;
+  createInstance(head: InstanceHead, history: TransitionRecord[], effects?: CommitEffects): Promise<boolean>;
   /** Replaces the head and appends to the history, if the stored head is still at `expectedSeq`. */
-  commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], usage: UsageDelta, effects?: CommitEffects): Promise<void>;
+  commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], effects?: CommitEffects): Promise<void>;
   /** Whether the instance already applied that message. */
   hasReceived(orgId: string, machine: string, name: string, messageId: string): boolean;
   /** Records a message as applied without any other change (a spawn of an instance that exists). */

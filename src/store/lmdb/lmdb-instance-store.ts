@@ -22,7 +22,8 @@ const AFTER_ALL = '\uffff';
  *   outbox      position                    -> OutboxMessage  (messages between instances)
  *   inbox       [orgId, machine, name, messageId] -> ts      (messages an instance applied)
  * Each commit is one LMDB transaction; lmdb-js batches the transactions issued while the previous
- * batch is syncing into one, so many actors share a disk sync.
+ * batch is syncing into one, so many actors share a disk sync. Usage counters are not part of
+ * commits (one more page in every sync): the runtime adds them in batches.
  */
 export class LmdbInstanceStore implements InstanceStore {
   private readonly heads: Database<InstanceHead, [string, string, string]>;
@@ -55,26 +56,24 @@ export class LmdbInstanceStore implements InstanceStore {
     return out;
   }
 
-  createInstance(head: InstanceHead, history: TransitionRecord[], usage: UsageDelta, effects: CommitEffects = {}): Promise<boolean> {
+  createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
     return this.root.transaction(() => {
       const key = [head.orgId, head.machine, head.name] as [string, string, string];
       if (this.heads.get(key) !== undefined) return false;
       void this.heads.put(key, head);
       this.indexTimers(undefined, head);
       this.appendHistory(head, history);
-      this.bumpUsage(head.orgId, usage);
       this.writeEffects(head, effects);
       return true;
     });
   }
 
-  async commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], usage: UsageDelta, effects: CommitEffects = {}): Promise<void> {
+  async commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
     await this.root.transaction(() => {
       const current = this.checkSeq(head, expectedSeq);
       void this.heads.put([head.orgId, head.machine, head.name], head);
       this.indexTimers(current, head);
       this.appendHistory(head, history);
-      this.bumpUsage(head.orgId, usage);
       this.writeEffects(head, effects);
     });
   }
