@@ -390,7 +390,8 @@ export class InstanceRuntime {
     actor: InstanceActor, isolate: VersionIsolate, first: StepResult, startedAt: number, effects: StepEffects,
   ): Promise<{ result: StepResult; stoppedChildren: string[] }> {
     const advance = (nowMs: number) => effects.absorb(isolate.advance(actor.key, nowMs));
-    const outcome = await settle(advance, first, startedAt + this.deps.settings.settleBudgetMs);
+    const host = { activitySeq: () => isolate.activitySeq, nextActivity: (since: number) => isolate.nextActivity(since) };
+    const outcome = await settle(advance, first, startedAt + this.deps.settings.settleBudgetMs, host);
     if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [] };
     const stopped = isolate.stopChildren(actor.key).map((child) => child.id);
     for (const id of stopped) {

@@ -1,5 +1,11 @@
 import type { StepResult } from '../sandbox/index.js';
 
+/** How the loop learns that a host call (fetch) of the isolate finished. */
+export interface HostActivity {
+  activitySeq(): number;
+  nextActivity(since: number): Promise<void>;
+}
+
 export interface SettleOutcome {
   result: StepResult;
   /** The budget ran out with children still running or delayed events still due inside it. */
@@ -7,27 +13,38 @@ export interface SettleOutcome {
 }
 
 /**
- * Waits until the machine is settled (wire-protocol §8.1): no running child services and no delayed
- * event due inside the budget. The sandbox has no clock of its own, so this loop sleeps until the
- * next due timer (or the deadline) and then advances the actor's clock.
+ * Waits until the machine is settled (wire-protocol §8.1): no running child services, no host call
+ * (fetch) in flight and no delayed event due inside the budget. The sandbox has no clock of its own,
+ * so this loop sleeps until the next due timer, a host call's completion or the deadline, and then
+ * advances the actor's clock.
  */
 export const settle = async (
   advance: (nowMs: number) => StepResult,
   first: StepResult,
   deadlineMs: number,
+  host?: HostActivity,
   sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
 ): Promise<SettleOutcome> => {
   let result = first;
+  let seq = host?.activitySeq() ?? 0;
   for (;;) {
     let nextDue: number | undefined;
     for (const timer of result.pendingTimers) {
       if (timer.dueAt <= deadlineMs && (nextDue === undefined || timer.dueAt < nextDue)) nextDue = timer.dueAt;
     }
-    if (result.runningChildren.length === 0 && nextDue === undefined) return { result, timedOut: false };
+    if (result.runningChildren.length === 0 && result.pendingHostCalls === 0 && nextDue === undefined) return { result, timedOut: false };
     const now = Date.now();
     if (now >= deadlineMs) return { result, timedOut: true };
     const wakeAt = Math.min(nextDue ?? deadlineMs, deadlineMs);
-    if (wakeAt > now) await sleep(wakeAt - now);
-    result = advance(Math.max(Date.now(), wakeAt));
+    let woke: 'time' | 'activity' = 'time';
+    if (wakeAt > now) {
+      const timeUp = sleep(wakeAt - now).then(() => 'time' as const);
+      // Wait on host activity only while this actor has host calls out: the isolate's other actors
+      // finishing theirs wake us spuriously, which costs one harmless advance.
+      woke = result.pendingHostCalls > 0 && host ? await Promise.race([timeUp, host.nextActivity(seq).then(() => 'activity' as const)]) : await timeUp;
+    }
+    const t = Date.now();
+    result = advance(woke === 'activity' ? t : Math.max(t, wakeAt));
+    seq = host?.activitySeq() ?? 0;
   }
 };
