@@ -59,7 +59,7 @@ interface Creation extends CreateRequest {
 }
 
 /** One input of a request and what its history record says it was. */
-type Input = { event: MachineEvent; run: (isolate: VersionIsolate, key: string) => StepResult };
+type Input = { event: MachineEvent; run: (isolate: VersionIsolate, key: string, offload: boolean) => StepResult | Promise<StepResult> };
 
 const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
@@ -73,6 +73,8 @@ const BILLING_CONTEXT_UNIT = 100 * 1024;
 export class InstanceRuntime {
   private readonly actors: ActorRegistry;
   private readonly usage: UsageMeter;
+  /** Writes being processed now; while others wait, machine code runs off the main thread. */
+  private writesInFlight = 0;
 
   constructor(private readonly deps: InstanceRuntimeDeps) {
     this.actors = new ActorRegistry(deps.settings.maxLiveActors, deps.settings.maxLiveActorBytes);
@@ -166,7 +168,7 @@ export class InstanceRuntime {
       // find nothing left to fire, so each timer still gets its own history record.
       const inputs: Input[] = due.map((timer) => ({
         event: timer.kind === 'event' ? timer.event : { type: timer.id },
-        run: (isolate, key) => isolate.advance(key, timer.dueAt),
+        run: (isolate, key, offload) => (offload ? isolate.advanceAsync(key, timer.dueAt) : isolate.advance(key, timer.dueAt)),
       }));
       try {
         await this.transition(actor, head, inputs, {});
@@ -213,8 +215,9 @@ export class InstanceRuntime {
     const effects = new StepEffects();
     try {
       actor.isolate = isolate;
+      const seqBeforeFirst = isolate.activitySeq;
       const first = effects.absorb(isolate.start(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now }));
-      const { result, stoppedChildren } = await this.settleStep(actor, isolate, first, now, effects);
+      const { result, stoppedChildren } = await this.settleStep(actor, isolate, first, now, effects, seqBeforeFirst);
       const contextBytes = this.checkContext(result);
       const head: InstanceHead = {
         orgId, machine, name, versionId,
@@ -247,18 +250,21 @@ export class InstanceRuntime {
     const { orgId, machine, name } = actor;
     if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
     const isolate = await this.deps.sandboxes.get(orgId, head.versionId);
-    const allowed = this.guard(
-      () => isolate.allowWrite({ type: 'event', machineInstanceName: name, state: head.state, context: head.context, event, authContext }),
-      orgId, machine, name,
-    );
+    const request = { type: 'event' as const, machineInstanceName: name, state: head.state, context: head.context, event, authContext };
+    let allowed: boolean;
+    try {
+      allowed = this.writesInFlight > 0 ? await isolate.allowWriteAsync(request) : isolate.allowWrite(request);
+    } catch (error) {
+      throw this.asRequestError(error, orgId, machine, name);
+    }
     if (!allowed) throw rejectedByAuthorizer('allowWrite');
     const now = Date.now();
     // Children stopped when an earlier event timed out get their error events first (wire-protocol §8.1).
     const inputs: Input[] = head.stoppedChildren.map((childId) => {
       const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };
-      return { event: errorEvent, run: (vi, key) => vi.send(key, errorEvent, now) };
+      return { event: errorEvent, run: (vi, key, offload) => (offload ? vi.sendAsync(key, errorEvent, now) : vi.send(key, errorEvent, now)) };
     });
-    inputs.push({ event, run: (vi, key) => vi.send(key, event, now) });
+    inputs.push({ event, run: (vi, key, offload) => (offload ? vi.sendAsync(key, event, now) : vi.send(key, event, now)) });
     return this.transition(actor, head, inputs, effects);
   }
 
@@ -270,17 +276,19 @@ export class InstanceRuntime {
   private async transition(actor: InstanceActor, head: InstanceHead, inputs: Input[], commitEffects: CommitEffects): Promise<InstanceHead> {
     const now = Date.now();
     const effects = new StepEffects();
+    this.writesInFlight++;
     try {
       const isolate = await this.deps.sandboxes.get(actor.orgId, head.versionId);
       this.ensureLive(actor, isolate, head, now);
       const records: TransitionRecord[] = [];
       let result: StepResult | undefined;
+      const seqBeforeFirst = isolate.activitySeq;
       for (const input of inputs) {
-        result = effects.absorb(input.run(isolate, actor.key));
+        result = effects.absorb(await input.run(isolate, actor.key, this.offload()));
         records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: input.event, state: result.state, context: result.context });
       }
       if (!result) return head;
-      const settled = await this.settleStep(actor, isolate, result, now, effects);
+      const settled = await this.settleStep(actor, isolate, result, now, effects, seqBeforeFirst);
       const last = records.at(-1) as TransitionRecord;
       last.state = settled.result.state;
       last.context = settled.result.context;
@@ -289,7 +297,17 @@ export class InstanceRuntime {
     } catch (error) {
       actor.discardLive();
       throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
+    } finally {
+      this.writesInFlight--;
     }
+  }
+
+  /**
+   * Whether to run the next step on isolated-vm's thread: only while other writes are in flight, when
+   * freeing the main thread for them pays for the thread hand-off. Alone, the synchronous call is faster.
+   */
+  private offload(): boolean {
+    return this.writesInFlight > 1;
   }
 
   private async commit(
@@ -387,10 +405,11 @@ export class InstanceRuntime {
   }
 
   private async settleStep(
-    actor: InstanceActor, isolate: VersionIsolate, first: StepResult, startedAt: number, effects: StepEffects,
+    actor: InstanceActor, isolate: VersionIsolate, first: StepResult, startedAt: number, effects: StepEffects, seqBeforeFirst: number,
   ): Promise<{ result: StepResult; stoppedChildren: string[] }> {
-    const advance = (nowMs: number) => effects.absorb(isolate.advance(actor.key, nowMs));
-    const host = { activitySeq: () => isolate.activitySeq, nextActivity: (since: number) => isolate.nextActivity(since) };
+    const advance = async (nowMs: number) =>
+      effects.absorb(this.offload() ? await isolate.advanceAsync(actor.key, nowMs) : isolate.advance(actor.key, nowMs));
+    const host = { activitySeq: () => isolate.activitySeq, nextActivity: (since: number) => isolate.nextActivity(since), seqBeforeFirst };
     const outcome = await settle(advance, first, startedAt + this.deps.settings.settleBudgetMs, host);
     if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [] };
     const stopped = isolate.stopChildren(actor.key).map((child) => child.id);
@@ -398,7 +417,7 @@ export class InstanceRuntime {
       this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'warn', `stopped child ${id}: the machine did not settle within ${this.deps.settings.settleBudgetMs} ms`, { child: id });
     }
     // The state after stopping the children (no timer is due now, so this only reads it back).
-    return { result: advance(Date.now()), stoppedChildren: stopped };
+    return { result: await advance(Date.now()), stoppedChildren: stopped };
   }
 
   private ensureLive(actor: InstanceActor, isolate: VersionIsolate, head: InstanceHead, now: number): void {

@@ -19,14 +19,15 @@ export interface SettleOutcome {
  * advances the actor's clock.
  */
 export const settle = async (
-  advance: (nowMs: number) => StepResult,
+  advance: (nowMs: number) => StepResult | Promise<StepResult>,
   first: StepResult,
   deadlineMs: number,
-  host?: HostActivity,
+  host?: HostActivity & { seqBeforeFirst: number },
   sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
 ): Promise<SettleOutcome> => {
   let result = first;
-  let seq = host?.activitySeq() ?? 0;
+  // Host activity is counted from before each step: a completion during an awaited step must wake us.
+  let seq = host?.seqBeforeFirst ?? 0;
   for (;;) {
     let nextDue: number | undefined;
     for (const timer of result.pendingTimers) {
@@ -44,7 +45,7 @@ export const settle = async (
       woke = result.pendingHostCalls > 0 && host ? await Promise.race([timeUp, host.nextActivity(seq).then(() => 'activity' as const)]) : await timeUp;
     }
     const t = Date.now();
-    result = advance(woke === 'activity' ? t : Math.max(t, wakeAt));
     seq = host?.activitySeq() ?? 0;
+    result = await advance(woke === 'activity' ? t : Math.max(t, wakeAt));
   }
 };

@@ -29,12 +29,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import ivm from 'isolated-vm';
-import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxTimeoutError } from './errors.js';
+import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxTimeoutError } from './errors.js';
 import { GLOBALS_SOURCE } from './globals-source.js';
 import { URL_SOURCE } from './url-source.js';
 import { IsolateModules } from './module-loader.js';
 import { cryptoCallback, fetchCallback, logCallback, randomCallback } from './host-callbacks.js';
-import { callSync, translateIsolateError, type CallArg, type CallLimits } from './isolate-call.js';
+import { callAsync, callSync, translateIsolateError, type CallArg, type CallLimits } from './isolate-call.js';
 import { FETCH_SOURCE } from './fetch-source.js';
 import { SUBTLE_SOURCE } from './subtle-source.js';
 import { HostCalls, type HostCallOutcome } from './host-calls.js';
@@ -160,6 +160,23 @@ export class VersionIsolate {
     return this.call('authorize', ['write', JSON.stringify(req)]) === 'true';
   }
 
+  /** `allowWrite` on isolated-vm's thread (see sendAsync). */
+  async allowWriteAsync(req: WriteRequest): Promise<boolean> {
+    if (!this.healthy) throw new SandboxDisposedError();
+    try {
+      return (await callAsync(this.isolate, this.fns.authorize, ['write', JSON.stringify(req)], this.limits)) === 'true';
+    } catch (e) {
+      if (e instanceof SandboxTimeoutError && this.healthy) {
+        try {
+          this.call('recover', []);
+        } catch {
+          // the isolate will be rebuilt by the caller if it is unusable
+        }
+      }
+      throw e;
+    }
+  }
+
   /** The machine's own initial context (JSON copy); `start` shallow-merges the given context over it. */
   defaultContext(): JsonObject {
     return JSON.parse(this.call('defaultContext', [])) as JsonObject;
@@ -185,6 +202,19 @@ export class VersionIsolate {
   /** Fires this actor's timers due at `nowMs` (earliest first; chains of delays catch up). */
   advance(instanceKey: string, nowMs: number): StepResult {
     return this.step(instanceKey, 'advance', [instanceKey, nowMs]);
+  }
+
+  /**
+   * `send` and `advance` run on isolated-vm's own thread, so the host's main thread can serve other
+   * requests meanwhile. Under load this spreads work over both cores; when idle the thread hand-off
+   * only adds latency, so callers choose (the runtime uses these while other writes are in flight).
+   */
+  sendAsync(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): Promise<StepResult> {
+    return this.stepAsync(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs]);
+  }
+
+  advanceAsync(instanceKey: string, nowMs: number): Promise<StepResult> {
+    return this.stepAsync(instanceKey, 'advance', [instanceKey, nowMs]);
   }
 
   /**
@@ -239,28 +269,64 @@ export class VersionIsolate {
 
   private step(instanceKey: string, fn: 'start' | 'send' | 'advance', args: (string | number)[]): StepResult {
     try {
-      const failed = this.deliveryFailures.get(instanceKey);
-      if (failed !== undefined && fn !== 'start') {
-        this.deliveryFailures.delete(instanceKey);
-        throw failed;
-      }
-      const r = this.callForActor(instanceKey, fn, args);
-      if (r === 'no-actor') throw new NoLiveActorError(instanceKey);
-      const json = this.callForActor(instanceKey, 'collect', [instanceKey]);
-      const parsed = JSON.parse(json) as unknown;
-      if (parsed !== null && typeof parsed === 'object') {
-        const p = parsed as { noActor?: unknown; error?: unknown };
-        if (p.noActor === true) throw new NoLiveActorError(instanceKey);
-        if (typeof p.error === 'string') throw new MachineCodeError(p.error);
-      }
-      const result = checkStepResult(parsed);
-      result.pendingHostCalls = this.hostCalls.pendingFor(instanceKey);
-      return result;
+      this.throwDeliveryFailure(instanceKey, fn);
+      if (this.callForActor(instanceKey, fn, args) === 'no-actor') throw new NoLiveActorError(instanceKey);
+      // collect is a second crossing on purpose: isolated-vm drains the isolate's microtasks when a
+      // call returns, so only now does the result include promises that resolved during the step.
+      return this.stepResult(instanceKey, this.callForActor(instanceKey, 'collect', [instanceKey]));
     } catch (e) {
       // the actor is gone (discarded inside the isolate): its host calls must not outlive it
       this.hostCalls.drop(instanceKey);
       throw e;
     }
+  }
+
+  /** `step` run on isolated-vm's thread (see callAsync); same results and failures. */
+  private async stepAsync(instanceKey: string, fn: 'send' | 'advance', args: (string | number)[]): Promise<StepResult> {
+    try {
+      this.throwDeliveryFailure(instanceKey, fn);
+      if (!this.healthy) throw new SandboxDisposedError();
+      let json: string;
+      try {
+        if ((await callAsync(this.isolate, this.fns[fn], args, this.limits)) === 'no-actor') throw new NoLiveActorError(instanceKey);
+        json = await callAsync(this.isolate, this.fns.collect, [instanceKey], this.limits);
+      } catch (e) {
+        if (e instanceof SandboxTimeoutError && this.healthy) {
+          try {
+            this.call('recover', []);
+            this.call('stop', [instanceKey]);
+          } catch {
+            // the isolate will be rebuilt by the caller if it is unusable
+          }
+        }
+        throw e;
+      }
+      return this.stepResult(instanceKey, json);
+    } catch (e) {
+      this.hostCalls.drop(instanceKey);
+      throw e;
+    }
+  }
+
+  private throwDeliveryFailure(instanceKey: string, fn: 'start' | 'send' | 'advance'): void {
+    const failed = this.deliveryFailures.get(instanceKey);
+    if (failed !== undefined && fn !== 'start') {
+      this.deliveryFailures.delete(instanceKey);
+      throw failed;
+    }
+  }
+
+  private stepResult(instanceKey: string, json: string): StepResult {
+    if (json === 'no-actor') throw new NoLiveActorError(instanceKey);
+    const parsed = JSON.parse(json) as unknown;
+    if (parsed !== null && typeof parsed === 'object') {
+      const p = parsed as { noActor?: unknown; error?: unknown };
+      if (p.noActor === true) throw new NoLiveActorError(instanceKey);
+      if (typeof p.error === 'string') throw new MachineCodeError(p.error);
+    }
+    const result = checkStepResult(parsed);
+    result.pendingHostCalls = this.hostCalls.pendingFor(instanceKey);
+    return result;
   }
 
   /** Hands a completed host call's outcome (copied data only) to the isolate; see the class comment. */
