@@ -49,7 +49,8 @@ t.test('a parent spawns a persistent child and they exchange events durably', as
 
   // A hand-written ref to an instance that does not exist yet: it is created with its default context.
   await client.machineInstances.sendEvent('parent', 'p1', { event: 'NUDGE' });
-  for (let i = 0; i < 100 && !(await client.machineInstances.admin.get('child', 'adhoc').catch(() => undefined)); i++) await sleep(50);
+  // Created in one commit, PING applied in the next: wait for the second.
+  for (let i = 0; i < 100 && (await client.machineInstances.admin.get('child', 'adhoc').catch(() => undefined))?.context.pings !== 1; i++) await sleep(50);
   const adhoc = await client.machineInstances.admin.get('child', 'adhoc');
   t.same(adhoc.context, { greeting: 'default', pings: 1 });
   let logged = false;
