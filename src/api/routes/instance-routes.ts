@@ -1,4 +1,4 @@
-import { isValidDeletionConfirmation } from '../../domain/confirmation.js';
+import { requireDeletionConfirmation } from '../../domain/confirmation.js';
 import { decodeCursor } from '../../domain/cursor.js';
 import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
@@ -112,16 +112,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
   router.add('DELETE', '/machines/:machine/i/:instance', async (request) => {
     const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
-    const body = jsonBody(request);
-    if (body.dangerDataWillBeDeletedForever !== true) {
-      throw invalidParameter('dangerDataWillBeDeletedForever', 'dangerDataWillBeDeletedForever must be true');
-    }
-    if (!isValidDeletionConfirmation(machine, instance, body.hmacSha256OfMachineInstanceNameWithMachineNameKey)) {
-      throw invalidParameter(
-        'hmacSha256OfMachineInstanceNameWithMachineNameKey',
-        'hmacSha256OfMachineInstanceNameWithMachineNameKey must be the base64url HMAC-SHA256 of the instance name keyed by the machine name',
-      );
-    }
+    requireDeletionConfirmation(jsonBody(request), machine, instance, 'hmacSha256OfMachineInstanceNameWithMachineNameKey', 'instance');
     if (!(await runtime.delete(orgId, machine, instance))) throw notFound(`instance ${instance} of machine ${machine} does not exist`);
     return noContent(204);
   });

@@ -1,4 +1,4 @@
-import { isValidDeletionConfirmation } from '../../domain/confirmation.js';
+import { requireDeletionConfirmation } from '../../domain/confirmation.js';
 import { decodeStringCursor } from '../../domain/cursor.js';
 import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
 import { limits } from '../../domain/limits.js';
@@ -47,16 +47,7 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
   router.add('DELETE', '/machines/:machine', async (request) => {
     const { orgId } = callerInOrg(context, request, 'machines.admin');
     const slug = request.params.machine as string;
-    const body = jsonBody(request);
-    if (body.dangerDataWillBeDeletedForever !== true) {
-      throw invalidParameter('dangerDataWillBeDeletedForever', 'dangerDataWillBeDeletedForever must be true');
-    }
-    if (!isValidDeletionConfirmation(slug, slug, body.hmacSha256OfMachineNameWithMachineNameKey)) {
-      throw invalidParameter(
-        'hmacSha256OfMachineNameWithMachineNameKey',
-        'hmacSha256OfMachineNameWithMachineNameKey must be the base64url HMAC-SHA256 of the machine name keyed by the machine name',
-      );
-    }
+    requireDeletionConfirmation(jsonBody(request), slug, slug, 'hmacSha256OfMachineNameWithMachineNameKey', 'machine');
     if (!catalog.getMachine(orgId, slug)) throw notFound(`machine ${slug} does not exist`);
     if (catalog.hasInstances(orgId, slug)) throw conflict(`machine ${slug} still has instances: delete them first`);
     // Versions first: a crash in between leaves a machine without versions, never versions that a
