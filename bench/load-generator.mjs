@@ -1,5 +1,5 @@
 // The load generator, run as its own process by run.mjs (so it shares no event loop with the server).
-// argv[2] is a JSON object: { url, adminKey, machine, prefix, scenario }. It reports over the IPC channel:
+// argv[2] is a JSON object: { url, token, machine, prefix, scenario }. It reports over the IPC channel:
 //   { type: 'phase', phase: 'create' | 'warmup' | 'measure' | 'measured' }   as it goes, then
 //   { type: 'result', result }   with the figures and the per-instance log of events sent.
 import { InstanceBook } from './lib/instance-book.mjs';
@@ -12,13 +12,13 @@ const SETUP_CONCURRENCY = 16;
 const WARMUP_CONCURRENCY_OPEN = 16;
 
 const params = JSON.parse(process.argv[2]);
-const { url, adminKey, machine, prefix, scenario } = params;
+const { url, token, machine, prefix, scenario } = params;
 const send = (message) => new Promise((resolve) => process.send(message, resolve));
 // monoUs is CLOCK_MONOTONIC in µs, the clock V8 stamps .cpuprofile samples with, so run.mjs can cut the
 // server's profile down to the measured phase.
 const phase = (name) => send({ type: 'phase', phase: name, at: Date.now(), monoUs: Number(process.hrtime.bigint() / 1000n) });
 
-const headers = authHeaders(adminKey);
+const headers = authHeaders(token);
 const book = new InstanceBook({ machine, prefix, count: scenario.instances, headers });
 
 /** Creates every instance, SETUP_CONCURRENCY at a time; returns timing and outcomes. */

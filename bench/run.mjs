@@ -23,9 +23,9 @@ const profileDir = join(resultsDir, 'prof');
 const log = (...args) => console.error('bench:', ...args);
 
 /** Runs the load generator process; resolves with its result, sampling the server during 'measure'. */
-const runGenerator = ({ url, adminKey, prefix, scenario, serverPid, sampleMs }) =>
+const runGenerator = ({ url, token, prefix, scenario, serverPid, sampleMs }) =>
   new Promise((resolvePromise) => {
-    const params = { url, adminKey, machine: MACHINE_NAME, prefix, scenario };
+    const params = { url, token, machine: MACHINE_NAME, prefix, scenario };
     const child = fork(join(benchDir, 'load-generator.mjs'), [JSON.stringify(params)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
     let sampler;
     let server;
@@ -65,9 +65,9 @@ const runScenario = async (scenario, config) => {
   log(`${label}: server pid ${server.pid} at ${server.url}`);
   let outcome = { scenario };
   try {
-    await setupMachine({ url: server.url, adminKey: config.adminKey, machine: MACHINE_NAME });
+    const { token } = await setupMachine({ url: server.url, adminKey: config.adminKey, machine: MACHINE_NAME });
     const prefix = `${label}-i`;
-    const generated = await runGenerator({ url: server.url, adminKey: config.adminKey, prefix, scenario, serverPid: server.pid, sampleMs: config.sampleMs });
+    const generated = await runGenerator({ url: server.url, token, prefix, scenario, serverPid: server.pid, sampleMs: config.sampleMs });
     const { log: instanceLog, ...figures } = generated;
     outcome = { scenario, ...figures };
     if (instanceLog) {

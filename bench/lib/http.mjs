@@ -12,7 +12,7 @@ export const makePool = (url, connections) =>
     bodyTimeout: REQUEST_TIMEOUT_MS,
   });
 
-export const authHeaders = (adminKey) => ({ authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' });
+export const authHeaders = (token) => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' });
 
 /** @returns {Promise<{status: number, text: string, ms: number, error?: string}>} status 0 when there was no response. */
 export const request = async (pool, method, path, headers, body) => {
