@@ -1,6 +1,6 @@
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
-import { childMachine, parentMachine } from './fixtures/instance-machines.js';
+import { childMachine, invokingParentMachine, parentMachine } from './fixtures/instance-machines.js';
 import { call } from './helpers/http.js';
 import { type NodeProcess, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 
@@ -84,6 +84,30 @@ t.test('delayed sends to a persistent instance wait; undeliverable messages are 
   }
   t.equal(lines.filter((l) => /could not deliver event PING to no-such-machine\/x/.test(l)).length, 5, 'five retries, each logged on the sender');
   t.ok(lines.some((l) => /dropped event PING to no-such-machine\/x after 6 failed deliveries: machine no-such-machine does not exist/.test(l)), 'then dropped, saying why');
+});
+
+t.test('persistentInvocableSource: the invoke creates the child with its data; sendTo by invoke id reaches it, also after a restart', async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const first = await startNode({ dataDir, args: ['--admin-key', ADMIN], generatedAdminKey: true });
+  const client = new StateBackedClient(ADMIN, { apiHost: first.url });
+  for (const [name, code] of [['parent', invokingParentMachine], ['child', childMachine]] as const) {
+    await client.machines.create(name);
+    await client.machineVersions.create(name, { clientInfo: name, makeCurrent: true, code });
+  }
+  await client.machineInstances.create('parent', { slug: 'inv' });
+  for (let i = 0; i < 100 && !(await client.machineInstances.admin.get('child', 'worker-1').catch(() => undefined)); i++) await sleep(50);
+  t.same((await client.machineInstances.admin.get('child', 'worker-1')).context, { greeting: 'invoked with 0', pings: 0 }, 'created with the invoke data');
+  await client.machineInstances.sendEvent('parent', 'inv', { event: 'PING_WORKER' });
+  await waitForPongs(client, 'inv', 1);
+  t.equal(await first.stop(), 0);
+
+  const second = await startNode({ dataDir, args: ['--admin-key', ADMIN], generatedAdminKey: true });
+  t.teardown(() => second.stop());
+  const again = new StateBackedClient(ADMIN, { apiHost: second.url });
+  await again.machineInstances.sendEvent('parent', 'inv', { event: 'PING_WORKER' });
+  await waitForPongs(again, 'inv', 2);
+  t.same(await types(again, 'child', 'worker-1'), ['xstate.init', 'PING', 'PING'], 'the invoke id still names the child after a restart');
 });
 
 for (const fault of ['after-sender-commit', 'after-receiver-commit'] as const) {

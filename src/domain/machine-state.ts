@@ -22,6 +22,8 @@ export interface MachineEvent extends JsonObject {
 export interface PersistedSnapshot {
   xstate: 4;
   state: JsonObject;
+  /** Persistent children started by `persistentInvocableSource` invokes, by invoke id (for sendTo). */
+  invokes?: Record<string, PersistentActorRef>;
 }
 
 /** A host-clock timer still scheduled for an instance. */

@@ -83,7 +83,7 @@ const CHILD_KINDS = [['spawnPromise', 'promise'], ['spawnCallback', 'callback'],
   ['spawnObservable', 'observable'], ['spawnBehavior', 'behavior'], ['spawnActor', 'actor']];
 
 function newRecord(key, name) {
-  return { key, name, interp: null, failure: null, transitions: 0, changed: false, spawns: [], outbound: [],
+  return { key, name, interp: null, failure: null, transitions: 0, changed: false, spawns: [], outbound: [], invokes: {},
     kinds: new WeakMap(), pendingMeta: null };
 }
 function fail(rec, e) { if (!rec.failure) rec.failure = e === undefined ? new Error('undefined was thrown') : e; }
@@ -119,6 +119,7 @@ function createInterpreter(rec, m) {
   const originalSendTo = interp.sendTo;
   interp.sendTo = function (event, to, immediate) {
     if (isPersistentRef(to)) { rec.outbound.push({ to: refOf(to), event: jsonCopy(event.data) }); return; }
+    if (typeof to === 'string' && Object.prototype.hasOwnProperty.call(rec.invokes, to)) { rec.outbound.push({ to: refOf(rec.invokes[to]), event: jsonCopy(event.data) }); return; }
     if (to === X.SpecialTargets.Parent && !this.parent) { rec.outbound.push({ to: 'parent', event: jsonCopy(event.data) }); return; }
     return originalSendTo.call(this, event, to, immediate);
   };
@@ -138,6 +139,8 @@ function createInterpreter(rec, m) {
         request.context = jsonCopy(c);
       }
       rec.spawns.push(request);
+      // The invoke id names the persistent child for sendTo (wire-protocol §7.4); kept in snapshots.
+      rec.invokes[request.id] = { type: 'statebacked.instance', id: request.id, machineName: request.machineName, machineInstanceName: request.machineInstanceName };
       return;
     }
     return originalExec.call(this, action, context, _event, actionFunctionMap);
@@ -198,6 +201,7 @@ export function start(key, name, initJson, now) {
     if (init.snapshot) {
       const s = init.snapshot.state;
       s.actions = []; s.children = {}; delete s.history; delete s._sessionid;
+      if (init.snapshot.invokes && typeof init.snapshot.invokes === 'object') rec.invokes = init.snapshot.invokes;
       rec.interp = createInterpreter(rec, base);
       rec.interp.start(s);
       for (const t of init.pendingTimers || []) if (t && t.kind === 'event') rearm(rec, t);
@@ -280,7 +284,7 @@ function runningChildren(rec) {
   return list;
 }
 
-function snapshotOf(state) {
+function snapshotOf(state, rec) {
   const j = state.toJSON();
   const out = {};
   for (const k of Object.keys(j)) {
@@ -289,7 +293,9 @@ function snapshotOf(state) {
   }
   out.actions = [];
   out.children = {};
-  return { xstate: 4, state: out };
+  const snapshot = { xstate: 4, state: out };
+  if (Object.keys(rec.invokes).length > 0) snapshot.invokes = rec.invokes;
+  return snapshot;
 }
 
 export function collect(key) {
@@ -311,7 +317,7 @@ export function collect(key) {
       tags: Array.from(st.tags || []),
       done: !!st.done,
       changed: rec.changed,
-      snapshot: snapshotOf(st),
+      snapshot: snapshotOf(st, rec),
       pendingTimers: internal.timersOf(key),
       runningChildren: runningChildren(rec),
       persistentSpawns: rec.spawns,
