@@ -91,6 +91,12 @@ t.test('logs: console output of machine code, filtered, with watch-friendly maxT
   const missing = await fetch(base, { headers: { authorization: `Bearer ${node.adminKey}` } });
   t.equal(missing.status, 400);
 
+  await operator.machineInstances.create('talky', { slug: 'grumpy' });
+  await t.rejects(operator.machineInstances.get('talky', 'grumpy'), { status: 403 }, 'a throwing authorizer refuses');
+  await sleep(300);
+  const grumpy = await operator.logs.retrieve(from, { machineName: 'talky', instanceName: 'grumpy' });
+  t.match(grumpy.logs, [{ machineName: 'talky', instanceName: 'grumpy', outputType: 'stderr', log: /allowRead threw: Error: no reads for grumpy/ }], 'and the throw is logged under its machine and instance');
+
   const iterator = operator.logs.watch(from)[Symbol.asyncIterator]();
   const watched = await iterator.next();
   t.equal(watched.done, false);

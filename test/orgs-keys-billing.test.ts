@@ -49,7 +49,7 @@ t.test('keys: presets, explicit scopes, listing with cursors, deletion', async (
   t.notOk(JSON.stringify(pages).includes('sbsec_'), 'no secret in a list');
   const byName = Object.fromEntries(pages.map((k) => [k.name, k]));
   t.same(byName.prod?.scopes, ['events.write', 'state.read', 'instances.write', 'indexes.read']);
-  t.same(byName.ci?.scopes, ['machines.read', 'machines.write', 'machine-versions.read', 'machine-versions.write']);
+  t.same(byName.ci?.scopes, ['machines.read', 'machines.write', 'machines.admin', 'machine-versions.read', 'machine-versions.write']);
   t.same(byName.mixed?.scopes, ['org.read', 'tokens.admin', 'org.keys.write', 'org.write'], 'explicit scopes win over use');
 
   const token = await signToken({ stateBackedKeyId: explicit.body.id, stateBackedSecretKey: explicit.body.key }, { sub: 'u' }, { expires: { in: '1h' } });

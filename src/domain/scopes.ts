@@ -27,10 +27,13 @@ const scopeSet: ReadonlySet<string> = new Set(allScopes);
 
 export const isScope = (value: unknown): value is Scope => typeof value === 'string' && scopeSet.has(value);
 
-/** `POST /keys {use}` presets (wire-protocol §2.3). */
+/**
+ * `POST /keys {use}` presets (wire-protocol §2.3). `ci` also carries `machines.admin`: our contract is
+ * that a CI key creates, lists, reads and deletes machines, and deletion needs that scope.
+ */
 export const scopePresets = {
   production: ['events.write', 'state.read', 'instances.write', 'indexes.read'],
-  ci: ['machines.read', 'machines.write', 'machine-versions.read', 'machine-versions.write'],
+  ci: ['machines.read', 'machines.write', 'machines.admin', 'machine-versions.read', 'machine-versions.write'],
 } as const satisfies Record<string, readonly Scope[]>;
 
 export type ScopePreset = keyof typeof scopePresets;

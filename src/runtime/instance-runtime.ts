@@ -97,7 +97,7 @@ export class InstanceRuntime {
   async read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead> {
     const head = this.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
-    const isolate = await this.deps.sandboxes.get(orgId, head.versionId);
+    const isolate = await this.deps.sandboxes.get(orgId, machine, head.versionId);
     const allowed = this.guard(() => isolate.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }), orgId, machine, name);
     if (!allowed) throw rejectedByAuthorizer('allowRead');
     this.usage.read(orgId);
@@ -205,7 +205,7 @@ export class InstanceRuntime {
     const { orgId, machine, name, versionId } = request;
     // Checked inside the mailbox too: a create queued behind another create of the same name.
     if (actor.head ?? this.deps.instances.getInstance(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
-    const isolate = await this.deps.sandboxes.get(orgId, versionId);
+    const isolate = await this.deps.sandboxes.get(orgId, machine, versionId);
     const allowed = this.guard(
       () => isolate.allowWrite({ type: 'initialization', machineInstanceName: name, context: request.context, authContext: request.authContext }),
       orgId, machine, name,
@@ -249,7 +249,7 @@ export class InstanceRuntime {
   private async deliverEvent(actor: InstanceActor, head: InstanceHead, event: MachineEvent, authContext: JsonObject, effects: CommitEffects): Promise<InstanceHead> {
     const { orgId, machine, name } = actor;
     if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
-    const isolate = await this.deps.sandboxes.get(orgId, head.versionId);
+    const isolate = await this.deps.sandboxes.get(orgId, machine, head.versionId);
     const request = { type: 'event' as const, machineInstanceName: name, state: head.state, context: head.context, event, authContext };
     let allowed: boolean;
     try {
@@ -278,7 +278,7 @@ export class InstanceRuntime {
     const effects = new StepEffects();
     this.writesInFlight++;
     try {
-      const isolate = await this.deps.sandboxes.get(actor.orgId, head.versionId);
+      const isolate = await this.deps.sandboxes.get(actor.orgId, actor.machine, head.versionId);
       this.ensureLive(actor, isolate, head, now);
       const records: TransitionRecord[] = [];
       let result: StepResult | undefined;

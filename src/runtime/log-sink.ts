@@ -18,9 +18,11 @@ export class LogSink {
     private readonly flushDelayMs = 100,
   ) {}
 
-  captured(orgId: string, log: CapturedLog): void {
+  /** Console output of machine code of `machine`; authorizers report the instance by name only. */
+  captured(orgId: string, machine: string, log: CapturedLog): void {
     const actor = log.instanceKey ? parseActorKey(log.instanceKey) : undefined;
-    this.add({ orgId, timestamp: log.timestamp, level: log.level, versionId: log.versionId, machine: actor?.machine, instance: actor?.name, args: log.args });
+    const instance = actor?.name ?? log.machineInstanceName;
+    this.add({ orgId, timestamp: log.timestamp, level: log.level, versionId: log.versionId, machine, ...(instance !== undefined ? { instance } : {}), args: log.args });
   }
 
   /** A line of the service's own about an instance (child stopped, authorizer threw, ...). */

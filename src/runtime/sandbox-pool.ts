@@ -18,13 +18,14 @@ export class SandboxPool {
     private readonly settings: RuntimeSettings,
   ) {}
 
-  async get(orgId: string, versionId: string): Promise<VersionIsolate> {
+  /** The isolate of a version of `machine` (a version belongs to one machine; its logs are filed under it). */
+  async get(orgId: string, machine: string, versionId: string): Promise<VersionIsolate> {
     const loading = this.isolates.get(versionId);
     if (loading) {
       const isolate = await loading;
       if (isolate.healthy) return isolate;
       if (this.isolates.get(versionId) === loading) this.isolates.delete(versionId);
-      return this.get(orgId, versionId);
+      return this.get(orgId, machine, versionId);
     }
     const code = this.versions.getVersionCode(orgId, versionId);
     if (code === undefined) throw notFound(`machine version ${versionId} does not exist`);
@@ -34,7 +35,7 @@ export class SandboxPool {
       memoryLimitMb: this.settings.isolateMemoryLimitMb,
       cpuLimitMs: this.settings.cpuLimitMs,
       egress: this.settings.egress,
-      onLog: (entry) => this.logs.captured(orgId, entry),
+      onLog: (entry) => this.logs.captured(orgId, machine, entry),
     });
     this.isolates.set(versionId, load);
     load.catch(() => this.isolates.delete(versionId));
