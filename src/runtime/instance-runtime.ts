@@ -249,16 +249,19 @@ export class InstanceRuntime {
   private async deliverEvent(actor: InstanceActor, head: InstanceHead, event: MachineEvent, authContext: JsonObject, effects: CommitEffects): Promise<InstanceHead> {
     const { orgId, machine, name } = actor;
     if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
-    const isolate = await this.deps.sandboxes.get(orgId, machine, head.versionId);
     const request = { type: 'event' as const, machineInstanceName: name, state: head.state, context: head.context, event, authContext };
-    let allowed: boolean;
-    try {
-      allowed = this.writesInFlight > 0 ? await isolate.allowWriteAsync(request) : isolate.allowWrite(request);
-    } catch (error) {
-      throw this.asRequestError(error, orgId, machine, name);
-    }
-    if (!allowed) throw rejectedByAuthorizer('allowWrite');
     const now = Date.now();
+    if (head.stoppedChildren.length === 0) {
+      // The usual case: the authorizer and the event in one call into the isolate.
+      const run: Input['run'] = async (vi, key, offload) => {
+        const stepped = offload ? await vi.sendAuthorizedAsync(key, request, event, now) : vi.sendAuthorized(key, request, event, now);
+        if (stepped === 'rejected') throw rejectedByAuthorizer('allowWrite');
+        return stepped;
+      };
+      return this.transition(actor, head, [{ event, run }], effects);
+    }
+    const isolate = await this.deps.sandboxes.get(orgId, machine, head.versionId);
+    if (!this.guard(() => isolate.allowWrite(request), orgId, machine, name)) throw rejectedByAuthorizer('allowWrite');
     // Children stopped when an earlier event timed out get their error events first (wire-protocol §8.1).
     const inputs: Input[] = head.stoppedChildren.map((childId) => {
       const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };

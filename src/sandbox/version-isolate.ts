@@ -75,8 +75,9 @@ export interface BundleInfo {
 }
 
 type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
-const HARNESS_EXPORTS = ['start', 'send', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver'] as const;
+const HARNESS_EXPORTS = ['start', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver'] as const;
 type HarnessRefs = Record<(typeof HARNESS_EXPORTS)[number], Fn>;
+type StepFn = 'start' | 'send' | 'authorizeAndSend' | 'advance';
 
 /** The checks smply's validate-bundle makes (wire-protocol §7.1), as one message or undefined. */
 export function bundleProblem(info: BundleInfo): string | undefined {
@@ -160,23 +161,6 @@ export class VersionIsolate {
     return this.call('authorize', ['write', JSON.stringify(req)]) === 'true';
   }
 
-  /** `allowWrite` on isolated-vm's thread (see sendAsync). */
-  async allowWriteAsync(req: WriteRequest): Promise<boolean> {
-    if (!this.healthy) throw new SandboxDisposedError();
-    try {
-      return (await callAsync(this.isolate, this.fns.authorize, ['write', JSON.stringify(req)], this.limits)) === 'true';
-    } catch (e) {
-      if (e instanceof SandboxTimeoutError && this.healthy) {
-        try {
-          this.call('recover', []);
-        } catch {
-          // the isolate will be rebuilt by the caller if it is unusable
-        }
-      }
-      throw e;
-    }
-  }
-
   /** The machine's own initial context (JSON copy); `start` shallow-merges the given context over it. */
   defaultContext(): JsonObject {
     return JSON.parse(this.call('defaultContext', [])) as JsonObject;
@@ -197,6 +181,18 @@ export class VersionIsolate {
   /** Delivers one external event. */
   send(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): StepResult {
     return this.step(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs]);
+  }
+
+  /**
+   * allowWrite for `request`, then `event` when it allows, in one crossing; `'rejected'` when it refuses
+   * (the actor is untouched).
+   */
+  sendAuthorized(instanceKey: string, request: WriteRequest, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): StepResult | 'rejected' {
+    return this.step(instanceKey, 'authorizeAndSend', [JSON.stringify(request), instanceKey, JSON.stringify(event), nowMs]);
+  }
+
+  sendAuthorizedAsync(instanceKey: string, request: WriteRequest, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): Promise<StepResult | 'rejected'> {
+    return this.stepAsync(instanceKey, 'authorizeAndSend', [JSON.stringify(request), instanceKey, JSON.stringify(event), nowMs]);
   }
 
   /** Fires this actor's timers due at `nowMs` (earliest first; chains of delays catch up). */
@@ -267,10 +263,14 @@ export class VersionIsolate {
     return this.isolate.getHeapStatisticsSync().used_heap_size;
   }
 
-  private step(instanceKey: string, fn: 'start' | 'send' | 'advance', args: (string | number)[]): StepResult {
+  private step(instanceKey: string, fn: 'start' | 'send' | 'advance', args: (string | number)[]): StepResult;
+  private step(instanceKey: string, fn: 'authorizeAndSend', args: (string | number)[]): StepResult | 'rejected';
+  private step(instanceKey: string, fn: StepFn, args: (string | number)[]): StepResult | 'rejected' {
     try {
       this.throwDeliveryFailure(instanceKey, fn);
-      if (this.callForActor(instanceKey, fn, args) === 'no-actor') throw new NoLiveActorError(instanceKey);
+      const stepped = this.callForActor(instanceKey, fn, args);
+      if (stepped === 'no-actor') throw new NoLiveActorError(instanceKey);
+      if (stepped === 'rejected') return 'rejected';
       // collect is a second crossing on purpose: isolated-vm drains the isolate's microtasks when a
       // call returns, so only now does the result include promises that resolved during the step.
       return this.stepResult(instanceKey, this.callForActor(instanceKey, 'collect', [instanceKey]));
@@ -282,13 +282,17 @@ export class VersionIsolate {
   }
 
   /** `step` run on isolated-vm's thread (see callAsync); same results and failures. */
-  private async stepAsync(instanceKey: string, fn: 'send' | 'advance', args: (string | number)[]): Promise<StepResult> {
+  private async stepAsync(instanceKey: string, fn: 'send' | 'advance', args: (string | number)[]): Promise<StepResult>;
+  private async stepAsync(instanceKey: string, fn: 'authorizeAndSend', args: (string | number)[]): Promise<StepResult | 'rejected'>;
+  private async stepAsync(instanceKey: string, fn: StepFn, args: (string | number)[]): Promise<StepResult | 'rejected'> {
     try {
       this.throwDeliveryFailure(instanceKey, fn);
       if (!this.healthy) throw new SandboxDisposedError();
       let json: string;
       try {
-        if ((await callAsync(this.isolate, this.fns[fn], args, this.limits)) === 'no-actor') throw new NoLiveActorError(instanceKey);
+        const stepped = await callAsync(this.isolate, this.fns[fn], args, this.limits);
+        if (stepped === 'no-actor') throw new NoLiveActorError(instanceKey);
+        if (stepped === 'rejected') return 'rejected';
         json = await callAsync(this.isolate, this.fns.collect, [instanceKey], this.limits);
       } catch (e) {
         if (e instanceof SandboxTimeoutError && this.healthy) {
@@ -308,7 +312,7 @@ export class VersionIsolate {
     }
   }
 
-  private throwDeliveryFailure(instanceKey: string, fn: 'start' | 'send' | 'advance'): void {
+  private throwDeliveryFailure(instanceKey: string, fn: StepFn): void {
     const failed = this.deliveryFailures.get(instanceKey);
     if (failed !== undefined && fn !== 'start') {
       this.deliveryFailures.delete(instanceKey);
