@@ -82,3 +82,35 @@ t.test('transitions and reads are counted per org and month', async (t) => {
   t.same(store.instances.getUsage(orgId, usageMonth(Date.now())), { transitions: 3, reads: 3 }, 'one per transition record, one per state read');
   await store.close();
 });
+
+t.test('machine code that crashes its sandbox worker fails only its request; other instances go on', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop());
+  const { operator } = await machineWithVersion(node, 'steady', effectsMachine);
+  await operator.machineInstances.create('steady', { slug: 's' });
+  await operator.machineInstances.sendEvent('steady', 's', { event: { type: 'NOTE', note: 'before' } });
+  await operator.machines.create('crasher');
+  await operator.machineVersions.create('crasher', {
+    clientInfo: 'v1',
+    makeCurrent: true,
+    code: `import { createMachine } from "xstate";
+export default createMachine({ id: "crasher", predictableActionArguments: true, initial: "idle",
+  states: { idle: { on: { CRASH: { actions: () => { new Array(2 ** 30).fill(0); } } } } } });
+export const allowRead = () => true;
+export const allowWrite = () => true;`,
+  });
+  await operator.machineInstances.create('crasher', { slug: 'c' });
+  const crashed = await fetch(`${node.url}/machines/crasher/i/c/events`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${node.adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ event: 'CRASH' }),
+  });
+  t.equal(crashed.status, 400);
+  t.match(((await crashed.json()) as { error: string }).error, /crashed its sandbox worker/);
+  t.equal(node.child.exitCode, null, 'the node is still running');
+  const after = await operator.machineInstances.sendEvent('steady', 's', { event: { type: 'NOTE', note: 'after' } });
+  t.equal(after.state, 'idle', 'another machine\'s instance goes on in a new worker');
+  t.same((await operator.machineInstances.admin.get('steady', 's')).context.log, ['before', 'after'], 'rebuilt from its snapshot, nothing lost');
+  t.equal((await operator.machineInstances.get('crasher', 'c')).state, 'idle', 'the crashing instance is as it was');
+  t.same((await operator.machineInstances.listTransitions('crasher', 'c')).transitions.map((tr) => tr.event.type), ['xstate.init']);
+});

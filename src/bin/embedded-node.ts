@@ -9,7 +9,7 @@ import { SecretSealer } from '../auth/secret-sealer.js';
 import { UploadSigner } from '../auth/upload-signer.js';
 import { newAdminKey, prettyId } from '../domain/ids.js';
 import type { Logger } from '../domain/logger.js';
-import { validateBundle } from '../sandbox/index.js';
+import { SandboxClient } from '../sandbox/index.js';
 import { InstanceRuntime } from '../runtime/instance-runtime.js';
 import { LogSink } from '../runtime/log-sink.js';
 import { defaultRuntimeSettings, type RuntimeSettings } from '../runtime/runtime-settings.js';
@@ -62,9 +62,15 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   };
   const logs = new LogSink(store.logs, logger);
   const fault = faultHook(process.env);
+  // Machine code runs in a worker process: if it crashes V8, the worker restarts and the node stays up.
+  const sandboxClient = new SandboxClient({
+    onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
+    onCrash: (reason) => logger.warn('the sandbox worker died; a new one starts on the next call', { reason }),
+  });
+  const sandboxes = new SandboxPool(sandboxClient, store.versions, logs, runtimeSettings);
   const runtime: InstanceRuntime = new InstanceRuntime({
     instances: store.instances,
-    sandboxes: new SandboxPool(store.versions, logs, runtimeSettings),
+    sandboxes,
     versions: store.versions,
     machines: catalog,
     logs,
@@ -92,7 +98,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     logger,
     versions: store.versions,
     uploadSigner,
-    validateBundle: (code) => validateBundle(code),
+    validateBundle: (code) => sandboxClient.validate(code, sandboxes.loadSettings()),
     instances: store.instances,
     logs: store.logs,
     runtime,
@@ -125,6 +131,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       dispatcher.stop();
       clearInterval(pruning);
       await runtime.close();
+      await sandboxClient.close();
       await store.close();
     },
   };

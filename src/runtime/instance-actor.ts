@@ -1,4 +1,4 @@
-import type { VersionIsolate } from '../sandbox/index.js';
+import type { RemoteVersion } from '../sandbox/index.js';
 import type { InstanceHead } from '../store/instance-store.js';
 
 /**
@@ -8,8 +8,8 @@ import type { InstanceHead } from '../store/instance-store.js';
 export class InstanceActor {
   /** The last committed head; readers use it and never wait for the mailbox. */
   head: InstanceHead | undefined;
-  /** The isolate holding this actor's live interpreter; undefined when it must be rebuilt from `head`. */
-  isolate: VersionIsolate | undefined;
+  /** The sandboxed version holding this actor's live interpreter; undefined when it must be rebuilt from `head`. */
+  sandbox: RemoteVersion | undefined;
   /** Rough memory held for this actor (its context as JSON plus overhead), for eviction. */
   approxBytes = 0;
   private tail: Promise<void> = Promise.resolve();
@@ -38,7 +38,7 @@ export class InstanceActor {
 
   /** Drops the live interpreter so the next task rebuilds it from the committed head. */
   discardLive(): void {
-    if (this.isolate?.healthy) this.isolate.stop(this.key);
-    this.isolate = undefined;
+    if (this.sandbox?.healthy) this.sandbox.stop(this.key);
+    this.sandbox = undefined;
   }
 }

@@ -1,7 +1,7 @@
 import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
-import { MachineCodeError, SandboxMemoryError, SandboxTimeoutError, type StepResult, type VersionIsolate } from '../sandbox/index.js';
+import { MachineCodeError, type RemoteVersion, SandboxCrashedError, SandboxMemoryError, SandboxTimeoutError, type StepResult } from '../sandbox/index.js';
 import {
   type CommitEffects,
   type InstanceHead,
@@ -59,7 +59,7 @@ interface Creation extends CreateRequest {
 }
 
 /** One input of a request and what its history record says it was. */
-type Input = { event: MachineEvent; run: (isolate: VersionIsolate, key: string, offload: boolean) => StepResult | Promise<StepResult> };
+type Input = { event: MachineEvent; run: (sandbox: RemoteVersion, key: string) => Promise<StepResult> };
 
 const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
@@ -73,8 +73,6 @@ const BILLING_CONTEXT_UNIT = 100 * 1024;
 export class InstanceRuntime {
   private readonly actors: ActorRegistry;
   private readonly usage: UsageMeter;
-  /** Writes being processed now; while others wait, machine code runs off the main thread. */
-  private writesInFlight = 0;
 
   constructor(private readonly deps: InstanceRuntimeDeps) {
     this.actors = new ActorRegistry(deps.settings.maxLiveActors, deps.settings.maxLiveActorBytes);
@@ -97,8 +95,8 @@ export class InstanceRuntime {
   async read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead> {
     const head = this.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
-    const isolate = await this.deps.sandboxes.get(orgId, machine, head.versionId);
-    const allowed = this.guard(() => isolate.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }), orgId, machine, name);
+    const sandbox = await this.deps.sandboxes.get(orgId, machine, head.versionId);
+    const allowed = await this.guard(sandbox.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }), orgId, machine, name);
     if (!allowed) throw rejectedByAuthorizer('allowRead');
     this.usage.read(orgId);
     return head;
@@ -168,7 +166,7 @@ export class InstanceRuntime {
       // find nothing left to fire, so each timer still gets its own history record.
       const inputs: Input[] = due.map((timer) => ({
         event: timer.kind === 'event' ? timer.event : { type: timer.id },
-        run: (isolate, key, offload) => (offload ? isolate.advanceAsync(key, timer.dueAt) : isolate.advance(key, timer.dueAt)),
+        run: (sandbox, key) => sandbox.advance(key, timer.dueAt),
       }));
       try {
         await this.transition(actor, head, inputs, {});
@@ -205,19 +203,19 @@ export class InstanceRuntime {
     const { orgId, machine, name, versionId } = request;
     // Checked inside the mailbox too: a create queued behind another create of the same name.
     if (actor.head ?? this.deps.instances.getInstance(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
-    const isolate = await this.deps.sandboxes.get(orgId, machine, versionId);
-    const allowed = this.guard(
-      () => isolate.allowWrite({ type: 'initialization', machineInstanceName: name, context: request.context, authContext: request.authContext }),
+    const sandbox = await this.deps.sandboxes.get(orgId, machine, versionId);
+    const allowed = await this.guard(
+      sandbox.allowWrite({ type: 'initialization', machineInstanceName: name, context: request.context, authContext: request.authContext }),
       orgId, machine, name,
     );
     if (!allowed) throw rejectedByAuthorizer('allowWrite');
     const now = Date.now();
     const effects = new StepEffects();
     try {
-      actor.isolate = isolate;
-      const seqBeforeFirst = isolate.activitySeq;
-      const first = effects.absorb(isolate.start(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now }));
-      const { result, stoppedChildren } = await this.settleStep(actor, isolate, first, now, effects, seqBeforeFirst);
+      actor.sandbox = sandbox;
+      const seqBeforeFirst = sandbox.activitySeq;
+      const first = effects.absorb(await sandbox.start(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now }));
+      const { result, stoppedChildren } = await this.settleStep(actor, sandbox, first, now, effects, seqBeforeFirst);
       const contextBytes = this.checkContext(result);
       const head: InstanceHead = {
         orgId, machine, name, versionId,
@@ -252,22 +250,22 @@ export class InstanceRuntime {
     const request = { type: 'event' as const, machineInstanceName: name, state: head.state, context: head.context, event, authContext };
     const now = Date.now();
     if (head.stoppedChildren.length === 0) {
-      // The usual case: the authorizer and the event in one call into the isolate.
-      const run: Input['run'] = async (vi, key, offload) => {
-        const stepped = offload ? await vi.sendAuthorizedAsync(key, request, event, now) : vi.sendAuthorized(key, request, event, now);
+      // The usual case: the authorizer and the event in one call into the sandbox.
+      const run: Input['run'] = async (sandbox, key) => {
+        const stepped = await sandbox.sendAuthorized(key, request, event, now);
         if (stepped === 'rejected') throw rejectedByAuthorizer('allowWrite');
         return stepped;
       };
       return this.transition(actor, head, [{ event, run }], effects);
     }
-    const isolate = await this.deps.sandboxes.get(orgId, machine, head.versionId);
-    if (!this.guard(() => isolate.allowWrite(request), orgId, machine, name)) throw rejectedByAuthorizer('allowWrite');
+    const sandbox = await this.deps.sandboxes.get(orgId, machine, head.versionId);
+    if (!(await this.guard(sandbox.allowWrite(request), orgId, machine, name))) throw rejectedByAuthorizer('allowWrite');
     // Children stopped when an earlier event timed out get their error events first (wire-protocol §8.1).
     const inputs: Input[] = head.stoppedChildren.map((childId) => {
       const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };
-      return { event: errorEvent, run: (vi, key, offload) => (offload ? vi.sendAsync(key, errorEvent, now) : vi.send(key, errorEvent, now)) };
+      return { event: errorEvent, run: (vi, key) => vi.send(key, errorEvent, now) };
     });
-    inputs.push({ event, run: (vi, key, offload) => (offload ? vi.sendAsync(key, event, now) : vi.send(key, event, now)) });
+    inputs.push({ event, run: (vi, key) => vi.send(key, event, now) });
     return this.transition(actor, head, inputs, effects);
   }
 
@@ -279,19 +277,18 @@ export class InstanceRuntime {
   private async transition(actor: InstanceActor, head: InstanceHead, inputs: Input[], commitEffects: CommitEffects): Promise<InstanceHead> {
     const now = Date.now();
     const effects = new StepEffects();
-    this.writesInFlight++;
     try {
-      const isolate = await this.deps.sandboxes.get(actor.orgId, actor.machine, head.versionId);
-      this.ensureLive(actor, isolate, head, now);
+      const sandbox = await this.deps.sandboxes.get(actor.orgId, actor.machine, head.versionId);
+      await this.ensureLive(actor, sandbox, head, now);
       const records: TransitionRecord[] = [];
       let result: StepResult | undefined;
-      const seqBeforeFirst = isolate.activitySeq;
+      const seqBeforeFirst = sandbox.activitySeq;
       for (const input of inputs) {
-        result = effects.absorb(await input.run(isolate, actor.key, this.offload()));
+        result = effects.absorb(await input.run(sandbox, actor.key));
         records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: input.event, state: result.state, context: result.context });
       }
       if (!result) return head;
-      const settled = await this.settleStep(actor, isolate, result, now, effects, seqBeforeFirst);
+      const settled = await this.settleStep(actor, sandbox, result, now, effects, seqBeforeFirst);
       const last = records.at(-1) as TransitionRecord;
       last.state = settled.result.state;
       last.context = settled.result.context;
@@ -300,17 +297,7 @@ export class InstanceRuntime {
     } catch (error) {
       actor.discardLive();
       throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
-    } finally {
-      this.writesInFlight--;
     }
-  }
-
-  /**
-   * Whether to run the next step on isolated-vm's thread: only while other writes are in flight, when
-   * freeing the main thread for them pays for the thread hand-off. Alone, the synchronous call is faster.
-   */
-  private offload(): boolean {
-    return this.writesInFlight > 1;
   }
 
   private async commit(
@@ -408,14 +395,13 @@ export class InstanceRuntime {
   }
 
   private async settleStep(
-    actor: InstanceActor, isolate: VersionIsolate, first: StepResult, startedAt: number, effects: StepEffects, seqBeforeFirst: number,
+    actor: InstanceActor, sandbox: RemoteVersion, first: StepResult, startedAt: number, effects: StepEffects, seqBeforeFirst: number,
   ): Promise<{ result: StepResult; stoppedChildren: string[] }> {
-    const advance = async (nowMs: number) =>
-      effects.absorb(this.offload() ? await isolate.advanceAsync(actor.key, nowMs) : isolate.advance(actor.key, nowMs));
-    const host = { activitySeq: () => isolate.activitySeq, nextActivity: (since: number) => isolate.nextActivity(since), seqBeforeFirst };
+    const advance = async (nowMs: number) => effects.absorb(await sandbox.advance(actor.key, nowMs));
+    const host = { activitySeq: () => sandbox.activitySeq, nextActivity: (since: number) => sandbox.nextActivity(since), seqBeforeFirst };
     const outcome = await settle(advance, first, startedAt + this.deps.settings.settleBudgetMs, host);
     if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [] };
-    const stopped = isolate.stopChildren(actor.key).map((child) => child.id);
+    const stopped = (await sandbox.stopChildren(actor.key)).map((child) => child.id);
     for (const id of stopped) {
       this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'warn', `stopped child ${id}: the machine did not settle within ${this.deps.settings.settleBudgetMs} ms`, { child: id });
     }
@@ -423,10 +409,10 @@ export class InstanceRuntime {
     return { result: await advance(Date.now()), stoppedChildren: stopped };
   }
 
-  private ensureLive(actor: InstanceActor, isolate: VersionIsolate, head: InstanceHead, now: number): void {
-    if (actor.isolate === isolate && isolate.healthy) return;
-    actor.isolate = isolate;
-    isolate.start(actor.key, { snapshot: head.snapshot, pendingTimers: head.pendingTimers }, { machineInstanceName: actor.name, nowMs: now });
+  private async ensureLive(actor: InstanceActor, sandbox: RemoteVersion, head: InstanceHead, now: number): Promise<void> {
+    if (actor.sandbox === sandbox && sandbox.healthy) return;
+    actor.sandbox = sandbox;
+    await sandbox.start(actor.key, { snapshot: head.snapshot, pendingTimers: head.pendingTimers }, { machineInstanceName: actor.name, nowMs: now });
   }
 
   private stateOf(result: StepResult): Pick<InstanceHead, 'state' | 'context' | 'tags' | 'done' | 'snapshot' | 'pendingTimers'> {
@@ -451,15 +437,16 @@ export class InstanceRuntime {
   }
 
   /** Authorizers run machine code too: a runaway one fails the request, not the node. */
-  private guard<T>(call: () => T, orgId: string, machine: string, name: string): T {
+  private async guard<T>(call: Promise<T>, orgId: string, machine: string, name: string): Promise<T> {
     try {
-      return call();
+      return await call;
     } catch (error) {
       throw this.asRequestError(error, orgId, machine, name);
     }
   }
 
   private asRequestError(error: unknown, orgId: string, machine: string, name: string): unknown {
+    if (error instanceof SandboxCrashedError) return machineCodeFailed(error.message);
     if (error instanceof MachineCodeError) return machineCodeFailed(`machine code threw: ${error.message}`);
     if (error instanceof SandboxTimeoutError) return machineCodeFailed(error.message);
     if (error instanceof SandboxMemoryError) return machineCodeFailed(error.message);

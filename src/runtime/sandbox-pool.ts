@@ -1,56 +1,51 @@
 import { notFound } from '../domain/errors.js';
-import { VersionIsolate } from '../sandbox/index.js';
+import type { LoadSettings, RemoteVersion, SandboxClient } from '../sandbox/index.js';
 import type { LogSink } from './log-sink.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { VersionSource } from './version-source.js';
 
 /**
- * One isolate per machine version, loaded on first use and shared by the version's instances. An
- * isolate that died (memory limit) is replaced on the next call; actors check `isolate` identity to
- * know they must be rebuilt.
+ * Machine versions loaded in the sandbox worker, on first use, one isolate each shared by the
+ * version's instances. A version whose isolate died (memory limit) or whose worker crashed is loaded
+ * again on the next call; actors compare `sandbox` identity to know they must be rebuilt.
  */
 export class SandboxPool {
-  private readonly isolates = new Map<string, Promise<VersionIsolate>>();
+  private readonly loaded = new Map<string, Promise<RemoteVersion>>();
+  /** Where a version's console output is filed. */
+  private readonly owners = new Map<string, { orgId: string; machine: string }>();
 
   constructor(
+    private readonly client: SandboxClient,
     private readonly versions: VersionSource,
     private readonly logs: LogSink,
     private readonly settings: RuntimeSettings,
   ) {}
 
-  /** The isolate of a version of `machine` (a version belongs to one machine; its logs are filed under it). */
-  async get(orgId: string, machine: string, versionId: string): Promise<VersionIsolate> {
-    const loading = this.isolates.get(versionId);
+  /** Routes console output captured in the worker to the version's org and machine. */
+  readonly onLog = (versionId: string, entry: Parameters<LogSink['captured']>[2]): void => {
+    const owner = this.owners.get(versionId);
+    if (owner) this.logs.captured(owner.orgId, owner.machine, entry);
+  };
+
+  /** The loaded version of `machine` (a version belongs to one machine; its logs are filed under it). */
+  async get(orgId: string, machine: string, versionId: string): Promise<RemoteVersion> {
+    const loading = this.loaded.get(versionId);
     if (loading) {
-      const isolate = await loading;
-      if (isolate.healthy) return isolate;
-      if (this.isolates.get(versionId) === loading) this.isolates.delete(versionId);
+      const version = await loading;
+      if (version.healthy) return version;
+      if (this.loaded.get(versionId) === loading) this.loaded.delete(versionId);
       return this.get(orgId, machine, versionId);
     }
     const code = this.versions.getVersionCode(orgId, versionId);
     if (code === undefined) throw notFound(`machine version ${versionId} does not exist`);
-    const load = VersionIsolate.load({
-      versionId,
-      code,
-      memoryLimitMb: this.settings.isolateMemoryLimitMb,
-      cpuLimitMs: this.settings.cpuLimitMs,
-      egress: this.settings.egress,
-      onLog: (entry) => this.logs.captured(orgId, machine, entry),
-    });
-    this.isolates.set(versionId, load);
-    load.catch(() => this.isolates.delete(versionId));
+    this.owners.set(versionId, { orgId, machine });
+    const load = this.client.load(versionId, code, this.loadSettings());
+    this.loaded.set(versionId, load);
+    load.catch(() => this.loaded.delete(versionId));
     return load;
   }
 
-  async close(): Promise<void> {
-    const all = [...this.isolates.values()];
-    this.isolates.clear();
-    for (const loading of all) {
-      try {
-        (await loading).dispose();
-      } catch {
-        // a version that failed to load has nothing to dispose
-      }
-    }
+  loadSettings(): LoadSettings {
+    return { memoryLimitMb: this.settings.isolateMemoryLimitMb, cpuLimitMs: this.settings.cpuLimitMs, egress: this.settings.egress };
   }
 }

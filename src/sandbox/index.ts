@@ -7,3 +7,5 @@ export { validateBundle } from './bundle-validation.js';
 export type { BundleValidation } from './bundle-validation.js';
 export * from './errors.js';
 export type * from './types.js';
+export { SandboxClient, RemoteVersion, SandboxCrashedError } from './worker/sandbox-client.js';
+export type { LoadSettings } from './worker/protocol.js';

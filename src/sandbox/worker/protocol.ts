@@ -1,0 +1,44 @@
+/**
+ * Messages between the node and its sandbox worker process (design.md §5: isolates live where a V8
+ * crash costs a worker restart, not the node). One ordered IPC channel each way; plain data only.
+ */
+import type { EgressOptions } from '../egress-policy.js';
+import type { CapturedLog, ReadRequest, StartInit, StartOptions, WriteRequest } from '../types.js';
+
+export interface LoadSettings {
+  memoryLimitMb: number;
+  cpuLimitMs: number;
+  egress: EgressOptions;
+}
+
+export type SandboxRequest =
+  | { op: 'load'; versionId: string; code: string; settings: LoadSettings }
+  | { op: 'validate'; code: string; settings: LoadSettings }
+  | { op: 'unload'; versionId: string }
+  | { op: 'allowRead'; versionId: string; request: ReadRequest }
+  | { op: 'allowWrite'; versionId: string; request: WriteRequest }
+  | { op: 'start'; versionId: string; key: string; init: StartInit; options: StartOptions }
+  | { op: 'send'; versionId: string; key: string; event: { type: string; [k: string]: unknown }; now: number }
+  | { op: 'sendAuthorized'; versionId: string; key: string; request: WriteRequest; event: { type: string; [k: string]: unknown }; now: number }
+  | { op: 'advance'; versionId: string; key: string; now: number }
+  | { op: 'stopChildren'; versionId: string; key: string }
+  | { op: 'stop'; versionId: string; key: string };
+
+/** A typed sandbox error, rebuilt on the node's side by name. */
+export interface SerializedError {
+  name: string;
+  message: string;
+  limitMs?: number;
+  limitMb?: number;
+}
+
+export type WorkerMessage =
+  | { kind: 'response'; id: number; ok: true; value: unknown }
+  | { kind: 'response'; id: number; ok: false; error: SerializedError }
+  | { kind: 'log'; versionId: string; entry: CapturedLog }
+  /** A host call (fetch) of the version's isolate completed; `seq` counts them. */
+  | { kind: 'activity'; versionId: string; seq: number }
+  /** The version's isolate is gone (memory limit): load it again to go on. */
+  | { kind: 'unhealthy'; versionId: string };
+
+export type NodeMessage = { id: number; request: SandboxRequest };

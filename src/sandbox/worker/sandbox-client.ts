@@ -1,0 +1,243 @@
+/**
+ * The node's side of the sandbox worker (sandbox-worker.ts): forks it on first use, matches answers
+ * to requests, and, when it dies (machine code can crash V8 itself, e.g. one huge allocation), fails
+ * what was in flight with SandboxCrashedError and starts a new one on the next call. Versions loaded
+ * in a dead worker report `healthy === false`, so their users load them again and rebuild actors.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { BundleValidation } from '../bundle-validation.js';
+import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxTimeoutError } from '../errors.js';
+import type { CapturedLog, ReadRequest, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
+import type { LoadSettings, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
+
+const WORKER_SCRIPT = fileURLToPath(new URL('./sandbox-worker.js', import.meta.url));
+
+/** The worker running a request died before answering: the request had no effect. */
+export class SandboxCrashedError extends MachineCodeError {
+  constructor(reason: string) {
+    super(`the machine's code crashed its sandbox worker (${reason}); nothing was applied`);
+    this.name = 'SandboxCrashedError';
+  }
+}
+
+export interface SandboxClientOptions {
+  onLog: (versionId: string, entry: CapturedLog) => void;
+  onCrash?: (reason: string) => void;
+}
+
+type Event = { type: string; [key: string]: unknown };
+
+export class SandboxClient {
+  private child: ChildProcess | undefined;
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private readonly versions = new Map<string, RemoteVersion>();
+  private closed = false;
+
+  constructor(private readonly options: SandboxClientOptions) {}
+
+  /** Loads a version into the worker; BundleValidationError and friends come back typed. */
+  async load(versionId: string, code: string, settings: LoadSettings): Promise<RemoteVersion> {
+    this.versions.get(versionId)?.markUnhealthy();
+    const version = new RemoteVersion(versionId, this);
+    this.versions.set(versionId, version);
+    try {
+      await this.request({ op: 'load', versionId, code, settings });
+    } catch (error) {
+      version.markUnhealthy();
+      if (this.versions.get(versionId) === version) this.versions.delete(versionId);
+      throw error;
+    }
+    return version;
+  }
+
+  /** Checks a bundle in the worker; a bundle that crashes the worker is reported, not fatal. */
+  async validate(code: string, settings: LoadSettings): Promise<BundleValidation> {
+    try {
+      return (await this.request({ op: 'validate', code, settings })) as BundleValidation;
+    } catch (error) {
+      if (error instanceof SandboxCrashedError) return { ok: false, error: `the bundle's top-level code crashed the sandbox (${error.message})` };
+      throw error;
+    }
+  }
+
+  request(request: SandboxRequest): Promise<unknown> {
+    if (this.closed) return Promise.reject(new SandboxDisposedError());
+    const child = this.child ?? this.spawn();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      const message: NodeMessage = { id, request };
+      child.send(message, (error) => {
+        if (error && this.pending.delete(id)) reject(new SandboxCrashedError(error.message));
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const child = this.child;
+    this.child = undefined;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.disconnect();
+    const timer = setTimeout(() => child.kill('SIGKILL'), 2_000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  private spawn(): ChildProcess {
+    const child = fork(WORKER_SCRIPT, [], {
+      execArgv: ['--no-node-snapshot'],
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.child = child;
+    child.on('message', (message: WorkerMessage) => this.received(message));
+    child.once('exit', (code, signal) => {
+      if (this.child === child) this.child = undefined;
+      const reason = signal ? `killed by ${signal}` : `exit code ${code}`;
+      for (const { reject } of this.pending.values()) reject(new SandboxCrashedError(reason));
+      this.pending.clear();
+      for (const version of this.versions.values()) version.markUnhealthy();
+      this.versions.clear();
+      if (!this.closed) this.options.onCrash?.(reason);
+    });
+    return child;
+  }
+
+  private received(message: WorkerMessage): void {
+    switch (message.kind) {
+      case 'response': {
+        const waiting = this.pending.get(message.id);
+        if (!waiting) return;
+        this.pending.delete(message.id);
+        if (message.ok) waiting.resolve(message.value);
+        else waiting.reject(rebuild(message.error));
+        return;
+      }
+      case 'log':
+        this.options.onLog(message.versionId, message.entry);
+        return;
+      case 'activity':
+        this.versions.get(message.versionId)?.noteActivity(message.seq);
+        return;
+      case 'unhealthy':
+        this.versions.get(message.versionId)?.markUnhealthy();
+        this.versions.delete(message.versionId);
+        return;
+    }
+  }
+}
+
+/**
+ * A machine version loaded in the worker: the same operations as VersionIsolate, asynchronous. Per
+ * instance, callers keep the order of their calls (the runtime's mailbox does).
+ */
+export class RemoteVersion {
+  private isHealthy = true;
+  private seq = 0;
+  private waiters: Array<{ since: number; resolve: () => void }> = [];
+
+  constructor(
+    readonly versionId: string,
+    private readonly client: SandboxClient,
+  ) {}
+
+  get healthy(): boolean {
+    return this.isHealthy;
+  }
+
+  /** Counts host-call (fetch) completions of this version; see nextActivity. */
+  get activitySeq(): number {
+    return this.seq;
+  }
+
+  /** Resolves once a host call completed after `since` (or at once if one did, or the version is gone). */
+  nextActivity(since: number): Promise<void> {
+    if (this.seq > since || !this.isHealthy) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push({ since, resolve }));
+  }
+
+  allowRead(request: ReadRequest): Promise<boolean> {
+    return this.call({ op: 'allowRead', versionId: this.versionId, request }) as Promise<boolean>;
+  }
+
+  allowWrite(request: WriteRequest): Promise<boolean> {
+    return this.call({ op: 'allowWrite', versionId: this.versionId, request }) as Promise<boolean>;
+  }
+
+  start(key: string, init: StartInit, options: StartOptions): Promise<StepResult> {
+    return this.call({ op: 'start', versionId: this.versionId, key, init, options }) as Promise<StepResult>;
+  }
+
+  send(key: string, event: Event, now: number): Promise<StepResult> {
+    return this.call({ op: 'send', versionId: this.versionId, key, event, now }) as Promise<StepResult>;
+  }
+
+  /** allowWrite and, when it allows, the event, in one round trip; 'rejected' leaves the actor as it was. */
+  sendAuthorized(key: string, request: WriteRequest, event: Event, now: number): Promise<StepResult | 'rejected'> {
+    return this.call({ op: 'sendAuthorized', versionId: this.versionId, key, request, event, now }) as Promise<StepResult | 'rejected'>;
+  }
+
+  advance(key: string, now: number): Promise<StepResult> {
+    return this.call({ op: 'advance', versionId: this.versionId, key, now }) as Promise<StepResult>;
+  }
+
+  stopChildren(key: string): Promise<{ id: string }[]> {
+    return this.call({ op: 'stopChildren', versionId: this.versionId, key }) as Promise<{ id: string }[]>;
+  }
+
+  /** Drops the live actor (eviction, or rebuild after a failure); nothing to wait for. */
+  stop(key: string): void {
+    if (this.isHealthy) this.client.request({ op: 'stop', versionId: this.versionId, key }).catch(() => undefined);
+  }
+
+  noteActivity(seq: number): void {
+    this.seq = Math.max(this.seq, seq);
+    this.wake((waiter) => waiter.since < this.seq);
+  }
+
+  markUnhealthy(): void {
+    this.isHealthy = false;
+    this.wake(() => true);
+  }
+
+  private call(request: SandboxRequest): Promise<unknown> {
+    if (!this.isHealthy) return Promise.reject(new SandboxDisposedError());
+    return this.client.request(request);
+  }
+
+  private wake(due: (waiter: { since: number }) => boolean): void {
+    const waking = this.waiters.filter(due);
+    this.waiters = this.waiters.filter((waiter) => !due(waiter));
+    for (const waiter of waking) waiter.resolve();
+  }
+}
+
+/** Rebuilds a typed sandbox error from the worker, keeping its message. */
+const rebuild = (error: SerializedError): Error => {
+  let rebuilt: Error;
+  switch (error.name) {
+    case 'BundleValidationError':
+      rebuilt = new BundleValidationError(error.message);
+      break;
+    case 'SandboxTimeoutError':
+      rebuilt = new SandboxTimeoutError(error.limitMs ?? 0);
+      break;
+    case 'SandboxMemoryError':
+      rebuilt = new SandboxMemoryError(error.limitMb ?? 0);
+      break;
+    case 'SandboxDisposedError':
+      rebuilt = new SandboxDisposedError();
+      break;
+    case 'NoLiveActorError':
+      rebuilt = new NoLiveActorError('');
+      break;
+    default:
+      rebuilt = new MachineCodeError(error.message);
+  }
+  rebuilt.message = error.message;
+  return rebuilt;
+};

@@ -1,0 +1,107 @@
+/**
+ * The sandbox worker process: hosts the isolates of machine versions for its node. The node forks it
+ * (sandbox-client.ts) and talks to it over IPC; if machine code crashes V8 here, only this process
+ * dies and the node starts another. Calls into isolates are synchronous: this process does nothing else.
+ */
+import { validateBundle } from '../bundle-validation.js';
+import { VersionIsolate } from '../version-isolate.js';
+import type { NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
+
+const isolates = new Map<string, VersionIsolate>();
+
+const post = (message: WorkerMessage): void => {
+  process.send?.(message);
+};
+
+/** Forwards host-call completions of a version to the node, for its settle loops. */
+const watchActivity = (versionId: string, isolate: VersionIsolate): void => {
+  const seq = isolate.activitySeq;
+  void isolate.nextActivity(seq).then(() => {
+    if (isolates.get(versionId) !== isolate) return;
+    if (!isolate.healthy) {
+      isolates.delete(versionId);
+      post({ kind: 'unhealthy', versionId });
+      return;
+    }
+    post({ kind: 'activity', versionId, seq: isolate.activitySeq });
+    watchActivity(versionId, isolate);
+  });
+};
+
+const isolateOf = (versionId: string): VersionIsolate => {
+  const isolate = isolates.get(versionId);
+  if (!isolate || !isolate.healthy) {
+    isolates.delete(versionId);
+    const error = new Error(`machine version ${versionId} is not loaded in this sandbox worker`);
+    error.name = 'SandboxDisposedError';
+    throw error;
+  }
+  return isolate;
+};
+
+const handle = async (request: SandboxRequest): Promise<unknown> => {
+  switch (request.op) {
+    case 'load': {
+      isolates.get(request.versionId)?.dispose();
+      const isolate = await VersionIsolate.load({
+        versionId: request.versionId,
+        code: request.code,
+        ...request.settings,
+        onLog: (entry) => post({ kind: 'log', versionId: request.versionId, entry }),
+      });
+      isolates.set(request.versionId, isolate);
+      watchActivity(request.versionId, isolate);
+      return true;
+    }
+    case 'validate':
+      return validateBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
+    case 'unload':
+      isolates.get(request.versionId)?.dispose();
+      isolates.delete(request.versionId);
+      return true;
+    case 'allowRead':
+      return isolateOf(request.versionId).allowRead(request.request);
+    case 'allowWrite':
+      return isolateOf(request.versionId).allowWrite(request.request);
+    case 'start':
+      return isolateOf(request.versionId).start(request.key, request.init, request.options);
+    case 'send':
+      return isolateOf(request.versionId).send(request.key, request.event, request.now);
+    case 'sendAuthorized':
+      return isolateOf(request.versionId).sendAuthorized(request.key, request.request, request.event, request.now);
+    case 'advance':
+      return isolateOf(request.versionId).advance(request.key, request.now);
+    case 'stopChildren':
+      return isolateOf(request.versionId).stopChildren(request.key);
+    case 'stop':
+      isolates.get(request.versionId)?.stop(request.key);
+      return true;
+  }
+};
+
+const serialize = (error: unknown): SerializedError => {
+  if (!(error instanceof Error)) return { name: 'MachineCodeError', message: String(error) };
+  const out: SerializedError = { name: error.name, message: error.message };
+  const extra = error as { limitMs?: unknown; limitMb?: unknown };
+  if (typeof extra.limitMs === 'number') out.limitMs = extra.limitMs;
+  if (typeof extra.limitMb === 'number') out.limitMb = extra.limitMb;
+  return out;
+};
+
+process.on('message', (message: NodeMessage) => {
+  const { id, request } = message;
+  handle(request).then(
+    (value) => post({ kind: 'response', id, ok: true, value }),
+    (error: unknown) => {
+      // A memory error disposed the isolate: say so, so the node reloads the version.
+      if ('versionId' in request && isolates.get(request.versionId)?.healthy === false) {
+        isolates.delete(request.versionId);
+        post({ kind: 'unhealthy', versionId: request.versionId });
+      }
+      post({ kind: 'response', id, ok: false, error: serialize(error) });
+    },
+  );
+});
+
+// The node went away: nothing to do here any more.
+process.on('disconnect', () => process.exit(0));
