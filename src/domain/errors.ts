@@ -19,6 +19,7 @@ export type ErrorCode =
   | 'unavailable'
   | 'machine-code-error'
   | 'context-too-large'
+  | 'state-too-large'
   | 'settle-timeout'
   | 'internal';
 
@@ -65,3 +66,6 @@ export const machineCodeFailed = (message: string): ServiceError => new ServiceE
 
 export const contextTooLarge = (bytes: number, limit: number): ServiceError =>
   new ServiceError(400, 'context-too-large', `the transition would leave a context of ${bytes} bytes of JSON, above the limit of ${limit} bytes; the event was not applied`);
+
+export const stateTooLarge = (bytes: number, limit: number): ServiceError =>
+  new ServiceError(400, 'state-too-large', `the transition would leave ${bytes} bytes of state to persist (snapshot and pending delayed events), above the limit of ${limit} bytes; the event was not applied`);

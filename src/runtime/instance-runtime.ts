@@ -1,4 +1,4 @@
-import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError } from '../domain/errors.js';
+import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError, stateTooLarge } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import { MachineCodeError, type RemoteVersion, SandboxCrashedError, SandboxMemoryError, SandboxTimeoutError, type StepResult } from '../sandbox/index.js';
@@ -216,7 +216,7 @@ export class InstanceRuntime {
       const seqBeforeFirst = sandbox.activitySeq;
       const first = effects.absorb(await sandbox.start(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now }));
       const { result, stoppedChildren } = await this.settleStep(actor, sandbox, first, now, effects, seqBeforeFirst);
-      const contextBytes = this.checkContext(result);
+      const size = this.checkSize(result);
       const head: InstanceHead = {
         orgId, machine, name, versionId,
         createdAt: new Date(now).toISOString(),
@@ -233,8 +233,8 @@ export class InstanceRuntime {
       const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
       const created = await this.deps.instances.createInstance(head, [record], commitEffects);
       if (!created) throw conflict(`instance ${name} of machine ${machine} already exists`);
-      this.usage.transitions(orgId, this.billedTransitions(1, contextBytes));
-      this.committed(actor, head, contextBytes, outbox);
+      this.usage.transitions(orgId, this.billedTransitions(1, size.contextBytes));
+      this.committed(actor, head, size.stateBytes, outbox);
       return head;
     } catch (error) {
       actor.discardLive();
@@ -292,8 +292,8 @@ export class InstanceRuntime {
       const last = records.at(-1) as TransitionRecord;
       last.state = settled.result.state;
       last.context = settled.result.context;
-      const contextBytes = this.checkContext(settled.result);
-      return await this.commit(actor, head, records, settled.result, settled.stoppedChildren, contextBytes, effects, commitEffects);
+      const size = this.checkSize(settled.result);
+      return await this.commit(actor, head, records, settled.result, settled.stoppedChildren, size, effects, commitEffects);
     } catch (error) {
       actor.discardLive();
       throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
@@ -302,7 +302,7 @@ export class InstanceRuntime {
 
   private async commit(
     actor: InstanceActor, head: InstanceHead, records: TransitionRecord[], result: StepResult, stoppedChildren: string[],
-    contextBytes: number, effects: StepEffects, commitEffects: CommitEffects,
+    size: { contextBytes: number; stateBytes: number }, effects: StepEffects, commitEffects: CommitEffects,
   ): Promise<InstanceHead> {
     // ts is strictly increasing per instance, even if the clock steps back.
     let ts = Math.max(Date.now(), head.ts + 1);
@@ -317,15 +317,15 @@ export class InstanceRuntime {
     const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts };
     const outbox = this.outboxOf(next, effects, last.ts);
     await this.deps.instances.commit(next, head.seq, records, { ...commitEffects, outbox });
-    this.usage.transitions(actor.orgId, this.billedTransitions(records.length, contextBytes));
-    this.committed(actor, next, contextBytes, outbox);
+    this.usage.transitions(actor.orgId, this.billedTransitions(records.length, size.contextBytes));
+    this.committed(actor, next, size.stateBytes, outbox);
     return next;
   }
 
   /** After a durable commit: remember the head, account memory, wake the timer scheduler and the outbox. */
-  private committed(actor: InstanceActor, head: InstanceHead, contextBytes: number, outbox: OutboxMessage[]): void {
+  private committed(actor: InstanceActor, head: InstanceHead, stateBytes: number, outbox: OutboxMessage[]): void {
     actor.head = head;
-    this.actors.resize(actor, contextBytes + 4096);
+    this.actors.resize(actor, stateBytes + 4096);
     if (head.pendingTimers.length > 0) this.deps.onTimersPending?.(Math.min(...head.pendingTimers.map((timer) => timer.dueAt)));
     if (outbox.length > 0) {
       this.deps.fault?.('after-sender-commit');
@@ -426,10 +426,18 @@ export class InstanceRuntime {
     };
   }
 
-  private checkContext(result: StepResult): number {
-    const bytes = Buffer.byteLength(JSON.stringify(result.context), 'utf8');
-    if (bytes > this.deps.settings.maxContextBytes) throw contextTooLarge(bytes, this.deps.settings.maxContextBytes);
-    return bytes;
+  /**
+   * The context limit (400 KiB, wire-protocol §8.3), and a bound on everything else a commit persists
+   * (snapshot, pending delayed events with their payloads), which machine code also controls.
+   * Returns the context's size and the state's total size (what the actor holds in memory).
+   */
+  private checkSize(result: StepResult): { contextBytes: number; stateBytes: number } {
+    const { maxContextBytes, maxPersistedBytes } = this.deps.settings;
+    const contextBytes = Buffer.byteLength(JSON.stringify(result.context), 'utf8');
+    if (contextBytes > maxContextBytes) throw contextTooLarge(contextBytes, maxContextBytes);
+    const restBytes = Buffer.byteLength(JSON.stringify(result.snapshot), 'utf8') + Buffer.byteLength(JSON.stringify(result.pendingTimers), 'utf8');
+    if (restBytes > maxPersistedBytes) throw stateTooLarge(restBytes, maxPersistedBytes);
+    return { contextBytes, stateBytes: contextBytes + restBytes };
   }
 
   private billedTransitions(records: number, contextBytes: number): number {

@@ -6,6 +6,8 @@ export interface RuntimeSettings {
   settleBudgetMs: number;
   /** Largest context, as UTF-8 JSON, a transition may leave behind. */
   maxContextBytes: number;
+  /** Largest persisted state besides the context: the snapshot plus pending delayed events. */
+  maxPersistedBytes: number;
   isolateMemoryLimitMb: number;
   /** CPU time one call into machine code may take. */
   cpuLimitMs: number;
@@ -23,6 +25,7 @@ export interface RuntimeSettings {
 export const defaultRuntimeSettings: RuntimeSettings = {
   settleBudgetMs: 10_000,
   maxContextBytes: 400 * 1024,
+  maxPersistedBytes: 2 * 1024 * 1024,
   isolateMemoryLimitMb: 128,
   cpuLimitMs: 1_000,
   maxLiveActors: 20_000,

@@ -16,7 +16,8 @@ export const FETCH_SOURCE = String.raw`(function installFetch(hostFetch) {
   'use strict';
   var G = globalThis;
   var internal = G.__statehold_internal;
-  var stringify = JSON.stringify, parse = JSON.parse;
+  var I = internal.intrinsics; // built-ins captured before any user code runs (globals-source.ts)
+  var stringify = I.jsonStringify, parse = I.jsonParse;
   function define(name, value) {
     Object.defineProperty(G, name, { value: value, writable: true, configurable: true, enumerable: false });
   }
@@ -240,7 +241,7 @@ export const FETCH_SOURCE = String.raw`(function installFetch(hostFetch) {
   }
 
   // ---- fetch ----
-  var pending = new Map(); // id -> { owner, resolve, reject }
+  var pending = new I.Map(); // id -> { owner, resolve, reject }
   function fetch(input, init) {
     return new Promise(function (resolve, reject) {
       var r = new Request(input, init);
@@ -249,7 +250,7 @@ export const FETCH_SOURCE = String.raw`(function installFetch(hostFetch) {
       var head = { url: s.url, method: s.method, headers: list(s.headers).map(function (p) { return [p[0], p[1]]; }), redirect: s.redirect };
       var owner = internal.currentKey();
       var answer = parse(String(hostFetch(owner, stringify(head), b.bytes ? b.bytes : undefined)));
-      if (answer && typeof answer.id === 'number') pending.set(answer.id, { owner: owner, resolve: resolve, reject: reject });
+      if (answer && typeof answer.id === 'number') I.mapSet(pending, answer.id, { owner: owner, resolve: resolve, reject: reject });
       else reject(new TypeError('fetch failed: ' + String(answer && answer.error)));
     });
   }
@@ -259,17 +260,19 @@ export const FETCH_SOURCE = String.raw`(function installFetch(hostFetch) {
   define('Response', Response);
 
   // plumbing for the harness
-  internal.hostCallOwner = function (id) { var p = pending.get(id); return p ? p.owner : undefined; };
+  internal.hostCallOwner = function (id) { var p = I.mapGet(pending, id); return p ? p.owner : undefined; };
   internal.settleHostCall = function (id, headJson, body) {
-    var p = pending.get(id);
+    var p = I.mapGet(pending, id);
     if (!p) return false;
-    pending.delete(id);
+    I.mapDelete(pending, id);
     var head = parse(headJson);
     if (typeof head.error === 'string') p.reject(new TypeError('fetch failed: ' + head.error));
     else p.resolve(hostResponse(head, body));
     return true;
   };
   internal.dropHostCalls = function (owner) {
-    pending.forEach(function (p, id) { if (p.owner === owner) pending.delete(id); });
+    var ids = [];
+    I.mapForEach(pending, function (p, id) { if (p.owner === owner) I.arrayPush(ids, id); });
+    for (var i = 0; i < ids.length; i++) I.mapDelete(pending, ids[i]);
   };
 })`;

@@ -2,21 +2,59 @@
  * In-isolate source that installs the web-standard globals machine code may use (wire-protocol §7.3)
  * and the hidden timer/console plumbing the harness needs. It is a function expression: the host
  * runs it once per isolate with three audited callbacks and nothing else from the host:
- *   hostLog(json: string): void          — the captured-console sink
+ *   hostLog(json: string | number): void — the captured-console sink (a number: that many entries
+ *                                          were dropped by the per-call budget, limits.ts)
  *   hostRandom(n: number): string        — n random bytes, hex encoded
  * plus a random nonce that makes timer ids unique across isolates (re-armed timers keep their id).
+ *
+ * It runs first, before any other code of the isolate: it removes `WebAssembly` (wasm memories are
+ * allocated outside the V8 heap that the isolate memory limit bounds) and captures the built-ins
+ * the sandbox's own code relies on (`intrinsics`, handed to the harness and the fetch installer), so
+ * machine code replacing prototype methods or globals later cannot change the plumbing's behaviour.
  *
  * The callbacks are captured in this closure and never stored on a global, so machine code can only
  * reach them through console.* and crypto.*, which always pass a string/number.
  * fetch/Headers/Request/Response (fetch-source.ts) and crypto.subtle (subtle-source.ts) are installed
  * by their own installers, each with one audited callback of its own.
  * Timers are driven by the host clock: nothing fires by itself; the harness fires due timers when the
- * host calls advance(key, now). The plumbing object is parked on a global for the harness module to
- * take (and delete) before any user code runs.
+ * host calls advance(key, now). Delays: NaN, negative or non-numeric → 0; +Infinity → never fires
+ * (nothing is scheduled; the id is still valid for clearTimeout). Timers are bounded per owner.
+ * The plumbing object is parked on a global for the harness module to take (and delete) before any
+ * user code runs.
  */
+import { MAX_EVENT_TIMERS_PER_OWNER, MAX_LOG_CHARS_PER_CALL, MAX_LOG_ENTRIES_PER_CALL, MAX_LOG_ENTRY_CHARS, MAX_TIMERS_PER_OWNER } from './limits.js';
+
 export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostRandom, nonce) {
   'use strict';
   var G = globalThis;
+  // WebAssembly.Memory backing stores live outside the V8 heap, so isolated-vm's memoryLimit does not
+  // bound them: the whole namespace goes before any other code runs (nothing else references it).
+  delete G.WebAssembly;
+
+  // ---- intrinsics, captured before any user code runs (uncurried: no lookup when called) ----
+  var uncurry = Function.prototype.bind.bind(Function.prototype.call);
+  var intrinsics = Object.freeze({
+    apply: Reflect.apply,
+    mapGet: uncurry(Map.prototype.get), mapSet: uncurry(Map.prototype.set), mapHas: uncurry(Map.prototype.has),
+    mapDelete: uncurry(Map.prototype.delete), mapForEach: uncurry(Map.prototype.forEach),
+    mapSize: uncurry(Object.getOwnPropertyDescriptor(Map.prototype, 'size').get),
+    setForEach: uncurry(Set.prototype.forEach),
+    weakMapGet: uncurry(WeakMap.prototype.get), weakMapSet: uncurry(WeakMap.prototype.set),
+    arrayPush: uncurry(Array.prototype.push), arrayPop: uncurry(Array.prototype.pop),
+    arraySlice: uncurry(Array.prototype.slice), arraySort: uncurry(Array.prototype.sort),
+    arrayMap: uncurry(Array.prototype.map), arrayIndexOf: uncurry(Array.prototype.indexOf),
+    arrayJoin: uncurry(Array.prototype.join), isArray: Array.isArray,
+    stringSlice: uncurry(String.prototype.slice), stringSplit: uncurry(String.prototype.split),
+    objectKeys: Object.keys, objectAssign: Object.assign, objectDefineProperty: Object.defineProperty,
+    objectFreeze: Object.freeze, getOwnPropertyDescriptor: Object.getOwnPropertyDescriptor,
+    hasOwn: uncurry(Object.prototype.hasOwnProperty), objectToString: uncurry(Object.prototype.toString),
+    jsonStringify: JSON.stringify, jsonParse: JSON.parse,
+    String: String, Number: Number, Error: Error, TypeError: TypeError, Map: Map,
+    isFinite: Number.isFinite, mathMax: Math.max, mathMin: Math.min, parseInt: parseInt
+  });
+  var I = intrinsics;
+  var $String = String, $Number = Number, $Error = Error, $TypeError = TypeError;
+
   function define(name, value) {
     Object.defineProperty(G, name, { value: value, writable: true, configurable: true, enumerable: false });
   }
@@ -26,35 +64,68 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
   var versionLogContext = null; // { machineInstanceName } during authorizer calls
 
   // ---- timers (host clock) ----
-  var timers = new Map(); // id -> { id, owner, dueAt, fn, args, interval, meta }
+  var timers = new I.Map(); // id -> { id, owner, dueAt, fn, args, interval, meta }
+  var timerCounts = new I.Map(); // owner -> { all, events }: pending timers per owner (limits.ts)
   var timerSeq = 0;
-  var MAX_TIMERS = 100000;
+  var MAX_TIMERS_PER_OWNER = ${MAX_TIMERS_PER_OWNER};
+  var MAX_EVENT_TIMERS_PER_OWNER = ${MAX_EVENT_TIMERS_PER_OWNER};
   function nowMs() { return current ? current.now : Date.now(); }
+  function countOf(owner) {
+    var c = I.mapGet(timerCounts, owner);
+    if (c === undefined) { c = { all: 0, events: 0 }; I.mapSet(timerCounts, owner, c); }
+    return c;
+  }
+  function removeTimer(id) {
+    var t = I.mapGet(timers, id);
+    if (t === undefined) return;
+    I.mapDelete(timers, id);
+    var c = I.mapGet(timerCounts, t.owner);
+    if (c === undefined) return;
+    c.all--; if (t.meta) c.events--;
+    if (c.all <= 0) I.mapDelete(timerCounts, t.owner);
+  }
+  /**
+   * Delays: NaN, negative, -Infinity or non-numeric → 0 (as web timers); +Infinity → never due, so
+   * nothing is scheduled (xstate's after: { Infinity } never fires; the id can still be cleared).
+   * A re-armed timer's persisted due time is used when finite.
+   */
   function addTimer(owner, fn, delay, args, interval, meta, fixedId, fixedDueAt) {
-    if (timers.size >= MAX_TIMERS) throw new Error('too many pending timers');
     var n = ++timerSeq;
     var id = fixedId || (nonce + ':' + n);
-    var ms = Number(delay);
-    if (!(ms > 0)) ms = 0;
-    timers.set(id, {
-      id: id, n: n, owner: owner, fn: fn, args: args || [], interval: interval ? Math.max(ms, 1) : 0,
-      dueAt: typeof fixedDueAt === 'number' ? fixedDueAt : nowMs() + ms, meta: meta || null
+    var ms = I.Number(delay);
+    if (ms === Infinity) return id;
+    if (!I.isFinite(ms) || ms < 0) ms = 0;
+    var dueAt;
+    if (typeof fixedDueAt === 'number' && fixedDueAt === Infinity) return id;
+    else if (typeof fixedDueAt === 'number' && I.isFinite(fixedDueAt)) dueAt = fixedDueAt;
+    else dueAt = nowMs() + ms;
+    if (!I.isFinite(dueAt)) return id;
+    removeTimer(id);
+    var c = countOf(owner);
+    if (c.all >= MAX_TIMERS_PER_OWNER) throw new $Error('too many pending timers (at most ' + MAX_TIMERS_PER_OWNER + ' per actor)');
+    if (meta && c.events >= MAX_EVENT_TIMERS_PER_OWNER) {
+      throw new $Error('too many pending delayed events (at most ' + MAX_EVENT_TIMERS_PER_OWNER + ' per actor)');
+    }
+    c.all++; if (meta) c.events++;
+    I.mapSet(timers, id, {
+      id: id, n: n, owner: owner, fn: fn, args: args || [], interval: interval ? I.mathMax(ms, 1) : 0,
+      dueAt: dueAt, meta: meta || null
     });
     return id;
   }
-  function webTimerId(id) { return Number(String(id).split(':')[1]); }
+  function webTimerId(id) { return I.Number(I.stringSplit(I.String(id), ':')[1]); }
   function fromWebTimerId(n) { return nonce + ':' + n; }
   function setTimeoutImpl(fn, delay) {
-    if (typeof fn !== 'function') throw new TypeError('setTimeout: callback must be a function');
-    var args = Array.prototype.slice.call(arguments, 2);
+    if (typeof fn !== 'function') throw new $TypeError('setTimeout: callback must be a function');
+    var args = I.arraySlice(arguments, 2);
     return webTimerId(addTimer(current ? current.key : null, fn, delay, args, false, null));
   }
   function setIntervalImpl(fn, delay) {
-    if (typeof fn !== 'function') throw new TypeError('setInterval: callback must be a function');
-    var args = Array.prototype.slice.call(arguments, 2);
+    if (typeof fn !== 'function') throw new $TypeError('setInterval: callback must be a function');
+    var args = I.arraySlice(arguments, 2);
     return webTimerId(addTimer(current ? current.key : null, fn, delay, args, true, null));
   }
-  function clearTimerImpl(n) { if (n !== undefined && n !== null) timers.delete(fromWebTimerId(n)); }
+  function clearTimerImpl(n) { if (n !== undefined && n !== null) removeTimer(fromWebTimerId(n)); }
   define('setTimeout', setTimeoutImpl);
   define('setInterval', setIntervalImpl);
   define('clearTimeout', clearTimerImpl);
@@ -68,22 +139,22 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
   function logSafe(value, depth, seen) {
     switch (typeof value) {
       case 'string': case 'boolean': return value;
-      case 'number': return isFinite(value) ? value : String(value);
+      case 'number': return I.isFinite(value) ? value : I.String(value);
       case 'bigint': return value.toString() + 'n';
       case 'undefined': return null;
       case 'symbol': return value.toString();
       case 'function': return '[Function ' + (value.name || 'anonymous') + ']';
     }
     if (value === null) return null;
-    if (seen.indexOf(value) >= 0) return '[Circular]';
+    if (I.arrayIndexOf(seen, value) >= 0) return '[Circular]';
     if (depth > 8) return '[Object]';
-    seen.push(value);
+    I.arrayPush(seen, value);
     try {
       if (value instanceof Error) {
         return { name: String(value.name), message: String(value.message), stack: String(value.stack || '') };
       }
       if (value instanceof Date) return isNaN(value.getTime()) ? 'Invalid Date' : value.toISOString();
-      if (Array.isArray(value)) return value.slice(0, 1000).map(function (v) { return logSafe(v, depth + 1, seen); });
+      if (I.isArray(value)) return I.arrayMap(I.arraySlice(value, 0, 1000), function (v) { return logSafe(v, depth + 1, seen); });
       if (value instanceof Map) {
         var m = {};
         value.forEach(function (v, k) { m[String(k)] = logSafe(v, depth + 1, seen); });
@@ -95,7 +166,7 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
         return s;
       }
       var out = {};
-      var keys = Object.keys(value).slice(0, 1000);
+      var keys = I.arraySlice(I.objectKeys(value), 0, 1000);
       for (var i = 0; i < keys.length; i++) {
         var item;
         try { item = logSafe(value[keys[i]], depth + 1, seen); } catch (e) { item = '[Unserialisable]'; }
@@ -105,22 +176,45 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     } catch (e) {
       return '[Unserialisable]';
     } finally {
-      seen.pop();
+      I.arrayPop(seen);
     }
   }
-  var MAX_LOG_CHARS = 64 * 1024;
+  var MAX_LOG_CHARS = ${MAX_LOG_ENTRY_CHARS};
+  // per-call budget (limits.ts): reset by beginCall, which the harness calls at each of its entries.
+  // Once over, the rest of the call's entries are dropped without being serialised or sent: the
+  // first drop of a call is signalled to the host (hostLog(1)), which asks for the count when its
+  // call returns (takeDroppedLogs) and writes one summary entry.
+  var MAX_LOG_ENTRIES_PER_CALL = ${MAX_LOG_ENTRIES_PER_CALL};
+  var MAX_LOG_CHARS_PER_CALL = ${MAX_LOG_CHARS_PER_CALL};
+  var logEntries = 0, logChars = 0, logTruncated = false, logDropped = 0;
+  function beginCall() { logEntries = 0; logChars = 0; logTruncated = false; }
+  function dropEntry() {
+    logDropped++;
+    if (!logTruncated) { logTruncated = true; hostLog(1); }
+  }
+  function takeDropped() { var n = logDropped; logDropped = 0; return n; }
   function emit(level, argsLike) {
+    if (logTruncated || logEntries >= MAX_LOG_ENTRIES_PER_CALL) { dropEntry(); return; }
     var args = [];
-    for (var i = 0; i < argsLike.length; i++) args.push(logSafe(argsLike[i], 0, []));
+    for (var i = 0; i < argsLike.length; i++) I.arrayPush(args, logSafe(argsLike[i], 0, []));
     var entry = { level: level, args: args };
     if (current) { entry.instanceKey = current.key; if (current.name) entry.machineInstanceName = current.name; }
     else if (versionLogContext) entry.machineInstanceName = versionLogContext.machineInstanceName;
     var json;
-    try { json = JSON.stringify(entry); } catch (e) { json = JSON.stringify({ level: level, args: ['[Unserialisable log entry]'] }); }
+    try { json = I.jsonStringify(entry); } catch (e) { json = undefined; }
+    if (typeof json !== 'string') json = I.jsonStringify({ level: level, args: ['[Unserialisable log entry]'] });
     if (json.length > MAX_LOG_CHARS) {
-      entry.args = [json.slice(0, MAX_LOG_CHARS) + '...[truncated]'];
-      json = JSON.stringify(entry);
+      // escaping can double the sliced text once it is a JSON string itself: retry with half
+      entry.args = [I.stringSlice(json, 0, MAX_LOG_CHARS - 64) + '...[truncated]'];
+      json = I.jsonStringify(entry);
+      if (json.length > MAX_LOG_CHARS) {
+        entry.args = [I.stringSlice(entry.args[0], 0, (MAX_LOG_CHARS >> 1) - 64) + '...[truncated]'];
+        json = I.jsonStringify(entry);
+      }
     }
+    if (logChars + json.length > MAX_LOG_CHARS_PER_CALL) { dropEntry(); return; }
+    logEntries++;
+    logChars += json.length;
     hostLog(json);
   }
   var consoleObject = {};
@@ -134,29 +228,32 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
   var pool = [];
   function randomByte() {
     if (pool.length === 0) {
-      var hex = String(hostRandom(256));
-      for (var i = 0; i + 1 < hex.length; i += 2) pool.push(parseInt(hex.slice(i, i + 2), 16));
+      var hex = I.String(hostRandom(256));
+      for (var i = 0; i + 1 < hex.length; i += 2) I.arrayPush(pool, I.parseInt(I.stringSlice(hex, i, i + 2), 16));
     }
-    return pool.pop();
+    return I.arrayPop(pool);
   }
   var INTEGER_ARRAYS = ['Int8Array', 'Uint8Array', 'Uint8ClampedArray', 'Int16Array', 'Uint16Array',
     'Int32Array', 'Uint32Array', 'BigInt64Array', 'BigUint64Array'];
   function getRandomValues(array) {
-    var tag = Object.prototype.toString.call(array).slice(8, -1);
-    if (INTEGER_ARRAYS.indexOf(tag) < 0) throw new TypeError('getRandomValues: argument must be an integer typed array');
+    var tag = I.stringSlice(I.objectToString(array), 8, -1);
+    if (I.arrayIndexOf(INTEGER_ARRAYS, tag) < 0) throw new $TypeError('getRandomValues: argument must be an integer typed array');
     if (array.byteLength > 65536) throw new RangeError('getRandomValues: at most 65536 bytes');
     var bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
     for (var i = 0; i < bytes.length; i++) bytes[i] = randomByte();
     return array;
   }
+  var HEX = '0123456789abcdef';
   function randomUUID() {
-    var b = getRandomValues(new Uint8Array(16));
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    var h = [];
-    for (var i = 0; i < 16; i++) h.push((b[i] + 0x100).toString(16).slice(1));
-    return h.slice(0, 4).join('') + '-' + h.slice(4, 6).join('') + '-' + h.slice(6, 8).join('') + '-' +
-      h.slice(8, 10).join('') + '-' + h.slice(10, 16).join('');
+    var out = '';
+    for (var i = 0; i < 16; i++) {
+      var v = randomByte();
+      if (i === 6) v = (v & 0x0f) | 0x40;
+      if (i === 8) v = (v & 0x3f) | 0x80;
+      if (i === 4 || i === 6 || i === 8 || i === 10) out += '-';
+      out += HEX[v >> 4] + HEX[v & 15];
+    }
+    return out;
   }
   define('crypto', { getRandomValues: getRandomValues, randomUUID: randomUUID });
 
@@ -283,7 +380,12 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
 
   // ---- plumbing for the harness (taken and deleted by the harness module before user code runs) ----
   var internal = {
+    intrinsics: intrinsics,
     randomUUID: randomUUID,
+    /** Starts a new call into the isolate: the per-call console budget begins afresh. */
+    beginCall: beginCall,
+    /** Console entries dropped since the host last asked (the host's summary counts them). */
+    takeDropped: takeDropped,
     enter: function (key, name, now) { current = { key: key, name: name, now: now }; },
     leave: function () { current = null; },
     /** The actor key the code currently runs for (host calls are attributed to it), or null. */
@@ -298,17 +400,19 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     logError: function () { emit('error', arguments); },
     addTimer: function (owner, fn, delay, meta) { return addTimer(owner, fn, delay, [], false, meta); },
     rearmTimer: function (owner, fn, id, dueAt, meta) { return addTimer(owner, fn, 0, [], false, meta, id, dueAt); },
-    clearTimer: function (id) { timers.delete(id); },
+    clearTimer: function (id) { removeTimer(id); },
     clearOwner: function (owner, kind) {
-      timers.forEach(function (t, id) {
-        if (t.owner === owner && (!kind || (t.meta ? 'event' : 'callback') === kind)) timers.delete(id);
+      var ids = [];
+      I.mapForEach(timers, function (t, id) {
+        if (t.owner === owner && (!kind || (t.meta ? 'event' : 'callback') === kind)) I.arrayPush(ids, id);
       });
+      for (var i = 0; i < ids.length; i++) removeTimer(ids[i]);
     },
     timersOf: function (owner) {
       var list = [];
-      timers.forEach(function (t) { if (t.owner === owner) list.push(t); });
-      list.sort(function (a, b) { return a.dueAt - b.dueAt || a.n - b.n; });
-      return list.map(function (t) {
+      I.mapForEach(timers, function (t) { if (t.owner === owner) I.arrayPush(list, t); });
+      I.arraySort(list, function (a, b) { return a.dueAt - b.dueAt || a.n - b.n; });
+      return I.arrayMap(list, function (t) {
         if (!t.meta) return { kind: 'callback', id: t.id, dueAt: t.dueAt };
         var e = { kind: 'event', id: t.id, dueAt: t.dueAt, event: t.meta.event };
         if (t.meta.sendId !== undefined) e.sendId = t.meta.sendId;
@@ -320,16 +424,16 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     fireDue: function (owner, now, onError) {
       for (var guard = 0; guard < 10000; guard++) {
         var next = null;
-        timers.forEach(function (t) {
+        I.mapForEach(timers, function (t) {
           if (t.owner === owner && t.dueAt <= now && (!next || t.dueAt < next.dueAt || (t.dueAt === next.dueAt && t.n < next.n))) next = t;
         });
         if (!next) return;
         var firedAt = next.dueAt;
-        if (next.interval) next.dueAt += next.interval; else timers.delete(next.id);
+        if (next.interval) next.dueAt += next.interval; else removeTimer(next.id);
         // timers scheduled by this callback count from its due time, so a late advance catches up
         // on a chain of delays exactly as a punctual clock would have
         if (current) current.now = firedAt;
-        try { next.fn.apply(undefined, next.args); }
+        try { I.apply(next.fn, undefined, next.args); }
         catch (e) { if (onError(e, next) === false) break; }
       }
       if (current) current.now = now;

@@ -19,6 +19,17 @@
  * A mutating call (start/send/advance) is followed by `collect`, which runs after the isolate has
  * drained its microtasks (isolated-vm does so when a sync call returns), so the result reflects
  * promises that resolved meanwhile.
+ *
+ * Isolation between the instances sharing the isolate:
+ * - xstate's session registry (which `sendTo` consults for string targets it does not find among
+ *   the children) is replaced by a harness-private one scoped to the actor the call runs for, so
+ *   machine code cannot find or drive another instance's interpreters by session id ("x:0", ...);
+ *   user bundles cannot import xstate's registry or serviceScope modules (xstate-sources.ts);
+ * - the harness uses built-ins captured before any user code ran (globals-source.ts intrinsics,
+ *   xstate's Interpreter/State methods at install time), so machine code replacing prototype
+ *   methods cannot make it look up, collect or drive another actor; collect refuses to run once
+ *   JSON.stringify was replaced (the step fails with an error naming it).
+ * - each exported entry starts a new console budget (internal.beginCall).
  */
 export const HARNESS_SOURCE = String.raw`
 import * as X from 'xstate';
@@ -29,22 +40,58 @@ const internal = globalThis.__statehold_internal;
 delete globalThis.__statehold_internal;
 if (!internal) throw new Error('statehold harness: the globals were not installed');
 
+// ---- built-ins and xstate methods captured before any user code runs ----
+const I = internal.intrinsics;
+const apply = I.apply, mapGet = I.mapGet, mapSet = I.mapSet, mapDelete = I.mapDelete, mapForEach = I.mapForEach;
+const arrayPush = I.arrayPush, objectKeys = I.objectKeys, hasOwn = I.hasOwn, $String = I.String, $Error = I.Error;
+const jsonStringify = I.jsonStringify, jsonParse = I.jsonParse, JSON_OBJECT = JSON;
+const proto = X.Interpreter.prototype;
+const P = {
+  defer: proto.defer, _stop: proto._stop,
+  start: proto.start, onTransition: proto.onTransition, removeChild: proto.removeChild,
+  state: I.getOwnPropertyDescriptor(proto, 'state').get
+};
+const stateToJSON = X.State.prototype.toJSON;
+const X_interpret = X.interpret, X_spawn = X.spawn, X_toSCXMLEvent = X.toSCXMLEvent;
+const ActionTypes_Start = X.ActionTypes.Start, ActionTypes_Invoke = X.ActionTypes.Invoke, SpecialTargets_Parent = X.SpecialTargets.Parent;
+const objectAssign = I.objectAssign, objectDefineProperty = I.objectDefineProperty, $WeakMap = WeakMap;
+
+// ---- xstate's session registry, scoped to the actor a call runs for ----
+// interpreter.js registers every started interpreter (the actors and their child machines) and
+// sendTo falls back to registry.get(to) for string targets: shared as is, it hands one instance's
+// machine code the live interpreters of every other instance of the version.
+const sessions = new I.Map(); // sessionId -> { owner: actor key, actor }
+registry.register = function (id, actor) {
+  if (active !== null) mapSet(sessions, id, { owner: active.key, actor: actor });
+  return id;
+};
+registry.get = function (id) {
+  const s = mapGet(sessions, id);
+  return s !== undefined && active !== null && s.owner === active.key ? s.actor : undefined;
+};
+registry.free = function (id) { mapDelete(sessions, id); };
+function freeSessionsOf(key) {
+  const ids = [];
+  mapForEach(sessions, function (s, id) { if (s.owner === key) arrayPush(ids, id); });
+  for (let i = 0; i < ids.length; i++) mapDelete(sessions, ids[i]);
+}
+
 let bundle = null;
 export function bind(ns) {
   if (bundle !== null) throw new Error('statehold harness: already bound');
   bundle = ns;
 }
 
-const actors = new Map();
+const actors = new I.Map();
 let active = null; // the actor record the current call runs for
 
 function errorText(e) {
   try {
-    if (e && typeof e === 'object' && 'message' in e) return String(e.name || 'Error') + ': ' + String(e.message);
-    return 'thrown value: ' + String(e);
+    if (e && typeof e === 'object' && 'message' in e) return $String(e.name || 'Error') + ': ' + $String(e.message);
+    return 'thrown value: ' + $String(e);
   } catch (_) { return 'unprintable thrown value'; }
 }
-function jsonCopy(v) { return v === undefined ? undefined : JSON.parse(JSON.stringify(v)); }
+function jsonCopy(v) { return v === undefined ? undefined : jsonParse(jsonStringify(v)); }
 function isPersistentRef(to) {
   return to !== null && typeof to === 'object' && to.type === 'statebacked.instance' &&
     typeof to.machineName === 'string' && typeof to.machineInstanceName === 'string';
@@ -65,15 +112,15 @@ const rt = {
       const request = { kind: 'spawn', id, machineName: entity.machineName, machineInstanceName };
       if (typeof entity.machineVersionId === 'string') request.machineVersionId = entity.machineVersionId;
       if (opts.context !== undefined) request.context = jsonCopy(opts.context);
-      if (!active) throw new Error('spawnPersistentInstance must be called inside an assign of a running machine');
-      active.spawns.push(request);
+      if (!active) throw new $Error('spawnPersistentInstance must be called inside an assign of a running machine');
+      arrayPush(active.spawns, request);
       return { type: 'statebacked.instance', id, machineName: entity.machineName, machineInstanceName };
     }
-    return X.spawn(entity, nameOrOptions);
+    return X_spawn(entity, nameOrOptions);
   }
 };
 for (const name of ['__statebacked_rt', '__statebaked_rt']) {
-  Object.defineProperty(globalThis, name, { value: rt, writable: true, configurable: true, enumerable: false });
+  objectDefineProperty(globalThis, name, { value: rt, writable: true, configurable: true, enumerable: false });
 }
 
 function machine() { return bundle.default; }
@@ -81,10 +128,11 @@ function machine() { return bundle.default; }
 // ---- actors ----
 const CHILD_KINDS = [['spawnPromise', 'promise'], ['spawnCallback', 'callback'], ['spawnMachine', 'machine'],
   ['spawnObservable', 'observable'], ['spawnBehavior', 'behavior'], ['spawnActor', 'actor']];
+const SPAWNS = CHILD_KINDS.map(function (pair) { return [pair[0], pair[1], proto[pair[0]]]; });
 
 function newRecord(key, name) {
   return { key, name, interp: null, failure: null, transitions: 0, changed: false, spawns: [], outbound: [], invokes: {},
-    kinds: new WeakMap(), pendingMeta: null };
+    kinds: new $WeakMap(), pendingMeta: null };
 }
 function fail(rec, e) { if (!rec.failure) rec.failure = e === undefined ? new Error('undefined was thrown') : e; }
 
@@ -102,60 +150,59 @@ function createInterpreter(rec, m) {
     setTimeout(fn, ms) { const meta = rec.pendingMeta; rec.pendingMeta = null; return internal.addTimer(key, fn, ms, meta); },
     clearTimeout(id) { internal.clearTimer(id); }
   };
-  const interp = X.interpret(m, { clock, devTools: false });
-  const proto = X.Interpreter.prototype;
+  const interp = X_interpret(m, { clock, devTools: false });
   interp.defer = function (sendAction) {
     const meta = { event: jsonCopy(sendAction._event.data) };
-    if (sendAction.id !== undefined) meta.sendId = String(sendAction.id);
+    if (sendAction.id !== undefined) meta.sendId = $String(sendAction.id);
     const to = describeTarget(sendAction.to);
     if (to !== undefined) meta.to = to;
     rec.pendingMeta = meta;
-    try { return proto.defer.call(this, sendAction); } finally { rec.pendingMeta = null; }
+    try { return apply(P.defer, this, [sendAction]); } finally { rec.pendingMeta = null; }
   };
-  const originalSend = interp.send;
+  // send, sendTo and _exec are per-instance closures in xstate 4 (own properties, set by the constructor)
+  const originalSend = interp.send, originalSendTo = interp.sendTo, originalExec = interp._exec;
   interp.send = function (event, payload) {
-    try { return originalSend.call(this, event, payload); } catch (e) { fail(rec, e); throw e; }
+    try { return apply(originalSend, this, [event, payload]); } catch (e) { fail(rec, e); throw e; }
   };
-  const originalSendTo = interp.sendTo;
   interp.sendTo = function (event, to, immediate) {
-    if (isPersistentRef(to)) { rec.outbound.push({ to: refOf(to), event: jsonCopy(event.data) }); return; }
-    if (typeof to === 'string' && Object.prototype.hasOwnProperty.call(rec.invokes, to)) { rec.outbound.push({ to: refOf(rec.invokes[to]), event: jsonCopy(event.data) }); return; }
-    if (to === X.SpecialTargets.Parent && !this.parent) { rec.outbound.push({ to: 'parent', event: jsonCopy(event.data) }); return; }
-    return originalSendTo.call(this, event, to, immediate);
+    if (isPersistentRef(to)) { arrayPush(rec.outbound, { to: refOf(to), event: jsonCopy(event.data) }); return; }
+    if (typeof to === 'string' && hasOwn(rec.invokes, to)) { arrayPush(rec.outbound, { to: refOf(rec.invokes[to]), event: jsonCopy(event.data) }); return; }
+    if (to === SpecialTargets_Parent && !this.parent) { arrayPush(rec.outbound, { to: 'parent', event: jsonCopy(event.data) }); return; }
+    return apply(originalSendTo, this, [event, to, immediate]);
   };
-  const originalExec = interp._exec;
   interp._exec = function (action, context, _event, actionFunctionMap) {
-    const activity = action && action.type === X.ActionTypes.Start ? action.activity : undefined;
-    const src = activity && activity.type === X.ActionTypes.Invoke ? activity.src : undefined;
+    const activity = action && action.type === ActionTypes_Start ? action.activity : undefined;
+    const src = activity && activity.type === ActionTypes_Invoke ? activity.src : undefined;
     if (src && typeof src === 'object' && src.type === 'statebacked.invoke' && typeof src.machineName === 'string') {
-      const request = { kind: 'invoke', id: String(activity.id), machineName: src.machineName,
+      const request = { kind: 'invoke', id: $String(activity.id), machineName: src.machineName,
         machineInstanceName: typeof src.machineInstanceName === 'string' ? src.machineInstanceName : internal.randomUUID() };
       if (typeof src.machineVersionId === 'string') request.machineVersionId = src.machineVersionId;
       const data = activity.data;
       if (typeof data === 'function') request.context = jsonCopy(data(context, _event.data));
       else if (data && typeof data === 'object') {
         const c = {};
-        for (const k of Object.keys(data)) c[k] = typeof data[k] === 'function' ? data[k](context, _event.data) : data[k];
+        const keys = objectKeys(data);
+        for (let i = 0; i < keys.length; i++) { const k = keys[i]; c[k] = typeof data[k] === 'function' ? data[k](context, _event.data) : data[k]; }
         request.context = jsonCopy(c);
       }
-      rec.spawns.push(request);
+      arrayPush(rec.spawns, request);
       // The invoke id names the persistent child for sendTo (wire-protocol §7.4); kept in snapshots.
       rec.invokes[request.id] = { type: 'statebacked.instance', id: request.id, machineName: request.machineName, machineInstanceName: request.machineInstanceName };
       return;
     }
-    return originalExec.call(this, action, context, _event, actionFunctionMap);
+    return apply(originalExec, this, [action, context, _event, actionFunctionMap]);
   };
-  for (const [method, kind] of CHILD_KINDS) {
-    const original = proto[method];
-    interp[method] = function () {
-      const child = original.apply(this, arguments);
-      if (child !== null && typeof child === 'object') rec.kinds.set(child, kind);
+  for (let i = 0; i < SPAWNS.length; i++) {
+    const kind = SPAWNS[i][1], original = SPAWNS[i][2];
+    interp[SPAWNS[i][0]] = function () {
+      const child = apply(original, this, arguments);
+      if (child !== null && typeof child === 'object') I.weakMapSet(rec.kinds, child, kind);
       return child;
     };
   }
-  interp.onTransition(function (state) {
+  apply(P.onTransition, interp, [function (state) {
     if (state.changed !== false) { rec.transitions++; rec.changed = true; }
-  });
+  }]);
   return interp;
 }
 
@@ -163,38 +210,39 @@ function rearm(rec, timer) {
   const event = timer.event;
   const to = timer.to;
   const fn = function () {
-    const scxml = X.toSCXMLEvent(event);
+    const scxml = X_toSCXMLEvent(event);
     if (to !== undefined) rec.interp.sendTo(scxml, to, true); else rec.interp.send(scxml);
   };
   const meta = { event };
   if (timer.sendId !== undefined) meta.sendId = timer.sendId;
   if (to !== undefined) meta.to = to;
-  const id = internal.rearmTimer(rec.key, fn, String(timer.id), Number(timer.dueAt), meta);
+  const id = internal.rearmTimer(rec.key, fn, $String(timer.id), I.Number(timer.dueAt), meta);
   if (timer.sendId !== undefined) rec.interp.delayedEventsMap[timer.sendId] = id;
 }
 
 function discard(rec) {
-  if (actors.get(rec.key) === rec) actors.delete(rec.key);
+  if (mapGet(actors, rec.key) === rec) mapDelete(actors, rec.key);
   if (active === rec) active = null;
   internal.clearOwner(rec.key);
   // results of the actor's host calls (fetch) in flight must not reach a discarded or rebuilt actor
   internal.dropHostCalls(rec.key);
   if (rec.interp) {
     // _stop (not stop): no exit actions run; eviction and failure are not machine transitions
-    try { rec.interp._stop(); } catch (_) { /* the actor is being dropped anyway */ }
-    try { registry.free(rec.interp.sessionId); } catch (_) { /* idem */ }
+    try { apply(P._stop, rec.interp, []); } catch (_) { /* the actor is being dropped anyway */ }
   }
+  freeSessionsOf(rec.key);
   internal.clearOwner(rec.key);
 }
 
 function enter(rec, now) { active = rec; internal.enter(rec.key, rec.name, now); }
 
 export function start(key, name, initJson, now) {
-  const existing = actors.get(key);
+  internal.beginCall();
+  const existing = mapGet(actors, key);
   if (existing) discard(existing);
-  const init = JSON.parse(initJson);
+  const init = jsonParse(initJson);
   const rec = newRecord(key, name);
-  actors.set(key, rec);
+  mapSet(actors, key, rec);
   enter(rec, now);
   try {
     const base = machine();
@@ -203,12 +251,13 @@ export function start(key, name, initJson, now) {
       s.actions = []; s.children = {}; delete s.history; delete s._sessionid;
       if (init.snapshot.invokes && typeof init.snapshot.invokes === 'object') rec.invokes = init.snapshot.invokes;
       rec.interp = createInterpreter(rec, base);
-      rec.interp.start(s);
-      for (const t of init.pendingTimers || []) if (t && t.kind === 'event') rearm(rec, t);
+      apply(P.start, rec.interp, [s]);
+      const timers = init.pendingTimers || [];
+      for (let i = 0; i < timers.length; i++) { const t = timers[i]; if (t && t.kind === 'event') rearm(rec, t); }
       rec.transitions = 0; rec.changed = false;
     } else {
       const defaults = jsonCopy(base.context);
-      const context = Object.assign({}, defaults !== null && typeof defaults === 'object' ? defaults : {}, init.context || {});
+      const context = objectAssign({}, defaults !== null && typeof defaults === 'object' ? defaults : {}, init.context || {});
       // The initial state is computed on the shared machine with this instance's context instead of
       // machine.withContext(context), which rebuilds the whole StateNode tree per instance (≈ 2.5x
       // the start cost and memory). Shadowing the initialState getter keeps xstate's own order:
@@ -216,7 +265,7 @@ export function start(key, name, initJson, now) {
       // assign starts real children; its actions (entry, invokes) are then executed by start().
       const interp = createInterpreter(rec, base);
       rec.interp = interp;
-      Object.defineProperty(interp, 'initialState', {
+      objectDefineProperty(interp, 'initialState', {
         configurable: true,
         get: function () {
           if (!interp._initialState) {
@@ -225,17 +274,22 @@ export function start(key, name, initJson, now) {
           return interp._initialState;
         }
       });
-      interp.start();
+      apply(P.start, interp, []);
     }
   } catch (e) { fail(rec, e); }
   return '';
 }
 
 export function send(key, eventJson, now) {
-  const rec = actors.get(key);
+  internal.beginCall();
+  return sendEvent(key, eventJson, now);
+}
+
+function sendEvent(key, eventJson, now) {
+  const rec = mapGet(actors, key);
   if (!rec) return 'no-actor';
   enter(rec, now);
-  try { rec.interp.send(JSON.parse(eventJson)); } catch (e) { fail(rec, e); }
+  try { rec.interp.send(jsonParse(eventJson)); } catch (e) { fail(rec, e); }
   return '';
 }
 
@@ -244,12 +298,14 @@ export function send(key, eventJson, now) {
  * authorizer sees the request the host built (the committed state), as when called alone.
  */
 export function authorizeAndSend(requestJson, key, eventJson, now) {
-  if (authorize('write', requestJson) !== 'true') return 'rejected';
-  return send(key, eventJson, now);
+  internal.beginCall();
+  if (authorizeRequest('write', requestJson) !== 'true') return 'rejected';
+  return sendEvent(key, eventJson, now);
 }
 
 export function advance(key, now) {
-  const rec = actors.get(key);
+  internal.beginCall();
+  const rec = mapGet(actors, key);
   if (!rec) return 'no-actor';
   enter(rec, now);
   internal.fireDue(key, now, function (e, timer) {
@@ -261,69 +317,87 @@ export function advance(key, now) {
 }
 
 export function stopChildren(key) {
-  const rec = actors.get(key);
+  internal.beginCall();
+  const rec = mapGet(actors, key);
   if (!rec) return 'no-actor';
   enter(rec, Date.now());
   const ids = [];
   try {
-    rec.interp.children.forEach(function (child, id) {
-      ids.push(String(id));
+    mapForEach(rec.interp.children, function (child, id) {
+      arrayPush(ids, $String(id));
       try { if (typeof child.stop === 'function') child.stop(); }
-      catch (e) { internal.logError('stopping child ' + String(id) + ' threw: ' + errorText(e)); }
+      catch (e) { internal.logError('stopping child ' + $String(id) + ' threw: ' + errorText(e)); }
     });
-    for (const id of ids) rec.interp.removeChild(id);
+    for (let i = 0; i < ids.length; i++) apply(P.removeChild, rec.interp, [ids[i]]);
     // timers set by the stopped services' own code die with them, and so do their host calls
     internal.clearOwner(key, 'callback');
     internal.dropHostCalls(key);
   } finally { active = null; internal.leave(); }
-  return JSON.stringify(ids);
+  return jsonStringify(ids);
 }
 
 export function stop(key) {
+  internal.beginCall();
   active = null;
   internal.reset();
-  const rec = actors.get(key);
+  const rec = mapGet(actors, key);
   if (rec) discard(rec);
   return '';
 }
 
 function runningChildren(rec) {
   const list = [];
-  rec.interp.children.forEach(function (child, id) { list.push({ id: String(id), kind: rec.kinds.get(child) || 'actor' }); });
+  mapForEach(rec.interp.children, function (child, id) { arrayPush(list, { id: $String(id), kind: I.weakMapGet(rec.kinds, child) || 'actor' }); });
   return list;
 }
 
 function snapshotOf(state, rec) {
-  const j = state.toJSON();
+  const j = apply(stateToJSON, state, []);
   const out = {};
-  for (const k of Object.keys(j)) {
+  const keys = objectKeys(j);
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i];
     if (k === 'history' || k === '_sessionid' || k === 'actions' || k === 'children') continue;
     out[k] = j[k];
   }
   out.actions = [];
   out.children = {};
   const snapshot = { xstate: 4, state: out };
-  if (Object.keys(rec.invokes).length > 0) snapshot.invokes = rec.invokes;
+  if (objectKeys(rec.invokes).length > 0) snapshot.invokes = rec.invokes;
   return snapshot;
 }
 
+function tagsOf(st) {
+  const tags = [];
+  if (!st.tags) return tags;
+  try { I.setForEach(st.tags, function (t) { arrayPush(tags, t); }); }
+  catch (_) { if (I.isArray(st.tags)) for (let i = 0; i < st.tags.length; i++) arrayPush(tags, st.tags[i]); }
+  return tags;
+}
+
 export function collect(key) {
+  internal.beginCall();
   active = null;
   internal.leave();
-  const rec = actors.get(key);
-  if (!rec) return JSON.stringify({ noActor: true });
+  const rec = mapGet(actors, key);
+  if (!rec) return jsonStringify({ noActor: true });
+  if (!rec.failure && (JSON_OBJECT.stringify !== jsonStringify || globalThis.JSON !== JSON_OBJECT)) {
+    // the harness does not use it, but machine code that replaced it runs inside every later step
+    // of every instance of the version (it sees their state): refuse rather than carry on
+    fail(rec, new $Error('machine code replaced JSON.stringify, which the sandbox does not allow (it would run inside the steps of other instances)'));
+  }
   if (rec.failure) {
     const message = errorText(rec.failure);
     discard(rec);
-    return JSON.stringify({ error: message });
+    return jsonStringify({ error: message });
   }
   let out;
   try {
-    const st = rec.interp.state;
-    out = JSON.stringify({
+    const st = apply(P.state, rec.interp, []);
+    out = jsonStringify({
       state: st.value,
       context: st.context === undefined || st.context === null ? {} : st.context,
-      tags: Array.from(st.tags || []),
+      tags: tagsOf(st),
       done: !!st.done,
       changed: rec.changed,
       snapshot: snapshotOf(st, rec),
@@ -335,7 +409,7 @@ export function collect(key) {
     });
   } catch (e) {
     discard(rec);
-    return JSON.stringify({ error: 'the machine state is not JSON-serialisable: ' + errorText(e) });
+    return jsonStringify({ error: 'the machine state is not JSON-serialisable: ' + errorText(e) });
   }
   rec.transitions = 0; rec.changed = false; rec.spawns = []; rec.outbound = [];
   return out;
@@ -347,10 +421,11 @@ export function collect(key) {
  * the host then calls afterDeliver. Returns 'dropped' when the call was dropped meanwhile.
  */
 export function deliver(id, headJson, body, now) {
+  internal.beginCall();
   const owner = internal.hostCallOwner(id);
   if (owner === undefined) return 'dropped';
   if (owner !== null) {
-    const rec = actors.get(owner);
+    const rec = mapGet(actors, owner);
     if (!rec) { internal.dropHostCalls(owner); return 'dropped'; }
     enter(rec, now);
   }
@@ -359,13 +434,20 @@ export function deliver(id, headJson, body, now) {
 }
 
 export function afterDeliver() {
+  internal.beginCall();
   active = null;
   internal.leave();
   return '';
 }
 
+/** How many console entries the per-call budget dropped since the host last asked (not a new call). */
+export function takeDroppedLogs() {
+  return $String(internal.takeDropped());
+}
+
 /** Forgets the call context after a call was cut short by the CPU-time limit. */
 export function recover() {
+  internal.beginCall();
   active = null;
   internal.reset();
   return '';
@@ -373,6 +455,7 @@ export function recover() {
 
 // ---- version-level calls ----
 export function inspect() {
+  internal.beginCall();
   const info = { hasDefault: 'default' in bundle, machine: 'none', definitionError: null,
     allowRead: typeof bundle.allowRead === 'function', allowWrite: typeof bundle.allowWrite === 'function' };
   const m = bundle.default;
@@ -384,17 +467,23 @@ export function inspect() {
       info.machine = 'v5';
     }
   }
-  return JSON.stringify(info);
+  return jsonStringify(info);
 }
 
 export function defaultContext() {
+  internal.beginCall();
   const c = machine().context;
-  return JSON.stringify(c !== null && typeof c === 'object' ? c : {});
+  return jsonStringify(c !== null && typeof c === 'object' ? c : {});
 }
 
 export function authorize(kind, requestJson) {
+  internal.beginCall();
+  return authorizeRequest(kind, requestJson);
+}
+
+function authorizeRequest(kind, requestJson) {
   const fn = kind === 'read' ? bundle.allowRead : bundle.allowWrite;
-  const request = JSON.parse(requestJson);
+  const request = jsonParse(requestJson);
   return internal.withLogContext(request.machineInstanceName, function () {
     try {
       return fn(request) === true ? 'true' : 'false';

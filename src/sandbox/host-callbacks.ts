@@ -2,7 +2,8 @@
  * The only host functions handed to an isolate. Each takes and returns primitives (ivm.Callback copies
  * them), validates its input and never throws into the isolate:
  * - random bytes (hex) for crypto.getRandomValues / randomUUID;
- * - the console sink, which stamps the entry with the host clock and the version id;
+ * - the console sink, which stamps the entry with the host clock and the version id, and enforces the
+ *   per-call console budget (LogBudget) again on the host side;
  * - crypto.subtle's digest/HMAC (bytes in, an ArrayBuffer copy or an error message out);
  * - fetch's starter: takes the calling actor's key, a JSON request head and the body bytes, hands a
  *   validated HostFetchRequest to the isolate's HostCalls (version-isolate.ts) and answers a JSON
@@ -12,6 +13,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import ivm from 'isolated-vm';
 import type { HostFetchRequest } from './host-fetch.js';
 import type { CapturedLog, LogLevel } from './types.js';
+import { MAX_LOG_CHARS_PER_CALL, MAX_LOG_ENTRIES_PER_CALL } from './limits.js';
 
 const LEVELS: ReadonlySet<string> = new Set(['log', 'info', 'warn', 'error', 'debug']);
 const MAX_RANDOM_BYTES = 65536;
@@ -41,15 +43,118 @@ export function parseLogEntry(json: unknown, versionId: string, now: number): Ca
   return entry;
 }
 
-export function logCallback(versionId: string, onLog: ((e: CapturedLog) => void) | undefined): ivm.Callback {
-  return new ivm.Callback((json: unknown): void => {
-    if (!onLog) return;
-    const entry = parseLogEntry(json, versionId, Date.now());
+/**
+ * The console budget of one call into the isolate, counted on the host (limits.ts). The in-isolate
+ * emitter enforces the same budget (dropping without a crossing, after signalling its first drop of
+ * a call with a number), but its code shares the isolate with machine code, so the host does not
+ * rely on it. The VersionIsolate opens a window around each crossing (`begin`/`end`; overlapping
+ * windows, e.g. an async step and a sync call, merge into one); past the budget the rest of the
+ * window's entries are dropped and `end` writes ONE summary entry, "console output truncated: N
+ * entries dropped", N counting the host's drops and those the isolate reports (`countIsolateDrops`).
+ */
+export class LogBudget {
+  /** Asks the isolate how many entries it dropped (set once the harness is loaded); 0 if it cannot. */
+  countIsolateDrops: (() => number) | undefined;
+  private depth = 0;
+  private entries = 0;
+  private chars = 0;
+  private dropped = 0;
+  private isolateDropped = false;
+  private truncated = false;
+  private instanceKey: string | undefined;
+  private machineInstanceName: string | undefined;
+
+  constructor(
+    private readonly versionId: string,
+    private readonly onLog: ((e: CapturedLog) => void) | undefined,
+  ) {}
+
+  begin(): void {
+    // (a summary still owed for entries that arrived outside any window is written first)
+    if (this.depth++ === 0) this.flush();
+  }
+
+  end(): void {
+    if (this.depth === 0) return;
+    if (--this.depth === 0) this.flush();
+  }
+
+  /** What the in-isolate console sent: an entry's JSON, or a number (that entry was dropped there). */
+  receive(message: unknown): void {
+    if (typeof message !== 'string') {
+      this.truncated = true;
+      this.isolateDropped = true;
+      return;
+    }
+    if (this.truncated || this.entries >= MAX_LOG_ENTRIES_PER_CALL || this.chars + message.length > MAX_LOG_CHARS_PER_CALL) {
+      this.drop();
+      return;
+    }
+    const entry = parseLogEntry(message, this.versionId, Date.now());
     if (!entry) return;
+    this.entries++;
+    this.chars += message.length;
+    this.instanceKey = entry.instanceKey;
+    this.machineInstanceName = entry.machineInstanceName;
+    this.deliver(entry);
+  }
+
+  private drop(): void {
+    this.truncated = true;
+    this.dropped++;
+  }
+
+  private flush(): void {
+    if (this.isolateDropped) {
+      let n = 0;
+      try {
+        n = this.countIsolateDrops?.() ?? 0;
+      } catch {
+        // the isolate is gone or stuck: at least one entry was dropped there
+      }
+      this.dropped += Number.isSafeInteger(n) && n > 0 ? n : 1;
+    }
+    if (this.dropped > 0) {
+      const entry: CapturedLog = {
+        level: 'warn',
+        args: [`console output truncated: ${this.dropped} entries dropped`],
+        timestamp: Date.now(),
+        versionId: this.versionId,
+      };
+      if (this.instanceKey !== undefined) entry.instanceKey = this.instanceKey;
+      if (this.machineInstanceName !== undefined) entry.machineInstanceName = this.machineInstanceName;
+      this.deliver(entry);
+    }
+    this.clear();
+  }
+
+  private clear(): void {
+    this.entries = 0;
+    this.chars = 0;
+    this.dropped = 0;
+    this.isolateDropped = false;
+    this.truncated = false;
+    this.instanceKey = undefined;
+    this.machineInstanceName = undefined;
+  }
+
+  private deliver(entry: CapturedLog): void {
+    if (!this.onLog) return;
     try {
-      onLog(entry);
+      this.onLog(entry);
     } catch {
       // a failing log sink must not turn into an exception inside machine code
+    }
+  }
+}
+
+/** The console sink handed to the isolate; entries go through `budget` (which owns the onLog sink). */
+export function logCallback(budget: LogBudget): ivm.Callback {
+  return new ivm.Callback((message: unknown): void => {
+    try {
+      budget.receive(message);
+    } catch {
+      // never throw into the isolate
     }
   });
 }

@@ -52,9 +52,10 @@ export class IsolateModules {
   /** Compiles and evaluates the harness (and the xstate modules it pulls in). */
   loadHarness(timeoutMs: number): ivm.Module {
     const mod = this.isolate.compileModuleSync(HARNESS_SOURCE, { filename: 'file:///statehold/harness.mjs' });
+    // set first: resolve() lets the harness (only) import xstate's private modules
+    this.harnessModule = mod;
     mod.instantiateSync(this.context, (s, r) => this.resolve(s, r));
     mod.evaluateSync({ timeout: timeoutMs });
-    this.harnessModule = mod;
     return mod;
   }
 
@@ -87,7 +88,7 @@ export class IsolateModules {
       if (specifier === 'statehold:bundle') return this.bundle();
       if (specifier === 'statehold:harness' && this.harnessModule) return this.harnessModule;
     }
-    const r = resolveUserSpecifier(specifier);
+    const r = resolveUserSpecifier(specifier, this.harnessModule !== undefined && referrer === this.harnessModule);
     if (!r.ok) throw new BundleValidationError(r.error);
     return this.xstateModule(r.file);
   }

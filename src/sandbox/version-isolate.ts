@@ -26,6 +26,9 @@
  * runtime restarts it from the last committed snapshot); CPU-time limit → SandboxTimeoutError, the
  * actor is discarded, the isolate kept; memory limit → SandboxMemoryError, the isolate is gone
  * (`healthy` false) and the caller loads the version again.
+ *
+ * Bounds (limits.ts): console output per call (every crossing below opens a LogBudget window), pending
+ * timers and delayed events per actor (inside the isolate), and the size of a step result.
  */
 import { randomBytes } from 'node:crypto';
 import ivm from 'isolated-vm';
@@ -33,7 +36,8 @@ import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDispo
 import { GLOBALS_SOURCE } from './globals-source.js';
 import { URL_SOURCE } from './url-source.js';
 import { IsolateModules } from './module-loader.js';
-import { cryptoCallback, fetchCallback, logCallback, randomCallback } from './host-callbacks.js';
+import { cryptoCallback, fetchCallback, logCallback, LogBudget, randomCallback } from './host-callbacks.js';
+import { MAX_STEP_RESULT_CHARS } from './limits.js';
 import { callAsync, callSync, translateIsolateError, type CallArg, type CallLimits } from './isolate-call.js';
 import { FETCH_SOURCE } from './fetch-source.js';
 import { SUBTLE_SOURCE } from './subtle-source.js';
@@ -75,7 +79,7 @@ export interface BundleInfo {
 }
 
 type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
-const HARNESS_EXPORTS = ['start', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver'] as const;
+const HARNESS_EXPORTS = ['start', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver', 'takeDroppedLogs'] as const;
 type HarnessRefs = Record<(typeof HARNESS_EXPORTS)[number], Fn>;
 type StepFn = 'start' | 'send' | 'authorizeAndSend' | 'advance';
 
@@ -108,6 +112,7 @@ export class VersionIsolate {
     /** What the harness saw in the bundle (the load succeeded only if `bundleProblem` was undefined). */
     readonly info: BundleInfo,
     private readonly hostCalls: HostCalls,
+    private readonly logs: LogBudget,
   ) {}
 
   /**
@@ -121,23 +126,37 @@ export class VersionIsolate {
     };
     const isolate = new ivm.Isolate({ memoryLimit: limits.memoryLimitMb });
     const hostCalls = new HostCalls(opts.egress ?? defaultEgressOptions, opts.dnsLookup);
+    const logs = new LogBudget(opts.versionId, opts.onLog);
     try {
       const context = await isolate.createContext();
-      installGlobals(isolate, context, opts, hostCalls);
+      installGlobals(isolate, context, logs, hostCalls);
       const modules = new IsolateModules(isolate, context);
       const bundle = modules.compileBundle(opts.code);
       const harness = modules.loadHarness(limits.cpuLimitMs);
-      modules.instantiateBundle();
-      await evaluateBundle(bundle, isolate, limits);
-      modules.bindEntry(limits.cpuLimitMs);
       const fns = {} as HarnessRefs;
       for (const name of HARNESS_EXPORTS) {
         fns[name] = harness.namespace.getSync(name, { reference: true }) as Fn;
       }
-      const info = JSON.parse(callSync(isolate, fns.inspect, [], limits)) as BundleInfo;
+      logs.countIsolateDrops = () => (isolate.isDisposed ? 0 : Number(callSync(isolate, fns.takeDroppedLogs, [], limits)));
+      modules.instantiateBundle();
+      logs.begin();
+      try {
+        await evaluateBundle(bundle, isolate, limits);
+      } finally {
+        logs.end();
+      }
+      modules.bindEntry(limits.cpuLimitMs);
+      let infoJson: string;
+      logs.begin();
+      try {
+        infoJson = callSync(isolate, fns.inspect, [], limits);
+      } finally {
+        logs.end();
+      }
+      const info = JSON.parse(infoJson) as BundleInfo;
       const problem = bundleProblem(info);
       if (problem !== undefined) throw new BundleValidationError(problem);
-      const vi = new VersionIsolate(opts.versionId, isolate, context, fns, limits, info, hostCalls);
+      const vi = new VersionIsolate(opts.versionId, isolate, context, fns, limits, info, hostCalls, logs);
       hostCalls.onComplete = (id, owner, outcome) => vi.deliver(id, owner, outcome);
       hostCalls.ready = true;
       return vi;
@@ -290,10 +309,10 @@ export class VersionIsolate {
       if (!this.healthy) throw new SandboxDisposedError();
       let json: string;
       try {
-        const stepped = await callAsync(this.isolate, this.fns[fn], args, this.limits);
+        const stepped = await this.callAsyncLogged(this.fns[fn], args);
         if (stepped === 'no-actor') throw new NoLiveActorError(instanceKey);
         if (stepped === 'rejected') return 'rejected';
-        json = await callAsync(this.isolate, this.fns.collect, [instanceKey], this.limits);
+        json = await this.callAsyncLogged(this.fns.collect, [instanceKey]);
       } catch (e) {
         if (e instanceof SandboxTimeoutError && this.healthy) {
           try {
@@ -322,6 +341,11 @@ export class VersionIsolate {
 
   private stepResult(instanceKey: string, json: string): StepResult {
     if (json === 'no-actor') throw new NoLiveActorError(instanceKey);
+    if (json.length > MAX_STEP_RESULT_CHARS) {
+      // checked before parsing: the actor was not discarded inside the isolate, so drop it too
+      this.dropActor(instanceKey);
+      throw new MachineCodeError(`the machine's state is too large to persist: ${Buffer.byteLength(json)} bytes (at most ${MAX_STEP_RESULT_CHARS})`);
+    }
     const parsed = JSON.parse(json) as unknown;
     if (parsed !== null && typeof parsed === 'object') {
       const p = parsed as { noActor?: unknown; error?: unknown };
@@ -379,6 +403,7 @@ export class VersionIsolate {
   }
 
   private call(fn: keyof HarnessRefs, args: CallArg[]): string {
+    this.logs.begin();
     try {
       return callSync(this.isolate, this.fns[fn], args, this.limits);
     } catch (e) {
@@ -390,18 +415,40 @@ export class VersionIsolate {
         }
       }
       throw e;
+    } finally {
+      this.logs.end();
+    }
+  }
+
+  /** callAsync within a console-budget window. */
+  private async callAsyncLogged(fn: Fn, args: CallArg[]): Promise<string> {
+    this.logs.begin();
+    try {
+      return await callAsync(this.isolate, fn, args, this.limits);
+    } finally {
+      this.logs.end();
+    }
+  }
+
+  /** Discards a live actor whose step result the host refused (best effort). */
+  private dropActor(instanceKey: string): void {
+    this.hostCalls.drop(instanceKey);
+    try {
+      if (this.healthy) this.call('stop', [instanceKey]);
+    } catch {
+      // the isolate will be rebuilt by the caller if it is unusable
     }
   }
 }
 
-function installGlobals(isolate: ivm.Isolate, context: ivm.Context, opts: LoadOptions, hostCalls: HostCalls): void {
+function installGlobals(isolate: ivm.Isolate, context: ivm.Context, logs: LogBudget, hostCalls: HostCalls): void {
   const runInstaller = (source: string, filename: string, args: (ivm.Callback | string)[]): void => {
     const fn = isolate.compileScriptSync(source, { filename }).runSync(context, { reference: true }) as ivm.Reference<(...a: (ivm.Callback | string)[]) => void>;
     fn.applySync(undefined, args);
     fn.release();
   };
   const nonce = randomBytes(6).toString('hex');
-  runInstaller(GLOBALS_SOURCE, 'file:///statehold/globals.js', [logCallback(opts.versionId, opts.onLog), randomCallback(), nonce]);
+  runInstaller(GLOBALS_SOURCE, 'file:///statehold/globals.js', [logCallback(logs), randomCallback(), nonce]);
   isolate.compileScriptSync(URL_SOURCE, { filename: 'file:///statehold/url.js' }).runSync(context);
   runInstaller(FETCH_SOURCE, 'file:///statehold/fetch.js', [fetchCallback(hostCalls.start)]);
   runInstaller(SUBTLE_SOURCE, 'file:///statehold/subtle.js', [cryptoCallback()]);

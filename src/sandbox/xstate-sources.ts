@@ -54,11 +54,19 @@ export type SpecifierResolution = { ok: true; file: string } | { ok: false; erro
 const XSTATE_SPECIFIER = /^(?:npm:)?xstate(?:@([^/]*))?(?:\/(.*))?$/;
 
 /**
+ * xstate modules user bundles may not import: `registry` lists every live interpreter of the isolate
+ * (all instances of the version) by session id, `serviceScope` hands out the interpreter in scope.
+ * The harness keeps both to itself (harness-source.ts). Compared case-insensitively.
+ */
+const PRIVATE_XSTATE_MODULES: ReadonlySet<string> = new Set(['registry', 'servicescope']);
+
+/**
  * Maps what user bundles import to a file of the shared copy:
  * `xstate`, `npm:xstate`, `npm:xstate@4.x` (any range naming major 4) and subpaths such as
- * `npm:xstate/lib/utils` or `xstate/lib/actions` (lib/ and es/ name the same modules).
+ * `npm:xstate/lib/utils` or `xstate/lib/actions` (lib/ and es/ name the same modules), except the
+ * registry and serviceScope modules (PRIVATE_XSTATE_MODULES), which only our harness may import.
  */
-export function resolveUserSpecifier(specifier: string): SpecifierResolution {
+export function resolveUserSpecifier(specifier: string, allowPrivate = false): SpecifierResolution {
   const m = XSTATE_SPECIFIER.exec(specifier);
   if (!m) {
     return { ok: false, error: `the bundle imports "${specifier}", which is not available: only xstate (4.x) may be imported, everything else must be bundled` };
@@ -72,6 +80,12 @@ export function resolveUserSpecifier(specifier: string): SpecifierResolution {
   const name = sub.replace(/^(?:lib|es)\//, '').replace(/\.js$/, '');
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
     return { ok: false, error: `the bundle imports "${specifier}", which is not a module of xstate 4` };
+  }
+  if (!allowPrivate && PRIVATE_XSTATE_MODULES.has(name.toLowerCase())) {
+    return {
+      ok: false,
+      error: `the bundle imports "${specifier}", xstate's ${name} module, which is not available to machines: it would reach the live interpreters of other instances`,
+    };
   }
   const file = path.join(xstateEsDir(), `${name}.js`);
   if (!existsSync(file)) {
