@@ -43,24 +43,3 @@ export function callSync(
   if (typeof result !== 'string') throw new MachineCodeError('the sandbox harness returned a non-string result');
   return result;
 }
-
-/**
- * The same crossing run on isolated-vm's own thread: the host's main thread is free meanwhile, at the
- * price of a thread hand-off in latency. Worth it only while other work waits for the main thread.
- */
-export async function callAsync(
-  isolate: ivm.Isolate,
-  fn: ivm.Reference<(...args: CallArg[]) => unknown>,
-  args: CallArg[],
-  limits: CallLimits,
-): Promise<string> {
-  if (isolate.isDisposed) throw new SandboxDisposedError();
-  let result: unknown;
-  try {
-    result = await fn.apply(undefined, args, { timeout: limits.cpuLimitMs });
-  } catch (e) {
-    throw translateIsolateError(e, isolate, limits);
-  }
-  if (typeof result !== 'string') throw new MachineCodeError('the sandbox harness returned a non-string result');
-  return result;
-}

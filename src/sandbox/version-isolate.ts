@@ -32,13 +32,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import ivm from 'isolated-vm';
-import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxTimeoutError } from './errors.js';
+import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxTimeoutError } from './errors.js';
 import { GLOBALS_SOURCE } from './globals-source.js';
 import { URL_SOURCE } from './url-source.js';
 import { IsolateModules } from './module-loader.js';
 import { cryptoCallback, fetchCallback, logCallback, LogBudget, randomCallback } from './host-callbacks.js';
 import { MAX_STEP_RESULT_CHARS } from './limits.js';
-import { callAsync, callSync, translateIsolateError, type CallArg, type CallLimits } from './isolate-call.js';
+import { callSync, translateIsolateError, type CallArg, type CallLimits } from './isolate-call.js';
 import { FETCH_SOURCE } from './fetch-source.js';
 import { SUBTLE_SOURCE } from './subtle-source.js';
 import { HostCalls, type HostCallOutcome } from './host-calls.js';
@@ -210,26 +210,9 @@ export class VersionIsolate {
     return this.step(instanceKey, 'authorizeAndSend', [JSON.stringify(request), instanceKey, JSON.stringify(event), nowMs]);
   }
 
-  sendAuthorizedAsync(instanceKey: string, request: WriteRequest, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): Promise<StepResult | 'rejected'> {
-    return this.stepAsync(instanceKey, 'authorizeAndSend', [JSON.stringify(request), instanceKey, JSON.stringify(event), nowMs]);
-  }
-
   /** Fires this actor's timers due at `nowMs` (earliest first; chains of delays catch up). */
   advance(instanceKey: string, nowMs: number): StepResult {
     return this.step(instanceKey, 'advance', [instanceKey, nowMs]);
-  }
-
-  /**
-   * `send` and `advance` run on isolated-vm's own thread, so the host's main thread can serve other
-   * requests meanwhile. Under load this spreads work over both cores; when idle the thread hand-off
-   * only adds latency, so callers choose (the runtime uses these while other writes are in flight).
-   */
-  sendAsync(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): Promise<StepResult> {
-    return this.stepAsync(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs]);
-  }
-
-  advanceAsync(instanceKey: string, nowMs: number): Promise<StepResult> {
-    return this.stepAsync(instanceKey, 'advance', [instanceKey, nowMs]);
   }
 
   /**
@@ -295,37 +278,6 @@ export class VersionIsolate {
       return this.stepResult(instanceKey, this.callForActor(instanceKey, 'collect', [instanceKey]));
     } catch (e) {
       // the actor is gone (discarded inside the isolate): its host calls must not outlive it
-      this.hostCalls.drop(instanceKey);
-      throw e;
-    }
-  }
-
-  /** `step` run on isolated-vm's thread (see callAsync); same results and failures. */
-  private async stepAsync(instanceKey: string, fn: 'send' | 'advance', args: (string | number)[]): Promise<StepResult>;
-  private async stepAsync(instanceKey: string, fn: 'authorizeAndSend', args: (string | number)[]): Promise<StepResult | 'rejected'>;
-  private async stepAsync(instanceKey: string, fn: StepFn, args: (string | number)[]): Promise<StepResult | 'rejected'> {
-    try {
-      this.throwDeliveryFailure(instanceKey, fn);
-      if (!this.healthy) throw new SandboxDisposedError();
-      let json: string;
-      try {
-        const stepped = await this.callAsyncLogged(this.fns[fn], args);
-        if (stepped === 'no-actor') throw new NoLiveActorError(instanceKey);
-        if (stepped === 'rejected') return 'rejected';
-        json = await this.callAsyncLogged(this.fns.collect, [instanceKey]);
-      } catch (e) {
-        if (e instanceof SandboxTimeoutError && this.healthy) {
-          try {
-            this.call('recover', []);
-            this.call('stop', [instanceKey]);
-          } catch {
-            // the isolate will be rebuilt by the caller if it is unusable
-          }
-        }
-        throw e;
-      }
-      return this.stepResult(instanceKey, json);
-    } catch (e) {
       this.hostCalls.drop(instanceKey);
       throw e;
     }
@@ -415,16 +367,6 @@ export class VersionIsolate {
         }
       }
       throw e;
-    } finally {
-      this.logs.end();
-    }
-  }
-
-  /** callAsync within a console-budget window. */
-  private async callAsyncLogged(fn: Fn, args: CallArg[]): Promise<string> {
-    this.logs.begin();
-    try {
-      return await callAsync(this.isolate, fn, args, this.limits);
     } finally {
       this.logs.end();
     }
