@@ -1,5 +1,6 @@
-// Samples a process's CPU time and resident memory from /proc while a scenario runs.
-import { readFileSync } from 'node:fs';
+// Samples the CPU time and resident memory of a process and its descendants (the server and its
+// sandbox worker) from /proc while a scenario runs.
+import { readdirSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 
 let clockTicks;
@@ -14,8 +15,35 @@ const ticksPerSecond = () => {
   return clockTicks;
 };
 
-/** utime + stime of the process in seconds, or undefined once it is gone. */
-const cpuSeconds = (pid) => {
+/** The process and its descendants, from /proc/<pid>/task/<tid>/children. */
+const family = (pid) => {
+  const out = [pid];
+  for (let i = 0; i < out.length && out.length < 64; i++) {
+    try {
+      for (const tid of readdirSync(`/proc/${out[i]}/task`)) {
+        const children = readFileSync(`/proc/${out[i]}/task/${tid}/children`, 'utf8').trim();
+        if (children) out.push(...children.split(/\s+/).map(Number));
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+};
+
+/** Summed over the server and its descendants; undefined once the server is gone. */
+const summed = (pid, read) => {
+  const own = read(pid);
+  if (own === undefined) return undefined;
+  return family(pid).slice(1).reduce((total, child) => {
+    const value = read(child);
+    if (value === undefined) return total;
+    return typeof total === 'number' ? total + value : { rssKb: total.rssKb + value.rssKb, hwmKb: total.hwmKb + value.hwmKb };
+  }, own);
+};
+
+/** utime + stime of one process in seconds, or undefined once it is gone. */
+const ownCpuSeconds = (pid) => {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) may contain spaces; the fields after it start past the last ')'.
@@ -26,8 +54,8 @@ const cpuSeconds = (pid) => {
   }
 };
 
-/** { rssKb, hwmKb } from /proc/<pid>/status. */
-const memory = (pid) => {
+/** { rssKb, hwmKb } of one process from /proc/<pid>/status. */
+const ownMemory = (pid) => {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
@@ -48,6 +76,9 @@ const hostJiffies = () => {
     return undefined;
   }
 };
+
+const cpuSeconds = (pid) => summed(pid, ownCpuSeconds);
+const memory = (pid) => summed(pid, ownMemory);
 
 export const startSampler = (pid, intervalMs = 250) => {
   const host0 = hostJiffies();
