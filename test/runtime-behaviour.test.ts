@@ -114,3 +114,19 @@ export const allowWrite = () => true;`,
   t.equal((await operator.machineInstances.get('crasher', 'c')).state, 'idle', 'the crashing instance is as it was');
   t.same((await operator.machineInstances.listTransitions('crasher', 'c')).transitions.map((tr) => tr.event.type), ['xstate.init']);
 });
+
+t.test('a send to a missing instance, queued with its creation and more sends, keeps one mailbox', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop());
+  const { operator } = await machineWithVersion(node, 'racing', effectsMachine);
+  const results = await Promise.allSettled([
+    operator.machineInstances.sendEvent('racing', 'r', { event: { type: 'NOTE', note: 'too early' } }),
+    operator.machineInstances.create('racing', { slug: 'r' }),
+    ...['a', 'b', 'c'].map((note) => operator.machineInstances.sendEvent('racing', 'r', { event: { type: 'NOTE', note } })),
+  ]);
+  t.match(results[0], { status: 'rejected', reason: { status: 404 } }, 'the send before the creation is a 404');
+  t.same(results.slice(1).map((r) => r.status), ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled']);
+  const history = (await operator.machineInstances.listTransitions('racing', 'r')).transitions.map((tr) => (tr.event as { note?: string }).note ?? tr.event.type);
+  t.same(history, ['xstate.init', 'a', 'b', 'c'], 'one linear history, in arrival order');
+  t.same((await operator.machineInstances.admin.get('racing', 'r')).context.log, ['a', 'b', 'c']);
+});

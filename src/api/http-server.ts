@@ -91,7 +91,7 @@ export class HttpServer {
     const request: ApiRequest = { method, path, params: {}, query, headers, body: Buffer.alloc(0) };
     const hasBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
     if (!hasBody) {
-      void this.dispatch(res, state, request);
+      this.dispatchSafely(res, state, request);
       return;
     }
     const chunks: Buffer[] = [];
@@ -107,9 +107,14 @@ export class HttpServer {
       chunks.push(Buffer.from(new Uint8Array(chunk)));
       if (isLast) {
         request.body = Buffer.concat(chunks);
-        void this.dispatch(res, state, request);
+        this.dispatchSafely(res, state, request);
       }
     });
+  }
+
+  /** Route errors become answers inside dispatch; this only keeps a failure to answer from escaping. */
+  private dispatchSafely(res: uWS.HttpResponse, state: { aborted: boolean; answered?: boolean }, request: ApiRequest): void {
+    this.dispatch(res, state, request).catch((error: unknown) => this.logError('could not answer a request', error));
   }
 
   private async dispatch(res: uWS.HttpResponse, state: { aborted: boolean; answered?: boolean }, request: ApiRequest): Promise<void> {

@@ -24,9 +24,3 @@ export const decodeStringCursor = (cursor: string | null | undefined): string | 
   if (typeof position !== 'string') throw invalidParameter('cursor', 'cursor is not one this service returned');
   return position;
 };
-
-/** One page of a list and the cursor that continues it (absent on the last page, wire-protocol §1.5). */
-export interface Page<T> {
-  items: T[];
-  cursor?: string;
-}

@@ -31,9 +31,19 @@ export class ActorRegistry {
   }
 
   resize(actor: InstanceActor, bytes: number): void {
+    if (this.actors.get(actor.key) !== actor) return;
     this.bytes += bytes - actor.approxBytes;
     actor.approxBytes = bytes;
     this.evictIdle();
+  }
+
+  /**
+   * Called from inside one of the actor's tasks: drops it only when no other task is queued behind,
+   * since those run on this actor object (a second actor for the same instance would break its
+   * single mailbox).
+   */
+  release(actor: InstanceActor): void {
+    if (actor.alone) this.forget(actor);
   }
 
   forget(actor: InstanceActor): void {

@@ -10,7 +10,7 @@ export class InstanceActor {
   head: InstanceHead | undefined;
   /** The sandboxed version holding this actor's live interpreter; undefined when it must be rebuilt from `head`. */
   sandbox: RemoteVersion | undefined;
-  /** Rough memory held for this actor (its context as JSON plus overhead), for eviction. */
+  /** Rough memory held for this actor (its persisted state as JSON plus overhead), for eviction. */
   approxBytes = 0;
   private tail: Promise<void> = Promise.resolve();
   private queued = 0;
@@ -34,6 +34,11 @@ export class InstanceActor {
 
   get idle(): boolean {
     return this.queued === 0;
+  }
+
+  /** Inside a task: whether it is the only one queued (nothing behind it relies on this actor). */
+  get alone(): boolean {
+    return this.queued <= 1;
   }
 
   /** Drops the live interpreter so the next task rebuilds it from the committed head. */

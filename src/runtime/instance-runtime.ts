@@ -1,7 +1,7 @@
 import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError, stateTooLarge } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
-import { MachineCodeError, type RemoteVersion, SandboxCrashedError, SandboxMemoryError, SandboxTimeoutError, type StepResult } from '../sandbox/index.js';
+import { MachineCodeError, type RemoteVersion, SandboxCrashedError, SandboxMemoryError, SandboxTimeoutError, type StepResult, StepTooLargeError } from '../sandbox/index.js';
 import {
   type CommitEffects,
   type InstanceHead,
@@ -40,6 +40,8 @@ export interface InstanceRuntimeDeps {
   onOutbox?: () => void;
   fault?: (point: FaultPoint) => void;
 }
+
+type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
 
 /** What a timer wake-up found. */
 export type TimerFiring = 'fired' | 'retry-later' | 'dropped' | 'nothing-due';
@@ -140,7 +142,12 @@ export class InstanceRuntime {
       const head = this.loadHead(actor);
       if (head.status === status) return;
       const next = { ...head, status };
-      await this.deps.instances.replaceHead(next, head.seq);
+      try {
+        await this.deps.instances.replaceHead(next, head.seq);
+      } catch (error) {
+        this.dropHeadOnConflict(actor, error);
+        throw this.asRequestError(error, orgId, machine, name);
+      }
       actor.head = next;
     });
   }
@@ -155,19 +162,16 @@ export class InstanceRuntime {
       actor.head ??= this.deps.instances.getInstance(orgId, machine, name);
       const head = actor.head;
       if (!head) {
-        this.actors.forget(actor);
+        this.actors.release(actor);
         return 'nothing-due';
       }
       const now = Date.now();
-      const due = head.pendingTimers.filter((timer) => timer.dueAt <= now && timer.kind === 'event').sort((a, b) => a.dueAt - b.dueAt);
+      const due = head.pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt);
       if (due.length === 0) return 'nothing-due';
       if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
       // Timers due at the same moment fire in the first advance to that moment; the later advances
       // find nothing left to fire, so each timer still gets its own history record.
-      const inputs: Input[] = due.map((timer) => ({
-        event: timer.kind === 'event' ? timer.event : { type: timer.id },
-        run: (sandbox, key) => sandbox.advance(key, timer.dueAt),
-      }));
+      const inputs: Input[] = due.map((timer) => ({ event: timer.event, run: (sandbox, key) => sandbox.advance(key, timer.dueAt) }));
       try {
         await this.transition(actor, head, inputs, {});
         return 'fired';
@@ -182,7 +186,8 @@ export class InstanceRuntime {
     return actor.enqueue(async () => {
       const deleted = await this.deps.instances.deleteInstance(orgId, machine, name);
       actor.head = undefined;
-      this.actors.forget(actor);
+      actor.discardLive();
+      this.actors.release(actor);
       return deleted;
     });
   }
@@ -192,10 +197,6 @@ export class InstanceRuntime {
     await Promise.all([...this.actors.all()].map((actor) => actor.enqueue(async () => undefined)));
     await this.usage.flush();
     await this.deps.logs.flush();
-  }
-
-  get liveActors(): number {
-    return this.actors.size;
   }
 
   /** Runs inside the mailbox: allowWrite initialization, start, settle, commit the first record. */
@@ -238,7 +239,7 @@ export class InstanceRuntime {
       return head;
     } catch (error) {
       actor.discardLive();
-      if (!actor.head) this.actors.forget(actor);
+      if (!actor.head) this.actors.release(actor);
       throw this.asRequestError(error, orgId, machine, name);
     }
   }
@@ -295,7 +296,9 @@ export class InstanceRuntime {
       const size = this.checkSize(settled.result);
       return await this.commit(actor, head, records, settled.result, settled.stoppedChildren, size, effects, commitEffects);
     } catch (error) {
-      actor.discardLive();
+      // A write the authorizer refused never reached the machine: its live interpreter is intact.
+      if (!(error instanceof ServiceError && error.code === 'rejected-by-machine-authorizer')) actor.discardLive();
+      this.dropHeadOnConflict(actor, error);
       throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
     }
   }
@@ -377,7 +380,12 @@ export class InstanceRuntime {
       }
     }
     const next: InstanceHead = { ...head, pendingTimers, timerAttempts };
-    await this.deps.instances.replaceHead(next, head.seq);
+    try {
+      await this.deps.instances.replaceHead(next, head.seq);
+    } catch (error) {
+      this.dropHeadOnConflict(actor, error);
+      throw error;
+    }
     actor.head = next;
     // The live interpreter still has the old due times: rebuild it from the head on next use.
     actor.discardLive();
@@ -388,7 +396,7 @@ export class InstanceRuntime {
   private loadHead(actor: InstanceActor): InstanceHead {
     actor.head ??= this.deps.instances.getInstance(actor.orgId, actor.machine, actor.name);
     if (!actor.head) {
-      this.actors.forget(actor);
+      this.actors.release(actor);
       throw notFound(`instance ${actor.name} of machine ${actor.machine} does not exist`);
     }
     return actor.head;
@@ -453,8 +461,17 @@ export class InstanceRuntime {
     }
   }
 
+  /** A head that moved under us (another writer) is reloaded by the next task, not retried forever. */
+  private dropHeadOnConflict(actor: InstanceActor, error: unknown): void {
+    if (error instanceof SequenceConflictError) {
+      actor.head = undefined;
+      actor.discardLive();
+    }
+  }
+
   private asRequestError(error: unknown, orgId: string, machine: string, name: string): unknown {
     if (error instanceof SandboxCrashedError) return machineCodeFailed(error.message);
+    if (error instanceof StepTooLargeError) return new ServiceError(400, 'state-too-large', `${error.message}; the event was not applied`);
     if (error instanceof MachineCodeError) return machineCodeFailed(`machine code threw: ${error.message}`);
     if (error instanceof SandboxTimeoutError) return machineCodeFailed(error.message);
     if (error instanceof SandboxMemoryError) return machineCodeFailed(error.message);

@@ -1,5 +1,6 @@
 import type { Logger } from '../domain/logger.js';
 import type { InstanceStore, OutboxMessage } from '../store/instance-store.js';
+import { actorKey } from './actor-key.js';
 import type { LogSink } from './log-sink.js';
 
 export interface OutboxDispatcherOptions {
@@ -18,12 +19,14 @@ const BATCH = 1_000;
 
 /**
  * Delivers messages between instances. Messages to one target go one at a time in outbox order (a
- * spawn before the events for the child); different targets proceed in parallel. A delivery that
+ * spawn before the events for the child; the order holds within the first BATCH entries of the
+ * outbox, which is normally near empty); different targets proceed in parallel. A delivery that
  * fails is retried after a delay, up to the retry limit, then dropped with a line in the sender's logs.
  */
 export class OutboxDispatcher {
   private readonly busy = new Set<string>();
   private wake: NodeJS.Timeout | undefined;
+  private kickQueued = false;
   private stopped = false;
 
   constructor(private readonly options: OutboxDispatcherOptions) {}
@@ -37,8 +40,25 @@ export class OutboxDispatcher {
     if (this.wake) clearTimeout(this.wake);
   }
 
-  /** Something was committed to the outbox, or a worker finished: start workers for waiting targets. */
+  /**
+   * Something was committed to the outbox, or a worker finished: look for waiting targets soon. Kicks
+   * of one turn are coalesced, and the scan runs outside the committing request.
+   */
   kick(): void {
+    if (this.stopped || this.kickQueued) return;
+    this.kickQueued = true;
+    setImmediate(() => {
+      this.kickQueued = false;
+      try {
+        this.scan();
+      } catch (error) {
+        this.options.logger.error('outbox dispatcher failed to read the outbox', { error: String(error) });
+        this.schedule(1_000);
+      }
+    });
+  }
+
+  private scan(): void {
     if (this.stopped) return;
     const now = Date.now();
     let nextWake: number | undefined;
@@ -52,7 +72,7 @@ export class OutboxDispatcher {
         nextWake = Math.min(nextWake ?? Infinity, message.nextAttemptAt);
         continue;
       }
-      void this.work(target);
+      void this.work(target).catch((error: unknown) => this.options.logger.error('outbox delivery failed', { target, error: String(error) }));
     }
     if (nextWake !== undefined) this.schedule(nextWake - now);
   }
@@ -75,7 +95,9 @@ export class OutboxDispatcher {
           this.options.afterDelivered?.();
           await this.options.store.removeOutbox(message);
         } catch (error) {
-          await this.failed(message, error);
+          await this.failed(message, error).catch((failure: unknown) =>
+            this.options.logger.error('could not record a failed outbox delivery', { target, error: String(failure) }),
+          );
           return;
         }
       }
@@ -100,4 +122,4 @@ export class OutboxDispatcher {
   }
 }
 
-const targetKey = (message: OutboxMessage): string => `${message.orgId}/${message.to.machine}/${message.to.name}`;
+const targetKey = (message: OutboxMessage): string => actorKey(message.orgId, message.to.machine, message.to.name);

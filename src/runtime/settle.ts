@@ -39,13 +39,22 @@ export const settle = async (
     const wakeAt = Math.min(nextDue ?? deadlineMs, deadlineMs);
     let woke: 'time' | 'activity' = 'time';
     if (wakeAt > now) {
-      const timeUp = sleep(wakeAt - now).then(() => 'time' as const);
       // Wait on host activity only while this actor has host calls out: the isolate's other actors
       // finishing theirs wake us spuriously, which costs one harmless advance.
-      woke = result.pendingHostCalls > 0 && host ? await Promise.race([timeUp, host.nextActivity(seq).then(() => 'activity' as const)]) : await timeUp;
+      woke = result.pendingHostCalls > 0 && host ? await sleepOrActivity(wakeAt - now, host.nextActivity(seq)) : (await sleep(wakeAt - now), 'time');
     }
     const t = Date.now();
     seq = host?.activitySeq() ?? 0;
     result = await advance(woke === 'activity' ? t : Math.max(t, wakeAt));
   }
 };
+
+/** Sleeps until `ms` pass or `activity` resolves, whichever is first, and clears the timer either way. */
+const sleepOrActivity = (ms: number, activity: Promise<void>): Promise<'time' | 'activity'> =>
+  new Promise((resolve) => {
+    const timer = setTimeout(() => resolve('time'), ms);
+    void activity.then(() => {
+      clearTimeout(timer);
+      resolve('activity');
+    });
+  });

@@ -1,13 +1,16 @@
 import type { Logger } from '../domain/logger.js';
 import type { DueTimer, InstanceStore } from '../store/instance-store.js';
+import { actorKey } from './actor-key.js';
 import type { TimerFiring } from './instance-runtime.js';
 
 type FireTimers = (orgId: string, machine: string, name: string) => Promise<TimerFiring>;
 
 /** Longest sleep between looks at the index, in case a wake-up was missed. */
 const MAX_SLEEP_MS = 5_000;
-/** How often to look again while deliveries are in flight. */
+/** How often to look again while deliveries are in flight (their own entries stay due until they commit). */
 const IN_FLIGHT_POLL_MS = 20;
+/** After a delivery failed unexpectedly (not a machine failure: those are retried by the runtime). */
+const FAILURE_BACKOFF_MS = 1_000;
 /** Due entries handled per wake-up; the rest wait for the next one, right after. */
 const BATCH = 1_000;
 
@@ -20,7 +23,8 @@ export class TimerScheduler {
   private timer: NodeJS.Timeout | undefined;
   private armedFor: number | undefined;
   private readonly firing = new Set<string>();
-  private waking = false;
+  /** Instances whose last delivery failed unexpectedly, and when to try them again. */
+  private readonly backoff = new Map<string, number>();
   private stopped = false;
 
   constructor(
@@ -51,30 +55,36 @@ export class TimerScheduler {
     const now = Date.now();
     const wakeAt = Math.min(at, now + MAX_SLEEP_MS);
     this.armedFor = wakeAt;
-    this.timer = setTimeout(() => void this.wake(), Math.max(0, wakeAt - now));
+    this.timer = setTimeout(() => this.wake(), Math.max(0, wakeAt - now));
   }
 
-  private async wake(): Promise<void> {
+  private wake(): void {
     this.timer = undefined;
     this.armedFor = undefined;
-    if (this.waking || this.stopped) return;
-    this.waking = true;
+    if (this.stopped) return;
+    let backingOff = false;
     try {
       const now = Date.now();
-      const due = this.store.listDueTimers(now, BATCH);
       const byInstance = new Map<string, DueTimer[]>();
-      for (const entry of due) {
-        const key = `${entry.orgId}/${entry.machine}/${entry.name}`;
+      for (const entry of this.store.listDueTimers(now, BATCH)) {
+        const key = actorKey(entry.orgId, entry.machine, entry.name);
         if (this.firing.has(key)) continue;
-        byInstance.set(key, [...(byInstance.get(key) ?? []), entry]);
+        const notBefore = this.backoff.get(key);
+        if (notBefore !== undefined && notBefore > now) {
+          backingOff = true;
+          continue;
+        }
+        const entries = byInstance.get(key);
+        if (entries) entries.push(entry);
+        else byInstance.set(key, [entry]);
       }
       for (const [key, entries] of byInstance) void this.fireOne(key, entries);
     } catch (error) {
       this.logger.error('timer scheduler failed to read due timers', { error: String(error) });
-    } finally {
-      this.waking = false;
+      this.arm(Date.now() + FAILURE_BACKOFF_MS);
+      return;
     }
-    this.rearm();
+    this.rearm(backingOff);
   }
 
   private async fireOne(key: string, entries: DueTimer[]): Promise<void> {
@@ -83,23 +93,29 @@ export class TimerScheduler {
     this.firing.add(key);
     try {
       const outcome = await this.fire(first.orgId, first.machine, first.name);
+      this.backoff.delete(key);
       // Index entries no head lists any more must not make the scheduler spin.
       if (outcome === 'nothing-due') await this.store.removeDueTimers(entries);
     } catch (error) {
+      this.backoff.set(key, Date.now() + FAILURE_BACKOFF_MS);
       this.logger.error('delivering a delayed event failed', { instance: key, error: String(error) });
     } finally {
       this.firing.delete(key);
-      this.rearm();
+      this.rearm(false);
     }
   }
 
-  private rearm(): void {
-    const next = this.store.nextTimerDue();
-    const now = Date.now();
-    if (next === undefined) this.arm(now + MAX_SLEEP_MS);
-    // While deliveries are in flight their own entries stay due until they commit: look again
-    // shortly rather than spin on them.
-    else if (next <= now && this.firing.size > 0) this.noteDue(now + IN_FLIGHT_POLL_MS);
-    else this.noteDue(next);
+  private rearm(backingOff: boolean): void {
+    if (this.stopped) return;
+    try {
+      const next = this.store.nextTimerDue();
+      const now = Date.now();
+      if (next === undefined) this.arm(now + MAX_SLEEP_MS);
+      else if (next <= now && (this.firing.size > 0 || backingOff)) this.noteDue(now + IN_FLIGHT_POLL_MS);
+      else this.noteDue(next);
+    } catch (error) {
+      this.logger.error('timer scheduler failed to read due timers', { error: String(error) });
+      this.arm(Date.now() + FAILURE_BACKOFF_MS);
+    }
   }
 }

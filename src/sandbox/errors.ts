@@ -52,3 +52,11 @@ export class NoLiveActorError extends ServiceError {
     this.name = 'NoLiveActorError';
   }
 }
+
+/** A step whose result (state, snapshot, pending events) is too large to carry back and persist. */
+export class StepTooLargeError extends MachineCodeError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StepTooLargeError';
+  }
+}

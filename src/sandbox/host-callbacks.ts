@@ -47,8 +47,8 @@ export function parseLogEntry(json: unknown, versionId: string, now: number): Ca
  * The console budget of one call into the isolate, counted on the host (limits.ts). The in-isolate
  * emitter enforces the same budget (dropping without a crossing, after signalling its first drop of
  * a call with a number), but its code shares the isolate with machine code, so the host does not
- * rely on it. The VersionIsolate opens a window around each crossing (`begin`/`end`; overlapping
- * windows, e.g. an async step and a sync call, merge into one); past the budget the rest of the
+ * rely on it. The VersionIsolate opens a window around each crossing (`begin`/`end`; nested windows,
+ * e.g. a fetch outcome delivered during a step, merge into one); past the budget the rest of the
  * window's entries are dropped and `end` writes ONE summary entry, "console output truncated: N
  * entries dropped", N counting the host's drops and those the isolate reports (`countIsolateDrops`).
  */

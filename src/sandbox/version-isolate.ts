@@ -32,7 +32,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import ivm from 'isolated-vm';
-import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxTimeoutError } from './errors.js';
+import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxTimeoutError, StepTooLargeError } from './errors.js';
 import { GLOBALS_SOURCE } from './globals-source.js';
 import { URL_SOURCE } from './url-source.js';
 import { IsolateModules } from './module-loader.js';
@@ -296,7 +296,7 @@ export class VersionIsolate {
     if (json.length > MAX_STEP_RESULT_CHARS) {
       // checked before parsing: the actor was not discarded inside the isolate, so drop it too
       this.dropActor(instanceKey);
-      throw new MachineCodeError(`the machine's state is too large to persist: ${Buffer.byteLength(json)} bytes (at most ${MAX_STEP_RESULT_CHARS})`);
+      throw new StepTooLargeError(`the machine's state is too large to persist: ${Buffer.byteLength(json)} bytes (at most ${MAX_STEP_RESULT_CHARS})`);
     }
     const parsed = JSON.parse(json) as unknown;
     if (parsed !== null && typeof parsed === 'object') {
@@ -315,13 +315,13 @@ export class VersionIsolate {
     const head = 'error' in outcome
       ? { error: outcome.error }
       : { status: outcome.ok.status, statusText: outcome.ok.statusText, url: outcome.ok.url, redirected: outcome.ok.redirected, headers: outcome.ok.headers };
-    let body: ivm.Copy<ArrayBuffer> | undefined;
-    if ('ok' in outcome) {
-      const bytes = outcome.ok.body;
-      const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-      body = new ivm.ExternalCopy(buffer).copyInto({ release: true });
-    }
     try {
+      let body: ivm.Copy<ArrayBuffer> | undefined;
+      if ('ok' in outcome) {
+        const bytes = outcome.ok.body;
+        const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+        body = new ivm.ExternalCopy(buffer).copyInto({ release: true });
+      }
       this.call('deliver', [id, JSON.stringify(head), body, Date.now()]);
       this.call('afterDeliver', []);
     } catch (e) {

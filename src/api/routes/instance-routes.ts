@@ -1,5 +1,5 @@
 import { requireDeletionConfirmation } from '../../domain/confirmation.js';
-import { decodeCursor } from '../../domain/cursor.js';
+import { decodeCursor, decodeStringCursor } from '../../domain/cursor.js';
 import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
@@ -45,8 +45,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
   router.add('GET', '/machines/:machine/i', (request) => {
     const { orgId } = callerInOrg(context, request, 'instances.read');
     const machine = requireMachine(context, orgId, request.params.machine as string);
-    const after = decodeCursor(request.query.get('cursor'));
-    if (after !== undefined && typeof after !== 'string') throw invalidParameter('cursor', 'cursor is not one this service returned');
+    const after = decodeStringCursor(request.query.get('cursor'));
     const pageSize = context.settings.pageSize;
     const { items, cursor } = pageOf(instances.listInstances(orgId, machine.slug, after, pageSize + 1), pageSize, (last) => last.name);
     return json({

@@ -7,7 +7,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { BundleValidation } from '../bundle-validation.js';
-import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxTimeoutError } from '../errors.js';
+import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxTimeoutError, StepTooLargeError } from '../errors.js';
 import type { CapturedLog, ReadRequest, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
 import type { LoadSettings, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
 
@@ -95,16 +95,22 @@ export class SandboxClient {
     });
     this.child = child;
     child.on('message', (message: WorkerMessage) => this.received(message));
-    child.once('exit', (code, signal) => {
-      if (this.child === child) this.child = undefined;
-      const reason = signal ? `killed by ${signal}` : `exit code ${code}`;
-      for (const { reject } of this.pending.values()) reject(new SandboxCrashedError(reason));
-      this.pending.clear();
-      for (const version of this.versions.values()) version.markUnhealthy();
-      this.versions.clear();
-      if (!this.closed) this.options.onCrash?.(reason);
-    });
+    child.once('exit', (code, signal) => this.lost(child, signal ? `killed by ${signal}` : `exit code ${code}`));
+    // fork failing (EAGAIN, ENOMEM) or the channel breaking: the same as a crash, without 'exit'.
+    child.on('error', (error) => this.lost(child, error.message));
     return child;
+  }
+
+  /** The worker is gone: fail what it was running; its versions must be loaded again. */
+  private lost(child: ChildProcess, reason: string): void {
+    if (this.child !== child) return;
+    this.child = undefined;
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    for (const { reject } of this.pending.values()) reject(new SandboxCrashedError(reason));
+    this.pending.clear();
+    for (const version of this.versions.values()) version.markUnhealthy();
+    this.versions.clear();
+    if (!this.closed) this.options.onCrash?.(reason);
   }
 
   private received(message: WorkerMessage): void {
@@ -234,6 +240,9 @@ const rebuild = (error: SerializedError): Error => {
       break;
     case 'NoLiveActorError':
       rebuilt = new NoLiveActorError('');
+      break;
+    case 'StepTooLargeError':
+      rebuilt = new StepTooLargeError(error.message);
       break;
     default:
       rebuilt = new MachineCodeError(error.message);

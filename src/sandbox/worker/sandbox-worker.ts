@@ -1,9 +1,11 @@
 /**
  * The sandbox worker process: hosts the isolates of machine versions for its node. The node forks it
  * (sandbox-client.ts) and talks to it over IPC; if machine code crashes V8 here, only this process
- * dies and the node starts another. Calls into isolates are synchronous: this process does nothing else.
+ * dies and the node starts another. Calls into isolates are synchronous: besides them this process
+ * only performs the fetches machine code makes.
  */
 import { validateBundle } from '../bundle-validation.js';
+import { SandboxDisposedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
 import type { NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
 
@@ -32,9 +34,7 @@ const isolateOf = (versionId: string): VersionIsolate => {
   const isolate = isolates.get(versionId);
   if (!isolate || !isolate.healthy) {
     isolates.delete(versionId);
-    const error = new Error(`machine version ${versionId} is not loaded in this sandbox worker`);
-    error.name = 'SandboxDisposedError';
-    throw error;
+    throw new SandboxDisposedError();
   }
   return isolate;
 };
