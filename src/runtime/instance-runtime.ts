@@ -252,8 +252,9 @@ export class InstanceRuntime {
     const now = Date.now();
     if (head.stoppedChildren.length === 0) {
       // The usual case: the authorizer and the event in one call into the sandbox.
+      const caller = { machineInstanceName: name, authContext };
       const run: Input['run'] = async (sandbox, key) => {
-        const stepped = await sandbox.sendAuthorized(key, request, event, now);
+        const stepped = await sandbox.sendAuthorized(key, caller, event, now);
         if (stepped === 'rejected') throw rejectedByAuthorizer('allowWrite');
         return stepped;
       };
@@ -441,9 +442,10 @@ export class InstanceRuntime {
    */
   private checkSize(result: StepResult): { contextBytes: number; stateBytes: number } {
     const { maxContextBytes, maxPersistedBytes } = this.deps.settings;
-    const contextBytes = Buffer.byteLength(JSON.stringify(result.context), 'utf8');
+    // The sandbox worker measures as it answers; measure here only if it did not.
+    const contextBytes = result.sizes?.contextBytes ?? Buffer.byteLength(JSON.stringify(result.context), 'utf8');
     if (contextBytes > maxContextBytes) throw contextTooLarge(contextBytes, maxContextBytes);
-    const restBytes = Buffer.byteLength(JSON.stringify(result.snapshot), 'utf8') + Buffer.byteLength(JSON.stringify(result.pendingTimers), 'utf8');
+    const restBytes = result.sizes?.restBytes ?? Buffer.byteLength(JSON.stringify(result.snapshot), 'utf8') + Buffer.byteLength(JSON.stringify(result.pendingTimers), 'utf8');
     if (restBytes > maxPersistedBytes) throw stateTooLarge(restBytes, maxPersistedBytes);
     return { contextBytes, stateBytes: contextBytes + restBytes };
   }

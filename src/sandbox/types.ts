@@ -43,6 +43,8 @@ export interface StepResult {
   outboundSends: OutboundSend[];
   /** Macrosteps taken during this call (including ones caused by promises resolving meanwhile). */
   transitions: number;
+  /** Set by the sandbox worker, so the node does not serialise the result again to measure it. */
+  sizes?: StepSizes;
   /**
    * Host calls (fetches) started by this actor and still in flight. Their outcomes arrive outside any
    * step (see VersionIsolate.nextActivity); an actor with calls in flight has not settled.
@@ -93,4 +95,17 @@ export interface StartOptions {
   machineInstanceName?: string;
   /** Host-clock "now" used as the base of new timers (defaults to Date.now()). */
   nowMs?: number;
+}
+
+/** Who asks for a write, for an authorizer that reads the rest of its request from the live actor. */
+export interface AuthorizingCaller {
+  machineInstanceName: string;
+  authContext: JsonObject;
+}
+
+/** Sizes of a step's result as JSON, measured where it was produced (the sandbox worker). */
+export interface StepSizes {
+  contextBytes: number;
+  /** The snapshot and the pending timers: what a commit persists besides the context. */
+  restBytes: number;
 }

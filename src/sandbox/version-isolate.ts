@@ -45,6 +45,7 @@ import { HostCalls, type HostCallOutcome } from './host-calls.js';
 import { defaultEgressOptions, type EgressOptions, type Lookup } from './egress-policy.js';
 import { checkStepResult } from './step-result.js';
 import type {
+  AuthorizingCaller,
   CapturedLog,
   JsonObject,
   ReadRequest,
@@ -203,11 +204,11 @@ export class VersionIsolate {
   }
 
   /**
-   * allowWrite for `request`, then `event` when it allows, in one crossing; `'rejected'` when it refuses
-   * (the actor is untouched).
+   * allowWrite for `event` against the live actor's state (which is the committed state), then the
+   * event when it allows, in one crossing; `'rejected'` when it refuses (the actor is untouched).
    */
-  sendAuthorized(instanceKey: string, request: WriteRequest, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): StepResult | 'rejected' {
-    return this.step(instanceKey, 'authorizeAndSend', [JSON.stringify(request), instanceKey, JSON.stringify(event), nowMs]);
+  sendAuthorized(instanceKey: string, caller: AuthorizingCaller, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): StepResult | 'rejected' {
+    return this.step(instanceKey, 'authorizeAndSend', [instanceKey, JSON.stringify(caller), JSON.stringify(event), nowMs]);
   }
 
   /** Fires this actor's timers due at `nowMs` (earliest first; chains of delays catch up). */

@@ -3,7 +3,7 @@
  * crash costs a worker restart, not the node). One ordered IPC channel each way; plain data only.
  */
 import type { EgressOptions } from '../egress-policy.js';
-import type { CapturedLog, ReadRequest, StartInit, StartOptions, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, ReadRequest, StartInit, StartOptions, WriteRequest } from '../types.js';
 
 export interface LoadSettings {
   memoryLimitMb: number;
@@ -19,7 +19,7 @@ export type SandboxRequest =
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }
   | { op: 'start'; versionId: string; key: string; init: StartInit; options: StartOptions }
   | { op: 'send'; versionId: string; key: string; event: { type: string; [k: string]: unknown }; now: number }
-  | { op: 'sendAuthorized'; versionId: string; key: string; request: WriteRequest; event: { type: string; [k: string]: unknown }; now: number }
+  | { op: 'sendAuthorized'; versionId: string; key: string; caller: AuthorizingCaller; event: { type: string; [k: string]: unknown }; now: number }
   | { op: 'advance'; versionId: string; key: string; now: number }
   | { op: 'stopChildren'; versionId: string; key: string }
   | { op: 'stop'; versionId: string; key: string };

@@ -8,7 +8,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { BundleValidation } from '../bundle-validation.js';
 import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxTimeoutError, StepTooLargeError } from '../errors.js';
-import type { CapturedLog, ReadRequest, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, ReadRequest, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
 import type { LoadSettings, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./sandbox-worker.js', import.meta.url));
@@ -182,9 +182,12 @@ export class RemoteVersion {
     return this.call({ op: 'send', versionId: this.versionId, key, event, now }) as Promise<StepResult>;
   }
 
-  /** allowWrite and, when it allows, the event, in one round trip; 'rejected' leaves the actor as it was. */
-  sendAuthorized(key: string, request: WriteRequest, event: Event, now: number): Promise<StepResult | 'rejected'> {
-    return this.call({ op: 'sendAuthorized', versionId: this.versionId, key, request, event, now }) as Promise<StepResult | 'rejected'>;
+  /**
+   * allowWrite (against the live actor's state, which is the committed one) and, when it allows, the
+   * event, in one round trip; 'rejected' leaves the actor as it was.
+   */
+  sendAuthorized(key: string, caller: AuthorizingCaller, event: Event, now: number): Promise<StepResult | 'rejected'> {
+    return this.call({ op: 'sendAuthorized', versionId: this.versionId, key, caller, event, now }) as Promise<StepResult | 'rejected'>;
   }
 
   advance(key: string, now: number): Promise<StepResult> {

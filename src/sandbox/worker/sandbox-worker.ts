@@ -7,6 +7,7 @@
 import { validateBundle } from '../bundle-validation.js';
 import { SandboxDisposedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
+import type { StepResult } from '../types.js';
 import type { NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
 
 const isolates = new Map<string, VersionIsolate>();
@@ -64,19 +65,29 @@ const handle = async (request: SandboxRequest): Promise<unknown> => {
     case 'allowWrite':
       return isolateOf(request.versionId).allowWrite(request.request);
     case 'start':
-      return isolateOf(request.versionId).start(request.key, request.init, request.options);
+      return measured(isolateOf(request.versionId).start(request.key, request.init, request.options));
     case 'send':
-      return isolateOf(request.versionId).send(request.key, request.event, request.now);
+      return measured(isolateOf(request.versionId).send(request.key, request.event, request.now));
     case 'sendAuthorized':
-      return isolateOf(request.versionId).sendAuthorized(request.key, request.request, request.event, request.now);
+      return measured(isolateOf(request.versionId).sendAuthorized(request.key, request.caller, request.event, request.now));
     case 'advance':
-      return isolateOf(request.versionId).advance(request.key, request.now);
+      return measured(isolateOf(request.versionId).advance(request.key, request.now));
     case 'stopChildren':
       return isolateOf(request.versionId).stopChildren(request.key);
     case 'stop':
       isolates.get(request.versionId)?.stop(request.key);
       return true;
   }
+};
+
+/** Measures what a commit of this result would persist here, off the node's main thread. */
+const measured = (result: StepResult | 'rejected'): StepResult | 'rejected' => {
+  if (result === 'rejected') return result;
+  result.sizes = {
+    contextBytes: Buffer.byteLength(JSON.stringify(result.context), 'utf8'),
+    restBytes: Buffer.byteLength(JSON.stringify(result.snapshot), 'utf8') + Buffer.byteLength(JSON.stringify(result.pendingTimers), 'utf8'),
+  };
+  return result;
 };
 
 const serialize = (error: unknown): SerializedError => {
