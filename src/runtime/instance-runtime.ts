@@ -18,6 +18,7 @@ import { outboxMessages } from './outbox-messages.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { SandboxPool } from './sandbox-pool.js';
 import { settle } from './settle.js';
+import { withHeadCopies, withoutHeadCopies } from './snapshot-storage.js';
 import { StepEffects } from './step-effects.js';
 import { UsageMeter } from './usage-meter.js';
 import type { VersionSource } from './version-source.js';
@@ -421,7 +422,8 @@ export class InstanceRuntime {
   private async ensureLive(actor: InstanceActor, sandbox: RemoteVersion, head: InstanceHead, now: number): Promise<void> {
     if (actor.sandbox === sandbox && sandbox.healthy) return;
     actor.sandbox = sandbox;
-    await sandbox.start(actor.key, { snapshot: head.snapshot, pendingTimers: head.pendingTimers }, { machineInstanceName: actor.name, nowMs: now });
+    const snapshot = withHeadCopies(head.snapshot, head.state, head.context);
+    await sandbox.start(actor.key, { snapshot, pendingTimers: head.pendingTimers }, { machineInstanceName: actor.name, nowMs: now });
   }
 
   private stateOf(result: StepResult): Pick<InstanceHead, 'state' | 'context' | 'tags' | 'done' | 'snapshot' | 'pendingTimers'> {
@@ -430,7 +432,7 @@ export class InstanceRuntime {
       context: result.context,
       tags: result.tags,
       done: result.done,
-      snapshot: result.snapshot,
+      snapshot: withoutHeadCopies(result.snapshot),
       pendingTimers: result.pendingTimers.filter((timer) => timer.kind === 'event'),
     };
   }
