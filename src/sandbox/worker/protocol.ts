@@ -14,7 +14,6 @@ export interface LoadSettings {
 export type SandboxRequest =
   | { op: 'load'; versionId: string; code: string; settings: LoadSettings }
   | { op: 'validate'; code: string; settings: LoadSettings }
-  | { op: 'unload'; versionId: string }
   | { op: 'allowRead'; versionId: string; request: ReadRequest }
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }
   | { op: 'start'; versionId: string; key: string; init: StartInit; options: StartOptions }

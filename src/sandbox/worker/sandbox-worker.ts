@@ -56,10 +56,6 @@ const handle = async (request: SandboxRequest): Promise<unknown> => {
     }
     case 'validate':
       return validateBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
-    case 'unload':
-      isolates.get(request.versionId)?.dispose();
-      isolates.delete(request.versionId);
-      return true;
     case 'allowRead':
       return isolateOf(request.versionId).allowRead(request.request);
     case 'allowWrite':
