@@ -1,6 +1,9 @@
 /**
  * Messages between the node and its sandbox worker process (design.md §5: isolates live where a V8
  * crash costs a worker restart, not the node). One ordered IPC channel each way; plain data only.
+ * Each side sends what it has ready in one IPC message, a batch (an array, in order): a crossing
+ * costs a write, a read and a wake-up of the other process, which on this kind of host is the larger
+ * part of the cost of a small request.
  */
 import type { EgressOptions } from '../egress-policy.js';
 import type { AuthorizingCaller, CapturedLog, ReadRequest, StartInit, StartOptions, WriteRequest } from '../types.js';
@@ -41,3 +44,6 @@ export type WorkerMessage =
   | { kind: 'unhealthy'; versionId: string };
 
 export type NodeMessage = { id: number; request: SandboxRequest };
+
+/** What crosses the channel: the messages one side had ready, oldest first. */
+export type Batch<T> = T[];

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { BundleValidation } from '../bundle-validation.js';
 import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxTimeoutError, StepTooLargeError } from '../errors.js';
 import type { AuthorizingCaller, CapturedLog, ReadRequest, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
-import type { LoadSettings, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
+import type { Batch, LoadSettings, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./sandbox-worker.js', import.meta.url));
 
@@ -34,6 +34,9 @@ export class SandboxClient {
   private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   private readonly versions = new Map<string, RemoteVersion>();
   private closed = false;
+  /** Requests made during this turn of the event loop, sent as one batch in its check phase. */
+  private outgoing: NodeMessage[] = [];
+  private flushScheduled = false;
 
   constructor(private readonly options: SandboxClientOptions) {}
 
@@ -64,16 +67,32 @@ export class SandboxClient {
 
   request(request: SandboxRequest): Promise<unknown> {
     if (this.closed) return Promise.reject(new SandboxDisposedError());
-    const child = this.child ?? this.spawn();
+    if (!this.child) this.spawn();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      const message: NodeMessage = { id, request };
-      child.send(message, (error) => {
-        if (error && this.pending.delete(id)) reject(new SandboxCrashedError(error.message));
-      });
+      this.outgoing.push({ id, request });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(this.flush);
+      }
     });
   }
+
+  private readonly flush = (): void => {
+    this.flushScheduled = false;
+    const batch: Batch<NodeMessage> = this.outgoing;
+    this.outgoing = [];
+    const child = this.child;
+    if (batch.length === 0 || !child) return;
+    child.send(batch, (error) => {
+      if (!error) return;
+      for (const { id } of batch) {
+        const waiting = this.pending.get(id);
+        if (waiting && this.pending.delete(id)) waiting.reject(new SandboxCrashedError(error.message));
+      }
+    });
+  };
 
   async close(): Promise<void> {
     this.closed = true;
@@ -94,7 +113,9 @@ export class SandboxClient {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     this.child = child;
-    child.on('message', (message: WorkerMessage) => this.received(message));
+    child.on('message', (batch: Batch<WorkerMessage>) => {
+      for (const message of batch) this.received(message);
+    });
     child.once('exit', (code, signal) => this.lost(child, signal ? `killed by ${signal}` : `exit code ${code}`));
     // fork failing (EAGAIN, ENOMEM) or the channel breaking: the same as a crash, without 'exit'.
     child.on('error', (error) => this.lost(child, error.message));
@@ -108,6 +129,8 @@ export class SandboxClient {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     for (const { reject } of this.pending.values()) reject(new SandboxCrashedError(reason));
     this.pending.clear();
+    // Not yet sent: they were meant for the dead worker's isolates, which are gone.
+    this.outgoing = [];
     for (const version of this.versions.values()) version.markUnhealthy();
     this.versions.clear();
     if (!this.closed) this.options.onCrash?.(reason);

@@ -8,12 +8,28 @@ import { validateBundle } from '../bundle-validation.js';
 import { SandboxDisposedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
 import type { StepResult } from '../types.js';
-import type { NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
+import type { Batch, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
 
 const isolates = new Map<string, VersionIsolate>();
 
+/** Messages for the node, sent together once the current batch (or callback) is done. */
+let outgoing: WorkerMessage[] = [];
+let flushScheduled = false;
+
+const flush = (): void => {
+  flushScheduled = false;
+  if (outgoing.length === 0) return;
+  const batch: Batch<WorkerMessage> = outgoing;
+  outgoing = [];
+  process.send?.(batch);
+};
+
 const post = (message: WorkerMessage): void => {
-  process.send?.(message);
+  outgoing.push(message);
+  if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(flush);
+  }
 };
 
 /** Forwards host-call completions of a version to the node, for its settle loops. */
@@ -40,20 +56,11 @@ const isolateOf = (versionId: string): VersionIsolate => {
   return isolate;
 };
 
-const handle = async (request: SandboxRequest): Promise<unknown> => {
+/** Runs one request; only loading and validating a bundle are asynchronous (module evaluation). */
+const handle = (request: SandboxRequest): unknown => {
   switch (request.op) {
-    case 'load': {
-      isolates.get(request.versionId)?.dispose();
-      const isolate = await VersionIsolate.load({
-        versionId: request.versionId,
-        code: request.code,
-        ...request.settings,
-        onLog: (entry) => post({ kind: 'log', versionId: request.versionId, entry }),
-      });
-      isolates.set(request.versionId, isolate);
-      watchActivity(request.versionId, isolate);
-      return true;
-    }
+    case 'load':
+      return load(request);
     case 'validate':
       return validateBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
     case 'allowRead':
@@ -76,6 +83,19 @@ const handle = async (request: SandboxRequest): Promise<unknown> => {
   }
 };
 
+const load = async (request: Extract<SandboxRequest, { op: 'load' }>): Promise<true> => {
+  isolates.get(request.versionId)?.dispose();
+  const isolate = await VersionIsolate.load({
+    versionId: request.versionId,
+    code: request.code,
+    ...request.settings,
+    onLog: (entry) => post({ kind: 'log', versionId: request.versionId, entry }),
+  });
+  isolates.set(request.versionId, isolate);
+  watchActivity(request.versionId, isolate);
+  return true;
+};
+
 /** Measures what a commit of this result would persist here, off the node's main thread. */
 const measured = (result: StepResult | 'rejected'): StepResult | 'rejected' => {
   if (result === 'rejected') return result;
@@ -95,19 +115,34 @@ const serialize = (error: unknown): SerializedError => {
   return out;
 };
 
-process.on('message', (message: NodeMessage) => {
-  const { id, request } = message;
-  handle(request).then(
-    (value) => post({ kind: 'response', id, ok: true, value }),
-    (error: unknown) => {
-      // A memory error disposed the isolate: say so, so the node reloads the version.
-      if ('versionId' in request && isolates.get(request.versionId)?.healthy === false) {
-        isolates.delete(request.versionId);
-        post({ kind: 'unhealthy', versionId: request.versionId });
-      }
-      post({ kind: 'response', id, ok: false, error: serialize(error) });
-    },
-  );
+const failed = (id: number, request: SandboxRequest, error: unknown): void => {
+  // A memory error disposed the isolate: say so, so the node reloads the version.
+  if ('versionId' in request && isolates.get(request.versionId)?.healthy === false) {
+    isolates.delete(request.versionId);
+    post({ kind: 'unhealthy', versionId: request.versionId });
+  }
+  post({ kind: 'response', id, ok: false, error: serialize(error) });
+};
+
+const run = ({ id, request }: NodeMessage): void => {
+  let value: unknown;
+  try {
+    value = handle(request);
+  } catch (error) {
+    failed(id, request, error);
+    return;
+  }
+  if (value instanceof Promise) {
+    value.then((settled: unknown) => post({ kind: 'response', id, ok: true, value: settled }), (error: unknown) => failed(id, request, error));
+  } else {
+    post({ kind: 'response', id, ok: true, value });
+  }
+};
+
+process.on('message', (batch: Batch<NodeMessage>) => {
+  for (const message of batch) run(message);
+  // Answer the whole batch in one message, without waiting for the check phase.
+  flush();
 });
 
 // The node went away: nothing to do here any more.
