@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+import { open } from 'lmdb';
 import t from 'tap';
 import { type InstanceHead, SequenceConflictError, usageMonth } from '../src/store/instance-store.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
@@ -20,8 +22,8 @@ t.test('commits are sequence-checked, histories ordered, usage counted, deletion
   t.equal(catalog.hasInstances('org_a', 'm'), true, 'the catalog sees the instance');
   t.equal(catalog.hasInstances('org_b', 'm'), false, 'other orgs do not');
 
-  await instances.commit(head(3), 1, [record(2), record(3)]);
-  await t.rejects(instances.commit(head(4), 1, [record(4)]), SequenceConflictError, 'a writer that lost track of the head cannot write');
+  await instances.commit(head(3), head(1), [record(2), record(3)]);
+  await t.rejects(instances.commit(head(4), head(1), [record(4)]), SequenceConflictError, 'a writer that lost track of the head cannot write');
   t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 3);
   t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2, 3]);
   t.same(instances.listTransitions('org_a', 'm', 'i', 1, 1).map((r) => r.seq), [2], 'pages start after the cursor');
@@ -31,13 +33,58 @@ t.test('commits are sequence-checked, histories ordered, usage counted, deletion
   t.same(instances.getUsage('org_a', usageMonth(Date.now())), { transitions: 3, reads: 5 }, 'usage adds up');
   t.same(instances.getUsage('org_b', usageMonth(Date.now())), { transitions: 0, reads: 0 });
 
-  await instances.replaceHead(head(3, { status: 'paused' }), 3);
+  await instances.replaceHead(head(3, { status: 'paused' }), head(3));
   t.equal(instances.getInstance('org_a', 'm', 'i')?.status, 'paused');
   t.equal(await instances.deleteInstance('org_a', 'm', 'i'), true);
   t.equal(instances.getInstance('org_a', 'm', 'i'), undefined);
   t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10), [], 'the history went with it');
   t.equal(catalog.hasInstances('org_a', 'm'), false);
   t.equal(await instances.deleteInstance('org_a', 'm', 'i'), false);
+  await store.close();
+});
+
+t.test('two writers racing from the same head: the write thread lets exactly one commit', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir);
+  const { instances } = store;
+  t.equal(await instances.createInstance(head(1), [record(1)]), true);
+  // Both read the head at seq 1 before either commits: only the condition checked at commit can tell.
+  const outcomes = await Promise.allSettled([
+    instances.commit(head(2, { context: { n: 'first' } }), head(1), [record(2)]),
+    instances.commit(head(2, { context: { n: 'second' } }), head(1), [record(2)]),
+  ]);
+  t.same(outcomes.map((o) => o.status), ['fulfilled', 'rejected'], 'the first commits, the second is refused');
+  await t.rejects(instances.commit(head(3), head(1), [record(3)]), SequenceConflictError, 'a lone stale commit is refused too');
+  t.type((outcomes[1] as PromiseRejectedResult).reason, SequenceConflictError);
+  t.same(instances.getInstance('org_a', 'm', 'i')?.context, { n: 'first' }, 'the refused writer left nothing behind');
+  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.context), [{ n: 1 }, { n: 2 }]);
+
+  // Timers stay indexed exactly as the head lists them, through commits and replaced heads.
+  const timer = (id: string, dueAt: number) => ({ kind: 'event' as const, id, dueAt, event: { type: 'T' } });
+  const withTimers = head(3, { pendingTimers: [timer('a', 100), timer('b', 200)] });
+  await instances.commit(withTimers, head(2), [record(3)]);
+  t.same(instances.listDueTimers(1_000, 10).map((d) => d.timerId), ['a', 'b']);
+  const retried = head(3, { pendingTimers: [timer('b', 300)] });
+  await instances.replaceHead(retried, withTimers);
+  t.same(instances.listDueTimers(1_000, 10).map((d) => [d.timerId, d.dueAt]), [['b', 300]], 'the replaced head re-indexed its timers');
+  await instances.commit(head(4), retried, [record(4)]);
+  t.same(instances.listDueTimers(1_000, 10), [], 'and the next commit dropped them');
+  await store.close();
+});
+
+t.test('a data dir whose heads predate versions is upgraded once, and commits go on', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  // Write a head the way the first format did: no entry version.
+  const old = open({ path: join(dir, 'statehold.lmdb'), compression: false, maxDbs: 32 });
+  await old.openDB({ name: 'instances', encoding: 'msgpack' }).put(['org_a', 'm', 'i'], head(7));
+  await old.close();
+  const store = openLmdbNodeStore(dir);
+  t.same(store.instances.getInstance('org_a', 'm', 'i')?.context, { n: 7 }, 'the head reads back');
+  await store.instances.commit(head(8), head(7), [record(8)]);
+  t.equal(store.instances.getInstance('org_a', 'm', 'i')?.seq, 8, 'and a commit that names it lands');
+  await t.rejects(store.instances.commit(head(9), head(7), [record(9)]), SequenceConflictError);
   await store.close();
 });
 

@@ -78,12 +78,28 @@ const hostJiffies = () => {
 };
 
 const cpuSeconds = (pid) => summed(pid, ownCpuSeconds);
+
+/** utime + stime of one thread (the main thread's tid is the pid). */
+const threadCpuSeconds = (pid, tid) => ownCpuSeconds(`${pid}/task/${tid}`);
+
+/**
+ * Where the server's CPU goes: the node's main (JavaScript) thread, the node's other threads (LMDB's
+ * writer, libuv, V8's GC helpers) and its descendants (the sandbox worker process).
+ */
+const cpuSplit = (pid) => {
+  const total = ownCpuSeconds(pid);
+  const main = threadCpuSeconds(pid, pid);
+  if (total === undefined || main === undefined) return undefined;
+  const descendants = family(pid).slice(1).reduce((sum, child) => sum + (ownCpuSeconds(child) ?? 0), 0);
+  return { main, nodeOther: total - main, worker: descendants };
+};
 const memory = (pid) => summed(pid, ownMemory);
 
 export const startSampler = (pid, intervalMs = 250) => {
   const host0 = hostJiffies();
   const t0 = process.hrtime.bigint();
   const cpu0 = cpuSeconds(pid);
+  const split0 = cpuSplit(pid);
   const mem0 = memory(pid);
   let last = { t: t0, cpu: cpu0 };
   let peakRssKb = mem0?.rssKb ?? 0;
@@ -108,6 +124,8 @@ export const startSampler = (pid, intervalMs = 250) => {
       sample();
       const wallS = Number(last.t - t0) / 1e9;
       const end = memory(pid);
+      const split1 = cpuSplit(pid);
+      const pctOf = (key) => (split0 && split1 && wallS > 0 ? Number((((split1[key] - split0[key]) / wallS) * 100).toFixed(1)) : null);
       const host1 = hostJiffies();
       // Busy cores over the window, whoever used them (server, generator, anything else on the host).
       const hostBusyCores = host0 && host1 && wallS > 0 ? (host1.busy - host0.busy) / ticksPerSecond() / wallS : null;
@@ -117,6 +135,7 @@ export const startSampler = (pid, intervalMs = 250) => {
         cpuSeconds: cpu0 === undefined ? null : Number((last.cpu - cpu0).toFixed(2)),
         cpuPct: cpu0 === undefined || wallS <= 0 ? null : Number((((last.cpu - cpu0) / wallS) * 100).toFixed(1)),
         peakIntervalCpuPct: Number(peakIntervalCpu.toFixed(1)),
+        cpuSplitPct: { main: pctOf('main'), nodeOther: pctOf('nodeOther'), worker: pctOf('worker') },
         rssStartMb: mb(mem0?.rssKb),
         rssPeakMb: mb(peakRssKb),
         rssEndMb: mb(end?.rssKb),

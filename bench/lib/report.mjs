@@ -44,6 +44,22 @@ export const renderMarkdown = (report) => {
         `${fmt(s.cpuPct, 0)} | ${fmt(s.rssPeakMb, 0)} / ${fmt(s.rssEndMb, 0)} | ${fmt(m.generatorCpuPct, 0)} | ${hostText(s, m)} | ${verified} |`,
     );
   }
+  const split = scenarios.filter((r) => r.server?.cpuSplitPct?.main != null && r.measure?.throughput);
+  if (split.length) {
+    lines.push(
+      '',
+      'Server CPU per acknowledged event (µs; CPU time over the measured phase ÷ events), by where it ran: the node\'s main thread, its other threads (LMDB writer, libuv, GC helpers), the sandbox worker process.',
+      '',
+      '| scenario | main thread | node, other threads | sandbox worker | total |',
+      '|---|---:|---:|---:|---:|',
+    );
+    for (const r of split) {
+      const perEvent = (pct) => (pct === null ? null : (pct / 100 / r.measure.throughput) * 1e6);
+      const c = r.server.cpuSplitPct;
+      const parts = [perEvent(c.main), perEvent(c.nodeOther), perEvent(c.worker)];
+      lines.push(`| ${r.scenario.id} | ${parts.map((x) => fmt(x, 0)).join(' | ')} | ${fmt(parts.reduce((a, b) => a + (b ?? 0), 0), 0)} |`);
+    }
+  }
   const open = scenarios.filter((r) => r.measure?.kind === 'open');
   for (const r of open) {
     const m = r.measure;

@@ -144,7 +144,7 @@ export class InstanceRuntime {
       if (head.status === status) return;
       const next = { ...head, status };
       try {
-        await this.deps.instances.replaceHead(next, head.seq);
+        await this.deps.instances.replaceHead(next, head);
       } catch (error) {
         this.dropHeadOnConflict(actor, error);
         throw this.asRequestError(error, orgId, machine, name);
@@ -321,7 +321,7 @@ export class InstanceRuntime {
     const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
     const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts };
     const outbox = this.outboxOf(next, effects, last.ts);
-    await this.deps.instances.commit(next, head.seq, records, { ...commitEffects, outbox });
+    await this.deps.instances.commit(next, head, records, { ...commitEffects, outbox });
     this.usage.transitions(actor.orgId, this.billedTransitions(records.length, size.contextBytes));
     this.committed(actor, next, size.stateBytes, outbox);
     return next;
@@ -383,7 +383,7 @@ export class InstanceRuntime {
     }
     const next: InstanceHead = { ...head, pendingTimers, timerAttempts };
     try {
-      await this.deps.instances.replaceHead(next, head.seq);
+      await this.deps.instances.replaceHead(next, head);
     } catch (error) {
       this.dropHeadOnConflict(actor, error);
       throw error;

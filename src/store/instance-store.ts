@@ -98,8 +98,11 @@ export interface InstanceStore {
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[];
   /** false when the instance already exists. */
   createInstance(head: InstanceHead, history: TransitionRecord[], effects?: CommitEffects): Promise<boolean>;
-  /** Replaces the head and appends to the history, if the stored head is still at `expectedSeq`. */
-  commit(head: InstanceHead, expectedSeq: number, history: TransitionRecord[], effects?: CommitEffects): Promise<void>;
+  /**
+   * Replaces `previous` (the head as its owner last committed it) with `head` and appends to the
+   * history, if the stored head is still at `previous.seq`; SequenceConflictError otherwise.
+   */
+  commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects?: CommitEffects): Promise<void>;
   /** Whether the instance already applied that message. */
   hasReceived(orgId: string, machine: string, name: string, messageId: string): boolean;
   /** Records a message as applied without any other change (a spawn of an instance that exists). */
@@ -108,8 +111,8 @@ export interface InstanceStore {
   listOutbox(limit: number): OutboxMessage[];
   removeOutbox(message: OutboxMessage): Promise<void>;
   updateOutbox(message: OutboxMessage): Promise<void>;
-  /** Head-only change (status); same sequence check. */
-  replaceHead(head: InstanceHead, expectedSeq: number): Promise<void>;
+  /** Head-only change (status, timer retries) at the same sequence; same check as commit. */
+  replaceHead(head: InstanceHead, previous: InstanceHead): Promise<void>;
   /** Removes the head and the whole history. false when it did not exist. */
   deleteInstance(orgId: string, machine: string, name: string): Promise<boolean>;
   listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[];
