@@ -1,5 +1,5 @@
 import t from 'tap';
-import { VersionIsolate, MachineCodeError, NoLiveActorError, type CapturedLog } from '../src/sandbox/index.js';
+import { VersionIsolate, MachineCodeError, NoLiveActorError, restoredSnapshot, type CapturedLog } from '../src/sandbox/index.js';
 import { importing, bundled, TRAFFIC_MACHINE, HISTORY_MACHINE } from './fixtures/sandbox/bundles.js';
 
 async function load(code: string, logs?: CapturedLog[]): Promise<VersionIsolate> {
@@ -102,7 +102,7 @@ t.test('snapshot round trip: stop + start from snapshot gives the same state, ke
   t.equal(before.pendingTimers.length, 1);
   vi.stop('k');
   t.throws(() => vi.send('k', { type: 'INC' }), NoLiveActorError);
-  const snapshot = JSON.parse(JSON.stringify(before.snapshot));
+  const snapshot = restoredSnapshot(before.snapshot, before.state, before.context);
   let r = vi.start('k', { snapshot, pendingTimers: before.pendingTimers }, { nowMs: 200 });
   t.same([r.state, r.context, r.tags, r.done], [before.state, before.context, before.tags, before.done]);
   t.same(r.pendingTimers, before.pendingTimers, 're-armed with the same id and due time');
@@ -118,7 +118,7 @@ t.test('snapshot round trip: stop + start from snapshot gives the same state, ke
   const paused = hv.send('h', { type: 'PAUSE' });
   t.equal(paused.state, 'paused');
   hv.stop('h');
-  hv.start('h', { snapshot: JSON.parse(JSON.stringify(paused.snapshot)) });
+  hv.start('h', { snapshot: restoredSnapshot(paused.snapshot, paused.state, paused.context) });
   t.same(hv.send('h', { type: 'RESUME' }).state, { work: 'b' }, 'history value survived the snapshot');
 });
 
@@ -132,7 +132,7 @@ t.test('rehydrating does not re-run entry actions', async (t) => {
   const r = vi.send('k', { type: 'GO' });
   t.equal(logs.length, 1);
   vi.stop('k');
-  vi.start('k', { snapshot: r.snapshot });
+  vi.start('k', { snapshot: restoredSnapshot(r.snapshot, r.state, r.context) });
   t.equal(logs.length, 1);
 });
 
@@ -212,12 +212,13 @@ export default createMachine({
   const committed = vi.send('k', { type: 'INC' });
   t.throws(() => vi.send('k', { type: 'BOOM' }), { name: 'MachineCodeError', message: /kaboom/ });
   t.throws(() => vi.send('k', { type: 'INC' }), NoLiveActorError, 'the failed actor was discarded');
-  let r = vi.start('k', { snapshot: committed.snapshot });
+  const snapshot = restoredSnapshot(committed.snapshot, committed.state, committed.context);
+  let r = vi.start('k', { snapshot });
   t.match(r, { state: 'a', context: { n: 1 } });
   t.throws(() => vi.send('k', { type: 'BADGUARD' }), /guard broke/);
-  vi.start('k', { snapshot: committed.snapshot });
+  vi.start('k', { snapshot });
   t.throws(() => vi.send('k', { type: 'CYCLE' }), MachineCodeError, 'non-JSON context fails the step');
-  r = vi.start('k', { snapshot: committed.snapshot });
+  r = vi.start('k', { snapshot });
   t.equal(vi.send('k', { type: 'INC' }).context.n, 2);
 });
 

@@ -1,7 +1,7 @@
 import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError, stateTooLarge } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
-import { MachineCodeError, type RemoteVersion, SandboxCrashedError, SandboxMemoryError, SandboxTimeoutError, type StepResult, StepTooLargeError } from '../sandbox/index.js';
+import { MachineCodeError, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxMemoryError, SandboxTimeoutError, type StepResult, StepTooLargeError } from '../sandbox/index.js';
 import {
   type CommitEffects,
   type InstanceHead,
@@ -18,7 +18,6 @@ import { outboxMessages } from './outbox-messages.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { SandboxPool } from './sandbox-pool.js';
 import { settle } from './settle.js';
-import { withHeadCopies, withoutHeadCopies } from './snapshot-storage.js';
 import { StepEffects } from './step-effects.js';
 import { UsageMeter } from './usage-meter.js';
 import type { VersionSource } from './version-source.js';
@@ -422,7 +421,7 @@ export class InstanceRuntime {
   private async ensureLive(actor: InstanceActor, sandbox: RemoteVersion, head: InstanceHead, now: number): Promise<void> {
     if (actor.sandbox === sandbox && sandbox.healthy) return;
     actor.sandbox = sandbox;
-    const snapshot = withHeadCopies(head.snapshot, head.state, head.context);
+    const snapshot = restoredSnapshot(head.snapshot, head.state, head.context);
     await sandbox.start(actor.key, { snapshot, pendingTimers: head.pendingTimers }, { machineInstanceName: actor.name, nowMs: now });
   }
 
@@ -432,7 +431,7 @@ export class InstanceRuntime {
       context: result.context,
       tags: result.tags,
       done: result.done,
-      snapshot: withoutHeadCopies(result.snapshot),
+      snapshot: result.snapshot,
       pendingTimers: result.pendingTimers.filter((timer) => timer.kind === 'event'),
     };
   }
@@ -444,10 +443,9 @@ export class InstanceRuntime {
    */
   private checkSize(result: StepResult): { contextBytes: number; stateBytes: number } {
     const { maxContextBytes, maxPersistedBytes } = this.deps.settings;
-    // The sandbox worker measures as it answers; measure here only if it did not.
-    const contextBytes = result.sizes?.contextBytes ?? Buffer.byteLength(JSON.stringify(result.context), 'utf8');
+    // Measured on the JSON texts the harness produced (step-result.ts).
+    const { contextBytes, restBytes } = result.sizes;
     if (contextBytes > maxContextBytes) throw contextTooLarge(contextBytes, maxContextBytes);
-    const restBytes = result.sizes?.restBytes ?? Buffer.byteLength(JSON.stringify(result.snapshot), 'utf8') + Buffer.byteLength(JSON.stringify(result.pendingTimers), 'utf8');
     if (restBytes > maxPersistedBytes) throw stateTooLarge(restBytes, maxPersistedBytes);
     return { contextBytes, stateBytes: contextBytes + restBytes };
   }

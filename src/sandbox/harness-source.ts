@@ -362,15 +362,22 @@ function runningChildren(rec) {
   return list;
 }
 
+/**
+ * The persisted form of the state. Its value and context travel beside it in the step result (the
+ * head keeps them), so they are left out here and a marker says so (snapshot.ts puts them back).
+ */
 function snapshotOf(state, rec) {
   const j = apply(stateToJSON, state, []);
   const out = {};
   const keys = objectKeys(j);
   for (let i = 0; i < keys.length; i++) {
     const k = keys[i];
-    if (k === 'history' || k === '_sessionid' || k === 'actions' || k === 'children') continue;
+    if (k === 'history' || k === '_sessionid' || k === 'actions' || k === 'children' || k === 'value' || k === 'context') continue;
     out[k] = j[k];
   }
+  const hasContext = j.context !== undefined && j.context !== null;
+  if (!hasContext && j.context !== undefined) out.context = j.context;
+  out.__fromHead = { value: true, context: hasContext };
   out.actions = [];
   out.children = {};
   const snapshot = { xstate: 4, state: out };
@@ -405,19 +412,19 @@ export function collect(key) {
   let out;
   try {
     const st = apply(P.state, rec.interp, []);
+    // Three JSON texts, one per line (JSON.stringify never writes a line break): the rest of the
+    // result, the context and the snapshot. The host passes the snapshot on unparsed to storage.
     out = jsonStringify({
       state: st.value,
-      context: st.context === undefined || st.context === null ? {} : st.context,
       tags: tagsOf(st),
       done: !!st.done,
       changed: rec.changed,
-      snapshot: snapshotOf(st, rec),
       pendingTimers: internal.timersOf(key),
       runningChildren: runningChildren(rec),
       persistentSpawns: rec.spawns,
       outboundSends: rec.outbound,
       transitions: rec.transitions
-    });
+    }) + '\n' + jsonStringify(st.context === undefined || st.context === null ? {} : st.context) + '\n' + jsonStringify(snapshotOf(st, rec));
   } catch (e) {
     discard(rec);
     return jsonStringify({ error: 'the machine state is not JSON-serialisable: ' + errorText(e) });

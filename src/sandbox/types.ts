@@ -36,15 +36,16 @@ export interface StepResult {
   done: boolean;
   /** At least one macrostep during this call changed something (value, context or actions). */
   changed: boolean;
-  snapshot: PersistedSnapshot;
+  /** JSON of the snapshot, without the value and context (see snapshot.ts); stored as it is. */
+  snapshot: string;
   pendingTimers: PendingTimer[];
   runningChildren: RunningChild[];
   persistentSpawns: PersistentSpawnRequest[];
   outboundSends: OutboundSend[];
   /** Macrosteps taken during this call (including ones caused by promises resolving meanwhile). */
   transitions: number;
-  /** Set by the sandbox worker, so the node does not serialise the result again to measure it. */
-  sizes?: StepSizes;
+  /** Measured on the JSON texts the harness produced (see step-result.ts). */
+  sizes: StepSizes;
   /**
    * Host calls (fetches) started by this actor and still in flight. Their outcomes arrive outside any
    * step (see VersionIsolate.nextActivity); an actor with calls in flight has not settled.

@@ -43,7 +43,7 @@ import { FETCH_SOURCE } from './fetch-source.js';
 import { SUBTLE_SOURCE } from './subtle-source.js';
 import { HostCalls, type HostCallOutcome } from './host-calls.js';
 import { defaultEgressOptions, type EgressOptions, type Lookup } from './egress-policy.js';
-import { checkStepResult } from './step-result.js';
+import { parseStep, type RawStep, splitStep } from './step-result.js';
 import type {
   AuthorizingCaller,
   CapturedLog,
@@ -192,15 +192,12 @@ export class VersionIsolate {
    * actor with the same key.
    */
   start(instanceKey: string, init: StartInit, opts: StartOptions = {}): StepResult {
-    this.hostCalls.drop(instanceKey);
-    this.deliveryFailures.delete(instanceKey);
-    const name = opts.machineInstanceName ?? instanceKey;
-    return this.step(instanceKey, 'start', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now()]);
+    return parseStep(this.startRaw(instanceKey, init, opts));
   }
 
   /** Delivers one external event. */
   send(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): StepResult {
-    return this.step(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs]);
+    return parseStep(this.sendRaw(instanceKey, event, nowMs));
   }
 
   /**
@@ -208,11 +205,32 @@ export class VersionIsolate {
    * event when it allows, in one crossing; `'rejected'` when it refuses (the actor is untouched).
    */
   sendAuthorized(instanceKey: string, caller: AuthorizingCaller, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): StepResult | 'rejected' {
-    return this.step(instanceKey, 'authorizeAndSend', [instanceKey, JSON.stringify(caller), JSON.stringify(event), nowMs]);
+    const raw = this.sendAuthorizedRaw(instanceKey, caller, event, nowMs);
+    return raw === 'rejected' ? raw : parseStep(raw);
   }
 
   /** Fires this actor's timers due at `nowMs` (earliest first; chains of delays catch up). */
   advance(instanceKey: string, nowMs: number): StepResult {
+    return parseStep(this.advanceRaw(instanceKey, nowMs));
+  }
+
+  /** The step methods above, with the result left as the harness's JSON texts (what the sandbox worker sends on). */
+  startRaw(instanceKey: string, init: StartInit, opts: StartOptions = {}): RawStep {
+    this.hostCalls.drop(instanceKey);
+    this.deliveryFailures.delete(instanceKey);
+    const name = opts.machineInstanceName ?? instanceKey;
+    return this.step(instanceKey, 'start', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now()]);
+  }
+
+  sendRaw(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): RawStep {
+    return this.step(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs]);
+  }
+
+  sendAuthorizedRaw(instanceKey: string, caller: AuthorizingCaller, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): RawStep | 'rejected' {
+    return this.step(instanceKey, 'authorizeAndSend', [instanceKey, JSON.stringify(caller), JSON.stringify(event), nowMs]);
+  }
+
+  advanceRaw(instanceKey: string, nowMs: number): RawStep {
     return this.step(instanceKey, 'advance', [instanceKey, nowMs]);
   }
 
@@ -266,9 +284,9 @@ export class VersionIsolate {
     return this.isolate.getHeapStatisticsSync().used_heap_size;
   }
 
-  private step(instanceKey: string, fn: 'start' | 'send' | 'advance', args: (string | number)[]): StepResult;
-  private step(instanceKey: string, fn: 'authorizeAndSend', args: (string | number)[]): StepResult | 'rejected';
-  private step(instanceKey: string, fn: StepFn, args: (string | number)[]): StepResult | 'rejected' {
+  private step(instanceKey: string, fn: 'start' | 'send' | 'advance', args: (string | number)[]): RawStep;
+  private step(instanceKey: string, fn: 'authorizeAndSend', args: (string | number)[]): RawStep | 'rejected';
+  private step(instanceKey: string, fn: StepFn, args: (string | number)[]): RawStep | 'rejected' {
     try {
       this.throwDeliveryFailure(instanceKey, fn);
       const stepped = this.callForActor(instanceKey, fn, args);
@@ -292,22 +310,23 @@ export class VersionIsolate {
     }
   }
 
-  private stepResult(instanceKey: string, json: string): StepResult {
+  private stepResult(instanceKey: string, json: string): RawStep {
     if (json === 'no-actor') throw new NoLiveActorError(instanceKey);
     if (json.length > MAX_STEP_RESULT_CHARS) {
       // checked before parsing: the actor was not discarded inside the isolate, so drop it too
       this.dropActor(instanceKey);
       throw new StepTooLargeError(`the machine's state is too large to persist: ${Buffer.byteLength(json)} bytes (at most ${MAX_STEP_RESULT_CHARS})`);
     }
+    const raw = splitStep(json, this.hostCalls.pendingFor(instanceKey));
+    if (raw) return raw;
+    // Not a result: the harness's answer for a failed step or a missing actor.
     const parsed = JSON.parse(json) as unknown;
     if (parsed !== null && typeof parsed === 'object') {
       const p = parsed as { noActor?: unknown; error?: unknown };
       if (p.noActor === true) throw new NoLiveActorError(instanceKey);
       if (typeof p.error === 'string') throw new MachineCodeError(p.error);
     }
-    const result = checkStepResult(parsed);
-    result.pendingHostCalls = this.hostCalls.pendingFor(instanceKey);
-    return result;
+    throw new MachineCodeError('the sandbox produced a malformed step result');
   }
 
   /** Hands a completed host call's outcome (copied data only) to the isolate; see the class comment. */

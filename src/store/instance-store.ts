@@ -20,7 +20,8 @@ export interface InstanceHead {
   context: JsonObject;
   tags: string[];
   done: boolean;
-  snapshot: PersistedSnapshot;
+  /** JSON of the machine's snapshot without value and context (sandbox/snapshot.ts); an object in heads written before. */
+  snapshot: string | PersistedSnapshot;
   /** Delayed events still scheduled (event kind only), with their due times. */
   pendingTimers: PendingTimer[];
   /** Children stopped when settling timed out: an error event for each goes in before the next event. */

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { BundleValidation } from '../bundle-validation.js';
 import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxTimeoutError, StepTooLargeError } from '../errors.js';
 import type { AuthorizingCaller, CapturedLog, ReadRequest, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
+import { parseStep, type RawStep } from '../step-result.js';
 import type { Batch, LoadSettings, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./sandbox-worker.js', import.meta.url));
@@ -197,24 +198,25 @@ export class RemoteVersion {
     return this.call({ op: 'allowWrite', versionId: this.versionId, request }) as Promise<boolean>;
   }
 
-  start(key: string, init: StartInit, options: StartOptions): Promise<StepResult> {
-    return this.call({ op: 'start', versionId: this.versionId, key, init, options }) as Promise<StepResult>;
+  async start(key: string, init: StartInit, options: StartOptions): Promise<StepResult> {
+    return parseStep((await this.call({ op: 'start', versionId: this.versionId, key, init, options })) as RawStep);
   }
 
-  send(key: string, event: Event, now: number): Promise<StepResult> {
-    return this.call({ op: 'send', versionId: this.versionId, key, event, now }) as Promise<StepResult>;
+  async send(key: string, event: Event, now: number): Promise<StepResult> {
+    return parseStep((await this.call({ op: 'send', versionId: this.versionId, key, event, now })) as RawStep);
   }
 
   /**
    * allowWrite (against the live actor's state, which is the committed one) and, when it allows, the
    * event, in one round trip; 'rejected' leaves the actor as it was.
    */
-  sendAuthorized(key: string, caller: AuthorizingCaller, event: Event, now: number): Promise<StepResult | 'rejected'> {
-    return this.call({ op: 'sendAuthorized', versionId: this.versionId, key, caller, event, now }) as Promise<StepResult | 'rejected'>;
+  async sendAuthorized(key: string, caller: AuthorizingCaller, event: Event, now: number): Promise<StepResult | 'rejected'> {
+    const raw = (await this.call({ op: 'sendAuthorized', versionId: this.versionId, key, caller, event, now })) as RawStep | 'rejected';
+    return raw === 'rejected' ? raw : parseStep(raw);
   }
 
-  advance(key: string, now: number): Promise<StepResult> {
-    return this.call({ op: 'advance', versionId: this.versionId, key, now }) as Promise<StepResult>;
+  async advance(key: string, now: number): Promise<StepResult> {
+    return parseStep((await this.call({ op: 'advance', versionId: this.versionId, key, now })) as RawStep);
   }
 
   stopChildren(key: string): Promise<{ id: string }[]> {

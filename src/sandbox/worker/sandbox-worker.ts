@@ -7,7 +7,6 @@
 import { validateBundle } from '../bundle-validation.js';
 import { SandboxDisposedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
-import type { StepResult } from '../types.js';
 import type { Batch, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
 
 const isolates = new Map<string, VersionIsolate>();
@@ -67,14 +66,15 @@ const handle = (request: SandboxRequest): unknown => {
       return isolateOf(request.versionId).allowRead(request.request);
     case 'allowWrite':
       return isolateOf(request.versionId).allowWrite(request.request);
+    // Step results go back as the harness's JSON texts: parsed once, on the node's side.
     case 'start':
-      return measured(isolateOf(request.versionId).start(request.key, request.init, request.options));
+      return isolateOf(request.versionId).startRaw(request.key, request.init, request.options);
     case 'send':
-      return measured(isolateOf(request.versionId).send(request.key, request.event, request.now));
+      return isolateOf(request.versionId).sendRaw(request.key, request.event, request.now);
     case 'sendAuthorized':
-      return measured(isolateOf(request.versionId).sendAuthorized(request.key, request.caller, request.event, request.now));
+      return isolateOf(request.versionId).sendAuthorizedRaw(request.key, request.caller, request.event, request.now);
     case 'advance':
-      return measured(isolateOf(request.versionId).advance(request.key, request.now));
+      return isolateOf(request.versionId).advanceRaw(request.key, request.now);
     case 'stopChildren':
       return isolateOf(request.versionId).stopChildren(request.key);
     case 'stop':
@@ -94,16 +94,6 @@ const load = async (request: Extract<SandboxRequest, { op: 'load' }>): Promise<t
   isolates.set(request.versionId, isolate);
   watchActivity(request.versionId, isolate);
   return true;
-};
-
-/** Measures what a commit of this result would persist here, off the node's main thread. */
-const measured = (result: StepResult | 'rejected'): StepResult | 'rejected' => {
-  if (result === 'rejected') return result;
-  result.sizes = {
-    contextBytes: Buffer.byteLength(JSON.stringify(result.context), 'utf8'),
-    restBytes: Buffer.byteLength(JSON.stringify(result.snapshot), 'utf8') + Buffer.byteLength(JSON.stringify(result.pendingTimers), 'utf8'),
-  };
-  return result;
 };
 
 const serialize = (error: unknown): SerializedError => {

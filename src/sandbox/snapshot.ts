@@ -1,0 +1,18 @@
+/**
+ * A step's snapshot leaves out the state value and context, which the head keeps beside it (heads
+ * are written on every commit); a marker in it says which were left out. Before an actor is rebuilt
+ * from a stored head, they are put back. Heads stored before snapshots became text hold the snapshot
+ * as an object, in the same form.
+ */
+import type { JsonObject, PersistedSnapshot, StateValue } from './types.js';
+
+const FROM_HEAD = '__fromHead';
+
+/** The full snapshot to start an actor from: the stored one with the head's value and context back in. */
+export const restoredSnapshot = (stored: string | PersistedSnapshot, value: StateValue, context: JsonObject): PersistedSnapshot => {
+  const snapshot = typeof stored === 'string' ? (JSON.parse(stored) as PersistedSnapshot) : stored;
+  const marker = snapshot.state[FROM_HEAD] as { value: boolean; context: boolean } | undefined;
+  if (!marker) return snapshot;
+  const { [FROM_HEAD]: _marker, ...rest } = snapshot.state;
+  return { ...snapshot, state: { ...rest, value, ...(marker.context ? { context } : {}) } };
+};
