@@ -92,3 +92,23 @@ export default createMachine({
     t.ok(e.timestamp >= before && e.timestamp <= Date.now());
   }
 });
+
+t.test('timeouts handed to isolated-vm: never below the limit, gathered on a few deadlines', async (t) => {
+  const { timeoutFor } = await import('../src/sandbox/isolate-call.js');
+  const firstOf = new Map<number, number>();
+  let bad = 0;
+  for (let now = 1_000.25; now < 1_300; now += 0.37) {
+    const ms = timeoutFor(1000, now);
+    if (!Number.isInteger(ms) || ms < 1000 || ms > 1000 + 50 + 2) bad++;
+    const deadline = now + ms;
+    const boundary = Math.floor(deadline / 50);
+    const first = firstOf.get(boundary);
+    // The timer thread sleeps until the earliest deadline: later ones must come after it, or
+    // isolated-vm starts another thread for them.
+    if (first === undefined) firstOf.set(boundary, deadline);
+    else if (deadline <= first) bad++;
+  }
+  t.equal(bad, 0, 'every timeout is an integer from the limit to one boundary more, after its boundary\'s first deadline');
+  t.ok(firstOf.size <= 8, `300 ms of calls share ${firstOf.size} deadline boundaries`);
+  t.ok(timeoutFor(20, 5_000) >= 20, 'short limits get short quanta and still their full limit');
+});
