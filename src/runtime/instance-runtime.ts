@@ -17,7 +17,7 @@ import type { LogSink } from './log-sink.js';
 import { outboxMessages } from './outbox-messages.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { SandboxPool } from './sandbox-pool.js';
-import { settle } from './settle.js';
+import { isSettled, settle } from './settle.js';
 import { StepEffects } from './step-effects.js';
 import { UsageMeter } from './usage-meter.js';
 import type { VersionSource } from './version-source.js';
@@ -280,8 +280,9 @@ export class InstanceRuntime {
     const now = Date.now();
     const effects = new StepEffects();
     try {
-      const sandbox = await this.deps.sandboxes.get(actor.orgId, actor.machine, head.versionId);
-      await this.ensureLive(actor, sandbox, head, now);
+      // The usual case (version loaded, actor live) costs no extra turns of the microtask queue.
+      const sandbox = this.deps.sandboxes.loaded(head.versionId) ?? (await this.deps.sandboxes.get(actor.orgId, actor.machine, head.versionId));
+      if (actor.sandbox !== sandbox || !sandbox.healthy) await this.ensureLive(actor, sandbox, head, now);
       const records: TransitionRecord[] = [];
       let result: StepResult | undefined;
       const seqBeforeFirst = sandbox.activitySeq;
@@ -290,7 +291,9 @@ export class InstanceRuntime {
         records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: input.event, state: result.state, context: result.context });
       }
       if (!result) return head;
-      const settled = await this.settleStep(actor, sandbox, result, now, effects, seqBeforeFirst);
+      const settled = isSettled(result, now + this.deps.settings.settleBudgetMs)
+        ? { result, stoppedChildren: [] }
+        : await this.settleStep(actor, sandbox, result, now, effects, seqBeforeFirst);
       const last = records.at(-1) as TransitionRecord;
       last.state = settled.result.state;
       last.context = settled.result.context;

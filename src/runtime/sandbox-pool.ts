@@ -10,7 +10,9 @@ import type { VersionSource } from './version-source.js';
  * again on the next call; actors compare `sandbox` identity to know they must be rebuilt.
  */
 export class SandboxPool {
-  private readonly loaded = new Map<string, Promise<RemoteVersion>>();
+  private readonly loading = new Map<string, Promise<RemoteVersion>>();
+  /** Versions whose load finished, for callers that need not wait. */
+  private readonly ready = new Map<string, RemoteVersion>();
   /** Where a version's console output is filed. */
   private readonly owners = new Map<string, { orgId: string; machine: string }>();
 
@@ -27,21 +29,37 @@ export class SandboxPool {
     if (owner) this.logs.captured(owner.orgId, owner.machine, entry);
   };
 
+  /** The version if it is loaded and healthy now (no waiting); else use get. */
+  loaded(versionId: string): RemoteVersion | undefined {
+    const version = this.ready.get(versionId);
+    return version?.healthy ? version : undefined;
+  }
+
   /** The loaded version of `machine` (a version belongs to one machine; its logs are filed under it). */
   async get(orgId: string, machine: string, versionId: string): Promise<RemoteVersion> {
-    const loading = this.loaded.get(versionId);
-    if (loading) {
-      const version = await loading;
+    const pending = this.loading.get(versionId);
+    if (pending) {
+      const version = await pending;
       if (version.healthy) return version;
-      if (this.loaded.get(versionId) === loading) this.loaded.delete(versionId);
+      if (this.loading.get(versionId) === pending) {
+        this.loading.delete(versionId);
+        this.ready.delete(versionId);
+      }
       return this.get(orgId, machine, versionId);
     }
     const code = this.versions.getVersionCode(orgId, versionId);
     if (code === undefined) throw notFound(`machine version ${versionId} does not exist`);
     this.owners.set(versionId, { orgId, machine });
     const load = this.client.load(versionId, code, this.loadSettings());
-    this.loaded.set(versionId, load);
-    load.catch(() => this.loaded.delete(versionId));
+    this.loading.set(versionId, load);
+    load.then(
+      (version) => {
+        if (this.loading.get(versionId) === load) this.ready.set(versionId, version);
+      },
+      () => {
+        if (this.loading.get(versionId) === load) this.loading.delete(versionId);
+      },
+    );
     return load;
   }
 

@@ -12,6 +12,10 @@ export interface SettleOutcome {
   timedOut: boolean;
 }
 
+/** Whether nothing is left to wait for: no child running, no host call out, no delayed event due inside the budget. */
+export const isSettled = (result: StepResult, deadlineMs: number): boolean =>
+  result.runningChildren.length === 0 && result.pendingHostCalls === 0 && !result.pendingTimers.some((timer) => timer.dueAt <= deadlineMs);
+
 /**
  * Waits until the machine is settled (wire-protocol §8.1): no running child services, no host call
  * (fetch) in flight and no delayed event due inside the budget. The sandbox has no clock of its own,
@@ -33,7 +37,7 @@ export const settle = async (
     for (const timer of result.pendingTimers) {
       if (timer.dueAt <= deadlineMs && (nextDue === undefined || timer.dueAt < nextDue)) nextDue = timer.dueAt;
     }
-    if (result.runningChildren.length === 0 && result.pendingHostCalls === 0 && nextDue === undefined) return { result, timedOut: false };
+    if (isSettled(result, deadlineMs)) return { result, timedOut: false };
     const now = Date.now();
     if (now >= deadlineMs) return { result, timedOut: true };
     const wakeAt = Math.min(nextDue ?? deadlineMs, deadlineMs);
