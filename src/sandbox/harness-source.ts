@@ -51,7 +51,6 @@ const P = {
   start: proto.start, onTransition: proto.onTransition, removeChild: proto.removeChild,
   state: I.getOwnPropertyDescriptor(proto, 'state').get
 };
-const stateToJSON = X.State.prototype.toJSON;
 const X_interpret = X.interpret, X_spawn = X.spawn, X_toSCXMLEvent = X.toSCXMLEvent;
 const ActionTypes_Start = X.ActionTypes.Start, ActionTypes_Invoke = X.ActionTypes.Invoke, SpecialTargets_Parent = X.SpecialTargets.Parent;
 const objectAssign = I.objectAssign, objectDefineProperty = I.objectDefineProperty, $WeakMap = WeakMap;
@@ -363,20 +362,28 @@ function runningChildren(rec) {
 }
 
 /**
- * The persisted form of the state. Its value and context travel beside it in the step result (the
- * head keeps them), so they are left out here and a marker says so (snapshot.ts puts them back).
+ * What restoring needs from a state is what xstate's State constructor reads from its config (the
+ * rest it derives: event from _event, and resolveState recomputes configuration, meta, tags and
+ * done). So the state's own properties are copied without those derived ones (State#toJSON would
+ * copy them all once more; this is ≈ half of reading a step's result back), and without the
+ * history, session, pending actions and children, which a rebuilt actor must not inherit. Its value
+ * and context travel beside it in the step result (the head keeps them), so they are left out too and
+ * a marker says so (snapshot.ts puts them back).
  */
+const NOT_IN_SNAPSHOT = {
+  history: true, _sessionid: true, actions: true, children: true, value: true, context: true,
+  event: true, meta: true, tags: true, configuration: true, transitions: true, machine: true
+};
 function snapshotOf(state, rec) {
-  const j = apply(stateToJSON, state, []);
   const out = {};
-  const keys = objectKeys(j);
+  const keys = objectKeys(state);
   for (let i = 0; i < keys.length; i++) {
     const k = keys[i];
-    if (k === 'history' || k === '_sessionid' || k === 'actions' || k === 'children' || k === 'value' || k === 'context') continue;
-    out[k] = j[k];
+    if (hasOwn(NOT_IN_SNAPSHOT, k) || typeof state[k] === 'function') continue;
+    out[k] = state[k];
   }
-  const hasContext = j.context !== undefined && j.context !== null;
-  if (!hasContext && j.context !== undefined) out.context = j.context;
+  const hasContext = state.context !== undefined && state.context !== null;
+  if (!hasContext && state.context !== undefined) out.context = state.context;
   out.__fromHead = { value: true, context: hasContext };
   out.actions = [];
   out.children = {};
