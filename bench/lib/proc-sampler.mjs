@@ -82,6 +82,15 @@ const cpuSeconds = (pid) => summed(pid, ownCpuSeconds);
 /** utime + stime of one thread (the main thread's tid is the pid). */
 const threadCpuSeconds = (pid, tid) => ownCpuSeconds(`${pid}/task/${tid}`);
 
+/** Seconds one thread spent runnable but waiting for a CPU (second field of /proc/<pid>/task/<tid>/schedstat). */
+const threadWaitSeconds = (pid, tid) => {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1]) / 1e9;
+  } catch {
+    return undefined;
+  }
+};
+
 /**
  * Where the server's CPU goes: the node's main (JavaScript) thread, the node's other threads (LMDB's
  * writer, libuv, V8's GC helpers) and its descendants (the sandbox worker process).
@@ -90,8 +99,18 @@ const cpuSplit = (pid) => {
   const total = ownCpuSeconds(pid);
   const main = threadCpuSeconds(pid, pid);
   if (total === undefined || main === undefined) return undefined;
-  const descendants = family(pid).slice(1).reduce((sum, child) => sum + (ownCpuSeconds(child) ?? 0), 0);
-  return { main, nodeOther: total - main, worker: descendants };
+  const children = family(pid).slice(1);
+  const descendants = children.reduce((sum, child) => sum + (ownCpuSeconds(child) ?? 0), 0);
+  // How long the two JavaScript threads that carry every event (the node's, the worker's) were
+  // ready to run but had no CPU: contention that CPU figures alone do not show.
+  const workerPid = children[0];
+  return {
+    main,
+    nodeOther: total - main,
+    worker: descendants,
+    mainWaiting: threadWaitSeconds(pid, pid) ?? 0,
+    workerWaiting: workerPid === undefined ? 0 : threadWaitSeconds(workerPid, workerPid) ?? 0,
+  };
 };
 const memory = (pid) => summed(pid, ownMemory);
 
@@ -136,6 +155,7 @@ export const startSampler = (pid, intervalMs = 250) => {
         cpuPct: cpu0 === undefined || wallS <= 0 ? null : Number((((last.cpu - cpu0) / wallS) * 100).toFixed(1)),
         peakIntervalCpuPct: Number(peakIntervalCpu.toFixed(1)),
         cpuSplitPct: { main: pctOf('main'), nodeOther: pctOf('nodeOther'), worker: pctOf('worker') },
+        waitingForCpuPct: { main: pctOf('mainWaiting'), worker: pctOf('workerWaiting') },
         rssStartMb: mb(mem0?.rssKb),
         rssPeakMb: mb(peakRssKb),
         rssEndMb: mb(end?.rssKb),

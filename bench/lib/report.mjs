@@ -48,16 +48,18 @@ export const renderMarkdown = (report) => {
   if (split.length) {
     lines.push(
       '',
-      'Server CPU per acknowledged event (µs; CPU time over the measured phase ÷ events), by where it ran: the node\'s main thread, its other threads (LMDB writer, libuv, GC helpers), the sandbox worker process.',
+      'Server CPU per acknowledged event (µs; CPU time over the measured phase ÷ events), by where it ran: the node\'s main thread, its other threads (LMDB writer, libuv, GC helpers), the sandbox worker process. "Waiting for a CPU": the share of the measured phase the node\'s and the worker\'s JavaScript threads were ready to run but had no core (from schedstat).',
       '',
-      '| scenario | main thread | node, other threads | sandbox worker | total |',
-      '|---|---:|---:|---:|---:|',
+      '| scenario | main thread | node, other threads | sandbox worker | total | waiting for a CPU: node / worker |',
+      '|---|---:|---:|---:|---:|---:|',
     );
     for (const r of split) {
       const perEvent = (pct) => (pct === null ? null : (pct / 100 / r.measure.throughput) * 1e6);
       const c = r.server.cpuSplitPct;
       const parts = [perEvent(c.main), perEvent(c.nodeOther), perEvent(c.worker)];
-      lines.push(`| ${r.scenario.id} | ${parts.map((x) => fmt(x, 0)).join(' | ')} | ${fmt(parts.reduce((a, b) => a + (b ?? 0), 0), 0)} |`);
+      const w = r.server.waitingForCpuPct ?? {};
+      const waiting = w.main == null ? '–' : `${fmt(w.main, 0)} % / ${fmt(w.worker, 0)} %`;
+      lines.push(`| ${r.scenario.id} | ${parts.map((x) => fmt(x, 0)).join(' | ')} | ${fmt(parts.reduce((a, b) => a + (b ?? 0), 0), 0)} | ${waiting} |`);
     }
   }
   const open = scenarios.filter((r) => r.measure?.kind === 'open');
