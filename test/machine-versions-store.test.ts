@@ -84,7 +84,8 @@ t.test('LMDB version store', async (t) => {
   t.same(versions.listVersions('org_b', 'm', undefined, 10).map((v) => v.id), ['ver_b1']);
 
   await versions.putPendingUpload({ orgId: 'org_a', machine: 'm', versionId: 'ver_p', code: 'p', expiresAt: Date.now() + 60_000 });
-  await versions.deleteMachineVersions('org_a', 'm');
+  const removed = await versions.deleteMachineVersions('org_a', 'm');
+  t.same([...removed].sort(), ['ver_1', 'ver_2', 'ver_3', 'ver_4', 'ver_5', 'ver_same_a', 'ver_same_b'], 'it names the versions it removed');
   t.same(versions.listVersions('org_a', 'm', undefined, 10), []);
   t.equal(versions.getVersionCode('org_a', 'ver_3'), undefined);
   t.equal(versions.getPendingUpload('org_a', 'ver_p'), undefined);

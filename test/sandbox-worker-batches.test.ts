@@ -46,3 +46,47 @@ t.test('a crash among many requests in flight: each is answered 200 and kept, or
   const crashed = await call(node.url, 'GET', '/machines/batches/i/i0/events', { token: node.adminKey });
   t.same((crashed.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type), ['xstate.init'], 'the crashing event left nothing');
 });
+
+t.test('unloading a version frees its isolate in the worker; loading it again works', async (t) => {
+  // The built module: the client forks the worker script that sits beside it (dist/, as make test builds).
+  const { SandboxClient, SandboxDisposedError } = await import('../dist/sandbox/index.js');
+  const client = new SandboxClient({ onLog: () => undefined });
+  t.teardown(() => client.close());
+  const settings = { memoryLimitMb: 64, cpuLimitMs: 1000, egress: { allow: [], timeoutMs: 1000, maxResponseBytes: 1000 } };
+  const version = await client.load('ver_unload', CODE, settings);
+  await version.start('k', { context: {} }, { machineInstanceName: 'k' });
+  t.equal((await version.send('k', { type: 'ADD' }, Date.now())).context.n, 1);
+
+  client.unload('ver_unload');
+  t.equal(version.healthy, false, 'the version reads as gone at once');
+  await t.rejects(version.send('k', { type: 'ADD' }, Date.now()), SandboxDisposedError, 'and refuses calls');
+
+  // The worker dropped it too: a version loaded again under the id starts from nothing.
+  const again = await client.load('ver_unload', CODE, settings);
+  await t.rejects(again.send('k', { type: 'ADD' }, Date.now()), /no live actor/, 'no actor survived the unload');
+  await again.start('k', { context: {} }, { machineInstanceName: 'k' });
+  t.equal((await again.send('k', { type: 'ADD' }, Date.now())).context.n, 1);
+
+  // An unload that overtakes a load still in progress wins: the load fails, nothing is kept.
+  const racing = client.load('ver_race', CODE, settings);
+  client.unload('ver_race');
+  await t.rejects(racing, SandboxDisposedError, 'the overtaken load fails');
+  const fresh = await client.load('ver_race', CODE, settings);
+  await fresh.start('k', { context: {} }, { machineInstanceName: 'k' });
+  t.equal((await fresh.send('k', { type: 'ADD' }, Date.now())).context.n, 1, 'and the version loads again afterwards');
+});
+
+t.test('deleting a machine frees its versions\' isolates; a machine made again under its name runs', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  const { operator } = await machineWithVersion(node, 'gone', CODE);
+  await operator.machineInstances.create('gone', { slug: 'x' });
+  await operator.machineInstances.sendEvent('gone', 'x', { event: 'ADD' });
+  await operator.machineInstances.dangerously.delete('gone', 'x', { dangerDataWillBeDeletedForever: true });
+  await operator.machines.dangerously.delete('gone', { dangerDataWillBeDeletedForever: true });
+  await machineWithVersion(node, 'gone', CODE);
+  await operator.machineInstances.create('gone', { slug: 'x' });
+  const after = await operator.machineInstances.sendEvent('gone', 'x', { event: 'ADD' });
+  t.equal(after.state, 'a', 'the new machine runs');
+  t.same((await operator.machineInstances.listTransitions('gone', 'x')).transitions.map((tr) => tr.event.type), ['xstate.init', 'ADD'], 'with its own history only');
+});

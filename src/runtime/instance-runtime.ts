@@ -192,6 +192,11 @@ export class InstanceRuntime {
     });
   }
 
+  /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */
+  unloadVersions(versionIds: string[]): void {
+    for (const versionId of versionIds) this.deps.sandboxes.unload(versionId);
+  }
+
   /** Waits for every mailbox to empty and the meters and logs to be written. */
   async close(): Promise<void> {
     await Promise.all([...this.actors.all()].map((actor) => actor.enqueue(async () => undefined)));

@@ -35,6 +35,14 @@ export class SandboxPool {
     return version?.healthy ? version : undefined;
   }
 
+  /** Forgets a version that no longer exists (its machine was deleted) and frees its isolate. */
+  unload(versionId: string): void {
+    this.loading.delete(versionId);
+    this.ready.delete(versionId);
+    this.owners.delete(versionId);
+    this.client.unload(versionId);
+  }
+
   /** The loaded version of `machine` (a version belongs to one machine; its logs are filed under it). */
   async get(orgId: string, machine: string, versionId: string): Promise<RemoteVersion> {
     const pending = this.loading.get(versionId);

@@ -51,5 +51,6 @@ export interface VersionStore {
   finalizeVersion(record: MachineVersionRecord, code: string, makeCurrent: boolean): Promise<FinalizeResult>;
 
   /** Removes every version, its code and any pending upload of the machine (machine deletion). */
-  deleteMachineVersions(orgId: string, machine: string): Promise<void>;
+  /** Removes every version of the machine and its pending uploads; resolves with the removed version ids. */
+  deleteMachineVersions(orgId: string, machine: string): Promise<string[]>;
 }

@@ -52,8 +52,9 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
     if (catalog.hasInstances(orgId, slug)) throw conflict(`machine ${slug} still has instances: delete them first`);
     // Versions first: a crash in between leaves a machine without versions, never versions that a
     // machine created later under the same name would inherit.
-    await context.versions.deleteMachineVersions(orgId, slug);
+    const removed = await context.versions.deleteMachineVersions(orgId, slug);
     await catalog.deleteMachine(orgId, slug);
+    context.runtime.unloadVersions(removed);
     return noContent(204);
   });
 };

@@ -24,7 +24,9 @@ export type SandboxRequest =
   | { op: 'sendAuthorized'; versionId: string; key: string; caller: AuthorizingCaller; event: { type: string; [k: string]: unknown }; now: number }
   | { op: 'advance'; versionId: string; key: string; now: number }
   | { op: 'stopChildren'; versionId: string; key: string }
-  | { op: 'stop'; versionId: string; key: string };
+  | { op: 'stop'; versionId: string; key: string }
+  /** The version is gone (its machine was deleted): free its isolate. */
+  | { op: 'unload'; versionId: string };
 
 /** A typed sandbox error, rebuilt on the node's side by name. */
 export interface SerializedError {

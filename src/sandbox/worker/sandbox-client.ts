@@ -56,6 +56,15 @@ export class SandboxClient {
     return version;
   }
 
+  /** Frees a version's isolate (its machine was deleted); calls on it fail from now on. */
+  unload(versionId: string): void {
+    const version = this.versions.get(versionId);
+    if (!version) return;
+    version.markUnhealthy();
+    this.versions.delete(versionId);
+    if (this.child && !this.closed) this.request({ op: 'unload', versionId }).catch(() => undefined);
+  }
+
   /** Checks a bundle in the worker; a bundle that crashes the worker is reported, not fatal. */
   async validate(code: string, settings: LoadSettings): Promise<BundleValidation> {
     try {

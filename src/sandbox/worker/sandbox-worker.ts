@@ -10,6 +10,8 @@ import { VersionIsolate } from '../version-isolate.js';
 import type { Batch, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
 
 const isolates = new Map<string, VersionIsolate>();
+/** Unloads seen per version, so a load still evaluating when its version is unloaded does not keep it. */
+const unloads = new Map<string, number>();
 
 /** Messages for the node, sent together once the current batch (or callback) is done. */
 let outgoing: WorkerMessage[] = [];
@@ -80,17 +82,27 @@ const handle = (request: SandboxRequest): unknown => {
     case 'stop':
       isolates.get(request.versionId)?.stop(request.key);
       return true;
+    case 'unload':
+      unloads.set(request.versionId, (unloads.get(request.versionId) ?? 0) + 1);
+      isolates.get(request.versionId)?.dispose();
+      isolates.delete(request.versionId);
+      return true;
   }
 };
 
 const load = async (request: Extract<SandboxRequest, { op: 'load' }>): Promise<true> => {
   isolates.get(request.versionId)?.dispose();
+  const unloadsBefore = unloads.get(request.versionId) ?? 0;
   const isolate = await VersionIsolate.load({
     versionId: request.versionId,
     code: request.code,
     ...request.settings,
     onLog: (entry) => post({ kind: 'log', versionId: request.versionId, entry }),
   });
+  if ((unloads.get(request.versionId) ?? 0) !== unloadsBefore) {
+    isolate.dispose();
+    throw new SandboxDisposedError();
+  }
   isolates.set(request.versionId, isolate);
   watchActivity(request.versionId, isolate);
   return true;

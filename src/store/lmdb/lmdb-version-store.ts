@@ -111,8 +111,8 @@ export class LmdbVersionStore implements VersionStore {
     });
   }
 
-  async deleteMachineVersions(orgId: string, machine: string): Promise<void> {
-    await this.root.transaction(() => {
+  deleteMachineVersions(orgId: string, machine: string): Promise<string[]> {
+    return this.root.transaction(() => {
       // Collect first, then write: no cursor stays open over the entries being removed.
       const versionKeys = [...this.machineVersions.getKeys({ start: [orgId, machine, '', ''], end: [orgId, machine, AFTER_ALL, AFTER_ALL] })];
       for (const key of versionKeys) {
@@ -123,6 +123,7 @@ export class LmdbVersionStore implements VersionStore {
       }
       const pending = [...this.pendingUploads.getRange({ start: [orgId, ''], end: [orgId, AFTER_ALL] })].filter(({ value }) => value.machine === machine);
       for (const { key, value } of pending) this.removePendingSync(orgId, key[1], value.expiresAt);
+      return versionKeys.map((key) => key[3]);
     });
   }
 
