@@ -287,7 +287,7 @@ export class InstanceRuntime {
     try {
       // The usual case (version loaded, actor live) costs no extra turns of the microtask queue.
       const sandbox = this.deps.sandboxes.loaded(head.versionId) ?? (await this.deps.sandboxes.get(actor.orgId, actor.machine, head.versionId));
-      if (actor.sandbox !== sandbox || !sandbox.healthy) await this.ensureLive(actor, sandbox, head, now);
+      if (actor.sandbox !== sandbox || !sandbox.healthy) await this.rebuildLive(actor, sandbox, head, now);
       const records: TransitionRecord[] = [];
       let result: StepResult | undefined;
       const seqBeforeFirst = sandbox.activitySeq;
@@ -426,8 +426,8 @@ export class InstanceRuntime {
     return { result: await advance(Date.now()), stoppedChildren: stopped };
   }
 
-  private async ensureLive(actor: InstanceActor, sandbox: RemoteVersion, head: InstanceHead, now: number): Promise<void> {
-    if (actor.sandbox === sandbox && sandbox.healthy) return;
+  /** Starts the actor's live interpreter in `sandbox` from its committed head (after eviction, a failure or a new worker). */
+  private async rebuildLive(actor: InstanceActor, sandbox: RemoteVersion, head: InstanceHead, now: number): Promise<void> {
     actor.sandbox = sandbox;
     const snapshot = restoredSnapshot(head.snapshot, head.state, head.context);
     await sandbox.start(actor.key, { snapshot, pendingTimers: head.pendingTimers }, { machineInstanceName: actor.name, nowMs: now });
