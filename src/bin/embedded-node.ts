@@ -18,6 +18,7 @@ import { TimerScheduler } from '../runtime/timer-scheduler.js';
 import { OutboxDispatcher } from '../runtime/outbox-dispatcher.js';
 import { faultHook } from './fault-hooks.js';
 import type { Catalog } from '../store/catalog.js';
+import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
 import type { ServeConfig } from './serve-config.js';
 
@@ -30,6 +31,8 @@ export interface RunningNode {
 
 /** The composition root of `statehold serve`: one process, LMDB storage, no other service. */
 export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, announce: (line: string) => void): Promise<RunningNode> => {
+  // Before anything opens the files: a second node on the same data dir stops here (data-dir-lock.ts).
+  const lock = await lockDataDir(config.dataDir);
   const store = openLmdbNodeStore(config.dataDir);
   const { catalog } = store;
   const masterKey = loadMasterKey(config.dataDir, config.masterKey);
@@ -133,6 +136,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       await runtime.close();
       await sandboxClient.close();
       await store.close();
+      await lock.release();
     },
   };
 };

@@ -1,3 +1,4 @@
+import { DataDirInUseError } from '../store/lmdb/data-dir-lock.js';
 import { consoleLogger } from './console-logger.js';
 import { startEmbeddedNode } from './embedded-node.js';
 import { ConfigError, environmentOnly, parseServeConfig, serveSettings } from './serve-config.js';
@@ -73,6 +74,10 @@ main().catch((error: unknown) => {
   if (error instanceof ConfigError || (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'))) {
     process.stderr.write(`statehold: ${error.message}\n`);
     process.exit(2);
+  }
+  if (error instanceof DataDirInUseError) {
+    process.stderr.write(`statehold: ${error.message}\n`);
+    process.exit(1);
   }
   process.stderr.write(`statehold: failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
   process.exit(1);

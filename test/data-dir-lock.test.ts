@@ -1,0 +1,94 @@
+import { execFile } from 'node:child_process';
+import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import t from 'tap';
+import { DataDirInUseError, LOCK_FILE, lockDataDir } from '../src/store/lmdb/data-dir-lock.js';
+import { call } from './helpers/http.js';
+import { entryPoint, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+
+const run = promisify(execFile);
+
+/** `statehold serve` on a data dir that is already held: it must refuse, not start. */
+const serveAgain = async (dataDir: string): Promise<{ code: number; stderr: string }> => {
+  try {
+    await run(process.execPath, ['--no-node-snapshot', entryPoint, 'serve', '--port', '0', '--data-dir', dataDir, '--admin-key', 'k'], { timeout: 20_000 });
+    return { code: 0, stderr: '' };
+  } catch (error) {
+    const e = error as { code?: number; stderr?: string };
+    return { code: e.code ?? -1, stderr: e.stderr ?? '' };
+  }
+};
+
+t.test('one node per data dir: a second serve refuses and names the holder; kill -9 frees the dir', async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const first = await startNode({ dataDir });
+  await call(first.url, 'POST', '/machines', { token: first.adminKey, body: { slug: 'kept' } });
+
+  const second = await serveAgain(dataDir);
+  t.equal(second.code, 1, 'the second node exits 1');
+  t.match(second.stderr, `the data dir ${dataDir} is in use by another statehold process (pid ${first.child.pid})`, 'and says who holds it');
+  t.notMatch(second.stderr, /\n\s+at /, 'without a stack trace');
+  t.equal((await call(first.url, 'GET', '/machines/kept', { token: first.adminKey })).status, 200, 'the holder is untouched');
+
+  t.equal(await first.stop('SIGKILL'), 'SIGKILL');
+  t.ok(lstatSync(join(dataDir, LOCK_FILE)).isSocket(), 'kill -9 leaves the socket file behind');
+  const next = await startNode({ dataDir });
+  t.equal((await call(next.url, 'GET', '/machines/kept', { token: next.adminKey })).status, 200, 'a new node takes over the stale lock, with the data');
+  t.equal(await next.stop('SIGTERM'), 0);
+  t.notOk(existsSync(join(dataDir, LOCK_FILE)), 'a clean stop removes the lock');
+});
+
+t.test('lockDataDir', async (t) => {
+  t.test('a long data dir path works: the socket is not named by its absolute path (108-byte limit)', async (t) => {
+    const base = tempDataDir();
+    t.teardown(() => removeDir(base));
+    const dir = join(base, 'd'.repeat(60), 'e'.repeat(60));
+    const lock = await lockDataDir(dir);
+    t.ok(lstatSync(join(dir, LOCK_FILE)).isSocket(), 'the socket is inside the data dir');
+    await t.rejects(lockDataDir(dir), DataDirInUseError, 'a second lock in the same process is refused too');
+    await lock.release();
+    t.notOk(existsSync(join(dir, LOCK_FILE)), 'released');
+    const again = await lockDataDir(dir);
+    await again.release();
+  });
+
+  t.test('releasing never removes a file of the same name in the working directory', async (t) => {
+    const dir = tempDataDir();
+    const elsewhere = tempDataDir();
+    t.teardown(() => {
+      removeDir(dir);
+      removeDir(elsewhere);
+    });
+    writeFileSync(join(elsewhere, LOCK_FILE), 'not ours');
+    const lock = await lockDataDir(dir);
+    const cwd = process.cwd();
+    process.chdir(elsewhere);
+    try {
+      await lock.release();
+    } finally {
+      process.chdir(cwd);
+    }
+    t.equal(readFileSync(join(elsewhere, LOCK_FILE), 'utf8'), 'not ours');
+    t.notOk(existsSync(join(dir, LOCK_FILE)));
+  });
+
+  t.test('a regular file in the way is reported, not deleted', async (t) => {
+    const dir = tempDataDir();
+    t.teardown(() => removeDir(dir));
+    writeFileSync(join(dir, LOCK_FILE), 'someone else');
+    await t.rejects(lockDataDir(dir), /statehold\.lock is in the way and is not a socket; remove it/);
+    t.equal(readFileSync(join(dir, LOCK_FILE), 'utf8'), 'someone else');
+  });
+
+  t.test('the data dir is created when missing', async (t) => {
+    const base = tempDataDir();
+    t.teardown(() => removeDir(base));
+    const dir = join(base, 'new', 'dir');
+    const lock = await lockDataDir(dir);
+    t.ok(existsSync(join(dir, LOCK_FILE)));
+    await lock.release();
+    mkdirSync(dir, { recursive: true });
+  });
+});
