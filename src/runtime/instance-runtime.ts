@@ -67,6 +67,15 @@ const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
 const BILLING_CONTEXT_UNIT = 100 * 1024;
 
+const noop = (): void => undefined;
+
+/** A request failed because the sandbox worker died under it: nothing was applied; see afterCrashOnceMore. */
+class WorkerCrashFailure extends ServiceError {
+  constructor(message: string) {
+    super(400, 'machine-code-error', message);
+  }
+}
+
 /**
  * The owner side of instances: every write goes through the instance's mailbox, runs in its version's
  * isolate, settles, and is answered only once its transition record is durable. Reads use the last
@@ -75,6 +84,8 @@ const BILLING_CONTEXT_UNIT = 100 * 1024;
 export class InstanceRuntime {
   private readonly actors: ActorRegistry;
   private readonly usage: UsageMeter;
+  /** The tail of the one-at-a-time queue of requests run again after a worker crash. */
+  private crashRetries: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly deps: InstanceRuntimeDeps) {
     this.actors = new ActorRegistry(deps.settings.maxLiveActors, deps.settings.maxLiveActorBytes);
@@ -90,7 +101,13 @@ export class InstanceRuntime {
     const { orgId, machine, name } = request;
     if (this.head(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
     const actor = this.actors.obtain(orgId, machine, name);
-    return actor.enqueue(() => this.createWithin(actor, request));
+    return actor.enqueue(async () => {
+      try {
+        return await this.afterCrashOnceMore(() => this.createWithin(actor, request));
+      } finally {
+        if (!actor.head) this.actors.release(actor);
+      }
+    });
   }
 
   /** allowRead against the committed state (wire-protocol §3.4); counts one read. */
@@ -106,7 +123,26 @@ export class InstanceRuntime {
 
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
     const actor = this.actors.obtain(orgId, machine, name);
-    return actor.enqueue(() => this.deliverEvent(actor, this.loadHead(actor), event, authContext, {}));
+    return actor.enqueue(() => this.afterCrashOnceMore(() => this.deliverEvent(actor, this.loadHead(actor), event, authContext, {})));
+  }
+
+  /**
+   * When the sandbox worker dies, every request it was running fails, though usually only one of them
+   * (the one whose machine code crashed it) is at fault. None of them was applied: the crash comes
+   * before the commit and the live actors are rebuilt from their committed heads. So each is run once
+   * more, one at a time, so that the culprit's second run, which crashes the new worker again, takes no
+   * other retry with it and fails alone. Requests that arrive meanwhile run as usual. A retried event
+   * runs its machine code again: a fetch it started before the crash is made a second time.
+   */
+  private async afterCrashOnceMore<T>(task: () => Promise<T>): Promise<T> {
+    try {
+      return await task();
+    } catch (error) {
+      if (!(error instanceof WorkerCrashFailure)) throw error;
+      const retry = this.crashRetries.then(task);
+      this.crashRetries = retry.then(noop, noop);
+      return retry;
+    }
   }
 
   /**
@@ -244,7 +280,6 @@ export class InstanceRuntime {
       return head;
     } catch (error) {
       actor.discardLive();
-      if (!actor.head) this.actors.release(actor);
       throw this.asRequestError(error, orgId, machine, name);
     }
   }
@@ -480,7 +515,7 @@ export class InstanceRuntime {
   }
 
   private asRequestError(error: unknown, orgId: string, machine: string, name: string): unknown {
-    if (error instanceof SandboxCrashedError) return machineCodeFailed(error.message);
+    if (error instanceof SandboxCrashedError) return new WorkerCrashFailure(error.message);
     if (error instanceof StepTooLargeError) return new ServiceError(400, 'state-too-large', `${error.message}; the event was not applied`);
     if (error instanceof MachineCodeError) return machineCodeFailed(`machine code threw: ${error.message}`);
     if (error instanceof SandboxTimeoutError) return machineCodeFailed(error.message);
