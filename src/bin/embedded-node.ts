@@ -60,6 +60,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     isolateMemoryLimitMb: config.isolateMemoryMb,
     cpuLimitMs: config.cpuLimitMs,
     maxLiveActors: config.maxLiveActors,
+    idleUnloadMs: config.idleSeconds * 1000,
     timerRetryDelayMs: config.timerRetryMs,
     egress: { allow: config.fetchAllow, timeoutMs: config.fetchTimeoutMs, maxResponseBytes: config.fetchMaxBytes },
   };
@@ -113,6 +114,9 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   void pruneLogs();
   const pruning = setInterval(() => void pruneLogs(), 3_600_000);
   pruning.unref();
+  // Idle actors and versions are looked for a few times per idle period, at most once a minute.
+  const sweeping = setInterval(() => runtime.sweepIdle(), Math.min(60_000, runtimeSettings.idleUnloadMs / 4));
+  sweeping.unref();
   const server = await HttpServer.start({ router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger });
 
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
@@ -133,6 +137,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       scheduler.stop();
       dispatcher.stop();
       clearInterval(pruning);
+      clearInterval(sweeping);
       await runtime.close();
       await sandboxClient.close();
       await store.close();

@@ -17,6 +17,7 @@ export interface ServeConfig {
   isolateMemoryMb: number;
   cpuLimitMs: number;
   maxLiveActors: number;
+  idleSeconds: number;
   timerRetryMs: number;
   logRetentionDays: number;
   /** Hosts machine code's fetch may reach despite the private-address checks (`host`, `host:port`). */
@@ -41,6 +42,7 @@ export const serveSettings = [
   { flag: 'isolate-memory-mb', env: 'STATEHOLD_ISOLATE_MEMORY_MB', fallback: '128', help: 'memory limit of each machine version\'s isolate' },
   { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
   { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
+  { flag: 'idle-seconds', env: 'STATEHOLD_IDLE_SECONDS', fallback: '600', help: 'live instances no request took for this long are evicted (reloaded on demand), and the isolates of versions no live instance is on are freed' },
   { flag: 'timer-retry-ms', env: 'STATEHOLD_TIMER_RETRY_MS', fallback: '30000', help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)' },
   { flag: 'log-retention-days', env: 'STATEHOLD_LOG_RETENTION_DAYS', fallback: '7', help: 'machine logs older than this are deleted (checked at start and hourly)' },
   { flag: 'fetch-allow', env: 'STATEHOLD_FETCH_ALLOW', fallback: undefined, help: 'comma-separated hosts machine code\'s fetch may reach although they are loopback/private (host, host:port, 127.0.0.1:8080, [::1]:8080); default none' },
@@ -92,6 +94,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     isolateMemoryMb: integer('isolate-memory-mb', 16, 4096),
     cpuLimitMs: integer('cpu-limit-ms', 10, 600_000),
     maxLiveActors: integer('max-live-actors', 1, 10_000_000),
+    idleSeconds: integer('idle-seconds', 1, 7 * 86_400),
     timerRetryMs: integer('timer-retry-ms', 1, 3_600_000),
     logRetentionDays: integer('log-retention-days', 1, 36_500),
     fetchAllow: fetchAllow(pick('fetch-allow')),

@@ -23,6 +23,7 @@ export class ActorRegistry {
       actor = new InstanceActor(key, orgId, machine, name);
     }
     this.actors.set(key, actor);
+    actor.lastUsedAt = Date.now();
     return actor;
   }
 
@@ -51,6 +52,31 @@ export class ActorRegistry {
     this.actors.delete(actor.key);
     this.bytes -= actor.approxBytes;
     actor.discardLive();
+  }
+
+  /**
+   * Evicts the idle actors no request took since `before` (the map is in least-recently-used order, so
+   * the walk stops at the first one used since). Returns how many went.
+   */
+  evictUnusedSince(before: number): number {
+    let evicted = 0;
+    for (const actor of [...this.actors.values()]) {
+      if (actor.lastUsedAt >= before) break;
+      if (!actor.idle) continue;
+      this.forget(actor);
+      evicted++;
+    }
+    return evicted;
+  }
+
+  /** The versions the held actors are on or live in: what must stay loaded. */
+  versionsInUse(): Set<string> {
+    const inUse = new Set<string>();
+    for (const actor of this.actors.values()) {
+      if (actor.head) inUse.add(actor.head.versionId);
+      if (actor.sandbox) inUse.add(actor.sandbox.versionId);
+    }
+    return inUse;
   }
 
   get size(): number {

@@ -12,6 +12,8 @@ export class InstanceActor {
   sandbox: RemoteVersion | undefined;
   /** Rough memory held for this actor (its persisted state as JSON plus overhead), for eviction. */
   approxBytes = 0;
+  /** When a request last took this actor (ms since the epoch), for idle eviction. */
+  lastUsedAt = 0;
   private tail: Promise<void> = Promise.resolve();
   private queued = 0;
 

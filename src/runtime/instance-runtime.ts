@@ -228,6 +228,22 @@ export class InstanceRuntime {
     });
   }
 
+  /**
+   * Lets go of what nobody used for the idle time: live actors (they rebuild from their snapshot on
+   * the next request) and then the isolates of versions no held actor is on. Without this, a node
+   * keeps an isolate for every version any instance ever used, until it restarts.
+   */
+  sweepIdle(now: number = Date.now()): { actors: number; versions: string[] } {
+    const before = now - this.deps.settings.idleUnloadMs;
+    const actors = this.actors.evictUnusedSince(before);
+    const versions = this.deps.sandboxes.unloadUnusedSince(before, this.actors.versionsInUse());
+    if (actors > 0 || versions.length > 0) {
+      const freed = versions.length > 0 ? `, unloaded machine versions ${versions.join(' ')}` : '';
+      this.deps.logger.info(`idle for ${this.deps.settings.idleUnloadMs / 1000} s: evicted ${actors} live actors${freed}`);
+    }
+    return { actors, versions };
+  }
+
   /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */
   unloadVersions(versionIds: string[]): void {
     for (const versionId of versionIds) this.deps.sandboxes.unload(versionId);

@@ -14,6 +14,8 @@ export interface RuntimeSettings {
   /** Live actors kept in memory; idle ones beyond either bound are evicted, least recently used first. */
   maxLiveActors: number;
   maxLiveActorBytes: number;
+  /** Live actors no request took for this long are evicted, and versions none of them is on are unloaded. */
+  idleUnloadMs: number;
   /** A delayed event whose delivery failed is tried again after this long... */
   timerRetryDelayMs: number;
   /** ...at most this many times, then dropped with a log line saying why (wire-protocol §8.2). */
@@ -30,6 +32,7 @@ export const defaultRuntimeSettings: RuntimeSettings = {
   cpuLimitMs: 1_000,
   maxLiveActors: 20_000,
   maxLiveActorBytes: 256 * 1024 * 1024,
+  idleUnloadMs: 600_000,
   timerRetryDelayMs: 30_000,
   timerMaxRetries: 5,
   egress: defaultEgressOptions,

@@ -15,6 +15,8 @@ export class SandboxPool {
   private readonly ready = new Map<string, RemoteVersion>();
   /** Where a version's console output is filed. */
   private readonly owners = new Map<string, { orgId: string; machine: string }>();
+  /** When each version was last asked for (ms since the epoch), for unloading idle ones. */
+  private readonly lastUsedAt = new Map<string, number>();
 
   constructor(
     private readonly client: SandboxClient,
@@ -32,7 +34,9 @@ export class SandboxPool {
   /** The version if it is loaded and healthy now (no waiting); else use get. */
   loaded(versionId: string): RemoteVersion | undefined {
     const version = this.ready.get(versionId);
-    return version?.healthy ? version : undefined;
+    if (!version?.healthy) return undefined;
+    this.lastUsedAt.set(versionId, Date.now());
+    return version;
   }
 
   /** Forgets a version that no longer exists (its machine was deleted) and frees its isolate. */
@@ -40,11 +44,27 @@ export class SandboxPool {
     this.loading.delete(versionId);
     this.ready.delete(versionId);
     this.owners.delete(versionId);
+    this.lastUsedAt.delete(versionId);
     this.client.unload(versionId);
+  }
+
+  /**
+   * Unloads the versions nobody asked for since `before`, except those in `inUse` (versions that held
+   * actors are on): their isolates go, and a later request loads them again. Returns those that went.
+   */
+  unloadUnusedSince(before: number, inUse: Set<string>): string[] {
+    const unloaded: string[] = [];
+    for (const versionId of [...new Set([...this.ready.keys(), ...this.loading.keys()])]) {
+      if (inUse.has(versionId) || (this.lastUsedAt.get(versionId) ?? 0) >= before) continue;
+      this.unload(versionId);
+      unloaded.push(versionId);
+    }
+    return unloaded;
   }
 
   /** The loaded version of `machine` (a version belongs to one machine; its logs are filed under it). */
   async get(orgId: string, machine: string, versionId: string): Promise<RemoteVersion> {
+    this.lastUsedAt.set(versionId, Date.now());
     const pending = this.loading.get(versionId);
     if (pending) {
       const version = await pending;
