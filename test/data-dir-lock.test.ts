@@ -1,5 +1,5 @@
-import { execFile } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
@@ -80,6 +80,28 @@ t.test('lockDataDir', async (t) => {
     writeFileSync(join(dir, LOCK_FILE), 'someone else');
     await t.rejects(lockDataDir(dir), /statehold\.lock is in the way and is not a socket; remove it/);
     t.equal(readFileSync(join(dir, LOCK_FILE), 'utf8'), 'someone else');
+  });
+
+  t.test('a data dir that refuses sockets is run unguarded, with the reason, rather than not at all', async (t) => {
+    const dir = tempDataDir();
+    // Root ignores permission bits, not the immutable attribute; other users are stopped by the bits.
+    const asRoot = process.getuid?.() === 0;
+    try {
+      if (asRoot) execFileSync('chattr', ['+i', dir], { stdio: 'ignore' });
+      else chmodSync(dir, 0o555);
+    } catch {
+      t.skip('cannot make a directory refuse new files here');
+      removeDir(dir);
+      return;
+    }
+    t.teardown(() => {
+      if (asRoot) execFileSync('chattr', ['-i', dir], { stdio: 'ignore' });
+      else chmodSync(dir, 0o755);
+      removeDir(dir);
+    });
+    const lock = await lockDataDir(dir);
+    t.match(lock.unguarded, /could not create .*statehold\.lock \((EPERM|EACCES)\)/);
+    await lock.release();
   });
 
   t.test('the data dir is created when missing', async (t) => {

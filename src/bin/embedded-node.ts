@@ -33,6 +33,7 @@ export interface RunningNode {
 export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, announce: (line: string) => void): Promise<RunningNode> => {
   // Before anything opens the files: a second node on the same data dir stops here (data-dir-lock.ts).
   const lock = await lockDataDir(config.dataDir);
+  if (lock.unguarded) logger.warn(`${lock.unguarded}: nothing stops a second node on this data dir; run one only`);
   const store = openLmdbNodeStore(config.dataDir);
   const { catalog } = store;
   const masterKey = loadMasterKey(config.dataDir, config.masterKey);

@@ -37,6 +37,11 @@ export class DataDirInUseError extends Error {
 }
 
 export interface DataDirLock {
+  /**
+   * Why the data dir could not be locked, when the file system refuses unix sockets (some network
+   * and host-mounted file systems do): the node then runs unguarded rather than not at all.
+   */
+  readonly unguarded?: string;
   /** Stops listening and removes the socket file. */
   release(): Promise<void>;
 }
@@ -52,7 +57,9 @@ export const lockDataDir = async (dataDir: string): Promise<DataDirLock> => {
       server.unref();
       return { release: () => release(dir, server) };
     }
-    if (listened !== 'EADDRINUSE') throw new Error(`could not lock the data dir ${dir}: ${listened}`);
+    if (listened !== 'EADDRINUSE') {
+      return { unguarded: `could not create ${join(dir, LOCK_FILE)} (${listened})`, release: async () => undefined };
+    }
     const holder = await probe(dir);
     if (holder.held) throw new DataDirInUseError(dir, holder.pid);
     // A socket left by a process that died; a second refusal means another node starting right now.
