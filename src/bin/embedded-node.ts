@@ -69,10 +69,18 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   const fault = faultHook(process.env);
   // Machine code runs in a worker process: if it crashes V8, the worker restarts and the node stays up.
   const sandboxClient = new SandboxClient({
+    role: 'main',
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the sandbox worker died; a new one starts on the next call', { reason }),
   });
-  const sandboxes = new SandboxPool(sandboxClient, store.versions, logs, runtimeSettings);
+  // Code not yet trusted runs in a second worker: uploaded bundles being validated, and versions that
+  // crashed a worker (sandbox-pool.ts). It starts on first use.
+  const quarantineClient = new SandboxClient({
+    role: 'quarantine',
+    onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
+    onCrash: (reason) => logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason }),
+  });
+  const sandboxes = new SandboxPool(sandboxClient, quarantineClient, store.versions, logs, runtimeSettings);
   const runtime: InstanceRuntime = new InstanceRuntime({
     instances: store.instances,
     sandboxes,
@@ -103,7 +111,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     logger,
     versions: store.versions,
     uploadSigner,
-    validateBundle: (code) => sandboxClient.validate(code, sandboxes.loadSettings()),
+    validateBundle: (code) => quarantineClient.validate(code, sandboxes.loadSettings()),
     instances: store.instances,
     logs: store.logs,
     runtime,
@@ -140,7 +148,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       clearInterval(pruning);
       clearInterval(sweeping);
       await runtime.close();
-      await sandboxClient.close();
+      await Promise.all([sandboxClient.close(), quarantineClient.close()]);
       await store.close();
       await lock.release();
     },

@@ -103,7 +103,7 @@ export class InstanceRuntime {
     const actor = this.actors.obtain(orgId, machine, name);
     return actor.enqueue(async () => {
       try {
-        return await this.afterCrashOnceMore(() => this.createWithin(actor, request));
+        return await this.afterCrashOnceMore(() => this.createWithin(actor, request), () => request.versionId);
       } finally {
         if (!actor.head) this.actors.release(actor);
       }
@@ -123,7 +123,12 @@ export class InstanceRuntime {
 
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
     const actor = this.actors.obtain(orgId, machine, name);
-    return actor.enqueue(() => this.afterCrashOnceMore(() => this.deliverEvent(actor, this.loadHead(actor), event, authContext, {})));
+    return actor.enqueue(() =>
+      this.afterCrashOnceMore(
+        () => this.deliverEvent(actor, this.loadHead(actor), event, authContext, {}),
+        () => actor.head?.versionId,
+      ),
+    );
   }
 
   /**
@@ -133,15 +138,26 @@ export class InstanceRuntime {
    * more, one at a time, so that the culprit's second run, which crashes the new worker again, takes no
    * other retry with it and fails alone. Requests that arrive meanwhile run as usual. A retried event
    * runs its machine code again: a fetch it started before the crash is made a second time.
+   *
+   * A version whose request crashes a worker on its second run too is quarantined (sandbox-pool.ts).
+   * That second crash is almost surely its own: no other retry ran beside it, only first attempts.
    */
-  private async afterCrashOnceMore<T>(task: () => Promise<T>): Promise<T> {
+  private async afterCrashOnceMore<T>(task: () => Promise<T>, versionOf: () => string | undefined): Promise<T> {
     try {
       return await task();
     } catch (error) {
       if (!(error instanceof WorkerCrashFailure)) throw error;
       const retry = this.crashRetries.then(task);
       this.crashRetries = retry.then(noop, noop);
-      return retry;
+      try {
+        return await retry;
+      } catch (again) {
+        const versionId = versionOf();
+        if (again instanceof WorkerCrashFailure && versionId !== undefined && this.deps.sandboxes.quarantineVersion(versionId)) {
+          this.deps.logger.warn(`machine version ${versionId} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on`);
+        }
+        throw again;
+      }
     }
   }
 

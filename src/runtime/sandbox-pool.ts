@@ -8,6 +8,10 @@ import type { VersionSource } from './version-source.js';
  * Machine versions loaded in the sandbox worker, on first use, one isolate each shared by the
  * version's instances. A version whose isolate died (memory limit) or whose worker crashed is loaded
  * again on the next call; actors compare `sandbox` identity to know they must be rebuilt.
+ *
+ * A version proven to crash its worker is quarantined: from then on it runs in a worker of its own
+ * kind (the quarantine worker, which also validates uploaded bundles), so it cannot take the
+ * isolates of every other org down with it again.
  */
 export class SandboxPool {
   private readonly loading = new Map<string, Promise<RemoteVersion>>();
@@ -18,8 +22,12 @@ export class SandboxPool {
   /** When each version was last asked for (ms since the epoch), for unloading idle ones. */
   private readonly lastUsedAt = new Map<string, number>();
 
+  /** Versions that run in the quarantine worker. */
+  private readonly quarantined = new Set<string>();
+
   constructor(
     private readonly client: SandboxClient,
+    private readonly quarantine: SandboxClient,
     private readonly versions: VersionSource,
     private readonly logs: LogSink,
     private readonly settings: RuntimeSettings,
@@ -41,11 +49,33 @@ export class SandboxPool {
 
   /** Forgets a version that no longer exists (its machine was deleted) and frees its isolate. */
   unload(versionId: string): void {
+    this.drop(versionId);
+    this.owners.delete(versionId);
+    this.quarantined.delete(versionId);
+  }
+
+  /** Frees a version's isolate, wherever it runs; the next call loads it again. */
+  private drop(versionId: string): void {
     this.loading.delete(versionId);
     this.ready.delete(versionId);
-    this.owners.delete(versionId);
     this.lastUsedAt.delete(versionId);
     this.client.unload(versionId);
+    this.quarantine.unload(versionId);
+  }
+
+  /**
+   * Moves a version to the quarantine worker: the next call loads it there, and actors compare
+   * `sandbox` identity, so they are rebuilt there. Returns false if it was there already.
+   */
+  quarantineVersion(versionId: string): boolean {
+    if (this.quarantined.has(versionId)) return false;
+    this.quarantined.add(versionId);
+    this.drop(versionId);
+    return true;
+  }
+
+  isQuarantined(versionId: string): boolean {
+    return this.quarantined.has(versionId);
   }
 
   /**
@@ -56,7 +86,7 @@ export class SandboxPool {
     const unloaded: string[] = [];
     for (const versionId of [...new Set([...this.ready.keys(), ...this.loading.keys()])]) {
       if (inUse.has(versionId) || (this.lastUsedAt.get(versionId) ?? 0) >= before) continue;
-      this.unload(versionId);
+      this.drop(versionId);
       unloaded.push(versionId);
     }
     return unloaded;
@@ -78,7 +108,8 @@ export class SandboxPool {
     const code = this.versions.getVersionCode(orgId, versionId);
     if (code === undefined) throw notFound(`machine version ${versionId} does not exist`);
     this.owners.set(versionId, { orgId, machine });
-    const load = this.client.load(versionId, code, this.loadSettings());
+    const client = this.quarantined.has(versionId) ? this.quarantine : this.client;
+    const load = client.load(versionId, code, this.loadSettings());
     this.loading.set(versionId, load);
     load.then(
       (version) => {

@@ -25,6 +25,8 @@ export class SandboxCrashedError extends MachineCodeError {
 export interface SandboxClientOptions {
   onLog: (versionId: string, entry: CapturedLog) => void;
   onCrash?: (reason: string) => void;
+  /** What this worker is for, passed on its command line so `ps` tells the node's workers apart. */
+  role?: string;
 }
 
 type Event = { type: string; [key: string]: unknown };
@@ -117,7 +119,7 @@ export class SandboxClient {
   }
 
   private spawn(): ChildProcess {
-    const child = fork(WORKER_SCRIPT, [], {
+    const child = fork(WORKER_SCRIPT, this.options.role ? [this.options.role] : [], {
       execArgv: ['--no-node-snapshot'],
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

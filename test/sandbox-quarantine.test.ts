@@ -1,0 +1,91 @@
+/**
+ * Code not yet trusted runs in a second sandbox worker, the quarantine worker: uploaded bundles being
+ * validated, and versions whose request crashed a worker twice in a row. Crashes of that code then
+ * spare the main worker, where every other org's isolates and live actors are.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import t from 'tap';
+import { call } from './helpers/http.js';
+import { type NodeProcess, startNode } from './helpers/node-process.js';
+import { machineWithVersion } from './helpers/setup.js';
+
+const CODE = `import { createMachine, assign } from 'npm:xstate';
+export default createMachine({ id: 'q', initial: 'a', predictableActionArguments: true, context: { n: 0 }, states: { a: { on: {
+  ADD: { actions: assign({ n: (c) => c.n + 1 }) },
+  BOOM: { actions: () => { new Array(2 ** 30).fill(0); } },
+} } } });
+export const allowRead = () => true;
+export const allowWrite = () => true;
+`;
+
+/** The node's sandbox worker of a role ('main' or 'quarantine'), from /proc: its pid, or undefined. */
+const workerPid = (node: NodeProcess, role: string): number | undefined => {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (ppid === node.child.pid && argv.some((a) => a.endsWith('sandbox-worker.js')) && argv.includes(role)) return Number(entry);
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return undefined;
+};
+
+const history = async (node: NodeProcess, machine: string, name: string): Promise<string[]> => {
+  const answer = await call(node.url, 'GET', `/machines/${machine}/i/${name}/events`, { token: node.adminKey });
+  return (answer.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type);
+};
+
+t.test('a version that crashes its worker twice in a row runs in the quarantine worker; later crashes spare the main worker', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  const token = node.adminKey;
+  const bad = (await machineWithVersion(node, 'bad', CODE)).machineVersionId;
+  await machineWithVersion(node, 'good', CODE);
+  t.equal((await call(node.url, 'POST', '/machines/bad', { token, body: { slug: 'x' } })).status, 200);
+  for (let i = 0; i < 4; i++) t.equal((await call(node.url, 'POST', '/machines/good', { token, body: { slug: `i${i}` } })).status, 200);
+
+  const first = await call(node.url, 'POST', '/machines/bad/i/x/events', { token, body: { event: 'BOOM' } });
+  t.equal(first.status, 400, 'the crashing event fails');
+  t.match(node.output(), `machine version ${bad} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on`);
+
+  t.equal((await call(node.url, 'POST', '/machines/good/i/i0/events', { token, body: { event: 'ADD' } })).status, 200);
+  const main = workerPid(node, 'main');
+  t.ok(main, 'a main worker runs');
+  const outcomes = await Promise.all([
+    call(node.url, 'POST', '/machines/bad/i/x/events', { token, body: { event: 'BOOM' } }),
+    ...[0, 1, 2, 3].map((i) => call(node.url, 'POST', `/machines/good/i/i${i}/events`, { token, body: { event: 'ADD' } })),
+  ]);
+  t.equal(outcomes[0]?.status, 400, 'the quarantined version still fails its crashing event');
+  t.same(outcomes.slice(1).map((o) => o.status), [200, 200, 200, 200], 'the others are applied');
+  t.equal(workerPid(node, 'main'), main, 'the main worker did not die this time');
+  t.match(node.output(), 'the quarantine sandbox worker died', 'the quarantine worker did');
+
+  t.equal((await call(node.url, 'POST', '/machines/bad/i/x/events', { token, body: { event: 'ADD' } })).status, 200, 'the quarantined version still serves its other events');
+  t.same(await history(node, 'bad', 'x'), ['xstate.init', 'ADD'], 'and nothing of its crashes was applied');
+  t.same(await history(node, 'good', 'i0'), ['xstate.init', 'ADD', 'ADD']);
+  t.same(await history(node, 'good', 'i3'), ['xstate.init', 'ADD']);
+});
+
+t.test('uploads are validated in the quarantine worker: a bundle whose top-level code crashes it spares the main worker', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  const token = node.adminKey;
+  await machineWithVersion(node, 'good', CODE);
+  t.equal((await call(node.url, 'POST', '/machines/good', { token, body: { slug: 'i' } })).status, 200);
+  const main = workerPid(node, 'main');
+  t.ok(main, 'a main worker runs');
+
+  let refused = '';
+  try {
+    await machineWithVersion(node, 'crashy', `new Array(2 ** 30).fill(0);\n${CODE}`);
+  } catch (error) {
+    refused = (error as Error).message;
+  }
+  t.match(refused, /crashed the sandbox/, `the upload is refused and says why: ${refused}`);
+  t.equal(workerPid(node, 'main'), main, 'the main worker lives on');
+  t.equal((await call(node.url, 'POST', '/machines/good/i/i/events', { token, body: { event: 'ADD' } })).status, 200);
+});
