@@ -110,8 +110,10 @@ t.test('a 12 s delay fires on time after the node is killed with SIGKILL and res
   const args = ['--admin-key', 'timer-admin'];
   const first = await startNode({ dataDir, args, generatedAdminKey: true });
   const { operator } = await machineWithVersion({ ...first, adminKey: 'timer-admin' }, 'twelve', twelveSecondsMachine);
-  const created = Date.now();
   t.equal((await operator.machineInstances.create('twelve', { slug: 't' })).state, 'waiting');
+  // The delay counts from the node's clock when the instance started, which its first record carries
+  // (the request itself may have waited for a sandbox worker to start).
+  const created = Date.parse((await operator.machineInstances.listTransitions('twelve', 't')).transitions[0]?.createdAt ?? '');
   await sleep(2000);
   t.equal(await first.stop('SIGKILL'), 'SIGKILL');
   const second = await startNode({ dataDir, args, generatedAdminKey: true });
