@@ -60,7 +60,8 @@ export class ActorRegistry {
    */
   evictUnusedSince(before: number): number {
     let evicted = 0;
-    for (const actor of [...this.actors.values()]) {
+    // Deleting the entry being visited is safe while iterating a Map.
+    for (const actor of this.actors.values()) {
       if (actor.lastUsedAt >= before) break;
       if (!actor.idle) continue;
       this.forget(actor);

@@ -74,10 +74,6 @@ export class SandboxPool {
     return true;
   }
 
-  isQuarantined(versionId: string): boolean {
-    return this.quarantined.has(versionId);
-  }
-
   /**
    * Unloads the versions nobody asked for since `before`, except those in `inUse` (versions that held
    * actors are on): their isolates go, and a later request loads them again. Returns those that went.
