@@ -93,7 +93,8 @@ const threadWaitSeconds = (pid, tid) => {
 
 /**
  * Where the server's CPU goes: the node's main (JavaScript) thread, the node's other threads (LMDB's
- * writer, libuv, V8's GC helpers) and its descendants (the sandbox worker process).
+ * writer, libuv, V8's GC helpers) and its descendants (the sandbox workers: the main one, and the
+ * quarantine worker once an upload started it).
  */
 const cpuSplit = (pid) => {
   const total = ownCpuSeconds(pid);
@@ -101,15 +102,14 @@ const cpuSplit = (pid) => {
   if (total === undefined || main === undefined) return undefined;
   const children = family(pid).slice(1);
   const descendants = children.reduce((sum, child) => sum + (ownCpuSeconds(child) ?? 0), 0);
-  // How long the two JavaScript threads that carry every event (the node's, the worker's) were
-  // ready to run but had no CPU: contention that CPU figures alone do not show.
-  const workerPid = children[0];
+  // How long the JavaScript threads that carry every event (the node's, the workers') were ready to
+  // run but had no CPU: contention that CPU figures alone do not show. An idle worker adds nothing.
   return {
     main,
     nodeOther: total - main,
     worker: descendants,
     mainWaiting: threadWaitSeconds(pid, pid) ?? 0,
-    workerWaiting: workerPid === undefined ? 0 : threadWaitSeconds(workerPid, workerPid) ?? 0,
+    workerWaiting: children.reduce((sum, child) => sum + (threadWaitSeconds(child, child) ?? 0), 0),
   };
 };
 const memory = (pid) => summed(pid, ownMemory);

@@ -28,7 +28,7 @@ export const renderMarkdown = (report) => {
     '',
     `commit \`${env.commit}\`${env.dirty ? ' (uncommitted changes)' : ''}, node ${env.node}, ${env.nproc} cores (${env.cpuModel}), ` +
       `load average at start ${env.loadAverageAtStart.join(' / ')}; server and load generator on the same host, separate processes. ` +
-      `Latencies in ms; CPU % is of one core; server CPU and RSS include its sandbox worker process; "host busy cores" counts every process on the host during the measured phase, and "(others)" what the server and the generator did not use: above ≈ 0.1 the figures are disturbed by other work.`,
+      `Latencies in ms; CPU % is of one core; server CPU and RSS include its sandbox worker processes (the main one and, once an upload started it, the quarantine worker); "host busy cores" counts every process on the host during the measured phase, and "(others)" what the server and the generator did not use: above ≈ 0.1 the figures are disturbed by other work.`,
     '',
     '| scenario | load | acked ev/s | p50 | p90 | p99 | max | non-200 | server CPU % | server RSS peak / end MB | generator CPU % | host busy cores (others) | verified |',
     '|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---|',
@@ -48,7 +48,7 @@ export const renderMarkdown = (report) => {
   if (split.length) {
     lines.push(
       '',
-      'Server CPU per acknowledged event (µs; CPU time over the measured phase ÷ events), by where it ran: the node\'s main thread, its other threads (LMDB writer, libuv, GC helpers), the sandbox worker process. "Waiting for a CPU": the share of the measured phase the node\'s and the worker\'s JavaScript threads were ready to run but had no core (from schedstat).',
+      'Server CPU per acknowledged event (µs; CPU time over the measured phase ÷ events), by where it ran: the node\'s main thread, its other threads (LMDB writer, libuv, GC helpers), the sandbox workers. "Waiting for a CPU": the share of the measured phase the node\'s and the workers\' JavaScript threads were ready to run but had no core (from schedstat).',
       '',
       '| scenario | main thread | node, other threads | sandbox worker | total | waiting for a CPU: node / worker |',
       '|---|---:|---:|---:|---:|---:|',
