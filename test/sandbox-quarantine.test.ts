@@ -8,15 +8,7 @@ import t from 'tap';
 import { call } from './helpers/http.js';
 import { type NodeProcess, startNode } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
-
-const CODE = `import { createMachine, assign } from 'npm:xstate';
-export default createMachine({ id: 'q', initial: 'a', predictableActionArguments: true, context: { n: 0 }, states: { a: { on: {
-  ADD: { actions: assign({ n: (c) => c.n + 1 }) },
-  BOOM: { actions: () => { new Array(2 ** 30).fill(0); } },
-} } } });
-export const allowRead = () => true;
-export const allowWrite = () => true;
-`;
+import { crashOnBoomMachine } from './fixtures/instance-machines.js';
 
 /** The node's sandbox worker of a role ('main' or 'quarantine'), from /proc: its pid, or undefined. */
 const workerPid = (node: NodeProcess, role: string): number | undefined => {
@@ -43,8 +35,8 @@ t.test('a version that crashes its worker twice in a row runs in the quarantine 
   const node = await startNode();
   t.teardown(() => node.stop('SIGKILL'));
   const token = node.adminKey;
-  const bad = (await machineWithVersion(node, 'bad', CODE)).machineVersionId;
-  await machineWithVersion(node, 'good', CODE);
+  const bad = (await machineWithVersion(node, 'bad', crashOnBoomMachine)).machineVersionId;
+  await machineWithVersion(node, 'good', crashOnBoomMachine);
   t.equal((await call(node.url, 'POST', '/machines/bad', { token, body: { slug: 'x' } })).status, 200);
   for (let i = 0; i < 4; i++) t.equal((await call(node.url, 'POST', '/machines/good', { token, body: { slug: `i${i}` } })).status, 200);
 
@@ -74,14 +66,14 @@ t.test('uploads are validated in the quarantine worker: a bundle whose top-level
   const node = await startNode();
   t.teardown(() => node.stop('SIGKILL'));
   const token = node.adminKey;
-  await machineWithVersion(node, 'good', CODE);
+  await machineWithVersion(node, 'good', crashOnBoomMachine);
   t.equal((await call(node.url, 'POST', '/machines/good', { token, body: { slug: 'i' } })).status, 200);
   const main = workerPid(node, 'main');
   t.ok(main, 'a main worker runs');
 
   let refused = '';
   try {
-    await machineWithVersion(node, 'crashy', `new Array(2 ** 30).fill(0);\n${CODE}`);
+    await machineWithVersion(node, 'crashy', `new Array(2 ** 30).fill(0);\n${crashOnBoomMachine}`);
   } catch (error) {
     refused = (error as Error).message;
   }

@@ -8,22 +8,14 @@ import t from 'tap';
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
-
-const CODE = `import { createMachine, assign } from 'npm:xstate';
-export default createMachine({ id: 'b', initial: 'a', predictableActionArguments: true, context: { n: 0 }, states: { a: { on: {
-  ADD: { actions: assign({ n: (c) => c.n + 1 }) },
-  BOOM: { actions: () => { new Array(2 ** 30).fill(0); } },
-} } } });
-export const allowRead = () => true;
-export const allowWrite = () => true;
-`;
+import { crashOnBoomMachine } from './fixtures/instance-machines.js';
 
 const INSTANCES = 16;
 
 t.test('a crash among many requests in flight: the others are run again and succeed; the culprit fails alone', async (t) => {
   const node = await startNode();
   t.teardown(() => node.stop('SIGKILL'));
-  await machineWithVersion(node, 'batches', CODE);
+  await machineWithVersion(node, 'batches', crashOnBoomMachine);
   const send = (name: string, type: string) => call(node.url, 'POST', `/machines/batches/i/${name}/events`, { token: node.adminKey, body: { event: type } });
   for (let i = 0; i < INSTANCES; i++) t.equal((await call(node.url, 'POST', '/machines/batches', { token: node.adminKey, body: { slug: `i${i}` } })).status, 200);
 
@@ -52,7 +44,7 @@ t.test('a crash among many requests in flight: the others are run again and succ
 t.test('creates in flight when another request crashes the worker are run again and succeed', async (t) => {
   const node = await startNode();
   t.teardown(() => node.stop('SIGKILL'));
-  await machineWithVersion(node, 'creates', CODE);
+  await machineWithVersion(node, 'creates', crashOnBoomMachine);
   const token = node.adminKey;
   t.equal((await call(node.url, 'POST', '/machines/creates', { token, body: { slug: 'bomb' } })).status, 200);
   const outcomes = await Promise.all([
@@ -75,7 +67,7 @@ t.test('unloading a version frees its isolate in the worker; loading it again wo
   const client = new SandboxClient({ onLog: () => undefined });
   t.teardown(() => client.close());
   const settings = { memoryLimitMb: 64, cpuLimitMs: 1000, egress: { allow: [], timeoutMs: 1000, maxResponseBytes: 1000 } };
-  const version = await client.load('ver_unload', CODE, settings);
+  const version = await client.load('ver_unload', crashOnBoomMachine, settings);
   await version.start('k', { context: {} }, { machineInstanceName: 'k' });
   t.equal((await version.send('k', { type: 'ADD' }, Date.now())).context.n, 1);
 
@@ -84,16 +76,16 @@ t.test('unloading a version frees its isolate in the worker; loading it again wo
   await t.rejects(version.send('k', { type: 'ADD' }, Date.now()), SandboxDisposedError, 'and refuses calls');
 
   // The worker dropped it too: a version loaded again under the id starts from nothing.
-  const again = await client.load('ver_unload', CODE, settings);
+  const again = await client.load('ver_unload', crashOnBoomMachine, settings);
   await t.rejects(again.send('k', { type: 'ADD' }, Date.now()), /no live actor/, 'no actor survived the unload');
   await again.start('k', { context: {} }, { machineInstanceName: 'k' });
   t.equal((await again.send('k', { type: 'ADD' }, Date.now())).context.n, 1);
 
   // An unload that overtakes a load still in progress wins: the load fails, nothing is kept.
-  const racing = client.load('ver_race', CODE, settings);
+  const racing = client.load('ver_race', crashOnBoomMachine, settings);
   client.unload('ver_race');
   await t.rejects(racing, SandboxDisposedError, 'the overtaken load fails');
-  const fresh = await client.load('ver_race', CODE, settings);
+  const fresh = await client.load('ver_race', crashOnBoomMachine, settings);
   await fresh.start('k', { context: {} }, { machineInstanceName: 'k' });
   t.equal((await fresh.send('k', { type: 'ADD' }, Date.now())).context.n, 1, 'and the version loads again afterwards');
 });
@@ -101,12 +93,12 @@ t.test('unloading a version frees its isolate in the worker; loading it again wo
 t.test('deleting a machine frees its versions\' isolates; a machine made again under its name runs', async (t) => {
   const node = await startNode();
   t.teardown(() => node.stop('SIGKILL'));
-  const { operator } = await machineWithVersion(node, 'gone', CODE);
+  const { operator } = await machineWithVersion(node, 'gone', crashOnBoomMachine);
   await operator.machineInstances.create('gone', { slug: 'x' });
   await operator.machineInstances.sendEvent('gone', 'x', { event: 'ADD' });
   await operator.machineInstances.dangerously.delete('gone', 'x', { dangerDataWillBeDeletedForever: true });
   await operator.machines.dangerously.delete('gone', { dangerDataWillBeDeletedForever: true });
-  await machineWithVersion(node, 'gone', CODE);
+  await machineWithVersion(node, 'gone', crashOnBoomMachine);
   await operator.machineInstances.create('gone', { slug: 'x' });
   const after = await operator.machineInstances.sendEvent('gone', 'x', { event: 'ADD' });
   t.equal(after.state, 'a', 'the new machine runs');
