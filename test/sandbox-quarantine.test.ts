@@ -3,28 +3,12 @@
  * validated, and versions whose request crashed a worker twice in a row. Crashes of that code then
  * spare the main worker, where every other org's isolates and live actors are.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import t from 'tap';
 import { call } from './helpers/http.js';
 import { type NodeProcess, startNode } from './helpers/node-process.js';
+import { workerPid } from './helpers/sandbox-workers.js';
 import { machineWithVersion } from './helpers/setup.js';
 import { crashOnBoomMachine } from './fixtures/instance-machines.js';
-
-/** The node's sandbox worker of a role ('main' or 'quarantine'), from /proc: its pid, or undefined. */
-const workerPid = (node: NodeProcess, role: string): number | undefined => {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (ppid === node.child.pid && argv.some((a) => a.endsWith('sandbox-worker.js')) && argv.includes(role)) return Number(entry);
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  return undefined;
-};
 
 const history = async (node: NodeProcess, machine: string, name: string): Promise<string[]> => {
   const answer = await call(node.url, 'GET', `/machines/${machine}/i/${name}/events`, { token: node.adminKey });
@@ -80,4 +64,20 @@ t.test('uploads are validated in the quarantine worker: a bundle whose top-level
   t.match(refused, /crashed the sandbox/, `the upload is refused and says why: ${refused}`);
   t.equal(workerPid(node, 'main'), main, 'the main worker lives on');
   t.equal((await call(node.url, 'POST', '/machines/good/i/i/events', { token, body: { event: 'ADD' } })).status, 200);
+});
+
+t.test('the main worker boots with the node, before any request; the quarantine worker waits for its first use', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  let main: number | undefined;
+  for (const until = Date.now() + 15_000; main === undefined && Date.now() < until; ) {
+    main = workerPid(node, 'main');
+    if (main === undefined) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  t.ok(main, 'a main worker runs although no request was made');
+  t.equal(workerPid(node, 'quarantine'), undefined, 'no quarantine worker yet');
+  await machineWithVersion(node, 'm', crashOnBoomMachine);
+  t.ok(workerPid(node, 'quarantine'), 'the upload started the quarantine worker');
+  t.equal((await call(node.url, 'POST', '/machines/m', { token: node.adminKey, body: { slug: 'a' } })).status, 200);
+  t.equal(workerPid(node, 'main'), main, 'the first instance ran in the worker started at boot');
 });
