@@ -3,6 +3,7 @@
  * validated, and versions whose request crashed a worker twice in a row. Crashes of that code then
  * spare the main worker, where every other org's isolates and live actors are.
  */
+import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { call } from './helpers/http.js';
 import { type NodeProcess, startNode } from './helpers/node-process.js';
@@ -10,40 +11,62 @@ import { workerPid } from './helpers/sandbox-workers.js';
 import { machineWithVersion } from './helpers/setup.js';
 import { crashOnBoomMachine } from './fixtures/instance-machines.js';
 
-const history = async (node: NodeProcess, machine: string, name: string): Promise<string[]> => {
-  const answer = await call(node.url, 'GET', `/machines/${machine}/i/${name}/events`, { token: node.adminKey });
-  return (answer.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type);
+/** The node's first org and a second one, each with helpers that name it on every call. */
+const twoOrgs = async (node: NodeProcess) => {
+  const token = node.adminKey as string;
+  const first = (await call(node.url, 'GET', '/orgs', { token })).body.orgs[0].id as string;
+  const created = await call(node.url, 'POST', '/orgs', { token, body: { name: 'second', allowAnonymousAccess: false } });
+  if (created.status !== 200) throw new Error(`creating an org: ${created.status} ${created.text}`);
+  const second = ((await call(node.url, 'GET', '/orgs', { token })).body.orgs as { id: string }[]).find((org) => org.id !== first)?.id as string;
+  const inOrg = (orgId: string) => {
+    const headers = { 'x-statebacked-org-id': orgId };
+    return {
+      id: orgId,
+      /** A machine whose current version is crashOnBoomMachine; returns the version's id. */
+      upload: async (machine: string) => {
+        const operator = new StateBackedClient(token, { apiHost: node.url, orgId });
+        await operator.machines.create(machine);
+        return (await operator.machineVersions.create(machine, { clientInfo: machine, makeCurrent: true, code: crashOnBoomMachine })).machineVersionId;
+      },
+      post: (path: string, body: unknown) => call(node.url, 'POST', path, { token, body, headers }),
+      history: async (machine: string, name: string): Promise<string[]> => {
+        const answer = await call(node.url, 'GET', `/machines/${machine}/i/${name}/events`, { token, headers });
+        return (answer.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type);
+      },
+    };
+  };
+  return { a: inOrg(first), b: inOrg(second) };
 };
 
-t.test('a version that crashes its worker twice in a row runs in the quarantine worker; later crashes spare the main worker', async (t) => {
+t.test("a version that crashes its worker twice in a row runs in the quarantine worker; its later crashes spare the main worker and other orgs' instances", async (t) => {
   const node = await startNode();
   t.teardown(() => node.stop('SIGKILL'));
-  const token = node.adminKey;
-  const bad = (await machineWithVersion(node, 'bad', crashOnBoomMachine)).machineVersionId;
-  await machineWithVersion(node, 'good', crashOnBoomMachine);
-  t.equal((await call(node.url, 'POST', '/machines/bad', { token, body: { slug: 'x' } })).status, 200);
-  for (let i = 0; i < 4; i++) t.equal((await call(node.url, 'POST', '/machines/good', { token, body: { slug: `i${i}` } })).status, 200);
+  const { a, b } = await twoOrgs(node);
+  const bad = await a.upload('bad');
+  await b.upload('good');
+  t.equal((await a.post('/machines/bad', { slug: 'x' })).status, 200);
+  for (let i = 0; i < 4; i++) t.equal((await b.post('/machines/good', { slug: `i${i}` })).status, 200);
 
-  const first = await call(node.url, 'POST', '/machines/bad/i/x/events', { token, body: { event: 'BOOM' } });
+  const first = await a.post('/machines/bad/i/x/events', { event: 'BOOM' });
   t.equal(first.status, 400, 'the crashing event fails');
   t.match(node.output(), `machine version ${bad} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on`);
 
-  t.equal((await call(node.url, 'POST', '/machines/good/i/i0/events', { token, body: { event: 'ADD' } })).status, 200);
+  t.equal((await b.post('/machines/good/i/i0/events', { event: 'ADD' })).status, 200);
   const main = workerPid(node, 'main');
   t.ok(main, 'a main worker runs');
   const outcomes = await Promise.all([
-    call(node.url, 'POST', '/machines/bad/i/x/events', { token, body: { event: 'BOOM' } }),
-    ...[0, 1, 2, 3].map((i) => call(node.url, 'POST', `/machines/good/i/i${i}/events`, { token, body: { event: 'ADD' } })),
+    a.post('/machines/bad/i/x/events', { event: 'BOOM' }),
+    ...[0, 1, 2, 3].map((i) => b.post(`/machines/good/i/i${i}/events`, { event: 'ADD' })),
   ]);
   t.equal(outcomes[0]?.status, 400, 'the quarantined version still fails its crashing event');
   t.same(outcomes.slice(1).map((o) => o.status), [200, 200, 200, 200], 'the others are applied');
   t.equal(workerPid(node, 'main'), main, 'the main worker did not die this time');
   t.match(node.output(), 'the quarantine sandbox worker died', 'the quarantine worker did');
 
-  t.equal((await call(node.url, 'POST', '/machines/bad/i/x/events', { token, body: { event: 'ADD' } })).status, 200, 'the quarantined version still serves its other events');
-  t.same(await history(node, 'bad', 'x'), ['xstate.init', 'ADD'], 'and nothing of its crashes was applied');
-  t.same(await history(node, 'good', 'i0'), ['xstate.init', 'ADD', 'ADD']);
-  t.same(await history(node, 'good', 'i3'), ['xstate.init', 'ADD']);
+  t.equal((await a.post('/machines/bad/i/x/events', { event: 'ADD' })).status, 200, 'the quarantined version still serves its other events');
+  t.same(await a.history('bad', 'x'), ['xstate.init', 'ADD'], 'and nothing of its crashes was applied');
+  t.same(await b.history('good', 'i0'), ['xstate.init', 'ADD', 'ADD']);
+  t.same(await b.history('good', 'i3'), ['xstate.init', 'ADD']);
 });
 
 t.test('uploads are validated in the quarantine worker: a bundle whose top-level code crashes it spares the main worker', async (t) => {
@@ -80,4 +103,45 @@ t.test('the main worker boots with the node, before any request; the quarantine 
   t.ok(workerPid(node, 'quarantine'), 'the upload started the quarantine worker');
   t.equal((await call(node.url, 'POST', '/machines/m', { token: node.adminKey, body: { slug: 'a' } })).status, 200);
   t.equal(workerPid(node, 'main'), main, 'the first instance ran in the worker started at boot');
+});
+
+t.test("once a version is quarantined, every version of its org runs in the quarantine worker; other orgs' versions stay in the main one", async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  const { a, b } = await twoOrgs(node);
+  const bad = await a.upload('bad');
+  await a.upload('sibling');
+  await b.upload('elsewhere');
+  for (const [org, machine] of [[a, 'bad'], [a, 'sibling'], [b, 'elsewhere']] as const) {
+    t.equal((await org.post(`/machines/${machine}`, { slug: 'x' })).status, 200, `${machine}: created in the main worker`);
+  }
+  t.equal((await a.post('/machines/bad/i/x/events', { event: 'BOOM' })).status, 400);
+  t.match(node.output(), `machine version ${bad} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on, and so does every version of org ${a.id}`);
+
+  await a.upload('later');
+  t.equal((await a.post('/machines/later', { slug: 'x' })).status, 200);
+  t.equal((await b.post('/machines/elsewhere/i/x/events', { event: 'ADD' })).status, 200);
+  const main = workerPid(node, 'main');
+  t.ok(main, 'a main worker runs');
+  for (const machine of ['sibling', 'later']) {
+    t.equal((await a.post(`/machines/${machine}/i/x/events`, { event: 'BOOM' })).status, 400, `${machine}: its crashing event fails`);
+    t.equal(workerPid(node, 'main'), main, `${machine}: the main worker survived: the version ran in the quarantine worker`);
+    t.equal((await a.post(`/machines/${machine}/i/x/events`, { event: 'ADD' })).status, 200, `${machine}: its other events are applied`);
+  }
+  t.equal((await b.post('/machines/elsewhere/i/x/events', { event: 'BOOM' })).status, 400);
+  t.not(workerPid(node, 'main'), main, "the other org's version still ran in the main worker, which its crash took down");
+});
+
+t.test('a main worker that dies is replaced at once, without waiting for a request', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  const waitFor = async (check: () => boolean) => {
+    for (const until = Date.now() + 15_000; !check() && Date.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 50));
+    return check();
+  };
+  t.ok(await waitFor(() => workerPid(node, 'main') !== undefined), 'a main worker runs');
+  const first = workerPid(node, 'main') as number;
+  process.kill(first, 'SIGKILL');
+  t.ok(await waitFor(() => (workerPid(node, 'main') ?? first) !== first), 'another one runs, and no request was made');
+  t.match(node.output(), 'the sandbox worker died; a new one is starting');
 });

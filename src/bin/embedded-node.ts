@@ -70,8 +70,9 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   // Machine code runs in a worker process: if it crashes V8, the worker restarts and the node stays up.
   const sandboxClient = new SandboxClient({
     role: 'main',
+    restartAfterCrash: true,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
-    onCrash: (reason) => logger.warn('the sandbox worker died; a new one starts on the next call', { reason }),
+    onCrash: (reason) => logger.warn('the sandbox worker died; a new one is starting', { reason }),
   });
   // Code not yet trusted runs in a second worker: uploaded bundles being validated, and versions that
   // crashed a worker (sandbox-pool.ts). It starts on first use.

@@ -139,7 +139,8 @@ export class InstanceRuntime {
    * other retry with it and fails alone. Requests that arrive meanwhile run as usual. A retried event
    * runs its machine code again: a fetch it started before the crash is made a second time.
    *
-   * A version whose request crashes a worker on its second run too is quarantined (sandbox-pool.ts).
+   * A version whose request crashes a worker on its second run too is quarantined, with its org's other
+   * versions (sandbox-pool.ts).
    * That second crash is almost surely its own: no other retry ran beside it, only first attempts.
    */
   private async afterCrashOnceMore<T>(task: () => Promise<T>, versionOf: () => string | undefined): Promise<T> {
@@ -153,8 +154,10 @@ export class InstanceRuntime {
         return await retry;
       } catch (again) {
         const versionId = versionOf();
-        if (again instanceof WorkerCrashFailure && versionId !== undefined && this.deps.sandboxes.quarantineVersion(versionId)) {
-          this.deps.logger.warn(`machine version ${versionId} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on`);
+        const quarantined = again instanceof WorkerCrashFailure && versionId !== undefined ? this.deps.sandboxes.quarantineVersion(versionId) : undefined;
+        if (quarantined) {
+          const org = quarantined.orgId === undefined ? '' : `, and so does every version of org ${quarantined.orgId}`;
+          this.deps.logger.warn(`machine version ${versionId} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on${org}`);
         }
         throw again;
       }

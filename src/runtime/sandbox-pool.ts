@@ -9,9 +9,9 @@ import type { VersionSource } from './version-source.js';
  * version's instances. A version whose isolate died (memory limit) or whose worker crashed is loaded
  * again on the next call; actors compare `sandbox` identity to know they must be rebuilt.
  *
- * A version proven to crash its worker is quarantined: from then on it runs in a worker of its own
- * kind (the quarantine worker, which also validates uploaded bundles), so it cannot take the
- * isolates of every other org down with it again.
+ * A version proven to crash its worker is quarantined: from then on it, and every other version of its
+ * org, runs in a worker of its own kind (the quarantine worker, which also validates uploaded bundles),
+ * so that org's code cannot take the isolates of every other org down with it again.
  */
 export class SandboxPool {
   private readonly loading = new Map<string, Promise<RemoteVersion>>();
@@ -24,6 +24,12 @@ export class SandboxPool {
 
   /** Versions that run in the quarantine worker. */
   private readonly quarantined = new Set<string>();
+  /**
+   * Orgs one of whose versions was quarantined: all their versions run in the quarantine worker. Else
+   * each new version of crashing code would take the main worker down once more, and an org could keep
+   * every other org's live actors being rebuilt by uploading one version after another.
+   */
+  private readonly quarantinedOrgs = new Set<string>();
 
   constructor(
     private readonly client: SandboxClient,
@@ -64,14 +70,26 @@ export class SandboxPool {
   }
 
   /**
-   * Moves a version to the quarantine worker: the next call loads it there, and actors compare
-   * `sandbox` identity, so they are rebuilt there. Returns false if it was there already.
+   * Moves a version, and every version of its org, to the quarantine worker: the next call loads them
+   * there, and actors compare `sandbox` identity, so they are rebuilt there. Returns the version's org,
+   * or undefined if the version was there already.
    */
-  quarantineVersion(versionId: string): boolean {
-    if (this.quarantined.has(versionId)) return false;
+  quarantineVersion(versionId: string): { orgId: string | undefined } | undefined {
+    if (this.quarantined.has(versionId)) return undefined;
     this.quarantined.add(versionId);
     this.drop(versionId);
-    return true;
+    const orgId = this.owners.get(versionId)?.orgId;
+    if (orgId !== undefined && !this.quarantinedOrgs.has(orgId)) {
+      this.quarantinedOrgs.add(orgId);
+      for (const [other, owner] of this.owners) {
+        if (owner.orgId === orgId && !this.quarantined.has(other) && (this.ready.has(other) || this.loading.has(other))) this.drop(other);
+      }
+    }
+    return { orgId };
+  }
+
+  private runsInQuarantine(orgId: string, versionId: string): boolean {
+    return this.quarantined.has(versionId) || this.quarantinedOrgs.has(orgId);
   }
 
   /**
@@ -104,7 +122,7 @@ export class SandboxPool {
     const code = this.versions.getVersionCode(orgId, versionId);
     if (code === undefined) throw notFound(`machine version ${versionId} does not exist`);
     this.owners.set(versionId, { orgId, machine });
-    const client = this.quarantined.has(versionId) ? this.quarantine : this.client;
+    const client = this.runsInQuarantine(orgId, versionId) ? this.quarantine : this.client;
     const load = client.load(versionId, code, this.loadSettings());
     this.loading.set(versionId, load);
     load.then(

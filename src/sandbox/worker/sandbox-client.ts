@@ -1,8 +1,9 @@
 /**
- * The node's side of the sandbox worker (sandbox-worker.ts): forks it when told to start or on first use, matches answers
- * to requests, and, when it dies (machine code can crash V8 itself, e.g. one huge allocation), fails
- * what was in flight with SandboxCrashedError and starts a new one on the next call. Versions loaded
- * in a dead worker report `healthy === false`, so their users load them again and rebuild actors.
+ * The node's side of the sandbox worker (sandbox-worker.ts): forks it when told to start or on first
+ * use, matches answers to requests, and, when it dies (machine code can crash V8 itself, e.g. one huge
+ * allocation), fails what was in flight with SandboxCrashedError and starts a new one (at once, or on
+ * the next call). Versions loaded in a dead worker report `healthy === false`, so their users load
+ * them again and rebuild actors.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +28,16 @@ export interface SandboxClientOptions {
   onCrash?: (reason: string) => void;
   /** What this worker is for, passed on its command line so `ps` tells the node's workers apart. */
   role?: string;
+  /**
+   * Start a new worker as soon as one dies, instead of on the next call (after a worker that died
+   * young, with a growing delay, so a worker that cannot start is not forked in a tight loop).
+   */
+  restartAfterCrash?: boolean;
 }
+
+/** A worker that dies sooner than this after it started counts as dying young (see restartAfterCrash). */
+const YOUNG_MS = 10_000;
+const MAX_RESTART_DELAY_MS = 30_000;
 
 type Event = { type: string; [key: string]: unknown };
 
@@ -37,6 +47,10 @@ export class SandboxClient {
   private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   private readonly versions = new Map<string, RemoteVersion>();
   private closed = false;
+  private spawnedAt = 0;
+  /** Workers in a row that died young, for the restart delay. */
+  private youngDeaths = 0;
+  private restartTimer: NodeJS.Timeout | undefined;
   /** Requests made during this turn of the event loop, sent as one batch in its check phase. */
   private outgoing: NodeMessage[] = [];
   private flushScheduled = false;
@@ -116,6 +130,7 @@ export class SandboxClient {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.restartTimer);
     const child = this.child;
     this.child = undefined;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
@@ -133,6 +148,7 @@ export class SandboxClient {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     this.child = child;
+    this.spawnedAt = Date.now();
     child.on('message', (batch: Batch<WorkerMessage>) => {
       for (const message of batch) this.received(message);
     });
@@ -153,7 +169,14 @@ export class SandboxClient {
     this.outgoing = [];
     for (const version of this.versions.values()) version.markUnhealthy();
     this.versions.clear();
-    if (!this.closed) this.options.onCrash?.(reason);
+    if (this.closed) return;
+    this.options.onCrash?.(reason);
+    if (!this.options.restartAfterCrash) return;
+    this.youngDeaths = Date.now() - this.spawnedAt < YOUNG_MS ? this.youngDeaths + 1 : 0;
+    const delayMs = this.youngDeaths === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, 250 * 2 ** (this.youngDeaths - 1));
+    clearTimeout(this.restartTimer);
+    this.restartTimer = setTimeout(() => this.start(), delayMs);
+    this.restartTimer.unref();
   }
 
   private received(message: WorkerMessage): void {
