@@ -1,9 +1,9 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { DataDirInUseError, LOCK_FILE, lockDataDir } from '../src/store/lmdb/data-dir-lock.js';
+import { DataDirInUseError, LOCK_FILE, TAKEOVER_DIR, lockDataDir } from '../src/store/lmdb/data-dir-lock.js';
 import { call } from './helpers/http.js';
 import { entryPoint, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 
@@ -101,6 +101,38 @@ t.test('lockDataDir', async (t) => {
     });
     const lock = await lockDataDir(dir);
     t.match(lock.unguarded, /could not create .*statehold\.lock \((EPERM|EACCES)\)/);
+    await lock.release();
+  });
+
+  t.test('nodes starting at the same instant against a stale socket: exactly one takes it over', async (t) => {
+    const dir = tempDataDir();
+    t.teardown(() => removeDir(dir));
+    for (let round = 0; round < 5; round++) {
+      // A stale socket: its process was killed while listening, as after kill -9.
+      const script = `require('net').createServer().listen(${JSON.stringify(LOCK_FILE)}, () => process.kill(process.pid, 'SIGKILL'))`;
+      await run(process.execPath, ['-e', script], { cwd: dir }).catch(() => undefined);
+      t.ok(lstatSync(join(dir, LOCK_FILE)).isSocket(), `round ${round}: a stale socket is in place`);
+      const outcomes = await Promise.allSettled([lockDataDir(dir), lockDataDir(dir), lockDataDir(dir)]);
+      const held = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+      t.equal(held.length, 1, `round ${round}: one of three holds the lock`);
+      for (const o of outcomes) if (o.status === 'rejected') t.type(o.reason, DataDirInUseError, 'the others are told it is in use');
+      t.notOk(existsSync(join(dir, TAKEOVER_DIR)), 'no takeover marker is left behind');
+      await Promise.all(held.map((lock) => lock.release()));
+    }
+  });
+
+  t.test('a takeover marker left by a node that died while taking over is removed once old', async (t) => {
+    const dir = tempDataDir();
+    t.teardown(() => removeDir(dir));
+    const script = `require('net').createServer().listen(${JSON.stringify(LOCK_FILE)}, () => process.kill(process.pid, 'SIGKILL'))`;
+    await run(process.execPath, ['-e', script], { cwd: dir }).catch(() => undefined);
+    mkdirSync(join(dir, TAKEOVER_DIR));
+    await t.rejects(lockDataDir(dir), DataDirInUseError, 'a fresh marker means another node is taking over now');
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(join(dir, TAKEOVER_DIR), old, old);
+    const lock = await lockDataDir(dir);
+    t.ok(lstatSync(join(dir, LOCK_FILE)).isSocket());
+    t.notOk(existsSync(join(dir, TAKEOVER_DIR)));
     await lock.release();
   });
 

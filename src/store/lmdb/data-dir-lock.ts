@@ -6,7 +6,7 @@
  *
  * The lock is a unix socket, `statehold.lock` in the data dir, that the node listens on. The kernel
  * closes it whenever the process ends, kill -9 included, which leaves a socket file nobody listens on:
- * the next start finds it refused, removes it and takes over. (Node has no flock(), and a pid file
+ * the next start finds it refused, removes it and takes over (one node at a time: see takeOver). (Node has no flock(), and a pid file
  * cannot tell a dead owner from a reused pid.) A socket path is also seen by other containers that mount
  * the same volume, which an abstract socket would not be.
  *
@@ -14,11 +14,18 @@
  * bound, probed and closed by its short name relative to the data dir, with the working directory
  * switched for the duration of the (synchronous) bind, connect or close call.
  */
-import { lstatSync, mkdirSync, unlinkSync } from 'node:fs';
+import { lstatSync, mkdirSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
 import { join, resolve } from 'node:path';
 
 export const LOCK_FILE = 'statehold.lock';
+/**
+ * Made (mkdir is atomic) by the one node that replaces a stale socket, so two nodes starting at the
+ * same instant cannot both remove it: the second would remove the first one's new, live socket.
+ */
+export const TAKEOVER_DIR = 'statehold.lock.takeover';
+/** A takeover marker older than this was left by a node that died while taking over. */
+const TAKEOVER_STALE_MS = 10_000;
 
 /** How long a probe waits for the holder to accept a connection before calling the lock held anyway. */
 const PROBE_TIMEOUT_MS = 2_000;
@@ -49,22 +56,60 @@ export interface DataDirLock {
 export const lockDataDir = async (dataDir: string): Promise<DataDirLock> => {
   const dir = resolve(dataDir);
   mkdirSync(dir, { recursive: true });
-  for (let attempt = 0; ; attempt++) {
-    const server = net.createServer((socket) => socket.end(JSON.stringify({ pid: process.pid })));
-    const listened = await listenIn(dir, server);
-    if (listened === 'listening') {
-      // The lock must never keep the process alive by itself.
-      server.unref();
-      return { release: () => release(dir, server) };
-    }
-    if (listened !== 'EADDRINUSE') {
-      return { unguarded: `could not create ${join(dir, LOCK_FILE)} (${listened})`, release: async () => undefined };
-    }
+  const lock = await tryListen(dir);
+  if (lock) return lock;
+  const holder = await probe(dir);
+  if (holder.held) throw new DataDirInUseError(dir, holder.pid);
+  return takeOver(dir);
+};
+
+/** Listens on the socket: the lock, or undefined when a file of that name is there (EADDRINUSE). */
+const tryListen = async (dir: string): Promise<DataDirLock | undefined> => {
+  const server = net.createServer((socket) => socket.end(JSON.stringify({ pid: process.pid })));
+  const listened = await listenIn(dir, server);
+  if (listened === 'listening') {
+    // The lock must never keep the process alive by itself.
+    server.unref();
+    return { release: () => release(dir, server) };
+  }
+  if (listened === 'EADDRINUSE') return undefined;
+  return { unguarded: `could not create ${join(dir, LOCK_FILE)} (${listened})`, release: async () => undefined };
+};
+
+/**
+ * Replaces a socket left by a process that died, holding the takeover marker from the probe to the
+ * listen: while the stale file is there no node can bind the name, and only the marker's holder removes
+ * it, so no node ever removes another's live socket.
+ */
+const takeOver = async (dir: string): Promise<DataDirLock> => {
+  const marker = join(dir, TAKEOVER_DIR);
+  try {
+    mkdirSync(marker);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    if (!olderThan(marker, TAKEOVER_STALE_MS)) throw new DataDirInUseError(dir, undefined);
+    rmdirSync(marker);
+    return takeOver(dir);
+  }
+  try {
+    // Probed again under the marker: another node may have replaced it since the first probe.
     const holder = await probe(dir);
     if (holder.held) throw new DataDirInUseError(dir, holder.pid);
-    // A socket left by a process that died; a second refusal means another node starting right now.
-    if (attempt > 0) throw new DataDirInUseError(dir, undefined);
     removeStale(dir);
+    const lock = await tryListen(dir);
+    if (lock) return lock;
+    // A node that found no file at all bound the name between the removal and the listen.
+    throw new DataDirInUseError(dir, (await probe(dir)).pid);
+  } finally {
+    rmdirSync(marker);
+  }
+};
+
+const olderThan = (path: string, ms: number): boolean => {
+  try {
+    return Date.now() - statSync(path).mtimeMs > ms;
+  } catch {
+    return true;
   }
 };
 
