@@ -20,6 +20,12 @@ const serveAgain = async (dataDir: string): Promise<{ code: number; stderr: stri
   }
 };
 
+/** Leaves a stale lock socket in `dir`: its process is killed while listening, as by kill -9. */
+const leaveStaleSocket = async (dir: string): Promise<void> => {
+  const script = `require('net').createServer().listen(${JSON.stringify(LOCK_FILE)}, () => process.kill(process.pid, 'SIGKILL'))`;
+  await run(process.execPath, ['-e', script], { cwd: dir }).catch(() => undefined);
+};
+
 t.test('one node per data dir: a second serve refuses and names the holder; kill -9 frees the dir', async (t) => {
   const dataDir = tempDataDir();
   t.teardown(() => removeDir(dataDir));
@@ -108,9 +114,7 @@ t.test('lockDataDir', async (t) => {
     const dir = tempDataDir();
     t.teardown(() => removeDir(dir));
     for (let round = 0; round < 5; round++) {
-      // A stale socket: its process was killed while listening, as after kill -9.
-      const script = `require('net').createServer().listen(${JSON.stringify(LOCK_FILE)}, () => process.kill(process.pid, 'SIGKILL'))`;
-      await run(process.execPath, ['-e', script], { cwd: dir }).catch(() => undefined);
+      await leaveStaleSocket(dir);
       t.ok(lstatSync(join(dir, LOCK_FILE)).isSocket(), `round ${round}: a stale socket is in place`);
       const outcomes = await Promise.allSettled([lockDataDir(dir), lockDataDir(dir), lockDataDir(dir)]);
       const held = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
@@ -124,8 +128,7 @@ t.test('lockDataDir', async (t) => {
   t.test('a takeover marker left by a node that died while taking over is removed once old', async (t) => {
     const dir = tempDataDir();
     t.teardown(() => removeDir(dir));
-    const script = `require('net').createServer().listen(${JSON.stringify(LOCK_FILE)}, () => process.kill(process.pid, 'SIGKILL'))`;
-    await run(process.execPath, ['-e', script], { cwd: dir }).catch(() => undefined);
+    await leaveStaleSocket(dir);
     mkdirSync(join(dir, TAKEOVER_DIR));
     await t.rejects(lockDataDir(dir), DataDirInUseError, 'a fresh marker means another node is taking over now');
     const old = new Date(Date.now() - 60_000);
