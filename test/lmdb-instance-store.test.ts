@@ -43,6 +43,38 @@ t.test('commits are sequence-checked, histories ordered, usage counted, deletion
   await store.close();
 });
 
+t.test('a commit whose values cannot be encoded changes nothing: no new head, history, timers or outbox', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir);
+  const { instances } = store;
+  // Nested far beyond what msgpackr's recursive encoder can take: it overflows the stack mid-commit.
+  let deep: Record<string, unknown> = { end: true };
+  for (let i = 0; i < 20_000; i++) deep = { a: deep };
+  const timer = (id: string, dueAt: number) => ({ id, dueAt, kind: 'event' }) as unknown as InstanceHead['pendingTimers'][number];
+  const first = head(1, { pendingTimers: [timer('t1', 1_000)] });
+  t.equal(await instances.createInstance(first, [record(1)]), true);
+
+  const outbox = [{ position: [9, 'p'], id: 'msg' }] as unknown as NonNullable<Parameters<typeof instances.commit>[3]>['outbox'];
+  const bad = head(2, { pendingTimers: [timer('t2', 2_000)] });
+  await t.rejects(instances.commit(bad, first, [record(2), { ...record(3), context: deep }], { outbox, receivedMessageId: 'm1' }), RangeError, 'the encoding error comes back');
+  t.same(instances.getInstance('org_a', 'm', 'i'), first, 'the head is the one before');
+  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1], 'no history record was added');
+  t.same(instances.listDueTimers(10_000, 10).map((d) => d.timerId), ['t1'], "the timer index is the old head's");
+  t.same(instances.listOutbox(10), [], 'no outbox message');
+  t.equal(instances.hasReceived('org_a', 'm', 'i', 'm1'), false, 'no inbox mark');
+  await instances.commit(head(2), first, [record(2)]);
+  t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 2, 'the next commit from the old head lands');
+
+  const other = head(1, { name: 'j', context: deep, pendingTimers: [timer('t3', 3_000)] });
+  await t.rejects(instances.createInstance(other, [record(1)]), RangeError);
+  t.equal(instances.getInstance('org_a', 'm', 'j'), undefined, 'a failed create leaves no head');
+  t.same(instances.listTransitions('org_a', 'm', 'j', 0, 10), [], 'nor history');
+  t.same(instances.listDueTimers(10_000, 10).map((d) => d.timerId), [], 'nor timers');
+  t.equal(await instances.createInstance({ ...other, context: {} }, [record(1)]), true, 'and the name is free');
+  await store.close();
+});
+
 t.test('two writers racing from the same head: the write thread lets exactly one commit', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));

@@ -1,4 +1,5 @@
 import { invalidParameter } from '../domain/errors.js';
+import { MAX_JSON_DEPTH, tooDeep } from '../domain/json-depth.js';
 
 /** A request as routes see it: read fully off uWS before any route code runs. */
 export interface ApiRequest {
@@ -30,6 +31,7 @@ export const noContent = (status: 201 | 204 = 204): ApiResponse => ({ status });
 export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
   const text = request.body.toString('utf8').trim();
   if (text === '') return {};
+  if (tooDeep(text)) throw invalidParameter('body', `the request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

@@ -1,4 +1,5 @@
 import { invalidParameter, missingOrg, specifyOrg, unauthorized } from '../domain/errors.js';
+import { MAX_JSON_DEPTH, tooDeep } from '../domain/json-depth.js';
 import type { Catalog } from '../store/catalog.js';
 import type { AdminCredential } from './admin-credential.js';
 import { type Caller, requireScope } from './caller.js';
@@ -132,6 +133,7 @@ const authContextOf = (payload: Record<string, unknown>): Record<string, unknown
 /** `x-statebacked-act` replaces the auth context; only callers who may create keys may use it (§2.5). */
 const impersonate = (caller: Caller, actHeader: string): Caller => {
   requireScope(caller, 'org.keys.write');
+  if (tooDeep(actHeader)) throw invalidParameter('x-statebacked-act', `x-statebacked-act nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);
   let act: unknown;
   try {
     act = JSON.parse(actHeader);

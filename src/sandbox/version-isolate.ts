@@ -38,6 +38,7 @@ import { URL_SOURCE } from './url-source.js';
 import { IsolateModules } from './module-loader.js';
 import { cryptoCallback, fetchCallback, logCallback, LogBudget, randomCallback } from './host-callbacks.js';
 import { MAX_STEP_RESULT_CHARS } from './limits.js';
+import { MAX_STATE_DEPTH, tooDeep } from '../domain/json-depth.js';
 import { callSync, translateIsolateError, type CallArg, type CallLimits } from './isolate-call.js';
 import { FETCH_SOURCE } from './fetch-source.js';
 import { SUBTLE_SOURCE } from './subtle-source.js';
@@ -318,7 +319,13 @@ export class VersionIsolate {
       throw new StepTooLargeError(`the machine's state is too large to persist: ${Buffer.byteLength(json)} bytes (at most ${MAX_STEP_RESULT_CHARS})`);
     }
     const raw = splitStep(json, this.hostCalls.pendingFor(instanceKey));
-    if (raw) return raw;
+    if (raw) {
+      if (tooDeep(raw.rest, MAX_STATE_DEPTH) || tooDeep(raw.context, MAX_STATE_DEPTH) || tooDeep(raw.snapshot, MAX_STATE_DEPTH)) {
+        this.dropActor(instanceKey);
+        throw new StepTooLargeError(`the machine's state nests objects and arrays more than ${MAX_STATE_DEPTH} levels deep, which cannot be persisted`);
+      }
+      return raw;
+    }
     // Not a result: the harness's answer for a failed step or a missing actor.
     const parsed = JSON.parse(json) as unknown;
     if (parsed !== null && typeof parsed === 'object') {

@@ -76,21 +76,77 @@ export class LmdbInstanceStore implements InstanceStore {
     return out;
   }
 
-  createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
-    return this.heads.ifNoExists(keyOf(head), () => {
-      this.putHead(head, undefined);
-      this.appendHistory(head, history);
-      this.writeEffects(head, effects);
+  async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
+    let failure: { error: unknown } | undefined;
+    const created = await this.heads.ifNoExists(keyOf(head), () => {
+      failure = this.allOrNothing(
+        () => {
+          this.putHead(head, undefined);
+          this.appendHistory(head, history);
+          this.writeEffects(head, effects);
+        },
+        () => {
+          void this.heads.remove(keyOf(head));
+          this.undoAppend(head, history, effects);
+        },
+      );
     });
+    if (failure) throw failure.error;
+    return created;
   }
 
   async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
+    let failure: { error: unknown } | undefined;
     const written = await this.heads.ifVersion(keyOf(head), previous.seq, () => {
-      this.putHead(head, previous);
-      this.appendHistory(head, history);
-      this.writeEffects(head, effects);
+      failure = this.allOrNothing(
+        () => {
+          this.putHead(head, previous);
+          this.appendHistory(head, history);
+          this.writeEffects(head, effects);
+        },
+        () => {
+          void this.heads.put(keyOf(previous), previous, previous.seq);
+          this.undoAppend(head, history, effects, previous);
+        },
+      );
     });
+    if (failure) throw failure.error;
     if (!written) throw this.conflict(previous);
+  }
+
+  /**
+   * Runs the writes of a conditional block; if one throws (a value that cannot be encoded), writes the
+   * previous values back in the same block. lmdb-js commits what a block queued before the throw, so
+   * without this a failed commit could leave a new head without its history record.
+   */
+  private allOrNothing(write: () => void, undo: () => void): { error: unknown } | undefined {
+    try {
+      write();
+      return undefined;
+    } catch (error) {
+      undo();
+      return { error };
+    }
+  }
+
+  /**
+   * Removes what a commit of `head` added besides the head itself, and indexes the timers of the head
+   * it replaced again; each step alone, as any may throw again.
+   */
+  private undoAppend(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects, previous?: InstanceHead): void {
+    const attempt = (fn: () => void) => {
+      try {
+        fn();
+      } catch {
+        // this write was never queued: nothing to undo
+      }
+    };
+    for (const timer of head.pendingTimers) attempt(() => void this.timers.remove([timer.dueAt, head.orgId, head.machine, head.name, timer.id]));
+    for (const record of history) attempt(() => void this.transitions.remove([head.orgId, head.machine, head.name, record.seq]));
+    for (const message of effects.outbox ?? []) attempt(() => void this.outbox.remove(message.position));
+    const received = effects.receivedMessageId;
+    if (received !== undefined) attempt(() => void this.inbox.remove([head.orgId, head.machine, head.name, received]));
+    for (const timer of previous?.pendingTimers ?? []) attempt(() => void this.timers.put([timer.dueAt, head.orgId, head.machine, head.name, timer.id], true));
   }
 
   hasReceived(orgId: string, machine: string, name: string, messageId: string): boolean {
