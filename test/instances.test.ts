@@ -74,7 +74,7 @@ t.test('create: conflicts, unknown machine or version, validation', async (t) =>
   const noVersion = await call(node.url, 'POST', '/machines/versionless', { token: admin, body: { slug: 'x' } });
   t.equal(noVersion.status, 409);
   t.match(noVersion.body.error, /no current version/);
-  for (const [body, parameter] of [[{}, 'slug'], [{ slug: 'bad slug' }, 'slug'], [{ slug: 'ok', context: [1] }, 'context'], [{ slug: 'ok', context: 'x' }, 'context']] as const) {
+  for (const [body, parameter] of [[{}, 'slug'], [{ slug: 'bad slug' }, 'slug'], [{ slug: 'ok', context: [1] }, 'context'], [{ slug: 'ok', context: 'x' }, 'context'], [{ slug: 'ok', machineVersionId: 5 }, 'machineVersionId'], [{ slug: 'ok', machineVersionId: ['ver_x'] }, 'machineVersionId']] as const) {
     const res = await call(node.url, 'POST', '/machines/create-rules', { token: admin, body });
     t.equal(res.status, 400);
     t.equal(res.body.parameter, parameter);

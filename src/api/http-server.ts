@@ -1,11 +1,20 @@
 import { STATUS_CODES } from 'node:http';
 import uWS from 'uWebSockets.js';
-import { payloadTooLarge, ServiceError } from '../domain/errors.js';
+import { invalidParameter, payloadTooLarge, ServiceError } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
+import { clipped } from '../domain/names.js';
 import { corsHeaders, preflightHeaders } from './cors.js';
 import { errorResponse } from './error-response.js';
 import type { ApiRequest, ApiResponse } from './http-types.js';
 import type { Router } from './router.js';
+
+/** Where the answer to one request stands. */
+interface AnswerState {
+  aborted: boolean;
+  answered?: boolean;
+  /** A HEAD request: answered without the body. */
+  head?: boolean;
+}
 
 export interface HttpServerOptions {
   router: Router;
@@ -64,7 +73,7 @@ export class HttpServer {
   }
 
   private handle(res: uWS.HttpResponse, req: uWS.HttpRequest): void {
-    const state = { aborted: false };
+    const state: AnswerState = { aborted: false };
     res.onAborted(() => {
       state.aborted = true;
       this.finished();
@@ -75,15 +84,28 @@ export class HttpServer {
     const path = req.getUrl();
     const query = new URLSearchParams(req.getQuery() ?? '');
     const headers: Record<string, string> = {};
+    let conflictingLength = false;
     req.forEach((key, value) => {
+      if (key === 'content-length' && headers[key] !== undefined && headers[key] !== value) conflictingLength = true;
       headers[key] = value;
     });
+    // A HEAD is answered as the GET would be, without the body (RFC 9110 §9.3.2).
+    if (method === 'HEAD') state.head = true;
 
-    if (method === 'OPTIONS') {
-      this.respond(res, state, { status: 204, headers: preflightHeaders });
+    if (conflictingLength) {
+      // Which one frames the body is ambiguous (a request-smuggling vector behind a proxy): refuse, and close.
+      this.respond(res, state, errorResponse(invalidParameter('content-length', 'the request has conflicting Content-Length headers'), this.logError), true);
       return;
     }
+
     const declaredLength = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
+    if (method === 'OPTIONS') {
+      // A preflight's body (there should be none) is not read: close the connection rather than let it
+      // be taken for the next request.
+      const withBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
+      this.respond(res, state, { status: 204, headers: preflightHeaders }, withBody);
+      return;
+    }
     if (declaredLength !== undefined && declaredLength > this.options.maxBodyBytes) {
       this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError), true);
       return;
@@ -113,20 +135,24 @@ export class HttpServer {
   }
 
   /** Route errors become answers inside dispatch; this only keeps a failure to answer from escaping. */
-  private dispatchSafely(res: uWS.HttpResponse, state: { aborted: boolean; answered?: boolean }, request: ApiRequest): void {
+  private dispatchSafely(res: uWS.HttpResponse, state: AnswerState, request: ApiRequest): void {
     this.dispatch(res, state, request).catch((error: unknown) => this.logError('could not answer a request', error));
   }
 
-  private async dispatch(res: uWS.HttpResponse, state: { aborted: boolean; answered?: boolean }, request: ApiRequest): Promise<void> {
+  private async dispatch(res: uWS.HttpResponse, state: AnswerState, request: ApiRequest): Promise<void> {
     let response: ApiResponse;
     try {
       if (this.draining && request.path !== '/health') {
         throw new ServiceError(503, 'unavailable', 'the node is shutting down');
       }
-      const match = this.options.router.match(request.method, request.path);
-      if (match.kind === 'none') throw new ServiceError(404, 'not-found', `no route for ${request.method} ${request.path}`);
+      const match = this.options.router.match(state.head ? 'GET' : request.method, request.path);
+      if (match.kind === 'none') throw new ServiceError(404, 'not-found', `no route for ${request.method} ${clipped(request.path)}`);
+      if (match.kind === 'no-such-thing') throw new ServiceError(404, 'not-found', match.message);
       if (match.kind === 'wrong-method') {
-        throw new ServiceError(405, 'invalid-parameter', `${request.method} is not allowed on ${request.path}; use ${match.allowed.join(', ')}`);
+        const allow = match.allowed.includes('GET') ? [...match.allowed, 'HEAD'] : match.allowed;
+        const refused = errorResponse(new ServiceError(405, 'invalid-parameter', `${request.method} is not allowed on ${clipped(request.path)}; use ${allow.join(', ')}`), this.logError);
+        this.respond(res, state, { ...refused, headers: { ...refused.headers, allow: allow.join(', ') } });
+        return;
       }
       request.params = match.params;
       response = await match.handler(request);
@@ -136,7 +162,7 @@ export class HttpServer {
     this.respond(res, state, response);
   }
 
-  private respond(res: uWS.HttpResponse, state: { aborted: boolean; answered?: boolean }, response: ApiResponse, close = false): void {
+  private respond(res: uWS.HttpResponse, state: AnswerState, response: ApiResponse, close = false): void {
     if (state.aborted || state.answered) return;
     state.answered = true;
     const body = response.raw ? response.raw.data : response.body === undefined ? undefined : JSON.stringify(response.body);
@@ -147,6 +173,11 @@ export class HttpServer {
       if (body === undefined) {
         // end() rather than endWithoutBody(): the latter omits Content-Length and keep-alive clients then wait for a body.
         res.end(undefined, close);
+      } else if (state.head) {
+        // The connection is closed after it: uWS 20.30 mishandles the next request on a connection whose
+        // answer was endWithoutBody(length), and without a length it reports a bogus one.
+        res.writeHeader('content-type', contentType);
+        res.endWithoutBody(Buffer.byteLength(body), true);
       } else {
         res.writeHeader('content-type', contentType);
         res.end(body, close);

@@ -1,3 +1,5 @@
+import { isPrettyId } from '../domain/ids.js';
+import { clipped, isSlug } from '../domain/names.js';
 import type { ApiRequest, ApiResponse } from './http-types.js';
 
 export type RouteHandler = (request: ApiRequest) => ApiResponse | Promise<ApiResponse>;
@@ -8,7 +10,22 @@ interface Route {
   handler: RouteHandler;
 }
 
-export type RouteMatch = { kind: 'found'; handler: RouteHandler; params: Record<string, string> } | { kind: 'wrong-method'; allowed: string[] } | { kind: 'none' };
+export type RouteMatch =
+  | { kind: 'found'; handler: RouteHandler; params: Record<string, string> }
+  | { kind: 'wrong-method'; allowed: string[] }
+  | { kind: 'no-such-thing'; message: string }
+  | { kind: 'none' };
+
+/**
+ * Captures that name a machine, an instance or a key can only name one if they have the form such
+ * names have: any other is answered 404 before a route runs (and never reaches storage, whose keys
+ * are limited to ≈ 2 KB).
+ */
+const NAMES: Record<string, { valid: (value: string) => boolean; what: string }> = {
+  machine: { valid: isSlug, what: 'machine' },
+  instance: { valid: isSlug, what: 'instance' },
+  keyId: { valid: (value) => isPrettyId(value, 'sbk'), what: 'key' },
+};
 
 /**
  * The one router for every route. Patterns are paths whose `:name` segments capture one
@@ -29,7 +46,13 @@ export class Router {
     for (const route of this.routes) {
       const params = matchSegments(route.segments, segments);
       if (!params) continue;
-      if (route.method === method) return { kind: 'found', handler: route.handler, params };
+      if (route.method === method) {
+        for (const [name, value] of Object.entries(params)) {
+          const form = NAMES[name];
+          if (form && !form.valid(value)) return { kind: 'no-such-thing', message: `${form.what} ${clipped(value)} does not exist` };
+        }
+        return { kind: 'found', handler: route.handler, params };
+      }
       allowed.push(route.method);
     }
     return allowed.length > 0 ? { kind: 'wrong-method', allowed } : { kind: 'none' };

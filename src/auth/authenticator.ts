@@ -1,5 +1,7 @@
 import { invalidParameter, missingOrg, specifyOrg, unauthorized } from '../domain/errors.js';
+import { isPrettyId } from '../domain/ids.js';
 import { MAX_JSON_DEPTH, tooDeep } from '../domain/json-depth.js';
+import { clipped } from '../domain/names.js';
 import type { Catalog } from '../store/catalog.js';
 import type { AdminCredential } from './admin-credential.js';
 import { type Caller, requireScope } from './caller.js';
@@ -67,7 +69,9 @@ export class Authenticator {
       return caller.orgId;
     }
     if (caller.requestedOrgId !== undefined) {
-      if (!this.options.catalog.getOrg(caller.requestedOrgId)) throw missingOrg(`org ${caller.requestedOrgId} does not exist`);
+      if (!isPrettyId(caller.requestedOrgId, 'org') || !this.options.catalog.getOrg(caller.requestedOrgId)) {
+        throw missingOrg(`org ${clipped(caller.requestedOrgId)} does not exist`);
+      }
       return caller.requestedOrgId;
     }
     const orgs = this.options.catalog.listOrgs();
@@ -94,14 +98,16 @@ export class Authenticator {
     if (header.alg !== 'HS256') throw unauthorized('only HS256 tokens are accepted');
     if (header.crit !== undefined) throw unauthorized('the token names critical header extensions this service does not support');
     if (typeof header.kid !== 'string') throw unauthorized('the token names no key (kid)');
-    const key = this.options.keyRing.find(header.kid);
+    const key = isPrettyId(header.kid, 'sbk') ? this.options.keyRing.find(header.kid) : undefined;
     if (!key) throw unauthorized('the token was signed by an unknown or deleted key');
     if (!hasValidHs256Signature(decoded.parts, key.secret)) throw unauthorized('invalid token signature');
 
     const nowSeconds = nowMs / 1000;
     const { exp, nbf, aud } = payload;
-    if (exp !== undefined && (typeof exp !== 'number' || exp <= nowSeconds)) throw unauthorized('the token has expired');
-    if (nbf !== undefined && (typeof nbf !== 'number' || nbf > nowSeconds)) throw unauthorized('the token is not valid yet');
+    if (exp !== undefined && typeof exp !== 'number') throw unauthorized('the token\'s exp claim is not a number of seconds since the epoch');
+    if (nbf !== undefined && typeof nbf !== 'number') throw unauthorized('the token\'s nbf claim is not a number of seconds since the epoch');
+    if (exp !== undefined && exp <= nowSeconds) throw unauthorized('the token has expired');
+    if (nbf !== undefined && nbf > nowSeconds) throw unauthorized('the token is not valid yet');
     if (!audienceAccepted(aud, this.options.ownAudience())) throw unauthorized('the token is not meant for this service (aud)');
 
     const authContext = authContextOf(payload);

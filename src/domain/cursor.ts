@@ -6,9 +6,13 @@ import { invalidParameter } from './errors.js';
  */
 export const encodeCursor = (position: unknown): string => Buffer.from(JSON.stringify({ a: position })).toString('base64url');
 
+/** Ours hold a name or two (≤ 128 characters each) and an id: anything longer is not one of ours. */
+const MAX_CURSOR_CHARS = 1_024;
+
 export const decodeCursor = (cursor: string | null | undefined): unknown => {
   if (cursor === null || cursor === undefined || cursor === '') return undefined;
   try {
+    if (cursor.length > MAX_CURSOR_CHARS) throw new Error('too long');
     if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw new Error('bad alphabet');
     const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
     if (typeof parsed !== 'object' || parsed === null || !('a' in parsed)) throw new Error('bad shape');

@@ -3,7 +3,7 @@ import { decodeCursor, decodeStringCursor } from '../../domain/cursor.js';
 import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
-import { requireSlug } from '../../domain/names.js';
+import { clipped, requireSlug } from '../../domain/names.js';
 import { type ApiContext, callerInOrg, requireMachine } from '../api-context.js';
 import { json, jsonBody, noContent } from '../http-types.js';
 import { pageOf } from '../pagination.js';
@@ -28,9 +28,10 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const initial = body.context ?? {};
     if (typeof initial !== 'object' || initial === null || Array.isArray(initial)) throw invalidParameter('context', 'context must be a JSON object');
     let versionId: string;
-    if (body.machineVersionId !== undefined) {
+    if (body.machineVersionId !== undefined && body.machineVersionId !== null) {
+      if (typeof body.machineVersionId !== 'string') throw invalidParameter('machineVersionId', 'machineVersionId must be a string (a ver_ id)');
       if (!isPrettyId(body.machineVersionId, 'ver') || !versions.getVersion(orgId, machine.slug, body.machineVersionId)) {
-        throw notFound(`machine ${machine.slug} has no version ${String(body.machineVersionId)}`);
+        throw notFound(`machine ${machine.slug} has no version ${clipped(body.machineVersionId)}`);
       }
       versionId = body.machineVersionId;
     } else if (machine.currentVersionId) {
