@@ -11,6 +11,7 @@
  * Fails while the finding stands.
  */
 import t from 'tap';
+import { parseLogEntry } from '../src/sandbox/host-callbacks.js';
 import { VersionIsolate, type CapturedLog } from '../src/sandbox/index.js';
 import { actionMachine } from './fixtures/security/machines.js';
 
@@ -44,4 +45,10 @@ t.test('(defended) a single oversized log entry is truncated to 64 KiB', async (
   vi.send('k', { type: 'GO' });
   t.equal(logs.length, 1);
   t.ok(JSON.stringify(logs[0]?.args).length < 70 * 1024);
+});
+
+t.test('a log entry nested deeper than the node carries is refused on the host side too', async (t) => {
+  const deep = `{"level":"log","args":[${'['.repeat(5_000)}${']'.repeat(5_000)}]}`;
+  t.equal(parseLogEntry(deep, 'ver_x', 0), undefined);
+  t.match(parseLogEntry('{"level":"log","args":[[[1]]]}', 'ver_x', 0), { level: 'log', args: [[[1]]], versionId: 'ver_x' });
 });

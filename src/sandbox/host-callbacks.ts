@@ -11,6 +11,7 @@
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import ivm from 'isolated-vm';
+import { tooDeep } from '../domain/json-depth.js';
 import type { HostFetchRequest } from './host-fetch.js';
 import type { CapturedLog, LogLevel } from './types.js';
 import { MAX_LOG_CHARS_PER_CALL, MAX_LOG_ENTRIES_PER_CALL } from './limits.js';
@@ -28,6 +29,9 @@ export function randomCallback(): ivm.Callback {
 /** Parses one entry sent by the in-isolate console; anything malformed is dropped. */
 export function parseLogEntry(json: unknown, versionId: string, now: number): CapturedLog | undefined {
   if (typeof json !== 'string') return undefined;
+  // The in-isolate console cuts values off at depth 8, but it shares the isolate with machine code:
+  // an entry deeper than the node's channels can carry is refused here too.
+  if (tooDeep(json)) return undefined;
   let raw: unknown;
   try {
     raw = JSON.parse(json);
