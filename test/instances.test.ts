@@ -215,3 +215,26 @@ t.test('concurrent events to one instance form one linear history', async (t) =>
   const events = (await history(operator, 'counter', 'c')).map((tr) => (tr.event as { note?: string }).note ?? tr.event.type);
   t.same(events, ['xstate.init', ...log], 'the history order is the order the context saw');
 });
+
+t.test('deleting a machine while one of its instances is being created: one of the two is refused, never both done', async (t) => {
+  // Creating an instance of this machine takes 600 ms here: its initial state invokes a promise that
+  // settles after 1 s, and a create waits up to --settle-timeout-ms. The delete comes in the meantime.
+  const slow = `import { createMachine } from 'npm:xstate';
+export default createMachine({ id: 'slow', initial: 'loading', predictableActionArguments: true, states: {
+  loading: { invoke: { src: () => new Promise((resolve) => setTimeout(resolve, 1000)), onDone: 'ready' } },
+  ready: {},
+} });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  await machineWithVersion(node, 'racy', slow);
+  const creating = call(node.url, 'POST', '/machines/racy', { token: admin, body: { slug: 'i' } });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const body = { dangerDataWillBeDeletedForever: true, hmacSha256OfMachineNameWithMachineNameKey: createHmac('sha256', 'racy').update('racy').digest('base64url') };
+  const deleting = await call(node.url, 'DELETE', '/machines/racy', { token: admin, body });
+  t.equal(deleting.status, 409, 'the delete is refused while the create runs');
+  t.equal(deleting.body.code, 'invalid-state');
+  const created = await creating;
+  t.equal(created.status, 200, 'the create completes (this node settles for 600 ms at most)');
+  t.equal((await call(node.url, 'GET', '/machines/racy', { token: admin })).status, 200, 'the machine is still there');
+  t.equal((await call(node.url, 'GET', '/machines/racy/i/i', { token: admin })).status, 200, 'with its instance');
+});

@@ -14,6 +14,7 @@ import {
 import { ActorRegistry } from './actor-registry.js';
 import type { InstanceActor } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
+import { MachineGate } from './machine-gate.js';
 import { outboxMessages } from './outbox-messages.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { SandboxPool } from './sandbox-pool.js';
@@ -84,6 +85,7 @@ class WorkerCrashFailure extends ServiceError {
 export class InstanceRuntime {
   private readonly actors: ActorRegistry;
   private readonly usage: UsageMeter;
+  private readonly gate = new MachineGate();
   /** The tail of the one-at-a-time queue of requests run again after a worker crash. */
   private crashRetries: Promise<unknown> = Promise.resolve();
 
@@ -275,8 +277,27 @@ export class InstanceRuntime {
     await this.deps.logs.flush();
   }
 
-  /** Runs inside the mailbox: allowWrite initialization, start, settle, commit the first record. */
+  /**
+   * Runs `work`, the deletion of a machine that has no instances, while no instance of it is being
+   * created; 409 if one is (see MachineGate).
+   */
+  whileDeletingMachine<T>(orgId: string, machine: string, work: () => Promise<T>): Promise<T> {
+    return this.gate.whileDeleting(orgId, machine, work);
+  }
+
+  /** Runs inside the mailbox; its machine cannot be deleted meanwhile (MachineGate). */
   private async createWithin(actor: InstanceActor, request: Creation): Promise<InstanceHead> {
+    const leave = this.gate.enterCreate(request.orgId, request.machine);
+    try {
+      if (!this.deps.machines.getMachine(request.orgId, request.machine)) throw notFound(`machine ${request.machine} does not exist`);
+      return await this.createFirstRecord(actor, request);
+    } finally {
+      leave();
+    }
+  }
+
+  /** allowWrite initialization, start, settle, commit the first record. */
+  private async createFirstRecord(actor: InstanceActor, request: Creation): Promise<InstanceHead> {
     const { orgId, machine, name, versionId } = request;
     // Checked inside the mailbox too: a create queued behind another create of the same name.
     if (actor.head ?? this.deps.instances.getInstance(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);

@@ -49,12 +49,15 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
     const slug = request.params.machine as string;
     requireDeletionConfirmation(jsonBody(request), slug, slug, 'hmacSha256OfMachineNameWithMachineNameKey', 'machine');
     if (!catalog.getMachine(orgId, slug)) throw notFound(`machine ${slug} does not exist`);
-    if (catalog.hasInstances(orgId, slug)) throw conflict(`machine ${slug} still has instances: delete them first`);
-    // Versions first: a crash in between leaves a machine without versions, never versions that a
-    // machine created later under the same name would inherit.
-    const removed = await context.versions.deleteMachineVersions(orgId, slug);
-    await catalog.deleteMachine(orgId, slug);
-    context.runtime.unloadVersions(removed);
+    // No instance of it may be created meanwhile: one in progress is not stored yet.
+    await context.runtime.whileDeletingMachine(orgId, slug, async () => {
+      if (catalog.hasInstances(orgId, slug)) throw conflict(`machine ${slug} still has instances: delete them first`);
+      // Versions first: a crash in between leaves a machine without versions, never versions that a
+      // machine created later under the same name would inherit.
+      const removed = await context.versions.deleteMachineVersions(orgId, slug);
+      await catalog.deleteMachine(orgId, slug);
+      context.runtime.unloadVersions(removed);
+    });
     return noContent(204);
   });
 };
