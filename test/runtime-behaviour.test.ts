@@ -130,3 +130,30 @@ t.test('a send to a missing instance, queued with its creation and more sends, k
   t.same(history, ['xstate.init', 'a', 'b', 'c'], 'one linear history, in arrival order');
   t.same((await operator.machineInstances.admin.get('racing', 'r')).context.log, ['a', 'b', 'c']);
 });
+
+t.test('a child stopped at the settling timeout whose error event the machine does not handle does not block the instance', async (t) => {
+  const node = await startNode({ args: ['--settle-timeout-ms', '300'] });
+  t.teardown(() => node.stop());
+  const code = `import { createMachine, assign } from 'npm:xstate';
+export default createMachine({ id: 'hang', initial: 'a', predictableActionArguments: true, context: { n: 0 }, states: {
+  a: { on: { GO: 'h', INC: { actions: assign({ n: (c) => c.n + 1 }) } } },
+  h: { invoke: { id: 'never', src: () => new Promise(() => {}) }, on: { INC: { actions: assign({ n: (c) => c.n + 1 }) }, BACK: 'a' } },
+} });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  const { operator } = await machineWithVersion(node, 'hang', code);
+  await operator.machineInstances.create('hang', { slug: 'x' });
+  t.equal((await operator.machineInstances.sendEvent('hang', 'x', { event: 'GO' })).state, 'h', 'answered at the settling timeout');
+  const next = await operator.machineInstances.sendEvent('hang', 'x', { event: 'INC' });
+  t.match(next, { state: 'h' }, 'the next event is applied: the unhandled error event was ignored');
+  t.equal((await operator.machineInstances.sendEvent('hang', 'x', { event: 'BACK' })).state, 'a');
+  const { transitions } = await operator.machineInstances.listTransitions('hang', 'x');
+  t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'GO', 'error.platform.never', 'INC', 'BACK']);
+  t.equal((await operator.machineInstances.admin.get('hang', 'x')).context.n, 1);
+  // Logs are written in batches: look for a few seconds.
+  let text = '';
+  for (const until = Date.now() + 5_000; !/has no transition/.test(text) && Date.now() < until; await new Promise((r) => setTimeout(r, 200))) {
+    text = JSON.stringify((await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'hang', instanceName: 'x' })).logs);
+  }
+  t.match(text, /error\.platform\.never .* has no transition in this state: ignored/, 'the instance logs say so');
+});
