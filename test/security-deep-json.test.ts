@@ -5,9 +5,12 @@
  * deep crashed the sandbox worker (and got the machine's org quarantined), 1,500 deep answered 500
  * after committing the new head without its history record. Input is now limited to 100 levels,
  * state that machine code produces to 200, and a commit that cannot be encoded changes nothing.
+ * Also here: JSON keys named __proto__, which the same sweep used to give a context a prototype its
+ * authorizer never saw.
  */
 import { createHmac } from 'node:crypto';
 import t from 'tap';
+import { VersionIsolate } from '../src/sandbox/index.js';
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
@@ -90,4 +93,32 @@ t.test('state that machine code nests too deeply to persist is refused, and the 
   const state = await call(node.url, 'GET', '/machines/nest/i/i/admin', { token });
   t.equal(state.status, 200);
   t.notMatch(node.output(), 'sandbox worker died', 'no sandbox worker died');
+});
+
+t.test('a key named __proto__ is refused in request bodies, and never sets a context prototype', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  const token = node.adminKey;
+  const escalating = `import { createMachine, assign } from 'npm:xstate';
+export default createMachine({ id: 'esc', initial: 'a', predictableActionArguments: true, context: { n: 0 }, states: { a: { on: {
+  ESCALATE: { cond: (c) => c.role === 'admin', actions: assign({ n: () => 9999 }) },
+} } } });
+export const allowRead = () => true;
+export const allowWrite = (r) => r.type !== 'initialization' || r.context.role === undefined || r.context.role === 'user';`;
+  await machineWithVersion(node, 'esc', escalating);
+  for (const rawBody of ['{"slug":"e1","context":{"__proto__":{"role":"admin"}}}', '{"slug":"e2","context":{"\\u005f_proto__":{"role":"admin"}}}']) {
+    const res = await call(node.url, 'POST', '/machines/esc', { token, rawBody });
+    t.equal(res.status, 400, `${rawBody}: 400`);
+    t.match(res.body?.error, 'key named __proto__');
+  }
+  t.equal((await call(node.url, 'POST', '/machines/esc', { token, body: { slug: 'ok' } })).status, 200);
+  const event = await call(node.url, 'POST', '/machines/esc/i/ok/events', { token, rawBody: '{"event":{"type":"ESCALATE","__proto__":{"x":1}}}' });
+  t.equal(event.status, 400, 'in an event too');
+
+  // Below the API (a context that reaches the sandbox some other way): a property, not the prototype.
+  const vi = await VersionIsolate.load({ versionId: 'v', code: escalating });
+  t.teardown(() => vi.dispose());
+  const started = vi.start('o/esc/x', { context: JSON.parse('{"__proto__":{"role":"admin"}}') as Record<string, unknown> });
+  t.same(Object.keys(started.context).sort(), ['__proto__', 'n']);
+  t.equal(vi.send('o/esc/x', { type: 'ESCALATE' }).context.n, 0, 'the guard did not see an inherited role');
 });

@@ -1,4 +1,4 @@
-import { invalidParameter } from '../domain/errors.js';
+import { invalidParameter, ServiceError } from '../domain/errors.js';
 import { MAX_JSON_DEPTH, tooDeep } from '../domain/json-depth.js';
 
 /** A request as routes see it: read fully off uWS before any route code runs. */
@@ -34,8 +34,10 @@ export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
   if (tooDeep(text)) throw invalidParameter('body', `the request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    // The reviver costs a second walk: only when the text could name __proto__ (escapes included).
+    parsed = text.includes('__proto__') || text.includes('\\u') ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
   } catch (error) {
+    if (error instanceof ServiceError) throw error;
     throw invalidParameter('body', `the request body is not valid JSON: ${(error as Error).message}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
@@ -43,3 +45,14 @@ export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
   }
   return parsed as Record<string, unknown>;
 };
+
+/**
+ * A key named __proto__ is refused: copied with plain assignment (Object.assign, a spread into an
+ * object literal is fine) it sets the prototype instead, which let a create's context inherit
+ * properties its authorizer never saw; and msgpack renames it when stored, so a live context and its
+ * stored copy would differ.
+ */
+function refuseProtoKeys(this: unknown, key: string, value: unknown): unknown {
+  if (key === '__proto__') throw invalidParameter('body', 'the request body has a key named __proto__, which is not allowed');
+  return value;
+}
