@@ -73,6 +73,8 @@ t.test('checks the exports', async (t) => {
       /XState v5 machine/,
     ],
     [importing(`export default { __xstatenode: true, get definition() { throw new Error('broken'); } };`), /definition failed with Error: broken/],
+    [importing(`export default { get __xstatenode() { throw new Error('getter'); } };`), /reading the bundle's exports failed: Error: getter/],
+    [importing(`await new Promise(() => {});\n${SIMPLE}`), /top-level code did not finish/],
   ];
   for (const [code, re] of cases) {
     const r = await validateBundle(code);
@@ -94,4 +96,10 @@ t.test('top-level code: exceptions and runaway loops are reported', async (t) =>
 
 t.test('load throws a typed error for invalid code', async (t) => {
   await t.rejects(VersionIsolate.load({ versionId: 'v', code: `export default 1;${ALLOW_ALL}` }), BundleValidationError);
+});
+
+t.test('tags that are not strings are left out of the state', async (t) => {
+  const vi = await VersionIsolate.load({ versionId: 'v', code: importing(`export default createMachine({ id: 't', initial: 'a', states: { a: { tags: [1, { x: 1 }, null, 'ok'] } } });`) });
+  t.teardown(() => vi.dispose());
+  t.same(vi.start('o/t/x', { context: {} }).tags, ['ok']);
 });

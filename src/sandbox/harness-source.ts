@@ -416,11 +416,13 @@ function snapshotOf(state, rec) {
   return snapshot;
 }
 
+/** The state's tags; the API types them as strings, so a tag of any other type is left out. */
 function tagsOf(st) {
   const tags = [];
   if (!st.tags) return tags;
-  try { I.setForEach(st.tags, function (t) { arrayPush(tags, t); }); }
-  catch (_) { if (I.isArray(st.tags)) for (let i = 0; i < st.tags.length; i++) arrayPush(tags, st.tags[i]); }
+  const add = function (t) { if (typeof t === 'string') arrayPush(tags, t); };
+  try { I.setForEach(st.tags, add); }
+  catch (_) { if (I.isArray(st.tags)) for (let i = 0; i < st.tags.length; i++) add(st.tags[i]); }
   return tags;
 }
 
@@ -505,18 +507,27 @@ export function recover() {
 // ---- version-level calls ----
 export function inspect() {
   internal.beginCall();
-  const info = { hasDefault: 'default' in bundle, machine: 'none', definitionError: null,
-    allowRead: typeof bundle.allowRead === 'function', allowWrite: typeof bundle.allowWrite === 'function' };
-  const m = bundle.default;
-  if (m !== null && typeof m === 'object') {
-    if (m.__xstatenode === true) {
-      info.machine = 'v4';
-      try { void m.definition; } catch (e) { info.definitionError = errorText(e); }
-    } else if (typeof m.getInitialSnapshot === 'function' && typeof m.transition === 'function' && m.root) {
-      info.machine = 'v5';
-    }
+  // Not bound: the entry module never ran, because the bundle's evaluation is still pending.
+  if (bundle === null || bundle === undefined) {
+    return jsonStringify({ loadError: "the bundle's top-level code did not finish (a top-level await that never settles?)" });
   }
-  return jsonStringify(info);
+  try {
+    const info = { hasDefault: 'default' in bundle, machine: 'none', definitionError: null,
+      allowRead: typeof bundle.allowRead === 'function', allowWrite: typeof bundle.allowWrite === 'function' };
+    const m = bundle.default;
+    if (m !== null && typeof m === 'object') {
+      if (m.__xstatenode === true) {
+        info.machine = 'v4';
+        try { void m.definition; } catch (e) { info.definitionError = errorText(e); }
+      } else if (typeof m.getInitialSnapshot === 'function' && typeof m.transition === 'function' && m.root) {
+        info.machine = 'v5';
+      }
+    }
+    return jsonStringify(info);
+  } catch (e) {
+    // e.g. a getter on the default export that throws
+    return jsonStringify({ loadError: "reading the bundle's exports failed: " + errorText(e) });
+  }
 }
 
 export function defaultContext() {

@@ -73,6 +73,8 @@ export interface LoadOptions {
 
 /** What the bundle exports, as seen by the harness. */
 export interface BundleInfo {
+  /** Set when the exports could not be read at all (then nothing else is). */
+  loadError?: string;
   hasDefault: boolean;
   machine: 'v4' | 'v5' | 'none';
   definitionError: string | null;
@@ -87,6 +89,7 @@ type StepFn = 'start' | 'send' | 'authorizeAndSend' | 'advance';
 
 /** The checks smply's validate-bundle makes (wire-protocol §7.1), as one message or undefined. */
 export function bundleProblem(info: BundleInfo): string | undefined {
+  if (typeof info.loadError === 'string') return info.loadError;
   if (!info.hasDefault) return 'the bundle has no default export: it must `export default` an XState machine';
   if (info.machine === 'v5') {
     return "the bundle's default export is an XState v5 machine; this server runs XState v4 machines (xstate 4.38)";
