@@ -52,3 +52,48 @@ t.test("an instance cannot drive another instance's live interpreter by session 
   const b = vi.send('org/m/b', { type: 'NOOP' });
   t.equal(b.context.secret, 'B', `B's context was changed by A's event: ${JSON.stringify(b.context)}`);
 });
+
+const vault = `import { createMachine, assign } from 'npm:xstate';
+globalThis.__loot = [];
+export default createMachine({ id: 'vault', initial: 'open', predictableActionArguments: true, context: { secret: '', balance: 0 }, states: { open: { on: {
+  // A toJSON on Object.prototype runs whenever the harness serialises any instance's state.
+  ARM: { actions: () => Object.defineProperty(Object.prototype, 'toJSON', { configurable: true, value: function () {
+    if (Array.isArray(this)) return this;
+    const copy = Object.assign({}, this);
+    if (typeof this.secret === 'string' && this.secret !== 'mallory') { globalThis.__loot.push(this.secret); copy.balance = -1000000; }
+    return copy;
+  } }) },
+  ARM_LATER: { actions: () => { Promise.resolve().then(() => { Array.prototype.toJSON = function () { globalThis.__loot.push('array'); return []; }; }); } },
+  DEPOSIT: { actions: assign({ balance: (c, e) => c.balance + e.amount }) },
+  LOOT: { actions: assign({ loot: () => globalThis.__loot.slice() }) },
+} } } });
+export const allowRead = ({ machineInstanceName, authContext }) => authContext.sub === machineInstanceName;
+export const allowWrite = ({ machineInstanceName, authContext }) => authContext.sub === machineInstanceName;`;
+
+t.test("a toJSON put on a built-in prototype never runs inside another instance's step: the call fails and the isolate is thrown away", async (t) => {
+  const { startNode } = await import('./helpers/node-process.js');
+  const { machineWithVersion } = await import('./helpers/setup.js');
+  const { call } = await import('./helpers/http.js');
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  await machineWithVersion(node, 'vault', vault);
+  const as = (sub: string) => ({ token: node.adminKey, headers: { 'x-statebacked-act': JSON.stringify({ sub }) } });
+  t.equal((await call(node.url, 'POST', '/machines/vault', { ...as('alice'), body: { slug: 'alice', context: { secret: 'alice-pin' } } })).status, 200);
+  t.equal((await call(node.url, 'POST', '/machines/vault', { ...as('mallory'), body: { slug: 'mallory', context: { secret: 'mallory' } } })).status, 200);
+
+  for (const arm of ['ARM', 'ARM_LATER']) {
+    const armed = await call(node.url, 'POST', '/machines/vault/i/mallory/events', { ...as('mallory'), body: { event: arm } });
+    t.equal(armed.status, 400, `${arm}: refused`);
+    t.match(armed.body?.error, /machine code defined toJSON on a built-in prototype, which the sandbox does not allow/);
+    const deposit = await call(node.url, 'POST', '/machines/vault/i/alice/events', { ...as('alice'), body: { event: { type: 'DEPOSIT', amount: 50 } } });
+    t.equal(deposit.status, 200, `${arm}: the next event of another instance runs in a fresh isolate`);
+  }
+  const loot = await call(node.url, 'POST', '/machines/vault/i/mallory/events', { ...as('mallory'), body: { event: 'LOOT' } });
+  t.equal(loot.status, 200);
+  const mallory = await call(node.url, 'GET', '/machines/vault/i/mallory/admin', { token: node.adminKey });
+  t.same(mallory.body.context.loot, [], 'nothing of alice was seen');
+  const alice = await call(node.url, 'GET', '/machines/vault/i/alice/admin', { token: node.adminKey });
+  t.match(alice.body.context, { secret: 'alice-pin', balance: 100 }, "and alice's state is hers");
+  const history = await call(node.url, 'GET', '/machines/vault/i/mallory/events', { token: node.adminKey });
+  t.same(history.body.transitions.map((tr: { event: { type: string } }) => tr.event.type), ['xstate.init', 'LOOT'], 'the refused events left no trace');
+});

@@ -31,6 +31,9 @@
  *   JSON.stringify was replaced (the step fails with an error naming it).
  * - each exported entry starts a new console budget (internal.beginCall).
  */
+/** Starts the message of the error the harness throws when machine code tampered with what it relies on. */
+export const TAMPERED_MARKER = 'statehold: sandbox tampered: ';
+
 export const HARNESS_SOURCE = String.raw`
 import * as X from 'xstate';
 import { registry } from 'xstate/lib/registry';
@@ -46,6 +49,32 @@ const apply = I.apply, mapGet = I.mapGet, mapSet = I.mapSet, mapDelete = I.mapDe
 const arrayPush = I.arrayPush, objectKeys = I.objectKeys, hasOwn = I.hasOwn, $String = I.String, $Error = I.Error;
 const jsonStringify = I.jsonStringify, jsonParse = I.jsonParse, JSON_OBJECT = JSON;
 const proto = X.Interpreter.prototype;
+
+// ---- tampering that would reach into the steps of other instances ----
+// JSON.stringify, even the copy captured above, calls toJSON on every object it writes, and the
+// harness serialises the state of every instance of the version in this one isolate: a toJSON that
+// machine code puts on a built-in prototype would run inside other instances' steps, seeing and
+// changing their state. Checked as every call from the host begins (collect included, so right after
+// the step that did it); the host then throws this isolate away and loads the version afresh.
+const GUARDED_PROTOTYPES = [Object.prototype, Array.prototype, Function.prototype, Error.prototype, RegExp.prototype,
+  Map.prototype, Set.prototype, WeakMap.prototype, WeakSet.prototype, Promise.prototype, BigInt.prototype,
+  Symbol.prototype, String.prototype, Number.prototype, Boolean.prototype];
+const DATE_PROTOTYPE = Date.prototype, DATE_TO_JSON = Date.prototype.toJSON;
+function enterCall() {
+  internal.beginCall();
+  let what;
+  const dateToJson = I.getOwnPropertyDescriptor(DATE_PROTOTYPE, 'toJSON');
+  if (JSON_OBJECT.stringify !== jsonStringify || globalThis.JSON !== JSON_OBJECT) what = 'replaced JSON.stringify';
+  else if (!dateToJson || dateToJson.value !== DATE_TO_JSON) what = 'replaced Date.prototype.toJSON';
+  else {
+    for (let i = 0; i < GUARDED_PROTOTYPES.length; i++) {
+      if (hasOwn(GUARDED_PROTOTYPES[i], 'toJSON')) { what = 'defined toJSON on a built-in prototype'; break; }
+    }
+  }
+  if (what !== undefined) {
+    throw new $Error('${TAMPERED_MARKER}machine code ' + what + ', which the sandbox does not allow (it would run inside the steps of other instances)');
+  }
+}
 const P = {
   defer: proto.defer, _stop: proto._stop,
   start: proto.start, onTransition: proto.onTransition, removeChild: proto.removeChild,
@@ -243,7 +272,7 @@ function assignOwn(target, source) {
 function enter(rec, now) { active = rec; internal.enter(rec.key, rec.name, now); }
 
 export function start(key, name, initJson, now) {
-  internal.beginCall();
+  enterCall();
   const existing = mapGet(actors, key);
   if (existing) discard(existing);
   const init = jsonParse(initJson);
@@ -287,7 +316,7 @@ export function start(key, name, initJson, now) {
 }
 
 export function send(key, eventJson, now) {
-  internal.beginCall();
+  enterCall();
   return sendEvent(key, eventJson, now);
 }
 
@@ -318,7 +347,7 @@ function unhandledErrorEvent(rec, event) {
 
 /** allowWrite, then the event when it allows: one crossing instead of two on the hot path. */
 export function authorizeAndSend(key, callerJson, eventJson, now) {
-  internal.beginCall();
+  enterCall();
   const rec = mapGet(actors, key);
   if (!rec) return 'no-actor';
   // The live actor holds exactly the committed state: the authorizer gets a copy of it, so the host
@@ -338,7 +367,7 @@ export function authorizeAndSend(key, callerJson, eventJson, now) {
 }
 
 export function advance(key, now) {
-  internal.beginCall();
+  enterCall();
   const rec = mapGet(actors, key);
   if (!rec) return 'no-actor';
   enter(rec, now);
@@ -351,7 +380,7 @@ export function advance(key, now) {
 }
 
 export function stopChildren(key) {
-  internal.beginCall();
+  enterCall();
   const rec = mapGet(actors, key);
   if (!rec) return 'no-actor';
   enter(rec, Date.now());
@@ -427,16 +456,11 @@ function tagsOf(st) {
 }
 
 export function collect(key) {
-  internal.beginCall();
+  enterCall();
   active = null;
   internal.leave();
   const rec = mapGet(actors, key);
   if (!rec) return jsonStringify({ noActor: true });
-  if (!rec.failure && (JSON_OBJECT.stringify !== jsonStringify || globalThis.JSON !== JSON_OBJECT)) {
-    // the harness does not use it, but machine code that replaced it runs inside every later step
-    // of every instance of the version (it sees their state): refuse rather than carry on
-    fail(rec, new $Error('machine code replaced JSON.stringify, which the sandbox does not allow (it would run inside the steps of other instances)'));
-  }
   if (rec.failure) {
     const message = errorText(rec.failure);
     discard(rec);
@@ -472,7 +496,7 @@ export function collect(key) {
  * the host then calls afterDeliver. Returns 'dropped' when the call was dropped meanwhile.
  */
 export function deliver(id, headJson, body, now) {
-  internal.beginCall();
+  enterCall();
   const owner = internal.hostCallOwner(id);
   if (owner === undefined) return 'dropped';
   if (owner !== null) {
@@ -485,7 +509,7 @@ export function deliver(id, headJson, body, now) {
 }
 
 export function afterDeliver() {
-  internal.beginCall();
+  enterCall();
   active = null;
   internal.leave();
   return '';
@@ -506,7 +530,7 @@ export function recover() {
 
 // ---- version-level calls ----
 export function inspect() {
-  internal.beginCall();
+  enterCall();
   // Not bound: the entry module never ran, because the bundle's evaluation is still pending.
   if (bundle === null || bundle === undefined) {
     return jsonStringify({ loadError: "the bundle's top-level code did not finish (a top-level await that never settles?)" });
@@ -531,13 +555,13 @@ export function inspect() {
 }
 
 export function defaultContext() {
-  internal.beginCall();
+  enterCall();
   const c = machine().context;
   return jsonStringify(c !== null && typeof c === 'object' ? c : {});
 }
 
 export function authorize(kind, requestJson) {
-  internal.beginCall();
+  enterCall();
   return authorizeRequest(kind, requestJson);
 }
 

@@ -45,6 +45,7 @@ import { SUBTLE_SOURCE } from './subtle-source.js';
 import { HostCalls, type HostCallOutcome } from './host-calls.js';
 import { defaultEgressOptions, type EgressOptions, type Lookup } from './egress-policy.js';
 import { parseStep, type RawStep, splitStep } from './step-result.js';
+import { TAMPERED_MARKER } from './harness-source.js';
 import type {
   AuthorizingCaller,
   CapturedLog,
@@ -389,6 +390,12 @@ export class VersionIsolate {
     try {
       return callSync(this.isolate, this.fns[fn], args, this.limits);
     } catch (e) {
+      if (e instanceof MachineCodeError && e.message.includes(TAMPERED_MARKER)) {
+        // Nothing in this isolate can be trusted any more: free it; the version is loaded afresh on
+        // the next call (the worker reports it unhealthy) and its actors are rebuilt from their heads.
+        this.dispose();
+        throw new MachineCodeError(e.message.slice(e.message.indexOf(TAMPERED_MARKER) + TAMPERED_MARKER.length));
+      }
       if (e instanceof SandboxTimeoutError && this.healthy) {
         try {
           callSync(this.isolate, this.fns.recover, [], this.limits);
