@@ -145,3 +145,38 @@ t.test('a main worker that dies is replaced at once, without waiting for a reque
   t.ok(await waitFor(() => (workerPid(node, 'main') ?? first) !== first), 'another one runs, and no request was made');
   t.match(node.output(), 'the sandbox worker died; a new one is starting');
 });
+
+t.test('a worker killed from outside (SIGKILL) while running a request: 503 to retry, and no version is blamed', async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  const token = node.adminKey;
+  const slow = `import { createMachine, assign } from 'npm:xstate';
+export default createMachine({ id: 'slow', initial: 'a', predictableActionArguments: true, context: { n: 0 }, states: { a: { on: {
+  SLOW: { actions: assign({ n: (c) => { const end = Date.now() + 2500; while (Date.now() < end) {} return c.n + 1; } }) },
+  INC: { actions: assign({ n: (c) => c.n + 1 }) },
+} } } });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  await machineWithVersion(node, 'slow', slow);
+  t.equal((await call(node.url, 'POST', '/machines/slow', { token, body: { slug: 'x' } })).status, 200);
+  const first = workerPid(node, 'main') as number;
+  t.ok(first, 'a main worker runs');
+  const sending = call(node.url, 'POST', '/machines/slow/i/x/events', { token, body: { event: 'SLOW' } });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  process.kill(first, 'SIGKILL');
+  // The request is run once more in the next worker: kill that one too, in the middle of it.
+  let second: number | undefined;
+  for (const until = Date.now() + 15_000; (second === undefined || second === first) && Date.now() < until; await new Promise((r) => setTimeout(r, 25))) {
+    second = workerPid(node, 'main');
+  }
+  await new Promise((resolve) => setTimeout(resolve, 1_200));
+  process.kill(second as number, 'SIGKILL');
+  const answer = await sending;
+  t.equal(answer.status, 503, 'the request is answered 503');
+  t.equal(answer.body?.code, 'unavailable');
+  t.match(answer.body?.error, /killed \(SIGKILL\) from outside the node .* nothing was applied: retry/);
+  t.notMatch(node.output(), 'crashed its sandbox worker twice in a row', 'the version was not quarantined');
+  t.equal((await call(node.url, 'POST', '/machines/slow/i/x/events', { token, body: { event: 'INC' } })).status, 200, 'and goes on');
+  const history = await call(node.url, 'GET', '/machines/slow/i/x/events', { token });
+  t.same(history.body.transitions.map((tr: { event: { type: string } }) => tr.event.type), ['xstate.init', 'INC'], 'the killed request left nothing');
+});

@@ -72,8 +72,12 @@ const noop = (): void => undefined;
 
 /** A request failed because the sandbox worker died under it: nothing was applied; see afterCrashOnceMore. */
 class WorkerCrashFailure extends ServiceError {
-  constructor(message: string) {
-    super(400, 'machine-code-error', message);
+  constructor(
+    message: string,
+    /** Killed from outside: retryable (503), and no version is to blame for it. */
+    readonly external: boolean,
+  ) {
+    super(external ? 503 : 400, external ? 'unavailable' : 'machine-code-error', message);
   }
 }
 
@@ -142,7 +146,8 @@ export class InstanceRuntime {
    * runs its machine code again: a fetch it started before the crash is made a second time.
    *
    * A version whose request crashes a worker on its second run too is quarantined, with its org's other
-   * versions (sandbox-pool.ts).
+   * versions (sandbox-pool.ts); not when the worker was killed from outside (SIGKILL), which is answered
+   * 503 to retry.
    * That second crash is almost surely its own: no other retry ran beside it, only first attempts.
    */
   private async afterCrashOnceMore<T>(task: () => Promise<T>, versionOf: () => string | undefined): Promise<T> {
@@ -156,7 +161,8 @@ export class InstanceRuntime {
         return await retry;
       } catch (again) {
         const versionId = versionOf();
-        const quarantined = again instanceof WorkerCrashFailure && versionId !== undefined ? this.deps.sandboxes.quarantineVersion(versionId) : undefined;
+        const blamed = again instanceof WorkerCrashFailure && !again.external && versionId !== undefined;
+        const quarantined = blamed ? this.deps.sandboxes.quarantineVersion(versionId) : undefined;
         if (quarantined) {
           const org = quarantined.orgId === undefined ? '' : `, and so does every version of org ${quarantined.orgId}`;
           this.deps.logger.warn(`machine version ${versionId} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on${org}`);
@@ -571,7 +577,7 @@ export class InstanceRuntime {
   }
 
   private asRequestError(error: unknown, orgId: string, machine: string, name: string): unknown {
-    if (error instanceof SandboxCrashedError) return new WorkerCrashFailure(error.message);
+    if (error instanceof SandboxCrashedError) return new WorkerCrashFailure(error.message, error.killedFromOutside);
     if (error instanceof StepTooLargeError) return new ServiceError(400, 'state-too-large', `${error.message}; the event was not applied`);
     if (error instanceof MachineCodeError) return machineCodeFailed(`machine code threw: ${error.message}`);
     if (error instanceof SandboxTimeoutError) return machineCodeFailed(error.message);

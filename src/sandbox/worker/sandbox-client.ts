@@ -17,9 +17,21 @@ const WORKER_SCRIPT = fileURLToPath(new URL('./sandbox-worker.js', import.meta.u
 
 /** The worker running a request died before answering: the request had no effect. */
 export class SandboxCrashedError extends MachineCodeError {
+  /**
+   * SIGKILL comes from outside (an operator, the kernel's OOM killer): V8 and machine code end a
+   * process with SIGABRT, SIGSEGV, SIGTRAP or an exit code, never with SIGKILL.
+   */
+  readonly killedFromOutside: boolean;
+
   constructor(reason: string) {
-    super(`the machine's code crashed its sandbox worker (${reason}); nothing was applied`);
+    const killed = reason === 'killed by SIGKILL';
+    super(
+      killed
+        ? 'the sandbox worker was killed (SIGKILL) from outside the node while running this request; nothing was applied: retry'
+        : `the machine's code crashed its sandbox worker (${reason}); nothing was applied`,
+    );
     this.name = 'SandboxCrashedError';
+    this.killedFromOutside = killed;
   }
 }
 
