@@ -11,6 +11,7 @@
  * Fails while the finding stands.
  */
 import t from 'tap';
+import { logPage } from '../src/api/routes/log-routes.js';
 import { parseLogEntry } from '../src/sandbox/host-callbacks.js';
 import { VersionIsolate, type CapturedLog } from '../src/sandbox/index.js';
 import { actionMachine } from './fixtures/security/machines.js';
@@ -51,4 +52,25 @@ t.test('a log entry nested deeper than the node carries is refused on the host s
   const deep = `{"level":"log","args":[${'['.repeat(5_000)}${']'.repeat(5_000)}]}`;
   t.equal(parseLogEntry(deep, 'ver_x', 0), undefined);
   t.match(parseLogEntry('{"level":"log","args":[[[1]]]}', 'ver_x', 0), { level: 'log', args: [[[1]]], versionId: 'ver_x' });
+});
+
+t.test('log pages: cut at a millisecond, and never lose entries when more than a page share one', async (t) => {
+  const at = (timestamp: number, i: number) => ({ orgId: 'o', timestamp, level: 'log' as const, args: [i] });
+  const entries = [...Array.from({ length: 150 }, (_, i) => at(1_000, i)), ...Array.from({ length: 30 }, (_, i) => at(1_001, 150 + i))];
+  // Page through as client.logs.watch does: from = one millisecond past the last entry of the page.
+  const seen: number[] = [];
+  let from = 0;
+  for (let page = 0; page < 10; page++) {
+    const rest = entries.filter((entry) => entry.timestamp >= from);
+    if (rest.length === 0) break;
+    const picked = logPage(rest, 100);
+    seen.push(...picked.map((entry) => entry.args[0] as number));
+    from = (picked.at(-1)?.timestamp ?? from) + 1;
+  }
+  t.same(seen, entries.map((entry) => entry.args[0]), 'every entry once, in order');
+  t.equal(logPage(entries, 100).length, 150, 'the 150 of one millisecond make one page');
+  const spread = Array.from({ length: 120 }, (_, i) => at(1_000 + Math.floor(i / 7), i));
+  const page = logPage(spread, 100);
+  t.ok(page.length <= 100, 'otherwise at most 100');
+  t.ok((page.at(-1)?.timestamp ?? 0) < (spread[page.length]?.timestamp ?? Infinity), 'ending at a millisecond boundary');
 });

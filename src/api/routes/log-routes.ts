@@ -4,7 +4,7 @@ import { type ApiContext, callerInOrg } from '../api-context.js';
 import { json } from '../http-types.js';
 import type { Router } from '../router.js';
 
-/** At most this many entries per call (wire-protocol §3.6). */
+/** At most this many entries per call (wire-protocol §3.6), unless more share one millisecond (logPage). */
 const MAX_LOGS = 100;
 /** Entries scanned per call when filters skip most of them. */
 const MAX_SCANNED = 10_000;
@@ -29,13 +29,7 @@ export const registerLogRoutes = (router: Router, context: ApiContext): void => 
       (machine === undefined || entry.machine === machine) && (instance === undefined || entry.instance === instance) && (version === undefined || entry.versionId === version);
 
     const scanned = context.logs.listLogs(orgId, fromMs, toMs, MAX_SCANNED);
-    let picked = scanned.filter(matches).slice(0, MAX_LOGS + 1);
-    if (picked.length > MAX_LOGS) {
-      // Cut at a millisecond boundary so the next call (from = maxTimestamp) misses nothing.
-      const boundary = (picked[MAX_LOGS] as LogEntry).timestamp;
-      const cut = picked.slice(0, MAX_LOGS).filter((entry) => entry.timestamp < boundary);
-      picked = cut.length > 0 ? cut : picked.slice(0, MAX_LOGS);
-    }
+    const picked = logPage(scanned.filter(matches), MAX_LOGS);
     const lastScanned = scanned.length === MAX_SCANNED ? scanned.at(-1)?.timestamp : undefined;
     const last = picked.at(-1)?.timestamp ?? (lastScanned !== undefined ? lastScanned - 1 : undefined);
     return json({
@@ -51,6 +45,19 @@ export const registerLogRoutes = (router: Router, context: ApiContext): void => 
       })),
     });
   });
+};
+
+/**
+ * The entries of one page, oldest first: at most `max`, cut at a millisecond boundary so that the next
+ * call (from = maxTimestamp, one millisecond past the last entry) misses nothing. When more than `max`
+ * entries share the first millisecond, all of them make the page: a page of `max` would lose the rest.
+ */
+export const logPage = (entries: LogEntry[], max: number): LogEntry[] => {
+  if (entries.length <= max) return entries;
+  const boundary = (entries[max] as LogEntry).timestamp;
+  const cut = entries.slice(0, max).filter((entry) => entry.timestamp < boundary);
+  if (cut.length > 0) return cut;
+  return entries.filter((entry) => entry.timestamp === boundary);
 };
 
 const parseTime = (text: string, parameter: string): number => {
