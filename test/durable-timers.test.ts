@@ -129,3 +129,31 @@ t.test('a 12 s delay fires on time after the node is killed with SIGKILL and res
   const late = Date.parse(fired?.createdAt ?? '') - (created + 12_000);
   t.ok(late >= 0 && late < 500, `fired ${late} ms after its due time`);
 });
+
+t.test('delayed events that fire while a step settles each get their own history record', async (t) => {
+  const node = await startNode({ args: ['--settle-timeout-ms', '1000'] });
+  t.teardown(() => node.stop());
+  const code = `import { createMachine, assign, send } from 'npm:xstate';
+export default createMachine({ id: 'pings', initial: 'a', predictableActionArguments: true, context: { pings: [] }, states: {
+  a: { after: { 200: 'b' } },
+  b: { on: {
+    SCHED: { actions: send((c, e) => ({ type: 'PING', id: e.id }), { delay: (c, e) => e.delay }) },
+    PING: { actions: assign({ pings: (c, e) => [...c.pings, e.id] }) },
+  } },
+} });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  const { operator } = await machineWithVersion(node, 'pings', code);
+  t.equal((await operator.machineInstances.create('pings', { slug: 'x' })).state, 'b', 'the create settled through its 200 ms delay');
+  // A fires beyond the 1 s budget of its SCHED, from the durable timers; B comes due while A's step settles.
+  await operator.machineInstances.sendEvent('pings', 'x', { event: { type: 'SCHED', id: 'A', delay: 1100 } });
+  await operator.machineInstances.sendEvent('pings', 'x', { event: { type: 'SCHED', id: 'B', delay: 1500 } });
+  let transitions: { event: { type: string; id?: string }; state: unknown }[] = [];
+  for (const until = Date.now() + 10_000; transitions.length < 6 && Date.now() < until; await sleep(200)) {
+    transitions = (await operator.machineInstances.listTransitions('pings', 'x')).transitions as typeof transitions;
+  }
+  t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'xstate.after(200)#pings.a', 'SCHED', 'SCHED', 'PING', 'PING']);
+  t.same(transitions.map((tr) => tr.state), ['a', 'b', 'b', 'b', 'b', 'b']);
+  t.same(transitions.slice(4).map((tr) => tr.event.id), ['A', 'B'], 'one record for each delayed event');
+  t.same((await operator.machineInstances.admin.get('pings', 'x')).context.pings, ['A', 'B']);
+});

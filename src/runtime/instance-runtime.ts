@@ -44,6 +44,21 @@ export interface InstanceRuntimeDeps {
 
 type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
 
+/** A delayed event that fired while a step settled, and the state the machine was in when the next came. */
+interface FiredTimer {
+  event: MachineEvent;
+  result: StepResult;
+}
+
+/** A settled step: its final result, the children stopped at the timeout, the delayed events fired. */
+interface Settled {
+  result: StepResult;
+  stoppedChildren: string[];
+  fired: FiredTimer[];
+  /** The state before the first of `fired` (present when one fired). */
+  beforeFired?: StepResult;
+}
+
 /** What a timer wake-up found. */
 export type TimerFiring = 'fired' | 'retry-later' | 'dropped' | 'nothing-due';
 
@@ -319,25 +334,37 @@ export class InstanceRuntime {
       actor.sandbox = sandbox;
       const seqBeforeFirst = sandbox.activitySeq;
       const first = effects.absorb(await sandbox.start(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now }));
-      const { result, stoppedChildren } = await this.settleStep(actor, sandbox, first, now, effects, seqBeforeFirst);
+      const settled = await this.settleStep(actor, sandbox, first, now, effects, seqBeforeFirst);
+      const { result, stoppedChildren } = settled;
       const size = this.checkSize(result);
+      const untilFired = settled.beforeFired ?? result;
+      const records: TransitionRecord[] = [
+        { seq: 1, createdAt: '', ts: 0, event: INIT_EVENT, state: untilFired.state, context: untilFired.context },
+        ...this.firedRecords(settled, 1),
+      ];
+      const last = records.at(-1) as TransitionRecord;
+      last.state = result.state;
+      last.context = result.context;
+      records.forEach((r, i) => {
+        r.ts = now + i;
+        r.createdAt = new Date(r.ts).toISOString();
+      });
       const head: InstanceHead = {
         orgId, machine, name, versionId,
         createdAt: new Date(now).toISOString(),
         status: 'running',
-        seq: 1,
-        ts: now,
+        seq: last.seq,
+        ts: last.ts,
         ...this.stateOf(result),
         stoppedChildren,
         timerAttempts: {},
         ...(request.parent ? { parent: request.parent } : {}),
       };
-      const record: TransitionRecord = { seq: 1, createdAt: head.createdAt, ts: now, event: INIT_EVENT, state: result.state, context: result.context };
       const outbox = this.outboxOf(head, effects, now);
       const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
-      const created = await this.deps.instances.createInstance(head, [record], commitEffects);
+      const created = await this.deps.instances.createInstance(head, records, commitEffects);
       if (!created) throw conflict(`instance ${name} of machine ${machine} already exists`);
-      this.usage.transitions(orgId, this.billedTransitions(1, size.contextBytes));
+      this.usage.transitions(orgId, this.billedTransitions(records.length, size.contextBytes));
       this.committed(actor, head, size.stateBytes, outbox);
       return head;
     } catch (error) {
@@ -393,9 +420,14 @@ export class InstanceRuntime {
         records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: input.event, state: result.state, context: result.context });
       }
       if (!result) return head;
-      const settled = isSettled(result, now + this.deps.settings.settleBudgetMs)
-        ? { result, stoppedChildren: [] }
+      const settled: Settled = isSettled(result, now + this.deps.settings.settleBudgetMs)
+        ? { result, stoppedChildren: [], fired: [] }
         : await this.settleStep(actor, sandbox, result, now, effects, seqBeforeFirst);
+      const lastInput = records.at(-1) as TransitionRecord;
+      const untilFired = settled.beforeFired ?? settled.result;
+      lastInput.state = untilFired.state;
+      lastInput.context = untilFired.context;
+      records.push(...this.firedRecords(settled, lastInput.seq));
       const last = records.at(-1) as TransitionRecord;
       last.state = settled.result.state;
       last.context = settled.result.context;
@@ -510,17 +542,41 @@ export class InstanceRuntime {
 
   private async settleStep(
     actor: InstanceActor, sandbox: RemoteVersion, first: StepResult, startedAt: number, effects: StepEffects, seqBeforeFirst: number,
-  ): Promise<{ result: StepResult; stoppedChildren: string[] }> {
-    const advance = async (nowMs: number) => effects.absorb(await sandbox.advance(actor.key, nowMs));
+  ): Promise<Settled> {
+    // Delayed events that come due while settling are processed events like any other (interface-spec,
+    // Events 2): each gets its own history record. So the clock is advanced to one due time after
+    // another, and each record holds the state the machine was in when the next event came.
+    const fired: FiredTimer[] = [];
+    let beforeFired: StepResult | undefined;
+    let latest = first;
+    const advance = async (nowMs: number) => {
+      const due = latest.pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= nowMs).sort((a, b) => a.dueAt - b.dueAt);
+      for (const timer of due) {
+        const previous = fired.at(-1);
+        if (previous) previous.result = latest;
+        else beforeFired = latest;
+        latest = effects.absorb(await sandbox.advance(actor.key, timer.dueAt));
+        fired.push({ event: timer.event, result: latest });
+      }
+      latest = effects.absorb(await sandbox.advance(actor.key, nowMs));
+      return latest;
+    };
     const host = { activitySeq: () => sandbox.activitySeq, nextActivity: (since: number) => sandbox.nextActivity(since), seqBeforeFirst };
     const outcome = await settle(advance, first, startedAt + this.deps.settings.settleBudgetMs, host);
-    if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [] };
+    const firedPart = beforeFired ? { fired, beforeFired } : { fired: [] };
+    if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [], ...firedPart };
     const stopped = (await sandbox.stopChildren(actor.key)).map((child) => child.id);
     for (const id of stopped) {
       this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'warn', `stopped child ${id}: the machine did not settle within ${this.deps.settings.settleBudgetMs} ms`, { child: id });
     }
-    // The state after stopping the children (no timer is due now, so this only reads it back).
-    return { result: await advance(Date.now()), stoppedChildren: stopped };
+    // The state after stopping the children (read back; a delayed event due by now fires, recorded).
+    const result = await advance(Date.now());
+    return { result, stoppedChildren: stopped, ...(beforeFired ? { fired, beforeFired } : { fired: [] }) };
+  }
+
+  /** History records for the delayed events that fired while settling, numbered on from `lastSeq`. */
+  private firedRecords(settled: Settled, lastSeq: number): TransitionRecord[] {
+    return settled.fired.map((f, i) => ({ seq: lastSeq + i + 1, createdAt: '', ts: 0, event: f.event, state: f.result.state, context: f.result.context }));
   }
 
   /** Starts the actor's live interpreter in `sandbox` from its committed head (after eviction, a failure or a new worker). */
