@@ -130,3 +130,27 @@ for (const fault of ['after-sender-commit', 'after-receiver-commit'] as const) {
     t.same((await again.machineInstances.admin.get('child', 'kid')).context, { greeting: 'hello', pings: 1 });
   });
 }
+
+t.test('instances made by instances are cut off 100 in a row: a machine that spawns its own kind on entry stops there', async (t) => {
+  const node = await startNode({ args: ['--admin-key', ADMIN, '--timer-retry-ms', '200'], generatedAdminKey: true });
+  t.teardown(() => node.stop());
+  const client = new StateBackedClient(ADMIN, { apiHost: node.url });
+  const recur = `import { createMachine, assign } from "xstate";
+export default createMachine({ id: "recur", predictableActionArguments: true, initial: "alive", context: { depth: 0, child: null },
+  states: { alive: { entry: assign({ child: (c) => globalThis.__statebacked_rt.spawn(
+    { machineName: "recur", machineInstanceName: "d" + (c.depth + 1) }, { context: { depth: c.depth + 1 } }) }) } } });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  await client.machines.create('recur');
+  await client.machineVersions.create('recur', { clientInfo: 'recur', makeCurrent: true, code: recur });
+  await client.machineInstances.create('recur', { slug: 'd0', context: { depth: 0 } });
+  let last: { context: Record<string, unknown> } | undefined;
+  for (const until = Date.now() + 60_000; !last && Date.now() < until; await sleep(250)) {
+    last = await client.machineInstances.admin.get('recur', 'd100').catch(() => undefined);
+  }
+  t.ok(last, 'the chain reaches 100 instances made in a row');
+  await sleep(1_500);
+  t.equal((await call(node.url, 'GET', '/machines/recur/i/d101', { token: ADMIN })).status, 404, 'and no further');
+  const { logs } = await client.logs.retrieve(new Date(Date.now() - 120_000), { machineName: 'recur', instanceName: 'd100' });
+  t.ok(logs.some((l) => /spawn recur\/d101 refused: instances made by instances are limited to 100 in a row/.test(l.log)), 'the last one logs why');
+});

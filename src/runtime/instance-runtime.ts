@@ -74,7 +74,16 @@ export interface CreateRequest {
 interface Creation extends CreateRequest {
   parent?: { machine: string; name: string };
   receivedMessageId?: string;
+  /** How many instances in a row, each made by the one before, led to this one (see MAX_MADE_DEPTH). */
+  madeDepth?: number;
 }
+
+/**
+ * Instances that machine code makes (a persistent spawn, or a message to an instance that does not
+ * exist yet) may make others in turn, without end: a machine that spawns a child of its own kind on
+ * entry made ≈ 240 instances a second until its version was replaced. Chains are cut at this depth.
+ */
+export const MAX_MADE_DEPTH = 100;
 
 /** One input of a request and what its history record says it was. */
 type Input = { event: MachineEvent; run: (sandbox: RemoteVersion, key: string) => Promise<StepResult> };
@@ -200,16 +209,24 @@ export class InstanceRuntime {
       if (this.deps.instances.hasReceived(orgId, machine, name, message.id)) return;
       const authContext = { stateBackedSender: { machineName: message.from.machine, machineInstanceName: message.from.name } };
       let head = actor.head ?? this.deps.instances.getInstance(orgId, machine, name);
-      if (message.kind === 'spawn') {
-        if (head) {
-          await this.deps.instances.markReceived(orgId, machine, name, message.id);
-          return;
-        }
-        const versionId = this.versionFor(orgId, machine, message.spawn?.versionId);
-        await this.createWithin(actor, { orgId, machine, name, versionId, context: message.spawn?.context ?? {}, authContext, parent: message.from, receivedMessageId: message.id });
+      if (message.kind === 'spawn' && head) {
+        await this.deps.instances.markReceived(orgId, machine, name, message.id);
         return;
       }
-      head ??= await this.createWithin(actor, { orgId, machine, name, versionId: this.versionFor(orgId, machine, undefined), context: {}, authContext });
+      const madeDepth = head ? 0 : (this.head(orgId, message.from.machine, message.from.name)?.madeDepth ?? 0) + 1;
+      if (madeDepth > MAX_MADE_DEPTH) {
+        const what = message.kind === 'spawn' ? 'spawn' : `message ${(message.event as MachineEvent | undefined)?.type ?? ''} to a new instance`;
+        this.deps.logs.service(orgId, message.from.machine, message.from.name, 'warn',
+          `${what} ${machine}/${name} refused: instances made by instances are limited to ${MAX_MADE_DEPTH} in a row`, { machine, instance: name });
+        await this.deps.instances.markReceived(orgId, machine, name, message.id);
+        return;
+      }
+      if (message.kind === 'spawn') {
+        const versionId = this.versionFor(orgId, machine, message.spawn?.versionId);
+        await this.createWithin(actor, { orgId, machine, name, versionId, context: message.spawn?.context ?? {}, authContext, parent: message.from, receivedMessageId: message.id, madeDepth });
+        return;
+      }
+      head ??= await this.createWithin(actor, { orgId, machine, name, versionId: this.versionFor(orgId, machine, undefined), context: {}, authContext, madeDepth });
       await this.deliverEvent(actor, head, message.event as MachineEvent, authContext, { receivedMessageId: message.id });
     });
   }
@@ -359,6 +376,7 @@ export class InstanceRuntime {
         stoppedChildren,
         timerAttempts: {},
         ...(request.parent ? { parent: request.parent } : {}),
+        ...(request.madeDepth ? { madeDepth: request.madeDepth } : {}),
       };
       const outbox = this.outboxOf(head, effects, now);
       const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };

@@ -30,6 +30,8 @@ export interface InstanceHead {
   timerAttempts: Record<string, number>;
   /** The instance that spawned this one as a persistent child: where `sendParent` goes. */
   parent?: { machine: string; name: string };
+  /** Set on an instance machine code made: how many such instances in a row led to it (instance-runtime.ts). */
+  madeDepth?: number;
 }
 
 /**
