@@ -86,8 +86,10 @@ t.test('logs: console output of machine code, filtered, with watch-friendly maxT
   t.same(again.logs, [], 'continuing from maxTimestamp repeats nothing');
   t.equal(again.maxTimestamp, all.maxTimestamp, 'with nothing new, maxTimestamp echoes from exactly');
 
-  const bad = await fetch(`${base}?from=yesterday`, { headers: { authorization: `Bearer ${node.adminKey}` } });
-  t.equal(bad.status, 400);
+  for (const from of ['yesterday', '0', 'May%201%202026']) {
+    const bad = await fetch(`${base}?from=${from}`, { headers: { authorization: `Bearer ${node.adminKey}` } });
+    t.equal(bad.status, 400, `from=${from}: 400`);
+  }
   const missing = await fetch(base, { headers: { authorization: `Bearer ${node.adminKey}` } });
   t.equal(missing.status, 400);
 

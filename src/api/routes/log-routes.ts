@@ -60,9 +60,12 @@ export const logPage = (entries: LogEntry[], max: number): LogEntry[] => {
   return entries.filter((entry) => entry.timestamp === boundary);
 };
 
+/** An ISO-8601 date-time such as `Date#toISOString` writes (Date.parse alone also takes `0` or `May 1`). */
+const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
+
 const parseTime = (text: string, parameter: string): number => {
-  const ms = Date.parse(text);
-  if (Number.isNaN(ms)) throw invalidParameter(parameter, `${parameter} must be an ISO-8601 date-time`);
+  const ms = ISO_DATE_TIME.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(ms)) throw invalidParameter(parameter, `${parameter} must be an ISO-8601 date-time, e.g. 2026-01-31T12:00:00.000Z`);
   return ms;
 };
 
