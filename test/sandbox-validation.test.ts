@@ -103,3 +103,9 @@ t.test('tags that are not strings are left out of the state', async (t) => {
   t.teardown(() => vi.dispose());
   t.same(vi.start('o/t/x', { context: {} }).tags, ['ok']);
 });
+
+t.test("a bundle whose top-level code puts toJSON on a built-in prototype is refused, saying why", async (t) => {
+  const r = await validateBundle(importing(`Object.prototype.toJSON = function () { return this; };\n${SIMPLE}`));
+  t.equal(r.ok, false);
+  if (!r.ok) t.match(r.error, /^the bundle's top-level code defined toJSON on a built-in prototype, which the sandbox does not allow/);
+});

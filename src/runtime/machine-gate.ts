@@ -29,7 +29,8 @@ export class MachineGate {
   /** Runs the deletion of `machine` while no create of its instances runs or starts. */
   async whileDeleting<T>(orgId: string, machine: string, work: () => Promise<T>): Promise<T> {
     const key = keyOf(orgId, machine);
-    if ((this.creating.get(key) ?? 0) > 0 || this.deleting.has(key)) {
+    if (this.deleting.has(key)) throw conflict(`machine ${machine} is being deleted by another request`);
+    if ((this.creating.get(key) ?? 0) > 0) {
       throw conflict(`machine ${machine} has an instance being created: try again once it is done, after deleting its instances`);
     }
     this.deleting.add(key);

@@ -169,6 +169,8 @@ export class VersionIsolate {
     } catch (e) {
       hostCalls.close();
       if (!isolate.isDisposed) isolate.dispose();
+      // The bundle's top-level code tampered with what the harness relies on (see enterCall).
+      if (e instanceof MachineCodeError && e.message.includes(TAMPERED_MARKER)) throw new BundleValidationError(`the bundle's top-level code ${untampered(e.message).replace(/^machine code /, '')}`);
       throw e;
     }
   }
@@ -394,7 +396,7 @@ export class VersionIsolate {
         // Nothing in this isolate can be trusted any more: free it; the version is loaded afresh on
         // the next call (the worker reports it unhealthy) and its actors are rebuilt from their heads.
         this.dispose();
-        throw new MachineCodeError(e.message.slice(e.message.indexOf(TAMPERED_MARKER) + TAMPERED_MARKER.length));
+        throw new MachineCodeError(untampered(e.message));
       }
       if (e instanceof SandboxTimeoutError && this.healthy) {
         try {
@@ -432,6 +434,9 @@ function installGlobals(isolate: ivm.Isolate, context: ivm.Context, logs: LogBud
   runInstaller(FETCH_SOURCE, 'file:///statehold/fetch.js', [fetchCallback(hostCalls.start)]);
   runInstaller(SUBTLE_SOURCE, 'file:///statehold/subtle.js', [cryptoCallback()]);
 }
+
+/** The harness's tampering message without its marker. */
+const untampered = (message: string): string => message.slice(message.indexOf(TAMPERED_MARKER) + TAMPERED_MARKER.length);
 
 async function evaluateBundle(bundle: ivm.Module, isolate: ivm.Isolate, limits: CallLimits): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
