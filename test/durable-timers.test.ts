@@ -140,6 +140,7 @@ export default createMachine({ id: 'pings', initial: 'a', predictableActionArgum
   a: { after: { 200: 'b' } },
   b: { on: {
     SCHED: { actions: send((c, e) => ({ type: 'PING', id: e.id }), { delay: (c, e) => e.delay }) },
+    MANY: { actions: [1, 2, 3, 4, 5].map((n) => send({ type: 'PING', id: 'm' + n }, { delay: n * 60 })) },
     PING: { actions: assign({ pings: (c, e) => [...c.pings, e.id] }) },
   } },
 } });
@@ -158,4 +159,9 @@ export const allowWrite = () => true;`;
   t.same(transitions.map((tr) => tr.state), ['a', 'b', 'b', 'b', 'b', 'b']);
   t.same(transitions.slice(4).map((tr) => tr.event.id), ['A', 'B'], 'one record for each delayed event');
   t.same((await operator.machineInstances.admin.get('pings', 'x')).context.pings, ['A', 'B']);
+
+  // Five delayed events inside one step's budget: five records, in order.
+  await operator.machineInstances.sendEvent('pings', 'x', { event: 'MANY' });
+  const after = (await operator.machineInstances.listTransitions('pings', 'x')).transitions as typeof transitions;
+  t.same(after.slice(6).map((tr) => [tr.event.type, tr.event.id]), [['MANY', undefined], ['PING', 'm1'], ['PING', 'm2'], ['PING', 'm3'], ['PING', 'm4'], ['PING', 'm5']]);
 });

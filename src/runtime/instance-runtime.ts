@@ -568,13 +568,21 @@ export class InstanceRuntime {
     let beforeFired: StepResult | undefined;
     let latest = first;
     const advance = async (nowMs: number) => {
-      const due = latest.pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= nowMs).sort((a, b) => a.dueAt - b.dueAt);
-      for (const timer of due) {
+      // Due times one after another, earliest first, including delayed events that fired ones schedule
+      // (bounded: an actor holds at most 1,000 timers). Timers due at the same moment fire together.
+      for (let round = 0; round < 1_000; round++) {
+        const due = latest.pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= nowMs);
+        if (due.length === 0) break;
+        const at = Math.min(...due.map((timer) => timer.dueAt));
+        const before = latest;
+        latest = effects.absorb(await sandbox.advance(actor.key, at));
+        const pending = new Set(latest.pendingTimers.map((timer) => timer.id));
+        const firedNow = due.filter((timer) => timer.dueAt === at && !pending.has(timer.id));
+        if (firedNow.length === 0) break;
         const previous = fired.at(-1);
-        if (previous) previous.result = latest;
-        else beforeFired = latest;
-        latest = effects.absorb(await sandbox.advance(actor.key, timer.dueAt));
-        fired.push({ event: timer.event, result: latest });
+        if (previous) previous.result = before;
+        else beforeFired = before;
+        for (const timer of firedNow) fired.push({ event: timer.event, result: latest });
       }
       latest = effects.absorb(await sandbox.advance(actor.key, nowMs));
       return latest;
