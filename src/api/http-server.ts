@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import uWS from 'uWebSockets.js';
-import { invalidParameter, payloadTooLarge, ServiceError } from '../domain/errors.js';
+import { payloadTooLarge, ServiceError } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import { clipped } from '../domain/names.js';
 import { corsHeaders, preflightHeaders } from './cors.js';
@@ -76,7 +76,8 @@ export class HttpServer {
     const state: AnswerState = { aborted: false };
     res.onAborted(() => {
       state.aborted = true;
-      this.finished();
+      // (also runs when the node itself closes a connection it answered: count each request once)
+      if (!state.answered) this.finished();
     });
     this.inFlight++;
 
@@ -93,8 +94,10 @@ export class HttpServer {
     if (method === 'HEAD') state.head = true;
 
     if (conflictingLength) {
-      // Which one frames the body is ambiguous (a request-smuggling vector behind a proxy): refuse, and close.
-      this.respond(res, state, errorResponse(invalidParameter('content-length', 'the request has conflicting Content-Length headers'), this.logError), true);
+      // Which one frames the body is ambiguous (a request-smuggling vector behind a proxy): the connection
+      // is closed at once, without an answer. Answering first would not do: uWS runs the requests it
+      // already read after this one on the same connection (and a closed response must not be touched).
+      res.close();
       return;
     }
 
@@ -174,10 +177,13 @@ export class HttpServer {
         // end() rather than endWithoutBody(): the latter omits Content-Length and keep-alive clients then wait for a body.
         res.end(undefined, close);
       } else if (state.head) {
-        // The connection is closed after it: uWS 20.30 mishandles the next request on a connection whose
-        // answer was endWithoutBody(length), and without a length it reports a bogus one.
+        // The length the GET body has, written by hand: uWS 20.30 takes endWithoutBody(length) for a
+        // response whose body is still to come (the connection then hangs), and writes no length of its
+        // own when endWithoutBody gets no arguments.
         res.writeHeader('content-type', contentType);
-        res.endWithoutBody(Buffer.byteLength(body), true);
+        res.writeHeader('content-length', String(Buffer.byteLength(body)));
+        if (close) res.endWithoutBody(undefined, true);
+        else res.endWithoutBody();
       } else {
         res.writeHeader('content-type', contentType);
         res.end(body, close);
