@@ -154,3 +154,25 @@ export const allowWrite = () => true;`;
   const { logs } = await client.logs.retrieve(new Date(Date.now() - 120_000), { machineName: 'recur', instanceName: 'd100' });
   t.ok(logs.some((l) => /spawn recur\/d101 refused: instances made by instances are limited to 100 in a row/.test(l.log)), 'the last one logs why');
 });
+
+t.test('a spawn or send naming an instance no instance could have is refused with a 400 that says so', async (t) => {
+  const node = await startNode({ args: ['--admin-key', ADMIN], generatedAdminKey: true });
+  t.teardown(() => node.stop());
+  const client = new StateBackedClient(ADMIN, { apiHost: node.url });
+  const code = `import { createMachine, assign, sendTo } from "xstate";
+export default createMachine({ id: "bad", predictableActionArguments: true, initial: "a", context: { child: null }, states: { a: { on: {
+  SPAWN: { actions: assign({ child: () => globalThis.__statebacked_rt.spawn({ machineName: "bad", machineInstanceName: "no spaces allowed" }) }) },
+  SEND: { actions: sendTo(() => ({ type: "statebacked.instance", machineName: "bad", machineInstanceName: "x".repeat(500) }), { type: "PING" }) },
+} } } });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  await client.machines.create('bad');
+  await client.machineVersions.create('bad', { clientInfo: 'bad', makeCurrent: true, code });
+  await client.machineInstances.create('bad', { slug: 'x' });
+  for (const [event, what] of [['SPAWN', 'a persistent spawn'], ['SEND', 'a send to another instance']] as const) {
+    const res = await call(node.url, 'POST', '/machines/bad/i/x/events', { token: ADMIN, body: { event } });
+    t.equal(res.status, 400, `${event}: 400`);
+    t.match(res.body?.error, `${what} names a machine or instance that is not 1 to 128 characters`);
+  }
+  t.same(await types(client, 'bad', 'x'), ['xstate.init'], 'nothing was applied');
+});

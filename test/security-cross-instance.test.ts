@@ -64,6 +64,9 @@ export default createMachine({ id: 'vault', initial: 'open', predictableActionAr
     return copy;
   } }) },
   ARM_LATER: { actions: () => { Promise.resolve().then(() => { Array.prototype.toJSON = function () { globalThis.__loot.push('array'); return []; }; }); } },
+  // The same through an object slipped into a built-in prototype's chain.
+  ARM_CHAIN: { actions: () => Object.setPrototypeOf(Array.prototype, { toJSON() { globalThis.__loot.push('chain'); return ['x']; }, __proto__: Object.prototype }) },
+  ARM_GETTER: { actions: () => Object.setPrototypeOf(Array.prototype, Object.create(Object.prototype, { toJSON: { get() { globalThis.__loot.push('getter'); return () => 1; } } })) },
   DEPOSIT: { actions: assign({ balance: (c, e) => c.balance + e.amount }) },
   LOOT: { actions: assign({ loot: () => globalThis.__loot.slice() }) },
 } } } });
@@ -81,10 +84,10 @@ t.test("a toJSON put on a built-in prototype never runs inside another instance'
   t.equal((await call(node.url, 'POST', '/machines/vault', { ...as('alice'), body: { slug: 'alice', context: { secret: 'alice-pin' } } })).status, 200);
   t.equal((await call(node.url, 'POST', '/machines/vault', { ...as('mallory'), body: { slug: 'mallory', context: { secret: 'mallory' } } })).status, 200);
 
-  for (const arm of ['ARM', 'ARM_LATER']) {
+  for (const arm of ['ARM', 'ARM_LATER', 'ARM_CHAIN', 'ARM_GETTER']) {
     const armed = await call(node.url, 'POST', '/machines/vault/i/mallory/events', { ...as('mallory'), body: { event: arm } });
     t.equal(armed.status, 400, `${arm}: refused`);
-    t.match(armed.body?.error, /machine code defined toJSON on a built-in prototype, which the sandbox does not allow/);
+    t.match(armed.body?.error, /machine code (defined toJSON on|changed the prototype of) a built-in prototype, which the sandbox does not allow/);
     const deposit = await call(node.url, 'POST', '/machines/vault/i/alice/events', { ...as('alice'), body: { event: { type: 'DEPOSIT', amount: 50 } } });
     t.equal(deposit.status, 200, `${arm}: the next event of another instance runs in a fresh isolate`);
   }
@@ -93,7 +96,7 @@ t.test("a toJSON put on a built-in prototype never runs inside another instance'
   const mallory = await call(node.url, 'GET', '/machines/vault/i/mallory/admin', { token: node.adminKey });
   t.same(mallory.body.context.loot, [], 'nothing of alice was seen');
   const alice = await call(node.url, 'GET', '/machines/vault/i/alice/admin', { token: node.adminKey });
-  t.match(alice.body.context, { secret: 'alice-pin', balance: 100 }, "and alice's state is hers");
+  t.match(alice.body.context, { secret: 'alice-pin', balance: 200 }, "and alice's state is hers");
   const history = await call(node.url, 'GET', '/machines/vault/i/mallory/events', { token: node.adminKey });
   t.same(history.body.transitions.map((tr: { event: { type: string } }) => tr.event.type), ['xstate.init', 'LOOT'], 'the refused events left no trace');
 });

@@ -60,15 +60,20 @@ const GUARDED_PROTOTYPES = [Object.prototype, Array.prototype, Function.prototyp
   Map.prototype, Set.prototype, WeakMap.prototype, WeakSet.prototype, Promise.prototype, BigInt.prototype,
   Symbol.prototype, String.prototype, Number.prototype, Boolean.prototype];
 const DATE_PROTOTYPE = Date.prototype, DATE_TO_JSON = Date.prototype.toJSON;
+// Their own prototypes too: an object (or a Proxy) slipped into the chain would carry a toJSON past
+// the own-property check.
+const getPrototypeOf = Object.getPrototypeOf;
+const GUARDED_PARENTS = GUARDED_PROTOTYPES.map(function (p) { return getPrototypeOf(p); });
 function enterCall() {
   internal.beginCall();
   let what;
   const dateToJson = I.getOwnPropertyDescriptor(DATE_PROTOTYPE, 'toJSON');
   if (JSON_OBJECT.stringify !== jsonStringify || globalThis.JSON !== JSON_OBJECT) what = 'replaced JSON.stringify';
-  else if (!dateToJson || dateToJson.value !== DATE_TO_JSON) what = 'replaced Date.prototype.toJSON';
+  else if (!dateToJson || dateToJson.value !== DATE_TO_JSON || getPrototypeOf(DATE_PROTOTYPE) !== GUARDED_PROTOTYPES[0]) what = 'replaced Date.prototype.toJSON';
   else {
     for (let i = 0; i < GUARDED_PROTOTYPES.length; i++) {
       if (hasOwn(GUARDED_PROTOTYPES[i], 'toJSON')) { what = 'defined toJSON on a built-in prototype'; break; }
+      if (getPrototypeOf(GUARDED_PROTOTYPES[i]) !== GUARDED_PARENTS[i]) { what = 'changed the prototype of a built-in prototype'; break; }
     }
   }
   if (what !== undefined) {

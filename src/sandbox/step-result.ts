@@ -59,5 +59,42 @@ export function parseStep(raw: RawStep): StepResult {
     typeof rest.transitions === 'number' &&
     raw.snapshot.startsWith('{');
   if (!ok) throw new MachineCodeError('the sandbox produced a malformed step result');
+  checkEffects(rest as Record<string, unknown[]>);
   return { ...(rest as unknown as Omit<StepResult, 'context' | 'snapshot' | 'pendingHostCalls' | 'sizes'>), context: context as StepResult['context'], snapshot: raw.snapshot, pendingHostCalls: raw.pendingHostCalls, sizes: raw.sizes };
+}
+
+const SLUG = /^[a-zA-Z0-9_-]{1,128}$/;
+const isSlugText = (v: unknown): boolean => typeof v === 'string' && SLUG.test(v);
+
+/**
+ * The effects the node acts on (messages to other instances, timers it indexes) are produced by the
+ * harness, but in an isolate machine code shares: their shape is checked here, and names that no
+ * instance could have are refused with a message machine code authors can act on.
+ */
+function checkEffects(rest: Record<string, unknown[]>): void {
+  const malformed = () => new MachineCodeError('the sandbox produced a malformed step result');
+  for (const spawn of rest.persistentSpawns as unknown[]) {
+    if (!isObject(spawn)) throw malformed();
+    if (!isSlugText(spawn.machineName) || !isSlugText(spawn.machineInstanceName)) {
+      throw new MachineCodeError('a persistent spawn names a machine or instance that is not 1 to 128 characters of A-Z, a-z, 0-9, _ and -');
+    }
+    if (spawn.machineVersionId !== undefined && typeof spawn.machineVersionId !== 'string') throw malformed();
+    if (spawn.context !== undefined && !isObject(spawn.context)) throw malformed();
+  }
+  for (const send of rest.outboundSends as unknown[]) {
+    if (!isObject(send) || !isObject(send.event) || typeof send.event.type !== 'string') throw malformed();
+    if (send.to === 'parent') continue;
+    if (!isObject(send.to)) throw malformed();
+    if (!isSlugText(send.to.machineName) || !isSlugText(send.to.machineInstanceName)) {
+      throw new MachineCodeError('a send to another instance names a machine or instance that is not 1 to 128 characters of A-Z, a-z, 0-9, _ and -');
+    }
+  }
+  for (const timer of rest.pendingTimers as unknown[]) {
+    if (!isObject(timer) || typeof timer.id !== 'string' || timer.id.length > 256) throw malformed();
+    // (an infinite delay's due time comes through JSON as null)
+    if (timer.kind === 'event' && ((typeof timer.dueAt !== 'number' && timer.dueAt !== null) || !isObject(timer.event))) throw malformed();
+  }
+  for (const child of rest.runningChildren as unknown[]) {
+    if (!isObject(child) || typeof child.id !== 'string') throw malformed();
+  }
 }
