@@ -176,3 +176,27 @@ export const allowWrite = () => true;`;
   }
   t.same(await types(client, 'bad', 'x'), ['xstate.init'], 'nothing was applied');
 });
+
+t.test('instances machine code makes are limited per org per second: a machine that makes two of its own kind is held back', async (t) => {
+  const node = await startNode({ args: ['--admin-key', ADMIN, '--made-instances-per-second', '5', '--timer-retry-ms', '300', '--page-size', '1000'], generatedAdminKey: true });
+  t.teardown(() => node.stop());
+  const client = new StateBackedClient(ADMIN, { apiHost: node.url });
+  const forking = `import { createMachine, assign } from "xstate";
+const make = (suffix) => assign({ ["child" + suffix]: (c) => globalThis.__statebacked_rt.spawn(
+  { machineName: "fork", machineInstanceName: c.name + suffix }, { context: { name: c.name + suffix } }) });
+export default createMachine({ id: "fork", predictableActionArguments: true, initial: "alive", context: { name: "r" },
+  states: { alive: { entry: [make("a"), make("b")] } } });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  await client.machines.create('fork');
+  await client.machineVersions.create('fork', { clientInfo: 'fork', makeCurrent: true, code: forking });
+  const started = Date.now();
+  await client.machineInstances.create('fork', { slug: 'r', context: { name: 'r' } });
+  await sleep(3_000);
+  const count = (await call(node.url, 'GET', '/machines/fork/i', { token: ADMIN })).body.instances.length as number;
+  const seconds = (Date.now() - started) / 1000;
+  t.ok(count <= 1 + 50 + Math.ceil(5 * seconds) + 5, `${count} instances after ${seconds.toFixed(1)} s: the burst of 50 and 5 a second, not 2^depth`);
+  t.ok(count >= 40, 'the burst was let through');
+  const { logs } = await client.logs.retrieve(new Date(started - 1000), { machineName: 'fork' });
+  t.ok(logs.some((l) => /machine code in this org made more than 5 instances a second/.test(l.log)), 'the held-back spawns are logged, to be retried');
+});

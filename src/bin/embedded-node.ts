@@ -63,6 +63,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     maxLiveActors: config.maxLiveActors,
     idleUnloadMs: config.idleSeconds * 1000,
     timerRetryDelayMs: config.timerRetryMs,
+    madeInstancesPerSecond: config.madeInstancesPerSecond,
     egress: { allow: config.fetchAllow, timeoutMs: config.fetchTimeoutMs, maxResponseBytes: config.fetchMaxBytes },
   };
   const logs = new LogSink(store.logs, logger);

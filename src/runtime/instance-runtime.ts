@@ -1,4 +1,4 @@
-import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError, stateTooLarge } from '../domain/errors.js';
+import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError, stateTooLarge, unavailable } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import { MachineCodeError, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxMemoryError, SandboxTimeoutError, type StepResult, StepTooLargeError } from '../sandbox/index.js';
@@ -15,6 +15,7 @@ import { ActorRegistry } from './actor-registry.js';
 import type { InstanceActor } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
 import { MachineGate } from './machine-gate.js';
+import { TokenBuckets } from './rate-limit.js';
 import { outboxMessages } from './outbox-messages.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { SandboxPool } from './sandbox-pool.js';
@@ -114,12 +115,15 @@ export class InstanceRuntime {
   private readonly actors: ActorRegistry;
   private readonly usage: UsageMeter;
   private readonly gate = new MachineGate();
+  /** Instances machine code made, per org (see receive). */
+  private readonly madeInstances: TokenBuckets;
   /** The tail of the one-at-a-time queue of requests run again after a worker crash. */
   private crashRetries: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly deps: InstanceRuntimeDeps) {
     this.actors = new ActorRegistry(deps.settings.maxLiveActors, deps.settings.maxLiveActorBytes);
     this.usage = new UsageMeter(deps.instances, deps.logger);
+    this.madeInstances = new TokenBuckets(deps.settings.madeInstancesPerSecond, deps.settings.madeInstancesPerSecond * 10);
   }
 
   /** The committed head, from memory when the actor is held, else from the store. */
@@ -214,6 +218,10 @@ export class InstanceRuntime {
         return;
       }
       const madeDepth = head ? 0 : (this.head(orgId, message.from.machine, message.from.name)?.madeDepth ?? 0) + 1;
+      // Depth alone does not bound a machine that makes two of its own kind: the org's rate does.
+      if (!head && !this.madeInstances.take(orgId)) {
+        throw unavailable(`machine code in this org made more than ${this.deps.settings.madeInstancesPerSecond} instances a second (--made-instances-per-second)`);
+      }
       if (madeDepth > MAX_MADE_DEPTH) {
         const what = message.kind === 'spawn' ? 'spawn' : `message ${(message.event as MachineEvent | undefined)?.type ?? ''} to a new instance`;
         this.deps.logs.service(orgId, message.from.machine, message.from.name, 'warn',

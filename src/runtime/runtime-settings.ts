@@ -22,6 +22,11 @@ export interface RuntimeSettings {
   timerMaxRetries: number;
   /** Where machine code's fetch may go, its time limit and its response size limit. */
   egress: EgressOptions;
+  /**
+   * Instances machine code may make per org per second (spawns, sends that create their target), with
+   * ten times as many in a burst; beyond, their creation is retried later like any failed delivery.
+   */
+  madeInstancesPerSecond: number;
 }
 
 export const defaultRuntimeSettings: RuntimeSettings = {
@@ -36,4 +41,5 @@ export const defaultRuntimeSettings: RuntimeSettings = {
   timerRetryDelayMs: 30_000,
   timerMaxRetries: 5,
   egress: defaultEgressOptions,
+  madeInstancesPerSecond: 50,
 };
