@@ -1,9 +1,11 @@
 // Closed loop: C workers, each sends its next event when the previous one is answered. Worker w owns the
 // instances i with i % C == w, so no instance ever has two events in flight and its history order is exact.
 import { summarize } from './stats.mjs';
+import { byWindow } from './windows.mjs';
 
 export const runClosedLoop = async ({ book, pool, concurrency, events, capS, record = true }) => {
   const latencies = record ? new Float64Array(events) : undefined;
+  const doneAtMs = record ? new Float64Array(events) : undefined;
   const counts = {};
   let issued = 0;
   let acked = 0;
@@ -23,7 +25,10 @@ export const runClosedLoop = async ({ book, pool, concurrency, events, capS, rec
       const i = owned[(Math.random() * owned.length) | 0];
       const { ok, ms } = await book.sendNext(pool, i, counts);
       if (ok) acked++;
-      if (latencies) latencies[recorded++] = ms;
+      if (latencies) {
+        doneAtMs[recorded] = Number(process.hrtime.bigint() - t0) / 1e6;
+        latencies[recorded++] = ms;
+      }
     }
   };
   await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
@@ -38,5 +43,6 @@ export const runClosedLoop = async ({ book, pool, concurrency, events, capS, rec
     cappedByTime: capped,
     statusCounts: counts,
     latencyMs: latencies ? summarize(latencies.subarray(0, recorded)) : undefined,
+    overTime: latencies ? byWindow(doneAtMs.subarray(0, recorded), latencies.subarray(0, recorded), wallS * 1000) : undefined,
   };
 };

@@ -3,6 +3,7 @@
 // Each event goes to a random idle instance; when every instance is busy, events wait in a backlog and are
 // sent as instances free up (their latency keeps running from the scheduled time).
 import { summarize } from './stats.mjs';
+import { byWindow } from './windows.mjs';
 
 const TICK_MS = 1;
 
@@ -12,6 +13,7 @@ export const runOpenLoop = async ({ book, pool, rate, durationS, capS }) => {
   const latencies = new Float64Array(total); // from scheduled time to answer
   const service = new Float64Array(total); // from actual send to answer
   const sendLag = new Float64Array(total); // actual send minus scheduled time
+  const doneAtMs = new Float64Array(total); // answer time, ms since start
   const counts = {};
   let recorded = 0;
   let scheduled = 0;
@@ -42,6 +44,7 @@ export const runOpenLoop = async ({ book, pool, rate, durationS, capS }) => {
       inFlight--;
       if (ok) acked++;
       const k = recorded++;
+      doneAtMs[k] = now() / 1e6;
       service[k] = ms;
       sendLag[k] = (sentNs - scheduledNs) / 1e6;
       latencies[k] = (sentNs - scheduledNs) / 1e6 + ms;
@@ -91,5 +94,6 @@ export const runOpenLoop = async ({ book, pool, rate, durationS, capS }) => {
     latencyMs: summarize(latencies.subarray(0, recorded)),
     serviceLatencyMs: summarize(service.subarray(0, recorded)),
     sendLagMs: summarize(sendLag.subarray(0, recorded)),
+    overTime: byWindow(doneAtMs.subarray(0, recorded), latencies.subarray(0, recorded), wallS * 1000),
   };
 };

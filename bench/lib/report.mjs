@@ -62,6 +62,20 @@ export const renderMarkdown = (report) => {
       lines.push(`| ${r.scenario.id} | ${parts.map((x) => fmt(x, 0)).join(' | ')} | ${fmt(parts.reduce((a, b) => a + (b ?? 0), 0), 0)} | ${waiting} |`);
     }
   }
+  const timed = scenarios.filter((r) => r.measure?.overTime?.windows?.length);
+  if (timed.length) {
+    lines.push(
+      '',
+      'Over time: answers grouped by when they arrived, in windows of the measured phase; each window gives events/s and p99 (ms). The first second shows what is still warming up (JIT, caches, heap sizing) after the warm-up events; "after 1 s" is the rest of the phase.',
+      '',
+    );
+    for (const r of timed) {
+      const t = r.measure.overTime;
+      const windows = t.windows.map((w) => `${int(w.perSecond)} / ${fmt(w.p99, 1)}`).join(' · ');
+      const rest = t.afterFirstSecond.count > 0 ? `; after 1 s: p50 ${fmt(t.afterFirstSecond.p50)}, p99 ${fmt(t.afterFirstSecond.p99)}` : '';
+      lines.push(`- \`${r.scenario.id}\`, ${t.windowMs} ms windows: ${windows}${rest}.`);
+    }
+  }
   const open = scenarios.filter((r) => r.measure?.kind === 'open');
   for (const r of open) {
     const m = r.measure;
