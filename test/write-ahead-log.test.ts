@@ -1,0 +1,94 @@
+import { closeSync, openSync, readdirSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
+import { removeDir, tempDataDir } from './helpers/node-process.js';
+
+const payload = (n: number, size = 40): Buffer => Buffer.from(`frame-${n}-`.padEnd(size, 'x'));
+const segmentsOf = (dir: string): string[] => readdirSync(dir).filter((name) => name.endsWith('.wal')).sort();
+const HEADER = 20;
+
+t.test('frames come back in order, across segments, from the number the log started at', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const log = WriteAheadLog.start(dir, 41, 200);
+  const seqs = [1, 2, 3, 4, 5, 6, 7].map((n) => log.appendSync(payload(n)));
+  t.same(seqs, [41, 42, 43, 44, 45, 46, 47], 'numbered without gaps from the first');
+  t.ok(segmentsOf(dir).length >= 3, `small segments rotate (${segmentsOf(dir).join(', ')})`);
+  t.equal(statSync(join(dir, segmentsOf(dir)[0] as string)).size, 200, 'a segment is created at its full size');
+  const frames = WriteAheadLog.read(dir);
+  t.same(frames.map((f) => f.seq), seqs);
+  t.same(frames.map((f) => f.payload.toString()), [1, 2, 3, 4, 5, 6, 7].map((n) => payload(n).toString()));
+
+  const big = payload(8, 500);
+  t.equal(log.appendSync(big), 48, 'a frame larger than a segment gets a segment of its own size');
+  t.same(WriteAheadLog.read(dir).at(-1)?.payload.toString(), big.toString());
+  log.close(false);
+  t.equal(WriteAheadLog.read(dir).length, 8, 'closing without discarding keeps the frames');
+});
+
+t.test('release deletes the segments LMDB holds, never the one being written', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const log = WriteAheadLog.start(dir, 1, 150);
+  for (let n = 1; n <= 9; n++) log.appendSync(payload(n));
+  const before = segmentsOf(dir);
+  log.release(4);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const after = segmentsOf(dir);
+  t.ok(after.length < before.length, `segments went (${before.length} → ${after.length})`);
+  const frames = WriteAheadLog.read(dir);
+  t.ok((frames[0]?.seq ?? 0) <= 5, 'the frames after the released one are all still there');
+  t.equal(frames.at(-1)?.seq, 9);
+  log.release(1_000);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.equal(segmentsOf(dir).length, 1, 'the current segment stays');
+  t.equal(log.appendSync(payload(10)), 10, 'and takes the next frame');
+  log.close(true);
+  t.same(segmentsOf(dir), [], 'close with discard deletes every segment');
+});
+
+t.test('reading stops at the first frame that is not whole and next: torn, corrupted or stale', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const log = WriteAheadLog.start(dir, 1, 4096);
+  for (let n = 1; n <= 5; n++) log.appendSync(payload(n));
+  log.close(false);
+  const segment = join(dir, segmentsOf(dir)[0] as string);
+  const original = readFileSync(segment);
+  const frameBytes = HEADER + 40;
+  const rewrite = (edit: (data: Buffer) => void): void => {
+    const data = Buffer.from(original);
+    edit(data);
+    const fd = openSync(segment, 'r+');
+    writeSync(fd, data, 0, data.length, 0);
+    closeSync(fd);
+  };
+
+  rewrite((data) => data.fill(0, 4 * frameBytes + HEADER + 10, 5 * frameBytes));
+  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [1, 2, 3, 4], 'a torn last frame is not read');
+
+  rewrite((data) => {
+    const at = 2 * frameBytes + HEADER + 3;
+    data[at] = (data[at] as number) ^ 0xff;
+  });
+  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [1, 2], 'a frame whose checksum fails ends the log');
+
+  rewrite((data) => data.copy(data, 3 * frameBytes, 0, frameBytes));
+  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [1, 2, 3], 'a frame with an older number (a stale one) ends the log');
+
+  rewrite((data) => data.writeUInt32BE(0xdeadbeef, 0));
+  t.same(WriteAheadLog.read(dir), [], 'nothing is read past a bad first frame');
+
+  rewrite(() => undefined);
+  t.equal(WriteAheadLog.read(dir).length, 5, 'the untouched segment reads whole');
+  WriteAheadLog.start(dir, 6, 4096).close(false);
+  t.same(WriteAheadLog.read(dir), [], 'starting a log deletes the old segments');
+});
+
+t.test('an empty or missing directory holds no frames', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  t.same(WriteAheadLog.read(join(dir, 'missing')), []);
+  t.same(WriteAheadLog.read(dir), []);
+});
