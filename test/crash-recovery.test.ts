@@ -1,5 +1,7 @@
+import { join } from 'node:path';
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
+import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
 import { effectsMachine } from './fixtures/instance-machines.js';
 import { call } from './helpers/http.js';
 import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
@@ -9,11 +11,11 @@ import { machineWithVersion } from './helpers/setup.js';
  * kill -9 at an arbitrary moment loses no acknowledged event: every event answered 200 is in the
  * instance's history after a restart, in the order it was acknowledged, and the instance goes on.
  */
-t.test('no acknowledged event is lost across kill -9', async (t) => {
+for (const commitLog of ['wal', 'lmdb']) t.test(`no acknowledged event is lost across kill -9 (--commit-log ${commitLog})`, async (t) => {
   const dataDir = tempDataDir();
   t.teardown(() => removeDir(dataDir));
   const adminKey = 'crash-admin';
-  const first = await startNode({ dataDir, args: ['--admin-key', adminKey], generatedAdminKey: true });
+  const first = await startNode({ dataDir, args: ['--admin-key', adminKey, '--commit-log', commitLog], generatedAdminKey: true });
   await machineWithVersion({ ...first, adminKey }, 'crashy', effectsMachine);
   const writers = 8;
   for (let w = 0; w < writers; w++) await call(first.url, 'POST', '/machines/crashy', { token: adminKey, body: { slug: `w${w}` } });
@@ -46,7 +48,7 @@ t.test('no acknowledged event is lost across kill -9', async (t) => {
   const total = acked.reduce((n, a) => n + a.length, 0);
   t.ok(total >= 400, `${total} events were acknowledged before the kill`);
 
-  const second = await startNode({ dataDir, args: ['--admin-key', adminKey], generatedAdminKey: true });
+  const second = await startNode({ dataDir, args: ['--admin-key', adminKey, '--commit-log', commitLog], generatedAdminKey: true });
   t.teardown(() => second.stop());
   const client = new StateBackedClient(adminKey, { apiHost: second.url });
   for (let w = 0; w < writers; w++) {
@@ -67,4 +69,44 @@ t.test('no acknowledged event is lost across kill -9', async (t) => {
     const after = await client.machineInstances.sendEvent('crashy', `w${w}`, { event: { type: 'NOTE', note: 'after-restart' } });
     t.equal(after.state, 'idle', `w${w}: the instance goes on after the restart`);
   }
+});
+
+/**
+ * Events sent one at a time are acknowledged from the write-ahead log (lmdb-instance-store.ts); here
+ * LMDB is held back from taking them, so the kill finds them only in the log, and the restart must
+ * apply them.
+ */
+t.test('events acknowledged from the write-ahead log alone survive kill -9', async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const adminKey = 'crash-admin';
+  const first = await startNode({ dataDir, args: ['--admin-key', adminKey], env: { STATEHOLD_WAL_APPLY_DELAY_MS: '600000' } });
+  await machineWithVersion({ ...first, adminKey }, 'lone', effectsMachine);
+  await call(first.url, 'POST', '/machines/lone', { token: adminKey, body: { slug: 'solo' } });
+  const acked: string[] = [];
+  for (let n = 0; n < 60; n++) {
+    const res = await call(first.url, 'POST', '/machines/lone/i/solo/events', { token: adminKey, body: { event: { type: 'NOTE', note: `n${n}` } } });
+    t.equal(res.status, 200, res.text);
+    acked.push(`n${n}`);
+  }
+  t.equal(await first.stop('SIGKILL'), 'SIGKILL');
+  const frames = WriteAheadLog.read(join(dataDir, 'wal'));
+  t.ok(frames.length >= 60, `the acknowledged events are in the log (${frames.length} frames) and nowhere else`);
+
+  const second = await startNode({ dataDir, args: ['--admin-key', adminKey] });
+  t.teardown(() => second.stop());
+  const client = new StateBackedClient(adminKey, { apiHost: second.url });
+  const notes: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.machineInstances.listTransitions('lone', 'solo', cursor ? { cursor } : undefined);
+    notes.push(...page.transitions.slice(notes.length === 0 ? 1 : 0).map((tr) => (tr.event as { note: string }).note));
+    cursor = page.cursor;
+  } while (cursor);
+  t.same(notes, acked, 'the history holds every acknowledged event, in order');
+  const state = await client.machineInstances.admin.get('lone', 'solo');
+  t.same(state.context.log, acked, 'and the head agrees');
+  const after = await client.machineInstances.sendEvent('lone', 'solo', { event: { type: 'NOTE', note: 'after' } });
+  t.equal(after.state, 'idle', 'the instance goes on');
+  t.same((await client.machineInstances.admin.get('lone', 'solo')).context.log, [...acked, 'after']);
 });

@@ -24,7 +24,12 @@ t.test('first start generates the operator key and bootstrap org, printed once; 
   t.equal(await first.stop('SIGTERM'), 0, 'SIGTERM exits 0');
   t.match(first.output(), /stopped cleanly/);
 
-  const stored = readdirSync(dataDir).map((f) => readFileSync(join(dataDir, f)).toString('latin1')).join('');
+  // Every file under the data dir: LMDB, the master key, the write-ahead log's directory.
+  const stored = (readdirSync(dataDir, { recursive: true }) as string[])
+    .map((f) => join(dataDir, f))
+    .filter((path) => statSync(path).isFile())
+    .map((path) => readFileSync(path).toString('latin1'))
+    .join('');
   t.notOk(stored.includes(secret), 'key secrets are not stored in plain text');
   t.notOk(stored.includes(key as string), 'the operator key is not stored in plain text');
   t.equal(statSync(join(dataDir, 'master.key')).mode & 0o777, 0o600, 'the master key file is private');
@@ -64,10 +69,10 @@ t.test('a token with the configured public URL as audience is accepted', async (
 
 t.test('--help documents the settings; bad flags exit 2 with a message', async (t) => {
   const help = await run(process.execPath, ['--no-node-snapshot', entryPoint, '--help']);
-  for (const word of ['serve', '--port', '--host', '--data-dir', '--public-url', '--admin-key', 'STATEHOLD_PORT', 'STATEHOLD_DATA_DIR', 'STATEHOLD_PUBLIC_URL', 'STATEHOLD_ADMIN_KEY', 'STATEHOLD_MASTER_KEY', 'SIGTERM', '/health']) {
+  for (const word of ['serve', '--port', '--host', '--data-dir', '--commit-log', 'STATEHOLD_COMMIT_LOG', '--public-url', '--admin-key', 'STATEHOLD_PORT', 'STATEHOLD_DATA_DIR', 'STATEHOLD_PUBLIC_URL', 'STATEHOLD_ADMIN_KEY', 'STATEHOLD_MASTER_KEY', 'SIGTERM', '/health']) {
     t.match(help.stdout, word);
   }
-  for (const args of [['serve', '--port', 'eighty'], ['serve', '--bogus'], ['serve', '--public-url', 'ftp://x'], ['launch']]) {
+  for (const args of [['serve', '--port', 'eighty'], ['serve', '--bogus'], ['serve', '--public-url', 'ftp://x'], ['serve', '--commit-log', 'fsync'], ['launch']]) {
     const failed = await run(process.execPath, ['--no-node-snapshot', entryPoint, ...args]).then(
       () => ({ code: 0, stderr: '' }),
       (error: { code: number; stderr: string }) => error,

@@ -20,4 +20,6 @@ export const describeEnvironment = (repoRoot) => ({
   memoryGb: Number((totalmem() / 2 ** 30).toFixed(1)),
   kernel: release(),
   loadAverageAtStart: loadavg().map((x) => Number(x.toFixed(2))),
+  // The server inherits the environment: STATEHOLD_COMMIT_LOG=lmdb compares against LMDB-only commits.
+  commitLog: process.env.STATEHOLD_COMMIT_LOG || 'wal',
 });

@@ -34,7 +34,11 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   // Before anything opens the files: a second node on the same data dir stops here (data-dir-lock.ts).
   const lock = await lockDataDir(config.dataDir);
   if (lock.unguarded) logger.warn(`${lock.unguarded}: nothing stops a second node on this data dir; run one only`);
-  const store = openLmdbNodeStore(config.dataDir);
+  const store = openLmdbNodeStore(config.dataDir, {
+    commitLog: config.commitLog,
+    ...(config.walApplyDelayMs !== undefined ? { walApplyDelayMs: config.walApplyDelayMs } : {}),
+    onStorageFailure: (error) => logger.error('LMDB did not take writes the write-ahead log acknowledged: writes are refused until the node is restarted, which applies the log again', { error: error.message }),
+  });
   const { catalog } = store;
   const masterKey = loadMasterKey(config.dataDir, config.masterKey);
   const sealer = new SecretSealer(masterKey);

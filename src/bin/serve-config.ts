@@ -1,11 +1,13 @@
 import { parseArgs } from 'node:util';
 import { limits } from '../domain/limits.js';
 import { parseAllowList } from '../sandbox/index.js';
+import type { CommitLog } from '../store/lmdb/lmdb-instance-store.js';
 
 export interface ServeConfig {
   host: string;
   port: number;
   dataDir: string;
+  commitLog: CommitLog;
   publicUrl: string | undefined;
   adminKey: string | undefined;
   masterKey: string | undefined;
@@ -27,6 +29,8 @@ export interface ServeConfig {
   fetchMaxBytes: number;
   /** How long a provisional machine version may wait for its upload and finalization (hidden: STATEHOLD_UPLOAD_TTL_SECONDS). */
   uploadTtlSeconds: number;
+  /** How long commits acknowledged from the write-ahead log wait for LMDB (hidden: STATEHOLD_WAL_APPLY_DELAY_MS). */
+  walApplyDelayMs: number | undefined;
 }
 
 /** Flag name, environment variable, default and help line of each setting: one table, used for parsing and for --help. */
@@ -34,6 +38,7 @@ export const serveSettings = [
   { flag: 'port', env: 'STATEHOLD_PORT', fallback: '8787', help: 'TCP port to listen on (0 picks a free one)' },
   { flag: 'host', env: 'STATEHOLD_HOST', fallback: '127.0.0.1', help: 'address to listen on' },
   { flag: 'data-dir', env: 'STATEHOLD_DATA_DIR', fallback: './data', help: 'where the LMDB files and the master key live' },
+  { flag: 'commit-log', env: 'STATEHOLD_COMMIT_LOG', fallback: 'wal', help: 'how an event is made durable before it is acknowledged: wal (when it is the only commit in flight, one write to a write-ahead log in the data dir, LMDB following within 20 ms; else LMDB\'s group commit) or lmdb (always LMDB\'s own synced commit)' },
   { flag: 'public-url', env: 'STATEHOLD_PUBLIC_URL', fallback: undefined, help: 'the URL clients use, e.g. https://statehold.example.com (default http://<host>:<port>); tokens with aud "<public-url>/" are accepted' },
   { flag: 'admin-key', env: 'STATEHOLD_ADMIN_KEY', fallback: undefined, help: 'the operator credential (Authorization: Bearer <key>); generated and printed once on first start when not given' },
   { flag: 'billing-url', env: 'STATEHOLD_BILLING_URL', fallback: undefined, help: 'the link GET /billing returns (default <public-url>/billing-portal)' },
@@ -85,6 +90,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     host: pick('host') ?? '127.0.0.1',
     port: integer('port', 0, 65535),
     dataDir: pick('data-dir') ?? './data',
+    commitLog: commitLog(pick('commit-log')),
     publicUrl: publicUrl?.replace(/\/+$/, ''),
     adminKey: pick('admin-key'),
     masterKey: env.STATEHOLD_MASTER_KEY || undefined,
@@ -104,7 +110,13 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     fetchTimeoutMs: integer('fetch-timeout-ms', 1, 600_000),
     fetchMaxBytes: integer('fetch-max-bytes', 1, 1024 * 1024 * 1024),
     uploadTtlSeconds: uploadTtlSeconds(env.STATEHOLD_UPLOAD_TTL_SECONDS),
+    walApplyDelayMs: walApplyDelayMs(env.STATEHOLD_WAL_APPLY_DELAY_MS),
   };
+};
+
+const commitLog = (text: string | undefined): CommitLog => {
+  if (text === 'wal' || text === 'lmdb') return text;
+  throw new ConfigError(`--commit-log must be wal or lmdb, not "${text}"`);
 };
 
 const fetchAllow = (text: string | undefined): string[] => {
@@ -122,5 +134,13 @@ const uploadTtlSeconds = (text: string | undefined): number => {
   if (text === undefined || text === '') return 3600;
   const value = Number(text);
   if (!Number.isInteger(value) || value < 1 || value > 7 * 24 * 3600) throw new ConfigError(`STATEHOLD_UPLOAD_TTL_SECONDS must be an integer from 1 to 604800, not "${text}"`);
+  return value;
+};
+
+/** Not in --help: tests hold LMDB's writes back for minutes, to see the log applied after a crash. */
+const walApplyDelayMs = (text: string | undefined): number | undefined => {
+  if (text === undefined || text === '') return undefined;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0 || value > 3_600_000) throw new ConfigError(`STATEHOLD_WAL_APPLY_DELAY_MS must be an integer from 0 to 3600000, not "${text}"`);
   return value;
 };

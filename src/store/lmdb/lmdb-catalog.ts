@@ -22,7 +22,14 @@ export class LmdbCatalog implements Catalog {
   private readonly instances: Database<unknown, [string, string, string]>;
   private readonly meta: Database<unknown, string>;
 
-  constructor(private readonly root: RootDatabase) {
+  /**
+   * `unappliedInstances`: whether the instance store holds acknowledged instances of a machine that are
+   * not yet in LMDB (its write-ahead log is ahead of LMDB for a moment).
+   */
+  constructor(
+    private readonly root: RootDatabase,
+    private readonly unappliedInstances: (orgId: string, machineSlug: string) => boolean = () => false,
+  ) {
     this.orgs = root.openDB({ name: 'orgs', encoding: 'msgpack' });
     this.keys = root.openDB({ name: 'keys', encoding: 'msgpack' });
     this.orgKeys = root.openDB({ name: 'orgKeys', encoding: 'msgpack' });
@@ -116,6 +123,7 @@ export class LmdbCatalog implements Catalog {
   }
 
   hasInstances(orgId: string, machineSlug: string): boolean {
+    if (this.unappliedInstances(orgId, machineSlug)) return true;
     for (const _ of this.instances.getKeys({ start: [orgId, machineSlug, ''], end: [orgId, machineSlug, AFTER_ALL], limit: 1 })) {
       return true;
     }

@@ -1,4 +1,5 @@
 import type { Database, RootDatabase } from 'lmdb';
+import { unavailable } from '../../domain/errors.js';
 import {
   type CommitEffects,
   type DueTimer,
@@ -10,6 +11,9 @@ import {
   type UsageDelta,
   usageMonth,
 } from '../instance-store.js';
+import { instanceKey } from './unapplied-commits.js';
+import { WalCommits } from './wal-commits.js';
+import { WriteAheadLog } from './write-ahead-log.js';
 
 const AFTER_ALL = '\uffff';
 
@@ -22,6 +26,30 @@ type HeadKey = [string, string, string];
 const keyOf = (head: InstanceHead): HeadKey => [head.orgId, head.machine, head.name];
 
 /**
+ * How a commit is made durable before it is acknowledged: `wal`, one write to the write-ahead log
+ * (write-ahead-log.ts) with LMDB written right behind it, or `lmdb`, LMDB's own synced transaction.
+ */
+export type CommitLog = 'wal' | 'lmdb';
+
+export interface InstanceStoreOptions {
+  /** The write-ahead log's directory; read at open whatever `commitLog` says (a crash may have left frames). */
+  walDir: string;
+  commitLog?: CommitLog;
+  walSegmentBytes?: number;
+  walApplyDelayMs?: number;
+  /** LMDB failed to take writes the log acknowledged: the node must stop writing and be restarted. */
+  onStorageFailure?: (error: Error) => void;
+}
+
+/** Whether two heads' pending timers are the same (then the due-time index does not change). */
+const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTimers']): boolean => {
+  if (a.length !== b.length) return false;
+  if (a.length === 0) return true;
+  const ids = new Set(a.map((timer) => `${timer.dueAt}:${timer.id}`));
+  return b.every((timer) => ids.has(`${timer.dueAt}:${timer.id}`));
+};
+
+/**
  * LMDB layout:
  *   instances   [orgId, machine, name]      -> InstanceHead, entry version = head.seq
  *                                              (the catalog reads this db's keys for hasInstances)
@@ -30,19 +58,24 @@ const keyOf = (head: InstanceHead): HeadKey => [head.orgId, head.machine, head.n
  *   timers      [dueAt, orgId, machine, name, timerId] -> true   (due-time index of pendingTimers)
  *   outbox      position                    -> OutboxMessage  (messages between instances)
  *   inbox       [orgId, machine, name, messageId] -> ts      (messages an instance applied)
+ *   wal         'applied' -> true, entry version = the last write-ahead log frame LMDB holds
  *
  * Commits are sequence-checked (fencing): a write names the head it replaces and lands only if the
  * stored head's version is still that head's sequence. The owner passes the head it replaces, so a
  * commit never reads the stored head back (decoding it cost more than the rest of the commit); one
  * process owns a data dir, and the owner's mailbox gives each instance one writer.
  *
- * Commits are conditional blocks of lmdb-js's batched asynchronous transactions: the condition is
+ * With the write-ahead log (`commitLog: 'wal'`, the default), a commit of head and history only (no
+ * messages, no change of pending timers: the usual event) goes through wal-commits.ts: alone, it is
+ * acknowledged once its log frame is durable and reads see it at once; with others in flight, it
+ * goes to LMDB as below. Its fencing check is made here, against the latest head including commits
+ * not yet in LMDB. Every other write goes to LMDB as below, queued after the log's commits.
+ *
+ * LMDB writes are conditional blocks of lmdb-js's batched asynchronous transactions: the condition is
  * checked on LMDB's writer thread, so the write transaction never waits for this thread, and many
  * actors share one disk sync (group commit). The promise resolves only once the transaction is synced
- * to disk. (Tried: writing a lone commit synchronously on this thread to save the two thread
- * hand-offs; no measurable gain at concurrency 1, and under load it blocked this thread during syncs.)
- * Usage counters are not part of commits (one more page in every sync): the runtime adds them in
- * batches.
+ * to disk. Usage counters are not part of commits (one more page in every sync): the runtime adds
+ * them in batches.
  */
 export class LmdbInstanceStore implements InstanceStore {
   private readonly heads: Database<InstanceHead, HeadKey>;
@@ -52,7 +85,12 @@ export class LmdbInstanceStore implements InstanceStore {
   private readonly outbox: Database<OutboxMessage, [number, number]>;
   private readonly inbox: Database<number, [string, string, string, string]>;
 
-  constructor(private readonly root: RootDatabase) {
+  private readonly wal: WalCommits | undefined;
+
+  constructor(
+    private readonly root: RootDatabase,
+    options: InstanceStoreOptions,
+  ) {
     this.heads = root.openDB({ name: 'instances', encoding: 'msgpack', useVersions: true });
     this.transitions = root.openDB({ name: 'transitions', encoding: 'msgpack' });
     this.usage = root.openDB({ name: 'usage', encoding: 'msgpack' });
@@ -60,9 +98,24 @@ export class LmdbInstanceStore implements InstanceStore {
     this.outbox = root.openDB({ name: 'outbox', encoding: 'msgpack' });
     this.inbox = root.openDB({ name: 'inbox', encoding: 'msgpack' });
     this.upgradeHeads();
+    if ((options.commitLog ?? 'wal') === 'wal') {
+      this.wal = new WalCommits(root, this.heads, this.transitions, {
+        dir: options.walDir,
+        ...(options.walSegmentBytes ? { segmentBytes: options.walSegmentBytes } : {}),
+        ...(options.walApplyDelayMs !== undefined ? { applyDelayMs: options.walApplyDelayMs } : {}),
+        ...(options.onStorageFailure ? { onFailure: options.onStorageFailure } : {}),
+      });
+    } else {
+      WalCommits.recover(root, this.heads, this.transitions, options.walDir);
+      WriteAheadLog.remove(options.walDir);
+    }
   }
 
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined {
+    if (this.wal && this.wal.unapplied.size > 0) {
+      const pending = this.wal.unapplied.head(instanceKey(orgId, machine, name));
+      if (pending) return pending;
+    }
     return this.heads.get([orgId, machine, name]);
   }
 
@@ -73,10 +126,34 @@ export class LmdbInstanceStore implements InstanceStore {
       out.push(value);
       if (out.length >= limit) break;
     }
-    return out;
+    const pending = this.wal?.unapplied.headsOf(orgId, machine).filter((head) => afterName === undefined || head.name > afterName) ?? [];
+    if (pending.length === 0) return out;
+    // Names are slugs (ASCII): LMDB's key order is the string order.
+    const byName = new Map(out.map((head) => [head.name, head]));
+    for (const head of pending) byName.set(head.name, head);
+    return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).slice(0, limit);
+  }
+
+  /** Whether a machine has instances not yet in LMDB (the catalog's hasInstances reads LMDB only). */
+  hasUnappliedInstances(orgId: string, machine: string): boolean {
+    return this.wal !== undefined && this.wal.unapplied.size > 0 && this.wal.unapplied.headsOf(orgId, machine).length > 0;
+  }
+
+  /** Waits for every acknowledged commit to be in LMDB durably, then lets the log go. */
+  async close(): Promise<void> {
+    await this.wal?.close();
   }
 
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
+    this.checkHealthy();
+    if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && head.pendingTimers.length === 0) {
+      const key = instanceKey(head.orgId, head.machine, head.name);
+      if (this.wal.exists(key, head)) return false;
+      await this.wal.write({ key, head, records: history, previous: undefined });
+      return true;
+    }
+    if (this.wal?.exists(instanceKey(head.orgId, head.machine, head.name), head)) return false;
+    this.wal?.applyNow();
     let failure: { error: unknown } | undefined;
     const created = await this.heads.ifNoExists(keyOf(head), () => {
       failure = this.allOrNothing(
@@ -96,6 +173,14 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
+    this.checkHealthy();
+    if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && sameTimers(previous.pendingTimers, head.pendingTimers)) {
+      const key = instanceKey(head.orgId, head.machine, head.name);
+      if (!this.wal.isAt(key, head, previous.seq)) throw new SequenceConflictError(previous.seq, this.wal.latestSeq(key, head));
+      await this.wal.write({ key, head, records: history, previous });
+      return;
+    }
+    this.wal?.applyNow();
     let failure: { error: unknown } | undefined;
     const written = await this.heads.ifVersion(keyOf(head), previous.seq, () => {
       failure = this.allOrNothing(
@@ -112,6 +197,7 @@ export class LmdbInstanceStore implements InstanceStore {
     });
     if (failure) throw failure.error;
     if (!written) throw this.conflict(previous);
+    this.wal?.forget(instanceKey(head.orgId, head.machine, head.name));
   }
 
   /**
@@ -154,6 +240,7 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   async markReceived(orgId: string, machine: string, name: string, messageId: string): Promise<void> {
+    this.beforeDirectWrite();
     await this.inbox.put([orgId, machine, name, messageId], Date.now());
   }
 
@@ -162,20 +249,26 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   async removeOutbox(message: OutboxMessage): Promise<void> {
+    this.beforeDirectWrite();
     await this.outbox.remove(message.position);
   }
 
   async updateOutbox(message: OutboxMessage): Promise<void> {
+    this.beforeDirectWrite();
     await this.outbox.put(message.position, message);
   }
 
   async replaceHead(head: InstanceHead, previous: InstanceHead): Promise<void> {
+    this.beforeDirectWrite();
     const written = await this.heads.ifVersion(keyOf(head), previous.seq, () => this.putHead(head, previous));
     if (!written) throw this.conflict(previous);
+    // (queued after the log's commits of the instance, so LMDB holds them too now)
+    this.wal?.forget(instanceKey(head.orgId, head.machine, head.name));
   }
 
-  deleteInstance(orgId: string, machine: string, name: string): Promise<boolean> {
-    return this.root.transaction(() => {
+  async deleteInstance(orgId: string, machine: string, name: string): Promise<boolean> {
+    this.beforeDirectWrite();
+    const deleted = await this.root.transaction(() => {
       const current = this.heads.get([orgId, machine, name]);
       if (current === undefined) return false;
       void this.heads.remove([orgId, machine, name]);
@@ -188,12 +281,18 @@ export class LmdbInstanceStore implements InstanceStore {
       }
       return true;
     });
+    this.wal?.forget(instanceKey(orgId, machine, name));
+    return deleted;
   }
 
   listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[] {
     const out: TransitionRecord[] = [];
     for (const { value } of this.transitions.getRange({ start: [orgId, machine, name, afterSeq + 1], end: [orgId, machine, name, Number.MAX_SAFE_INTEGER], limit })) {
       out.push(value);
+    }
+    if (this.wal && this.wal.unapplied.size > 0 && out.length < limit) {
+      // Records not yet in LMDB are newer than all it holds of the instance.
+      out.push(...this.wal.unapplied.recordsAfter(instanceKey(orgId, machine, name), out.at(-1)?.seq ?? afterSeq, limit - out.length));
     }
     return out;
   }
@@ -213,12 +312,14 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   async removeDueTimers(entries: DueTimer[]): Promise<void> {
+    this.beforeDirectWrite();
     await this.root.transaction(() => {
       for (const e of entries) void this.timers.remove([e.dueAt, e.orgId, e.machine, e.name, e.timerId]);
     });
   }
 
   async addUsage(orgId: string, usage: UsageDelta): Promise<void> {
+    this.beforeDirectWrite();
     await this.root.transaction(() => this.bumpUsage(orgId, usage));
   }
 
@@ -227,7 +328,20 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   private conflict(previous: InstanceHead): SequenceConflictError {
-    return new SequenceConflictError(previous.seq, this.heads.getEntry(keyOf(previous))?.version);
+    const key = instanceKey(previous.orgId, previous.machine, previous.name);
+    return new SequenceConflictError(previous.seq, this.wal ? this.wal.latestSeq(key, previous) : this.heads.getEntry(keyOf(previous))?.version);
+  }
+
+  /** Writes that go to LMDB directly must land after the log's commits: checks, then queues those first. */
+  private beforeDirectWrite(): void {
+    this.checkHealthy();
+    this.wal?.applyNow();
+  }
+
+  /** After LMDB failed to take acknowledged writes, nothing more is written: they would not land either. */
+  private checkHealthy(): void {
+    const failure = this.wal?.failure;
+    if (failure) throw unavailable(`storage failed (${failure.message}): restart the node; acknowledged writes are kept in its write-ahead log`);
   }
 
   private putHead(head: InstanceHead, previous: InstanceHead | undefined): void {

@@ -1,0 +1,201 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { ServiceError } from '../src/domain/errors.js';
+import { type InstanceHead, SequenceConflictError } from '../src/store/instance-store.js';
+import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
+import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
+import { removeDir, tempDataDir } from './helpers/node-process.js';
+
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+const HOLD = 600_000; // LMDB gets nothing from the log while a test runs
+
+const head = (seq: number, extra: Partial<InstanceHead> = {}): InstanceHead => ({
+  orgId: 'org_a', machine: 'm', name: 'i', createdAt: new Date(0).toISOString(), versionId: 'ver_x', status: 'running',
+  seq, ts: seq, state: 'idle', context: { n: seq }, tags: [], done: false,
+  snapshot: '{"xstate":4,"state":{}}', pendingTimers: [], stoppedChildren: [], timerAttempts: {}, ...extra,
+});
+const record = (seq: number) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: `E${seq}` }, state: 'idle', context: { n: seq } });
+const framesIn = (dataDir: string) => WriteAheadLog.read(join(dataDir, 'wal'));
+
+/** Runs an ES module snippet in a separate node process (with the built dist), for kills and a second LMDB writer. */
+const runScript = (source: string): { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string } => {
+  const result = spawnSync(process.execPath, ['--input-type=module', '-e', source], { cwd: repoRoot, encoding: 'utf8', timeout: 60_000 });
+  return { status: result.status, signal: result.signal, stdout: result.stdout, stderr: result.stderr };
+};
+
+t.test('a lone commit is acknowledged from the log, and every read sees it before LMDB has it', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
+  const { instances, catalog } = store;
+  t.equal(await instances.createInstance(head(1), [record(1)]), true);
+  await instances.commit(head(2), head(1), [record(2)]);
+  await instances.commit(head(3), head(2), [record(3)]);
+  t.same(framesIn(dir).map((f) => f.seq), [1, 2, 3], 'each lone commit is one frame of the log');
+
+  t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 3, 'the head');
+  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2, 3], 'the history');
+  t.same(instances.listTransitions('org_a', 'm', 'i', 1, 1).map((r) => r.seq), [2], 'pages of it');
+  t.same(instances.listInstances('org_a', 'm', undefined, 10).map((h) => [h.name, h.seq]), [['i', 3]], 'the instance list');
+  t.equal(catalog.hasInstances('org_a', 'm'), true, 'the catalog (a machine with it cannot be deleted)');
+  t.equal(await instances.createInstance(head(1), [record(1)]), false, 'a second create of the name is refused');
+  await t.rejects(instances.commit(head(4), head(2), [record(4)]), SequenceConflictError, 'a stale writer is refused against the log too');
+
+  // Lists merge LMDB's instances with the log's, in name order.
+  await instances.createInstance(head(1, { name: 'a' }), [record(1)]);
+  await instances.createInstance(head(1, { name: 'k' }), [record(1)]);
+  t.same(instances.listInstances('org_a', 'm', undefined, 10).map((h) => h.name), ['a', 'i', 'k']);
+  t.same(instances.listInstances('org_a', 'm', 'a', 1).map((h) => h.name), ['i'], 'after a cursor, up to the limit');
+  await store.close();
+  t.same(framesIn(dir), [], 'a clean close leaves LMDB with everything and no log');
+
+  const reopened = openLmdbNodeStore(dir);
+  t.equal(reopened.instances.getInstance('org_a', 'm', 'i')?.seq, 3);
+  t.same(reopened.instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2, 3]);
+  await reopened.close();
+});
+
+t.test('commits that are not alone go to LMDB directly, fenced there', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
+  const { instances } = store;
+  const names = ['p', 'q', 'r', 's'];
+  t.same(await Promise.all(names.map((name) => instances.createInstance(head(1, { name }), [record(1)]))), [true, true, true, true]);
+  const outcomes = await Promise.allSettled([
+    ...names.map((name) => instances.commit(head(2, { name }), head(1, { name }), [record(2)])),
+    instances.commit(head(2, { name: 'p', context: { n: 'again' } }), head(1, { name: 'p' }), [record(2)]),
+  ]);
+  t.same(outcomes.map((o) => o.status), ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected'], 'a second writer from the same head is refused');
+  t.type((outcomes[4] as PromiseRejectedResult).reason, SequenceConflictError);
+  t.same(framesIn(dir), [], 'none of them went through the log');
+  t.same(names.map((name) => instances.getInstance('org_a', 'm', name)?.seq), [2, 2, 2, 2]);
+  t.same(instances.getInstance('org_a', 'm', 'p')?.context, { n: 2 });
+  await store.close();
+});
+
+t.test("writes that go to LMDB directly land after the log's commits", async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
+  const { instances, catalog } = store;
+  await instances.createInstance(head(1), [record(1)]);
+  await instances.commit(head(2), head(1), [record(2)]);
+  t.equal(framesIn(dir).length, 2);
+  // replaceHead is fenced on LMDB's writer thread: it must find the log's commit there.
+  await instances.replaceHead(head(2, { status: 'paused' }), head(2));
+  t.equal(instances.getInstance('org_a', 'm', 'i')?.status, 'paused');
+  await instances.commit(head(3, { status: 'paused' }), head(2, { status: 'paused' }), [record(3)]);
+  // A commit with a timer goes to LMDB directly (the due-time index is LMDB's).
+  const timer = { kind: 'event' as const, id: 't', dueAt: 500, event: { type: 'T' } };
+  await instances.commit(head(4, { pendingTimers: [timer] }), head(3, { status: 'paused' }), [record(4)]);
+  t.same(instances.listDueTimers(1_000, 10).map((d) => d.timerId), ['t']);
+  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2, 3, 4]);
+
+  await instances.createInstance(head(1, { name: 'gone' }), [record(1)]);
+  await instances.commit(head(2, { name: 'gone' }), head(1, { name: 'gone' }), [record(2)]);
+  t.equal(await instances.deleteInstance('org_a', 'm', 'gone'), true, 'a delete finds what the log acknowledged');
+  t.equal(instances.getInstance('org_a', 'm', 'gone'), undefined);
+  t.same(instances.listTransitions('org_a', 'm', 'gone', 0, 10), [], 'and removes its whole history');
+  t.equal(await instances.createInstance(head(1, { name: 'gone' }), [record(1)]), true, 'the name is free again');
+  t.equal(await instances.deleteInstance('org_a', 'm', 'gone'), true);
+  t.same(instances.listInstances('org_a', 'm', undefined, 10).map((h) => h.name), ['i']);
+  t.equal(catalog.hasInstances('org_a', 'm'), true);
+  await store.close();
+});
+
+t.test('after kill -9, the commits LMDB had not taken are applied from the log at the next open', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const crashed = runScript(`
+    import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
+    const store = openLmdbNodeStore(${JSON.stringify(dir)}, { walApplyDelayMs: ${HOLD} });
+    const head = (seq) => ({ orgId: 'org_a', machine: 'm', name: 'i', createdAt: '1970-01-01T00:00:00.000Z', versionId: 'ver_x', status: 'running',
+      seq, ts: seq, state: seq % 2 ? 'odd' : 'even', context: { n: seq, note: 'é\\u2028"' }, tags: [], done: false, snapshot: '{"xstate":4}',
+      pendingTimers: [], stoppedChildren: [], timerAttempts: {} });
+    const record = (seq) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: 'E' + seq }, state: seq % 2 ? 'odd' : 'even', context: { n: seq } });
+    await store.instances.createInstance(head(1), [record(1)]);
+    for (let seq = 2; seq <= 40; seq++) {
+      await store.instances.commit(head(seq), head(seq - 1), [record(seq)]);
+      process.stdout.write(seq + '\\n');
+    }
+    process.kill(process.pid, 'SIGKILL');
+  `);
+  t.equal(crashed.signal, 'SIGKILL', `the writer was killed (${crashed.stderr})`);
+  t.equal(crashed.stdout.trim().split('\n').at(-1), '40', 'after all 40 commits were acknowledged');
+  t.same(framesIn(dir).map((f) => f.seq), Array.from({ length: 40 }, (_, i) => i + 1), 'LMDB had none of them: they are all in the log');
+
+  const store = openLmdbNodeStore(dir);
+  const after = store.instances.getInstance('org_a', 'm', 'i');
+  t.equal(after?.seq, 40, 'the head is the last acknowledged one');
+  t.same(after?.context, { n: 40, note: 'é\u2028"' }, 'with its context as committed');
+  const history = store.instances.listTransitions('org_a', 'm', 'i', 0, 100);
+  t.same(history.map((r) => r.seq), Array.from({ length: 40 }, (_, i) => i + 1), 'every record, in order');
+  t.same(history.map((r) => r.state), history.map((r) => (r.seq % 2 ? 'odd' : 'even')));
+  t.same(framesIn(dir), [], 'the log starts afresh once LMDB holds its frames');
+  await store.instances.commit(head(41), head(40), [record(41)]);
+  await store.close();
+  const again = openLmdbNodeStore(dir, { commitLog: 'lmdb' });
+  t.equal(again.instances.getInstance('org_a', 'm', 'i')?.seq, 41, 'the numbering of frames goes on across restarts');
+  await again.close();
+});
+
+t.test('a log left by a crash is applied even when the node now commits to LMDB only', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const crashed = runScript(`
+    import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
+    const store = openLmdbNodeStore(${JSON.stringify(dir)}, { walApplyDelayMs: ${HOLD} });
+    const head = { orgId: 'org_a', machine: 'm', name: 'only-in-log', createdAt: '1970-01-01T00:00:00.000Z', versionId: 'ver_x', status: 'running',
+      seq: 1, ts: 1, state: 'idle', context: {}, tags: [], done: false, snapshot: '{}', pendingTimers: [], stoppedChildren: [], timerAttempts: {} };
+    await store.instances.createInstance(head, [{ seq: 1, createdAt: '1970-01-01T00:00:00.001Z', ts: 1, event: { type: 'xstate.init' }, state: 'idle', context: {} }]);
+    process.kill(process.pid, 'SIGKILL');
+  `);
+  t.equal(crashed.signal, 'SIGKILL', crashed.stderr);
+  t.equal(framesIn(dir).length, 1);
+  const store = openLmdbNodeStore(dir, { commitLog: 'lmdb' });
+  t.equal(store.instances.getInstance('org_a', 'm', 'only-in-log')?.seq, 1);
+  t.same(framesIn(dir), [], 'and the log is gone');
+  await store.close();
+});
+
+t.test('if LMDB cannot take what the log acknowledged, writes stop with 503 and reads keep it', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const failures: Error[] = [];
+  const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD, onStorageFailure: (error) => failures.push(error) });
+  const { instances } = store;
+  await instances.createInstance(head(1), [record(1)]);
+  await instances.commit(head(2), head(1), [record(2)]);
+  // Another writer of the environment removes the log's bookmark, so LMDB refuses the frames.
+  const sabotage = runScript(`
+    import { open } from 'lmdb';
+    const root = open({ path: ${JSON.stringify(join(dir, 'statehold.lmdb'))}, compression: false, maxDbs: 32, overlappingSync: false });
+    root.openDB({ name: 'wal', encoding: 'msgpack', useVersions: true }).removeSync('applied');
+    await root.close();
+  `);
+  t.equal(sabotage.status, 0, sabotage.stderr);
+  // A write that goes to LMDB directly queues the log's commits first.
+  await instances.addUsage('org_a', { transitions: 1, reads: 0 });
+  for (let i = 0; i < 50 && failures.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  t.equal(failures.length, 1, 'the failure is reported once');
+  t.match(failures[0]?.message, /LMDB did not take frames 1 to 2/);
+  const refused = await instances.commit(head(3), head(2), [record(3)]).catch((error: unknown) => error);
+  t.type(refused, ServiceError);
+  t.equal((refused as ServiceError).status, 503, 'writes are refused, saying why');
+  t.match((refused as ServiceError).message, /restart the node/);
+  await t.rejects(instances.deleteInstance('org_a', 'm', 'i'), ServiceError, 'every kind of write');
+  t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 2, 'what was acknowledged is still read');
+  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2]);
+  await store.close();
+  t.equal(framesIn(dir).length, 2, 'the log is kept');
+
+  const restarted = openLmdbNodeStore(dir);
+  t.equal(restarted.instances.getInstance('org_a', 'm', 'i')?.seq, 2, 'a restart applies the log again');
+  t.same(restarted.instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2]);
+  await restarted.instances.commit(head(3), head(2), [record(3)]);
+  t.equal(restarted.instances.getInstance('org_a', 'm', 'i')?.seq, 3, 'and writes go on');
+  await restarted.close();
+});
