@@ -73,6 +73,11 @@ t.test('commits that are not alone go to LMDB directly, fenced there', async (t)
   t.same(framesIn(dir), [], 'none of them went through the log');
   t.same(names.map((name) => instances.getInstance('org_a', 'm', name)?.seq), [2, 2, 2, 2]);
   t.same(instances.getInstance('org_a', 'm', 'p')?.context, { n: 2 });
+  // Once commits stop overlapping for a moment, a lone one goes through the log again.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await instances.commit(head(3, { name: 'q' }), head(2, { name: 'q' }), [record(3)]);
+  t.equal(framesIn(dir).length, 1, 'a lone commit after a quiet moment is a frame of the log');
+  t.equal(instances.getInstance('org_a', 'm', 'q')?.seq, 3);
   await store.close();
 });
 

@@ -147,10 +147,7 @@ export class LmdbInstanceStore implements InstanceStore {
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
     this.checkHealthy();
     if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && head.pendingTimers.length === 0) {
-      const key = instanceKey(head.orgId, head.machine, head.name);
-      if (this.wal.exists(key, head)) return false;
-      await this.wal.write({ key, head, records: history, previous: undefined });
-      return true;
+      return this.wal.write({ key: instanceKey(head.orgId, head.machine, head.name), head, records: history, previous: undefined });
     }
     if (this.wal?.exists(instanceKey(head.orgId, head.machine, head.name), head)) return false;
     this.wal?.applyNow();
@@ -176,8 +173,7 @@ export class LmdbInstanceStore implements InstanceStore {
     this.checkHealthy();
     if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && sameTimers(previous.pendingTimers, head.pendingTimers)) {
       const key = instanceKey(head.orgId, head.machine, head.name);
-      if (!this.wal.isAt(key, head, previous.seq)) throw new SequenceConflictError(previous.seq, this.wal.latestSeq(key, head));
-      await this.wal.write({ key, head, records: history, previous });
+      if (!(await this.wal.write({ key, head, records: history, previous }))) throw new SequenceConflictError(previous.seq, this.wal.latestSeq(key, head));
       return;
     }
     this.wal?.applyNow();
