@@ -38,7 +38,7 @@ export const serveSettings = [
   { flag: 'port', env: 'STATEHOLD_PORT', fallback: '8787', help: 'TCP port to listen on (0 picks a free one)' },
   { flag: 'host', env: 'STATEHOLD_HOST', fallback: '127.0.0.1', help: 'address to listen on' },
   { flag: 'data-dir', env: 'STATEHOLD_DATA_DIR', fallback: './data', help: 'where the LMDB files and the master key live' },
-  { flag: 'commit-log', env: 'STATEHOLD_COMMIT_LOG', fallback: 'wal', help: 'how an event is made durable before it is acknowledged: wal (when it is the only commit in flight, one write to a write-ahead log in the data dir, LMDB following within 20 ms; else LMDB\'s group commit) or lmdb (always LMDB\'s own synced commit)' },
+  { flag: 'commit-log', env: 'STATEHOLD_COMMIT_LOG', fallback: 'wal', help: 'how an event is made durable before it is acknowledged: wal (one write to a write-ahead log in the data dir, shared by the events committed together, LMDB written within 20 ms behind it) or lmdb (LMDB\'s own synced commit)' },
   { flag: 'public-url', env: 'STATEHOLD_PUBLIC_URL', fallback: undefined, help: 'the URL clients use, e.g. https://statehold.example.com (default http://<host>:<port>); tokens with aud "<public-url>/" are accepted' },
   { flag: 'admin-key', env: 'STATEHOLD_ADMIN_KEY', fallback: undefined, help: 'the operator credential (Authorization: Bearer <key>); generated and printed once on first start when not given' },
   { flag: 'billing-url', env: 'STATEHOLD_BILLING_URL', fallback: undefined, help: 'the link GET /billing returns (default <public-url>/billing-portal)' },

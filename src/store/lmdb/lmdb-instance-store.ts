@@ -12,7 +12,7 @@ import {
   usageMonth,
 } from '../instance-store.js';
 import { instanceKey } from './unapplied-commits.js';
-import { WalCommits } from './wal-commits.js';
+import { logText, WalCommits } from './wal-commits.js';
 import { WriteAheadLog } from './write-ahead-log.js';
 
 const AFTER_ALL = '\uffff';
@@ -66,10 +66,9 @@ const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTi
  * process owns a data dir, and the owner's mailbox gives each instance one writer.
  *
  * With the write-ahead log (`commitLog: 'wal'`, the default), a commit of head and history only (no
- * messages, no change of pending timers: the usual event) goes through wal-commits.ts: alone, it is
- * acknowledged once its log frame is durable and reads see it at once; with others in flight, it
- * goes to LMDB as below. Its fencing check is made here, against the latest head including commits
- * not yet in LMDB. Every other write goes to LMDB as below, queued after the log's commits.
+ * messages, no change of pending timers: the usual event) goes through wal-commits.ts: acknowledged
+ * once its log frame is durable, seen by reads at once, written to LMDB behind it. Its fencing check
+ * counts commits not yet in LMDB. Every other write goes to LMDB as below, after the log's commits.
  *
  * LMDB writes are conditional blocks of lmdb-js's batched asynchronous transactions: the condition is
  * checked on LMDB's writer thread, so the write transaction never waits for this thread, and many
@@ -147,7 +146,8 @@ export class LmdbInstanceStore implements InstanceStore {
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
     this.checkHealthy();
     if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && head.pendingTimers.length === 0) {
-      return this.wal.write({ key: instanceKey(head.orgId, head.machine, head.name), head, records: history, previous: undefined });
+      const text = logText(head, history);
+      if (text !== undefined) return this.wal.write({ key: instanceKey(head.orgId, head.machine, head.name), head, records: history, previous: undefined, text });
     }
     if (this.wal?.exists(instanceKey(head.orgId, head.machine, head.name), head)) return false;
     this.wal?.applyNow();
@@ -172,9 +172,12 @@ export class LmdbInstanceStore implements InstanceStore {
   async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
     this.checkHealthy();
     if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && sameTimers(previous.pendingTimers, head.pendingTimers)) {
-      const key = instanceKey(head.orgId, head.machine, head.name);
-      if (!(await this.wal.write({ key, head, records: history, previous }))) throw new SequenceConflictError(previous.seq, this.wal.latestSeq(key, head));
-      return;
+      const text = logText(head, history);
+      if (text !== undefined) {
+        const key = instanceKey(head.orgId, head.machine, head.name);
+        if (!(await this.wal.write({ key, head, records: history, previous, text }))) throw new SequenceConflictError(previous.seq, this.wal.latestSeq(key, head));
+        return;
+      }
     }
     this.wal?.applyNow();
     let failure: { error: unknown } | undefined;

@@ -13,39 +13,40 @@ const APPLIED_KEY = 'applied';
 
 /**
  * How long commits from the log wait before their LMDB writes are queued, gathering into one LMDB
- * transaction. Each LMDB transaction costs page writes and two flushes on LMDB's thread: queued after
- * every frame, they competed for the two cores with the next event (at concurrency 1 they delayed
- * its sandbox step, and the log gained 0.08 ms instead of 0.3). Nothing waits for them: reads get
- * the commits meanwhile from `unapplied`, and a crash applies them from the log.
+ * transaction. Each LMDB transaction costs page writes and two flushes on LMDB's thread. Queued
+ * after every frame, they competed for the two cores with the next event (at concurrency 1 the log
+ * then gained 0.08 ms instead of 0.3); held 200 ms or 1 s at 64 in flight, one transaction took so
+ * long to flush that the frames waiting behind it made p99 30 and 70 ms. Nothing waits for them:
+ * reads get the commits meanwhile from `unapplied`, and a crash applies them from the log.
  */
 export const DEFAULT_APPLY_DELAY_MS = 20;
-/** ... unless this many commits are waiting (bounds `unapplied` under load). */
+/** ... unless this many commits are waiting (bounds `unapplied`). */
 const APPLY_AT_COMMITS = 2000;
 
-/** A commit of an instance's head and history (no messages, timers unchanged): what may go through the log. */
+/**
+ * A frame of one commit is written on this thread unless commits overlapped this recently: then on
+ * libuv's pool, so that this thread does not wait for the disk while others are in flight.
+ */
+const BUSY_WINDOW_MS = 10;
+
+/** Values nest at most this deep to be encoded safely (msgpackr recurses; see domain/json-depth.ts). */
+const MAX_ENCODABLE_DEPTH = 1000;
+
+/** A commit of an instance's head and history (no messages, timers unchanged): what goes through the log. */
 export interface HeadCommit {
   key: string;
   head: InstanceHead;
   records: TransitionRecord[];
   /** The head it replaces; none for a create. */
   previous: InstanceHead | undefined;
+  /** What the log frame holds of it (logText). */
+  text: string;
 }
 
 interface Waiting extends HeadCommit {
-  /** false: the head was not where the commit says (a create of a name that exists, a stale previous head). */
   resolve: (written: boolean) => void;
   reject: (error: unknown) => void;
 }
-
-/**
- * A lone commit this soon after commits overlapped goes to LMDB too: under load, gaps between LMDB's
- * transactions let lone commits through, whose log writes then blocked this thread (≈ 4 % of it at 64
- * in flight) and whose LMDB writes made small transactions of their own.
- */
-const BUSY_WINDOW_MS = 10;
-
-/** Values nest at most this deep to be encoded safely (msgpackr recurses; see domain/json-depth.ts). */
-const MAX_ENCODABLE_DEPTH = 1000;
 
 export interface WalCommitsOptions {
   dir: string;
@@ -59,19 +60,35 @@ export interface WalCommitsOptions {
 const keyOf = (head: InstanceHead): HeadKey => [head.orgId, head.machine, head.name];
 
 /**
- * Head-and-history commits, made durable by the write-ahead log when that is faster, else by LMDB.
+ * The commit as a log frame holds it, if LMDB can surely take it afterwards; undefined otherwise (the
+ * caller then commits to LMDB directly, where a value that cannot be encoded fails its commit alone).
+ */
+export const logText = (head: InstanceHead, records: TransitionRecord[]): string | undefined => {
+  let text: string;
+  try {
+    text = JSON.stringify([head, records]);
+  } catch {
+    return undefined;
+  }
+  return jsonDepth(text) <= MAX_ENCODABLE_DEPTH ? text : undefined;
+};
+
+/**
+ * Head-and-history commits (the usual event), made durable by the write-ahead log, then written to
+ * LMDB behind it.
  *
- * - A commit alone in its turn of the event loop, with no other commit in flight, is written to the
- *   log on this thread: one O_DSYNC write (≈ 0.13 ms here), where LMDB would hand it to its thread,
- *   write pages and flush twice. At concurrency 1 this takes an event from ≈ 1.2 to ≈ 0.9 ms.
- * - A commit that is not alone goes to LMDB at once, into its next batched synced transaction with
- *   the others, as without the log. Measured at 64 in flight with every commit through the log,
- *   frames waited behind LMDB's page write-back (p50 1.2 ms, p99 9.5 ms: no better than LMDB's own
- *   group commit) and writing everything twice cost ≈ 25 µs more CPU per event on this thread.
- * - A commit from the log is acknowledged once its frame is durable; reads get it from `unapplied`
- *   until its LMDB writes land. Those are queued in batches (DEFAULT_APPLY_DELAY_MS), and at once
- *   before any other write to LMDB (`applyNow`): lmdb-js keeps its async writes in order, so what is
- *   queued later lands after them.
+ * - The commits asked for in one turn of the event loop, and those asked while the previous frame is
+ *   being written, share a frame: one O_DSYNC write, where LMDB's own commit writes a few pages per
+ *   instance and flushes twice. A frame of one commit, when commits have not overlapped lately, is
+ *   written on this thread: at concurrency 1 that saves two thread hand-offs (an event goes from
+ *   ≈ 1.2 to ≈ 0.9 ms here). At 64 in flight the log gives ≈ 6 % more events/s than LMDB's group
+ *   commit, p50 ≈ 1 ms lower (alternating runs).
+ * - Each commit is checked against the latest head, counting commits not yet in LMDB (fencing), and
+ *   claims its place until its frame is durable.
+ * - A commit is acknowledged once its frame is durable; reads get it from `unapplied` until its LMDB
+ *   writes land. Those are queued in batches (DEFAULT_APPLY_DELAY_MS), and at once before any other
+ *   write to LMDB (`applyNow`): lmdb-js keeps its async writes in order, so what is queued later lands
+ *   after them.
  * - Each batch lands together with the `applied` entry moving to its last frame, and only if it was
  *   at the frame before its first: LMDB holds an unbroken prefix of the log, and on start the frames
  *   after it are applied again (they are whole puts: applying one twice is harmless). Segments whose
@@ -79,16 +96,16 @@ const keyOf = (head: InstanceHead): HeadKey => [head.orgId, head.machine, head.n
  */
 export class WalCommits {
   readonly unapplied = new UnappliedCommits();
-  /** Commits written or being written but not yet durable: sequence numbers for the fencing check. */
+  /** Commits gathering or being written, not yet durable: their sequence numbers, for fencing. */
   private readonly claims = new Map<string, number>();
   private readonly wal: WriteAheadLog;
   private readonly walDb: Database<boolean, string>;
   private gathering: Waiting[] = [];
   private flushScheduled = false;
-  /** Commits handed to LMDB directly whose transaction is not durable yet. */
-  private direct = 0;
-  /** When a commit last came while others were in flight (performance.now()). */
-  private lastConcurrentAt = -Infinity;
+  /** A frame is being written on libuv's pool. */
+  private writing = false;
+  /** When commits last overlapped (performance.now()). */
+  private lastOverlapAt = -Infinity;
   /** Log frames whose LMDB writes are not queued yet, oldest first. */
   private toApply: Array<{ seq: number; commits: HeadCommit[] }> = [];
   private toApplyCommits = 0;
@@ -148,43 +165,24 @@ export class WalCommits {
     return this.heads.getEntry(keyOf(head))?.version;
   }
 
-  /** Whether an instance's latest head, counting commits not yet in LMDB, is at `seq` (without decoding it). */
-  isAt(key: string, head: InstanceHead, seq: number): boolean {
-    const claimed = this.claims.get(key);
-    if (claimed !== undefined) return claimed === seq;
-    const pending = this.unapplied.head(key);
-    if (pending) return pending.seq === seq;
-    return this.heads.doesExist(keyOf(head), seq);
-  }
-
   /** Whether a head exists, counting commits not yet in LMDB. */
   exists(key: string, head: InstanceHead): boolean {
     return this.claims.has(key) || this.unapplied.head(key) !== undefined || this.heads.getBinary(keyOf(head)) !== undefined;
   }
 
   /**
-   * Resolves with true once the commit is durable (in the log or in LMDB), with false if the head was
-   * not where the commit says: the name exists (create), or the latest head, counting commits not yet
-   * in LMDB, is not `previous` (fencing; for LMDB's own commits, checked on its writer thread).
+   * Resolves with true once the commit is durable, with false (nothing written) if the head is not
+   * where the commit says: the name exists (a create), or the latest head is not `previous`.
    */
   write(commit: HeadCommit): Promise<boolean> {
     if (this.broken) return Promise.reject(this.broken);
+    const { key, head, previous } = commit;
+    if (previous ? !this.isAt(key, head, previous.seq) : this.exists(key, head)) return Promise.resolve(false);
+    this.claims.set(key, head.seq);
+    if (this.writing || this.gathering.length > 0) this.lastOverlapAt = performance.now();
     return new Promise((resolve, reject) => {
-      const waiting: Waiting = { key: commit.key, head: commit.head, records: commit.records, previous: commit.previous, resolve, reject };
-      const concurrent = this.direct > 0 || this.gathering.length > 0;
-      if (concurrent) this.lastConcurrentAt = performance.now();
-      if (concurrent || performance.now() - this.lastConcurrentAt < BUSY_WINDOW_MS) {
-        // Not alone: straight into LMDB's batch with the others, in this turn, in the order asked.
-        const earlier = this.gathering;
-        this.gathering = [];
-        for (const commit of earlier) this.unclaim(commit);
-        this.toLmdb([...earlier, waiting]);
-        return;
-      }
-      // Alone so far: wait for the end of this turn to know whether it stays alone.
-      this.claims.set(commit.key, commit.head.seq);
-      this.gathering.push(waiting);
-      if (!this.flushScheduled) {
+      this.gathering.push({ ...commit, resolve, reject });
+      if (!this.flushScheduled && !this.writing) {
         this.flushScheduled = true;
         setImmediate(this.flush);
       }
@@ -236,99 +234,75 @@ export class WalCommits {
 
   /** Waits for the commits asked for so far to be durable and in LMDB, then deletes the log. */
   async close(): Promise<void> {
-    if (this.flushScheduled || this.direct > 0) await new Promise<void>((resolve) => this.drained.push(resolve));
+    if (this.flushScheduled || this.writing) await new Promise<void>((resolve) => this.drained.push(resolve));
     this.applyNow();
     await this.lastApply;
     this.wal.close(this.broken === undefined);
   }
 
+  /** Whether an instance's latest head, counting commits not yet in LMDB, is at `seq` (without decoding it). */
+  private isAt(key: string, head: InstanceHead, seq: number): boolean {
+    const claimed = this.claims.get(key);
+    if (claimed !== undefined) return claimed === seq;
+    const pending = this.unapplied.head(key);
+    if (pending) return pending.seq === seq;
+    return this.heads.doesExist(keyOf(head), seq);
+  }
+
   private readonly flush = (): void => {
     this.flushScheduled = false;
+    if (this.writing) return;
     const batch = this.gathering;
     this.gathering = [];
-    const lone = batch[0];
-    if (batch.length === 1 && lone && this.direct === 0) {
-      const text = loggable(lone);
-      if (text !== undefined) {
-        this.unclaim(lone);
-        if (lone.previous ? !this.isAt(lone.key, lone.head, lone.previous.seq) : this.exists(lone.key, lone.head)) {
-          lone.resolve(false);
-          this.wakeDrained();
-          return;
-        }
-        this.toLog(lone, text);
-        return;
-      }
-    }
-    for (const commit of batch) this.unclaim(commit);
-    if (batch.length > 0) this.toLmdb(batch);
-    else this.wakeDrained();
-  };
-
-  private toLog(commit: Waiting, text: string): void {
-    let seq: number;
-    try {
-      seq = this.wal.appendSync(Buffer.from(`[${text}]`, 'utf8'));
-    } catch (error) {
-      commit.reject(error);
-      this.wakeDrained();
+    if (batch.length === 0) {
+      for (const wake of this.drained.splice(0)) wake();
       return;
     }
-    this.unapplied.add(commit.key, commit.head, commit.records);
-    this.toApply.push({ seq, commits: [commit] });
-    if (++this.toApplyCommits >= APPLY_AT_COMMITS) this.applyNow();
+    const payload = Buffer.from(batch.length === 1 ? `[${(batch[0] as Waiting).text}]` : `[${batch.map((c) => c.text).join(',')}]`, 'utf8');
+    if (batch.length === 1 && performance.now() - this.lastOverlapAt > BUSY_WINDOW_MS) {
+      let seq: number;
+      try {
+        seq = this.wal.appendSync(payload);
+      } catch (error) {
+        this.failed(batch, error);
+        return;
+      }
+      this.durable(batch, seq);
+      return;
+    }
+    this.lastOverlapAt = performance.now();
+    this.writing = true;
+    this.wal.append(payload).then(
+      (seq) => this.durable(batch, seq),
+      (error: unknown) => this.failed(batch, error),
+    );
+  };
+
+  private durable(batch: Waiting[], seq: number): void {
+    this.writing = false;
+    for (const commit of batch) {
+      if (this.claims.get(commit.key) === commit.head.seq) this.claims.delete(commit.key);
+      this.unapplied.add(commit.key, commit.head, commit.records);
+    }
+    this.toApply.push({ seq, commits: batch });
+    this.toApplyCommits += batch.length;
+    if (this.toApplyCommits >= APPLY_AT_COMMITS) this.applyNow();
     else if (!this.applyTimer) {
       this.applyTimer = setTimeout(() => this.applyNow(), this.options.applyDelayMs ?? DEFAULT_APPLY_DELAY_MS);
       this.applyTimer.unref();
     }
-    commit.resolve(true);
-    this.wakeDrained();
+    for (const commit of batch) commit.resolve(true);
+    this.flush();
   }
 
-  /**
-   * Each commit as a conditional block of lmdb-js's next batched transaction, after the log's commits
-   * (applyNow); a value that cannot be encoded fails its own commit only, with nothing written.
-   */
-  private toLmdb(batch: Waiting[]): void {
-    this.applyNow();
+  /** The frame was not written: its commits fail, with nothing applied; the next frame takes its place. */
+  private failed(batch: Waiting[], error: unknown): void {
+    this.writing = false;
     for (const commit of batch) {
-      const { head, previous, records } = commit;
-      let failure: { error: unknown } | undefined;
-      const writes = (): void => {
-        try {
-          putCommit(this.heads, this.transitions, head, records);
-        } catch (error) {
-          failure = { error };
-          undoCommit(this.heads, this.transitions, commit);
-        }
-      };
-      const written = previous ? this.heads.ifVersion(keyOf(head), previous.seq, writes) : this.heads.ifNoExists(keyOf(head), writes);
-      this.direct++;
-      written.then(
-        (ok) => {
-          this.directDone();
-          if (failure) commit.reject(failure.error);
-          else commit.resolve(ok);
-        },
-        (error: unknown) => {
-          this.directDone();
-          commit.reject(error);
-        },
-      );
+      if (this.claims.get(commit.key) === commit.head.seq) this.claims.delete(commit.key);
+      commit.reject(error);
     }
-  }
-
-  private directDone(): void {
-    this.direct--;
-    this.wakeDrained();
-  }
-
-  private unclaim(commit: HeadCommit): void {
-    if (this.claims.get(commit.key) === commit.head.seq) this.claims.delete(commit.key);
-  }
-
-  private wakeDrained(): void {
-    if (this.drained.length > 0 && !this.flushScheduled && this.direct === 0) for (const wake of this.drained.splice(0)) wake();
+    this.flush();
   }
 
   private fail(error: Error): void {
@@ -339,32 +313,6 @@ export class WalCommits {
 }
 
 const openWalDb = (root: RootDatabase): Database<boolean, string> => root.openDB({ name: 'wal', encoding: 'msgpack', useVersions: true });
-
-/**
- * The commit as the log holds it, if LMDB can take it afterwards for sure (what it cannot take goes
- * to LMDB first, where the commit fails alone with nothing written).
- */
-const loggable = (commit: HeadCommit): string | undefined => {
-  let text: string;
-  try {
-    text = JSON.stringify([commit.head, commit.records]);
-  } catch {
-    return undefined;
-  }
-  return jsonDepth(text) <= MAX_ENCODABLE_DEPTH ? text : undefined;
-};
-
-/** Puts back what a commit replaced, in the same block, after one of its writes threw. */
-const undoCommit = (heads: HeadsDb, transitions: TransitionsDb, commit: HeadCommit): void => {
-  const { head, previous, records } = commit;
-  try {
-    if (previous) void heads.put(keyOf(previous), previous, previous.seq);
-    else void heads.remove(keyOf(head));
-  } catch {
-    // the previous head was written before: it can be written again; nothing else to do
-  }
-  for (const record of records) void transitions.remove([head.orgId, head.machine, head.name, record.seq]);
-};
 
 /** The LMDB writes of a head-and-history commit (the head carries its sequence as entry version). */
 const putCommit = (heads: HeadsDb, transitions: TransitionsDb, head: InstanceHead, records: TransitionRecord[]): void => {

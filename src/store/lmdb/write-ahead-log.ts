@@ -16,7 +16,7 @@
  * and frames are numbered without gaps, so reading stops at the first one that is not the next:
  * the zeros of the sparse tail, a torn write, or a frame of an older segment.
  */
-import { closeSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, unlink, unlinkSync, writevSync, constants } from 'node:fs';
+import { closeSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, unlink, unlinkSync, writev, writevSync, constants } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 
@@ -72,6 +72,8 @@ export class WriteAheadLog {
   private capacity: number;
   private readonly segments: Segment[];
   private nextSeq: number;
+  /** A frame is being written on libuv's pool. */
+  private busy = false;
   private closed = false;
 
   private constructor(
@@ -147,6 +149,27 @@ export class WriteAheadLog {
     return seq;
   }
 
+  /**
+   * Writes one frame on libuv's pool; resolves with its sequence number once it is durable. Frames go
+   * one at a time: the next append waits for this one.
+   */
+  append(payload: Buffer): Promise<number> {
+    const { buffers, position, seq, total } = this.prepare(payload);
+    this.busy = true;
+    return new Promise((resolve, reject) => {
+      writev(this.fd, buffers, position, (error, written) => {
+        this.busy = false;
+        if (error) reject(error);
+        else if (written !== total) reject(new Error(`short write to the write-ahead log (${written} of ${total} bytes)`));
+        else {
+          this.offset += total;
+          this.nextSeq = seq + 1;
+          resolve(seq);
+        }
+      });
+    });
+  }
+
   /** Frames up to `seq` are durable elsewhere: the segments holding only such frames go. */
   release(seq: number): void {
     while (this.segments.length > 1) {
@@ -167,6 +190,7 @@ export class WriteAheadLog {
 
   private prepare(payload: Buffer): { buffers: Buffer[]; position: number; seq: number; total: number } {
     if (this.closed) throw new Error('the write-ahead log is closed');
+    if (this.busy) throw new Error('the write-ahead log writes one frame at a time');
     const total = HEADER_BYTES + payload.length;
     if (this.offset > 0 && this.offset + total > this.capacity) this.rotate(total);
     const seq = this.nextSeq;
