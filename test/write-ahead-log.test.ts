@@ -23,7 +23,7 @@ t.test('frames come back in order, across segments, from the number the log star
   const big = payload(8, 500);
   t.equal(log.appendSync(big), 48, 'a frame larger than a segment gets a segment of its own size');
   t.same(WriteAheadLog.read(dir).at(-1)?.payload.toString(), big.toString());
-  log.close(false);
+  await log.close(false);
   t.equal(WriteAheadLog.read(dir).length, 8, 'closing without discarding keeps the frames');
 });
 
@@ -44,7 +44,7 @@ t.test('release deletes the segments LMDB holds, never the one being written', a
   await new Promise((resolve) => setTimeout(resolve, 50));
   t.equal(segmentsOf(dir).length, 1, 'the current segment stays');
   t.equal(log.appendSync(payload(10)), 10, 'and takes the next frame');
-  log.close(true);
+  await log.close(true);
   t.same(segmentsOf(dir), [], 'close with discard deletes every segment');
 });
 
@@ -53,7 +53,7 @@ t.test('reading stops at the first frame that is not whole and next: torn, corru
   t.teardown(() => removeDir(dir));
   const log = WriteAheadLog.start(dir, 1, 4096);
   for (let n = 1; n <= 5; n++) log.appendSync(payload(n));
-  log.close(false);
+  await log.close(false);
   const segment = join(dir, segmentsOf(dir)[0] as string);
   const original = readFileSync(segment);
   const frameBytes = HEADER + 40;
@@ -82,7 +82,7 @@ t.test('reading stops at the first frame that is not whole and next: torn, corru
 
   rewrite(() => undefined);
   t.equal(WriteAheadLog.read(dir).length, 5, 'the untouched segment reads whole');
-  WriteAheadLog.start(dir, 6, 4096).close(false);
+  await WriteAheadLog.start(dir, 6, 4096).close(false);
   t.same(WriteAheadLog.read(dir), [], 'starting a log deletes the old segments');
 });
 
@@ -91,4 +91,50 @@ t.test('an empty or missing directory holds no frames', async (t) => {
   t.teardown(() => removeDir(dir));
   t.same(WriteAheadLog.read(join(dir, 'missing')), []);
   t.same(WriteAheadLog.read(dir), []);
+});
+
+t.test('released segments are written over as the next ones; their old frames are never read', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const bytes = 150; // two 60-byte frames a segment
+  const log = WriteAheadLog.start(dir, 1, bytes);
+  const sparesOf = () => readdirSync(dir).filter((name) => name.endsWith('.spare'));
+  for (let wait = 0; wait < 100 && sparesOf().length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.equal(sparesOf().length, 1, 'a zero-filled spare is made ahead of time');
+  t.equal(readFileSync(join(dir, sparesOf()[0] as string)).every((byte) => byte === 0), true);
+  for (let n = 1; n <= 4; n++) log.appendSync(payload(n));
+  log.release(2);
+  t.same(sparesOf().length, 1, 'the released segment is kept as the spare');
+  const spare = readFileSync(join(dir, sparesOf()[0] as string));
+  t.match(spare.toString('latin1'), /frame-1-/, 'holding its old frames');
+  for (let n = 5; n <= 6; n++) log.appendSync(payload(n, 20));
+  const frames = WriteAheadLog.read(dir);
+  t.same(frames.map((f) => f.seq), [3, 4, 5, 6], 'the frames written since, and none of the old ones beside them');
+  t.same(frames.slice(2).map((f) => f.payload.toString()), [payload(5, 20).toString(), payload(6, 20).toString()]);
+  await log.close(false);
+  const restarted = WriteAheadLog.start(dir, 7, bytes);
+  t.same(WriteAheadLog.read(dir), [], 'a new start reuses old segments without reading their frames as its own');
+  t.equal(restarted.appendSync(payload(7)), 7);
+  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [7]);
+  await restarted.close(true);
+});
+
+t.test('a start keeps at most two old files, whatever their names, and never reads their frames', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const bytes = 150;
+  for (const seq of [1, 3, 5, 7]) {
+    const log = WriteAheadLog.start(dir, seq, bytes);
+    log.appendSync(payload(seq));
+    log.appendSync(payload(seq + 1));
+    await log.close(false);
+  }
+  // Every start found the last one's segment and spares: the files never pile up.
+  t.ok(readdirSync(dir).length <= 3, `files: ${readdirSync(dir).join(', ')}`);
+  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [7, 8]);
+  const log = WriteAheadLog.start(dir, 9, bytes);
+  t.same(WriteAheadLog.read(dir), []);
+  for (let n = 9; n <= 14; n++) log.appendSync(payload(n));
+  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [9, 10, 11, 12, 13, 14], 'rotating through reused files');
+  await log.close(true);
 });

@@ -237,7 +237,7 @@ export class WalCommits {
     if (this.flushScheduled || this.writing) await new Promise<void>((resolve) => this.drained.push(resolve));
     this.applyNow();
     await this.lastApply;
-    this.wal.close(this.broken === undefined);
+    await this.wal.close(this.broken === undefined);
   }
 
   /** Whether an instance's latest head, counting commits not yet in LMDB, is at `seq` (without decoding it). */
