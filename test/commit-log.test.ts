@@ -152,6 +152,39 @@ t.test('after kill -9, the commits LMDB had not taken are applied from the log a
   await again.close();
 });
 
+t.test('segments written over again after LMDB took their frames: a crash recovers exactly the acknowledged commits', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  // 4 KiB segments (a few frames each), LMDB applying every millisecond: segments fill, are released,
+  // become spares and are written over, many times, before the kill.
+  const crashed = runScript(`
+    import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
+    const store = openLmdbNodeStore(${JSON.stringify(dir)}, { walSegmentBytes: 4096, walApplyDelayMs: 1 });
+    const head = (seq) => ({ orgId: 'org_a', machine: 'm', name: 'i', createdAt: '1970-01-01T00:00:00.000Z', versionId: 'ver_x', status: 'running',
+      seq, ts: seq, state: 'idle', context: { n: seq, pad: 'x'.repeat(seq % 300) }, tags: [], done: false, snapshot: '{}',
+      pendingTimers: [], stoppedChildren: [], timerAttempts: {} });
+    const record = (seq) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: 'E' + seq }, state: 'idle', context: { n: seq } });
+    await store.instances.createInstance(head(1), [record(1)]);
+    for (let seq = 2; seq <= 400; seq++) {
+      await store.instances.commit(head(seq), head(seq - 1), [record(seq)]);
+      if (seq % 25 === 0) await new Promise((resolve) => setTimeout(resolve, 3));
+    }
+    const { readdirSync } = await import('node:fs');
+    process.stdout.write('acked 400, files ' + readdirSync(${JSON.stringify(join(dir, 'wal'))}).length);
+    process.kill(process.pid, 'SIGKILL');
+  `);
+  t.equal(crashed.signal, 'SIGKILL', crashed.stderr);
+  const files = Number(/acked 400, files (\d+)/.exec(crashed.stdout)?.[1]);
+  t.ok(files >= 1 && files <= 6, `segments were released and reused: ${files} files in wal/ after ≈ 60 segments' worth of frames`);
+  const store = openLmdbNodeStore(dir, { walSegmentBytes: 4096 });
+  t.equal(store.instances.getInstance('org_a', 'm', 'i')?.seq, 400, 'the last acknowledged head');
+  const history = store.instances.listTransitions('org_a', 'm', 'i', 0, 1000);
+  t.same(history.map((r) => r.seq), Array.from({ length: 400 }, (_, i) => i + 1), 'every record once, in order');
+  await store.instances.commit(head(401), { ...head(400), context: { n: 400, pad: 'x'.repeat(100) } }, [record(401)]);
+  t.same(store.instances.listTransitions('org_a', 'm', 'i', 399, 10).map((r) => r.seq), [400, 401]);
+  await store.close();
+});
+
 t.test('a log left by a crash is applied even when the node now commits to LMDB only', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
