@@ -7,6 +7,7 @@ import { type InstanceHead, SequenceConflictError } from '../src/store/instance-
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
+import { logState } from './helpers/wal.js';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const HOLD = 600_000; // LMDB gets nothing from the log while a test runs
@@ -155,33 +156,78 @@ t.test('after kill -9, the commits LMDB had not taken are applied from the log a
 t.test('segments written over again after LMDB took their frames: a crash recovers exactly the acknowledged commits', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
-  // 4 KiB segments (a few frames each), LMDB applying every millisecond: segments fill, are released,
-  // become spares and are written over, many times, before the kill.
+  // First 4 KiB segments (a few frames each) with LMDB applying every millisecond: they fill, are
+  // released, become spares and are written over, many times. Then, on the old files, frames LMDB
+  // never gets before the kill.
   const crashed = runScript(`
+    import { readdirSync } from 'node:fs';
     import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
-    const store = openLmdbNodeStore(${JSON.stringify(dir)}, { walSegmentBytes: 4096, walApplyDelayMs: 1 });
     const head = (seq) => ({ orgId: 'org_a', machine: 'm', name: 'i', createdAt: '1970-01-01T00:00:00.000Z', versionId: 'ver_x', status: 'running',
       seq, ts: seq, state: 'idle', context: { n: seq, pad: 'x'.repeat(seq % 300) }, tags: [], done: false, snapshot: '{}',
       pendingTimers: [], stoppedChildren: [], timerAttempts: {} });
     const record = (seq) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: 'E' + seq }, state: 'idle', context: { n: seq } });
-    await store.instances.createInstance(head(1), [record(1)]);
-    for (let seq = 2; seq <= 400; seq++) {
-      await store.instances.commit(head(seq), head(seq - 1), [record(seq)]);
+    const first = openLmdbNodeStore(${JSON.stringify(dir)}, { walSegmentBytes: 4096, walApplyDelayMs: 1 });
+    await first.instances.createInstance(head(1), [record(1)]);
+    for (let seq = 2; seq <= 300; seq++) {
+      await first.instances.commit(head(seq), head(seq - 1), [record(seq)]);
       if (seq % 25 === 0) await new Promise((resolve) => setTimeout(resolve, 3));
     }
-    const { readdirSync } = await import('node:fs');
-    process.stdout.write('acked 400, files ' + readdirSync(${JSON.stringify(join(dir, 'wal'))}).length);
+    const files = readdirSync(${JSON.stringify(join(dir, 'wal'))}).length;
+    await first.close();
+    const second = openLmdbNodeStore(${JSON.stringify(dir)}, { walSegmentBytes: 4096, walApplyDelayMs: ${HOLD} });
+    for (let seq = 301; seq <= 450; seq++) await second.instances.commit(head(seq), head(seq - 1), [record(seq)]);
+    process.stdout.write('acked 450, files ' + files);
     process.kill(process.pid, 'SIGKILL');
   `);
   t.equal(crashed.signal, 'SIGKILL', crashed.stderr);
-  const files = Number(/acked 400, files (\d+)/.exec(crashed.stdout)?.[1]);
-  t.ok(files >= 1 && files <= 6, `segments were released and reused: ${files} files in wal/ after ≈ 60 segments' worth of frames`);
+  const files = Number(/acked 450, files (\d+)/.exec(crashed.stdout)?.[1]);
+  t.ok(files >= 1 && files <= 6, `segments were released and reused: ${files} files in wal/ after ≈ 50 segments' worth of frames`);
+  const { onlyInLog } = await logState(dir);
+  t.equal(onlyInLog.length, 150, 'the last 150 commits were only in the log, in reused segments, at the kill');
   const store = openLmdbNodeStore(dir, { walSegmentBytes: 4096 });
-  t.equal(store.instances.getInstance('org_a', 'm', 'i')?.seq, 400, 'the last acknowledged head');
+  t.equal(store.instances.getInstance('org_a', 'm', 'i')?.seq, 450, 'the last acknowledged head');
   const history = store.instances.listTransitions('org_a', 'm', 'i', 0, 1000);
-  t.same(history.map((r) => r.seq), Array.from({ length: 400 }, (_, i) => i + 1), 'every record once, in order');
-  await store.instances.commit(head(401), { ...head(400), context: { n: 400, pad: 'x'.repeat(100) } }, [record(401)]);
-  t.same(store.instances.listTransitions('org_a', 'm', 'i', 399, 10).map((r) => r.seq), [400, 401]);
+  t.same(history.map((r) => r.seq), Array.from({ length: 450 }, (_, i) => i + 1), 'every record once, in order');
+  t.same(history.at(-1)?.context, { n: 450 });
+  await store.instances.commit(head(451), { ...head(450), context: { n: 450, pad: 'x'.repeat(150) } }, [record(451)]);
+  t.same(store.instances.listTransitions('org_a', 'm', 'i', 449, 10).map((r) => r.seq), [450, 451]);
+  await store.close();
+});
+
+t.test('a commit asked while the store closes is refused; nothing acknowledged is lost', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
+  await store.instances.createInstance(head(1), [record(1)]);
+  await store.instances.commit(head(2), head(1), [record(2)]);
+  const closing = store.close();
+  const late = await store.instances.commit(head(3), head(2), [record(3)]).catch((error: unknown) => error);
+  t.type(late, ServiceError);
+  t.equal((late as ServiceError).status, 503, 'refused with 503');
+  await closing;
+  const reopened = openLmdbNodeStore(dir);
+  t.equal(reopened.instances.getInstance('org_a', 'm', 'i')?.seq, 2, 'the acknowledged commits are in LMDB');
+  t.same(reopened.instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2]);
+  await reopened.close();
+});
+
+t.test("fencing holds between the log's commits and LMDB's own", async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
+  const { instances } = store;
+  const timer = { kind: 'event' as const, id: 't', dueAt: 500, event: { type: 'T' } };
+  for (const [order, name] of [['log first', 'a'], ['LMDB first', 'b']] as const) {
+    await instances.createInstance(head(1, { name }), [record(1)]);
+    const viaLog = () => instances.commit(head(2, { name, context: { by: 'log' } }), head(1, { name }), [record(2)]);
+    // A commit that sets a timer goes to LMDB directly (the due-time index is there).
+    const viaLmdb = () => instances.commit(head(2, { name, context: { by: 'lmdb' }, pendingTimers: [timer] }), head(1, { name }), [record(2)]);
+    const outcomes = await Promise.allSettled(order === 'log first' ? [viaLog(), viaLmdb()] : [viaLmdb(), viaLog()]);
+    t.same(outcomes.map((o) => o.status), ['fulfilled', 'rejected'], `${order}: the second writer from the same head is refused`);
+    t.type((outcomes[1] as PromiseRejectedResult).reason, SequenceConflictError);
+    t.same(instances.getInstance('org_a', 'm', name)?.context, { by: order === 'log first' ? 'log' : 'lmdb' }, `${order}: the first one's head`);
+  }
+  t.same(instances.listDueTimers(1_000, 10).map((d) => d.name), ['b'], 'and only the head that has a timer is indexed');
   await store.close();
 });
 
@@ -220,11 +266,15 @@ t.test('if LMDB cannot take what the log acknowledged, writes stop with 503 and 
     await root.close();
   `);
   t.equal(sabotage.status, 0, sabotage.stderr);
-  // A write that goes to LMDB directly queues the log's commits first.
-  await instances.addUsage('org_a', { transitions: 1, reads: 0 });
+  // A write of a head that goes to LMDB directly queues the log's commits first, and lands only if
+  // they did: else a restart would apply them over it.
+  await instances.createInstance(head(1, { name: 'other' }), [record(1)]);
+  const deleting = await instances.deleteInstance('org_a', 'm', 'other').catch((error: unknown) => error);
+  t.type(deleting, ServiceError, 'a delete queued behind the frames LMDB refused is refused too');
+  t.equal((deleting as ServiceError).status, 503);
   for (let i = 0; i < 50 && failures.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
   t.equal(failures.length, 1, 'the failure is reported once');
-  t.match(failures[0]?.message, /LMDB did not take frames 1 to 2/);
+  t.match(failures[0]?.message, /LMDB did not take frames 1 to 3|LMDB does not hold the write-ahead log's frames up to 3/);
   const refused = await instances.commit(head(3), head(2), [record(3)]).catch((error: unknown) => error);
   t.type(refused, ServiceError);
   t.equal((refused as ServiceError).status, 503, 'writes are refused, saying why');
@@ -233,10 +283,11 @@ t.test('if LMDB cannot take what the log acknowledged, writes stop with 503 and 
   t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 2, 'what was acknowledged is still read');
   t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2]);
   await store.close();
-  t.equal(framesIn(dir).length, 2, 'the log is kept');
+  t.equal(framesIn(dir).length, 3, 'the log is kept');
 
   const restarted = openLmdbNodeStore(dir);
   t.equal(restarted.instances.getInstance('org_a', 'm', 'i')?.seq, 2, 'a restart applies the log again');
+  t.equal(restarted.instances.getInstance('org_a', 'm', 'other')?.seq, 1, 'the refused delete did not land');
   t.same(restarted.instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2]);
   await restarted.instances.commit(head(3), head(2), [record(3)]);
   t.equal(restarted.instances.getInstance('org_a', 'm', 'i')?.seq, 3, 'and writes go on');

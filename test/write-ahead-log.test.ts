@@ -1,4 +1,4 @@
-import { closeSync, openSync, readdirSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
@@ -137,4 +137,39 @@ t.test('a start keeps at most two old files, whatever their names, and never rea
   for (let n = 9; n <= 14; n++) log.appendSync(payload(n));
   t.same(WriteAheadLog.read(dir).map((f) => f.seq), [9, 10, 11, 12, 13, 14], 'rotating through reused files');
   await log.close(true);
+});
+
+t.test('a rotation that fails changes nothing: that frame fails, the next ones go on', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const log = WriteAheadLog.start(dir, 1, 150);
+  const spares = () => readdirSync(dir).filter((name) => name.endsWith('.spare'));
+  for (let wait = 0; wait < 100 && spares().length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+  log.appendSync(payload(1));
+  log.appendSync(payload(2));
+  // The spare vanishes under the log (an I/O error renaming it would do the same).
+  for (const name of spares()) rmSync(join(dir, name));
+  t.throws(() => log.appendSync(payload(3)), { code: 'ENOENT' }, 'on this thread the frame fails');
+  // A new spare is made; it vanishes too.
+  for (let wait = 0; wait < 100 && spares().length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+  for (const name of spares()) rmSync(join(dir, name));
+  await t.rejects(log.append(payload(3)), { code: 'ENOENT' }, 'on the pool the promise rejects (nothing is thrown past it)');
+  for (let wait = 0; wait < 100 && spares().length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.equal(await log.append(payload(3)), 3, 'the next try takes the spare made since');
+  t.equal(log.appendSync(payload(4)), 4);
+  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [1, 2, 3, 4]);
+  await log.close(false);
+});
+
+t.test('a segment missing in the middle of the log is refused, not skipped', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const log = WriteAheadLog.start(dir, 1, 150);
+  for (let n = 1; n <= 6; n++) log.appendSync(payload(n));
+  await log.close(false);
+  const segments = segmentsOf(dir);
+  t.equal(segments.length, 3);
+  rmSync(join(dir, segments[1] as string));
+  t.throws(() => WriteAheadLog.read(dir), /misses frames 3 to 4/);
+  t.same(WriteAheadLog.read(dir, 4).map((f) => f.seq), [5, 6], 'reading from a frame the missing segment held is fine: LMDB has it');
 });

@@ -1,5 +1,4 @@
 import type { Database, RootDatabase } from 'lmdb';
-import { unavailable } from '../../domain/errors.js';
 import {
   type CommitEffects,
   type DueTimer,
@@ -149,22 +148,24 @@ export class LmdbInstanceStore implements InstanceStore {
       const text = logText(head, history);
       if (text !== undefined) return this.wal.write({ key: instanceKey(head.orgId, head.machine, head.name), head, records: history, previous: undefined, text });
     }
-    if (this.wal?.exists(instanceKey(head.orgId, head.machine, head.name), head)) return false;
-    this.wal?.applyNow();
+    const key = instanceKey(head.orgId, head.machine, head.name);
+    if (this.wal?.exists(key, head)) return false;
     let failure: { error: unknown } | undefined;
-    const created = await this.heads.ifNoExists(keyOf(head), () => {
-      failure = this.allOrNothing(
-        () => {
-          this.putHead(head, undefined);
-          this.appendHistory(head, history);
-          this.writeEffects(head, effects);
-        },
-        () => {
-          void this.heads.remove(keyOf(head));
-          this.undoAppend(head, history, effects);
-        },
-      );
-    });
+    const create = () =>
+      this.heads.ifNoExists(keyOf(head), () => {
+        failure = this.allOrNothing(
+          () => {
+            this.putHead(head, undefined);
+            this.appendHistory(head, history);
+            this.writeEffects(head, effects);
+          },
+          () => {
+            void this.heads.remove(keyOf(head));
+            this.undoAppend(head, history, effects);
+          },
+        );
+      });
+    const created = this.wal ? await this.wal.direct(key, create) : await create();
     if (failure) throw failure.error;
     return created;
   }
@@ -179,24 +180,27 @@ export class LmdbInstanceStore implements InstanceStore {
         return;
       }
     }
-    this.wal?.applyNow();
+    const key = instanceKey(head.orgId, head.machine, head.name);
+    if (this.wal && !this.wal.isAt(key, head, previous.seq)) throw this.conflict(previous);
     let failure: { error: unknown } | undefined;
-    const written = await this.heads.ifVersion(keyOf(head), previous.seq, () => {
-      failure = this.allOrNothing(
-        () => {
-          this.putHead(head, previous);
-          this.appendHistory(head, history);
-          this.writeEffects(head, effects);
-        },
-        () => {
-          void this.heads.put(keyOf(previous), previous, previous.seq);
-          this.undoAppend(head, history, effects, previous);
-        },
-      );
-    });
+    const write = () =>
+      this.heads.ifVersion(keyOf(head), previous.seq, () => {
+        failure = this.allOrNothing(
+          () => {
+            this.putHead(head, previous);
+            this.appendHistory(head, history);
+            this.writeEffects(head, effects);
+          },
+          () => {
+            void this.heads.put(keyOf(previous), previous, previous.seq);
+            this.undoAppend(head, history, effects, previous);
+          },
+        );
+      });
+    const written = this.wal ? await this.wal.direct(key, write) : await write();
     if (failure) throw failure.error;
     if (!written) throw this.conflict(previous);
-    this.wal?.forget(instanceKey(head.orgId, head.machine, head.name));
+    this.wal?.forget(key);
   }
 
   /**
@@ -239,7 +243,7 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   async markReceived(orgId: string, machine: string, name: string, messageId: string): Promise<void> {
-    this.beforeDirectWrite();
+    this.checkHealthy();
     await this.inbox.put([orgId, machine, name, messageId], Date.now());
   }
 
@@ -248,26 +252,32 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   async removeOutbox(message: OutboxMessage): Promise<void> {
-    this.beforeDirectWrite();
+    this.checkHealthy();
     await this.outbox.remove(message.position);
   }
 
   async updateOutbox(message: OutboxMessage): Promise<void> {
-    this.beforeDirectWrite();
+    this.checkHealthy();
     await this.outbox.put(message.position, message);
   }
 
   async replaceHead(head: InstanceHead, previous: InstanceHead): Promise<void> {
-    this.beforeDirectWrite();
-    const written = await this.heads.ifVersion(keyOf(head), previous.seq, () => this.putHead(head, previous));
+    this.checkHealthy();
+    const key = instanceKey(head.orgId, head.machine, head.name);
+    if (this.wal && !this.wal.isAt(key, head, previous.seq)) throw this.conflict(previous);
+    const write = () => this.heads.ifVersion(keyOf(head), previous.seq, () => this.putHead(head, previous));
+    const written = this.wal ? await this.wal.direct(key, write) : await write();
     if (!written) throw this.conflict(previous);
     // (queued after the log's commits of the instance, so LMDB holds them too now)
-    this.wal?.forget(instanceKey(head.orgId, head.machine, head.name));
+    this.wal?.forget(key);
   }
 
   async deleteInstance(orgId: string, machine: string, name: string): Promise<boolean> {
-    this.beforeDirectWrite();
+    this.checkHealthy();
+    const key = instanceKey(orgId, machine, name);
+    const direct = this.wal?.beforeDirect(key);
     const deleted = await this.root.transaction(() => {
+      if (direct && !direct.framesLanded()) return 'frames-missing' as const;
       const current = this.heads.get([orgId, machine, name]);
       if (current === undefined) return false;
       void this.heads.remove([orgId, machine, name]);
@@ -279,8 +289,9 @@ export class LmdbInstanceStore implements InstanceStore {
         void this.inbox.remove(key);
       }
       return true;
-    });
-    this.wal?.forget(instanceKey(orgId, machine, name));
+    }).finally(() => direct?.done());
+    if (deleted === 'frames-missing') return (direct as { framesMissing: () => never }).framesMissing();
+    this.wal?.forget(key);
     return deleted;
   }
 
@@ -311,14 +322,14 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   async removeDueTimers(entries: DueTimer[]): Promise<void> {
-    this.beforeDirectWrite();
+    this.checkHealthy();
     await this.root.transaction(() => {
       for (const e of entries) void this.timers.remove([e.dueAt, e.orgId, e.machine, e.name, e.timerId]);
     });
   }
 
   async addUsage(orgId: string, usage: UsageDelta): Promise<void> {
-    this.beforeDirectWrite();
+    this.checkHealthy();
     await this.root.transaction(() => this.bumpUsage(orgId, usage));
   }
 
@@ -331,16 +342,13 @@ export class LmdbInstanceStore implements InstanceStore {
     return new SequenceConflictError(previous.seq, this.wal ? this.wal.latestSeq(key, previous) : this.heads.getEntry(keyOf(previous))?.version);
   }
 
-  /** Writes that go to LMDB directly must land after the log's commits: checks, then queues those first. */
-  private beforeDirectWrite(): void {
-    this.checkHealthy();
-    this.wal?.applyNow();
-  }
-
-  /** After LMDB failed to take acknowledged writes, nothing more is written: they would not land either. */
+  /**
+   * After LMDB failed to take the log's frames nothing more is written (it could land before them),
+   * nor once the store is closing. Writes to other tables than heads and histories need no ordering
+   * with the log's commits: frames hold only heads and histories.
+   */
   private checkHealthy(): void {
-    const failure = this.wal?.failure;
-    if (failure) throw unavailable(`storage failed (${failure.message}): restart the node; acknowledged writes are kept in its write-ahead log`);
+    this.wal?.checkWritable();
   }
 
   private putHead(head: InstanceHead, previous: InstanceHead | undefined): void {

@@ -1,4 +1,5 @@
 import type { Database, RootDatabase } from 'lmdb';
+import { unavailable } from '../../domain/errors.js';
 import { jsonDepth } from '../../domain/json-depth.js';
 import type { InstanceHead, TransitionRecord } from '../instance-store.js';
 import { UnappliedCommits } from './unapplied-commits.js';
@@ -28,6 +29,12 @@ const APPLY_AT_COMMITS = 2000;
  * libuv's pool, so that this thread does not wait for the disk while others are in flight.
  */
 const BUSY_WINDOW_MS = 10;
+
+/** A frame holds at most about this many characters of commits (the rest go in the next frame). */
+const MAX_FRAME_CHARS = 16 * 1024 * 1024;
+
+/** The claim of a write that goes to LMDB directly: no sequence number equals it, so no other writer passes. */
+const DIRECT = -1;
 
 /** Values nest at most this deep to be encoded safely (msgpackr recurses; see domain/json-depth.ts). */
 const MAX_ENCODABLE_DEPTH = 1000;
@@ -111,7 +118,11 @@ export class WalCommits {
   private toApplyCommits = 0;
   private applyTimer: NodeJS.Timeout | undefined;
   private lastApply: Promise<unknown> = Promise.resolve();
+  /** The last frame whose LMDB writes were queued: `applied` reaches it once they all land. */
+  private lastQueued: number;
   private broken: Error | undefined;
+  private closing = false;
+  private closed = false;
   private drained: Array<() => void> = [];
 
   constructor(
@@ -122,6 +133,7 @@ export class WalCommits {
   ) {
     this.walDb = openWalDb(root);
     const applied = WalCommits.recover(root, heads, transitions, options.dir);
+    this.lastQueued = applied;
     this.wal = WriteAheadLog.start(options.dir, applied + 1, options.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
   }
 
@@ -133,7 +145,7 @@ export class WalCommits {
   static recover(root: RootDatabase, heads: HeadsDb, transitions: TransitionsDb, dir: string): number {
     const walDb = openWalDb(root);
     let applied = walDb.getEntry(APPLIED_KEY)?.version ?? 0;
-    const frames = WriteAheadLog.read(dir).filter((frame) => frame.seq > applied);
+    const frames = WriteAheadLog.read(dir, applied).filter((frame) => frame.seq > applied);
     const first = frames[0];
     if (first && first.seq !== applied + 1) {
       throw new Error(`the write-ahead log in ${dir} starts at frame ${first.seq} but LMDB holds frames up to ${applied}: frames are missing`);
@@ -176,6 +188,7 @@ export class WalCommits {
    */
   write(commit: HeadCommit): Promise<boolean> {
     if (this.broken) return Promise.reject(this.broken);
+    if (this.closing) return Promise.reject(stopping());
     const { key, head, previous } = commit;
     if (previous ? !this.isAt(key, head, previous.seq) : this.exists(key, head)) return Promise.resolve(false);
     this.claims.set(key, head.seq);
@@ -202,6 +215,7 @@ export class WalCommits {
     this.toApplyCommits = 0;
     const first = (frames[0] as { seq: number }).seq;
     const last = (frames.at(-1) as { seq: number }).seq;
+    this.lastQueued = last;
     let thrown: unknown;
     const landed = this.walDb.ifVersion(APPLIED_KEY, first - 1, () => {
       try {
@@ -221,7 +235,7 @@ export class WalCommits {
           return;
         }
         for (const frame of frames) for (const commit of frame.commits) this.unapplied.landed(commit.key, commit.head.seq);
-        this.wal.release(last);
+        if (!this.closed) this.wal.release(last);
       },
       (error: unknown) => this.fail(error instanceof Error ? error : new Error(String(error))),
     );
@@ -232,16 +246,82 @@ export class WalCommits {
     this.unapplied.forget(key);
   }
 
-  /** Waits for the commits asked for so far to be durable and in LMDB, then deletes the log. */
-  async close(): Promise<void> {
-    if (this.flushScheduled || this.writing) await new Promise<void>((resolve) => this.drained.push(resolve));
+  /**
+   * A write of an instance's head that goes to LMDB directly (`block` queues it, as a conditional
+   * block of lmdb-js): queued after the log's commits, claimed while in flight so that no log commit
+   * of the instance passes meanwhile, and conditional on LMDB holding every frame queued before it. If
+   * a batch of frames did not land, this write must not land either: a restart applies those frames
+   * again, and would apply them over it. The caller checks fencing first (isAt, exists).
+   */
+  async direct<R>(key: string, block: () => Promise<R>): Promise<R> {
+    this.checkWritable();
     this.applyNow();
+    this.claims.set(key, DIRECT);
+    try {
+      let inner: Promise<R> | undefined;
+      const afterFrames = await this.walDb.ifVersion(APPLIED_KEY, this.lastQueued, () => {
+        inner = block();
+      });
+      if (!afterFrames) {
+        this.fail(new Error(`LMDB does not hold the write-ahead log's frames up to ${this.lastQueued}`));
+        this.checkWritable();
+      }
+      return await (inner as Promise<R>);
+    } finally {
+      if (this.claims.get(key) === DIRECT) this.claims.delete(key);
+    }
+  }
+
+  /**
+   * For a write that goes to LMDB directly as an async transaction callback: call before queuing it;
+   * inside the callback, `framesLanded` says whether LMDB holds every frame queued before it (if not,
+   * write nothing and call `framesMissing`); `done` once it settled.
+   */
+  beforeDirect(key: string): { framesLanded: () => boolean; framesMissing: () => never; done: () => void } {
+    this.checkWritable();
+    this.applyNow();
+    this.claims.set(key, DIRECT);
+    const expected = this.lastQueued;
+    return {
+      framesLanded: () => this.walDb.getEntry(APPLIED_KEY)?.version === expected,
+      framesMissing: () => {
+        this.fail(new Error(`LMDB does not hold the write-ahead log's frames up to ${expected}`));
+        throw this.unwritable();
+      },
+      done: () => {
+        if (this.claims.get(key) === DIRECT) this.claims.delete(key);
+      },
+    };
+  }
+
+  /** Refuses writes once LMDB failed to take the log's frames, or the store is closing. */
+  checkWritable(): void {
+    const error = this.unwritable();
+    if (error) throw error;
+  }
+
+  /**
+   * Refuses new commits, waits for those asked for so far to be durable and in LMDB, then deletes
+   * the log's segments.
+   */
+  async close(): Promise<void> {
+    this.closing = true;
+    if (this.flushScheduled || this.writing || this.gathering.length > 0) await new Promise<void>((resolve) => this.drained.push(resolve));
+    this.applyNow();
+    clearTimeout(this.applyTimer);
+    this.closed = true;
     await this.lastApply;
     await this.wal.close(this.broken === undefined);
   }
 
+  private unwritable(): Error | undefined {
+    if (this.broken) return unavailable(`storage failed (${this.broken.message}): restart the node; acknowledged writes are kept in its write-ahead log`);
+    if (this.closing) return stopping();
+    return undefined;
+  }
+
   /** Whether an instance's latest head, counting commits not yet in LMDB, is at `seq` (without decoding it). */
-  private isAt(key: string, head: InstanceHead, seq: number): boolean {
+  isAt(key: string, head: InstanceHead, seq: number): boolean {
     const claimed = this.claims.get(key);
     if (claimed !== undefined) return claimed === seq;
     const pending = this.unapplied.head(key);
@@ -252,8 +332,7 @@ export class WalCommits {
   private readonly flush = (): void => {
     this.flushScheduled = false;
     if (this.writing) return;
-    const batch = this.gathering;
-    this.gathering = [];
+    const batch = this.takeFrame();
     if (batch.length === 0) {
       for (const wake of this.drained.splice(0)) wake();
       return;
@@ -271,12 +350,30 @@ export class WalCommits {
       return;
     }
     this.lastOverlapAt = performance.now();
+    let written: Promise<number>;
+    try {
+      written = this.wal.append(payload);
+    } catch (error) {
+      this.failed(batch, error);
+      return;
+    }
     this.writing = true;
-    this.wal.append(payload).then(
+    written.then(
       (seq) => this.durable(batch, seq),
       (error: unknown) => this.failed(batch, error),
     );
   };
+
+  /** The gathered commits that fit in one frame (at least one), oldest first. */
+  private takeFrame(): Waiting[] {
+    let chars = 0;
+    let count = 0;
+    while (count < this.gathering.length && (count === 0 || chars + (this.gathering[count] as Waiting).text.length <= MAX_FRAME_CHARS)) {
+      chars += (this.gathering[count] as Waiting).text.length;
+      count++;
+    }
+    return this.gathering.splice(0, count);
+  }
 
   private durable(batch: Waiting[], seq: number): void {
     this.writing = false;
@@ -311,6 +408,8 @@ export class WalCommits {
     this.options.onFailure?.(error);
   }
 }
+
+const stopping = (): Error => unavailable('the node is stopping: writes are no longer taken');
 
 const openWalDb = (root: RootDatabase): Database<boolean, string> => root.openDB({ name: 'wal', encoding: 'msgpack', useVersions: true });
 

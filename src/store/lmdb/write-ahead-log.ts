@@ -21,7 +21,7 @@
  * made, the next one ahead of time on libuv's pool, and a segment whose frames LMDB holds becomes the
  * spare (`*.spare`) rather than being deleted: in steady use the log cycles through two files.
  */
-import { closeSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlink, unlinkSync, writeSync, writev, writevSync, constants } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlink, unlinkSync, writeSync, writev, writevSync, constants } from 'node:fs';
 import { open as openFile, rename, unlink as unlinkFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -126,15 +126,25 @@ export class WriteAheadLog {
   }
 
   /**
-   * The frames in `dir`, in order: the unbroken run from the oldest segment's first frame. What follows
-   * a torn or missing frame is not read (it was never acknowledged: frames are written one at a time).
+   * The frames in `dir` from the segment that holds frame `after + 1` (or from the oldest), in order:
+   * the unbroken run from that segment's first frame. What follows a torn frame is not read (it was
+   * never acknowledged: frames are written one at a time). A later segment beyond the run means
+   * frames are missing: that throws, rather than leave acknowledged commits behind silently.
    */
-  static read(dir: string): WalFrame[] {
+  static read(dir: string, after = 0): WalFrame[] {
     const frames: WalFrame[] = [];
-    const segments = listSegments(dir);
+    const all = listSegments(dir);
+    // Segments LMDB holds all of (the next one starts at or before after + 1) are not read: a delete
+    // of them may not have happened before a crash.
+    let from = 0;
+    while (from + 1 < all.length && (all[from + 1] as Segment).firstSeq <= after + 1) from++;
+    const segments = all.slice(from);
     let expected = segments[0]?.firstSeq ?? 0;
-    for (const segment of segments) {
-      if (segment.firstSeq !== expected) break;
+    for (const [index, segment] of segments.entries()) {
+      if (segment.firstSeq !== expected) {
+        const missing = segments.slice(index).map((s) => s.firstSeq);
+        throw new Error(`the write-ahead log in ${dir} misses frames ${expected} to ${segment.firstSeq - 1} before its segments starting at ${missing.join(', ')}`);
+      }
       const data = readFileSync(segment.path);
       let at = 0;
       while (at + HEADER_BYTES <= data.length) {
@@ -207,7 +217,13 @@ export class WriteAheadLog {
    * one at a time: the next append waits for this one.
    */
   append(payload: Buffer): Promise<number> {
-    const { buffers, position, seq, total } = this.prepare(payload);
+    let prepared: ReturnType<WriteAheadLog['prepare']>;
+    try {
+      prepared = this.prepare(payload);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const { buffers, position, seq, total } = prepared;
     this.busy = true;
     return new Promise((resolve, reject) => {
       writev(this.fd, buffers, position, (error, written) => {
@@ -223,7 +239,10 @@ export class WriteAheadLog {
     });
   }
 
-  /** Frames up to `seq` are durable elsewhere: the segments holding only such frames go (one stays as the spare). */
+  /**
+   * Frames up to `seq` are durable elsewhere: the segments holding only such frames go (one stays as
+   * the spare). Never throws: a segment that cannot be renamed is deleted instead.
+   */
   release(seq: number): void {
     while (this.segments.length > 1) {
       const next = this.segments[1] as Segment;
@@ -231,11 +250,15 @@ export class WriteAheadLog {
       const done = this.segments.shift() as Segment;
       if (this.spares.length === 0 && !this.closed) {
         const spare = join(this.dir, `${this.spareTag}-${this.spareNumber++}.spare`);
-        renameSync(done.path, spare);
-        this.spares.push(spare);
-      } else {
-        unlink(done.path, () => undefined);
+        try {
+          renameSync(done.path, spare);
+          this.spares.push(spare);
+          continue;
+        } catch {
+          // deleted below instead; a spare will be made
+        }
       }
+      unlink(done.path, () => undefined);
     }
   }
 
@@ -267,34 +290,51 @@ export class WriteAheadLog {
 
   /**
    * The next segment, for a frame that does not fit: the spare when there is one, else a sparse file
-   * (slower writes, but no wait for zeros here), as large as the frame needs.
+   * (slower writes, but no wait for zeros here), as large as the frame needs. On failure nothing
+   * changed: the frame fails, the spare is kept, and the next frame tries again.
    */
   private rotate(frameBytes: number): void {
     const path = join(this.dir, segmentName(this.nextSeq));
     const spare = frameBytes <= this.segmentBytes ? this.spares.pop() : undefined;
-    let fd: number;
-    if (spare) {
-      renameSync(spare, path);
-      syncDirectory(this.dir);
-      fd = openSync(path, constants.O_RDWR | constants.O_DSYNC);
-    } else {
-      fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_DSYNC, 0o600);
-      try {
+    let fd: number | undefined;
+    try {
+      if (spare) {
+        renameSync(spare, path);
+        syncDirectory(this.dir);
+        fd = openSync(path, constants.O_RDWR | constants.O_DSYNC);
+      } else {
+        // (a file of that name is what a failed rotation left: no frame was acknowledged in it)
+        fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC | constants.O_DSYNC, 0o600);
         ftruncateSync(fd, Math.max(this.segmentBytes, frameBytes));
         fsyncSync(fd);
         syncDirectory(this.dir);
-      } catch (error) {
-        closeSync(fd);
-        unlinkSync(path);
-        throw error;
       }
+      const capacity = statSync(path).size;
+      try {
+        closeSync(this.fd);
+      } catch {
+        // the old segment's descriptor is gone either way; its frames are durable
+      }
+      this.fd = fd;
+      this.capacity = capacity;
+      this.offset = 0;
+      this.segments.push({ firstSeq: this.nextSeq, path });
+    } catch (error) {
+      try {
+        if (fd !== undefined) closeSync(fd);
+        if (spare) {
+          if (existsSync(path)) renameSync(path, spare);
+          if (existsSync(spare)) this.spares.push(spare);
+        } else if (existsSync(path)) {
+          unlinkSync(path);
+        }
+      } catch {
+        // left as it is: the next rotation writes over a file of that name
+      }
+      throw error;
+    } finally {
+      this.prepareSpare();
     }
-    closeSync(this.fd);
-    this.fd = fd;
-    this.capacity = statSync(path).size;
-    this.offset = 0;
-    this.segments.push({ firstSeq: this.nextSeq, path });
-    this.prepareSpare();
   }
 
   /** Makes a zero-filled spare on libuv's pool, unless there is one. A failure only means no spare. */

@@ -1,0 +1,15 @@
+import { join } from 'node:path';
+import { open } from 'lmdb';
+import { WriteAheadLog } from '../../src/store/lmdb/write-ahead-log.js';
+
+/**
+ * What a stopped node's data dir holds: the last write-ahead log frame LMDB had applied, and the
+ * frames after it, that only the log has (read without starting a store, which would apply them).
+ */
+export const logState = async (dataDir: string): Promise<{ applied: number; onlyInLog: number[] }> => {
+  const root = open({ path: join(dataDir, 'statehold.lmdb'), compression: false, maxDbs: 32, overlappingSync: false });
+  const applied = root.openDB<boolean, string>({ name: 'wal', encoding: 'msgpack', useVersions: true }).getEntry('applied')?.version ?? 0;
+  await root.close();
+  const onlyInLog = WriteAheadLog.read(join(dataDir, 'wal'), applied).map((frame) => frame.seq).filter((seq) => seq > applied);
+  return { applied, onlyInLog };
+};
