@@ -21,7 +21,7 @@ const APPLIED_KEY = 'applied';
  * reads get the commits meanwhile from `unapplied`, and a crash applies them from the log.
  */
 export const DEFAULT_APPLY_DELAY_MS = 20;
-/** ... unless this many commits are waiting (bounds `unapplied`). */
+/** ... unless this many commits are waiting (lmdb-js then holds them, with its own back-pressure). */
 const APPLY_AT_COMMITS = 2000;
 
 /**
