@@ -148,7 +148,7 @@ export class WalCommits {
     const frames = WriteAheadLog.read(dir, applied).filter((frame) => frame.seq > applied);
     const first = frames[0];
     if (first && first.seq !== applied + 1) {
-      throw new Error(`the write-ahead log in ${dir} starts at frame ${first.seq} but LMDB holds frames up to ${applied}: frames are missing`);
+      throw new Error(`the write-ahead log in ${dir} starts at frame ${first.seq} but LMDB holds frames up to ${applied}: frames are missing (to start anyway, move ${dir} aside: the commits it holds are then lost)`);
     }
     const last = frames.at(-1);
     root.transactionSync(() => {

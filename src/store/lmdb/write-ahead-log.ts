@@ -143,7 +143,7 @@ export class WriteAheadLog {
     for (const [index, segment] of segments.entries()) {
       if (segment.firstSeq !== expected) {
         const missing = segments.slice(index).map((s) => s.firstSeq);
-        throw new Error(`the write-ahead log in ${dir} misses frames ${expected} to ${segment.firstSeq - 1} before its segments starting at ${missing.join(', ')}`);
+        throw new Error(`the write-ahead log in ${dir} misses frames ${expected} to ${segment.firstSeq - 1} before its segments starting at ${missing.join(', ')} (to start anyway, move ${dir} aside: the commits it holds are then lost)`);
       }
       const data = readFileSync(segment.path);
       let at = 0;
