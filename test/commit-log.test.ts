@@ -20,6 +20,18 @@ const head = (seq: number, extra: Partial<InstanceHead> = {}): InstanceHead => (
 const record = (seq: number) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: `E${seq}` }, state: 'idle', context: { n: seq } });
 const framesIn = (dataDir: string) => WriteAheadLog.read(join(dataDir, 'wal'));
 
+/**
+ * What a child script starts with: the built store, and `head(seq, extra)` / `record(seq, extra)` like
+ * the ones above (JSON in, JSON out: the child gets plain values).
+ */
+const CHILD_PRELUDE = `
+  import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
+  const head = (seq, extra = {}) => ({ orgId: 'org_a', machine: 'm', name: 'i', createdAt: '1970-01-01T00:00:00.000Z', versionId: 'ver_x',
+    status: 'running', seq, ts: seq, state: 'idle', context: { n: seq }, tags: [], done: false, snapshot: '{"xstate":4}',
+    pendingTimers: [], stoppedChildren: [], timerAttempts: {}, ...extra });
+  const record = (seq, extra = {}) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: 'E' + seq }, state: 'idle', context: { n: seq }, ...extra });
+`;
+
 /** Runs an ES module snippet in a separate node process (with the built dist), for kills and a second LMDB writer. */
 const runScript = (source: string): { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string } => {
   const result = spawnSync(process.execPath, ['--input-type=module', '-e', source], { cwd: repoRoot, encoding: 'utf8', timeout: 60_000 });
@@ -120,16 +132,13 @@ t.test("writes that go to LMDB directly land after the log's commits", async (t)
 t.test('after kill -9, the commits LMDB had not taken are applied from the log at the next open', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
-  const crashed = runScript(`
-    import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
+  const crashed = runScript(`${CHILD_PRELUDE}
     const store = openLmdbNodeStore(${JSON.stringify(dir)}, { walApplyDelayMs: ${HOLD} });
-    const head = (seq) => ({ orgId: 'org_a', machine: 'm', name: 'i', createdAt: '1970-01-01T00:00:00.000Z', versionId: 'ver_x', status: 'running',
-      seq, ts: seq, state: seq % 2 ? 'odd' : 'even', context: { n: seq, note: 'é\\u2028"' }, tags: [], done: false, snapshot: '{"xstate":4}',
-      pendingTimers: [], stoppedChildren: [], timerAttempts: {} });
-    const record = (seq) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: 'E' + seq }, state: seq % 2 ? 'odd' : 'even', context: { n: seq } });
-    await store.instances.createInstance(head(1), [record(1)]);
+    const parity = (seq) => (seq % 2 ? 'odd' : 'even');
+    const oddEven = (seq) => head(seq, { state: parity(seq), context: { n: seq, note: 'é\\u2028"' } });
+    await store.instances.createInstance(oddEven(1), [record(1, { state: parity(1) })]);
     for (let seq = 2; seq <= 40; seq++) {
-      await store.instances.commit(head(seq), head(seq - 1), [record(seq)]);
+      await store.instances.commit(oddEven(seq), oddEven(seq - 1), [record(seq, { state: parity(seq) })]);
       process.stdout.write(seq + '\\n');
     }
     process.kill(process.pid, 'SIGKILL');
@@ -159,23 +168,19 @@ t.test('segments written over again after LMDB took their frames: a crash recove
   // First 4 KiB segments (a few frames each) with LMDB applying every millisecond: they fill, are
   // released, become spares and are written over, many times. Then, on the old files, frames LMDB
   // never gets before the kill.
-  const crashed = runScript(`
+  const crashed = runScript(`${CHILD_PRELUDE}
     import { readdirSync } from 'node:fs';
-    import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
-    const head = (seq) => ({ orgId: 'org_a', machine: 'm', name: 'i', createdAt: '1970-01-01T00:00:00.000Z', versionId: 'ver_x', status: 'running',
-      seq, ts: seq, state: 'idle', context: { n: seq, pad: 'x'.repeat(seq % 300) }, tags: [], done: false, snapshot: '{}',
-      pendingTimers: [], stoppedChildren: [], timerAttempts: {} });
-    const record = (seq) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: 'E' + seq }, state: 'idle', context: { n: seq } });
+    const padded = (seq) => head(seq, { context: { n: seq, pad: 'x'.repeat(seq % 300) } });
     const first = openLmdbNodeStore(${JSON.stringify(dir)}, { walSegmentBytes: 4096, walApplyDelayMs: 1 });
-    await first.instances.createInstance(head(1), [record(1)]);
+    await first.instances.createInstance(padded(1), [record(1)]);
     for (let seq = 2; seq <= 300; seq++) {
-      await first.instances.commit(head(seq), head(seq - 1), [record(seq)]);
+      await first.instances.commit(padded(seq), padded(seq - 1), [record(seq)]);
       if (seq % 25 === 0) await new Promise((resolve) => setTimeout(resolve, 3));
     }
     const files = readdirSync(${JSON.stringify(join(dir, 'wal'))}).length;
     await first.close();
     const second = openLmdbNodeStore(${JSON.stringify(dir)}, { walSegmentBytes: 4096, walApplyDelayMs: ${HOLD} });
-    for (let seq = 301; seq <= 450; seq++) await second.instances.commit(head(seq), head(seq - 1), [record(seq)]);
+    for (let seq = 301; seq <= 450; seq++) await second.instances.commit(padded(seq), padded(seq - 1), [record(seq)]);
     process.stdout.write('acked 450, files ' + files);
     process.kill(process.pid, 'SIGKILL');
   `);
@@ -234,12 +239,9 @@ t.test("fencing holds between the log's commits and LMDB's own", async (t) => {
 t.test('a log left by a crash is applied even when the node now commits to LMDB only', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
-  const crashed = runScript(`
-    import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
+  const crashed = runScript(`${CHILD_PRELUDE}
     const store = openLmdbNodeStore(${JSON.stringify(dir)}, { walApplyDelayMs: ${HOLD} });
-    const head = { orgId: 'org_a', machine: 'm', name: 'only-in-log', createdAt: '1970-01-01T00:00:00.000Z', versionId: 'ver_x', status: 'running',
-      seq: 1, ts: 1, state: 'idle', context: {}, tags: [], done: false, snapshot: '{}', pendingTimers: [], stoppedChildren: [], timerAttempts: {} };
-    await store.instances.createInstance(head, [{ seq: 1, createdAt: '1970-01-01T00:00:00.001Z', ts: 1, event: { type: 'xstate.init' }, state: 'idle', context: {} }]);
+    await store.instances.createInstance(head(1, { name: 'only-in-log' }), [record(1)]);
     process.kill(process.pid, 'SIGKILL');
   `);
   t.equal(crashed.signal, 'SIGKILL', crashed.stderr);

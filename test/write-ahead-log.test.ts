@@ -7,6 +7,11 @@ import { removeDir, tempDataDir } from './helpers/node-process.js';
 const payload = (n: number, size = 40): Buffer => Buffer.from(`frame-${n}-`.padEnd(size, 'x'));
 const segmentsOf = (dir: string): string[] => readdirSync(dir).filter((name) => name.endsWith('.wal')).sort();
 const HEADER = 20;
+const sparesIn = (dir: string): string[] => readdirSync(dir).filter((name) => name.endsWith('.spare'));
+/** Waits (up to a second) for the log to have made its spare on libuv's pool. */
+const spareMade = async (dir: string): Promise<void> => {
+  for (let wait = 0; wait < 100 && sparesIn(dir).length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+};
 
 t.test('frames come back in order, across segments, from the number the log started at', async (t) => {
   const dir = tempDataDir();
@@ -98,8 +103,8 @@ t.test('released segments are written over as the next ones; their old frames ar
   t.teardown(() => removeDir(dir));
   const bytes = 150; // two 60-byte frames a segment
   const log = WriteAheadLog.start(dir, 1, bytes);
-  const sparesOf = () => readdirSync(dir).filter((name) => name.endsWith('.spare'));
-  for (let wait = 0; wait < 100 && sparesOf().length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+  const sparesOf = () => sparesIn(dir);
+  await spareMade(dir);
   t.equal(sparesOf().length, 1, 'a zero-filled spare is made ahead of time');
   t.equal(readFileSync(join(dir, sparesOf()[0] as string)).every((byte) => byte === 0), true);
   for (let n = 1; n <= 4; n++) log.appendSync(payload(n));
@@ -143,18 +148,18 @@ t.test('a rotation that fails changes nothing: that frame fails, the next ones g
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
   const log = WriteAheadLog.start(dir, 1, 150);
-  const spares = () => readdirSync(dir).filter((name) => name.endsWith('.spare'));
-  for (let wait = 0; wait < 100 && spares().length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+  const spares = () => sparesIn(dir);
+  await spareMade(dir);
   log.appendSync(payload(1));
   log.appendSync(payload(2));
   // The spare vanishes under the log (an I/O error renaming it would do the same).
   for (const name of spares()) rmSync(join(dir, name));
   t.throws(() => log.appendSync(payload(3)), { code: 'ENOENT' }, 'on this thread the frame fails');
   // A new spare is made; it vanishes too.
-  for (let wait = 0; wait < 100 && spares().length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+  await spareMade(dir);
   for (const name of spares()) rmSync(join(dir, name));
   await t.rejects(log.append(payload(3)), { code: 'ENOENT' }, 'on the pool the promise rejects (nothing is thrown past it)');
-  for (let wait = 0; wait < 100 && spares().length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+  await spareMade(dir);
   t.equal(await log.append(payload(3)), 3, 'the next try takes the spare made since');
   t.equal(log.appendSync(payload(4)), 4);
   t.same(WriteAheadLog.read(dir).map((f) => f.seq), [1, 2, 3, 4]);

@@ -36,7 +36,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   if (lock.unguarded) logger.warn(`${lock.unguarded}: nothing stops a second node on this data dir; run one only`);
   const store = openLmdbNodeStore(config.dataDir, {
     commitLog: config.commitLog,
-    ...(config.walApplyDelayMs !== undefined ? { walApplyDelayMs: config.walApplyDelayMs } : {}),
+    walApplyDelayMs: config.walApplyDelayMs,
     onStorageFailure: (error) => logger.error('LMDB did not take writes the write-ahead log acknowledged: writes are refused until the node is restarted, which applies the log again', { error: error.message }),
   });
   const { catalog } = store;

@@ -33,8 +33,11 @@ export type CommitLog = 'wal' | 'lmdb';
 export interface InstanceStoreOptions {
   /** The write-ahead log's directory; read at open whatever `commitLog` says (a crash may have left frames). */
   walDir: string;
+  /** Default `wal`. */
   commitLog?: CommitLog;
+  /** Size of the log's segments (tests make it small to see them rotate). */
   walSegmentBytes?: number;
+  /** How long commits acknowledged from the log wait before LMDB gets them (tests hold them back). */
   walApplyDelayMs?: number;
   /** LMDB failed to take writes the log acknowledged: the node must stop writing and be restarted. */
   onStorageFailure?: (error: Error) => void;
@@ -99,9 +102,9 @@ export class LmdbInstanceStore implements InstanceStore {
     if ((options.commitLog ?? 'wal') === 'wal') {
       this.wal = new WalCommits(root, this.heads, this.transitions, {
         dir: options.walDir,
-        ...(options.walSegmentBytes ? { segmentBytes: options.walSegmentBytes } : {}),
-        ...(options.walApplyDelayMs !== undefined ? { applyDelayMs: options.walApplyDelayMs } : {}),
-        ...(options.onStorageFailure ? { onFailure: options.onStorageFailure } : {}),
+        segmentBytes: options.walSegmentBytes,
+        applyDelayMs: options.walApplyDelayMs,
+        onFailure: options.onStorageFailure,
       });
     } else {
       WalCommits.recover(root, this.heads, this.transitions, options.walDir);
@@ -144,11 +147,11 @@ export class LmdbInstanceStore implements InstanceStore {
 
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
     this.checkHealthy();
+    const key = instanceKey(head.orgId, head.machine, head.name);
     if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && head.pendingTimers.length === 0) {
       const text = logText(head, history);
-      if (text !== undefined) return this.wal.write({ key: instanceKey(head.orgId, head.machine, head.name), head, records: history, previous: undefined, text });
+      if (text !== undefined) return this.wal.write({ key, head, records: history, previous: undefined, text });
     }
-    const key = instanceKey(head.orgId, head.machine, head.name);
     if (this.wal?.exists(key, head)) return false;
     let failure: { error: unknown } | undefined;
     const create = () =>
@@ -172,15 +175,14 @@ export class LmdbInstanceStore implements InstanceStore {
 
   async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
     this.checkHealthy();
+    const key = instanceKey(head.orgId, head.machine, head.name);
     if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && sameTimers(previous.pendingTimers, head.pendingTimers)) {
       const text = logText(head, history);
       if (text !== undefined) {
-        const key = instanceKey(head.orgId, head.machine, head.name);
-        if (!(await this.wal.write({ key, head, records: history, previous, text }))) throw new SequenceConflictError(previous.seq, this.wal.latestSeq(key, head));
+        if (!(await this.wal.write({ key, head, records: history, previous, text }))) throw this.conflict(previous);
         return;
       }
     }
-    const key = instanceKey(head.orgId, head.machine, head.name);
     if (this.wal && !this.wal.isAt(key, head, previous.seq)) throw this.conflict(previous);
     let failure: { error: unknown } | undefined;
     const write = () =>
@@ -290,7 +292,7 @@ export class LmdbInstanceStore implements InstanceStore {
       }
       return true;
     }).finally(() => direct?.done());
-    if (deleted === 'frames-missing') return (direct as { framesMissing: () => never }).framesMissing();
+    if (deleted === 'frames-missing') return (direct as NonNullable<typeof direct>).framesMissing();
     this.wal?.forget(key);
     return deleted;
   }

@@ -163,23 +163,20 @@ export class WalCommits {
     return applied;
   }
 
-  /** Why LMDB could not take acknowledged writes, once that happened. */
-  get failure(): Error | undefined {
-    return this.broken;
-  }
-
   /** The latest head sequence of an instance, counting commits not yet in LMDB; undefined if none. */
   latestSeq(key: string, head: InstanceHead): number | undefined {
-    const claimed = this.claims.get(key);
-    if (claimed !== undefined) return claimed;
-    const pending = this.unapplied.head(key);
-    if (pending) return pending.seq;
-    return this.heads.getEntry(keyOf(head))?.version;
+    return this.pendingSeq(key) ?? this.heads.getEntry(keyOf(head))?.version;
+  }
+
+  /** Whether an instance's latest head, counting commits not yet in LMDB, is at `seq` (without decoding it). */
+  isAt(key: string, head: InstanceHead, seq: number): boolean {
+    const pending = this.pendingSeq(key);
+    return pending !== undefined ? pending === seq : this.heads.doesExist(keyOf(head), seq);
   }
 
   /** Whether a head exists, counting commits not yet in LMDB. */
   exists(key: string, head: InstanceHead): boolean {
-    return this.claims.has(key) || this.unapplied.head(key) !== undefined || this.heads.getBinary(keyOf(head)) !== undefined;
+    return this.pendingSeq(key) !== undefined || this.heads.getBinary(keyOf(head)) !== undefined;
   }
 
   /**
@@ -187,8 +184,8 @@ export class WalCommits {
    * where the commit says: the name exists (a create), or the latest head is not `previous`.
    */
   write(commit: HeadCommit): Promise<boolean> {
-    if (this.broken) return Promise.reject(this.broken);
-    if (this.closing) return Promise.reject(stopping());
+    const refused = this.unwritable();
+    if (refused) return Promise.reject(refused);
     const { key, head, previous } = commit;
     if (previous ? !this.isAt(key, head, previous.seq) : this.exists(key, head)) return Promise.resolve(false);
     this.claims.set(key, head.seq);
@@ -254,35 +251,31 @@ export class WalCommits {
    * again, and would apply them over it. The caller checks fencing first (isAt, exists).
    */
   async direct<R>(key: string, block: () => Promise<R>): Promise<R> {
-    this.checkWritable();
-    this.applyNow();
-    this.claims.set(key, DIRECT);
+    const guard = this.beforeDirect(key);
     try {
       let inner: Promise<R> | undefined;
-      const afterFrames = await this.walDb.ifVersion(APPLIED_KEY, this.lastQueued, () => {
+      const afterFrames = await this.walDb.ifVersion(APPLIED_KEY, guard.expected, () => {
         inner = block();
       });
-      if (!afterFrames) {
-        this.fail(new Error(`LMDB does not hold the write-ahead log's frames up to ${this.lastQueued}`));
-        this.checkWritable();
-      }
+      if (!afterFrames) guard.framesMissing();
       return await (inner as Promise<R>);
     } finally {
-      if (this.claims.get(key) === DIRECT) this.claims.delete(key);
+      guard.done();
     }
   }
 
   /**
-   * For a write that goes to LMDB directly as an async transaction callback: call before queuing it;
-   * inside the callback, `framesLanded` says whether LMDB holds every frame queued before it (if not,
-   * write nothing and call `framesMissing`); `done` once it settled.
+   * For a write that goes to LMDB directly as an async transaction callback (and for `direct`): call
+   * before queuing it; inside the callback, `framesLanded` says whether LMDB holds every frame queued
+   * before it (`expected`; if not, write nothing and call `framesMissing`); `done` once it settled.
    */
-  beforeDirect(key: string): { framesLanded: () => boolean; framesMissing: () => never; done: () => void } {
+  beforeDirect(key: string): { expected: number; framesLanded: () => boolean; framesMissing: () => never; done: () => void } {
     this.checkWritable();
     this.applyNow();
     this.claims.set(key, DIRECT);
     const expected = this.lastQueued;
     return {
+      expected,
       framesLanded: () => this.walDb.getEntry(APPLIED_KEY)?.version === expected,
       framesMissing: () => {
         this.fail(new Error(`LMDB does not hold the write-ahead log's frames up to ${expected}`));
@@ -320,13 +313,9 @@ export class WalCommits {
     return undefined;
   }
 
-  /** Whether an instance's latest head, counting commits not yet in LMDB, is at `seq` (without decoding it). */
-  isAt(key: string, head: InstanceHead, seq: number): boolean {
-    const claimed = this.claims.get(key);
-    if (claimed !== undefined) return claimed === seq;
-    const pending = this.unapplied.head(key);
-    if (pending) return pending.seq === seq;
-    return this.heads.doesExist(keyOf(head), seq);
+  /** The sequence of an instance's commit in flight or not yet in LMDB (DIRECT for LMDB's own in flight). */
+  private pendingSeq(key: string): number | undefined {
+    return this.claims.get(key) ?? this.unapplied.head(key)?.seq;
   }
 
   private readonly flush = (): void => {
@@ -337,7 +326,7 @@ export class WalCommits {
       for (const wake of this.drained.splice(0)) wake();
       return;
     }
-    const payload = Buffer.from(batch.length === 1 ? `[${(batch[0] as Waiting).text}]` : `[${batch.map((c) => c.text).join(',')}]`, 'utf8');
+    const payload = Buffer.from(`[${batch.map((c) => c.text).join(',')}]`, 'utf8');
     if (batch.length === 1 && performance.now() - this.lastOverlapAt > BUSY_WINDOW_MS) {
       let seq: number;
       try {
@@ -350,15 +339,8 @@ export class WalCommits {
       return;
     }
     this.lastOverlapAt = performance.now();
-    let written: Promise<number>;
-    try {
-      written = this.wal.append(payload);
-    } catch (error) {
-      this.failed(batch, error);
-      return;
-    }
     this.writing = true;
-    written.then(
+    this.wal.append(payload).then(
       (seq) => this.durable(batch, seq),
       (error: unknown) => this.failed(batch, error),
     );
@@ -378,7 +360,7 @@ export class WalCommits {
   private durable(batch: Waiting[], seq: number): void {
     this.writing = false;
     for (const commit of batch) {
-      if (this.claims.get(commit.key) === commit.head.seq) this.claims.delete(commit.key);
+      this.unclaim(commit);
       this.unapplied.add(commit.key, commit.head, commit.records);
     }
     this.toApply.push({ seq, commits: batch });
@@ -396,10 +378,14 @@ export class WalCommits {
   private failed(batch: Waiting[], error: unknown): void {
     this.writing = false;
     for (const commit of batch) {
-      if (this.claims.get(commit.key) === commit.head.seq) this.claims.delete(commit.key);
+      this.unclaim(commit);
       commit.reject(error);
     }
     this.flush();
+  }
+
+  private unclaim(commit: HeadCommit): void {
+    if (this.claims.get(commit.key) === commit.head.seq) this.claims.delete(commit.key);
   }
 
   private fail(error: Error): void {

@@ -194,11 +194,6 @@ export class WriteAheadLog {
     }
   }
 
-  /** The sequence number the next frame will get. */
-  get next(): number {
-    return this.nextSeq;
-  }
-
   /**
    * Writes one frame on this thread and returns its sequence number once it is durable. A failed write
    * takes no number: the next frame is written at the same place.
