@@ -1,6 +1,6 @@
 // Starts `statehold serve` as its own process on a fresh data dir and stops it with SIGTERM.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -9,7 +9,9 @@ const STOP_TIMEOUT_MS = 40_000;
 
 export const startServer = async ({ repoRoot, adminKey, label, profileDir }) => {
   const dataDir = mkdtempSync(join(tmpdir(), `statehold-bench-${label}-`));
-  const nodeArgs = ['--no-node-snapshot'];
+  // BENCH_SERVER_NODE_ARGS: more Node/V8 flags for the server's own process (not its sandbox workers,
+  // not the load generator), e.g. to compare GC settings.
+  const nodeArgs = ['--no-node-snapshot', ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean)];
   let profileFile;
   if (profileDir) {
     mkdirSync(profileDir, { recursive: true });
@@ -41,7 +43,10 @@ export const startServer = async ({ repoRoot, adminKey, label, profileDir }) => 
       reject(new Error(`server exited during start (code ${code}, signal ${signal}):\n${stderrTail.join('')}`));
     });
   });
-  child.stdout.resume();
+  // BENCH_SERVER_STDOUT: keep what the server and its sandbox workers print (e.g. --trace-gc output) in
+  // `<that path>.<scenario>`; by default it is read and dropped.
+  if (process.env.BENCH_SERVER_STDOUT) child.stdout.pipe(createWriteStream(`${process.env.BENCH_SERVER_STDOUT}.${label}`));
+  else child.stdout.resume();
 
   const stop = async ({ keepData = false } = {}) => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
