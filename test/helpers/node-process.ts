@@ -20,6 +20,8 @@ export interface NodeProcess {
 
 export interface StartOptions {
   args?: string[];
+  /** Node flags for the node's own process, before the entry point (not passed to its sandbox workers). */
+  nodeArgs?: string[];
   env?: Record<string, string>;
   dataDir?: string;
   /** Pass no --admin-key, so the node generates one (or uses the stored one). */
@@ -35,7 +37,7 @@ export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-t
 export const startNode = async (options: StartOptions = {}): Promise<NodeProcess> => {
   const dataDir = options.dataDir ?? tempDataDir();
   const adminKey = options.generatedAdminKey ? undefined : `test-admin-${Math.random().toString(36).slice(2)}`;
-  const args = ['--no-node-snapshot', entryPoint, 'serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];
+  const args = ['--no-node-snapshot', ...(options.nodeArgs ?? []), entryPoint, 'serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];
   const child = spawn(process.execPath, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
