@@ -5,6 +5,7 @@ import t from 'tap';
 import { ServiceError } from '../src/domain/errors.js';
 import { type InstanceHead, SequenceConflictError } from '../src/store/instance-store.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
+import { framePayload } from '../src/store/lmdb/wal-commits.js';
 import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 import { logState } from './helpers/wal.js';
@@ -294,4 +295,18 @@ t.test('if LMDB cannot take what the log acknowledged, writes stop with 503 and 
   await restarted.instances.commit(head(3), head(2), [record(3)]);
   t.equal(restarted.instances.getInstance('org_a', 'm', 'i')?.seq, 3, 'and writes go on');
   await restarted.close();
+});
+
+t.test("a frame's payload is the JSON array of its commits' texts, in UTF-8, byte for byte", async (t) => {
+  const texts = [
+    JSON.stringify([head(1), [record(1)]]),
+    JSON.stringify([head(2, { context: { note: 'ünïcödé ✓ 𝄞 "quoted" \\ \n' } }), [record(2)]]),
+    JSON.stringify([head(3), []]),
+  ];
+  for (const some of [texts.slice(0, 1), texts]) {
+    const payload = framePayload(some.map((text) => ({ text })));
+    t.same(payload, Buffer.from(`[${some.join(',')}]`, 'utf8'), `${some.length} commit(s): the same bytes as the joined text`);
+    t.same(JSON.parse(payload.toString('utf8')), some.map((text) => JSON.parse(text)), 'and it parses back to the commits');
+  }
+  t.equal(framePayload([]).toString('utf8'), '[]', 'no commits: an empty array');
 });

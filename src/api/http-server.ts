@@ -8,6 +8,9 @@ import { errorResponse } from './error-response.js';
 import type { ApiRequest, ApiResponse } from './http-types.js';
 import type { Router } from './router.js';
 
+/** The CORS headers every answer carries unless its route set them itself. */
+const CORS_ENTRIES = Object.entries(corsHeaders);
+
 /** Where the answer to one request stands. */
 interface AnswerState {
   aborted: boolean;
@@ -172,7 +175,9 @@ export class HttpServer {
     const contentType = response.raw ? response.raw.contentType : 'application/json';
     res.cork(() => {
       res.writeStatus(`${response.status} ${STATUS_CODES[response.status] ?? 'Unknown'}`);
-      for (const [name, value] of Object.entries({ ...corsHeaders, ...response.headers })) res.writeHeader(name, value);
+      // (the route's own headers may override CORS ones; no merged object per answer)
+      for (const [name, value] of CORS_ENTRIES) if (response.headers?.[name] === undefined) res.writeHeader(name, value);
+      if (response.headers) for (const name of Object.keys(response.headers)) res.writeHeader(name, response.headers[name] as string);
       if (body === undefined) {
         // end() rather than endWithoutBody(): the latter omits Content-Length and keep-alive clients then wait for a body.
         res.end(undefined, close);

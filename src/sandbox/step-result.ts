@@ -60,7 +60,24 @@ export function parseStep(raw: RawStep): StepResult {
     raw.snapshot.startsWith('{');
   if (!ok) throw new MachineCodeError('the sandbox produced a malformed step result');
   checkEffects(rest as Record<string, unknown[]>);
-  return { ...(rest as unknown as Omit<StepResult, 'context' | 'snapshot' | 'pendingHostCalls' | 'sizes'>), context: context as StepResult['context'], snapshot: raw.snapshot, pendingHostCalls: raw.pendingHostCalls, sizes: raw.sizes };
+  // Named fields rather than a spread of the harness's object: one shape for every result, and nothing
+  // machine code may have added to that object comes along.
+  const fields = rest as unknown as Omit<StepResult, 'context' | 'snapshot' | 'pendingHostCalls' | 'sizes'>;
+  return {
+    state: fields.state,
+    context: context as StepResult['context'],
+    tags: fields.tags,
+    done: fields.done,
+    changed: fields.changed,
+    snapshot: raw.snapshot,
+    pendingTimers: fields.pendingTimers,
+    runningChildren: fields.runningChildren,
+    persistentSpawns: fields.persistentSpawns,
+    outboundSends: fields.outboundSends,
+    transitions: fields.transitions,
+    sizes: raw.sizes,
+    pendingHostCalls: raw.pendingHostCalls,
+  };
 }
 
 const SLUG = /^[a-zA-Z0-9_-]{1,128}$/;

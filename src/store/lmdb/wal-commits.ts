@@ -81,6 +81,27 @@ export const logText = (head: InstanceHead, records: TransitionRecord[]): string
 };
 
 /**
+ * A frame's payload, the JSON array of its commits' texts, encoded straight into one buffer: joining
+ * the texts first would build and copy a string of the whole frame (≈ 30 KB at 64 in flight) only to
+ * copy it again.
+ */
+export const framePayload = (commits: ReadonlyArray<{ text: string }>): Buffer => {
+  let bytes = 1 + commits.length;
+  for (const commit of commits) bytes += Buffer.byteLength(commit.text, 'utf8');
+  const payload = Buffer.allocUnsafe(Math.max(bytes, 2));
+  let at = 0;
+  payload[at++] = 0x5b; // [
+  let first = true;
+  for (const commit of commits) {
+    if (!first) payload[at++] = 0x2c; // ,
+    first = false;
+    at += payload.write(commit.text, at, 'utf8');
+  }
+  payload[at] = 0x5d; // ]
+  return payload;
+};
+
+/**
  * Head-and-history commits (the usual event), made durable by the write-ahead log, then written to
  * LMDB behind it.
  *
@@ -326,7 +347,7 @@ export class WalCommits {
       for (const wake of this.drained.splice(0)) wake();
       return;
     }
-    const payload = Buffer.from(`[${batch.map((c) => c.text).join(',')}]`, 'utf8');
+    const payload = framePayload(batch);
     if (batch.length === 1 && performance.now() - this.lastOverlapAt > BUSY_WINDOW_MS) {
       let seq: number;
       try {
