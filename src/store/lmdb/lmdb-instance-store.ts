@@ -148,27 +148,17 @@ export class LmdbInstanceStore implements InstanceStore {
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
     this.checkHealthy();
     const key = instanceKey(head.orgId, head.machine, head.name);
-    if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && head.pendingTimers.length === 0) {
+    if (this.wal && this.headAndHistoryOnly(effects, head.pendingTimers.length === 0)) {
       const text = logText(head, history);
       if (text !== undefined) return this.wal.write({ key, head, records: history, previous: undefined, text });
     }
     if (this.wal?.exists(key, head)) return false;
     let failure: { error: unknown } | undefined;
-    const create = () =>
+    const created = await this.toLmdb(key, () =>
       this.heads.ifNoExists(keyOf(head), () => {
-        failure = this.allOrNothing(
-          () => {
-            this.putHead(head, undefined);
-            this.appendHistory(head, history);
-            this.writeEffects(head, effects);
-          },
-          () => {
-            void this.heads.remove(keyOf(head));
-            this.undoAppend(head, history, effects);
-          },
-        );
-      });
-    const created = this.wal ? await this.wal.direct(key, create) : await create();
+        failure = this.writeCommit(head, undefined, history, effects);
+      }),
+    );
     if (failure) throw failure.error;
     return created;
   }
@@ -176,7 +166,7 @@ export class LmdbInstanceStore implements InstanceStore {
   async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
     this.checkHealthy();
     const key = instanceKey(head.orgId, head.machine, head.name);
-    if (this.wal && !effects.outbox?.length && effects.receivedMessageId === undefined && sameTimers(previous.pendingTimers, head.pendingTimers)) {
+    if (this.wal && this.headAndHistoryOnly(effects, sameTimers(previous.pendingTimers, head.pendingTimers))) {
       const text = logText(head, history);
       if (text !== undefined) {
         if (!(await this.wal.write({ key, head, records: history, previous, text }))) throw this.conflict(previous);
@@ -185,37 +175,48 @@ export class LmdbInstanceStore implements InstanceStore {
     }
     if (this.wal && !this.wal.isAt(key, head, previous.seq)) throw this.conflict(previous);
     let failure: { error: unknown } | undefined;
-    const write = () =>
+    const written = await this.toLmdb(key, () =>
       this.heads.ifVersion(keyOf(head), previous.seq, () => {
-        failure = this.allOrNothing(
-          () => {
-            this.putHead(head, previous);
-            this.appendHistory(head, history);
-            this.writeEffects(head, effects);
-          },
-          () => {
-            void this.heads.put(keyOf(previous), previous, previous.seq);
-            this.undoAppend(head, history, effects, previous);
-          },
-        );
-      });
-    const written = this.wal ? await this.wal.direct(key, write) : await write();
+        failure = this.writeCommit(head, previous, history, effects);
+      }),
+    );
     if (failure) throw failure.error;
     if (!written) throw this.conflict(previous);
     this.wal?.forget(key);
   }
 
   /**
-   * Runs the writes of a conditional block; if one throws (a value that cannot be encoded), writes the
-   * previous values back in the same block. lmdb-js commits what a block queued before the throw, so
-   * without this a failed commit could leave a new head without its history record.
+   * Whether a commit is of the head and history alone (no messages sent or received, the due-time
+   * index unchanged): those go through the write-ahead log, whose frames hold nothing else.
    */
-  private allOrNothing(write: () => void, undo: () => void): { error: unknown } | undefined {
+  private headAndHistoryOnly(effects: CommitEffects, timersUnchanged: boolean): boolean {
+    return !effects.outbox?.length && effects.receivedMessageId === undefined && timersUnchanged;
+  }
+
+  /**
+   * Queues a write of a head to LMDB (`block`, a conditional block of lmdb-js): behind the log's
+   * commits and fenced against them when there is a log (WalCommits.direct), as it is otherwise.
+   */
+  private toLmdb<R>(key: string, block: () => Promise<R>): Promise<R> {
+    return this.wal ? this.wal.direct(key, block) : block();
+  }
+
+  /**
+   * The writes of a commit, inside its conditional block (`previous` undefined for a create); if one
+   * throws (a value that cannot be encoded), writes the previous values back in the same block.
+   * lmdb-js commits what a block queued before the throw, so without this a failed commit could leave
+   * a new head without its history record.
+   */
+  private writeCommit(head: InstanceHead, previous: InstanceHead | undefined, history: TransitionRecord[], effects: CommitEffects): { error: unknown } | undefined {
     try {
-      write();
+      this.putHead(head, previous);
+      this.appendHistory(head, history);
+      this.writeEffects(head, effects);
       return undefined;
     } catch (error) {
-      undo();
+      if (previous) void this.heads.put(keyOf(previous), previous, previous.seq);
+      else void this.heads.remove(keyOf(head));
+      this.undoAppend(head, history, effects, previous);
       return { error };
     }
   }
@@ -267,8 +268,7 @@ export class LmdbInstanceStore implements InstanceStore {
     this.checkHealthy();
     const key = instanceKey(head.orgId, head.machine, head.name);
     if (this.wal && !this.wal.isAt(key, head, previous.seq)) throw this.conflict(previous);
-    const write = () => this.heads.ifVersion(keyOf(head), previous.seq, () => this.putHead(head, previous));
-    const written = this.wal ? await this.wal.direct(key, write) : await write();
+    const written = await this.toLmdb(key, () => this.heads.ifVersion(keyOf(head), previous.seq, () => this.putHead(head, previous)));
     if (!written) throw this.conflict(previous);
     // (queued after the log's commits of the instance, so LMDB holds them too now)
     this.wal?.forget(key);
