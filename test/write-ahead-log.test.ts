@@ -13,6 +13,13 @@ const spareMade = async (dir: string): Promise<void> => {
   for (let wait = 0; wait < 100 && sparesIn(dir).length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
 };
 
+/** A log in `dir` that holds frames 1 to `frames`, closed with its segments kept. */
+const writtenLog = async (dir: string, segmentBytes: number, frames: number): Promise<void> => {
+  const log = WriteAheadLog.start(dir, 1, segmentBytes);
+  for (let n = 1; n <= frames; n++) log.appendSync(payload(n));
+  await log.close(false);
+};
+
 t.test('frames come back in order, across segments, from the number the log started at', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
@@ -56,9 +63,7 @@ t.test('release deletes the segments LMDB holds, never the one being written', a
 t.test('reading stops at the first frame that is not whole and next: torn, corrupted or stale', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
-  const log = WriteAheadLog.start(dir, 1, 4096);
-  for (let n = 1; n <= 5; n++) log.appendSync(payload(n));
-  await log.close(false);
+  await writtenLog(dir, 4096, 5);
   const segment = join(dir, segmentsOf(dir)[0] as string);
   const original = readFileSync(segment);
   const frameBytes = HEADER + 40;
@@ -169,9 +174,7 @@ t.test('a rotation that fails changes nothing: that frame fails, the next ones g
 t.test('a segment missing in the middle of the log is refused, not skipped', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
-  const log = WriteAheadLog.start(dir, 1, 150);
-  for (let n = 1; n <= 6; n++) log.appendSync(payload(n));
-  await log.close(false);
+  await writtenLog(dir, 150, 6);
   const segments = segmentsOf(dir);
   t.equal(segments.length, 3);
   rmSync(join(dir, segments[1] as string));
