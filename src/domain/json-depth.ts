@@ -36,4 +36,11 @@ export const jsonDepth = (text: string): number => {
   return deepest;
 };
 
-export const tooDeep = (text: string, limit: number = MAX_JSON_DEPTH): boolean => jsonDepth(text) > limit;
+/**
+ * Whether `text` nests deeper than `limit`. A JSON text that does takes at least 2 × (limit + 1)
+ * characters (every level opens and closes a bracket), so shorter texts are not scanned: the hot path's
+ * step results and commits are a few hundred characters. A shorter text with more unclosed brackets
+ * than that is not JSON: JSON.stringify never writes one, and JSON.parse, which the other callers run
+ * next, refuses it without recursing.
+ */
+export const tooDeep = (text: string, limit: number = MAX_JSON_DEPTH): boolean => text.length > 2 * limit + 1 && jsonDepth(text) > limit;
