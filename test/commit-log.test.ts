@@ -1,11 +1,12 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { open } from 'lmdb';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { ServiceError } from '../src/domain/errors.js';
-import { type InstanceHead, SequenceConflictError } from '../src/store/instance-store.js';
+import { type InstanceHead, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
-import { framePayload } from '../src/store/lmdb/wal-commits.js';
+import { type CommitTexts, commitTexts, framePayload } from '../src/store/lmdb/wal-commits.js';
 import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 import { logState } from './helpers/wal.js';
@@ -77,6 +78,38 @@ t.test('a lone commit is acknowledged from the log, and every read sees it befor
   const reopened = await reopenedInstance(dir);
   t.equal(reopened.seq, 3);
   t.same(reopened.history, [1, 2, 3]);
+});
+
+t.test("LMDB keeps a log commit as the JSON its frame held, beside msgpack values, and reads both back as written", async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const timer = { id: 't1', kind: 'event', dueAt: 5_000, event: { type: 'TICK' } } as unknown as InstanceHead['pendingTimers'][number];
+  const heads = [
+    head(1, { context: { note: 'ünïcödé ✓ 𝄞 "quoted" \\ \n', list: [1, [2, { deep: null }]] } }),
+    head(2, { pendingTimers: [timer] }), // its timers change: LMDB directly, as msgpack
+    head(3, { pendingTimers: [timer], context: { n: 3, flag: true } }), // through the log again
+  ];
+  const records = [record(1), { ...record(2), event: { type: 'E2', payload: { a: [1, 2, 3] } } }, record(3)];
+  const store = openLmdbNodeStore(dir);
+  t.equal(await store.instances.createInstance(heads[0] as InstanceHead, [records[0] as TransitionRecord]), true);
+  await store.instances.commit(heads[1] as InstanceHead, heads[0] as InstanceHead, [records[1] as TransitionRecord]);
+  await store.instances.commit(heads[2] as InstanceHead, heads[1] as InstanceHead, [records[2] as TransitionRecord]);
+  await store.close();
+
+  const raw = open({ path: join(dir, 'statehold.lmdb'), maxDbs: 32, readOnly: true });
+  const rawTransitions = raw.openDB({ name: 'transitions', encoding: 'binary' });
+  const firstBytes = [1, 2, 3].map((seq) => rawTransitions.getBinary(['org_a', 'm', 'i', seq])?.[0]);
+  t.same(firstBytes.map((b) => b === 0xc1), [true, false, true], 'records from the log are stored as their JSON (0xc1 first), the direct one as msgpack');
+  const stored = raw.openDB({ name: 'instances', encoding: 'binary', useVersions: true }).getBinary(['org_a', 'm', 'i']) as Buffer;
+  t.same(JSON.parse(stored.subarray(1).toString('utf8')), heads[2], 'the head is the JSON of the head committed');
+  await raw.close();
+
+  const reopened = openLmdbNodeStore(dir);
+  t.same(reopened.instances.getInstance('org_a', 'm', 'i'), heads[2], 'the head reads back as committed');
+  t.same(reopened.instances.listTransitions('org_a', 'm', 'i', 0, 10), records, 'so does the history, both forms in one range');
+  t.same(reopened.instances.listInstances('org_a', 'm', undefined, 10), [heads[2]], 'and the instance list');
+  await reopened.instances.commit(head(4), heads[2] as InstanceHead, [record(4)]);
+  await reopened.close();
 });
 
 t.test('commits asked together share a frame, fenced in the order asked', async (t) => {
@@ -304,16 +337,16 @@ t.test('if LMDB cannot take what the log acknowledged, writes stop with 503 and 
   await restarted.close();
 });
 
-t.test("a frame's payload is the JSON array of its commits' texts, in UTF-8, byte for byte", async (t) => {
-  const texts = [
-    JSON.stringify([head(1), [record(1)]]),
-    JSON.stringify([head(2, { context: { note: 'ünïcödé ✓ 𝄞 "quoted" \\ \n' } }), [record(2)]]),
-    JSON.stringify([head(3), []]),
+t.test("a frame's payload is the JSON array of its commits as [head, records], in UTF-8, byte for byte", async (t) => {
+  const commits: Array<[InstanceHead, TransitionRecord[]]> = [
+    [head(1), [record(1)]],
+    [head(3, { context: { note: 'ünïcödé ✓ 𝄞 "quoted" \\ \n' } }), [record(2), record(3)]],
+    [head(3), []],
   ];
-  for (const some of [texts.slice(0, 1), texts]) {
-    const payload = framePayload(some.map((text) => ({ text })));
-    t.same(payload, Buffer.from(`[${some.join(',')}]`, 'utf8'), `${some.length} commit(s): the same bytes as the joined text`);
-    t.same(JSON.parse(payload.toString('utf8')), some.map((text) => JSON.parse(text)), 'and it parses back to the commits');
+  for (const some of [commits.slice(0, 1), commits]) {
+    const payload = framePayload(some.map(([h, records]) => ({ texts: commitTexts(h, records) as CommitTexts })));
+    t.same(payload, Buffer.from(JSON.stringify(some), 'utf8'), `${some.length} commit(s): the same bytes as the whole frame stringified`);
+    t.same(JSON.parse(payload.toString('utf8')), JSON.parse(JSON.stringify(some)), 'and it parses back to the commits');
   }
   t.equal(framePayload([]).toString('utf8'), '[]', 'no commits: an empty array');
 });

@@ -1,6 +1,7 @@
 import type { Database, RootDatabase } from 'lmdb';
 import type { AdminKeyRecord, KeyRecord, MachineRecord, OrgRecord } from '../../domain/records.js';
 import type { Catalog } from '../catalog.js';
+import { msgpackOrJson } from './json-values.js';
 
 /** Upper bound for the second element of a composite key: slugs and ids are ASCII. */
 const AFTER_ALL = '\uffff';
@@ -34,7 +35,7 @@ export class LmdbCatalog implements Catalog {
     this.keys = root.openDB({ name: 'keys', encoding: 'msgpack' });
     this.orgKeys = root.openDB({ name: 'orgKeys', encoding: 'msgpack' });
     this.machines = root.openDB({ name: 'machines', encoding: 'msgpack' });
-    this.instances = root.openDB({ name: 'instances', encoding: 'msgpack' });
+    this.instances = root.openDB({ name: 'instances', ...msgpackOrJson });
     this.meta = root.openDB({ name: 'meta', encoding: 'msgpack' });
   }
 

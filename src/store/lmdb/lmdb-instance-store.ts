@@ -11,7 +11,8 @@ import {
   usageMonth,
 } from '../instance-store.js';
 import { instanceKey } from './unapplied-commits.js';
-import { logText, WalCommits } from './wal-commits.js';
+import { msgpackOrJson } from './json-values.js';
+import { commitTexts, WalCommits } from './wal-commits.js';
 import { WriteAheadLog } from './write-ahead-log.js';
 
 const AFTER_ALL = '\uffff';
@@ -92,8 +93,8 @@ export class LmdbInstanceStore implements InstanceStore {
     private readonly root: RootDatabase,
     options: InstanceStoreOptions,
   ) {
-    this.heads = root.openDB({ name: 'instances', encoding: 'msgpack', useVersions: true });
-    this.transitions = root.openDB({ name: 'transitions', encoding: 'msgpack' });
+    this.heads = root.openDB({ name: 'instances', ...msgpackOrJson, useVersions: true });
+    this.transitions = root.openDB({ name: 'transitions', ...msgpackOrJson });
     this.usage = root.openDB({ name: 'usage', encoding: 'msgpack' });
     this.timers = root.openDB({ name: 'timers', encoding: 'msgpack' });
     this.outbox = root.openDB({ name: 'outbox', encoding: 'msgpack' });
@@ -149,8 +150,8 @@ export class LmdbInstanceStore implements InstanceStore {
     this.checkHealthy();
     const key = instanceKey(head.orgId, head.machine, head.name);
     if (this.wal && this.headAndHistoryOnly(effects, head.pendingTimers.length === 0)) {
-      const text = logText(head, history);
-      if (text !== undefined) return this.wal.write({ key, head, records: history, previous: undefined, text });
+      const texts = commitTexts(head, history);
+      if (texts !== undefined) return this.wal.write({ key, head, records: history, previous: undefined, texts });
     }
     if (this.wal?.exists(key, head)) return false;
     let failure: { error: unknown } | undefined;
@@ -167,9 +168,9 @@ export class LmdbInstanceStore implements InstanceStore {
     this.checkHealthy();
     const key = instanceKey(head.orgId, head.machine, head.name);
     if (this.wal && this.headAndHistoryOnly(effects, sameTimers(previous.pendingTimers, head.pendingTimers))) {
-      const text = logText(head, history);
-      if (text !== undefined) {
-        if (!(await this.wal.write({ key, head, records: history, previous, text }))) throw this.conflict(previous);
+      const texts = commitTexts(head, history);
+      if (texts !== undefined) {
+        if (!(await this.wal.write({ key, head, records: history, previous, texts }))) throw this.conflict(previous);
         return;
       }
     }

@@ -1,7 +1,8 @@
 import type { Database, RootDatabase } from 'lmdb';
 import { unavailable } from '../../domain/errors.js';
-import { jsonDepth } from '../../domain/json-depth.js';
+import { tooDeep } from '../../domain/json-depth.js';
 import type { InstanceHead, TransitionRecord } from '../instance-store.js';
+import { asJsonValue } from './json-values.js';
 import { UnappliedCommits } from './unapplied-commits.js';
 import { DEFAULT_SEGMENT_BYTES, WriteAheadLog } from './write-ahead-log.js';
 
@@ -46,8 +47,14 @@ export interface HeadCommit {
   records: TransitionRecord[];
   /** The head it replaces; none for a create. */
   previous: InstanceHead | undefined;
-  /** What the log frame holds of it (logText). */
-  text: string;
+  /** What the log frame holds of it (commitTexts). */
+  texts: CommitTexts;
+}
+
+/** A commit as JSON: its head, and each record of its history. */
+export interface CommitTexts {
+  head: string;
+  records: string[];
 }
 
 interface Waiting extends HeadCommit {
@@ -67,37 +74,60 @@ export interface WalCommitsOptions {
 const keyOf = (head: InstanceHead): HeadKey => [head.orgId, head.machine, head.name];
 
 /**
- * The commit as a log frame holds it, if LMDB can surely take it afterwards; undefined otherwise (the
- * caller then commits to LMDB directly, where a value that cannot be encoded fails its commit alone).
+ * The commit as JSON, if LMDB can surely take it afterwards; undefined otherwise (the caller then
+ * commits to LMDB directly, where a value that cannot be encoded fails its commit alone). These texts
+ * make the log frame, and LMDB stores them as they are (json-values.ts).
  */
-export const logText = (head: InstanceHead, records: TransitionRecord[]): string | undefined => {
-  let text: string;
+export const commitTexts = (head: InstanceHead, records: TransitionRecord[]): CommitTexts | undefined => {
+  let texts: CommitTexts;
   try {
-    text = JSON.stringify([head, records]);
+    texts = { head: JSON.stringify(head), records: records.map((record) => JSON.stringify(record)) };
   } catch {
     return undefined;
   }
-  return jsonDepth(text) <= MAX_ENCODABLE_DEPTH ? text : undefined;
+  // In a frame a head is one level down ([commit, …] → [head, records]) and a record two.
+  if (tooDeep(texts.head, MAX_ENCODABLE_DEPTH - 2)) return undefined;
+  for (const record of texts.records) if (tooDeep(record, MAX_ENCODABLE_DEPTH - 3)) return undefined;
+  return texts;
+};
+
+/** The characters a commit takes in a frame, for its size limit. */
+const frameChars = (texts: CommitTexts): number => {
+  let chars = texts.head.length;
+  for (const record of texts.records) chars += record.length;
+  return chars;
 };
 
 /**
- * A frame's payload, the JSON array of its commits' texts, encoded straight into one buffer: joining
- * the texts first would build and copy a string of the whole frame (≈ 30 KB at 64 in flight) only to
- * copy it again.
+ * A frame's payload, the JSON array of its commits as `[head, [record, …]]`, encoded straight into one
+ * buffer: joining the texts first would build and copy a string of the whole frame (≈ 30 KB at 64 in
+ * flight) only to copy it again.
  */
-export const framePayload = (commits: ReadonlyArray<{ text: string }>): Buffer => {
-  let bytes = 1 + commits.length;
-  for (const commit of commits) bytes += Buffer.byteLength(commit.text, 'utf8');
-  const payload = Buffer.allocUnsafe(Math.max(bytes, 2));
+export const framePayload = (commits: ReadonlyArray<{ texts: CommitTexts }>): Buffer => {
+  // [ and ] around all, a comma between commits; per commit `[` head `,[` records with commas `]]`
+  let bytes = 2 + Math.max(0, commits.length - 1);
+  for (const { texts } of commits) {
+    bytes += 5 + Buffer.byteLength(texts.head, 'utf8') + Math.max(0, texts.records.length - 1);
+    for (const record of texts.records) bytes += Buffer.byteLength(record, 'utf8');
+  }
+  const payload = Buffer.allocUnsafe(bytes);
   let at = 0;
   payload[at++] = 0x5b; // [
-  let first = true;
-  for (const commit of commits) {
-    if (!first) payload[at++] = 0x2c; // ,
-    first = false;
-    at += payload.write(commit.text, at, 'utf8');
+  for (let c = 0; c < commits.length; c++) {
+    const { texts } = commits[c] as { texts: CommitTexts };
+    if (c > 0) payload[at++] = 0x2c; // ,
+    payload[at++] = 0x5b;
+    at += payload.write(texts.head, at, 'utf8');
+    payload[at++] = 0x2c;
+    payload[at++] = 0x5b;
+    for (let r = 0; r < texts.records.length; r++) {
+      if (r > 0) payload[at++] = 0x2c;
+      at += payload.write(texts.records[r] as string, at, 'utf8');
+    }
+    payload[at++] = 0x5d; // ]
+    payload[at++] = 0x5d;
   }
-  payload[at] = 0x5d; // ]
+  payload[at] = 0x5d;
   return payload;
 };
 
@@ -237,7 +267,7 @@ export class WalCommits {
     let thrown: unknown;
     const landed = this.walDb.ifVersion(APPLIED_KEY, first - 1, () => {
       try {
-        for (const frame of frames) for (const commit of frame.commits) putCommit(this.heads, this.transitions, commit.head, commit.records);
+        for (const frame of frames) for (const commit of frame.commits) putCommitTexts(this.heads, this.transitions, commit);
         void this.walDb.put(APPLIED_KEY, true, last);
       } catch (error) {
         // Nothing moves `applied` now, so every later batch's condition fails too, and the next start
@@ -371,8 +401,10 @@ export class WalCommits {
   private takeFrame(): Waiting[] {
     let chars = 0;
     let count = 0;
-    while (count < this.gathering.length && (count === 0 || chars + (this.gathering[count] as Waiting).text.length <= MAX_FRAME_CHARS)) {
-      chars += (this.gathering[count] as Waiting).text.length;
+    while (count < this.gathering.length) {
+      const next = frameChars((this.gathering[count] as Waiting).texts);
+      if (count > 0 && chars + next > MAX_FRAME_CHARS) break;
+      chars += next;
       count++;
     }
     return this.gathering.splice(0, count);
@@ -424,4 +456,12 @@ const openWalDb = (root: RootDatabase): Database<boolean, string> => root.openDB
 const putCommit = (heads: HeadsDb, transitions: TransitionsDb, head: InstanceHead, records: TransitionRecord[]): void => {
   void heads.put(keyOf(head), head, head.seq);
   for (const record of records) void transitions.put([head.orgId, head.machine, head.name, record.seq], record);
+};
+
+/** The same writes, of the JSON texts the commit's frame was made of (not encoded again). */
+const putCommitTexts = (heads: HeadsDb, transitions: TransitionsDb, { head, records, texts }: HeadCommit): void => {
+  void heads.put(keyOf(head), asJsonValue<InstanceHead>(texts.head), head.seq);
+  for (let r = 0; r < records.length; r++) {
+    void transitions.put([head.orgId, head.machine, head.name, (records[r] as TransitionRecord).seq], asJsonValue<TransitionRecord>(texts.records[r] as string));
+  }
 };
