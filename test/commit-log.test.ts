@@ -277,6 +277,35 @@ t.test("fencing holds between the log's commits and LMDB's own", async (t) => {
   await store.close();
 });
 
+t.test('once commits landed in LMDB, fencing refuses stale writers without reading it, also around direct writes', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir, { walApplyDelayMs: 0 });
+  const { instances } = store;
+  const allLanded = async () => {
+    while (instances.hasUnappliedInstances('org_a', 'm')) await new Promise((resolve) => setTimeout(resolve, 2));
+  };
+  const timer = { kind: 'event' as const, id: 't', dueAt: 500, event: { type: 'T' } };
+  await instances.createInstance(head(1), [record(1)]);
+  await instances.commit(head(2), head(1), [record(2)]);
+  await allLanded();
+  await t.rejects(instances.commit(head(3), head(1), [record(3)]), SequenceConflictError, 'a writer from an older head is refused');
+  t.equal(await instances.createInstance(head(1), [record(1)]), false, 'and a second create of the name');
+  await instances.commit(head(3), head(2), [record(3)]);
+  await allLanded();
+  // A commit that sets a timer goes to LMDB directly: LMDB's head moves past what the log landed.
+  await instances.commit(head(4, { pendingTimers: [timer] }), head(3), [record(4)]);
+  await t.rejects(instances.commit(head(4), head(3), [record(4)]), SequenceConflictError, 'after a direct write, a writer from the head before it is refused');
+  await instances.commit(head(5, { pendingTimers: [timer] }), head(4, { pendingTimers: [timer] }), [record(5)]);
+  await allLanded();
+  t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 5, 'a writer from the direct write\'s head is taken, through the log');
+  t.equal(await instances.deleteInstance('org_a', 'm', 'i'), true);
+  t.equal(await instances.createInstance(head(1), [record(1)]), true, 'after a delete the name can be created again');
+  await allLanded();
+  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1], 'with a history of its own');
+  await store.close();
+});
+
 t.test('a log left by a crash is applied even when the node now commits to LMDB only', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
