@@ -6,7 +6,10 @@ export type RouteHandler = (request: ApiRequest) => ApiResponse | Promise<ApiRes
 
 interface Route {
   method: string;
-  segments: string[];
+  /** Per segment of the pattern: the literal it must be, or undefined where it captures. */
+  literals: Array<string | undefined>;
+  /** Per segment: the name it captures under, or undefined for a literal. */
+  captures: Array<string | undefined>;
   handler: RouteHandler;
 }
 
@@ -32,19 +35,31 @@ const NAMES: Record<string, { valid: (value: string) => boolean; what: string }>
  * percent-decoded path segment; literal segments win over captures when both match.
  */
 export class Router {
-  private readonly routes: Route[] = [];
+  /** By segment count (only routes of a path's length can match it), most specific first. */
+  private readonly routes = new Map<number, Route[]>();
 
   add(method: string, pattern: string, handler: RouteHandler): this {
-    this.routes.push({ method: method.toUpperCase(), segments: splitPath(pattern), handler });
-    this.routes.sort((a, b) => specificity(b) - specificity(a));
+    const segments = splitPath(pattern);
+    const route: Route = {
+      method: method.toUpperCase(),
+      literals: segments.map((s) => (s.startsWith(':') ? undefined : s)),
+      captures: segments.map((s) => (s.startsWith(':') ? s.slice(1) : undefined)),
+      handler,
+    };
+    const sameLength = this.routes.get(segments.length) ?? [];
+    sameLength.push(route);
+    sameLength.sort((a, b) => specificity(b) - specificity(a));
+    this.routes.set(segments.length, sameLength);
     return this;
   }
 
   match(method: string, path: string): RouteMatch {
     const segments = splitPath(path);
     const allowed: string[] = [];
-    for (const route of this.routes) {
-      const params = matchSegments(route.segments, segments);
+    for (const route of this.routes.get(segments.length) ?? []) {
+      if (!literalsMatch(route, segments)) continue;
+      // Captures are decoded only for a route whose literal segments all match.
+      const params = captured(route, segments);
       if (!params) continue;
       if (route.method === method) {
         for (const [name, value] of Object.entries(params)) {
@@ -61,26 +76,32 @@ export class Router {
 
 const splitPath = (path: string): string[] => path.split('/').filter((s) => s !== '');
 
-const specificity = (route: Route): number => route.segments.reduce((n, s) => n * 2 + (s.startsWith(':') ? 0 : 1), route.segments.length);
+/** More segments first, then literals before captures from the left. */
+const specificity = (route: Route): number => route.literals.reduce((n: number, s) => n * 2 + (s === undefined ? 0 : 1), route.literals.length);
 
-const matchSegments = (pattern: string[], actual: string[]): Record<string, string> | undefined => {
-  if (pattern.length !== actual.length) return undefined;
+const literalsMatch = (route: Route, actual: string[]): boolean => {
+  for (let i = 0; i < route.literals.length; i++) {
+    const want = route.literals[i];
+    if (want !== undefined && want !== actual[i]) return false;
+  }
+  return true;
+};
+
+/** The route's captures, percent-decoded; undefined if one does not decode. */
+const captured = (route: Route, actual: string[]): Record<string, string> | undefined => {
   const params: Record<string, string> = {};
-  for (let i = 0; i < pattern.length; i++) {
-    const want = pattern[i] as string;
-    const got = actual[i] as string;
-    if (want.startsWith(':')) {
-      const decoded = safeDecode(got);
-      if (decoded === undefined) return undefined;
-      params[want.slice(1)] = decoded;
-    } else if (want !== got) {
-      return undefined;
-    }
+  for (let i = 0; i < route.captures.length; i++) {
+    const name = route.captures[i];
+    if (name === undefined) continue;
+    const decoded = safeDecode(actual[i] as string);
+    if (decoded === undefined) return undefined;
+    params[name] = decoded;
   }
   return params;
 };
 
 const safeDecode = (segment: string): string | undefined => {
+  if (!segment.includes('%')) return segment;
   try {
     return decodeURIComponent(segment);
   } catch {

@@ -1,0 +1,39 @@
+import t from 'tap';
+import type { ApiResponse } from '../src/api/http-types.js';
+import { Router } from '../src/api/router.js';
+
+const answer = (name: string) => (): ApiResponse => ({ status: 200, body: { route: name } });
+const routeOf = (match: ReturnType<Router['match']>): unknown => (match.kind === 'found' ? (match.handler({} as never) as ApiResponse).body : match);
+
+const router = new Router()
+  .add('get', '/machines/:machine/i/:instance', answer('instance'))
+  .add('post', '/machines/:machine/i/:instance/events', answer('event'))
+  .add('get', '/machines/:machine/i/:instance/events', answer('history'))
+  .add('get', '/machines/:machine/i/special', answer('literal'))
+  .add('get', '/machines/:machine', answer('machine'))
+  .add('post', '/machines', answer('create machine'))
+  .add('get', '/things/:id/:rest', answer('two captures'));
+
+t.test('the route whose literals and method match, with its captures percent-decoded', async (t) => {
+  const found = router.match('GET', '/machines/cart/i/one');
+  t.same(routeOf(found), { route: 'instance' });
+  t.same(found.kind === 'found' && found.params, { machine: 'cart', instance: 'one' });
+  t.same(routeOf(router.match('POST', '/machines/cart/i/one/events')), { route: 'event' });
+  t.same(routeOf(router.match('GET', '/machines/cart/i/one/events')), { route: 'history' }, 'the method picks among same-shaped routes');
+  t.same(routeOf(router.match('POST', '/machines/')), { route: 'create machine' }, 'empty segments are ignored');
+  const decoded = router.match('GET', '/things/a%2Fb/%C3%A9%20x');
+  t.same(decoded.kind === 'found' && decoded.params, { id: 'a/b', rest: 'é x' });
+});
+
+t.test('a literal segment wins over a capture', async (t) => {
+  t.same(routeOf(router.match('GET', '/machines/cart/i/special')), { route: 'literal' });
+  t.same(routeOf(router.match('GET', '/machines/cart/i/specials')), { route: 'instance' });
+});
+
+t.test('other methods, malformed captures, invalid names and unknown paths', async (t) => {
+  t.same(router.match('DELETE', '/machines/cart/i/one/events'), { kind: 'wrong-method', allowed: ['POST', 'GET'] }, 'the methods the path has');
+  t.same(router.match('GET', '/things/%E0%A4%A/x'), { kind: 'none' }, 'a capture that does not percent-decode matches nothing');
+  t.same(router.match('GET', '/machines/not%20a%20slug'), { kind: 'no-such-thing', message: 'machine not a slug does not exist' });
+  t.same(router.match('GET', '/machines/cart/i'), { kind: 'none' }, 'a path no route has that many segments for');
+  t.same(router.match('GET', '/nothing/here/at/all'), { kind: 'none' });
+});
