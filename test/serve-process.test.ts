@@ -82,6 +82,32 @@ t.test('--help documents the settings; bad flags exit 2 with a message', async (
   }
 });
 
+t.test('STATEHOLD_SANDBOX_NODE_ARGS reaches the sandbox worker; anything but flags is refused', async (t) => {
+  const node = await startNode({ env: { STATEHOLD_SANDBOX_NODE_ARGS: ' --stack-size=900   --max-semi-space-size=2 ' } });
+  t.teardown(() => node.stop());
+  const pid = node.child.pid as number;
+  // The main worker is forked at start; wait for it to appear among the node's children.
+  let workers: string[][] = [];
+  for (let i = 0; i < 100 && workers.length === 0; i++) {
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    workers = children.map((child) => readFileSync(`/proc/${child}/cmdline`, 'utf8').split('\0')).filter((argv) => argv.some((arg) => arg.endsWith('sandbox-worker.js')));
+    if (workers.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  t.equal(workers.length, 1, 'one sandbox worker runs');
+  const argv = workers[0] as string[];
+  t.same(argv.slice(1, argv.findIndex((arg) => arg.endsWith('sandbox-worker.js'))), ['--no-node-snapshot', '--stack-size=900', '--max-semi-space-size=2'], 'with the flags given, after its own');
+  t.equal((await call(node.url, 'GET', '/health')).status, 200);
+
+  for (const bad of ['--trace-gc; rm -rf /', '--trace-gc;', 'inspect', '--stack-size=900 -e']) {
+    const failed = await run(process.execPath, ['--no-node-snapshot', entryPoint, 'serve', '--port', '0'], { env: { ...process.env, STATEHOLD_SANDBOX_NODE_ARGS: bad } }).then(
+      () => ({ code: 0, stderr: '' }),
+      (error: { code: number; stderr: string }) => error,
+    );
+    t.equal(failed.code, 2, `refused: ${bad}`);
+    t.match(failed.stderr, /STATEHOLD_SANDBOX_NODE_ARGS takes Node flags/);
+  }
+});
+
 t.test('the bin shim runs the built CLI (what npx statehold runs)', async (t) => {
   const shim = join(entryPoint, '..', '..', '..', 'bin', 'statehold.js');
   const help = await run(shim, ['help']);

@@ -22,4 +22,5 @@ export const describeEnvironment = (repoRoot) => ({
   loadAverageAtStart: loadavg().map((x) => Number(x.toFixed(2))),
   // The server inherits the environment: STATEHOLD_COMMIT_LOG=lmdb compares against LMDB-only commits.
   commitLog: process.env.STATEHOLD_COMMIT_LOG || 'wal',
+  sandboxNodeArgs: process.env.STATEHOLD_SANDBOX_NODE_ARGS || undefined,
 });

@@ -76,6 +76,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   const sandboxClient = new SandboxClient({
     role: 'main',
     restartAfterCrash: true,
+    nodeArgs: config.sandboxNodeArgs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the sandbox worker died; a new one is starting', { reason }),
   });
@@ -83,6 +84,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   // crashed a worker (sandbox-pool.ts). It starts on first use.
   const quarantineClient = new SandboxClient({
     role: 'quarantine',
+    nodeArgs: config.sandboxNodeArgs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason }),
   });

@@ -31,6 +31,8 @@ export interface ServeConfig {
   uploadTtlSeconds: number;
   /** How long commits acknowledged from the write-ahead log wait for LMDB (hidden: STATEHOLD_WAL_APPLY_DELAY_MS). */
   walApplyDelayMs: number | undefined;
+  /** More Node/V8 flags for the sandbox worker processes (hidden: STATEHOLD_SANDBOX_NODE_ARGS). */
+  sandboxNodeArgs: string[];
 }
 
 /** Flag name, environment variable, default and help line of each setting: one table, used for parsing and for --help. */
@@ -111,6 +113,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     fetchMaxBytes: integer('fetch-max-bytes', 1, 1024 * 1024 * 1024),
     uploadTtlSeconds: uploadTtlSeconds(env.STATEHOLD_UPLOAD_TTL_SECONDS),
     walApplyDelayMs: walApplyDelayMs(env.STATEHOLD_WAL_APPLY_DELAY_MS),
+    sandboxNodeArgs: sandboxNodeArgs(env.STATEHOLD_SANDBOX_NODE_ARGS),
   };
 };
 
@@ -135,6 +138,17 @@ const uploadTtlSeconds = (text: string | undefined): number => {
   const value = Number(text);
   if (!Number.isInteger(value) || value < 1 || value > 7 * 24 * 3600) throw new ConfigError(`STATEHOLD_UPLOAD_TTL_SECONDS must be an integer from 1 to 604800, not "${text}"`);
   return value;
+};
+
+/**
+ * Not in --help: flags for the sandbox workers' Node (e.g. `--perf-basic-prof` or `--trace-gc` to see
+ * where their time goes, bench/README.md), space-separated; each must be a flag.
+ */
+const sandboxNodeArgs = (text: string | undefined): string[] => {
+  const args = (text ?? '').split(/\s+/).filter((arg) => arg !== '');
+  const notFlag = args.find((arg) => !/^--[a-z0-9][a-z0-9_-]*(=\S+)?$/.test(arg));
+  if (notFlag !== undefined) throw new ConfigError(`STATEHOLD_SANDBOX_NODE_ARGS takes Node flags (--name or --name=value) separated by spaces, not "${notFlag}"`);
+  return args;
 };
 
 /** Not in --help: tests hold LMDB's writes back for minutes, to see the log applied after a crash. */

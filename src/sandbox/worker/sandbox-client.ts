@@ -40,6 +40,8 @@ export interface SandboxClientOptions {
   onCrash?: (reason: string) => void;
   /** What this worker is for, passed on its command line so `ps` tells the node's workers apart. */
   role?: string;
+  /** More Node/V8 flags for the worker process (profiling, GC tracing: STATEHOLD_SANDBOX_NODE_ARGS). */
+  nodeArgs?: string[];
   /**
    * Start a new worker as soon as one dies, instead of on the next call (after a worker that died
    * young, with a growing delay, so a worker that cannot start is not forked in a tight loop).
@@ -155,7 +157,7 @@ export class SandboxClient {
 
   private spawn(): ChildProcess {
     const child = fork(WORKER_SCRIPT, this.options.role ? [this.options.role] : [], {
-      execArgv: ['--no-node-snapshot'],
+      execArgv: ['--no-node-snapshot', ...(this.options.nodeArgs ?? [])],
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
