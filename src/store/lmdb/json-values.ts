@@ -21,10 +21,11 @@ const JSON_MARK = 0xc1;
 export class MsgpackOrJsonEncoder extends Encoder {
   override decode(bytes: Buffer | Uint8Array, options?: unknown): unknown {
     // lmdb-js passes the end of the value (a number), or an options object, or nothing (then the
-    // buffer's length is the value's)
-    const start = typeof options === 'object' && options !== null ? ((options as { start?: number }).start ?? 0) : 0;
+    // buffer's length is the value's): the bounds msgpackr's own decode reads from them
+    const bounds = typeof options === 'object' && options !== null ? (options as { start?: number; end?: number }) : {};
+    const start = bounds.start ?? 0;
     if (bytes[start] !== JSON_MARK) return super.decode(bytes, options as Parameters<Encoder['decode']>[1]);
-    const end = typeof options === 'number' ? options : typeof options === 'object' && options !== null ? ((options as { end?: number }).end ?? bytes.length) : bytes.length;
+    const end = typeof options === 'number' ? options : (bounds.end ?? bytes.length);
     return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset + start + 1, end - start - 1).toString('utf8'));
   }
 }

@@ -37,7 +37,7 @@ const MAX_FRAME_CHARS = 16 * 1024 * 1024;
 /** The claim of a write that goes to LMDB directly: no sequence number equals it, so no other writer passes. */
 const DIRECT = -1;
 
-/** The most instances `landed` remembers; past it, it starts afresh (each takes ≈ 100 bytes). */
+/** The most instances `landedSeqs` remembers; past it, it starts afresh (each takes ≈ 100 bytes). */
 const LANDED_MAX = 100_000;
 
 /** Values nest at most this deep to be encoded safely (msgpackr recurses; see domain/json-depth.ts). */
@@ -166,7 +166,7 @@ export class WalCommits {
    * its instance when it is queued (behind every batch queued so far, which land before it) and again
    * when it settled, so LMDB is read for that instance until its next batch lands.
    */
-  private readonly landed = new Map<string, number>();
+  private readonly landedSeqs = new Map<string, number>();
   private readonly wal: WriteAheadLog;
   private readonly walDb: Database<boolean, string>;
   private gathering: Waiting[] = [];
@@ -227,18 +227,18 @@ export class WalCommits {
 
   /** The latest head sequence of an instance, counting commits not yet in LMDB; undefined if none. */
   latestSeq(key: string, head: InstanceHead): number | undefined {
-    return this.pendingSeq(key) ?? this.landed.get(key) ?? this.heads.getEntry(keyOf(head))?.version;
+    return this.knownSeq(key) ?? this.heads.getEntry(keyOf(head))?.version;
   }
 
   /** Whether an instance's latest head, counting commits not yet in LMDB, is at `seq` (without decoding it). */
   isAt(key: string, head: InstanceHead, seq: number): boolean {
-    const known = this.pendingSeq(key) ?? this.landed.get(key);
+    const known = this.knownSeq(key);
     return known !== undefined ? known === seq : this.heads.doesExist(keyOf(head), seq);
   }
 
   /** Whether a head exists, counting commits not yet in LMDB. */
   exists(key: string, head: InstanceHead): boolean {
-    return this.pendingSeq(key) !== undefined || this.landed.has(key) || this.heads.getBinary(keyOf(head)) !== undefined;
+    return this.knownSeq(key) !== undefined || this.heads.getBinary(keyOf(head)) !== undefined;
   }
 
   /**
@@ -293,11 +293,11 @@ export class WalCommits {
           this.fail(new Error(`LMDB did not take frames ${first} to ${last} of the write-ahead log: ${why}`));
           return;
         }
-        if (this.landed.size > LANDED_MAX) this.landed.clear();
+        if (this.landedSeqs.size > LANDED_MAX) this.landedSeqs.clear();
         for (const frame of frames) {
           for (const commit of frame.commits) {
             this.unapplied.landed(commit.key, commit.head.seq);
-            this.landed.set(commit.key, commit.head.seq);
+            this.landedSeqs.set(commit.key, commit.head.seq);
           }
         }
         if (!this.closed) this.wal.release(last);
@@ -341,7 +341,7 @@ export class WalCommits {
     this.checkWritable();
     this.applyNow();
     this.claims.set(key, DIRECT);
-    this.landed.delete(key);
+    this.landedSeqs.delete(key);
     const expected = this.lastQueued;
     return {
       expected,
@@ -352,7 +352,7 @@ export class WalCommits {
       },
       done: () => {
         if (this.claims.get(key) === DIRECT) this.claims.delete(key);
-        this.landed.delete(key);
+        this.landedSeqs.delete(key);
       },
     };
   }
@@ -383,9 +383,12 @@ export class WalCommits {
     return undefined;
   }
 
-  /** The sequence of an instance's commit in flight or not yet in LMDB (DIRECT for LMDB's own in flight). */
-  private pendingSeq(key: string): number | undefined {
-    return this.claims.get(key) ?? this.unapplied.head(key)?.seq;
+  /**
+   * An instance's latest head sequence as known without reading LMDB: a commit in flight (DIRECT for
+   * LMDB's own), one not yet in LMDB, or the last one the log landed there; undefined otherwise.
+   */
+  private knownSeq(key: string): number | undefined {
+    return this.claims.get(key) ?? this.unapplied.head(key)?.seq ?? this.landedSeqs.get(key);
   }
 
   private readonly flush = (): void => {
