@@ -3,6 +3,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { defaultWorkerNodeArgs } from '../src/sandbox/index.js';
 import { call } from './helpers/http.js';
 import { entryPoint, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 
@@ -95,7 +96,11 @@ t.test('STATEHOLD_SANDBOX_NODE_ARGS reaches the sandbox worker; anything but fla
   }
   t.equal(workers.length, 1, 'one sandbox worker runs');
   const argv = workers[0] as string[];
-  t.same(argv.slice(1, argv.findIndex((arg) => arg.endsWith('sandbox-worker.js'))), ['--no-node-snapshot', '--stack-size=900', '--max-semi-space-size=2'], 'with the flags given, after its own');
+  t.same(
+    argv.slice(1, argv.findIndex((arg) => arg.endsWith('sandbox-worker.js'))),
+    ['--no-node-snapshot', ...defaultWorkerNodeArgs(), '--stack-size=900', '--max-semi-space-size=2'],
+    'with the flags given, after its own (the operator can undo a default)',
+  );
   t.equal((await call(node.url, 'GET', '/health')).status, 200);
 
   for (const bad of ['--trace-gc; rm -rf /', '--trace-gc;', 'inspect', '--stack-size=900 -e']) {

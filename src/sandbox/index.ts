@@ -8,5 +8,5 @@ export type { BundleValidation } from './bundle-validation.js';
 export * from './errors.js';
 export { restoredSnapshot } from './snapshot.js';
 export type * from './types.js';
-export { SandboxClient, RemoteVersion, SandboxCrashedError } from './worker/sandbox-client.js';
+export { SandboxClient, RemoteVersion, SandboxCrashedError, defaultWorkerNodeArgs } from './worker/sandbox-client.js';
 export type { LoadSettings } from './worker/protocol.js';
