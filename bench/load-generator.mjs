@@ -2,6 +2,7 @@
 // argv[2] is a JSON object: { url, token, machine, prefix, scenario }. It reports over the IPC channel:
 //   { type: 'phase', phase: 'create' | 'warmup' | 'measure' | 'measured' }   as it goes, then
 //   { type: 'result', result }   with the figures and the per-instance log of events sent.
+import { writeFileSync } from 'node:fs';
 import { InstanceBook } from './lib/instance-book.mjs';
 import { makePool, authHeaders, request, outcomeKey, tally } from './lib/http.mjs';
 import { runClosedLoop } from './lib/closed-loop.mjs';
@@ -65,10 +66,15 @@ const main = async () => {
   const cpu0 = process.cpuUsage();
   const measure =
     scenario.kind === 'closed'
-      ? await runClosedLoop({ book, pool, concurrency: scenario.concurrency, events: scenario.events, capS: scenario.capS })
+      ? await runClosedLoop({ book, pool, concurrency: scenario.concurrency, events: scenario.events, capS: scenario.capS, timings: Boolean(process.env.BENCH_TIMINGS) })
       : await runOpenLoop({ book, pool, rate: scenario.rate, durationS: scenario.durationS, capS: scenario.capS });
   const cpu = process.cpuUsage(cpu0);
   await phase('measured');
+  if (measure.timings) {
+    // BENCH_TIMINGS: every answer's time and latency, for bench/stall-summary.mjs (closed loops only).
+    writeFileSync(`${process.env.BENCH_TIMINGS}.${scenario.id}.json`, JSON.stringify(measure.timings));
+    delete measure.timings;
+  }
   measure.generatorCpuPct = Number((((cpu.user + cpu.system) / 1e6 / measure.wallS) * 100).toFixed(1));
   await pool.close();
 

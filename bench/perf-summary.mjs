@@ -11,7 +11,10 @@ import { resolve } from 'node:path';
 
 const repoRoot = resolve(fileURLToPath(new URL('..', import.meta.url)));
 
-/** The samples of `perf script` text: { comm, pid, tid, frames (leaf first) }. */
+/**
+ * The samples of `perf script` text: { comm, pid, tid, frames (leaf first) }, and `ms` (the sample's time
+ * in milliseconds) when the script was asked for `time` (-F comm,pid,tid,time,ip,sym,dso).
+ */
 export const parsePerfScript = (text) => {
   const samples = [];
   let current;
@@ -22,8 +25,9 @@ export const parsePerfScript = (text) => {
       continue;
     }
     if (!/^\s/.test(line)) {
-      const head = /^\s*(\S.*?)\s+(\d+)\/(\d+)\s*$/.exec(line);
+      const head = /^\s*(\S.*?)\s+(\d+)\/(\d+)(?:\s+(\d+\.\d+):)?\s*$/.exec(line);
       current = head ? { comm: head[1], pid: Number(head[2]), tid: Number(head[3]), frames: [] } : undefined;
+      if (current && head[4] !== undefined) current.ms = Math.round(Number(head[4]) * 1e6) / 1e3; // (to the µs perf gives)
       continue;
     }
     if (!current) continue;

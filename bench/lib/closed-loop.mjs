@@ -3,7 +3,12 @@
 import { summarize } from './stats.mjs';
 import { byWindow } from './windows.mjs';
 
-export const runClosedLoop = async ({ book, pool, concurrency, events, capS, record = true }) => {
+/**
+ * With `timings`, the result also holds when each recorded answer came (ms after `t0Ns`, the loop's start
+ * on CLOCK_MONOTONIC, the clock `perf record -k CLOCK_MONOTONIC` stamps samples with) and its latency:
+ * what bench/stall-summary.mjs joins with a perf record.
+ */
+export const runClosedLoop = async ({ book, pool, concurrency, events, capS, record = true, timings = false }) => {
   const latencies = record ? new Float64Array(events) : undefined;
   const doneAtMs = record ? new Float64Array(events) : undefined;
   const counts = {};
@@ -44,5 +49,6 @@ export const runClosedLoop = async ({ book, pool, concurrency, events, capS, rec
     statusCounts: counts,
     latencyMs: latencies ? summarize(latencies.subarray(0, recorded)) : undefined,
     overTime: latencies ? byWindow(doneAtMs.subarray(0, recorded), latencies.subarray(0, recorded), wallS * 1000) : undefined,
+    timings: latencies && timings ? { t0Ns: String(t0), doneMs: Array.from(doneAtMs.subarray(0, recorded)), latencyMs: Array.from(latencies.subarray(0, recorded)) } : undefined,
   };
 };
