@@ -67,7 +67,10 @@ export const summarizePerf = (samples, { threads = 4, top = 20 } = {}) => {
   for (const [key, list] of ranked.slice(0, threads)) {
     if (key.startsWith('swapper')) continue;
     const places = new Map();
-    for (const sample of list) places.set(placeOf(sample), (places.get(placeOf(sample)) ?? 0) + 1);
+    for (const sample of list) {
+      const place = placeOf(sample);
+      places.set(place, (places.get(place) ?? 0) + 1);
+    }
     lines.push('', `**${key}**, ${list.length} samples: first JS frame (or native leaf)`, '', '| share of the thread | where |', '|---:|---|');
     for (const [place, n] of [...places.entries()].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`| ${percent(n, list.length)} | \`${place}\` |`);
   }

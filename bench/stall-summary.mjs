@@ -67,7 +67,11 @@ export const partiesOf = (samples, serverPid) => {
 /** Cores used per party between two times: samples ÷ (rate × duration). */
 export const coresDuring = (samples, party, fromMs, toMs, hz) => {
   const counts = new Map();
-  for (const s of samples) if (s.ms >= fromMs && s.ms < toMs) counts.set(party(s), (counts.get(party(s)) ?? 0) + 1);
+  for (const s of samples) {
+    if (s.ms < fromMs || s.ms >= toMs) continue;
+    const who = party(s);
+    counts.set(who, (counts.get(who) ?? 0) + 1);
+  }
   const seconds = (toMs - fromMs) / 1000;
   return [...counts.entries()].map(([who, n]) => [who, n / (hz * seconds)]).sort((a, b) => b[1] - a[1]);
 };
