@@ -1,6 +1,9 @@
 # Statehold: the README's two commands are `make run` and `make test`.
 NODE      ?= node
 NODE_ARGS := --no-node-snapshot
+# The node's own process: the same flags as bin/statehold.js's first line (test/launch-flags.test.ts);
+# README, Configuration, says why the old-generation floor.
+SERVE_NODE_ARGS ?= --no-node-snapshot --initial-old-space-size=160
 PORT      ?= 8787
 DATA_DIR  ?= ./data
 
@@ -20,7 +23,7 @@ build: install
 	npx --no-install tsc -p tsconfig.json
 
 run: build
-	$(NODE) $(NODE_ARGS) dist/bin/statehold.js serve --port $(PORT) --data-dir $(DATA_DIR)
+	$(NODE) $(SERVE_NODE_ARGS) dist/bin/statehold.js serve --port $(PORT) --data-dir $(DATA_DIR)
 
 test: build
 	npx --no-install tap

@@ -1,5 +1,7 @@
-#!/usr/bin/env -S node --no-node-snapshot
-// The `statehold` command. The code lives in dist/ (built by `make build`); isolated-vm needs --no-node-snapshot.
+#!/usr/bin/env -S node --no-node-snapshot --initial-old-space-size=160
+// The `statehold` command. The code lives in dist/ (built by `make build`). The flags on the first line are
+// the node's (README, Configuration): isolated-vm needs --no-node-snapshot; the old-generation floor
+// makes the node's full garbage collections rarer.
 import { existsSync } from 'node:fs';
 const entry = new URL('../dist/bin/statehold.js', import.meta.url);
 if (!existsSync(entry)) {

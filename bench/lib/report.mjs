@@ -26,7 +26,7 @@ export const renderMarkdown = (report) => {
   const lines = [
     `# Statehold benchmark — ${report.startedAt}`,
     '',
-    `commit \`${env.commit}\`${env.dirty ? ' (uncommitted changes)' : ''}, \`--commit-log ${env.commitLog ?? 'lmdb'}\`, node ${env.node}, ${env.nproc} cores (${env.cpuModel}), ` +
+    `commit \`${env.commit}\`${env.dirty ? ' (uncommitted changes)' : ''}, \`--commit-log ${env.commitLog ?? 'lmdb'}\`, node ${env.node}${env.serverNodeArgs ? ` (server: \`${env.serverNodeArgs}\`)` : ''}, ${env.nproc} cores (${env.cpuModel}), ` +
       `load average at start ${env.loadAverageAtStart.join(' / ')}; server and load generator on the same host, separate processes. ` +
       `Latencies in ms; CPU % is of one core; server CPU and RSS include its sandbox worker processes (the main one and, once an upload started it, the quarantine worker); "host busy cores" counts every process on the host during the measured phase, and "(others)" what the server and the generator did not use: above ≈ 0.1 the figures are disturbed by other work.`,
     '',

@@ -1,17 +1,28 @@
 // Starts `statehold serve` as its own process on a fresh data dir and stops it with SIGTERM.
 import { spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const START_TIMEOUT_MS = 30_000;
+
+/**
+ * The Node flags `statehold` runs the node with: those on the first line of bin/statehold.js (its
+ * `#!/usr/bin/env -S node …`), so the bench measures the server as users start it.
+ */
+export const shimNodeArgs = (repoRoot) => {
+  const first = readFileSync(join(repoRoot, 'bin/statehold.js'), 'utf8').split('\n', 1)[0];
+  const match = /^#!\/usr\/bin\/env -S node((?: --[\w-]+(?:=\S+)?)*)$/.exec(first);
+  if (!match) throw new Error(`bin/statehold.js: unexpected first line ${JSON.stringify(first)}`);
+  return match[1].split(' ').filter(Boolean);
+};
 const STOP_TIMEOUT_MS = 40_000;
 
 export const startServer = async ({ repoRoot, adminKey, label, profileDir }) => {
   const dataDir = mkdtempSync(join(tmpdir(), `statehold-bench-${label}-`));
   // BENCH_SERVER_NODE_ARGS: more Node/V8 flags for the server's own process (not its sandbox workers,
-  // not the load generator), e.g. to compare GC settings.
-  const nodeArgs = ['--no-node-snapshot', ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+  // not the load generator), after the shim's (a later V8 flag wins), e.g. to compare GC settings.
+  const nodeArgs = [...shimNodeArgs(repoRoot), ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean)];
   let profileFile;
   if (profileDir) {
     mkdirSync(profileDir, { recursive: true });

@@ -6,6 +6,8 @@ import { fileURLToPath } from 'node:url';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const entryPoint = join(repoRoot, 'dist', 'bin', 'statehold.js');
+/** The `statehold` command as npm installs it: runs the built CLI with the node's flags (its first line). */
+export const shim = join(repoRoot, 'bin', 'statehold.js');
 
 export interface NodeProcess {
   url: string;
@@ -26,6 +28,8 @@ export interface StartOptions {
   dataDir?: string;
   /** Pass no --admin-key, so the node generates one (or uses the stored one). */
   generatedAdminKey?: boolean;
+  /** Start it through the shim, with the flags a user's `statehold serve` gets (nodeArgs ignored). */
+  viaShim?: boolean;
 }
 
 export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-test-'));
@@ -37,8 +41,9 @@ export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-t
 export const startNode = async (options: StartOptions = {}): Promise<NodeProcess> => {
   const dataDir = options.dataDir ?? tempDataDir();
   const adminKey = options.generatedAdminKey ? undefined : `test-admin-${Math.random().toString(36).slice(2)}`;
-  const args = ['--no-node-snapshot', ...(options.nodeArgs ?? []), entryPoint, 'serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const serveArgs = ['serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];
+  const [command, args] = options.viaShim ? [shim, serveArgs] : [process.execPath, ['--no-node-snapshot', ...(options.nodeArgs ?? []), entryPoint, ...serveArgs]];
+  const child = spawn(command, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
