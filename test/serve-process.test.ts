@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { defaultWorkerNodeArgs } from '../src/sandbox/index.js';
 import { call } from './helpers/http.js';
-import { entryPoint, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+import { entryPoint, removeDir, shim, startNode, tempDataDir } from './helpers/node-process.js';
 
 const run = promisify(execFile);
 
@@ -114,7 +114,6 @@ t.test('STATEHOLD_SANDBOX_NODE_ARGS reaches the sandbox worker; anything but fla
 });
 
 t.test('the bin shim runs the built CLI (what npx statehold runs)', async (t) => {
-  const shim = join(entryPoint, '..', '..', '..', 'bin', 'statehold.js');
   const help = await run(shim, ['help']);
   t.match(help.stdout, /statehold serve/);
 });

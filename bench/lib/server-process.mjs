@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const START_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 40_000;
 
 /**
  * The Node flags `statehold` runs the node with: those on the first line of bin/statehold.js (its
@@ -16,7 +17,6 @@ export const shimNodeArgs = (repoRoot) => {
   if (!match) throw new Error(`bin/statehold.js: unexpected first line ${JSON.stringify(first)}`);
   return match[1].split(' ').filter(Boolean);
 };
-const STOP_TIMEOUT_MS = 40_000;
 
 export const startServer = async ({ repoRoot, adminKey, label, profileDir }) => {
   const dataDir = mkdtempSync(join(tmpdir(), `statehold-bench-${label}-`));
