@@ -1,7 +1,7 @@
 // Facts about the machine and the code under test, recorded with every result.
 import { execFileSync } from 'node:child_process';
 import { availableParallelism, cpus, totalmem, release, loadavg } from 'node:os';
-import { shimNodeArgs } from './server-process.mjs';
+import { serverNodeArgs } from './server-process.mjs';
 
 const git = (repoRoot, args) => {
   try {
@@ -24,6 +24,5 @@ export const describeEnvironment = (repoRoot) => ({
   // The server inherits the environment: STATEHOLD_COMMIT_LOG=lmdb compares against LMDB-only commits.
   commitLog: process.env.STATEHOLD_COMMIT_LOG || 'wal',
   sandboxNodeArgs: process.env.STATEHOLD_SANDBOX_NODE_ARGS || undefined,
-  // The server's own Node flags: bin/statehold.js's, then BENCH_SERVER_NODE_ARGS.
-  serverNodeArgs: [...shimNodeArgs(repoRoot), ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean)].join(' '),
+  serverNodeArgs: serverNodeArgs(repoRoot).join(' '),
 });

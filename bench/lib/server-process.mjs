@@ -18,11 +18,15 @@ export const shimNodeArgs = (repoRoot) => {
   return match[1].split(' ').filter(Boolean);
 };
 
+/**
+ * The server's own Node flags: the shim's, then BENCH_SERVER_NODE_ARGS (more for the server's process,
+ * not its sandbox workers, not the load generator; a later V8 flag wins), e.g. to compare GC settings.
+ */
+export const serverNodeArgs = (repoRoot) => [...shimNodeArgs(repoRoot), ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+
 export const startServer = async ({ repoRoot, adminKey, label, profileDir }) => {
   const dataDir = mkdtempSync(join(tmpdir(), `statehold-bench-${label}-`));
-  // BENCH_SERVER_NODE_ARGS: more Node/V8 flags for the server's own process (not its sandbox workers,
-  // not the load generator), after the shim's (a later V8 flag wins), e.g. to compare GC settings.
-  const nodeArgs = [...shimNodeArgs(repoRoot), ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+  const nodeArgs = serverNodeArgs(repoRoot);
   let profileFile;
   if (profileDir) {
     mkdirSync(profileDir, { recursive: true });

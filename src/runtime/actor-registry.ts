@@ -1,20 +1,16 @@
+import { RecencyMap } from '../domain/recency-map.js';
 import { actorKey } from './actor-key.js';
 import { InstanceActor } from './instance-actor.js';
 
 /**
- * The actors this node holds, nearly least recently used first. Idle actors beyond the count or memory
- * bound are evicted: their live interpreter is stopped and they reload from their snapshot on demand.
- *
- * A request moves its actor to the newest end only when the actor has fallen into the older half of
- * the map (more than size / 2 insertions ago): a delete and a set per request made V8 rebuild the
- * Map's table every size / 2 requests or so (at 20,000 actors, a table of ≈ 0.5 MB each time, straight
- * into the old generation). So an actor is evicted for the bounds only once half the map was inserted
- * since its last request; the idle sweep reads each actor's own `lastUsedAt`.
+ * The actors this node holds, nearly least recently used first (RecencyMap: a request moves its actor
+ * to the newest end only from the older half of the map, so an actor is evicted for the bounds only
+ * once half the map was inserted since its last request). Idle actors beyond the count or memory bound
+ * are evicted: their live interpreter is stopped and they reload from their snapshot on demand.
  */
 export class ActorRegistry {
-  private readonly actors = new Map<string, InstanceActor>();
+  private readonly actors = new RecencyMap<string, InstanceActor>();
   private bytes = 0;
-  private insertions = 0;
 
   constructor(
     private readonly maxActors: number,
@@ -23,13 +19,10 @@ export class ActorRegistry {
 
   obtain(orgId: string, machine: string, name: string): InstanceActor {
     const key = actorKey(orgId, machine, name);
-    let actor = this.actors.get(key);
+    let actor = this.actors.touch(key, this.actors.size / 2);
     if (!actor) {
       actor = new InstanceActor(key, orgId, machine, name);
-      this.insert(actor);
-    } else if (this.insertions - actor.insertedAt > this.actors.size / 2) {
-      this.actors.delete(key);
-      this.insert(actor);
+      this.actors.set(key, actor);
     }
     actor.lastUsedAt = Date.now();
     return actor;
@@ -93,11 +86,6 @@ export class ActorRegistry {
 
   all(): IterableIterator<InstanceActor> {
     return this.actors.values();
-  }
-
-  private insert(actor: InstanceActor): void {
-    actor.insertedAt = ++this.insertions;
-    this.actors.set(actor.key, actor);
   }
 
   private evictIdle(): void {

@@ -14,8 +14,6 @@ export class InstanceActor {
   approxBytes = 0;
   /** When a request last took this actor (ms since the epoch), for idle eviction. */
   lastUsedAt = 0;
-  /** The registry's insertion count when it last (re)inserted this actor (its place in the LRU order). */
-  insertedAt = 0;
   private tail: Promise<void> = Promise.resolve();
   private queued = 0;
 
