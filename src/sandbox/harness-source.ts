@@ -16,6 +16,9 @@
  *   local parent) into outbound durable sends reported to the host;
  * - `_exec` wrapped to report invokes of `persistentInvocableSource(...)` sources;
  * - the spawn* methods wrapped to know each running child's kind.
+ * The StateNode classes in use (the shared copy's and a bundled copy's) look transitions up by event
+ * type without Object.prototype in the way, so "constructor" or "__proto__" are event types like any
+ * other (protectEventLookups).
  * A mutating call (start/send/advance) is followed by `collect`, which runs after the isolate has
  * drained its microtasks (isolated-vm does so when a sync call returns), so the result reflects
  * promises that resolved meanwhile.
@@ -89,6 +92,59 @@ const X_interpret = X.interpret, X_spawn = X.spawn, X_toSCXMLEvent = X.toSCXMLEv
 const ActionTypes_Start = X.ActionTypes.Start, ActionTypes_Invoke = X.ActionTypes.Invoke, SpecialTargets_Parent = X.SpecialTargets.Parent;
 const objectDefineProperty = I.objectDefineProperty, $WeakMap = WeakMap;
 
+// ---- event types named like Object.prototype members ----
+// xstate 4 keeps a state node's transitions per event type in plain objects (__cache.candidates, read
+// for every event, and the 'on' map built at start): there an event named "constructor", "toString"
+// or "__proto__" finds Object.prototype's member instead of nothing, so sending one throws inside the
+// machine, and a machine declaring a transition on one cannot start. A machine bundled with its own
+// xstate has its own StateNode class, which the harness cannot patch at the source; so each class in
+// use (the shared copy's, and the class of the bundle's machine, in bind) gets both lookups made on
+// objects without a prototype, which is all that differs from a plain event type.
+const objectCreate = Object.create;
+function withoutPrototype(o) {
+  const out = objectCreate(null);
+  const keys = objectKeys(o);
+  for (let i = 0; i < keys.length; i++) out[keys[i]] = o[keys[i]];
+  return out;
+}
+const protectedNodeClasses = new $WeakMap();
+function protectEventLookups(nodeProto) {
+  // The prototype that defines them (a subclass's prototype does not); left alone when it does not
+  // look like xstate 4.7+'s StateNode, whose layout this relies on.
+  let p = nodeProto;
+  while (p !== null && !hasOwn(p, 'getCandidates')) p = getPrototypeOf(p);
+  if (p === null || I.weakMapGet(protectedNodeClasses, p)) return;
+  const getCandidates = p.getCandidates;
+  const on = I.getOwnPropertyDescriptor(p, 'on');
+  if (typeof getCandidates !== 'function' || !on || typeof on.get !== 'function' || !on.configurable) return;
+  I.weakMapSet(protectedNodeClasses, p, true);
+  const originalOn = on.get;
+  p.getCandidates = function (eventName) {
+    const cache = this.__cache;
+    if (cache !== null && typeof cache === 'object') {
+      const c = cache.candidates;
+      if (c !== null && typeof c === 'object' && getPrototypeOf(c) !== null) cache.candidates = withoutPrototype(c);
+    }
+    return apply(getCandidates, this, [eventName]);
+  };
+  objectDefineProperty(p, 'on', { configurable: true, enumerable: on.enumerable, get: function () {
+    const cache = this.__cache;
+    if (cache !== null && typeof cache === 'object' && !cache.on) {
+      // what xstate's getter builds, on an object without a prototype
+      const map = objectCreate(null);
+      const transitions = this.transitions;
+      for (let i = 0; i < transitions.length; i++) {
+        const type = transitions[i].eventType;
+        if (!hasOwn(map, type)) map[type] = [];
+        arrayPush(map[type], transitions[i]);
+      }
+      cache.on = map;
+    }
+    return apply(originalOn, this, []);
+  } });
+}
+protectEventLookups(X.StateNode.prototype);
+
 // ---- xstate's session registry, scoped to the actor a call runs for ----
 // interpreter.js registers every started interpreter (the actors and their child machines) and
 // sendTo falls back to registry.get(to) for string targets: shared as is, it hands one instance's
@@ -113,6 +169,10 @@ let bundle = null;
 export function bind(ns) {
   if (bundle !== null) throw new Error('statehold harness: already bound');
   bundle = ns;
+  try {
+    const m = ns.default;
+    if (m !== null && typeof m === 'object' && m.__xstatenode === true) protectEventLookups(getPrototypeOf(m));
+  } catch (_) { /* inspect() reports an unreadable default export */ }
 }
 
 const actors = new I.Map();

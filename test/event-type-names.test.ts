@@ -1,0 +1,132 @@
+import { gzipSync } from 'node:zlib';
+import { StateBackedClient } from '@statebacked/client';
+import { build } from 'esbuild';
+import t from 'tap';
+import { call } from './helpers/http.js';
+import { startNode } from './helpers/node-process.js';
+
+/**
+ * Event types named like Object.prototype members: xstate 4 looks transitions up by event type in
+ * plain objects, where these names found Object.prototype's members, so any client could make any
+ * machine fail with machine-code-error. They are event types like any other, for machines on the
+ * service's xstate and for machines that bundle their own copy.
+ */
+const NAMES = Object.getOwnPropertyNames(Object.prototype);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** No transition on any of the names: each is an ignored event. */
+const plainSource = `import { createMachine } from "xstate";
+export default createMachine({
+  id: "plain", predictableActionArguments: true, initial: "idle", context: { n: 1 },
+  states: { idle: { on: { GO: "done" } }, done: {} },
+});
+export const allowRead = () => true;
+export const allowWrite = () => true;
+`;
+
+/**
+ * Declares a transition on each name: the usual object form for all but __proto__ (an object key
+ * "__proto__" sets the prototype in JavaScript), which the root declares in the array form. Raised,
+ * delayed and inter-instance events of those names too.
+ */
+const declaringSource = `import { createMachine, assign, raise, send, sendTo } from "xstate";
+const NAMES = ${JSON.stringify(NAMES)};
+const note = assign({ heard: (c, e) => [...c.heard, e.type] });
+const byName = {};
+for (const name of NAMES) if (name !== "__proto__") Object.defineProperty(byName, name, { value: { actions: note }, enumerable: true });
+export default createMachine({
+  id: "declaring", predictableActionArguments: true, initial: "open", context: { heard: [] },
+  on: [{ event: "__proto__", actions: note }],
+  states: { open: { on: {
+    ...byName,
+    RESET: { actions: assign({ heard: () => [] }) },
+    ECHO: { actions: NAMES.map((name) => raise({ type: name })) },
+    LATER: { actions: send({ type: "constructor" }, { delay: 50 }) },
+    TELL: { actions: sendTo((c, e) => ({ type: "statebacked.instance", machineName: e.machine, machineInstanceName: e.to }), (c, e) => ({ type: e.name })) },
+  } } },
+});
+export const allowRead = () => true;
+export const allowWrite = () => true;
+`;
+
+const bundled = async (source: string): Promise<Buffer> => {
+  const out = await build({
+    stdin: { contents: source, resolveDir: process.cwd(), loader: 'js' },
+    bundle: true, platform: 'browser', format: 'esm', minify: true, keepNames: true, write: false,
+    define: { 'process.env.NODE_ENV': '"production"' },
+  });
+  return gzipSync(out.outputFiles[0]?.text ?? '');
+};
+
+const node = await startNode();
+t.teardown(() => node.stop());
+const admin = node.adminKey as string;
+const client = new StateBackedClient(admin, { apiHost: node.url });
+
+const upload = async (machine: string, source: string, withOwnXstate: boolean) => {
+  await client.machines.create(machine);
+  const code = withOwnXstate ? { gzippedCode: await bundled(source) } : { code: source };
+  await client.machineVersions.create(machine, { clientInfo: machine, makeCurrent: true, ...code });
+};
+
+const sendRaw = (machine: string, instance: string, event: unknown) =>
+  call(node.url, 'POST', `/machines/${machine}/i/${instance}/events`, { token: admin, body: { event } });
+
+for (const withOwnXstate of [false, true]) {
+  const copy = withOwnXstate ? 'a bundled xstate' : "the service's xstate";
+  const suffix = withOwnXstate ? '-bundled' : '';
+
+  t.test(`on ${copy}: such an event without a transition is ignored`, async (t) => {
+    const machine = `plain${suffix}`;
+    await upload(machine, plainSource, withOwnXstate);
+    const created = await client.machineInstances.create(machine, { slug: 'p' });
+    let ts = created.ts;
+    for (const name of NAMES) {
+      for (const event of [name, { type: name }]) {
+        const answer = await sendRaw(machine, 'p', event);
+        t.equal(answer.status, 200, `${JSON.stringify(event)}: 200 (${answer.text.slice(0, 200)})`);
+        t.match(answer.body, { state: 'idle' }, 'the state is unchanged');
+        t.ok(answer.body.ts > ts, 'and recorded like any event');
+        ts = answer.body.ts;
+      }
+    }
+    t.equal((await client.machineInstances.sendEvent(machine, 'p', { event: 'GO' })).state, 'done', 'the machine still works');
+  });
+
+  t.test(`on ${copy}: a machine that declares transitions on such names takes them`, async (t) => {
+    const machine = `declaring${suffix}`;
+    await upload(machine, declaringSource, withOwnXstate);
+    await client.machineInstances.create(machine, { slug: 'd' });
+    const heard = async (instance = 'd') => (await client.machineInstances.admin.get(machine, instance)).context.heard as string[];
+
+    for (const name of NAMES) {
+      for (const event of [name, { type: name }]) {
+        await client.machineInstances.sendEvent(machine, 'd', { event: 'RESET' });
+        const answer = await sendRaw(machine, 'd', event);
+        t.equal(answer.status, 200, `${JSON.stringify(event)}: 200 (${answer.text.slice(0, 200)})`);
+        t.same(await heard(), [name], `${name} took its transition`);
+      }
+    }
+
+    await client.machineInstances.sendEvent(machine, 'd', { event: 'RESET' });
+    await client.machineInstances.sendEvent(machine, 'd', { event: 'ECHO' });
+    t.same(await heard(), NAMES, 'raised inside the machine');
+
+    await client.machineInstances.sendEvent(machine, 'd', { event: 'RESET' });
+    await client.machineInstances.sendEvent(machine, 'd', { event: 'LATER' });
+    t.same(await heard(), ['constructor'], 'a delayed send fired inside the settle window');
+
+    // To another instance, through the outbox; it is created on receipt with the default context.
+    for (const name of ['constructor', '__proto__', 'hasOwnProperty']) {
+      await client.machineInstances.sendEvent(machine, 'd', { event: { type: 'TELL', machine, to: 'other', name } });
+    }
+    let other: string[] | undefined;
+    for (let i = 0; i < 100 && other?.length !== 3; i++) {
+      other = await heard('other').catch(() => undefined);
+      if (other?.length !== 3) await sleep(50);
+    }
+    t.same(other, ['constructor', '__proto__', 'hasOwnProperty'], 'sent from one instance to another');
+    const types = (await client.machineInstances.listTransitions(machine, 'other')).transitions.map((tr) => tr.event.type);
+    t.same(types, ['xstate.init', 'constructor', '__proto__', 'hasOwnProperty']);
+  });
+}
