@@ -126,7 +126,7 @@ for (const withOwnXstate of [false, true]) {
       if (other?.length !== 3) await sleep(50);
     }
     t.same(other, ['constructor', '__proto__', 'hasOwnProperty'], 'sent from one instance to another');
-    const types = (await client.machineInstances.listTransitions(machine, 'other')).transitions.map((tr) => tr.event.type);
+    const types = (await client.machineInstances.listTransitions(machine, 'other')).transitions.map((tr) => (tr.event as { type: string }).type);
     t.same(types, ['xstate.init', 'constructor', '__proto__', 'hasOwnProperty']);
   });
 }

@@ -49,6 +49,8 @@ type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
 interface FiredTimer {
   event: MachineEvent;
   result: StepResult;
+  /** When it was applied (Date.now()): the settle loop waits for real until each one is due. */
+  appliedAt: number;
 }
 
 /** A settled step: its final result, the children stopped at the timeout, the delayed events fired. */
@@ -94,6 +96,20 @@ const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 const BILLING_CONTEXT_UNIT = 100 * 1024;
 
 const noop = (): void => undefined;
+
+/**
+ * Dates the records of one commit. Each carries, in `ts`, when its event was applied (so a delayed
+ * event that fired 3 s into a settling step is dated then, not at the commit); `ts` is raised where
+ * needed to grow strictly per instance, past `after` (its last), even if the clock steps back.
+ */
+const stampTimes = (records: TransitionRecord[], after: number): void => {
+  let previous = after;
+  for (const record of records) {
+    record.ts = Math.max(record.ts, previous + 1);
+    previous = record.ts;
+    record.createdAt = new Date(record.ts).toISOString();
+  }
+};
 
 /** A request failed because the sandbox worker died under it: nothing was applied; see afterCrashOnceMore. */
 class WorkerCrashFailure extends ServiceError {
@@ -364,16 +380,13 @@ export class InstanceRuntime {
       const size = this.checkSize(result);
       const untilFired = settled.beforeFired ?? result;
       const records: TransitionRecord[] = [
-        { seq: 1, createdAt: '', ts: 0, event: INIT_EVENT, state: untilFired.state, context: untilFired.context },
+        { seq: 1, createdAt: '', ts: now, event: INIT_EVENT, state: untilFired.state, context: untilFired.context },
         ...this.firedRecords(settled, 1),
       ];
       const last = records.at(-1) as TransitionRecord;
       last.state = result.state;
       last.context = result.context;
-      records.forEach((r, i) => {
-        r.ts = now + i;
-        r.createdAt = new Date(r.ts).toISOString();
-      });
+      stampTimes(records, now - 1);
       const head: InstanceHead = {
         orgId, machine, name, versionId,
         createdAt: new Date(now).toISOString(),
@@ -442,8 +455,9 @@ export class InstanceRuntime {
       let result: StepResult | undefined;
       const seqBeforeFirst = sandbox.activitySeq;
       for (const input of inputs) {
+        const appliedAt = Date.now();
         result = effects.absorb(await input.run(sandbox, actor.key));
-        records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: 0, event: input.event, state: result.state, context: result.context });
+        records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: appliedAt, event: input.event, state: result.state, context: result.context });
       }
       if (!result) return head;
       const settled: Settled = isSettled(result, now + this.deps.settings.settleBudgetMs)
@@ -471,12 +485,7 @@ export class InstanceRuntime {
     actor: InstanceActor, head: InstanceHead, records: TransitionRecord[], result: StepResult, stoppedChildren: string[],
     size: { contextBytes: number; stateBytes: number }, effects: StepEffects, commitEffects: CommitEffects,
   ): Promise<InstanceHead> {
-    // ts is strictly increasing per instance, even if the clock steps back.
-    let ts = Math.max(Date.now(), head.ts + 1);
-    for (const record of records) {
-      record.ts = ts++;
-      record.createdAt = new Date(record.ts).toISOString();
-    }
+    stampTimes(records, head.ts);
     const last = records.at(-1) as TransitionRecord;
     const state = this.stateOf(result);
     // Retry counts are kept only for timers that are still pending.
@@ -583,6 +592,8 @@ export class InstanceRuntime {
         if (due.length === 0) break;
         const at = Math.min(...due.map((timer) => timer.dueAt));
         const before = latest;
+        // (a JS timer may wake the loop a hair early; the sandbox is told the due time then)
+        const appliedAt = Math.max(Date.now(), at);
         latest = effects.absorb(await sandbox.advance(actor.key, at));
         const pending = new Set(latest.pendingTimers.map((timer) => timer.id));
         const firedNow = due.filter((timer) => timer.dueAt === at && !pending.has(timer.id));
@@ -590,7 +601,7 @@ export class InstanceRuntime {
         const previous = fired.at(-1);
         if (previous) previous.result = before;
         else beforeFired = before;
-        for (const timer of firedNow) fired.push({ event: timer.event, result: latest });
+        for (const timer of firedNow) fired.push({ event: timer.event, result: latest, appliedAt });
       }
       latest = effects.absorb(await sandbox.advance(actor.key, nowMs));
       return latest;
@@ -610,7 +621,7 @@ export class InstanceRuntime {
 
   /** History records for the delayed events that fired while settling, numbered on from `lastSeq`. */
   private firedRecords(settled: Settled, lastSeq: number): TransitionRecord[] {
-    return settled.fired.map((f, i) => ({ seq: lastSeq + i + 1, createdAt: '', ts: 0, event: f.event, state: f.result.state, context: f.result.context }));
+    return settled.fired.map((f, i) => ({ seq: lastSeq + i + 1, createdAt: '', ts: f.appliedAt, event: f.event, state: f.result.state, context: f.result.context }));
   }
 
   /** Starts the actor's live interpreter in `sandbox` from its committed head (after eviction, a failure or a new worker). */
