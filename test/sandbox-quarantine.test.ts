@@ -2,7 +2,12 @@
  * Code not yet trusted runs in a second sandbox worker, the quarantine worker: uploaded bundles being
  * validated, and versions whose request crashed a worker twice in a row. Crashes of that code then
  * spare the main worker, where every other org's isolates and live actors are.
+ *
+ * The tests of the crash-twice rule turn the stall watchdog off (--sandbox-stall-ms 0): with it, a
+ * memory bomb holds the worker long enough to be moved aside at its first offence
+ * (sandbox-neighbours.test.ts); the rule still serves crashes that come at once.
  */
+const noWatchdog = { args: ['--sandbox-stall-ms', '0'] };
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { call } from './helpers/http.js';
@@ -39,7 +44,7 @@ const twoOrgs = async (node: NodeProcess) => {
 };
 
 t.test("a version that crashes its worker twice in a row runs in the quarantine worker; its later crashes spare the main worker and other orgs' instances", async (t) => {
-  const node = await startNode();
+  const node = await startNode(noWatchdog);
   t.teardown(() => node.stop('SIGKILL'));
   const { a, b } = await twoOrgs(node);
   const bad = await a.upload('bad');
@@ -106,7 +111,7 @@ t.test('the main worker boots with the node, before any request; the quarantine 
 });
 
 t.test("once a version is quarantined, every version of its org runs in the quarantine worker; other orgs' versions stay in the main one", async (t) => {
-  const node = await startNode();
+  const node = await startNode(noWatchdog);
   t.teardown(() => node.stop('SIGKILL'));
   const { a, b } = await twoOrgs(node);
   const bad = await a.upload('bad');
@@ -147,7 +152,7 @@ t.test('a main worker that dies is replaced at once, without waiting for a reque
 });
 
 t.test('a worker killed from outside (SIGKILL) while running a request: 503 to retry, and no version is blamed', async (t) => {
-  const node = await startNode();
+  const node = await startNode(noWatchdog);
   t.teardown(() => node.stop('SIGKILL'));
   const token = node.adminKey;
   const slow = `import { createMachine, assign } from 'npm:xstate';

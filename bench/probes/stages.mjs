@@ -79,7 +79,7 @@ wrap(SandboxClient.prototype, 'request', (original) => function (request) {
   return original.call(this, request);
 });
 
-wrap(SandboxClient.prototype, 'received', (original) => function (message) {
+wrap(SandboxClient.prototype, 'received', (original) => function (worker, message) {
   if (message.kind === 'response') {
     const marks = byRequestId.get(message.id);
     if (marks) {
@@ -87,7 +87,7 @@ wrap(SandboxClient.prototype, 'received', (original) => function (message) {
       marks.received = performance.now();
     }
   }
-  return original.call(this, message);
+  return original.call(this, worker, message);
 });
 
 wrap(LmdbInstanceStore.prototype, 'commit', (original) => async function (head, ...rest) {

@@ -73,12 +73,22 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   const logs = new LogSink(store.logs, logger);
   const fault = faultHook(process.env);
   // Machine code runs in a worker process: if it crashes V8, the worker restarts and the node stays up.
+  // A call that holds it past the stall limit retires it for a standby worker, and its org is moved to
+  // the quarantine worker at once: one org's spinning or thrashing code does not hold up the others.
   const sandboxClient = new SandboxClient({
     role: 'main',
     restartAfterCrash: true,
     nodeArgs: config.sandboxNodeArgs,
+    stallMs: config.sandboxStallMs,
+    cpuLimitMs: config.cpuLimitMs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the sandbox worker died; a new one is starting', { reason }),
+    onStall: ({ versionId, heldMs }) => {
+      const moved = versionId === undefined ? undefined : sandboxes.quarantineVersion(versionId);
+      const org = moved?.orgId === undefined ? '' : `, and so does every version of org ${moved.orgId}`;
+      const what = versionId === undefined ? 'a call' : `machine version ${versionId}`;
+      logger.warn(`${what} held the sandbox worker for ${heldMs} ms (--sandbox-stall-ms ${config.sandboxStallMs}): the other requests moved to a fresh worker${moved ? `; it runs in the quarantine worker from now on${org}` : ''}`);
+    },
   });
   // Code not yet trusted runs in a second worker: uploaded bundles being validated, and versions that
   // crashed a worker (sandbox-pool.ts). It starts on first use.
@@ -151,6 +161,10 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     url: `http://${hostForUrl}:${server.port}`,
     port: server.port,
     async stop() {
+      // The drain finishes what is in flight with the workers there are: none is started meanwhile
+      // (a worker that dies now fails its requests 503, and is not blamed or replaced).
+      sandboxClient.stopStarting();
+      quarantineClient.stopStarting();
       const drained = server.drain();
       const timedOut = await Promise.race([drained.then(() => false), delay(config.drainTimeoutMs).then(() => true)]);
       if (timedOut) logger.warn('drain timeout passed with requests still in flight; stopping anyway');

@@ -1,7 +1,9 @@
 import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError, stateTooLarge, unavailable } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
-import { MachineCodeError, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxMemoryError, SandboxTimeoutError, type StepResult, StepTooLargeError } from '../sandbox/index.js';
+import {
+  MachineCodeError, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+} from '../sandbox/index.js';
 import {
   type CommitEffects,
   type InstanceHead,
@@ -111,6 +113,12 @@ const stampTimes = (records: TransitionRecord[], after: number): void => {
   }
 };
 
+/**
+ * How many times in a row a request is run again because the worker it waited in was retired (see
+ * untilNotMoved). One is the usual case; more means stalls one after another, and then the 503 says so.
+ */
+const MAX_MOVES = 3;
+
 /** A request failed because the sandbox worker died under it: nothing was applied; see afterCrashOnceMore. */
 class WorkerCrashFailure extends ServiceError {
   constructor(
@@ -164,8 +172,10 @@ export class InstanceRuntime {
   async read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead> {
     const head = this.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
-    const sandbox = await this.deps.sandboxes.get(orgId, machine, head.versionId);
-    const allowed = await this.guard(sandbox.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }), orgId, machine, name);
+    const allowed = await this.untilNotMoved(async () => {
+      const sandbox = await this.deps.sandboxes.get(orgId, machine, head.versionId);
+      return this.guard(sandbox.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }), orgId, machine, name);
+    });
     if (!allowed) throw rejectedByAuthorizer('allowRead');
     this.usage.read(orgId);
     return head;
@@ -196,10 +206,10 @@ export class InstanceRuntime {
    */
   private async afterCrashOnceMore<T>(task: () => Promise<T>, versionOf: () => string | undefined): Promise<T> {
     try {
-      return await task();
+      return await this.untilNotMoved(task);
     } catch (error) {
       if (!(error instanceof WorkerCrashFailure)) throw error;
-      const retry = this.crashRetries.then(task);
+      const retry = this.crashRetries.then(() => this.untilNotMoved(task));
       this.crashRetries = retry.then(noop, noop);
       try {
         return await retry;
@@ -217,6 +227,24 @@ export class InstanceRuntime {
   }
 
   /**
+   * Runs `task` again while it fails with SandboxMovedError: it was waiting in a sandbox worker that
+   * another call held past the stall limit, and was not run there (sandbox-client.ts). It is innocent
+   * by construction, so it goes again at once, not behind crash retries, and nobody is blamed. So does
+   * a task whose version's isolate went away between two of its calls (SandboxDisposedError: the
+   * worker was retired under the culprit itself, or the version was unloaded): nothing was committed.
+   */
+  private async untilNotMoved<T>(task: () => Promise<T>): Promise<T> {
+    for (let moves = 1; ; moves++) {
+      try {
+        return await task();
+      } catch (error) {
+        const moved = error instanceof SandboxMovedError || error instanceof SandboxDisposedError;
+        if (!moved || moves >= MAX_MOVES) throw error;
+      }
+    }
+  }
+
+  /**
    * Applies a message from another instance (wire-protocol §7.4): creates a spawned child, or delivers
    * an event (creating the target with its default context when it does not exist yet). A message this
    * instance already applied (redelivered after a crash) is acknowledged without applying it again.
@@ -225,7 +253,7 @@ export class InstanceRuntime {
     const { orgId } = message;
     const { machine, name } = message.to;
     const actor = this.actors.obtain(orgId, machine, name);
-    return actor.enqueue(async () => {
+    return actor.enqueue(() => this.untilNotMoved(async () => {
       if (this.deps.instances.hasReceived(orgId, machine, name, message.id)) return;
       const authContext = { stateBackedSender: { machineName: message.from.machine, machineInstanceName: message.from.name } };
       let head = actor.head ?? this.deps.instances.getInstance(orgId, machine, name);
@@ -252,7 +280,7 @@ export class InstanceRuntime {
       }
       head ??= await this.createWithin(actor, { orgId, machine, name, versionId: this.versionFor(orgId, machine, undefined), context: {}, authContext, madeDepth });
       await this.deliverEvent(actor, head, message.event as MachineEvent, authContext, { receivedMessageId: message.id });
-    });
+    }));
   }
 
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
@@ -292,7 +320,7 @@ export class InstanceRuntime {
       // find nothing left to fire, so each timer still gets its own history record.
       const inputs: Input[] = due.map((timer) => ({ event: timer.event, run: (sandbox, key) => sandbox.advance(key, timer.dueAt) }));
       try {
-        await this.transition(actor, head, inputs, {});
+        await this.untilNotMoved(() => this.transition(actor, head, inputs, {}));
         return 'fired';
       } catch (error) {
         return this.deliveryFailed(actor, head, due, error instanceof Error ? error.message : String(error));

@@ -60,3 +60,28 @@ export class StepTooLargeError extends MachineCodeError {
     this.name = 'StepTooLargeError';
   }
 }
+
+/**
+ * The request was waiting in a sandbox worker that another call held past the stall limit; that worker
+ * was retired and the request was not run there (stall-watchdog.ts). Nothing of it was applied: the
+ * runtime runs it again at once in the next worker.
+ */
+export class SandboxMovedError extends ServiceError {
+  constructor() {
+    super(503, 'unavailable', "the sandbox worker was replaced while this request waited behind another call's machine code; nothing was applied: retry");
+    this.name = 'SandboxMovedError';
+  }
+}
+
+/**
+ * A call that held a retired sandbox worker (stall-watchdog.ts) past its CPU limit and a grace period
+ * without the limit stopping it (isolated-vm's limit does not interrupt an isolate thrashing at its
+ * memory limit), so the node stopped the worker.
+ */
+export class SandboxStalledError extends SandboxTimeoutError {
+  constructor(limitMs: number, heldMs: number) {
+    super(limitMs);
+    this.message = `machine code held its sandbox worker for ${heldMs} ms, past the CPU time limit of ${limitMs} ms, without stopping at it (a spin, or an isolate thrashing at its memory limit), so the worker was stopped; nothing was applied`;
+    this.name = 'SandboxStalledError';
+  }
+}

@@ -30,6 +30,11 @@ export interface StartOptions {
   generatedAdminKey?: boolean;
   /** Start it through the shim, with the flags a user's `statehold serve` gets (nodeArgs ignored). */
   viaShim?: boolean;
+  /**
+   * Make the node the leader of a process group of its own (with its sandbox workers in it), so a test
+   * can signal the whole group as systemd or a terminal does: process.kill(-node.child.pid, signal).
+   */
+  ownProcessGroup?: boolean;
 }
 
 export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-test-'));
@@ -43,7 +48,7 @@ export const startNode = async (options: StartOptions = {}): Promise<NodeProcess
   const adminKey = options.generatedAdminKey ? undefined : `test-admin-${Math.random().toString(36).slice(2)}`;
   const serveArgs = ['serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];
   const [command, args] = options.viaShim ? [shim, serveArgs] : [process.execPath, ['--no-node-snapshot', ...(options.nodeArgs ?? []), entryPoint, ...serveArgs]];
-  const child = spawn(command, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: options.ownProcessGroup === true });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));

@@ -49,3 +49,25 @@ export type NodeMessage = { id: number; request: SandboxRequest };
 
 /** What crosses the channel: the messages one side had ready, oldest first. */
 export type Batch<T> = T[];
+
+/** The error name a retired worker answers with for requests it did not run (stall-watchdog.ts). */
+export const MOVED_ERROR = 'SandboxMovedError';
+
+/**
+ * The worker's file descriptor of the pipe its stall watchdog reports on (the fork's stdio: ignore,
+ * inherit, inherit, ipc, then this pipe). One JSON line per report.
+ */
+export const REPORT_FD = 4;
+
+/** What a worker is told on its command line: its role (for `ps`) and its stall limit (0: no watchdog). */
+export interface WorkerArgs {
+  role: string;
+  stallMs: number;
+}
+
+export const workerArgs = ({ role, stallMs }: WorkerArgs): string[] => [role, `stall-ms=${stallMs}`];
+
+export const parseWorkerArgs = (argv: string[]): WorkerArgs => {
+  const stall = argv.find((arg) => arg.startsWith('stall-ms='));
+  return { role: argv[0] ?? 'main', stallMs: stall ? Number(stall.slice('stall-ms='.length)) || 0 : 0 };
+};

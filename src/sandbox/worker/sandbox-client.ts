@@ -4,15 +4,27 @@
  * allocation), fails what was in flight with SandboxCrashedError and starts a new one (at once, or on
  * the next call). Versions loaded in a dead worker report `healthy === false`, so their users load
  * them again and rebuild actors.
+ *
+ * With a stall limit, each worker runs a watchdog (stall-watchdog.ts) that retires it when one call
+ * into machine code holds it too long. The retired worker is left to finish that one call (the
+ * culprit), and every other request it held is failed with SandboxMovedError, which the runtime runs
+ * again at once in the next worker: a pre-forked standby, so that nobody waits for a process to boot.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { availableParallelism } from 'node:os';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { unavailable } from '../../domain/errors.js';
 import type { BundleValidation } from '../bundle-validation.js';
-import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxTimeoutError, StepTooLargeError } from '../errors.js';
+import {
+  BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxStalledError, SandboxTimeoutError, StepTooLargeError,
+} from '../errors.js';
 import type { AuthorizingCaller, CapturedLog, ReadRequest, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
 import { parseStep, type RawStep } from '../step-result.js';
-import type { Batch, LoadSettings, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
+import {
+  type Batch, type LoadSettings, MOVED_ERROR, type NodeMessage, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, workerArgs,
+} from './protocol.js';
+import type { StallReport } from './stall-watchdog.js';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./sandbox-worker.js', import.meta.url));
 
@@ -34,24 +46,44 @@ const SMALL_HOST_CORES = 2;
  */
 export const defaultWorkerNodeArgs = (cores: number = availableParallelism()): string[] => (cores <= SMALL_HOST_CORES ? ['--single-threaded-gc'] : []);
 
+/**
+ * The signals V8 and machine code end a process with (abort on a fatal error or out of memory, a
+ * crash, a trap). Any other signal (SIGKILL from the OOM killer or an operator, SIGTERM, SIGINT, ...)
+ * came from outside and is no machine's fault.
+ */
+const MACHINE_CODE_SIGNALS: ReadonlySet<string> = new Set(['SIGABRT', 'SIGSEGV', 'SIGBUS', 'SIGILL', 'SIGTRAP', 'SIGFPE', 'SIGSYS']);
+
+/** Why a worker went away: an exit code or a signal, or the channel to it failing. */
+interface Loss {
+  reason: string;
+  /** Not something machine code can do: a signal from outside, a failed fork, a broken channel. */
+  outside: boolean;
+}
+
+const lossOf = (code: number | null, signal: NodeJS.Signals | null): Loss =>
+  signal ? { reason: `killed by ${signal}`, outside: !MACHINE_CODE_SIGNALS.has(signal) } : { reason: `exit code ${code}`, outside: false };
+
 /** The worker running a request died before answering: the request had no effect. */
 export class SandboxCrashedError extends MachineCodeError {
-  /**
-   * SIGKILL comes from outside (an operator, the kernel's OOM killer): V8 and machine code end a
-   * process with SIGABRT, SIGSEGV, SIGTRAP or an exit code, never with SIGKILL.
-   */
+  /** Killed from outside (see MACHINE_CODE_SIGNALS): retry it, and blame no version. */
   readonly killedFromOutside: boolean;
 
-  constructor(reason: string) {
-    const killed = reason === 'killed by SIGKILL';
+  constructor({ reason, outside }: Loss) {
     super(
-      killed
-        ? 'the sandbox worker was killed (SIGKILL) from outside the node while running this request; nothing was applied: retry'
+      outside
+        ? `the sandbox worker was ${reason.startsWith('killed by ') ? `killed (${reason.slice('killed by '.length)})` : `lost (${reason})`} from outside the node while running this request; nothing was applied: retry`
         : `the machine's code crashed its sandbox worker (${reason}); nothing was applied`,
     );
     this.name = 'SandboxCrashedError';
-    this.killedFromOutside = killed;
+    this.killedFromOutside = outside;
   }
+}
+
+/** A call that held its worker past the stall limit (the worker was retired for it). */
+export interface Stall {
+  /** The version whose machine code it ran (undefined for a request that names none). */
+  versionId: string | undefined;
+  heldMs: number;
 }
 
 export interface SandboxClientOptions {
@@ -66,36 +98,107 @@ export interface SandboxClientOptions {
    * young, with a growing delay, so a worker that cannot start is not forked in a tight loop).
    */
   restartAfterCrash?: boolean;
+  /**
+   * Retire a worker when one call into machine code holds it this long (0 or absent: never), and keep
+   * a standby worker forked so the next one is ready at once.
+   */
+  stallMs?: number;
+  /** The CPU limit of one call: a retired worker whose culprit runs this long and a second more is killed. */
+  cpuLimitMs?: number;
+  /** Told of each stall, after the worker was replaced (the node moves the culprit's version aside). */
+  onStall?: (stall: Stall) => void;
 }
 
 /** A worker that dies sooner than this after it started counts as dying young (see restartAfterCrash). */
 const YOUNG_MS = 10_000;
 const MAX_RESTART_DELAY_MS = 30_000;
+/** The standby is forked this long after the worker it stands by, so the two do not boot at once. */
+const STANDBY_DELAY_MS = 1_000;
+/** How much longer than its CPU limit a retired worker's culprit may run before the worker is killed. */
+const RETIRED_GRACE_MS = 1_000;
 
 type Event = { type: string; [key: string]: unknown };
 
+interface Pending {
+  resolve: (value: unknown) => void;
+  reject: (error: Error) => void;
+  versionId: string | undefined;
+}
+
+/** One forked worker process and the requests it was given that it has not answered. */
+class WorkerProcess {
+  readonly pending = new Map<number, Pending>();
+  readonly spawnedAt = Date.now();
+  retired = false;
+  /** When a retired worker is killed whatever its culprit is doing. */
+  deadline: NodeJS.Timeout | undefined;
+
+  constructor(readonly child: ChildProcess) {}
+
+  get alive(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  kill(): void {
+    clearTimeout(this.deadline);
+    if (this.alive) this.child.kill('SIGKILL');
+  }
+
+  /** Ends the worker as a node ends it normally (closing its channel), SIGKILL after 2 s. */
+  async close(): Promise<void> {
+    clearTimeout(this.deadline);
+    if (!this.alive) return;
+    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    if (this.child.connected) this.child.disconnect();
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 2_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
 export class SandboxClient {
-  private child: ChildProcess | undefined;
+  /** The worker requests go to. */
+  private current: WorkerProcess | undefined;
+  /** Forked and idle, to replace `current` at once (only with a stall limit). */
+  private standby: WorkerProcess | undefined;
+  /** Retired workers still finishing their culprit's call. */
+  private readonly retired = new Set<WorkerProcess>();
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   private readonly versions = new Map<string, RemoteVersion>();
   private closed = false;
-  private spawnedAt = 0;
+  /** The node is stopping: no worker is started any more. */
+  private draining = false;
   /** Workers in a row that died young, for the restart delay. */
   private youngDeaths = 0;
   private restartTimer: NodeJS.Timeout | undefined;
+  private standbyTimer: NodeJS.Timeout | undefined;
   /** Requests made during this turn of the event loop, sent as one batch in its check phase. */
   private outgoing: NodeMessage[] = [];
   private flushScheduled = false;
 
   constructor(private readonly options: SandboxClientOptions) {}
 
+  private get stallMs(): number {
+    return this.options.stallMs ?? 0;
+  }
+
   /**
-   * Forks the worker now if none runs, so the first request does not wait for it to boot (≈ 0.4 s here:
-   * a Node process, isolated-vm and the sandbox sources).
+   * Makes sure a worker runs (the standby, if one is ready; else a new fork), so the first request does
+   * not wait for it to boot (≈ 0.4 s here: a Node process, isolated-vm and the sandbox sources).
    */
   start(): void {
-    if (!this.closed && !this.child) this.spawn();
+    if (this.closed || this.draining || this.current) return;
+    clearTimeout(this.restartTimer);
+    this.current = this.standby ?? this.spawn();
+    this.standby = undefined;
+    this.scheduleStandby(STANDBY_DELAY_MS);
+  }
+
+  /** The node is draining: from now on no worker is started or replaced (close ends those there are). */
+  stopStarting(): void {
+    this.draining = true;
+    clearTimeout(this.restartTimer);
+    clearTimeout(this.standbyTimer);
   }
 
   /** Loads a version into the worker; BundleValidationError and friends come back typed. */
@@ -119,7 +222,7 @@ export class SandboxClient {
     if (!version) return;
     version.markUnhealthy();
     this.versions.delete(versionId);
-    if (this.child && !this.closed) this.request({ op: 'unload', versionId }).catch(() => undefined);
+    if (this.current && !this.closed) this.request({ op: 'unload', versionId }).catch(() => undefined);
   }
 
   /** Checks a bundle in the worker; a bundle that crashes the worker is reported, not fatal. */
@@ -135,9 +238,11 @@ export class SandboxClient {
   request(request: SandboxRequest): Promise<unknown> {
     if (this.closed) return Promise.reject(new SandboxDisposedError());
     this.start();
+    const worker = this.current;
+    if (!worker) return Promise.reject(unavailable('the node is stopping and starts no sandbox worker any more; retry after its restart'));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      worker.pending.set(id, { resolve, reject, versionId: 'versionId' in request ? request.versionId : undefined });
       this.outgoing.push({ id, request });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
@@ -150,13 +255,13 @@ export class SandboxClient {
     this.flushScheduled = false;
     const batch: Batch<NodeMessage> = this.outgoing;
     this.outgoing = [];
-    const child = this.child;
-    if (batch.length === 0 || !child) return;
-    child.send(batch, (error) => {
+    const worker = this.current;
+    if (batch.length === 0 || !worker) return;
+    worker.child.send(batch, (error) => {
       if (!error) return;
       for (const { id } of batch) {
-        const waiting = this.pending.get(id);
-        if (waiting && this.pending.delete(id)) waiting.reject(new SandboxCrashedError(error.message));
+        const waiting = worker.pending.get(id);
+        if (waiting && worker.pending.delete(id)) waiting.reject(new SandboxCrashedError({ reason: error.message, outside: true }));
       }
     });
   };
@@ -164,77 +269,170 @@ export class SandboxClient {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.restartTimer);
-    const child = this.child;
-    this.child = undefined;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.disconnect();
-    const timer = setTimeout(() => child.kill('SIGKILL'), 2_000);
-    await exited;
-    clearTimeout(timer);
+    clearTimeout(this.standbyTimer);
+    const workers = [this.current, this.standby, ...this.retired].filter((w): w is WorkerProcess => w !== undefined);
+    this.current = undefined;
+    this.standby = undefined;
+    this.retired.clear();
+    await Promise.all(workers.map((worker) => worker.close()));
   }
 
-  private spawn(): ChildProcess {
-    const child = fork(WORKER_SCRIPT, this.options.role ? [this.options.role] : [], {
+  private spawn(): WorkerProcess {
+    const stall = this.stallMs > 0;
+    const child = fork(WORKER_SCRIPT, workerArgs({ role: this.options.role ?? 'main', stallMs: this.stallMs }), {
       execArgv: ['--no-node-snapshot', ...defaultWorkerNodeArgs(), ...(this.options.nodeArgs ?? [])],
       serialization: 'advanced',
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      stdio: stall ? ['ignore', 'inherit', 'inherit', 'ipc', 'pipe'] : ['ignore', 'inherit', 'inherit', 'ipc'],
     });
-    this.child = child;
-    this.spawnedAt = Date.now();
+    const worker = new WorkerProcess(child);
     child.on('message', (batch: Batch<WorkerMessage>) => {
-      for (const message of batch) this.received(message);
+      for (const message of batch) this.received(worker, message);
     });
-    child.once('exit', (code, signal) => this.lost(child, signal ? `killed by ${signal}` : `exit code ${code}`));
+    child.once('exit', (code, signal) => this.lost(worker, lossOf(code, signal)));
     // fork failing (EAGAIN, ENOMEM) or the channel breaking: the same as a crash, without 'exit'.
-    child.on('error', (error) => this.lost(child, error.message));
-    return child;
+    child.on('error', (error) => this.lost(worker, { reason: error.message, outside: true }));
+    if (stall) readLines(child.stdio[REPORT_FD] as Readable, (line) => this.stalled(worker, JSON.parse(line) as StallReport));
+    return worker;
   }
 
-  /** The worker is gone: fail what it was running; its versions must be loaded again. */
-  private lost(child: ChildProcess, reason: string): void {
-    if (this.child !== child) return;
-    this.child = undefined;
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    for (const { reject } of this.pending.values()) reject(new SandboxCrashedError(reason));
-    this.pending.clear();
-    // Not yet sent: they were meant for the dead worker's isolates, which are gone.
-    this.outgoing = [];
-    for (const version of this.versions.values()) version.markUnhealthy();
-    this.versions.clear();
+  private scheduleStandby(delayMs: number): void {
+    if (this.stallMs <= 0 || this.standby || this.closed || this.draining) return;
+    clearTimeout(this.standbyTimer);
+    this.standbyTimer = setTimeout(() => {
+      if (!this.standby && !this.closed && !this.draining) this.standby = this.spawn();
+    }, delayMs);
+    this.standbyTimer.unref();
+  }
+
+  /** A worker is gone (see `lossOf`). */
+  private lost(worker: WorkerProcess, loss: Loss): void {
+    worker.kill();
+    if (worker === this.standby) {
+      this.standby = undefined;
+      this.scheduleStandby(Math.max(STANDBY_DELAY_MS, this.restartDelay(worker)));
+      return;
+    }
+    if (this.retired.delete(worker)) {
+      // Only the culprit is left in a retired worker: it crashed the worker (thrashing at its memory limit ends so).
+      failAll(worker, () => new MachineCodeError(`the machine's code held its sandbox worker past the stall limit and then crashed it (${loss.reason}); nothing was applied`));
+      return;
+    }
+    if (worker !== this.current) return;
+    this.current = undefined;
+    failAll(worker, () => new SandboxCrashedError(loss));
+    this.forgetWorkerState();
     if (this.closed) return;
-    this.options.onCrash?.(reason);
-    if (!this.options.restartAfterCrash) return;
-    this.youngDeaths = Date.now() - this.spawnedAt < YOUNG_MS ? this.youngDeaths + 1 : 0;
-    const delayMs = this.youngDeaths === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, 250 * 2 ** (this.youngDeaths - 1));
+    this.options.onCrash?.(loss.reason);
+    if (!this.options.restartAfterCrash || this.draining) return;
     clearTimeout(this.restartTimer);
-    this.restartTimer = setTimeout(() => this.start(), delayMs);
+    this.restartTimer = setTimeout(() => this.start(), this.restartDelay(worker));
     this.restartTimer.unref();
   }
 
-  private received(message: WorkerMessage): void {
+  /** 0 after a worker that lived long enough; else a delay that doubles with each young death in a row. */
+  private restartDelay(worker: WorkerProcess): number {
+    this.youngDeaths = Date.now() - worker.spawnedAt < YOUNG_MS ? this.youngDeaths + 1 : 0;
+    return this.youngDeaths === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, 250 * 2 ** (this.youngDeaths - 1));
+  }
+
+  /** The current worker is no more: what was queued for it and the versions loaded in it go too. */
+  private forgetWorkerState(): void {
+    // Not yet sent, they were meant for the old worker's isolates; their promises were failed already.
+    this.outgoing = [];
+    for (const version of this.versions.values()) version.markUnhealthy();
+    this.versions.clear();
+  }
+
+  /**
+   * The watchdog retired `worker` for the call of request `report.stalled`. Everything else it held is
+   * moved (failed with SandboxMovedError, so the runtime runs it again at once, in the next worker);
+   * the culprit is left to finish there, and the worker is killed after it answers or runs past its
+   * CPU limit by a second.
+   */
+  private stalled(worker: WorkerProcess, report: StallReport): void {
+    if (worker !== this.current || worker.retired) return;
+    worker.retired = true;
+    this.current = undefined;
+    this.retired.add(worker);
+    const culprit = worker.pending.get(report.stalled);
+    for (const [id, waiting] of worker.pending) {
+      if (id === report.stalled) continue;
+      worker.pending.delete(id);
+      waiting.reject(new SandboxMovedError());
+    }
+    this.forgetWorkerState();
+    this.start();
+    this.options.onStall?.({ versionId: culprit?.versionId, heldMs: Date.now() - report.startedAt });
+    if (!culprit) {
+      // It answered while the report was on its way: nothing is left to wait for.
+      this.dismiss(worker);
+      return;
+    }
+    const limitMs = this.options.cpuLimitMs ?? 0;
+    worker.deadline = setTimeout(() => {
+      if (worker.pending.delete(report.stalled)) culprit.reject(new SandboxStalledError(limitMs, Math.round(Date.now() - report.startedAt)));
+      this.dismiss(worker);
+    }, Math.max(0, report.startedAt + limitMs + RETIRED_GRACE_MS - Date.now()));
+    worker.deadline.unref();
+  }
+
+  private dismiss(worker: WorkerProcess): void {
+    this.retired.delete(worker);
+    worker.kill();
+  }
+
+  private received(worker: WorkerProcess, message: WorkerMessage): void {
     switch (message.kind) {
       case 'response': {
-        const waiting = this.pending.get(message.id);
-        if (!waiting) return;
-        this.pending.delete(message.id);
-        if (message.ok) waiting.resolve(message.value);
-        else waiting.reject(rebuild(message.error));
+        const waiting = worker.pending.get(message.id);
+        if (waiting) {
+          worker.pending.delete(message.id);
+          if (message.ok) waiting.resolve(message.value);
+          else waiting.reject(rebuild(message.error));
+        }
+        if (worker.retired && worker.pending.size === 0) this.dismiss(worker);
         return;
       }
       case 'log':
         this.options.onLog(message.versionId, message.entry);
         return;
+      // About versions loaded in this worker: a retired worker's versions are not the current ones.
       case 'activity':
-        this.versions.get(message.versionId)?.noteActivity(message.seq);
+        if (worker === this.current) this.versions.get(message.versionId)?.noteActivity(message.seq);
         return;
       case 'unhealthy':
+        if (worker !== this.current) return;
         this.versions.get(message.versionId)?.markUnhealthy();
         this.versions.delete(message.versionId);
         return;
     }
   }
 }
+
+/** Fails every request a worker still holds. */
+const failAll = (worker: WorkerProcess, error: () => Error): void => {
+  for (const { reject } of worker.pending.values()) reject(error());
+  worker.pending.clear();
+};
+
+/** Calls `onLine` with each newline-terminated line of a stream. */
+const readLines = (stream: Readable, onLine: (line: string) => void): void => {
+  let buffered = '';
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk: string) => {
+    buffered += chunk;
+    for (let end = buffered.indexOf('\n'); end >= 0; end = buffered.indexOf('\n')) {
+      const line = buffered.slice(0, end);
+      buffered = buffered.slice(end + 1);
+      try {
+        onLine(line);
+      } catch {
+        // not a report: ignore
+      }
+    }
+  });
+  stream.on('error', () => undefined);
+};
 
 /**
  * A machine version loaded in the worker: the same operations as VersionIsolate, asynchronous. Per
@@ -340,6 +538,9 @@ const rebuild = (error: SerializedError): Error => {
       break;
     case 'SandboxDisposedError':
       rebuilt = new SandboxDisposedError();
+      break;
+    case MOVED_ERROR:
+      rebuilt = new SandboxMovedError();
       break;
     case 'NoLiveActorError':
       rebuilt = new NoLiveActorError('');

@@ -4,10 +4,29 @@
  * dies and the node starts another. Calls into isolates are synchronous: besides them this process
  * only performs the fetches machine code makes.
  */
+import { Worker } from 'node:worker_threads';
 import { validateBundle } from '../bundle-validation.js';
 import { SandboxDisposedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
-import type { Batch, NodeMessage, SandboxRequest, SerializedError, WorkerMessage } from './protocol.js';
+import { CallSlot } from './call-slot.js';
+import { type Batch, MOVED_ERROR, type NodeMessage, parseWorkerArgs, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage } from './protocol.js';
+import type { WatchdogData } from './stall-watchdog.js';
+
+const { stallMs } = parseWorkerArgs(process.argv.slice(2));
+
+/**
+ * The calls into machine code the stall watchdog times: each runs synchronously on this thread, so a
+ * long one holds up every request queued behind it. Loading and validating are not among them: their
+ * evaluation is asynchronous, and a large bundle is not misbehaviour.
+ */
+const TIMED_OPS = new Set<SandboxRequest['op']>(['allowRead', 'allowWrite', 'start', 'send', 'sendAuthorized', 'advance', 'stopChildren']);
+
+/** Shared with the watchdog thread (call-slot.ts), when the node asked for one. */
+const slot = stallMs > 0 ? new CallSlot() : undefined;
+if (slot) {
+  const data: WatchdogData = { buffer: slot.buffer, stallMs, reportFd: REPORT_FD };
+  new Worker(new URL('./stall-watchdog.js', import.meta.url), { workerData: data }).unref();
+}
 
 const isolates = new Map<string, VersionIsolate>();
 /** Unloads seen per version, so a load still evaluating when its version is unloaded does not keep it. */
@@ -127,12 +146,22 @@ const failed = (id: number, request: SandboxRequest, error: unknown): void => {
 };
 
 const run = ({ id, request }: NodeMessage): void => {
+  // Retired by the watchdog: the node has moved this request to another worker already (or does so on
+  // this answer); running it here too would run its machine code twice.
+  if (slot?.retired) {
+    post({ kind: 'response', id, ok: false, error: { name: MOVED_ERROR, message: 'the sandbox worker was retired' } });
+    return;
+  }
+  const timed = slot !== undefined && TIMED_OPS.has(request.op);
   let value: unknown;
   try {
+    if (timed) slot.begin(id);
     value = handle(request);
   } catch (error) {
     failed(id, request, error);
     return;
+  } finally {
+    if (timed) slot.end();
   }
   if (value instanceof Promise) {
     value.then((settled: unknown) => post({ kind: 'response', id, ok: true, value: settled }), (error: unknown) => failed(id, request, error));
@@ -149,3 +178,8 @@ process.on('message', (batch: Batch<NodeMessage>) => {
 
 // The node went away: nothing to do here any more.
 process.on('disconnect', () => process.exit(0));
+
+// This process belongs to its node, which ends it when it stops (by closing the IPC channel). A stop
+// signal sent to the whole process group (systemd's default KillMode, Ctrl-C in a terminal) reaches this
+// process too: if it died of it, the node would take that for a crash in the middle of its drain.
+for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => undefined);

@@ -1,0 +1,136 @@
+/**
+ * Noisy neighbours: every org's machine code runs in one sandbox worker, one call at a time, so a call
+ * that holds it (a spin up to the CPU limit, an isolate thrashing at its memory limit) would hold up
+ * every other org. The worker's stall watchdog retires it instead: the other requests move to a standby
+ * worker and run there at once, and the culprit's org moves to the quarantine worker at its first
+ * offence (sandbox-client.ts, stall-watchdog.ts). Timings are the bench's business (the "neighbours"
+ * scenario); these tests check who pays.
+ */
+import { StateBackedClient } from '@statebacked/client';
+import t from 'tap';
+import { call } from './helpers/http.js';
+import { type NodeProcess, startNode } from './helpers/node-process.js';
+import { workerPids } from './helpers/sandbox-workers.js';
+
+const noisy = `import { createMachine, assign } from 'npm:xstate';
+export default createMachine({ id: 'noisy', initial: 'a', predictableActionArguments: true, context: { n: 0 }, states: { a: { on: {
+  ADD: { actions: assign({ n: (c) => c.n + 1 }) },
+  SPIN: { actions: () => { for (;;) {} } },
+  BOMB: { actions: () => { new Array(2 ** 28).fill(0); } },
+} } } });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+
+const quiet = `import { createMachine, assign } from 'npm:xstate';
+export default createMachine({ id: 'quiet', initial: 'a', predictableActionArguments: true, context: { n: 0 }, states: { a: { on: {
+  ADD: { actions: assign({ n: (c) => c.n + 1 }) },
+} } } });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+
+/** Org A (the node's first) with the noisy machine, org B (a new one) with the quiet one. */
+const twoOrgs = async (node: NodeProcess) => {
+  const token = node.adminKey as string;
+  const first = (await call(node.url, 'GET', '/orgs', { token })).body.orgs[0].id as string;
+  await call(node.url, 'POST', '/orgs', { token, body: { name: 'b', allowAnonymousAccess: false } });
+  const second = ((await call(node.url, 'GET', '/orgs', { token })).body.orgs as { id: string }[]).find((org) => org.id !== first)?.id as string;
+  const org = async (orgId: string, machine: string, code: string, instances: number) => {
+    const operator = new StateBackedClient(token, { apiHost: node.url, orgId });
+    await operator.machines.create(machine);
+    const { machineVersionId } = await operator.machineVersions.create(machine, { clientInfo: machine, makeCurrent: true, code });
+    const headers = { 'x-statebacked-org-id': orgId };
+    const send = (name: string, event: string) => call(node.url, 'POST', `/machines/${machine}/i/${name}/events`, { token, body: { event }, headers });
+    for (let i = 0; i < instances; i++) {
+      const created = await call(node.url, 'POST', `/machines/${machine}`, { token, body: { slug: `i${i}` }, headers });
+      if (created.status !== 200) throw new Error(`create: ${created.status} ${created.text}`);
+    }
+    const history = async (name: string): Promise<string[]> => {
+      const types: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await call(node.url, 'GET', `/machines/${machine}/i/${name}/events${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, { token, headers });
+        types.push(...(page.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type));
+        cursor = page.body.cursor;
+      } while (cursor);
+      return types;
+    };
+    return { orgId, machineVersionId, send, history };
+  };
+  return { a: await org(first, 'noisy', noisy, 1), b: await org(second, 'quiet', quiet, 8) };
+};
+
+/** Waits until the main worker's standby is forked (a second process of role main). */
+const standbyReady = async (node: NodeProcess): Promise<boolean> => {
+  for (const until = Date.now() + 15_000; Date.now() < until; await new Promise((resolve) => setTimeout(resolve, 50))) {
+    if (workerPids(node, 'main').length >= 2) return true;
+  }
+  return false;
+};
+
+t.test("a spinning call moves its org aside at its first offence; the other org's requests waiting behind it are answered first", async (t) => {
+  // A long CPU limit, so that "before the spin ends" has a wide margin on a loaded host.
+  const node = await startNode({ args: ['--cpu-limit-ms', '4000'] });
+  t.teardown(() => node.stop('SIGKILL'));
+  const { a, b } = await twoOrgs(node);
+  t.ok(await standbyReady(node), 'a standby worker is forked');
+
+  const order: string[] = [];
+  const spin = a.send('i0', 'SPIN').then((answer) => {
+    order.push('spin');
+    return answer;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then((answer) => {
+    order.push('b');
+    return answer;
+  })));
+  t.same(quietOnes.map((answer) => answer.status), Array(8).fill(200), "org B's events sent while A's code spun are applied");
+  const spun = await spin;
+  t.equal(spun.status, 400, 'the spinning event fails');
+  t.equal(spun.body?.code, 'machine-code-error');
+  t.match(spun.body?.error, /CPU time limit of 4000 ms/);
+  t.same(order, [...Array(8).fill('b'), 'spin'], "B's events did not wait for A's call to end");
+  t.match(node.output(), new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker from now on, and so does every version of org ${a.orgId}`));
+
+  // From now on A's code runs in the quarantine worker: its next spin holds nobody else up.
+  const quarantineBefore = workerPids(node, 'quarantine');
+  t.equal(quarantineBefore.length, 1, 'the quarantine worker runs');
+  t.equal((await a.send('i0', 'ADD')).status, 200, "A's other events still work");
+  t.same(await a.history('i0'), ['xstate.init', 'ADD'], 'nothing of the spin was applied');
+  for (let i = 0; i < 8; i++) t.same(await b.history(`i${i}`), ['xstate.init', 'ADD'], `B's i${i} has its event once`);
+});
+
+t.test("org B's events all succeed while org A crashes its worker again and again", async (t) => {
+  const node = await startNode();
+  t.teardown(() => node.stop('SIGKILL'));
+  const { a, b } = await twoOrgs(node);
+  t.ok(await standbyReady(node), 'a standby worker is forked');
+
+  // B sends one event after another to each of its instances (8 at a time) while A sends two memory
+  // bombs and a spin between them, one after another.
+  let stop = false;
+  const sent = new Map<string, number>();
+  const failures: string[] = [];
+  const steady = async (name: string) => {
+    for (let i = 0; i < 400 && !stop; i++) {
+      const answer = await b.send(name, 'ADD');
+      if (answer.status === 200) sent.set(name, (sent.get(name) ?? 0) + 1);
+      else failures.push(`${name}: ${answer.status} ${answer.text}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
+  const quiet = Array.from({ length: 8 }, (_, i) => steady(`i${i}`));
+  const noisyAnswers: number[] = [];
+  for (const event of ['BOMB', 'SPIN', 'BOMB']) noisyAnswers.push((await a.send('i0', event)).status);
+  stop = true;
+  await Promise.all(quiet);
+
+  t.same(failures, [], "none of B's events failed");
+  t.same(noisyAnswers, [400, 400, 400], "each of A's bombs and spins fails alone");
+  t.match(node.output(), 'the quarantine sandbox worker died', "A's later bombs crashed the quarantine worker, not the main one");
+  t.same(await a.history('i0'), ['xstate.init'], "nothing of A's failures was applied");
+  for (let i = 0; i < 8; i++) {
+    const history = await b.history(`i${i}`);
+    t.equal(history.length, 1 + (sent.get(`i${i}`) ?? 0), `B's i${i} has each acknowledged event once`);
+  }
+});
