@@ -1,7 +1,8 @@
 /**
- * Code not yet trusted runs in a second sandbox worker, the quarantine worker: uploaded bundles being
- * validated, and versions whose request crashed a worker twice in a row. Crashes of that code then
- * spare the main worker, where every other org's isolates and live actors are.
+ * Code not yet trusted runs apart from the main sandbox worker: uploaded bundles are validated in the
+ * validation worker, and versions whose request crashed a worker twice in a row run in the quarantine
+ * worker. Crashes of that code then spare the main worker, where every other org's isolates and live
+ * actors are.
  *
  * The tests of the crash-twice rule turn the stall watchdog off (--sandbox-stall-ms 0): with it, a
  * memory bomb holds the worker long enough to be moved aside at its first offence
@@ -74,7 +75,7 @@ t.test("a version that crashes its worker twice in a row runs in the quarantine 
   t.same(await b.history('good', 'i3'), ['xstate.init', 'ADD']);
 });
 
-t.test('uploads are validated in the quarantine worker: a bundle whose top-level code crashes it spares the main worker', async (t) => {
+t.test('uploads are validated in the validation worker: a bundle whose top-level code crashes it spares the main worker', async (t) => {
   const node = await startNode();
   t.teardown(() => node.stop('SIGKILL'));
   const token = node.adminKey;
@@ -94,7 +95,7 @@ t.test('uploads are validated in the quarantine worker: a bundle whose top-level
   t.equal((await call(node.url, 'POST', '/machines/good/i/i/events', { token, body: { event: 'ADD' } })).status, 200);
 });
 
-t.test('the main worker boots with the node, before any request; the quarantine worker waits for its first use', async (t) => {
+t.test('the main worker boots with the node, before any request; the validation and quarantine workers wait for their first use', async (t) => {
   const node = await startNode();
   t.teardown(() => node.stop('SIGKILL'));
   let main: number | undefined;
@@ -104,8 +105,10 @@ t.test('the main worker boots with the node, before any request; the quarantine 
   }
   t.ok(main, 'a main worker runs although no request was made');
   t.equal(workerPid(node, 'quarantine'), undefined, 'no quarantine worker yet');
+  t.equal(workerPid(node, 'validation'), undefined, 'no validation worker yet');
   await machineWithVersion(node, 'm', crashOnBoomMachine);
-  t.ok(workerPid(node, 'quarantine'), 'the upload started the quarantine worker');
+  t.ok(workerPid(node, 'validation'), 'the upload started the validation worker');
+  t.equal(workerPid(node, 'quarantine'), undefined, 'and not the quarantine worker');
   t.equal((await call(node.url, 'POST', '/machines/m', { token: node.adminKey, body: { slug: 'a' } })).status, 200);
   t.equal(workerPid(node, 'main'), main, 'the first instance ran in the worker started at boot');
 });

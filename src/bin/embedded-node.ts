@@ -83,20 +83,30 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     cpuLimitMs: config.cpuLimitMs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the sandbox worker died; a new one is starting', { reason }),
-    onStall: ({ versionId, heldMs }) => {
+    onStall: ({ versionId, heldMs, cpuMs }) => {
       const moved = versionId === undefined ? undefined : sandboxes.quarantineVersion(versionId);
       const org = moved?.orgId === undefined ? '' : `, and so does every version of org ${moved.orgId}`;
       const what = versionId === undefined ? 'a call' : `machine version ${versionId}`;
-      logger.warn(`${what} held the sandbox worker for ${heldMs} ms (--sandbox-stall-ms ${config.sandboxStallMs}): the other requests moved to a fresh worker${moved ? `; it runs in the quarantine worker from now on${org}` : ''}`);
+      logger.warn(`${what} held the sandbox worker for ${heldMs} ms${cpuMs === undefined ? '' : ` (${cpuMs} ms of CPU seen)`} (--sandbox-stall-ms ${config.sandboxStallMs}): the other requests moved to a fresh worker${moved ? `; it runs in the quarantine worker from now on${org}` : ''}`);
     },
   });
-  // Code not yet trusted runs in a second worker: uploaded bundles being validated, and versions that
-  // crashed a worker (sandbox-pool.ts). It starts on first use.
+  // Versions that held or crashed a worker, with every version of their org, run in a worker of their
+  // own at the lowest CPU priority (sandbox-pool.ts). It starts on first use.
   const quarantineClient = new SandboxClient({
     role: 'quarantine',
+    niceness: QUARANTINE_NICENESS,
     nodeArgs: config.sandboxNodeArgs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason }),
+  });
+  // Uploaded bundles, not yet trusted, are validated in a third worker, started on first use: a bundle
+  // whose top-level code crashes V8 takes only that one down. Not the quarantine worker: uploads would
+  // wait behind the offenders' spins there, and its low priority would stretch their time limits.
+  const validationClient = new SandboxClient({
+    role: 'validation',
+    nodeArgs: config.sandboxNodeArgs,
+    onLog: () => undefined,
+    onCrash: (reason) => logger.warn('the validation sandbox worker died; a new one starts with the next upload', { reason }),
   });
   const sandboxes = new SandboxPool(sandboxClient, quarantineClient, store.versions, logs, runtimeSettings);
   const runtime: InstanceRuntime = new InstanceRuntime({
@@ -129,7 +139,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     logger,
     versions: store.versions,
     uploadSigner,
-    validateBundle: (code) => quarantineClient.validate(code, sandboxes.loadSettings()),
+    validateBundle: (code) => validationClient.validate(code, sandboxes.loadSettings()),
     instances: store.instances,
     logs: store.logs,
     runtime,
@@ -165,6 +175,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       // (a worker that dies now fails its requests 503, and is not blamed or replaced).
       sandboxClient.stopStarting();
       quarantineClient.stopStarting();
+      validationClient.stopStarting();
       const drained = server.drain();
       const timedOut = await Promise.race([drained.then(() => false), delay(config.drainTimeoutMs).then(() => true)]);
       if (timedOut) logger.warn('drain timeout passed with requests still in flight; stopping anyway');
@@ -173,12 +184,20 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       clearInterval(pruning);
       clearInterval(sweeping);
       await runtime.close();
-      await Promise.all([sandboxClient.close(), quarantineClient.close()]);
+      await Promise.all([sandboxClient.close(), quarantineClient.close(), validationClient.close()]);
       await store.close();
       await lock.release();
     },
   };
 };
+
+/**
+ * The quarantine worker's CPU priority (nice 19, the lowest): the code there has held or crashed a
+ * worker already, and a spin of it would otherwise take a whole core from the node and the main worker
+ * on a small host. It still gets every cycle they leave; its CPU limits are measured by the clock, so
+ * under contention its calls get less CPU before they hit them.
+ */
+const QUARANTINE_NICENESS = 19;
 
 /** Configured key (never stored), else the stored hash, else a new key printed once. */
 const operatorCredential = async (catalog: Catalog, config: ServeConfig): Promise<{ credential: AdminCredential; generatedSecret?: string }> => {

@@ -50,7 +50,7 @@ export const serveSettings = [
   { flag: 'settle-timeout-ms', env: 'STATEHOLD_SETTLE_TIMEOUT_MS', fallback: '10000', help: 'how long creating an instance or sending an event waits for the machine to settle' },
   { flag: 'isolate-memory-mb', env: 'STATEHOLD_ISOLATE_MEMORY_MB', fallback: '128', help: 'memory limit of each machine version\'s isolate' },
   { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
-  { flag: 'sandbox-stall-ms', env: 'STATEHOLD_SANDBOX_STALL_MS', fallback: '100', help: 'a call into machine code that holds the sandbox worker this long moves its org to the quarantine worker and every other request to a fresh worker (0: never)' },
+  { flag: 'sandbox-stall-ms', env: 'STATEHOLD_SANDBOX_STALL_MS', fallback: '100', help: 'a call into machine code that holds the sandbox worker for this much CPU time moves its org to the quarantine worker and every other request to a fresh worker (0: never)' },
   { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
   { flag: 'idle-seconds', env: 'STATEHOLD_IDLE_SECONDS', fallback: '600', help: 'live instances no request took for this long are evicted (reloaded on demand), and the isolates of versions no live instance is on are freed' },
   { flag: 'timer-retry-ms', env: 'STATEHOLD_TIMER_RETRY_MS', fallback: '30000', help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)' },

@@ -11,7 +11,7 @@
  * again at once in the next worker: a pre-forked standby, so that nobody waits for a process to boot.
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, setPriority } from 'node:os';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { unavailable } from '../../domain/errors.js';
@@ -84,6 +84,8 @@ export interface Stall {
   /** The version whose machine code it ran (undefined for a request that names none). */
   versionId: string | undefined;
   heldMs: number;
+  /** The CPU time the watchdog saw it take (undefined where it could only use the clock). */
+  cpuMs: number | undefined;
 }
 
 export interface SandboxClientOptions {
@@ -107,7 +109,21 @@ export interface SandboxClientOptions {
   cpuLimitMs?: number;
   /** Told of each stall, after the worker was replaced (the node moves the culprit's version aside). */
   onStall?: (stall: Stall) => void;
+  /**
+   * The workers' CPU priority (a nice value, 0–19): the quarantine worker's code is known to misbehave,
+   * and runs only on what the node and the main worker leave of the cores.
+   */
+  niceness?: number;
 }
+
+/** Lowers a process's CPU priority; where the host does not allow it, the process keeps the node's. */
+const deprioritize = (child: ChildProcess, niceness: number): void => {
+  try {
+    if (child.pid !== undefined) setPriority(child.pid, niceness);
+  } catch {
+    // not permitted here, or the process is gone
+  }
+};
 
 /** A worker that dies sooner than this after it started counts as dying young (see restartAfterCrash). */
 const YOUNG_MS = 10_000;
@@ -285,6 +301,7 @@ export class SandboxClient {
       stdio: stall ? ['ignore', 'inherit', 'inherit', 'ipc', 'pipe'] : ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const worker = new WorkerProcess(child);
+    if (this.options.niceness) deprioritize(child, this.options.niceness);
     child.on('message', (batch: Batch<WorkerMessage>) => {
       for (const message of batch) this.received(worker, message);
     });
@@ -362,7 +379,7 @@ export class SandboxClient {
     }
     this.forgetWorkerState();
     this.start();
-    this.options.onStall?.({ versionId: culprit?.versionId, heldMs: Date.now() - report.startedAt });
+    this.options.onStall?.({ versionId: culprit?.versionId, heldMs: Date.now() - report.startedAt, cpuMs: report.cpuMs });
     if (!culprit) {
       // It answered while the report was on its way: nothing is left to wait for.
       this.dismiss(worker);

@@ -1,12 +1,12 @@
 /**
  * The sandbox worker's stall watchdog: a thread of the worker process that notices when one call into
- * machine code has held the worker's main thread for `stallMs` (a spin up to the CPU limit, an isolate
- * thrashing at its memory limit). Every other request queued in that worker would wait for it, whatever
+ * machine code has held the worker's main thread for `stallMs` of CPU time (a spin up to the CPU limit,
+ * an isolate thrashing at its memory limit). Every other request queued in that worker would wait for it, whatever
  * org it belongs to. So the watchdog retires the worker (its main thread runs nothing after the current
  * call) and tells the node which request it is, through a pipe (the IPC channel belongs to the blocked
  * main thread). The node then moves everything else to a fresh worker (sandbox-client.ts).
  */
-import { writeSync } from 'node:fs';
+import { readFileSync, writeSync } from 'node:fs';
 import { workerData } from 'node:worker_threads';
 import { CallSlot } from './call-slot.js';
 
@@ -21,20 +21,61 @@ export interface WatchdogData {
 export interface StallReport {
   stalled: number;
   startedAt: number;
+  /** CPU time the main thread spent in the call that the watchdog saw (undefined: measured by the clock). */
+  cpuMs?: number;
 }
 
 const { buffer, stallMs, reportFd } = workerData as WatchdogData;
 const slot = new CallSlot(buffer);
 
-const watching = setInterval(() => {
-  const running = slot.running();
-  if (!running || Date.now() - running.startedAt < stallMs) return;
+/**
+ * CPU time the worker's main thread has run, in ms (Linux: its schedstat, in ns; the main thread's id
+ * is the process id), or undefined where that cannot be read.
+ *
+ * Why CPU time and not the clock: on a busy host a call can wait for a core far longer than it runs,
+ * and a clock would then blame whatever innocent call was running (seen: on 2 cores with another org's
+ * code spinning, an org whose every call takes 0.1 ms was moved to the quarantine worker beside it).
+ * A spin and an isolate thrashing at its memory limit (its collector runs on this thread) both burn CPU.
+ */
+const schedstat = `/proc/self/task/${process.pid}/schedstat`;
+const mainThreadCpuMs = (): number | undefined => {
+  try {
+    const ns = Number(readFileSync(schedstat, 'latin1').split(' ', 1)[0]);
+    return Number.isFinite(ns) ? ns / 1e6 : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** The call being watched and the main thread's CPU time when the watchdog first saw it. */
+let watched: { id: number; cpuAtFirstSight: number | undefined } | undefined;
+
+const report = (stalled: StallReport): void => {
   slot.retire();
   clearInterval(watching);
-  const report: StallReport = { stalled: running.id, startedAt: running.startedAt };
   try {
-    writeSync(reportFd, `${JSON.stringify(report)}\n`);
+    writeSync(reportFd, `${JSON.stringify(stalled)}\n`);
   } catch {
     // The node is gone: the worker exits when its IPC channel closes.
   }
+};
+
+const watching = setInterval(() => {
+  const running = slot.running();
+  if (!running) {
+    watched = undefined;
+    return;
+  }
+  if (watched?.id !== running.id) {
+    // Counted from here: the call's CPU before this tick (at most one interval) is not.
+    watched = { id: running.id, cpuAtFirstSight: mainThreadCpuMs() };
+    return;
+  }
+  const cpuNow = watched.cpuAtFirstSight === undefined ? undefined : mainThreadCpuMs();
+  if (cpuNow === undefined || watched.cpuAtFirstSight === undefined) {
+    if (Date.now() - running.startedAt >= stallMs) report({ stalled: running.id, startedAt: running.startedAt });
+    return;
+  }
+  const cpuMs = cpuNow - watched.cpuAtFirstSight;
+  if (cpuMs >= stallMs) report({ stalled: running.id, startedAt: running.startedAt, cpuMs: Math.round(cpuMs) });
 }, Math.max(5, Math.min(25, Math.floor(stallMs / 4))));
