@@ -14,6 +14,7 @@ import { verifyScenario } from './lib/verify.mjs';
 import { writeReport } from './lib/report.mjs';
 import { MACHINE_NAME } from './lib/cart-machine.mjs';
 import { summarizeProfile } from './profile-summary.mjs';
+import { runNeighbours } from './lib/neighbours.mjs';
 
 const benchDir = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = resolve(benchDir, '..');
@@ -89,6 +90,9 @@ const runScenario = async (scenario, config) => {
   return outcome;
 };
 
+/** Org B may not see a single failed request, alone or beside org A. */
+const neighboursFailed = (r) => Object.keys({ ...r.neighbours.alone.b.statusCounts, ...r.neighbours.beside.b.statusCounts }).some((key) => key !== '200');
+
 const main = async () => {
   const config = loadConfig();
   if (!existsSync(join(repoRoot, 'dist/bin/statehold.js'))) throw new Error('dist/bin/statehold.js is missing: run `make build` first');
@@ -96,13 +100,17 @@ const main = async () => {
   const t0 = Date.now();
   for (const scenario of config.scenarios) {
     log(`${scenario.id}: starting`);
+    if (scenario.kind === 'neighbours') {
+      report.scenarios.push(await runNeighbours(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
+      continue;
+    }
     report.scenarios.push(await runScenario(scenario, config));
   }
   report.wallS = (Date.now() - t0) / 1000;
   const { jsonPath, markdown } = writeReport(resultsDir, report);
   process.stdout.write(markdown);
   log(`wrote ${jsonPath} and ${join(resultsDir, 'latest.md')} in ${report.wallS} s`);
-  const failed = report.scenarios.filter((r) => r.error || !r.verify?.ok || r.stateMismatches > 0);
+  const failed = report.scenarios.filter((r) => r.error || (r.scenario.kind === 'neighbours' ? neighboursFailed(r) : !r.verify?.ok || r.stateMismatches > 0));
   if (failed.length > 0) {
     log(`FAILED: ${failed.map((r) => r.scenario.id).join(', ')}`);
     process.exitCode = 1;

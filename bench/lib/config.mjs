@@ -53,8 +53,19 @@ export const loadConfig = () => {
       warmupEvents,
       capS,
     },
+    // Org B at a steady rate, alone and then beside org A's misbehaving code (bench/lib/neighbours.mjs).
+    neighbours: {
+      id: 'neighbours',
+      kind: 'neighbours',
+      instances: int('BENCH_NEIGHBOURS_INSTANCES', 50),
+      rate: int('BENCH_NEIGHBOURS_RATE', 200),
+      durationS: int('BENCH_NEIGHBOURS_DURATION_S', 30),
+      // What org A does: spin (to the CPU limit, every second), bomb (past the memory limit, every 10 s).
+      noise: (process.env.BENCH_NEIGHBOURS_NOISE || 'spin,bomb').split(','),
+      capS,
+    },
   };
-  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open').split(',').map((s) => s.trim()).filter(Boolean);
+  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours').split(',').map((s) => s.trim()).filter(Boolean);
   for (const id of wanted) if (!all[id]) throw new Error(`unknown scenario ${id} in BENCH_SCENARIOS (known: ${Object.keys(all).join(', ')})`);
   for (const id of wanted) {
     const s = all[id];

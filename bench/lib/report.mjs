@@ -2,6 +2,7 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { profileMarkdown } from '../profile-summary.mjs';
+import { neighboursMarkdown } from './neighbours.mjs';
 
 const fmt = (x, digits = 2) => (x === null || x === undefined ? '–' : typeof x === 'number' ? x.toFixed(digits) : String(x));
 const int = (x) => (x === null || x === undefined ? '–' : Math.round(x).toLocaleString('en-US'));
@@ -34,6 +35,7 @@ export const renderMarkdown = (report) => {
     '|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---|',
   ];
   for (const r of scenarios) {
+    if (r.scenario.kind === 'neighbours') continue;
     const m = r.measure ?? {};
     const l = m.latencyMs ?? {};
     const s = r.server ?? {};
@@ -87,6 +89,7 @@ export const renderMarkdown = (report) => {
         (m.cappedByTime ? ' **Stopped by the time cap.**' : ''),
     );
   }
+  for (const r of scenarios) if (r.neighbours) lines.push(...neighboursMarkdown(r, fmt));
   const creates = scenarios.filter((r) => r.create);
   if (creates.length) {
     lines.push('', 'Instance creation (16 at a time, before each scenario): ' +
