@@ -116,6 +116,9 @@ export interface SandboxClientOptions {
   niceness?: number;
 }
 
+/** A retired worker's nice value: the lowest. */
+const RETIRED_NICENESS = 19;
+
 /** Lowers a process's CPU priority; where the host does not allow it, the process keeps the node's. */
 const deprioritize = (child: ChildProcess, niceness: number): void => {
   try {
@@ -371,6 +374,9 @@ export class SandboxClient {
     worker.retired = true;
     this.current = undefined;
     this.retired.add(worker);
+    // Only the culprit is left in it, and it would take a core from the worker that replaces it while
+    // that loads versions again. Its limits are measured by the clock, so this does not extend them.
+    deprioritize(worker.child, RETIRED_NICENESS);
     const culprit = worker.pending.get(report.stalled);
     for (const [id, waiting] of worker.pending) {
       if (id === report.stalled) continue;
