@@ -6,6 +6,8 @@
  * offence (sandbox-client.ts, stall-watchdog.ts). Timings are the bench's business (the "neighbours"
  * scenario); these tests check who pays.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { call } from './helpers/http.js';
@@ -29,7 +31,7 @@ export const allowRead = () => true;
 export const allowWrite = () => true;`;
 
 /** Org A (the node's first) with the noisy machine, org B (a new one) with the quiet one. */
-const twoOrgs = async (node: NodeProcess) => {
+const twoOrgs = async (node: NodeProcess, noisyCode: string = noisy) => {
   const token = node.adminKey as string;
   const first = (await call(node.url, 'GET', '/orgs', { token })).body.orgs[0].id as string;
   await call(node.url, 'POST', '/orgs', { token, body: { name: 'b', allowAnonymousAccess: false } });
@@ -56,7 +58,7 @@ const twoOrgs = async (node: NodeProcess) => {
     };
     return { orgId, machineVersionId, send, history };
   };
-  return { a: await org(first, 'noisy', noisy, 1), b: await org(second, 'quiet', quiet, 8) };
+  return { a: await org(first, 'noisy', noisyCode, 1), b: await org(second, 'quiet', quiet, 8) };
 };
 
 /** Waits until the main worker's standby is forked (a second process of role main). */
@@ -133,4 +135,38 @@ t.test("org B's events all succeed while org A crashes its worker again and agai
     const history = await b.history(`i${i}`);
     t.equal(history.length, 1 + (sent.get(`i${i}`) ?? 0), `B's i${i} has each acknowledged event once`);
   }
+});
+
+t.test("a spin in code that runs when a fetch's answer arrives, outside any request, is caught too", async (t) => {
+  const server = createServer((_req, res) => res.end('{}'));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const port = (server.address() as AddressInfo).port;
+  const spinsAfterFetch = `import { createMachine } from 'npm:xstate';
+export default createMachine({ id: 'late', initial: 'idle', predictableActionArguments: true, states: {
+  idle: { on: { GO: 'fetching' } },
+  fetching: { invoke: { src: async () => { await fetch('http://127.0.0.1:${port}/'); for (;;) {} }, onDone: 'idle', onError: 'idle' } },
+} });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  const node = await startNode({ args: ['--cpu-limit-ms', '4000', '--fetch-allow', `127.0.0.1:${port}`] });
+  t.teardown(() => node.stop('SIGKILL'));
+  const { a, b } = await twoOrgs(node, spinsAfterFetch);
+  t.ok(await standbyReady(node), 'a standby worker is forked');
+
+  const order: string[] = [];
+  const going = a.send('i0', 'GO').then((answer) => {
+    order.push('go');
+    return answer;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then((answer) => {
+    order.push('b');
+    return answer;
+  })));
+  t.same(quietOnes.map((answer) => answer.status), Array(8).fill(200), "org B's events are applied");
+  t.equal(order[0], 'b', "B's first answer did not wait for A's spin");
+  await going;
+  t.match(node.output(), new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker from now on`), 'the spinning version is named and moved aside');
+  for (let i = 0; i < 8; i++) t.same(await b.history(`i${i}`), ['xstate.init', 'ADD'], `B's i${i} has its event once`);
 });

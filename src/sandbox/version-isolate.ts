@@ -70,6 +70,11 @@ export interface LoadOptions {
   egress?: EgressOptions;
   /** DNS resolution for fetch (tests); default node:dns lookup of all addresses. */
   dnsLookup?: Lookup;
+  /**
+   * Runs each delivery of a host call's outcome, which runs machine code outside any request (the
+   * sandbox worker times it for its stall watchdog); default: runs it as is.
+   */
+  aroundDelivery?: (deliver: () => void) => void;
 }
 
 /** What the bundle exports, as seen by the harness. */
@@ -119,6 +124,7 @@ export class VersionIsolate {
     readonly info: BundleInfo,
     private readonly hostCalls: HostCalls,
     private readonly logs: LogBudget,
+    private readonly aroundDelivery: LoadOptions['aroundDelivery'],
   ) {}
 
   /**
@@ -162,7 +168,7 @@ export class VersionIsolate {
       const info = JSON.parse(infoJson) as BundleInfo;
       const problem = bundleProblem(info);
       if (problem !== undefined) throw new BundleValidationError(problem);
-      const vi = new VersionIsolate(opts.versionId, isolate, context, fns, limits, info, hostCalls, logs);
+      const vi = new VersionIsolate(opts.versionId, isolate, context, fns, limits, info, hostCalls, logs, opts.aroundDelivery);
       hostCalls.onComplete = (id, owner, outcome) => vi.deliver(id, owner, outcome);
       hostCalls.ready = true;
       return vi;
@@ -355,8 +361,12 @@ export class VersionIsolate {
         const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
         body = new ivm.ExternalCopy(buffer).copyInto({ release: true });
       }
-      this.call('deliver', [id, JSON.stringify(head), body, Date.now()]);
-      this.call('afterDeliver', []);
+      const run = () => {
+        this.call('deliver', [id, JSON.stringify(head), body, Date.now()]);
+        this.call('afterDeliver', []);
+      };
+      if (this.aroundDelivery) this.aroundDelivery(run);
+      else run();
     } catch (e) {
       const error = e instanceof Error ? e : new MachineCodeError(String(e));
       if (owner !== null) {

@@ -15,7 +15,8 @@ export interface LoadSettings {
 }
 
 export type SandboxRequest =
-  | { op: 'load'; versionId: string; code: string; settings: LoadSettings }
+  /** `versionNo`: the node's number for this load, which a stall report names (stall-watchdog.ts). */
+  | { op: 'load'; versionId: string; versionNo: number; code: string; settings: LoadSettings }
   | { op: 'validate'; code: string; settings: LoadSettings }
   | { op: 'allowRead'; versionId: string; request: ReadRequest }
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }

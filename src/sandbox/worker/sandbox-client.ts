@@ -184,6 +184,9 @@ export class SandboxClient {
   private readonly retired = new Set<WorkerProcess>();
   private nextId = 1;
   private readonly versions = new Map<string, RemoteVersion>();
+  /** Each load's number, which the worker's stall reports name (the version whose code held it). */
+  private readonly loadNumbers = new Map<number, string>();
+  private nextLoadNumber = 1;
   private closed = false;
   /** The node is stopping: no worker is started any more. */
   private draining = false;
@@ -225,8 +228,10 @@ export class SandboxClient {
     this.versions.get(versionId)?.markUnhealthy();
     const version = new RemoteVersion(versionId, this);
     this.versions.set(versionId, version);
+    const versionNo = this.nextLoadNumber++;
+    this.loadNumbers.set(versionNo, versionId);
     try {
-      await this.request({ op: 'load', versionId, code, settings });
+      await this.request({ op: 'load', versionId, versionNo, code, settings });
     } catch (error) {
       version.markUnhealthy();
       if (this.versions.get(versionId) === version) this.versions.delete(versionId);
@@ -241,6 +246,7 @@ export class SandboxClient {
     if (!version) return;
     version.markUnhealthy();
     this.versions.delete(versionId);
+    for (const [versionNo, loaded] of this.loadNumbers) if (loaded === versionId) this.loadNumbers.delete(versionNo);
     if (this.current && !this.closed) this.request({ op: 'unload', versionId }).catch(() => undefined);
   }
 
@@ -361,6 +367,7 @@ export class SandboxClient {
     this.outgoing = [];
     for (const version of this.versions.values()) version.markUnhealthy();
     this.versions.clear();
+    this.loadNumbers.clear();
   }
 
   /**
@@ -378,6 +385,8 @@ export class SandboxClient {
     // that loads versions again. Its limits are measured by the clock, so this does not extend them.
     deprioritize(worker.child, RETIRED_NICENESS);
     const culprit = worker.pending.get(report.stalled);
+    // A request names its version; a delivery (a fetch's answer running machine code) only by number.
+    const versionId = culprit?.versionId ?? this.loadNumbers.get(report.versionNo);
     for (const [id, waiting] of worker.pending) {
       if (id === report.stalled) continue;
       worker.pending.delete(id);
@@ -385,9 +394,10 @@ export class SandboxClient {
     }
     this.forgetWorkerState();
     this.start();
-    this.options.onStall?.({ versionId: culprit?.versionId, heldMs: Date.now() - report.startedAt, cpuMs: report.cpuMs });
+    this.options.onStall?.({ versionId, heldMs: Date.now() - report.startedAt, cpuMs: report.cpuMs });
     if (!culprit) {
-      // It answered while the report was on its way: nothing is left to wait for.
+      // A delivery, or a request that answered while the report was on its way: no request waits for
+      // the worker any more (a delivery's answer is lost with it, as in a crash).
       this.dismiss(worker);
       return;
     }

@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 import { validateBundle } from '../bundle-validation.js';
 import { SandboxDisposedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
-import { CallSlot } from './call-slot.js';
+import { CallSlot, DELIVERY } from './call-slot.js';
 import { type Batch, MOVED_ERROR, type NodeMessage, parseWorkerArgs, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage } from './protocol.js';
 import type { WatchdogData } from './stall-watchdog.js';
 
@@ -29,6 +29,19 @@ if (slot) {
 }
 
 const isolates = new Map<string, VersionIsolate>();
+/** The node's number of each loaded version (its load request's), for stall reports. */
+const versionNumbers = new Map<string, number>();
+
+/** Runs a call into machine code on behalf of request `id` (or DELIVERY), timed by the watchdog. */
+const timed = <T>(id: number, versionId: string, run: () => T): T => {
+  if (!slot) return run();
+  slot.begin(id, versionNumbers.get(versionId) ?? 0);
+  try {
+    return run();
+  } finally {
+    slot.end();
+  }
+};
 /** Unloads seen per version, so a load still evaluating when its version is unloaded does not keep it. */
 const unloads = new Map<string, number>();
 
@@ -105,6 +118,7 @@ const handle = (request: SandboxRequest): unknown => {
       unloads.set(request.versionId, (unloads.get(request.versionId) ?? 0) + 1);
       isolates.get(request.versionId)?.dispose();
       isolates.delete(request.versionId);
+      versionNumbers.delete(request.versionId);
       return true;
   }
 };
@@ -117,12 +131,14 @@ const load = async (request: Extract<SandboxRequest, { op: 'load' }>): Promise<t
     code: request.code,
     ...request.settings,
     onLog: (entry) => post({ kind: 'log', versionId: request.versionId, entry }),
+    aroundDelivery: (deliver) => timed(DELIVERY, request.versionId, deliver),
   });
   if ((unloads.get(request.versionId) ?? 0) !== unloadsBefore) {
     isolate.dispose();
     throw new SandboxDisposedError();
   }
   isolates.set(request.versionId, isolate);
+  versionNumbers.set(request.versionId, request.versionNo);
   watchActivity(request.versionId, isolate);
   return true;
 };
@@ -152,16 +168,12 @@ const run = ({ id, request }: NodeMessage): void => {
     post({ kind: 'response', id, ok: false, error: { name: MOVED_ERROR, message: 'the sandbox worker was retired' } });
     return;
   }
-  const timed = slot !== undefined && TIMED_OPS.has(request.op);
   let value: unknown;
   try {
-    if (timed) slot.begin(id);
-    value = handle(request);
+    value = slot && TIMED_OPS.has(request.op) && 'versionId' in request ? timed(id, request.versionId, () => handle(request)) : handle(request);
   } catch (error) {
     failed(id, request, error);
     return;
-  } finally {
-    if (timed) slot.end();
   }
   if (value instanceof Promise) {
     value.then((settled: unknown) => post({ kind: 'response', id, ok: true, value: settled }), (error: unknown) => failed(id, request, error));

@@ -19,8 +19,11 @@ export interface WatchdogData {
 
 /** One line on the report pipe. */
 export interface StallReport {
+  /** The request id, or DELIVERY (call-slot.ts). */
   stalled: number;
   startedAt: number;
+  /** The node's number of the version whose code held the worker (0: none known). */
+  versionNo: number;
   /** CPU time the main thread spent in the call that the watchdog saw (undefined: measured by the clock). */
   cpuMs?: number;
 }
@@ -73,9 +76,9 @@ const watching = setInterval(() => {
   }
   const cpuNow = watched.cpuAtFirstSight === undefined ? undefined : mainThreadCpuMs();
   if (cpuNow === undefined || watched.cpuAtFirstSight === undefined) {
-    if (Date.now() - running.startedAt >= stallMs) report({ stalled: running.id, startedAt: running.startedAt });
+    if (Date.now() - running.startedAt >= stallMs) report({ stalled: running.id, startedAt: running.startedAt, versionNo: running.versionNo });
     return;
   }
   const cpuMs = cpuNow - watched.cpuAtFirstSight;
-  if (cpuMs >= stallMs) report({ stalled: running.id, startedAt: running.startedAt, cpuMs: Math.round(cpuMs) });
+  if (cpuMs >= stallMs) report({ stalled: running.id, startedAt: running.startedAt, versionNo: running.versionNo, cpuMs: Math.round(cpuMs) });
 }, Math.max(5, Math.min(25, Math.floor(stallMs / 4))));
