@@ -15,7 +15,8 @@ import { type NodeProcess, startNode } from './helpers/node-process.js';
 import { workerPid } from './helpers/sandbox-workers.js';
 import { crashOnBoomMachine } from './fixtures/instance-machines.js';
 
-const noWatchdog = { args: ['--sandbox-stall-ms', '0'] };
+// A small isolate memory limit: a bomb thrashes at it for less time before V8 aborts its worker.
+const noWatchdog = { args: ['--sandbox-stall-ms', '0', '--isolate-memory-mb', '32'] };
 
 /** The node's first org and a second one, each with helpers that name it on every call. */
 const twoOrgs = async (node: NodeProcess) => {
