@@ -66,7 +66,7 @@ t.test('unloading a version frees its isolate in the worker; loading it again wo
   const { SandboxClient, SandboxDisposedError } = await import('../dist/sandbox/index.js');
   const client = new SandboxClient({ onLog: () => undefined });
   t.teardown(() => client.close());
-  const settings = { memoryLimitMb: 64, cpuLimitMs: 1000, egress: { allow: [], timeoutMs: 1000, maxResponseBytes: 1000 } };
+  const settings = { memoryLimitMb: 64, liveActorMemoryMb: 0, cpuLimitMs: 1000, egress: { allow: [], timeoutMs: 1000, maxResponseBytes: 1000 } };
   const version = await client.load('ver_unload', crashOnBoomMachine, settings);
   await version.start('k', { context: {} }, { machineInstanceName: 'k' });
   t.equal((await version.send('k', { type: 'ADD' }, Date.now())).context.n, 1);

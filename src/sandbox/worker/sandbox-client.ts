@@ -107,6 +107,15 @@ export interface SandboxClientOptions {
   cpuLimitMs?: number;
   /** Told of each stall, after the worker was replaced (the node moves the culprit's version aside). */
   onStall?: (stall: Stall) => void;
+  /** Told what a version's live actors hold of its isolate, when over their budget and when back within (live-heap-watch.ts). */
+  onLiveHeap?: (report: LiveHeapReport) => void;
+}
+
+/** What a version's live actors hold of its isolate's heap, against their budget (live-heap-watch.ts). */
+export interface LiveHeapReport {
+  version: RemoteVersion;
+  heldBytes: number;
+  budgetBytes: number;
 }
 
 /** A worker that dies sooner than this after it started counts as dying young (see restartAfterCrash). */
@@ -405,6 +414,11 @@ export class SandboxClient {
         this.versions.get(message.versionId)?.markUnhealthy();
         this.versions.delete(message.versionId);
         return;
+      case 'live-heap': {
+        const version = worker === this.current ? this.versions.get(message.versionId) : undefined;
+        if (version?.healthy) this.options.onLiveHeap?.({ version, heldBytes: message.heldBytes, budgetBytes: message.budgetBytes });
+        return;
+      }
     }
   }
 }
