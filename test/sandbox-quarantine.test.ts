@@ -6,8 +6,13 @@
  * The tests of the crash-twice rule turn the stall watchdog off (--sandbox-stall-ms 0): with it, a
  * memory bomb holds the worker long enough to be moved aside at its first offence
  * (sandbox-neighbours.test.ts); the rule still serves crashes that come at once.
+ *
+ * Without the watchdog, how long a crash takes is how long V8 thrashes before it gives up at the
+ * isolate's heap limit (--isolate-memory-mb plus --live-actor-memory-mb): ≈ 3.6 s at 128 MB, ≈ 7.8 s
+ * at the default 256, which made this file take 140–160 s of its 180. These tests keep the live-actor
+ * budget small (144 MB in all: ≈ 2.2 s).
  */
-const noWatchdog = { args: ['--sandbox-stall-ms', '0'] };
+const noWatchdog = { args: ['--sandbox-stall-ms', '0', '--live-actor-memory-mb', '16'] };
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { call } from './helpers/http.js';

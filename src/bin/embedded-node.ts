@@ -63,6 +63,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     ...defaultRuntimeSettings,
     settleBudgetMs: config.settleTimeoutMs,
     isolateMemoryLimitMb: config.isolateMemoryMb,
+    liveActorMemoryMb: config.liveActorMemoryMb,
     cpuLimitMs: config.cpuLimitMs,
     maxLiveActors: config.maxLiveActors,
     idleUnloadMs: config.idleSeconds * 1000,
@@ -89,6 +90,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       const what = versionId === undefined ? 'a call' : `machine version ${versionId}`;
       logger.warn(`${what} held the sandbox worker for ${heldMs} ms (--sandbox-stall-ms ${config.sandboxStallMs}): the other requests moved to a fresh worker${moved ? `; it runs in the quarantine worker from now on${org}` : ''}`);
     },
+    onLiveHeap: (report) => runtime.relieveLiveHeap(report),
   });
   // Code not yet trusted runs in a second worker: uploaded bundles being validated, and versions that
   // crashed a worker (sandbox-pool.ts). It starts on first use.
@@ -97,6 +99,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     nodeArgs: config.sandboxNodeArgs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason }),
+    onLiveHeap: (report) => runtime.relieveLiveHeap(report),
   });
   const sandboxes = new SandboxPool(sandboxClient, quarantineClient, store.versions, logs, runtimeSettings);
   const runtime: InstanceRuntime = new InstanceRuntime({
