@@ -168,3 +168,35 @@ t.test(`${INSTANCES} instances of one version and ${EVENTS} events: no request f
   t.equal(reread.status, 200);
   t.equal(reread.body.publicContext.n, acked.get(withEvents[0] as number)?.size);
 });
+
+/** Runs out of memory from its fourth event on in any one isolate: as if the isolate were full of other instances' actors. */
+const FILLS_UP = `import { createMachine, assign } from 'npm:xstate';
+let eventsInThisIsolate = 0;
+export default createMachine({ id: 'f', initial: 'a', predictableActionArguments: true, context: { public: { n: 0 } }, states: {
+  a: { on: { ADD: { actions: assign({ public: (c) => {
+    if (++eventsInThisIsolate > 3) { const keep = []; for (;;) keep.push(new Array(100000).fill(eventsInThisIsolate)); }
+    return { n: c.public.n + 1 };
+  } }) } } },
+} });
+export const allowRead = () => true;
+export const allowWrite = () => true;
+`;
+
+t.test('a request whose isolate runs out of memory runs once more in a fresh one: it fails only if it runs out there too', async (t) => {
+  // No stall watchdog: the memory error itself is what is tried here.
+  const node = await startNode({ args: ['--isolate-memory-mb', '16', '--sandbox-stall-ms', '0'], env: { STATEHOLD_LIVE_ACTOR_MEMORY_MB: '1' } });
+  t.teardown(() => node.stop('SIGKILL'));
+  const token = node.adminKey as string;
+  await machineWithVersion(node, 'fills', FILLS_UP);
+  const send = (name: string) => call(node.url, 'POST', `/machines/fills/i/${name}/events`, { token, body: { event: 'ADD' } });
+  for (const name of ['x', 'y']) t.equal((await call(node.url, 'POST', '/machines/fills', { token, body: { slug: name } })).status, 200);
+  for (const name of ['x', 'y', 'x']) t.equal((await send(name)).status, 200);
+  // The fourth event in the isolate runs it out of memory; run again in a fresh isolate, it is the first there.
+  const fourth = await send('y');
+  t.equal(fourth.status, 200, `the request succeeds on its second run: ${fourth.text}`);
+  t.equal(fourth.body.publicContext.n, 2);
+  t.match(node.output(), /a request ran its machine version's isolate out of memory: it runs once more, in a fresh isolate/, 'and the node says so');
+  t.equal((await send('x')).body.publicContext.n, 3, 'the other instance goes on from its committed state in the fresh isolate');
+  const history = await call(node.url, 'GET', '/machines/fills/i/y/events', { token });
+  t.same((history.body.transitions as { event: { type: string } }[]).map((record) => record.event.type), ['xstate.init', 'ADD', 'ADD'], 'the event was applied once');
+});
