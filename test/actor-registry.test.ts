@@ -1,5 +1,7 @@
 import t from 'tap';
 import { ActorRegistry } from '../src/runtime/actor-registry.js';
+import { liveActorsIn } from '../src/runtime/instance-actor.js';
+import type { RemoteVersion } from '../src/sandbox/index.js';
 
 const names = (registry: ActorRegistry): string[] => [...registry.all()].map((actor) => actor.name);
 
@@ -50,4 +52,40 @@ t.test('the idle sweep evicts every idle actor unused since the time, wherever i
   registry.peek('org_1', 'm', 'b')!.lastUsedAt = now;
   t.equal(registry.evictUnusedSince(now - 1_000), 3);
   t.same(names(registry), ['b']);
+});
+
+t.test('a cap on the actors live in a sandbox evicts its least recently used idle ones, and holds until lifted', async (t) => {
+  const registry = new ActorRegistry(100, 1_000_000);
+  const stopped: string[] = [];
+  const sandboxOf = (versionId: string) => ({ versionId, healthy: true, stop: (key: string) => void stopped.push(key) }) as unknown as RemoteVersion;
+  const hot = sandboxOf('ver_hot');
+  const other = sandboxOf('ver_other');
+  for (const name of ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']) registry.obtain('org_1', 'm', name).sandbox = hot;
+  registry.obtain('org_1', 'n', 'x').sandbox = other;
+  registry.obtain('org_1', 'm', 'cold');
+  t.equal(liveActorsIn(hot), 8, 'the actors count where they are live');
+  let release: (() => void) | undefined;
+  const running = registry.peek('org_1', 'm', 'a')!.enqueue(() => new Promise<void>((resolve) => (release = resolve)));
+  await new Promise((resolve) => setImmediate(resolve));
+  t.equal(registry.capLiveIn(hot, 6), 2);
+  t.same(names(registry), ['a', 'd', 'e', 'f', 'g', 'h', 'x', 'cold'], 'b and c went, the oldest idle ones; the busy a, the other version\'s x and the actor live nowhere stayed');
+  t.same(stopped, ['org_1/m/b', 'org_1/m/c'], 'their live interpreters were stopped in the sandbox');
+  t.equal(liveActorsIn(hot), 6);
+
+  // One more actor live there, committed (resize): the cap evicts the oldest idle one again.
+  const i = registry.obtain('org_1', 'm', 'i');
+  i.sandbox = hot;
+  registry.resize(i, 100);
+  t.same(names(registry), ['a', 'e', 'f', 'g', 'h', 'x', 'cold', 'i'], 'd went for i');
+  t.equal(registry.liveCapOf(hot), 6);
+
+  registry.capLiveIn(hot, undefined);
+  const j = registry.obtain('org_1', 'm', 'j');
+  j.sandbox = hot;
+  registry.resize(j, 100);
+  t.equal(liveActorsIn(hot), 7, 'lifted: nothing more goes');
+  t.equal(registry.capLiveIn(hot, 0), 6, 'a cap of 0: all but the busy one');
+  t.same(names(registry), ['a', 'x', 'cold']);
+  release?.();
+  await running;
 });

@@ -18,6 +18,8 @@ export default createMachine({
     LOOP: { actions: () => { for (;;) {} } },
     LATE_LOOP: { actions: () => { Promise.resolve().then(() => { for (;;) {} }); } },
     BOMB: { actions: () => { const keep = []; for (;;) keep.push(new Array(100000).fill('x' + keep.length)); } },
+    // ≈ 12 MB held for the length of the call, then garbage
+    BIG: { actions: assign({ n: (c) => { const keep = []; for (let i = 0; i < 15; i++) keep.push(new Array(100000).fill(i)); return c.n + keep.length; } }) },
   } } },
 });`,
   { authorizers: `export function allowRead(r) { if (r.context.loop) for (;;) {} return true; }\nexport function allowWrite() { return true; }` },
@@ -54,6 +56,28 @@ t.test('a memory bomb disposes the isolate, the host survives, a reload works', 
   const again = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 32 });
   t.teardown(() => again.dispose());
   t.equal(again.start('k', { context: {} }).state, 'a');
+});
+
+t.test('machine code has its memory limit in each call whatever the live actors hold (their own part of the isolate)', async (t) => {
+  const fill = (vi: VersionIsolate, count: number) => {
+    for (let i = 0; i < count; i++) vi.start(`live-${i}`, { context: {} });
+  };
+  // Shared: with 1,500 live actors (≈ 10 MB) in a 16 MB isolate, a call needing ≈ 12 MB kills it.
+  const shared = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 16, cpuLimitMs: 5000 });
+  t.teardown(() => shared.dispose());
+  fill(shared, 1500);
+  shared.start('k', { context: {} });
+  t.throws(() => shared.send('k', { type: 'BIG' }), SandboxMemoryError, 'the live actors took what the call needed');
+  // With room for the live actors beside the 16 MB, the same call succeeds.
+  const split = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 16, liveActorMemoryMb: 16, cpuLimitMs: 5000 });
+  t.teardown(() => split.dispose());
+  fill(split, 1500);
+  split.start('k', { context: {} });
+  t.equal(split.send('k', { type: 'BIG' }).context.n, 15);
+  t.ok(split.heapUsedBytes() > 8 * 1024 * 1024, 'the live actors are still there');
+  // A memory bomb still fails, and the error names the machine code's limit.
+  t.throws(() => split.send('k', { type: 'BOMB' }), { name: 'SandboxMemoryError', message: /memory limit of 16 MB/ });
+  t.equal(split.healthy, false);
 });
 
 t.test('console output is captured with level, instance, version and time', async (t) => {

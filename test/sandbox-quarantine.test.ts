@@ -7,6 +7,11 @@
  * The tests of the crash-twice rule turn the stall watchdog off (--sandbox-stall-ms 0): with it, a
  * memory bomb holds the worker long enough to be moved aside at its first offence
  * (sandbox-neighbours.test.ts); the rule still serves crashes that come at once.
+ *
+ * Without the watchdog, how long a crash takes is how long V8 thrashes before it gives up at the
+ * isolate's heap limit (--isolate-memory-mb plus --live-actor-memory-mb): ≈ 3.6 s at 128 MB, ≈ 7.8 s
+ * at the default 256, which made this file take 140–160 s of its 180. These tests keep both small
+ * (32 + 16 MB).
  */
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
@@ -15,8 +20,7 @@ import { type NodeProcess, startNode } from './helpers/node-process.js';
 import { workerPid } from './helpers/sandbox-workers.js';
 import { crashOnBoomMachine } from './fixtures/instance-machines.js';
 
-// A small isolate memory limit: a bomb thrashes at it for less time before V8 aborts its worker.
-const noWatchdog = { args: ['--sandbox-stall-ms', '0', '--isolate-memory-mb', '32'] };
+const noWatchdog = { args: ['--sandbox-stall-ms', '0', '--isolate-memory-mb', '32', '--live-actor-memory-mb', '16'] };
 
 /** The node's first org and a second one, each with helpers that name it on every call. */
 const twoOrgs = async (node: NodeProcess) => {

@@ -17,7 +17,7 @@ import { crashOnBoomMachine } from './fixtures/instance-machines.js';
 const INSTANCES = 16;
 
 t.test('a crash among many requests in flight: the others are run again and succeed; the culprit fails alone', async (t) => {
-  const node = await startNode({ args: ['--sandbox-stall-ms', '0'] });
+  const node = await startNode({ args: ['--sandbox-stall-ms', '0', '--isolate-memory-mb', '32', '--live-actor-memory-mb', '16'] });
   t.teardown(() => node.stop('SIGKILL'));
   await machineWithVersion(node, 'batches', crashOnBoomMachine);
   const send = (name: string, type: string) => call(node.url, 'POST', `/machines/batches/i/${name}/events`, { token: node.adminKey, body: { event: type } });
@@ -70,7 +70,7 @@ t.test('unloading a version frees its isolate in the worker; loading it again wo
   const { SandboxClient, SandboxDisposedError } = await import('../dist/sandbox/index.js');
   const client = new SandboxClient({ onLog: () => undefined });
   t.teardown(() => client.close());
-  const settings = { memoryLimitMb: 64, cpuLimitMs: 1000, egress: { allow: [], timeoutMs: 1000, maxResponseBytes: 1000 } };
+  const settings = { memoryLimitMb: 64, liveActorMemoryMb: 0, cpuLimitMs: 1000, egress: { allow: [], timeoutMs: 1000, maxResponseBytes: 1000 } };
   const version = await client.load('ver_unload', crashOnBoomMachine, settings);
   await version.start('k', { context: {} }, { machineInstanceName: 'k' });
   t.equal((await version.send('k', { type: 'ADD' }, Date.now())).context.n, 1);

@@ -63,6 +63,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     ...defaultRuntimeSettings,
     settleBudgetMs: config.settleTimeoutMs,
     isolateMemoryLimitMb: config.isolateMemoryMb,
+    liveActorMemoryMb: config.liveActorMemoryMb,
     cpuLimitMs: config.cpuLimitMs,
     maxLiveActors: config.maxLiveActors,
     idleUnloadMs: config.idleSeconds * 1000,
@@ -89,6 +90,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
       const what = versionId === undefined ? 'a call' : `machine version ${versionId}`;
       logger.warn(`${what} held the sandbox worker for ${heldMs} ms${cpuMs === undefined ? '' : ` (${cpuMs} ms of CPU seen)`} (--sandbox-stall-ms ${config.sandboxStallMs}): the other requests moved to a fresh worker${moved ? `; it runs in the quarantine worker from now on${org}` : ''}`);
     },
+    onLiveHeap: (report) => runtime.relieveLiveHeap(report),
   });
   // Versions that held or crashed a worker, with every version of their org, run in a worker of their
   // own at the lowest CPU priority (sandbox-pool.ts). It starts on first use.
@@ -98,6 +100,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     nodeArgs: config.sandboxNodeArgs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason }),
+    onLiveHeap: (report) => runtime.relieveLiveHeap(report),
   });
   // Uploaded bundles, not yet trusted, are validated in a third worker, started on first use: a bundle
   // whose top-level code crashes V8 takes only that one down. Not the quarantine worker: uploads would

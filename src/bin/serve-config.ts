@@ -17,6 +17,7 @@ export interface ServeConfig {
   drainTimeoutMs: number;
   settleTimeoutMs: number;
   isolateMemoryMb: number;
+  liveActorMemoryMb: number;
   cpuLimitMs: number;
   sandboxStallMs: number;
   maxLiveActors: number;
@@ -48,7 +49,8 @@ export const serveSettings = [
   { flag: 'page-size', env: 'STATEHOLD_PAGE_SIZE', fallback: String(limits.defaultPageSize), help: 'items per page of list endpoints' },
   { flag: 'max-body-bytes', env: 'STATEHOLD_MAX_BODY_BYTES', fallback: String(limits.defaultMaxBodyBytes), help: 'largest request body accepted (413 above it)' },
   { flag: 'settle-timeout-ms', env: 'STATEHOLD_SETTLE_TIMEOUT_MS', fallback: '10000', help: 'how long creating an instance or sending an event waits for the machine to settle' },
-  { flag: 'isolate-memory-mb', env: 'STATEHOLD_ISOLATE_MEMORY_MB', fallback: '128', help: 'memory limit of each machine version\'s isolate' },
+  { flag: 'isolate-memory-mb', env: 'STATEHOLD_ISOLATE_MEMORY_MB', fallback: '128', help: 'memory machine code may use in one call into its version\'s isolate, beyond what the live instances hold there (more fails the call: 400 machine-code-error)' },
+  { flag: 'live-actor-memory-mb', env: 'STATEHOLD_LIVE_ACTOR_MEMORY_MB', fallback: '128', help: 'memory a machine version\'s live instances may hold in its isolate (≈ 7 KB each for a small machine); beyond, the least recently used are evicted and reload from their snapshot on demand. The isolate\'s heap limit is this plus --isolate-memory-mb' },
   { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
   { flag: 'sandbox-stall-ms', env: 'STATEHOLD_SANDBOX_STALL_MS', fallback: '100', help: 'a call into machine code that holds the sandbox worker for this much CPU time moves its org to the quarantine worker and every other request to a fresh worker (0: never)' },
   { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
@@ -104,6 +106,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     drainTimeoutMs: integer('drain-timeout-ms', 0, 3_600_000),
     settleTimeoutMs: integer('settle-timeout-ms', 0, 600_000),
     isolateMemoryMb: integer('isolate-memory-mb', 16, 4096),
+    liveActorMemoryMb: integer('live-actor-memory-mb', 1, 16_384),
     cpuLimitMs: integer('cpu-limit-ms', 10, 600_000),
     sandboxStallMs: integer('sandbox-stall-ms', 0, 600_000),
     maxLiveActors: integer('max-live-actors', 1, 10_000_000),

@@ -1,16 +1,20 @@
 import { RecencyMap } from '../domain/recency-map.js';
 import { actorKey } from './actor-key.js';
-import { InstanceActor } from './instance-actor.js';
+import type { RemoteVersion } from '../sandbox/index.js';
+import { InstanceActor, liveActorsIn } from './instance-actor.js';
 
 /**
  * The actors this node holds, nearly least recently used first (RecencyMap: a request moves its actor
  * to the newest end only from the older half of the map, so an actor is evicted for the bounds only
- * once half the map was inserted since its last request). Idle actors beyond the count or memory bound
- * are evicted: their live interpreter is stopped and they reload from their snapshot on demand.
+ * once half the map was inserted since its last request). Idle actors beyond the count or memory bound,
+ * or beyond the cap of the version they are live in, are evicted: their live interpreter is stopped
+ * and they reload from their snapshot on demand.
  */
 export class ActorRegistry {
   private readonly actors = new RecencyMap<string, InstanceActor>();
   private bytes = 0;
+  /** Live actors allowed per sandboxed version, where its live actors outgrew their memory budget (capLiveIn). */
+  private readonly liveCaps = new WeakMap<RemoteVersion, number>();
 
   constructor(
     private readonly maxActors: number,
@@ -36,6 +40,7 @@ export class ActorRegistry {
     if (this.actors.get(actor.key) !== actor) return;
     this.bytes += bytes - actor.approxBytes;
     actor.approxBytes = bytes;
+    if (actor.sandbox) this.evictLiveBeyondCap(actor.sandbox);
     this.evictIdle();
   }
 
@@ -70,6 +75,25 @@ export class ActorRegistry {
     return evicted;
   }
 
+  /**
+   * Caps how many actors may be live in `sandbox` (undefined: no cap) and evicts its least recently
+   * used idle ones down to it (a busy one's tasks run on its live interpreter). Returns how many went.
+   * The cap holds until changed: each actor that becomes live there beyond it evicts another (resize).
+   */
+  capLiveIn(sandbox: RemoteVersion, cap: number | undefined): number {
+    if (cap === undefined) {
+      this.liveCaps.delete(sandbox);
+      return 0;
+    }
+    this.liveCaps.set(sandbox, cap);
+    return this.evictLiveBeyondCap(sandbox);
+  }
+
+  /** The cap set on `sandbox`, if any. */
+  liveCapOf(sandbox: RemoteVersion): number | undefined {
+    return this.liveCaps.get(sandbox);
+  }
+
   /** The versions the held actors are on or live in: what must stay loaded. */
   versionsInUse(): Set<string> {
     const inUse = new Set<string>();
@@ -86,6 +110,19 @@ export class ActorRegistry {
 
   all(): IterableIterator<InstanceActor> {
     return this.actors.values();
+  }
+
+  private evictLiveBeyondCap(sandbox: RemoteVersion): number {
+    const cap = this.liveCaps.get(sandbox);
+    if (cap === undefined || liveActorsIn(sandbox) <= cap) return 0;
+    let evicted = 0;
+    for (const actor of this.actors.values()) {
+      if (liveActorsIn(sandbox) <= cap) break;
+      if (actor.sandbox !== sandbox || !actor.idle) continue;
+      this.forget(actor);
+      evicted++;
+    }
+    return evicted;
   }
 
   private evictIdle(): void {

@@ -1,6 +1,11 @@
 import type { RemoteVersion } from '../sandbox/index.js';
 import type { InstanceHead } from '../store/instance-store.js';
 
+/** How many actors are live in each sandboxed version, kept by InstanceActor.sandbox (for caps, actor-registry.ts). */
+const liveIn = new WeakMap<RemoteVersion, number>();
+
+export const liveActorsIn = (sandbox: RemoteVersion): number => liveIn.get(sandbox) ?? 0;
+
 /**
  * One instance's actor: its mailbox (tasks run strictly one after another, which gives the single
  * linear history), its committed head, and the isolate it is live in, if any.
@@ -8,8 +13,7 @@ import type { InstanceHead } from '../store/instance-store.js';
 export class InstanceActor {
   /** The last committed head; readers use it and never wait for the mailbox. */
   head: InstanceHead | undefined;
-  /** The sandboxed version holding this actor's live interpreter; undefined when it must be rebuilt from `head`. */
-  sandbox: RemoteVersion | undefined;
+  private live: RemoteVersion | undefined;
   /** Rough memory held for this actor (its persisted state as JSON plus overhead), for eviction. */
   approxBytes = 0;
   /** When a request last took this actor (ms since the epoch), for idle eviction. */
@@ -23,6 +27,18 @@ export class InstanceActor {
     readonly machine: string,
     readonly name: string,
   ) {}
+
+  /** The sandboxed version holding this actor's live interpreter; undefined when it must be rebuilt from `head`. */
+  get sandbox(): RemoteVersion | undefined {
+    return this.live;
+  }
+
+  set sandbox(next: RemoteVersion | undefined) {
+    if (next === this.live) return;
+    if (this.live) liveIn.set(this.live, liveActorsIn(this.live) - 1);
+    if (next) liveIn.set(next, liveActorsIn(next) + 1);
+    this.live = next;
+  }
 
   enqueue<T>(task: () => Promise<T>): Promise<T> {
     this.queued++;

@@ -2,7 +2,7 @@ import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAutho
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  MachineCodeError, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+  type LiveHeapReport, MachineCodeError, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -14,7 +14,7 @@ import {
   type TransitionRecord,
 } from '../store/instance-store.js';
 import { ActorRegistry } from './actor-registry.js';
-import type { InstanceActor } from './instance-actor.js';
+import { type InstanceActor, liveActorsIn } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
 import { MachineGate } from './machine-gate.js';
 import { TokenBuckets } from './rate-limit.js';
@@ -131,6 +131,24 @@ class WorkerCrashFailure extends ServiceError {
 }
 
 /**
+ * A request's machine code ran its version's isolate out of memory (the isolate is gone): answered
+ * 400 like any machine-code failure, but run once more first (see untilNotMoved).
+ */
+class IsolateMemoryFailure extends ServiceError {
+  constructor(message: string) {
+    super(400, 'machine-code-error', message);
+  }
+}
+
+/**
+ * How many actors may stay live in a version whose live actors hold `heldBytes` of its isolate, over
+ * their budget: as many as would hold three quarters of it if each held the same (what the heap holds
+ * includes garbage not yet collected, so this errs on the side of evicting).
+ */
+export const liveActorCap = (live: number, heldBytes: number, budgetBytes: number): number =>
+  heldBytes <= 0 ? live : Math.floor((live * 0.75 * budgetBytes) / heldBytes);
+
+/**
  * The owner side of instances: every write goes through the instance's mailbox, runs in its version's
  * isolate, settles, and is answered only once its transition record is durable. Reads use the last
  * committed head and never wait for the mailbox.
@@ -232,12 +250,22 @@ export class InstanceRuntime {
    * by construction, so it goes again at once, not behind crash retries, and nobody is blamed. So does
    * a task whose version's isolate went away between two of its calls (SandboxDisposedError: the
    * worker was retired under the culprit itself, or the version was unloaded): nothing was committed.
+   *
+   * A task whose isolate ran out of memory is run once more too, in the version's fresh isolate: what
+   * filled the old one may have been the version's live actors, not this task's machine code (they
+   * are kept within their budget, --live-actor-memory-mb, but only checked every few calls). Machine
+   * code that fills the isolate by itself does so again and gets its 400.
    */
   private async untilNotMoved<T>(task: () => Promise<T>): Promise<T> {
+    let outOfMemory = 0;
     for (let moves = 1; ; moves++) {
       try {
         return await task();
       } catch (error) {
+        if (error instanceof IsolateMemoryFailure && outOfMemory++ === 0) {
+          this.deps.logger.warn(`a request ran its machine version's isolate out of memory: it runs once more, in a fresh isolate (${error.message})`);
+          continue;
+        }
         const moved = error instanceof SandboxMovedError || error instanceof SandboxDisposedError;
         if (!moved || moves >= MAX_MOVES) throw error;
       }
@@ -353,6 +381,27 @@ export class InstanceRuntime {
       this.deps.logger.info(`idle for ${this.deps.settings.idleUnloadMs / 1000} s: evicted ${actors} live actors${freed}`);
     }
     return { actors, versions };
+  }
+
+  /**
+   * The sandbox worker measured what a version's live actors hold of its isolate (live-heap-watch.ts).
+   * Over their budget: a cap on how many may be live there, from what each holds, and the least
+   * recently used idle ones beyond it are evicted (they reload from their snapshots on their next
+   * request); no request fails for it and the isolate stays. Back within it: the cap goes.
+   */
+  relieveLiveHeap({ version, heldBytes, budgetBytes }: LiveHeapReport): number {
+    if (heldBytes <= budgetBytes) {
+      this.actors.capLiveIn(version, undefined);
+      return 0;
+    }
+    const live = liveActorsIn(version);
+    const cap = liveActorCap(live, heldBytes, budgetBytes);
+    const evicted = this.actors.capLiveIn(version, cap);
+    const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+    this.deps.logger.info(
+      `live actors of machine version ${version.versionId} held ${mb(heldBytes)} MB of its isolate (--live-actor-memory-mb ${mb(budgetBytes)}): evicted ${evicted} least recently used, at most ${cap} of ${live} stay live until it is back within`,
+    );
+    return evicted;
   }
 
   /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */
@@ -710,7 +759,7 @@ export class InstanceRuntime {
     if (error instanceof StepTooLargeError) return new ServiceError(400, 'state-too-large', `${error.message}; the event was not applied`);
     if (error instanceof MachineCodeError) return machineCodeFailed(`machine code threw: ${error.message}`);
     if (error instanceof SandboxTimeoutError) return machineCodeFailed(error.message);
-    if (error instanceof SandboxMemoryError) return machineCodeFailed(error.message);
+    if (error instanceof SandboxMemoryError) return new IsolateMemoryFailure(error.message);
     if (error instanceof SequenceConflictError) {
       this.deps.logger.warn('instance head moved under its owner', { instance: `${orgId}/${machine}/${name}`, error: error.message });
       return new ServiceError(409, 'invalid-state', 'the instance was changed concurrently; retry');

@@ -8,7 +8,13 @@ export interface RuntimeSettings {
   maxContextBytes: number;
   /** Largest persisted state besides the context: the snapshot plus pending delayed events. */
   maxPersistedBytes: number;
+  /** What machine code may use in one call into its version's isolate, beyond what the live actors hold. */
   isolateMemoryLimitMb: number;
+  /**
+   * What a version's live actors may hold of its isolate's heap; beyond, its least recently used ones
+   * are evicted (worker/live-heap-watch.ts). The isolate's heap limit is this plus isolateMemoryLimitMb.
+   */
+  liveActorMemoryMb: number;
   /** CPU time one call into machine code may take. */
   cpuLimitMs: number;
   /** Live actors kept in memory; idle ones beyond either bound are evicted, least recently used first. */
@@ -34,6 +40,7 @@ export const defaultRuntimeSettings: RuntimeSettings = {
   maxContextBytes: 400 * 1024,
   maxPersistedBytes: 2 * 1024 * 1024,
   isolateMemoryLimitMb: 128,
+  liveActorMemoryMb: 128,
   cpuLimitMs: 1_000,
   maxLiveActors: 20_000,
   maxLiveActorBytes: 256 * 1024 * 1024,

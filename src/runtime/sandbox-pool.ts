@@ -137,6 +137,7 @@ export class SandboxPool {
   }
 
   loadSettings(): LoadSettings {
-    return { memoryLimitMb: this.settings.isolateMemoryLimitMb, cpuLimitMs: this.settings.cpuLimitMs, egress: this.settings.egress };
+    const { isolateMemoryLimitMb, liveActorMemoryMb, cpuLimitMs, egress } = this.settings;
+    return { memoryLimitMb: isolateMemoryLimitMb, liveActorMemoryMb, cpuLimitMs, egress };
   }
 }

@@ -9,7 +9,10 @@ import type { EgressOptions } from '../egress-policy.js';
 import type { AuthorizingCaller, CapturedLog, ReadRequest, StartInit, StartOptions, WriteRequest } from '../types.js';
 
 export interface LoadSettings {
+  /** What machine code may use in one call, beyond what the live actors hold. */
   memoryLimitMb: number;
+  /** What the isolate's live actors may hold (live-heap-watch.ts); the isolate's heap limit is the sum of the two. */
+  liveActorMemoryMb: number;
   cpuLimitMs: number;
   egress: EgressOptions;
 }
@@ -44,7 +47,13 @@ export type WorkerMessage =
   /** A host call (fetch) of the version's isolate completed; `seq` counts them. */
   | { kind: 'activity'; versionId: string; seq: number }
   /** The version's isolate is gone (memory limit): load it again to go on. */
-  | { kind: 'unhealthy'; versionId: string };
+  | { kind: 'unhealthy'; versionId: string }
+  /**
+   * What the version's live actors hold of its isolate's heap (live-heap-watch.ts): over their budget,
+   * the node caps how many may be live there and evicts its least recently used ones; back within it
+   * after that, the cap goes.
+   */
+  | { kind: 'live-heap'; versionId: string; heldBytes: number; budgetBytes: number };
 
 export type NodeMessage = { id: number; request: SandboxRequest };
 

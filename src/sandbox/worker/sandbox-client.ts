@@ -114,6 +114,15 @@ export interface SandboxClientOptions {
    * and runs only on what the node and the main worker leave of the cores.
    */
   niceness?: number;
+  /** Told what a version's live actors hold of its isolate, when over their budget and when back within (live-heap-watch.ts). */
+  onLiveHeap?: (report: LiveHeapReport) => void;
+}
+
+/** What a version's live actors hold of its isolate's heap, against their budget (live-heap-watch.ts). */
+export interface LiveHeapReport {
+  version: RemoteVersion;
+  heldBytes: number;
+  budgetBytes: number;
 }
 
 /** A retired worker's nice value: the lowest. */
@@ -438,6 +447,11 @@ export class SandboxClient {
         this.versions.get(message.versionId)?.markUnhealthy();
         this.versions.delete(message.versionId);
         return;
+      case 'live-heap': {
+        const version = worker === this.current ? this.versions.get(message.versionId) : undefined;
+        if (version?.healthy) this.options.onLiveHeap?.({ version, heldBytes: message.heldBytes, budgetBytes: message.budgetBytes });
+        return;
+      }
     }
   }
 }

@@ -9,6 +9,7 @@ import { validateBundle } from '../bundle-validation.js';
 import { SandboxDisposedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
 import { CallSlot, DELIVERY } from './call-slot.js';
+import { LiveHeapWatch } from './live-heap-watch.js';
 import { type Batch, MOVED_ERROR, type NodeMessage, parseWorkerArgs, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage } from './protocol.js';
 import type { WatchdogData } from './stall-watchdog.js';
 
@@ -42,6 +43,10 @@ const timed = <T>(id: number, versionId: string, run: () => T): T => {
     slot.end();
   }
 };
+/** Per loaded isolate with a live-actor budget: how much its live actors hold (live-heap-watch.ts). */
+const heapWatches = new WeakMap<VersionIsolate, LiveHeapWatch>();
+/** The calls that may leave a live actor holding more of its isolate's heap. */
+const STEP_OPS = new Set<SandboxRequest['op']>(['start', 'send', 'sendAuthorized', 'advance']);
 /** Unloads seen per version, so a load still evaluating when its version is unloaded does not keep it. */
 const unloads = new Map<string, number>();
 
@@ -87,6 +92,14 @@ const isolateOf = (versionId: string): VersionIsolate => {
     throw new SandboxDisposedError();
   }
   return isolate;
+};
+
+/** After a step: tells the node when the version's live actors hold more than their budget. */
+const watchHeap = (versionId: string): void => {
+  const isolate = isolates.get(versionId);
+  const watch = isolate && heapWatches.get(isolate);
+  const heldBytes = watch?.afterStep();
+  if (watch && heldBytes !== undefined) post({ kind: 'live-heap', versionId, heldBytes, budgetBytes: watch.budgetBytes });
 };
 
 /** Runs one request; only loading and validating a bundle are asynchronous (module evaluation). */
@@ -140,6 +153,8 @@ const load = async (request: Extract<SandboxRequest, { op: 'load' }>): Promise<t
   isolates.set(request.versionId, isolate);
   versionNumbers.set(request.versionId, request.versionNo);
   watchActivity(request.versionId, isolate);
+  const { liveActorMemoryMb } = request.settings;
+  if (liveActorMemoryMb > 0) heapWatches.set(isolate, new LiveHeapWatch(liveActorMemoryMb * 1024 * 1024, () => isolate.heapUsedBytes()));
   return true;
 };
 
@@ -179,6 +194,7 @@ const run = ({ id, request }: NodeMessage): void => {
     value.then((settled: unknown) => post({ kind: 'response', id, ok: true, value: settled }), (error: unknown) => failed(id, request, error));
   } else {
     post({ kind: 'response', id, ok: true, value });
+    if (STEP_OPS.has(request.op) && 'versionId' in request) watchHeap(request.versionId);
   }
 };
 
