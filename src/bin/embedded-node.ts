@@ -9,7 +9,7 @@ import { SecretSealer } from '../auth/secret-sealer.js';
 import { UploadSigner } from '../auth/upload-signer.js';
 import { newAdminKey, prettyId } from '../domain/ids.js';
 import type { Logger } from '../domain/logger.js';
-import { SandboxClient } from '../sandbox/index.js';
+import { SandboxClient, type Stall } from '../sandbox/index.js';
 import { InstanceRuntime } from '../runtime/instance-runtime.js';
 import { LogSink } from '../runtime/log-sink.js';
 import { defaultRuntimeSettings, type RuntimeSettings } from '../runtime/runtime-settings.js';
@@ -84,19 +84,24 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     cpuLimitMs: config.cpuLimitMs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the sandbox worker died; a new one is starting', { reason }),
-    onStall: ({ versionId, heldMs, cpuMs }) => {
-      const moved = versionId === undefined ? undefined : sandboxes.quarantineVersion(versionId);
+    onStall: (stall) => {
+      const moved = stall.versionId === undefined ? undefined : sandboxes.quarantineVersion(stall.versionId);
       const org = moved?.orgId === undefined ? '' : `, and so does every version of org ${moved.orgId}`;
-      const what = versionId === undefined ? 'a call' : `machine version ${versionId}`;
-      logger.warn(`${what} held the sandbox worker for ${heldMs} ms${cpuMs === undefined ? '' : ` (${cpuMs} ms of CPU seen)`} (--sandbox-stall-ms ${config.sandboxStallMs}): the other requests moved to a fresh worker${moved ? `; it runs in the quarantine worker from now on${org}` : ''}`);
+      logger.warn(`${stallText(stall, config.sandboxStallMs, 'sandbox worker')}${moved ? `; it runs in the quarantine worker from now on${org}` : ''}`);
     },
     onLiveHeap: (report) => runtime.relieveLiveHeap(report),
   });
   // Versions that held or crashed a worker, with every version of their org, run in a worker of their
   // own at the lowest CPU priority (sandbox-pool.ts). It starts on first use.
+  // Its watchdog stops a call that holds it (the culprit is stopped at its CPU limit and a second, as
+  // in the main worker) and moves the others to a fresh worker; no standby is kept for it.
   const quarantineClient = new SandboxClient({
     role: 'quarantine',
     niceness: QUARANTINE_NICENESS,
+    stallMs: config.sandboxStallMs,
+    standby: false,
+    cpuLimitMs: config.cpuLimitMs,
+    onStall: (stall) => logger.warn(stallText(stall, config.sandboxStallMs, 'quarantine sandbox worker')),
     nodeArgs: config.sandboxNodeArgs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason }),
@@ -193,6 +198,10 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     },
   };
 };
+
+/** The log line of a stall (sandbox-client.ts). */
+const stallText = ({ versionId, heldMs, cpuMs }: Stall, stallMs: number, worker: string): string =>
+  `${versionId === undefined ? 'a call' : `machine version ${versionId}`} held the ${worker} for ${heldMs} ms${cpuMs === undefined ? '' : ` (${cpuMs} ms of CPU seen)`} (--sandbox-stall-ms ${stallMs}): the other requests moved to a fresh worker`;
 
 /**
  * The quarantine worker's CPU priority (nice 19, the lowest): the code there has held or crashed a

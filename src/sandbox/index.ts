@@ -9,5 +9,6 @@ export * from './errors.js';
 export { restoredSnapshot } from './snapshot.js';
 export type * from './types.js';
 export { SandboxClient, RemoteVersion, SandboxCrashedError, defaultWorkerNodeArgs } from './worker/sandbox-client.js';
+export type { Stall } from './worker/sandbox-client.js';
 export type { LoadSettings } from './worker/protocol.js';
 export type { LiveHeapReport } from './worker/sandbox-client.js';

@@ -101,10 +101,12 @@ export interface SandboxClientOptions {
    */
   restartAfterCrash?: boolean;
   /**
-   * Retire a worker when one call into machine code holds it this long (0 or absent: never), and keep
-   * a standby worker forked so the next one is ready at once.
+   * Retire a worker when one call into machine code holds it for this much CPU time (0 or absent:
+   * never), and, unless `standby` is false, keep a standby worker forked so the next one is ready at once.
    */
   stallMs?: number;
+  /** With a stall limit: keep a worker forked ahead to replace a retired one (default true). */
+  standby?: boolean;
   /** The CPU limit of one call: a retired worker whose culprit runs this long and a second more is killed. */
   cpuLimitMs?: number;
   /** Told of each stall, after the worker was replaced (the node moves the culprit's version aside). */
@@ -331,7 +333,7 @@ export class SandboxClient {
   }
 
   private scheduleStandby(delayMs: number): void {
-    if (this.stallMs <= 0 || this.standby || this.closed || this.draining) return;
+    if (this.stallMs <= 0 || this.options.standby === false || this.standby || this.closed || this.draining) return;
     clearTimeout(this.standbyTimer);
     this.standbyTimer = setTimeout(() => {
       if (!this.standby && !this.closed && !this.draining) this.standby = this.spawn();
