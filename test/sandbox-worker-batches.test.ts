@@ -17,7 +17,7 @@ import { crashOnBoomMachine } from './fixtures/instance-machines.js';
 const INSTANCES = 16;
 
 t.test('a crash among many requests in flight: the others are run again and succeed; the culprit fails alone', async (t) => {
-  const node = await startNode({ args: ['--sandbox-stall-ms', '0', '--isolate-memory-mb', '32', '--live-actor-memory-mb', '16'] });
+  const node = await startNode({ args: ['--sandbox-stall-ms', '0', '--live-actor-memory-mb', '16'] });
   t.teardown(() => node.stop('SIGKILL'));
   await machineWithVersion(node, 'batches', crashOnBoomMachine);
   const send = (name: string, type: string) => call(node.url, 'POST', `/machines/batches/i/${name}/events`, { token: node.adminKey, body: { event: type } });
