@@ -61,6 +61,12 @@ const twoOrgs = async (node: NodeProcess, noisyCode: string = noisy) => {
   return { a: await org(first, 'noisy', noisyCode, 1), b: await org(second, 'quiet', quiet, 8) };
 };
 
+/** Passes an answer on, noting in `order` that `label` was answered. */
+const noting = <T>(order: string[], label: string) => (answer: T): T => {
+  order.push(label);
+  return answer;
+};
+
 /** Waits until the main worker's standby is forked (a second process of role main). */
 const standbyReady = async (node: NodeProcess): Promise<boolean> => {
   for (const until = Date.now() + 15_000; Date.now() < until; await new Promise((resolve) => setTimeout(resolve, 50))) {
@@ -77,15 +83,9 @@ t.test("a spinning call moves its org aside at its first offence; the other org'
   t.ok(await standbyReady(node), 'a standby worker is forked');
 
   const order: string[] = [];
-  const spin = a.send('i0', 'SPIN').then((answer) => {
-    order.push('spin');
-    return answer;
-  });
+  const spin = a.send('i0', 'SPIN').then(noting(order, 'spin'));
   await new Promise((resolve) => setTimeout(resolve, 20));
-  const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then((answer) => {
-    order.push('b');
-    return answer;
-  })));
+  const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then(noting(order, 'b'))));
   t.same(quietOnes.map((answer) => answer.status), Array(8).fill(200), "org B's events sent while A's code spun are applied");
   const spun = await spin;
   t.equal(spun.status, 400, 'the spinning event fails');
@@ -162,15 +162,9 @@ export const allowWrite = () => true;`;
   t.ok(await standbyReady(node), 'a standby worker is forked');
 
   const order: string[] = [];
-  const going = a.send('i0', 'GO').then((answer) => {
-    order.push('go');
-    return answer;
-  });
+  const going = a.send('i0', 'GO').then(noting(order, 'go'));
   await new Promise((resolve) => setTimeout(resolve, 150));
-  const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then((answer) => {
-    order.push('b');
-    return answer;
-  })));
+  const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then(noting(order, 'b'))));
   t.same(quietOnes.map((answer) => answer.status), Array(8).fill(200), "org B's events are applied");
   t.equal(order[0], 'b', "B's first answer did not wait for A's spin");
   await going;
