@@ -58,20 +58,22 @@ interface Loss {
   reason: string;
   /** Not something machine code can do: a signal from outside, a failed fork, a broken channel. */
   outside: boolean;
+  /** The signal that ended the worker, if one did. */
+  signal?: NodeJS.Signals;
 }
 
 const lossOf = (code: number | null, signal: NodeJS.Signals | null): Loss =>
-  signal ? { reason: `killed by ${signal}`, outside: !MACHINE_CODE_SIGNALS.has(signal) } : { reason: `exit code ${code}`, outside: false };
+  signal ? { reason: `killed by ${signal}`, outside: !MACHINE_CODE_SIGNALS.has(signal), signal } : { reason: `exit code ${code}`, outside: false };
 
 /** The worker running a request died before answering: the request had no effect. */
 export class SandboxCrashedError extends MachineCodeError {
   /** Killed from outside (see MACHINE_CODE_SIGNALS): retry it, and blame no version. */
   readonly killedFromOutside: boolean;
 
-  constructor({ reason, outside }: Loss) {
+  constructor({ reason, outside, signal }: Loss) {
     super(
       outside
-        ? `the sandbox worker was ${reason.startsWith('killed by ') ? `killed (${reason.slice('killed by '.length)})` : `lost (${reason})`} from outside the node while running this request; nothing was applied: retry`
+        ? `the sandbox worker was ${signal ? `killed (${signal})` : `lost (${reason})`} from outside the node while running this request; nothing was applied: retry`
         : `the machine's code crashed its sandbox worker (${reason}); nothing was applied`,
     );
     this.name = 'SandboxCrashedError';
