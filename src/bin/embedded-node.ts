@@ -66,6 +66,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     liveActorMemoryMb: config.liveActorMemoryMb,
     cpuLimitMs: config.cpuLimitMs,
     maxLiveActors: config.maxLiveActors,
+    pureSteps: config.pureSteps,
     idleUnloadMs: config.idleSeconds * 1000,
     timerRetryDelayMs: config.timerRetryMs,
     madeInstancesPerSecond: config.madeInstancesPerSecond,

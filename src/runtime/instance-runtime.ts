@@ -2,7 +2,7 @@ import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAutho
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  type LiveHeapReport, MachineCodeError, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+  type LiveHeapReport, MachineCodeError, type Restore, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -91,7 +91,8 @@ interface Creation extends CreateRequest {
 export const MAX_MADE_DEPTH = 100;
 
 /** One input of a request and what its history record says it was. */
-type Input = { event: MachineEvent; run: (sandbox: RemoteVersion, key: string) => Promise<StepResult> };
+/** `restore` is given to the first input of a step whose actor is not live in the sandbox (see transition). */
+type Input = { event: MachineEvent; run: (sandbox: RemoteVersion, key: string, restore: Restore | undefined) => Promise<StepResult> };
 
 const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
@@ -346,7 +347,7 @@ export class InstanceRuntime {
       if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
       // Timers due at the same moment fire in the first advance to that moment; the later advances
       // find nothing left to fire, so each timer still gets its own history record.
-      const inputs: Input[] = due.map((timer) => ({ event: timer.event, run: (sandbox, key) => sandbox.advance(key, timer.dueAt) }));
+      const inputs: Input[] = due.map((timer) => ({ event: timer.event, run: (sandbox, key, restore) => sandbox.advance(key, timer.dueAt, restore) }));
       try {
         await this.untilNotMoved(() => this.transition(actor, head, inputs, {}));
         return 'fired';
@@ -498,8 +499,8 @@ export class InstanceRuntime {
     if (head.stoppedChildren.length === 0) {
       // The usual case: the authorizer and the event in one call into the sandbox.
       const caller = { machineInstanceName: name, authContext };
-      const run: Input['run'] = async (sandbox, key) => {
-        const stepped = await sandbox.sendAuthorized(key, caller, event, now);
+      const run: Input['run'] = async (sandbox, key, restore) => {
+        const stepped = await sandbox.sendAuthorized(key, caller, event, now, restore);
         if (stepped === 'rejected') throw rejectedByAuthorizer('allowWrite');
         return stepped;
       };
@@ -510,9 +511,9 @@ export class InstanceRuntime {
     // Children stopped when an earlier event timed out get their error events first (wire-protocol §8.1).
     const inputs: Input[] = head.stoppedChildren.map((childId) => {
       const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };
-      return { event: errorEvent, run: (vi, key) => vi.send(key, errorEvent, now) };
+      return { event: errorEvent, run: (vi, key, restore) => vi.send(key, errorEvent, now, restore) };
     });
-    inputs.push({ event, run: (vi, key) => vi.send(key, event, now) });
+    inputs.push({ event, run: (vi, key, restore) => vi.send(key, event, now, restore) });
     return this.transition(actor, head, inputs, effects);
   }
 
@@ -527,13 +528,17 @@ export class InstanceRuntime {
     try {
       // The usual case (version loaded, actor live) costs no extra turns of the microtask queue.
       const sandbox = this.deps.sandboxes.loaded(head.versionId) ?? (await this.deps.sandboxes.get(actor.orgId, actor.machine, head.versionId));
-      if (actor.sandbox !== sandbox || !sandbox.healthy) await this.rebuildLive(actor, sandbox, head, now);
+      // Not live there (evicted, or a new worker): the first call restores it from the head it already
+      // holds, in the same round trip, so a reload costs no more sandbox work than an ordinary event.
+      let restore = actor.sandbox !== sandbox || !sandbox.healthy ? this.restoreOf(actor, head) : undefined;
+      actor.sandbox = sandbox;
       const records: TransitionRecord[] = [];
       let result: StepResult | undefined;
       const seqBeforeFirst = sandbox.activitySeq;
       for (const input of inputs) {
         const appliedAt = Date.now();
-        result = effects.absorb(await input.run(sandbox, actor.key));
+        result = effects.absorb(await input.run(sandbox, actor.key, restore));
+        restore = undefined;
         records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: appliedAt, event: input.event, state: result.state, context: result.context });
       }
       if (!result) return head;
@@ -701,11 +706,9 @@ export class InstanceRuntime {
     return settled.fired.map((f, i) => ({ seq: lastSeq + i + 1, createdAt: '', ts: f.appliedAt, event: f.event, state: f.result.state, context: f.result.context }));
   }
 
-  /** Starts the actor's live interpreter in `sandbox` from its committed head (after eviction, a failure or a new worker). */
-  private async rebuildLive(actor: InstanceActor, sandbox: RemoteVersion, head: InstanceHead, now: number): Promise<void> {
-    actor.sandbox = sandbox;
-    const snapshot = restoredSnapshot(head.snapshot, head.state, head.context);
-    await sandbox.start(actor.key, { snapshot, pendingTimers: head.pendingTimers }, { machineInstanceName: actor.name, nowMs: now });
+  /** What restores the actor's live state from its committed head (after eviction, a failure or a new worker). */
+  private restoreOf(actor: InstanceActor, head: InstanceHead): Restore {
+    return { name: actor.name, snapshot: restoredSnapshot(head.snapshot, head.state, head.context), pendingTimers: head.pendingTimers };
   }
 
   private stateOf(result: StepResult): Pick<InstanceHead, 'state' | 'context' | 'tags' | 'done' | 'snapshot' | 'pendingTimers'> {

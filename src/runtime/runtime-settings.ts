@@ -33,6 +33,11 @@ export interface RuntimeSettings {
    * ten times as many in a burst; beyond, their creation is retried later like any failed delivery.
    */
   madeInstancesPerSecond: number;
+  /**
+   * Actors of machines that can leave nothing running rest between steps as their state alone, stepped
+   * by xstate's pure transition instead of a live interpreter (harness-source.ts, pure steps).
+   */
+  pureSteps: boolean;
 }
 
 export const defaultRuntimeSettings: RuntimeSettings = {
@@ -49,4 +54,5 @@ export const defaultRuntimeSettings: RuntimeSettings = {
   timerMaxRetries: 5,
   egress: defaultEgressOptions,
   madeInstancesPerSecond: 50,
+  pureSteps: true,
 };

@@ -137,7 +137,7 @@ export class SandboxPool {
   }
 
   loadSettings(): LoadSettings {
-    const { isolateMemoryLimitMb, liveActorMemoryMb, cpuLimitMs, egress } = this.settings;
-    return { memoryLimitMb: isolateMemoryLimitMb, liveActorMemoryMb, cpuLimitMs, egress };
+    const { isolateMemoryLimitMb, liveActorMemoryMb, cpuLimitMs, egress, pureSteps } = this.settings;
+    return { memoryLimitMb: isolateMemoryLimitMb, liveActorMemoryMb, cpuLimitMs, egress, pureSteps };
   }
 }

@@ -85,10 +85,11 @@ function enterCall() {
 }
 const P = {
   defer: proto.defer, _stop: proto._stop,
-  start: proto.start, onTransition: proto.onTransition, removeChild: proto.removeChild,
+  start: proto.start, onTransition: proto.onTransition, removeChild: proto.removeChild, update: proto.update,
   state: I.getOwnPropertyDescriptor(proto, 'state').get
 };
 const X_interpret = X.interpret, X_spawn = X.spawn, X_toSCXMLEvent = X.toSCXMLEvent;
+const LOGGER = X.Interpreter.defaultOptions.logger;
 const ActionTypes_Start = X.ActionTypes.Start, ActionTypes_Invoke = X.ActionTypes.Invoke, SpecialTargets_Parent = X.SpecialTargets.Parent;
 const objectDefineProperty = I.objectDefineProperty, $WeakMap = WeakMap;
 
@@ -224,9 +225,12 @@ const CHILD_KINDS = [['spawnPromise', 'promise'], ['spawnCallback', 'callback'],
 const SPAWNS = CHILD_KINDS.map(function (pair) { return [pair[0], pair[1], proto[pair[0]]]; });
 
 function newRecord(key, name) {
-  return { key, name, interp: null, failure: null, transitions: 0, changed: false, spawns: [], outbound: [], invokes: {},
-    kinds: new $WeakMap(), pendingMeta: null };
+  // interp: the live interpreter, or null while the actor rests (state: its State; see pure steps)
+  return { key, name, interp: null, state: null, failure: null, transitions: 0, changed: false, spawns: [], outbound: [], invokes: {},
+    kinds: null, pendingMeta: null };
 }
+/** The actor's current State, live or resting. */
+function stateOf(rec) { return rec.interp !== null ? apply(P.state, rec.interp, []) : rec.state; }
 function fail(rec, e) { if (!rec.failure) rec.failure = e === undefined ? new Error('undefined was thrown') : e; }
 
 function describeTarget(to) {
@@ -289,7 +293,7 @@ function createInterpreter(rec, m) {
     const kind = SPAWNS[i][1], original = SPAWNS[i][2];
     interp[SPAWNS[i][0]] = function () {
       const child = apply(original, this, arguments);
-      if (child !== null && typeof child === 'object') I.weakMapSet(rec.kinds, child, kind);
+      if (child !== null && typeof child === 'object') I.weakMapSet(rec.kinds === null ? (rec.kinds = new $WeakMap()) : rec.kinds, child, kind);
       return child;
     };
   }
@@ -313,6 +317,177 @@ function rearm(rec, timer) {
   if (timer.sendId !== undefined) rec.interp.delayedEventsMap[timer.sendId] = id;
 }
 
+// ---- pure steps: actors that rest without an interpreter ----
+// An interpreter costs ≈ 5.5 KB of the isolate per instance and most of them only wait for their next
+// event. When nothing in the machine can leave anything running (no invoke, activity, delay or send;
+// only assign, log, raise, choose among such, and custom action functions), an actor between steps
+// is only its State: an event is taken by the machine's own pure transition, and the actions the
+// interpreter would run (custom functions and log) are run as its _exec does, at the same moments
+// (during the transition with predictableActionArguments, after it otherwise), with the same
+// arguments. A spawn() inside an assign (the one way such a machine starts something) wakes an
+// interpreter from the state the step began in, at that moment, which spawns the child and takes the
+// step's result as its own send would have; the actor keeps it until nothing runs any more.
+let pureSteps = true; // configure() may switch them off (--pure-steps off)
+let pureVerdict; // undefined until the bundle's machine was examined
+const NEEDS_INTERPRETER = new $Error('statehold: spawn needs an interpreter');
+let pureCall = null; // { rec, before } while a pure step runs; before is null while a new actor starts
+let spawnAttempted = false;
+const spawnGuard = { spawn: function (entity, name, options) {
+  const call = pureCall;
+  if (call === null || call.before === null) { spawnAttempted = true; throw NEEDS_INTERPRETER; }
+  const rec = call.rec;
+  if (rec.interp === null) {
+    wake(rec, call.before);
+    // inside the step, as inside its send: events the interpreter gets meanwhile wait for the step's end
+    rec.interp.scheduler.processingEvent = true;
+  }
+  return rec.interp.spawn(entity, name, options);
+} };
+
+function pureMachine() {
+  if (!pureSteps) return false;
+  if (pureVerdict === undefined) {
+    try { pureVerdict = restsWithoutInterpreter(machine()); } catch (_) { pureVerdict = false; }
+  }
+  return pureVerdict;
+}
+function restsWithoutInterpreter(m) {
+  if (m === null || typeof m !== 'object' || m.__xstatenode !== true) return false;
+  const implementations = m.options && m.options.actions ? m.options.actions : {};
+  // What xstate makes of an action at run time (toActionObject): a name or type with an
+  // implementation that is itself an action object (a send, say) becomes that object.
+  const pureAction = function (a, depth) {
+    if (depth > 20) return false;
+    if (typeof a === 'function') return true;
+    const type = typeof a === 'string' ? a : a !== null && typeof a === 'object' ? a.type : undefined;
+    if (typeof type !== 'string') return false;
+    const impl = implementations[type];
+    if (impl !== undefined && impl !== null && typeof impl === 'object') return pureAction(impl, depth + 1);
+    if (typeof a === 'string' || typeof impl === 'function') return true;
+    if (type === 'xstate.assign' || type === 'xstate.log') return true;
+    if (type === 'xstate.raise') return a.delay === undefined;
+    if (type === 'xstate.choose') {
+      const conds = a.conds;
+      if (!I.isArray(conds)) return false;
+      for (let i = 0; i < conds.length; i++) {
+        const list = conds[i] && conds[i].actions;
+        const actions = I.isArray(list) ? list : list === undefined ? [] : [list];
+        for (let j = 0; j < actions.length; j++) if (!pureAction(actions[j], depth + 1)) return false;
+      }
+      return true;
+    }
+    if (I.stringSlice(type, 0, 7) === 'xstate.') return false; // send, cancel, start, stop, pure, ...
+    return typeof a.exec === 'function' || a.exec === undefined;
+  };
+  const allPure = function (list) {
+    if (!I.isArray(list)) return false;
+    for (let i = 0; i < list.length; i++) if (!pureAction(list[i], 0)) return false;
+    return true;
+  };
+  const visit = function (node) {
+    if (node.invoke.length > 0 || node.activities.length > 0 || node.config.after !== undefined) return false;
+    if (!allPure(node.onEntry) || !allPure(node.onExit)) return false;
+    const transitions = node.transitions;
+    for (let i = 0; i < transitions.length; i++) if (!allPure(transitions[i].actions)) return false;
+    const children = node.states || {};
+    const keys = objectKeys(children);
+    for (let i = 0; i < keys.length; i++) if (!visit(children[keys[i]])) return false;
+    return true;
+  };
+  return visit(m);
+}
+
+/** What Interpreter#_exec does with the actions a pure machine can have (custom functions and log). */
+function runAction(m, action, context, _event, state) {
+  // as _exec does (getActionFunction reads the map as it is)
+  const impl = action.exec || (m.options.actions ? m.options.actions[action.type] : undefined);
+  const exec = typeof impl === 'function' ? impl : impl ? impl.exec : action.exec;
+  if (exec) {
+    exec(context, _event.data, m.config.predictableActionArguments ? { action: action, _event: _event } : { action: action, state: state, _event: _event });
+    return;
+  }
+  if (action.type === 'xstate.log') {
+    if (action.label) LOGGER(action.label, action.value); else LOGGER(action.value);
+  }
+}
+
+/** The interpreter's send, for a resting actor. */
+function pureSend(rec, event) {
+  const m = machine();
+  const current = rec.state;
+  // an interpreter that reached a final state has stopped and ignores events
+  if (current.done) return;
+  const _event = X_toSCXMLEvent(event);
+  const predictable = !!m.config.predictableActionArguments;
+  const exec = predictable ? function (action, context, ev) { runAction(m, action, context, ev, undefined); } : undefined;
+  let next;
+  pureCall = { rec: rec, before: current };
+  try {
+    next = provide(spawnGuard, function () { return m.transition(current, _event, undefined, exec); });
+    if (rec.interp !== null) {
+      // a spawn woke an interpreter: it takes the step's state as its send would have
+      apply(P.update, rec.interp, [next, _event]);
+    }
+  } catch (e) {
+    if (rec.interp !== null) { rec.interp.scheduler.clear(); rec.interp.scheduler.processingEvent = false; }
+    throw e;
+  } finally { pureCall = null; }
+  if (rec.interp !== null) {
+    rec.interp.scheduler.processingEvent = false;
+    rec.interp.scheduler.flushEvents();
+    return;
+  }
+  rec.state = next;
+  delete next.history; // the state before: xstate keeps one level of it, the actor never needs it
+  if (next.changed !== false) { rec.transitions++; rec.changed = true; }
+  if (!predictable) for (let i = 0; i < next.actions.length; i++) runAction(m, next.actions[i], next.context, next._event, next);
+}
+
+/**
+ * The interpreter's start for a new instance, for a pure machine; false when the initial state spawns
+ * (then nothing ran: the initial state's actions run after it is computed, and the interpreter path
+ * computes it again).
+ */
+function pureStart(rec, m, context) {
+  const spawnsBefore = rec.spawns.length;
+  spawnAttempted = false;
+  pureCall = { rec: rec, before: null };
+  let initial;
+  try {
+    initial = provide(spawnGuard, function () { return m.getInitialState(m.initialStateValue, context); });
+  } catch (e) {
+    if (!spawnAttempted) throw e;
+  } finally { pureCall = null; }
+  if (spawnAttempted) { rec.spawns.length = spawnsBefore; return false; }
+  rec.state = initial;
+  rec.transitions = 1; rec.changed = true;
+  // as Interpreter#start runs the initial state's actions: with that state's context
+  for (let i = 0; i < initial.actions.length; i++) runAction(m, initial.actions[i], initial.context, initial._event, initial);
+  return true;
+}
+
+/** Gives a resting actor an interpreter, started from its State (nothing re-runs). */
+function wake(rec, state) {
+  state.actions = []; state.children = {}; delete state.history; delete state._sessionid;
+  rec.state = null;
+  rec.interp = createInterpreter(rec, machine());
+  apply(P.start, rec.interp, [state]);
+  rec.transitions = 0; rec.changed = false;
+}
+
+/** After a step: an interpreter of a pure machine with nothing running any more is let go. */
+function restIfIdle(rec, pendingTimers) {
+  if (rec.interp === null || !pureMachine() || rec.interp.children.size !== 0) return;
+  for (let i = 0; i < pendingTimers.length; i++) if (pendingTimers[i].kind === 'event') return;
+  const st = apply(P.state, rec.interp, []);
+  try { apply(P._stop, rec.interp, []); } catch (_) { return; }
+  freeSessionsOf(rec.key);
+  rec.interp = null;
+  rec.kinds = null;
+  delete st.history;
+  rec.state = st;
+}
+
 function discard(rec) {
   if (mapGet(actors, rec.key) === rec) mapDelete(actors, rec.key);
   if (active === rec) active = null;
@@ -323,6 +498,7 @@ function discard(rec) {
     // _stop (not stop): no exit actions run; eviction and failure are not machine transitions
     try { apply(P._stop, rec.interp, []); } catch (_) { /* the actor is being dropped anyway */ }
   }
+  rec.state = null;
   freeSessionsOf(rec.key);
   internal.clearOwner(rec.key);
 }
@@ -338,9 +514,23 @@ function enter(rec, now) { active = rec; internal.enter(rec.key, rec.name, now);
 
 export function start(key, name, initJson, now) {
   enterCall();
+  startActor(key, name, jsonParse(initJson), now);
+  return '';
+}
+
+/**
+ * A step's call may carry the actor's committed snapshot when the host knows it is not live here
+ * (evicted, or a new isolate): it is restored first, in the same call, instead of a start of its own.
+ */
+function restoreIfGiven(key, restoreJson, now) {
+  if (restoreJson === undefined || restoreJson === '') return;
+  const restore = jsonParse(restoreJson);
+  startActor(key, restore.name, { snapshot: restore.snapshot, pendingTimers: restore.pendingTimers }, now);
+}
+
+function startActor(key, name, init, now) {
   const existing = mapGet(actors, key);
   if (existing) discard(existing);
-  const init = jsonParse(initJson);
   const rec = newRecord(key, name);
   mapSet(actors, key, rec);
   enter(rec, now);
@@ -350,14 +540,20 @@ export function start(key, name, initJson, now) {
       const s = init.snapshot.state;
       s.actions = []; s.children = {}; delete s.history; delete s._sessionid;
       if (init.snapshot.invokes && typeof init.snapshot.invokes === 'object') rec.invokes = init.snapshot.invokes;
+      const timers = init.pendingTimers || [];
+      if (timers.length === 0 && pureMachine()) {
+        // what Interpreter#start does with a state config, without the interpreter
+        rec.state = provide(spawnGuard, function () { return base.resolveState(s); });
+        return;
+      }
       rec.interp = createInterpreter(rec, base);
       apply(P.start, rec.interp, [s]);
-      const timers = init.pendingTimers || [];
       for (let i = 0; i < timers.length; i++) { const t = timers[i]; if (t && t.kind === 'event') rearm(rec, t); }
       rec.transitions = 0; rec.changed = false;
     } else {
       const defaults = jsonCopy(base.context);
       const context = assignOwn(assignOwn({}, defaults !== null && typeof defaults === 'object' ? defaults : {}), init.context || {});
+      if (pureMachine() && pureStart(rec, base, context)) return;
       // The initial state is computed on the shared machine with this instance's context instead of
       // machine.withContext(context), which rebuilds the whole StateNode tree per instance (≈ 2.5x
       // the start cost and memory). Shadowing the initialState getter keeps xstate's own order:
@@ -377,17 +573,18 @@ export function start(key, name, initJson, now) {
       apply(P.start, interp, []);
     }
   } catch (e) { fail(rec, e); }
-  return '';
 }
 
-export function send(key, eventJson, now) {
+export function send(key, eventJson, now, restoreJson) {
   enterCall();
+  restoreIfGiven(key, restoreJson, now);
   return sendEvent(key, eventJson, now);
 }
 
 function sendEvent(key, eventJson, now) {
   const rec = mapGet(actors, key);
   if (!rec) return 'no-actor';
+  if (rec.failure) return ''; // its restore failed: collect reports it
   enter(rec, now);
   const event = jsonParse(eventJson);
   if (unhandledErrorEvent(rec, event)) {
@@ -396,7 +593,9 @@ function sendEvent(key, eventJson, now) {
     internal.logError(event.type + ' (a child stopped because the machine did not settle in time) has no transition in this state: ignored');
     return '';
   }
-  try { rec.interp.send(event); } catch (e) { fail(rec, e); }
+  try {
+    if (rec.interp !== null) rec.interp.send(event); else pureSend(rec, event);
+  } catch (e) { fail(rec, e); }
   return '';
 }
 
@@ -405,20 +604,22 @@ function unhandledErrorEvent(rec, event) {
   const type = event !== null && typeof event === 'object' ? event.type : event;
   if (typeof type !== 'string' || I.stringSlice(type, 0, 14) !== 'error.platform') return false;
   // (an own getter xstate's State constructor defines on each state)
-  const next = apply(P.state, rec.interp, []).nextEvents;
+  const next = stateOf(rec).nextEvents;
   for (let i = 0; i < next.length; i++) if (I.stringSlice($String(next[i]), 0, 14) === 'error.platform') return false;
   return true;
 }
 
 /** allowWrite, then the event when it allows: one crossing instead of two on the hot path. */
-export function authorizeAndSend(key, callerJson, eventJson, now) {
+export function authorizeAndSend(key, callerJson, eventJson, now, restoreJson) {
   enterCall();
+  restoreIfGiven(key, restoreJson, now);
   const rec = mapGet(actors, key);
   if (!rec) return 'no-actor';
+  if (rec.failure) return '';
   // The live actor holds exactly the committed state: the authorizer gets a copy of it, so the host
   // need not send the state and context over again with every event.
   const caller = jsonParse(callerJson);
-  const st = rec.interp.state;
+  const st = stateOf(rec);
   const request = {
     type: 'event',
     machineInstanceName: caller.machineInstanceName,
@@ -431,10 +632,12 @@ export function authorizeAndSend(key, callerJson, eventJson, now) {
   return sendEvent(key, eventJson, now);
 }
 
-export function advance(key, now) {
+export function advance(key, now, restoreJson) {
   enterCall();
+  restoreIfGiven(key, restoreJson, now);
   const rec = mapGet(actors, key);
   if (!rec) return 'no-actor';
+  if (rec.failure) return '';
   enter(rec, now);
   internal.fireDue(key, now, function (e, timer) {
     if (timer.meta) { fail(rec, e); return false; }
@@ -451,12 +654,12 @@ export function stopChildren(key) {
   enter(rec, Date.now());
   const ids = [];
   try {
-    mapForEach(rec.interp.children, function (child, id) {
+    if (rec.interp !== null) mapForEach(rec.interp.children, function (child, id) {
       arrayPush(ids, $String(id));
       try { if (typeof child.stop === 'function') child.stop(); }
       catch (e) { internal.logError('stopping child ' + $String(id) + ' threw: ' + errorText(e)); }
     });
-    for (let i = 0; i < ids.length; i++) apply(P.removeChild, rec.interp, [ids[i]]);
+    if (rec.interp !== null) for (let i = 0; i < ids.length; i++) apply(P.removeChild, rec.interp, [ids[i]]);
     // timers set by the stopped services' own code die with them, and so do their host calls
     internal.clearOwner(key, 'callback');
     internal.dropHostCalls(key);
@@ -475,7 +678,8 @@ export function stop(key) {
 
 function runningChildren(rec) {
   const list = [];
-  mapForEach(rec.interp.children, function (child, id) { arrayPush(list, { id: $String(id), kind: I.weakMapGet(rec.kinds, child) || 'actor' }); });
+  if (rec.interp === null) return list;
+  mapForEach(rec.interp.children, function (child, id) { arrayPush(list, { id: $String(id), kind: (rec.kinds !== null && I.weakMapGet(rec.kinds, child)) || 'actor' }); });
   return list;
 }
 
@@ -532,8 +736,10 @@ export function collect(key) {
     return jsonStringify({ error: message });
   }
   let out;
+  let pendingTimers;
   try {
-    const st = apply(P.state, rec.interp, []);
+    const st = stateOf(rec);
+    pendingTimers = internal.timersOf(key);
     // Three JSON texts, one per line (JSON.stringify never writes a line break): the rest of the
     // result, the context and the snapshot. The host passes the snapshot on unparsed to storage.
     out = jsonStringify({
@@ -541,7 +747,7 @@ export function collect(key) {
       tags: tagsOf(st),
       done: !!st.done,
       changed: rec.changed,
-      pendingTimers: internal.timersOf(key),
+      pendingTimers,
       runningChildren: runningChildren(rec),
       persistentSpawns: rec.spawns,
       outboundSends: rec.outbound,
@@ -551,7 +757,10 @@ export function collect(key) {
     discard(rec);
     return jsonStringify({ error: 'the machine state is not JSON-serialisable: ' + errorText(e) });
   }
-  rec.transitions = 0; rec.changed = false; rec.spawns = []; rec.outbound = [];
+  rec.transitions = 0; rec.changed = false;
+  if (rec.spawns.length > 0) rec.spawns = [];
+  if (rec.outbound.length > 0) rec.outbound = [];
+  restIfIdle(rec, pendingTimers);
   return out;
 }
 
@@ -577,6 +786,20 @@ export function afterDeliver() {
   enterCall();
   active = null;
   internal.leave();
+  return '';
+}
+
+/** How many live actors rest without an interpreter and how many have one (diagnostics, tests). */
+export function census() {
+  let resting = 0, interpreters = 0;
+  mapForEach(actors, function (rec) { if (rec.interp !== null) interpreters++; else if (rec.state !== null) resting++; });
+  return jsonStringify({ resting: resting, interpreters: interpreters });
+}
+
+/** Settings from the host, once after loading (JSON): { pureSteps: boolean }. */
+export function configure(json) {
+  const settings = jsonParse(json);
+  if (settings.pureSteps === false) pureSteps = false;
   return '';
 }
 

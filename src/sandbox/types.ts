@@ -91,6 +91,16 @@ export type StartInit =
   /** Rehydrate: no entry actions re-run; `pendingTimers` (event kind) are re-armed with their dueAt. */
   | { snapshot: PersistedSnapshot; pendingTimers?: PendingTimer[] };
 
+/**
+ * An actor's committed snapshot, handed to a step call when the actor is not live in the isolate (it
+ * was evicted, or the isolate is new): restored in the same call, as `start` would.
+ */
+export interface Restore {
+  name: string;
+  snapshot: PersistedSnapshot;
+  pendingTimers?: PendingTimer[];
+}
+
 export interface StartOptions {
   /** The instance's name, used in captured logs (defaults to the key). */
   machineInstanceName?: string;

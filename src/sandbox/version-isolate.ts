@@ -52,6 +52,7 @@ import type {
   JsonObject,
   ReadRequest,
   StartInit,
+  Restore,
   StartOptions,
   StepResult,
   WriteRequest,
@@ -82,6 +83,11 @@ export interface LoadOptions {
    * sandbox worker times it for its stall watchdog); default: runs it as is.
    */
   aroundDelivery?: (deliver: () => void) => void;
+  /**
+   * Let the actors of a machine that can leave nothing running rest between steps as their state
+   * alone, stepped by xstate's pure transition (harness-source.ts, pure steps); default true.
+   */
+  pureSteps?: boolean;
 }
 
 /** What the bundle exports, as seen by the harness. */
@@ -96,7 +102,7 @@ export interface BundleInfo {
 }
 
 type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
-const HARNESS_EXPORTS = ['start', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver', 'takeDroppedLogs'] as const;
+const HARNESS_EXPORTS = ['start', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census'] as const;
 type HarnessRefs = Record<(typeof HARNESS_EXPORTS)[number], Fn>;
 type StepFn = 'start' | 'send' | 'authorizeAndSend' | 'advance';
 
@@ -175,6 +181,7 @@ export class VersionIsolate {
       const info = JSON.parse(infoJson) as BundleInfo;
       const problem = bundleProblem(info);
       if (problem !== undefined) throw new BundleValidationError(problem);
+      if (opts.pureSteps === false) callSync(isolate, fns.configure, [JSON.stringify({ pureSteps: false })], limits);
       const vi = new VersionIsolate(opts.versionId, isolate, context, fns, limits, info, hostCalls, logs, opts.aroundDelivery);
       hostCalls.onComplete = (id, owner, outcome) => vi.deliver(id, owner, outcome);
       hostCalls.ready = true;
@@ -215,23 +222,28 @@ export class VersionIsolate {
     return parseStep(this.startRaw(instanceKey, init, opts));
   }
 
-  /** Delivers one external event. */
-  send(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): StepResult {
-    return parseStep(this.sendRaw(instanceKey, event, nowMs));
+  /** Delivers one external event; `restore` first restores the actor (see Restore). */
+  send(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now(), restore?: Restore): StepResult {
+    return parseStep(this.sendRaw(instanceKey, event, nowMs, restore));
   }
 
   /**
    * allowWrite for `event` against the live actor's state (which is the committed state), then the
    * event when it allows, in one crossing; `'rejected'` when it refuses (the actor is untouched).
    */
-  sendAuthorized(instanceKey: string, caller: AuthorizingCaller, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): StepResult | 'rejected' {
-    const raw = this.sendAuthorizedRaw(instanceKey, caller, event, nowMs);
+  sendAuthorized(instanceKey: string, caller: AuthorizingCaller, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now(), restore?: Restore): StepResult | 'rejected' {
+    const raw = this.sendAuthorizedRaw(instanceKey, caller, event, nowMs, restore);
     return raw === 'rejected' ? raw : parseStep(raw);
   }
 
   /** Fires this actor's timers due at `nowMs` (earliest first; chains of delays catch up). */
-  advance(instanceKey: string, nowMs: number): StepResult {
-    return parseStep(this.advanceRaw(instanceKey, nowMs));
+  advance(instanceKey: string, nowMs: number, restore?: Restore): StepResult {
+    return parseStep(this.advanceRaw(instanceKey, nowMs, restore));
+  }
+
+  /** How many live actors rest without an interpreter (pure steps) and how many have one. */
+  census(): { resting: number; interpreters: number } {
+    return JSON.parse(this.call('census', [])) as { resting: number; interpreters: number };
   }
 
   /** The step methods above, with the result left as the harness's JSON texts (what the sandbox worker sends on). */
@@ -242,16 +254,24 @@ export class VersionIsolate {
     return this.step(instanceKey, 'start', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now()]);
   }
 
-  sendRaw(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): RawStep {
-    return this.step(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs]);
+  sendRaw(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now(), restore?: Restore): RawStep {
+    return this.step(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs, this.restoring(instanceKey, restore)]);
   }
 
-  sendAuthorizedRaw(instanceKey: string, caller: AuthorizingCaller, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now()): RawStep | 'rejected' {
-    return this.step(instanceKey, 'authorizeAndSend', [instanceKey, JSON.stringify(caller), JSON.stringify(event), nowMs]);
+  sendAuthorizedRaw(instanceKey: string, caller: AuthorizingCaller, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now(), restore?: Restore): RawStep | 'rejected' {
+    return this.step(instanceKey, 'authorizeAndSend', [instanceKey, JSON.stringify(caller), JSON.stringify(event), nowMs, this.restoring(instanceKey, restore)]);
   }
 
-  advanceRaw(instanceKey: string, nowMs: number): RawStep {
-    return this.step(instanceKey, 'advance', [instanceKey, nowMs]);
+  advanceRaw(instanceKey: string, nowMs: number, restore?: Restore): RawStep {
+    return this.step(instanceKey, 'advance', [instanceKey, nowMs, this.restoring(instanceKey, restore)]);
+  }
+
+  /** The restore argument of a step call ('' for none); a restored actor starts afresh, as with start. */
+  private restoring(instanceKey: string, restore: Restore | undefined): string {
+    if (restore === undefined) return '';
+    this.hostCalls.drop(instanceKey);
+    this.deliveryFailures.delete(instanceKey);
+    return JSON.stringify(restore);
   }
 
   /**

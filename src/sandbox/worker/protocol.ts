@@ -6,7 +6,7 @@
  * part of the cost of a small request.
  */
 import type { EgressOptions } from '../egress-policy.js';
-import type { AuthorizingCaller, CapturedLog, ReadRequest, StartInit, StartOptions, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, ReadRequest, Restore, StartInit, StartOptions, WriteRequest } from '../types.js';
 
 export interface LoadSettings {
   /** What machine code may use in one call, beyond what the live actors hold. */
@@ -15,6 +15,8 @@ export interface LoadSettings {
   liveActorMemoryMb: number;
   cpuLimitMs: number;
   egress: EgressOptions;
+  /** See LoadOptions.pureSteps. */
+  pureSteps: boolean;
 }
 
 export type SandboxRequest =
@@ -24,9 +26,10 @@ export type SandboxRequest =
   | { op: 'allowRead'; versionId: string; request: ReadRequest }
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }
   | { op: 'start'; versionId: string; key: string; init: StartInit; options: StartOptions }
-  | { op: 'send'; versionId: string; key: string; event: { type: string; [k: string]: unknown }; now: number }
-  | { op: 'sendAuthorized'; versionId: string; key: string; caller: AuthorizingCaller; event: { type: string; [k: string]: unknown }; now: number }
-  | { op: 'advance'; versionId: string; key: string; now: number }
+  /** `restore`: the actor is not live in the isolate; it is restored from this in the same call. */
+  | { op: 'send'; versionId: string; key: string; event: { type: string; [k: string]: unknown }; now: number; restore?: Restore }
+  | { op: 'sendAuthorized'; versionId: string; key: string; caller: AuthorizingCaller; event: { type: string; [k: string]: unknown }; now: number; restore?: Restore }
+  | { op: 'advance'; versionId: string; key: string; now: number; restore?: Restore }
   | { op: 'stopChildren'; versionId: string; key: string }
   | { op: 'stop'; versionId: string; key: string }
   /** The version is gone (its machine was deleted): free its isolate. */

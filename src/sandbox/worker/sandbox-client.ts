@@ -19,7 +19,7 @@ import type { BundleValidation } from '../bundle-validation.js';
 import {
   BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxStalledError, SandboxTimeoutError, StepTooLargeError,
 } from '../errors.js';
-import type { AuthorizingCaller, CapturedLog, ReadRequest, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
 import { parseStep, type RawStep } from '../step-result.js';
 import {
   type Batch, type LoadSettings, MOVED_ERROR, type NodeMessage, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, workerArgs,
@@ -526,21 +526,22 @@ export class RemoteVersion {
     return parseStep((await this.call({ op: 'start', versionId: this.versionId, key, init, options })) as RawStep);
   }
 
-  async send(key: string, event: Event, now: number): Promise<StepResult> {
-    return parseStep((await this.call({ op: 'send', versionId: this.versionId, key, event, now })) as RawStep);
+  /** `restore`: the actor is not live here (evicted, or a new worker); restored in the same round trip. */
+  async send(key: string, event: Event, now: number, restore?: Restore): Promise<StepResult> {
+    return parseStep((await this.call({ op: 'send', versionId: this.versionId, key, event, now, ...(restore ? { restore } : {}) })) as RawStep);
   }
 
   /**
    * allowWrite (against the live actor's state, which is the committed one) and, when it allows, the
    * event, in one round trip; 'rejected' leaves the actor as it was.
    */
-  async sendAuthorized(key: string, caller: AuthorizingCaller, event: Event, now: number): Promise<StepResult | 'rejected'> {
-    const raw = (await this.call({ op: 'sendAuthorized', versionId: this.versionId, key, caller, event, now })) as RawStep | 'rejected';
+  async sendAuthorized(key: string, caller: AuthorizingCaller, event: Event, now: number, restore?: Restore): Promise<StepResult | 'rejected'> {
+    const raw = (await this.call({ op: 'sendAuthorized', versionId: this.versionId, key, caller, event, now, ...(restore ? { restore } : {}) })) as RawStep | 'rejected';
     return raw === 'rejected' ? raw : parseStep(raw);
   }
 
-  async advance(key: string, now: number): Promise<StepResult> {
-    return parseStep((await this.call({ op: 'advance', versionId: this.versionId, key, now })) as RawStep);
+  async advance(key: string, now: number, restore?: Restore): Promise<StepResult> {
+    return parseStep((await this.call({ op: 'advance', versionId: this.versionId, key, now, ...(restore ? { restore } : {}) })) as RawStep);
   }
 
   stopChildren(key: string): Promise<{ id: string }[]> {

@@ -117,11 +117,11 @@ const handle = (request: SandboxRequest): unknown => {
     case 'start':
       return isolateOf(request.versionId).startRaw(request.key, request.init, request.options);
     case 'send':
-      return isolateOf(request.versionId).sendRaw(request.key, request.event, request.now);
+      return isolateOf(request.versionId).sendRaw(request.key, request.event, request.now, request.restore);
     case 'sendAuthorized':
-      return isolateOf(request.versionId).sendAuthorizedRaw(request.key, request.caller, request.event, request.now);
+      return isolateOf(request.versionId).sendAuthorizedRaw(request.key, request.caller, request.event, request.now, request.restore);
     case 'advance':
-      return isolateOf(request.versionId).advanceRaw(request.key, request.now);
+      return isolateOf(request.versionId).advanceRaw(request.key, request.now, request.restore);
     case 'stopChildren':
       return isolateOf(request.versionId).stopChildren(request.key);
     case 'stop':
