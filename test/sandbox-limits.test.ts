@@ -62,14 +62,15 @@ t.test('machine code has its memory limit in each call whatever the live actors 
   const fill = (vi: VersionIsolate, count: number) => {
     for (let i = 0; i < count; i++) vi.start(`live-${i}`, { context: {} });
   };
-  // Shared: with 1,500 live actors (≈ 10 MB) in a 16 MB isolate, a call needing ≈ 12 MB kills it.
-  const shared = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 16, cpuLimitMs: 5000 });
+  // Shared: with 1,500 live actors (≈ 10 MB with interpreters: pure steps off, else they would rest at
+  // ≈ 2 KB each) in a 16 MB isolate, a call needing ≈ 12 MB kills it.
+  const shared = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 16, cpuLimitMs: 5000, pureSteps: false });
   t.teardown(() => shared.dispose());
   fill(shared, 1500);
   shared.start('k', { context: {} });
   t.throws(() => shared.send('k', { type: 'BIG' }), SandboxMemoryError, 'the live actors took what the call needed');
   // With room for the live actors beside the 16 MB, the same call succeeds.
-  const split = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 16, liveActorMemoryMb: 16, cpuLimitMs: 5000 });
+  const split = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 16, liveActorMemoryMb: 16, cpuLimitMs: 5000, pureSteps: false });
   t.teardown(() => split.dispose());
   fill(split, 1500);
   split.start('k', { context: {} });

@@ -64,8 +64,22 @@ export const loadConfig = () => {
       noise: (process.env.BENCH_NEIGHBOURS_NOISE || 'spin,bomb').split(','),
       capS,
     },
+    // One version, K instances: creates, then events over all of them and over a hot 1 % (bench/lib/instances.mjs).
+    instances: {
+      id: 'instances',
+      kind: 'instances',
+      ks: (process.env.BENCH_INSTANCES_KS || '1000,100000,1000000').split(',').map((k) => {
+        const value = Number(k);
+        if (!Number.isInteger(value) || value < 1) throw new Error(`BENCH_INSTANCES_KS takes positive integers, got ${k}`);
+        return value;
+      }),
+      concurrency: int('BENCH_INSTANCES_CONCURRENCY', 64),
+      events: int('BENCH_INSTANCES_EVENTS', 20000),
+      // Creating 1,000,000 at ≈ 3,000/s takes ≈ 6 minutes; each phase stops at this cap.
+      capS: int('BENCH_INSTANCES_CAP_S', 1200),
+    },
   };
-  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours').split(',').map((s) => s.trim()).filter(Boolean);
+  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,instances').split(',').map((s) => s.trim()).filter(Boolean);
   for (const id of wanted) if (!all[id]) throw new Error(`unknown scenario ${id} in BENCH_SCENARIOS (known: ${Object.keys(all).join(', ')})`);
   for (const id of wanted) {
     const s = all[id];

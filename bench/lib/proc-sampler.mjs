@@ -38,7 +38,7 @@ const summed = (pid, read) => {
   return family(pid).slice(1).reduce((total, child) => {
     const value = read(child);
     if (value === undefined) return total;
-    return typeof total === 'number' ? total + value : { rssKb: total.rssKb + value.rssKb, hwmKb: total.hwmKb + value.hwmKb };
+    return typeof total === 'number' ? total + value : { rssKb: total.rssKb + value.rssKb, hwmKb: total.hwmKb + value.hwmKb, anonKb: total.anonKb + value.anonKb };
   }, own);
 };
 
@@ -59,7 +59,9 @@ const ownMemory = (pid) => {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
-    return { rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') };
+    // RssAnon: the process's own memory; the rest of VmRSS is mapped files (LMDB's pages, code), which
+    // the kernel may drop and read again.
+    return { rssKb: kb('VmRSS'), hwmKb: kb('VmHWM'), anonKb: kb('RssAnon') };
   } catch {
     return undefined;
   }
@@ -122,6 +124,7 @@ export const startSampler = (pid, intervalMs = 250) => {
   const mem0 = memory(pid);
   let last = { t: t0, cpu: cpu0 };
   let peakRssKb = mem0?.rssKb ?? 0;
+  let peakAnonKb = mem0?.anonKb ?? 0;
   let peakIntervalCpu = 0;
   const samples = [];
   const sample = () => {
@@ -133,6 +136,7 @@ export const startSampler = (pid, intervalMs = 250) => {
     const pct = dt > 0 ? ((cpu - last.cpu) / dt) * 100 : 0;
     peakIntervalCpu = Math.max(peakIntervalCpu, pct);
     peakRssKb = Math.max(peakRssKb, mem.rssKb);
+    if (Number.isFinite(mem.anonKb)) peakAnonKb = Math.max(peakAnonKb, mem.anonKb);
     samples.push({ atS: Number(t - t0) / 1e9, cpuPct: Number(pct.toFixed(1)), rssMb: Number((mem.rssKb / 1024).toFixed(1)) });
     last = { t, cpu };
   };
@@ -158,6 +162,7 @@ export const startSampler = (pid, intervalMs = 250) => {
         waitingForCpuPct: { main: pctOf('mainWaiting'), worker: pctOf('workerWaiting') },
         rssStartMb: mb(mem0?.rssKb),
         rssPeakMb: mb(peakRssKb),
+        rssAnonPeakMb: mb(peakAnonKb),
         rssEndMb: mb(end?.rssKb),
         hwmMb: mb(end?.hwmKb),
         hostBusyCores: hostBusyCores === null ? null : Number(hostBusyCores.toFixed(2)),

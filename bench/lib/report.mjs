@@ -3,6 +3,7 @@ import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { profileMarkdown } from '../profile-summary.mjs';
 import { neighboursMarkdown } from './neighbours.mjs';
+import { instancesMarkdown } from './instances.mjs';
 
 const fmt = (x, digits = 2) => (x === null || x === undefined ? '–' : typeof x === 'number' ? x.toFixed(digits) : String(x));
 const int = (x) => (x === null || x === undefined ? '–' : Math.round(x).toLocaleString('en-US'));
@@ -35,7 +36,7 @@ export const renderMarkdown = (report) => {
     '|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---|',
   ];
   for (const r of scenarios) {
-    if (r.scenario.kind === 'neighbours') continue;
+    if (r.scenario.kind === 'neighbours' || r.scenario.kind === 'instances') continue;
     const m = r.measure ?? {};
     const l = m.latencyMs ?? {};
     const s = r.server ?? {};
@@ -90,6 +91,7 @@ export const renderMarkdown = (report) => {
     );
   }
   for (const r of scenarios) if (r.neighbours) lines.push(...neighboursMarkdown(r, fmt));
+  for (const r of scenarios) if (r.scenario.kind === 'instances') lines.push(...instancesMarkdown(r, fmt));
   const creates = scenarios.filter((r) => r.create);
   if (creates.length) {
     lines.push('', 'Instance creation (16 at a time, before each scenario): ' +

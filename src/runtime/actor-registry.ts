@@ -104,6 +104,13 @@ export class ActorRegistry {
     return inUse;
   }
 
+  /** How many of the held actors are live in a sandbox (the rest reload from their head on demand). */
+  liveCount(): number {
+    let live = 0;
+    for (const actor of this.actors.values()) if (actor.sandbox) live++;
+    return live;
+  }
+
   get size(): number {
     return this.actors.size;
   }

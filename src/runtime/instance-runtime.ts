@@ -2,7 +2,7 @@ import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAutho
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  type LiveHeapReport, MachineCodeError, type Restore, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+  type LiveHeapReport, MachineCodeError, type Restore, type WorkerStats, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -25,6 +25,12 @@ import { isSettled, settle } from './settle.js';
 import { StepEffects } from './step-effects.js';
 import { UsageMeter } from './usage-meter.js';
 import type { VersionSource } from './version-source.js';
+
+export interface RuntimeStats {
+  node: { rssBytes: number; heapUsedBytes: number };
+  actors: { held: number; live: number; maxHeld: number };
+  sandboxWorkers: { main: WorkerStats | null; quarantine: WorkerStats | null };
+}
 
 /** Points where tests may stop the process to prove crash safety (see bin/fault-hooks.ts). */
 export type FaultPoint = 'after-sender-commit' | 'after-receiver-commit';
@@ -403,6 +409,19 @@ export class InstanceRuntime {
       `live actors of machine version ${version.versionId} held ${mb(heldBytes)} MB of its isolate (--live-actor-memory-mb ${mb(budgetBytes)}): evicted ${evicted} least recently used, at most ${cap} of ${live} stay live until it is back within`,
     );
     return evicted;
+  }
+
+  /**
+   * What this node holds in memory, for operators (GET /stats): actors held (their heads) and live in
+   * a sandbox, the node's own memory, and each sandbox worker's memory, isolate heaps and live actors.
+   */
+  async stats(): Promise<RuntimeStats> {
+    const memory = process.memoryUsage();
+    return {
+      node: { rssBytes: memory.rss, heapUsedBytes: memory.heapUsed },
+      actors: { held: this.actors.size, live: this.actors.liveCount(), maxHeld: this.deps.settings.maxLiveActors },
+      sandboxWorkers: await this.deps.sandboxes.stats(),
+    };
   }
 
   /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */

@@ -1,5 +1,5 @@
 import { notFound } from '../domain/errors.js';
-import type { LoadSettings, RemoteVersion, SandboxClient } from '../sandbox/index.js';
+import type { LoadSettings, RemoteVersion, SandboxClient, WorkerStats } from '../sandbox/index.js';
 import type { LogSink } from './log-sink.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { VersionSource } from './version-source.js';
@@ -134,6 +134,12 @@ export class SandboxPool {
       },
     );
     return load;
+  }
+
+  /** What the sandbox workers hold (null: that worker does not run). */
+  async stats(): Promise<{ main: WorkerStats | null; quarantine: WorkerStats | null }> {
+    const [main, quarantine] = await Promise.all([this.client.stats(), this.quarantine.stats()]);
+    return { main: main ?? null, quarantine: quarantine ?? null };
   }
 
   loadSettings(): LoadSettings {

@@ -10,5 +10,5 @@ export { restoredSnapshot } from './snapshot.js';
 export type * from './types.js';
 export { SandboxClient, RemoteVersion, SandboxCrashedError, defaultWorkerNodeArgs } from './worker/sandbox-client.js';
 export type { Stall } from './worker/sandbox-client.js';
-export type { LoadSettings } from './worker/protocol.js';
+export type { LoadSettings, WorkerStats } from './worker/protocol.js';
 export type { LiveHeapReport } from './worker/sandbox-client.js';

@@ -7,6 +7,7 @@ import { registerKeyRoutes } from './key-routes.js';
 import { registerLogRoutes } from './log-routes.js';
 import { registerMachineRoutes } from './machine-routes.js';
 import { registerOrgRoutes } from './org-routes.js';
+import { registerStatsRoutes } from './stats-routes.js';
 import { registerUploadRoutes } from './upload-routes.js';
 import { registerVersionRoutes } from './version-routes.js';
 
@@ -23,5 +24,6 @@ export const buildRouter = (context: ApiContext): Router => {
   registerLogRoutes(router, context);
   registerVersionRoutes(router, context);
   registerUploadRoutes(router, context);
+  registerStatsRoutes(router, context);
   return router;
 };

@@ -33,7 +33,14 @@ export type SandboxRequest =
   | { op: 'stopChildren'; versionId: string; key: string }
   | { op: 'stop'; versionId: string; key: string }
   /** The version is gone (its machine was deleted): free its isolate. */
-  | { op: 'unload'; versionId: string };
+  | { op: 'unload'; versionId: string }
+  /** What the worker holds: its memory and each isolate's heap and live actors (GET /stats). */
+  | { op: 'stats' };
+
+export interface WorkerStats {
+  rssBytes: number;
+  isolates: { versionId: string; heapUsedBytes: number; resting: number; interpreters: number }[];
+}
 
 /** A typed sandbox error, rebuilt on the node's side by name. */
 export interface SerializedError {

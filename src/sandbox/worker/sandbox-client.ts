@@ -22,7 +22,7 @@ import {
 import type { AuthorizingCaller, CapturedLog, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
 import { parseStep, type RawStep } from '../step-result.js';
 import {
-  type Batch, type LoadSettings, MOVED_ERROR, type NodeMessage, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, workerArgs,
+  type Batch, type LoadSettings, MOVED_ERROR, type NodeMessage, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, type WorkerStats, workerArgs,
 } from './protocol.js';
 import type { StallReport } from './stall-watchdog.js';
 
@@ -271,6 +271,12 @@ export class SandboxClient {
       if (error instanceof SandboxCrashedError) return { ok: false, error: `the bundle's top-level code crashed the sandbox (${error.message})` };
       throw error;
     }
+  }
+
+  /** What the worker holds now; undefined when none runs (none is started for it). */
+  async stats(): Promise<WorkerStats | undefined> {
+    if (this.closed || !this.current?.alive) return undefined;
+    return (await this.request({ op: 'stats' })) as WorkerStats;
   }
 
   request(request: SandboxRequest): Promise<unknown> {

@@ -10,7 +10,7 @@ import { SandboxDisposedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
 import { CallSlot, DELIVERY } from './call-slot.js';
 import { LiveHeapWatch } from './live-heap-watch.js';
-import { type Batch, MOVED_ERROR, type NodeMessage, parseWorkerArgs, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage } from './protocol.js';
+import { type Batch, MOVED_ERROR, type NodeMessage, parseWorkerArgs, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, type WorkerStats } from './protocol.js';
 import type { WatchdogData } from './stall-watchdog.js';
 
 const { stallMs } = parseWorkerArgs(process.argv.slice(2));
@@ -127,6 +127,8 @@ const handle = (request: SandboxRequest): unknown => {
     case 'stop':
       isolates.get(request.versionId)?.stop(request.key);
       return true;
+    case 'stats':
+      return stats();
     case 'unload':
       unloads.set(request.versionId, (unloads.get(request.versionId) ?? 0) + 1);
       isolates.get(request.versionId)?.dispose();
@@ -135,6 +137,11 @@ const handle = (request: SandboxRequest): unknown => {
       return true;
   }
 };
+
+const stats = (): WorkerStats => ({
+  rssBytes: process.memoryUsage.rss(),
+  isolates: [...isolates].filter(([, isolate]) => isolate.healthy).map(([versionId, isolate]) => ({ versionId, heapUsedBytes: isolate.heapUsedBytes(), ...isolate.census() })),
+});
 
 const load = async (request: Extract<SandboxRequest, { op: 'load' }>): Promise<true> => {
   isolates.get(request.versionId)?.dispose();
