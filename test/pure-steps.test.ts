@@ -2,7 +2,7 @@ import t from 'tap';
 import { StateBackedClient } from '@statebacked/client';
 import { call } from './helpers/http.js';
 import { startNode, type NodeProcess } from './helpers/node-process.js';
-import { featuresEvents, featuresMachine, spawningEvents, spawningMachine } from './fixtures/pure-step-machines.js';
+import { childMachinesEvents, childMachinesMachine, featuresEvents, featuresMachine, spawningEvents, spawningMachine } from './fixtures/pure-step-machines.js';
 import { effectsMachine, shapesMachine } from './fixtures/instance-machines.js';
 import { DELAYED, INVOKED_PROMISE, NESTED_PARALLEL, TOGGLE } from './fixtures/machines.js';
 
@@ -31,6 +31,7 @@ const cases: Case[] = [
   { machine: 'shapes', code: shapesMachine, events: ['START', 'FLIP', 'BUMP', 'BUMP', 'NEST', 'UP', 'START'] },
   { machine: 'delayed', code: DELAYED, events: ['START', 'CANCEL', 'START', 'RESET'] },
   { machine: 'invoker', code: INVOKED_PROMISE, events: [{ type: 'RUN', outcome: 'resolve', delayMs: 20 }, 'RESET', { type: 'RUN', outcome: 'reject' }, 'RESET'] },
+  { machine: 'children', code: childMachinesMachine, events: childMachinesEvents },
   { machine: 'effects', code: effectsMachine, events: [{ type: 'NOTE', note: 'a' }, 'WAIT', 'BACK', 'FETCH_OK', 'BACK', 'BOOM', 'FETCH_FAIL', 'BACK'] },
 ];
 

@@ -102,6 +102,10 @@ const runOneK = async (k, scenario, config, { startServer, repoRoot, log }) => {
       result.rssPeakMb = sampled.rssPeakMb;
       result.rssAnonPeakMb = sampled.rssAnonPeakMb;
       result.cpuPct = sampled.cpuPct;
+      // CPU per acknowledged request (µs), by where it ran: the node's main thread, its other threads, the sandbox workers
+      const perRequest = (pct) => (pct == null || !result.perSecond ? null : Math.round((pct / 100 / result.perSecond) * 1e6));
+      const split = sampled.cpuSplitPct ?? {};
+      result.cpuUsPerRequest = { main: perRequest(split.main), nodeOther: perRequest(split.nodeOther), worker: perRequest(split.worker) };
       result.memory = await memoryNow(pool, config.adminKey);
       log(`${label}: ${name}: ${result.perSecond}/s, p99 ${result.latencyMs.p99} ms, ${JSON.stringify(result.statusCounts)}, RSS peak ${result.rssPeakMb} MB`);
       return result;
@@ -162,8 +166,8 @@ export const instancesMarkdown = (r, fmt) => {
     'Creates through the API, then events to instances picked at random among all K, then among a hot 1 %. ' +
       'RSS: the node and its sandbox workers, peak while the phase ran (sampled every 0.5 s); in brackets their own memory (RssAnon), without the pages of mapped files (LMDB\'s database, which the kernel may drop and read again); isolate heap, held and live actors: GET /stats as the phase ended (held: heads in the node\'s memory; live: in an isolate, resting without an interpreter or with one).',
     '',
-    '| K | phase | req/s | p50 | p99 | max | failed | RSS peak MB (own) | node / worker RSS MB | isolate heap MB | held / live actors (resting, interpreters) |',
-    '|---:|---|---:|---:|---:|---:|---|---:|---|---:|---|',
+    '| K | phase | req/s | p50 | p99 | max | failed | CPU µs/req: main / other / worker | RSS peak MB (own) | node / worker RSS MB | isolate heap MB | held / live actors (resting, interpreters) |',
+    '|---:|---|---:|---:|---:|---:|---|---|---:|---|---:|---|',
   ];
   for (const run of r.instances ?? []) {
     for (const [name, p] of [['create', run.create], ['random', run.random], [`hot 1 % (${int(run.hotInstances)})`, run.hot]]) {
@@ -171,10 +175,11 @@ export const instancesMarkdown = (r, fmt) => {
       const m = p.memory ?? {};
       lines.push(
         `| ${int(run.k)} | ${name} | ${int(p.perSecond)} | ${fmt(p.latencyMs.p50)} | ${fmt(p.latencyMs.p99)} | ${fmt(p.latencyMs.max)} | ${failures(p.statusCounts)}${p.cappedByTime ? ' (time cap)' : ''} | ` +
+          `${int(p.cpuUsPerRequest?.main)} / ${int(p.cpuUsPerRequest?.nodeOther)} / ${int(p.cpuUsPerRequest?.worker)} | ` +
           `${int(p.rssPeakMb)} (${int(p.rssAnonPeakMb)}) | ${int(m.nodeRssMb)} / ${int(m.workerRssMb)} | ${fmt(m.isolateHeapMb, 1)} | ${int(m.heldActors)} / ${int(m.liveActors)} (${int(m.resting)}, ${int(m.interpreters)}) |`,
       );
     }
-    if (run.checked) lines.push(`| ${int(run.k)} | checked | ${run.checked.instances} instances | | | | ${run.checked.mismatches} mismatches | | | | |`);
+    if (run.checked) lines.push(`| ${int(run.k)} | checked | ${run.checked.instances} instances | | | | ${run.checked.mismatches} mismatches | | | | | |`);
     if (run.error) lines.push('', `**K=${run.k} failed:** ${run.error}`);
   }
   const byK = new Map((r.instances ?? []).map((run) => [run.k, run]));

@@ -461,17 +461,16 @@ export class InstanceRuntime {
     // Checked inside the mailbox too: a create queued behind another create of the same name.
     if (actor.head ?? this.deps.instances.getInstance(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
     const sandbox = await this.deps.sandboxes.get(orgId, machine, versionId);
-    const allowed = await this.guard(
-      sandbox.allowWrite({ type: 'initialization', machineInstanceName: name, context: request.context, authContext: request.authContext }),
-      orgId, machine, name,
-    );
-    if (!allowed) throw rejectedByAuthorizer('allowWrite');
     const now = Date.now();
     const effects = new StepEffects();
     try {
       actor.sandbox = sandbox;
       const seqBeforeFirst = sandbox.activitySeq;
-      const first = effects.absorb(await sandbox.start(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now }));
+      // allowWrite (initialization) and the start in one round trip, as events do
+      const authorization = { type: 'initialization' as const, machineInstanceName: name, context: request.context, authContext: request.authContext };
+      const started = await sandbox.startAuthorized(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now }, authorization);
+      if (started === 'rejected') throw rejectedByAuthorizer('allowWrite');
+      const first = effects.absorb(started);
       const settled = await this.settleStep(actor, sandbox, first, now, effects, seqBeforeFirst);
       const { result, stoppedChildren } = settled;
       const size = this.checkSize(result);

@@ -518,6 +518,14 @@ export function start(key, name, initJson, now) {
   return '';
 }
 
+/** allowWrite for a new instance, then its start when it allows: one crossing instead of two. */
+export function authorizeAndStart(key, name, initJson, now, requestJson) {
+  enterCall();
+  if (authorizeWith('write', jsonParse(requestJson)) !== 'true') return 'rejected';
+  startActor(key, name, jsonParse(initJson), now);
+  return '';
+}
+
 /**
  * A step's call may carry the actor's committed snapshot when the host knows it is not live here
  * (evicted, or a new isolate): it is restored first, in the same call, instead of a start of its own.

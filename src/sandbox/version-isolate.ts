@@ -102,9 +102,9 @@ export interface BundleInfo {
 }
 
 type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
-const HARNESS_EXPORTS = ['start', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census'] as const;
+const HARNESS_EXPORTS = ['start', 'authorizeAndStart', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census'] as const;
 type HarnessRefs = Record<(typeof HARNESS_EXPORTS)[number], Fn>;
-type StepFn = 'start' | 'send' | 'authorizeAndSend' | 'advance';
+type StepFn = 'start' | 'authorizeAndStart' | 'send' | 'authorizeAndSend' | 'advance';
 
 /** The checks smply's validate-bundle makes (wire-protocol §7.1), as one message or undefined. */
 export function bundleProblem(info: BundleInfo): string | undefined {
@@ -254,6 +254,14 @@ export class VersionIsolate {
     return this.step(instanceKey, 'start', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now()]);
   }
 
+  /** allowWrite for the new instance (`request`), then `start` when it allows, in one crossing. */
+  startAuthorizedRaw(instanceKey: string, init: StartInit, request: WriteRequest, opts: StartOptions = {}): RawStep | 'rejected' {
+    this.hostCalls.drop(instanceKey);
+    this.deliveryFailures.delete(instanceKey);
+    const name = opts.machineInstanceName ?? instanceKey;
+    return this.step(instanceKey, 'authorizeAndStart', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now(), JSON.stringify(request)]);
+  }
+
   sendRaw(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now(), restore?: Restore): RawStep {
     return this.step(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs, this.restoring(instanceKey, restore)]);
   }
@@ -325,7 +333,7 @@ export class VersionIsolate {
   }
 
   private step(instanceKey: string, fn: 'start' | 'send' | 'advance', args: (string | number)[]): RawStep;
-  private step(instanceKey: string, fn: 'authorizeAndSend', args: (string | number)[]): RawStep | 'rejected';
+  private step(instanceKey: string, fn: 'authorizeAndSend' | 'authorizeAndStart', args: (string | number)[]): RawStep | 'rejected';
   private step(instanceKey: string, fn: StepFn, args: (string | number)[]): RawStep | 'rejected' {
     try {
       this.throwDeliveryFailure(instanceKey, fn);
@@ -344,7 +352,7 @@ export class VersionIsolate {
 
   private throwDeliveryFailure(instanceKey: string, fn: StepFn): void {
     const failed = this.deliveryFailures.get(instanceKey);
-    if (failed !== undefined && fn !== 'start') {
+    if (failed !== undefined && fn !== 'start' && fn !== 'authorizeAndStart') {
       this.deliveryFailures.delete(instanceKey);
       throw failed;
     }

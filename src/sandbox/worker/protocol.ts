@@ -26,6 +26,8 @@ export type SandboxRequest =
   | { op: 'allowRead'; versionId: string; request: ReadRequest }
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }
   | { op: 'start'; versionId: string; key: string; init: StartInit; options: StartOptions }
+  /** allowWrite (`request`, an initialization) and, when it allows, the start: one round trip. */
+  | { op: 'startAuthorized'; versionId: string; key: string; init: StartInit; options: StartOptions; request: WriteRequest }
   /** `restore`: the actor is not live in the isolate; it is restored from this in the same call. */
   | { op: 'send'; versionId: string; key: string; event: { type: string; [k: string]: unknown }; now: number; restore?: Restore }
   | { op: 'sendAuthorized'; versionId: string; key: string; caller: AuthorizingCaller; event: { type: string; [k: string]: unknown }; now: number; restore?: Restore }

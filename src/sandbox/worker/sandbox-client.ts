@@ -532,6 +532,12 @@ export class RemoteVersion {
     return parseStep((await this.call({ op: 'start', versionId: this.versionId, key, init, options })) as RawStep);
   }
 
+  /** allowWrite for a new instance and, when it allows, its start, in one round trip; 'rejected' starts nothing. */
+  async startAuthorized(key: string, init: StartInit, options: StartOptions, request: WriteRequest): Promise<StepResult | 'rejected'> {
+    const raw = (await this.call({ op: 'startAuthorized', versionId: this.versionId, key, init, options, request })) as RawStep | 'rejected';
+    return raw === 'rejected' ? raw : parseStep(raw);
+  }
+
   /** `restore`: the actor is not live here (evicted, or a new worker); restored in the same round trip. */
   async send(key: string, event: Event, now: number, restore?: Restore): Promise<StepResult> {
     return parseStep((await this.call({ op: 'send', versionId: this.versionId, key, event, now, ...(restore ? { restore } : {}) })) as RawStep);

@@ -20,7 +20,7 @@ const { stallMs } = parseWorkerArgs(process.argv.slice(2));
  * long one holds up every request queued behind it. Loading and validating are not among them: their
  * evaluation is asynchronous, and a large bundle is not misbehaviour.
  */
-const TIMED_OPS = new Set<SandboxRequest['op']>(['allowRead', 'allowWrite', 'start', 'send', 'sendAuthorized', 'advance', 'stopChildren']);
+const TIMED_OPS = new Set<SandboxRequest['op']>(['allowRead', 'allowWrite', 'start', 'startAuthorized', 'send', 'sendAuthorized', 'advance', 'stopChildren']);
 
 /** Shared with the watchdog thread (call-slot.ts), when the node asked for one. */
 const slot = stallMs > 0 ? new CallSlot() : undefined;
@@ -46,7 +46,7 @@ const timed = <T>(id: number, versionId: string, run: () => T): T => {
 /** Per loaded isolate with a live-actor budget: how much its live actors hold (live-heap-watch.ts). */
 const heapWatches = new WeakMap<VersionIsolate, LiveHeapWatch>();
 /** The calls that may leave a live actor holding more of its isolate's heap. */
-const STEP_OPS = new Set<SandboxRequest['op']>(['start', 'send', 'sendAuthorized', 'advance']);
+const STEP_OPS = new Set<SandboxRequest['op']>(['start', 'startAuthorized', 'send', 'sendAuthorized', 'advance']);
 /** Unloads seen per version, so a load still evaluating when its version is unloaded does not keep it. */
 const unloads = new Map<string, number>();
 
@@ -116,6 +116,8 @@ const handle = (request: SandboxRequest): unknown => {
     // Step results go back as the harness's JSON texts: parsed once, on the node's side.
     case 'start':
       return isolateOf(request.versionId).startRaw(request.key, request.init, request.options);
+    case 'startAuthorized':
+      return isolateOf(request.versionId).startAuthorizedRaw(request.key, request.init, request.request, request.options);
     case 'send':
       return isolateOf(request.versionId).sendRaw(request.key, request.event, request.now, request.restore);
     case 'sendAuthorized':
