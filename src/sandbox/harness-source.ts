@@ -438,7 +438,7 @@ function pureSend(rec, event) {
     return;
   }
   rec.state = next;
-  delete next.history; // the state before: xstate keeps one level of it, the actor never needs it
+  next.history = undefined; // the state before (xstate keeps one level of it); not delete, which would slow the object down
   if (next.changed !== false) { rec.transitions++; rec.changed = true; }
   if (!predictable) for (let i = 0; i < next.actions.length; i++) runAction(m, next.actions[i], next.context, next._event, next);
 }
@@ -484,7 +484,7 @@ function restIfIdle(rec, pendingTimers) {
   freeSessionsOf(rec.key);
   rec.interp = null;
   rec.kinds = null;
-  delete st.history;
+  st.history = undefined;
   rec.state = st;
 }
 
