@@ -820,6 +820,7 @@ export function takeDroppedLogs() {
 export function recover() {
   internal.beginCall();
   active = null;
+  pureCall = null;
   internal.reset();
   return '';
 }
