@@ -77,7 +77,7 @@ t.test('a step may carry its actor\'s snapshot: restored in the same call, as a 
     vi.start('k', { context: {} });
     const first = vi.send('k', { type: 'TOGGLE' });
     vi.stop('k');
-    const restore = { name: 'k', snapshot: restoredSnapshot(first.snapshot, first.state, first.context), pendingTimers: [] };
+    const restore = { name: 'k', snapshot: first.snapshot, value: first.state, context: first.context, pendingTimers: [] };
     t.throws(() => vi.send('k', { type: 'TOGGLE' }), /no live actor|not live/i, 'without it, the stopped actor is missing');
     const next = vi.send('k', { type: 'TOGGLE' }, Date.now(), restore);
     t.equal(next.state, 'off');
@@ -86,12 +86,12 @@ t.test('a step may carry its actor\'s snapshot: restored in the same call, as a 
   }
 });
 
-t.test('a restore with pending delayed events re-arms them (an interpreter, whatever the machine)', async (t) => {
+t.test('a restore with pending delayed events re-arms them (an interpreter, whatever the machine); a full snapshot object is taken as it is', async (t) => {
   const vi = await load(t, DELAYED);
   vi.start('k', { context: {} }, { nowMs: 1_000 });
   const waiting = vi.send('k', { type: 'START' }, 1_000);
   vi.stop('k');
-  const restore = { name: 'k', snapshot: restoredSnapshot(waiting.snapshot, waiting.state, waiting.context), pendingTimers: waiting.pendingTimers };
+  const restore = { name: 'k', snapshot: restoredSnapshot(waiting.snapshot, waiting.state, waiting.context), value: 'ignored', context: {}, pendingTimers: waiting.pendingTimers };
   const fired = vi.advance('k', 1_200, restore);
   t.equal(fired.state, 'timedOut');
 });

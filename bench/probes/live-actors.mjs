@@ -6,7 +6,6 @@
  *   node --no-node-snapshot --expose-gc bench/probes/live-actors.mjs [N]
  */
 import { VersionIsolate } from '../../dist/sandbox/version-isolate.js';
-import { restoredSnapshot } from '../../dist/sandbox/snapshot.js';
 
 const code = `import { createMachine, assign } from 'xstate';
 export default createMachine({ id: 'counter', predictableActionArguments: true, initial: 'even', context: { n: 0 },
@@ -44,7 +43,7 @@ for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < N; i++) vi.stop(`k${i}`);
     const restored = usPerStep(N, (i) => {
       const h = heads[i];
-      vi.send(`k${i}`, { type: 'INC' }, Date.now(), { name: `k${i}`, snapshot: restoredSnapshot(h.snapshot, h.state, h.context), pendingTimers: [] });
+      vi.send(`k${i}`, { type: 'INC' }, Date.now(), { name: `k${i}`, snapshot: h.snapshot, value: h.state, context: h.context, pendingTimers: [] });
     });
     runs[pureSteps].push({ bytes, start, live, restored });
     vi.dispose();

@@ -2,7 +2,7 @@ import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAutho
 import type { Logger } from '../domain/logger.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  type LiveHeapReport, MachineCodeError, type Restore, type WorkerStats, restoredSnapshot, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+  type LiveHeapReport, MachineCodeError, type Restore, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -726,7 +726,7 @@ export class InstanceRuntime {
 
   /** What restores the actor's live state from its committed head (after eviction, a failure or a new worker). */
   private restoreOf(actor: InstanceActor, head: InstanceHead): Restore {
-    return { name: actor.name, snapshot: restoredSnapshot(head.snapshot, head.state, head.context), pendingTimers: head.pendingTimers };
+    return { name: actor.name, snapshot: head.snapshot, value: head.state, context: head.context, pendingTimers: head.pendingTimers };
   }
 
   private stateOf(result: StepResult): Pick<InstanceHead, 'state' | 'context' | 'tags' | 'done' | 'snapshot' | 'pendingTimers'> {

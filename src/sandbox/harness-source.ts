@@ -533,7 +533,16 @@ export function authorizeAndStart(key, name, initJson, now, requestJson) {
 function restoreIfGiven(key, restoreJson, now) {
   if (restoreJson === undefined || restoreJson === '') return;
   const restore = jsonParse(restoreJson);
-  startActor(key, restore.name, { snapshot: restore.snapshot, pendingTimers: restore.pendingTimers }, now);
+  const snapshot = typeof restore.snapshot === 'string' ? jsonParse(restore.snapshot) : restore.snapshot;
+  // what snapshot.ts's restoredSnapshot does on the host: the head's value and context go back in
+  const state = snapshot.state;
+  const marker = state.__fromHead;
+  if (marker !== undefined) {
+    delete state.__fromHead;
+    state.value = restore.value;
+    if (marker.context) state.context = restore.context;
+  }
+  startActor(key, restore.name, { snapshot: snapshot, pendingTimers: restore.pendingTimers }, now);
 }
 
 function startActor(key, name, init, now) {

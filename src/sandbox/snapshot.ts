@@ -2,7 +2,8 @@
  * A step's snapshot leaves out the state value and context, which the head keeps beside it (heads
  * are written on every commit); a marker in it says which were left out. Before an actor is rebuilt
  * from a stored head, they are put back. Heads stored before snapshots became text hold the snapshot
- * as an object, in the same form.
+ * as an object, in the same form. (A restore riding on a step's call, types.ts Restore, carries the
+ * text with the value and context beside it, and the harness puts them back in the isolate.)
  */
 import type { JsonObject, PersistedSnapshot, StateValue } from './types.js';
 

@@ -97,7 +97,13 @@ export type StartInit =
  */
 export interface Restore {
   name: string;
-  snapshot: PersistedSnapshot;
+  /**
+   * As the head stores it: the step's snapshot text, which leaves out the value and context (below)
+   * and says so (snapshot.ts), or a full snapshot. Passed on as text: parsed once, in the isolate.
+   */
+  snapshot: string | PersistedSnapshot;
+  value: StateValue;
+  context: JsonObject;
   pendingTimers?: PendingTimer[];
 }
 
