@@ -67,6 +67,7 @@ export type WorkerMessage =
    */
   | { kind: 'live-heap'; versionId: string; heldBytes: number; budgetBytes: number };
 
+/** `id` 0: a notice nothing waits for (a stop, an unload); the worker does not answer it. */
 export type NodeMessage = { id: number; request: SandboxRequest };
 
 /** What crosses the channel: the messages one side had ready, oldest first. */

@@ -260,7 +260,7 @@ export class SandboxClient {
     version.markUnhealthy();
     this.versions.delete(versionId);
     for (const [versionNo, loaded] of this.loadNumbers) if (loaded === versionId) this.loadNumbers.delete(versionNo);
-    if (this.current && !this.closed) this.request({ op: 'unload', versionId }).catch(() => undefined);
+    this.notify({ op: 'unload', versionId });
   }
 
   /** Checks a bundle in the worker; a bundle that crashes the worker is reported, not fatal. */
@@ -277,6 +277,19 @@ export class SandboxClient {
   async stats(): Promise<WorkerStats | undefined> {
     if (this.closed || !this.current?.alive) return undefined;
     return (await this.request({ op: 'stats' })) as WorkerStats;
+  }
+
+  /**
+   * A request nothing waits for (id 0, unanswered): one per evicted actor at scale, so it costs the
+   * worker no answer and the node no promise. Sent to the worker there is; none is started for it.
+   */
+  notify(request: SandboxRequest): void {
+    if (this.closed || !this.current) return;
+    this.outgoing.push({ id: 0, request });
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(this.flush);
+    }
   }
 
   request(request: SandboxRequest): Promise<unknown> {
@@ -562,7 +575,7 @@ export class RemoteVersion {
 
   /** Drops the live actor (eviction, or rebuild after a failure); nothing to wait for. */
   stop(key: string): void {
-    if (this.isHealthy) this.client.request({ op: 'stop', versionId: this.versionId, key }).catch(() => undefined);
+    if (this.isHealthy) this.client.notify({ op: 'stop', versionId: this.versionId, key });
   }
 
   noteActivity(seq: number): void {

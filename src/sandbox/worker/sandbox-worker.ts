@@ -182,14 +182,14 @@ const failed = (id: number, request: SandboxRequest, error: unknown): void => {
     isolates.delete(request.versionId);
     post({ kind: 'unhealthy', versionId: request.versionId });
   }
-  post({ kind: 'response', id, ok: false, error: serialize(error) });
+  if (id !== 0) post({ kind: 'response', id, ok: false, error: serialize(error) });
 };
 
 const run = ({ id, request }: NodeMessage): void => {
   // Retired by the watchdog: the node has moved this request to another worker already (or does so on
   // this answer); running it here too would run its machine code twice.
   if (slot?.retired) {
-    post({ kind: 'response', id, ok: false, error: { name: MOVED_ERROR, message: 'the sandbox worker was retired' } });
+    if (id !== 0) post({ kind: 'response', id, ok: false, error: { name: MOVED_ERROR, message: 'the sandbox worker was retired' } });
     return;
   }
   let value: unknown;
@@ -200,9 +200,9 @@ const run = ({ id, request }: NodeMessage): void => {
     return;
   }
   if (value instanceof Promise) {
-    value.then((settled: unknown) => post({ kind: 'response', id, ok: true, value: settled }), (error: unknown) => failed(id, request, error));
+    value.then((settled: unknown) => id !== 0 && post({ kind: 'response', id, ok: true, value: settled }), (error: unknown) => failed(id, request, error));
   } else {
-    post({ kind: 'response', id, ok: true, value });
+    if (id !== 0) post({ kind: 'response', id, ok: true, value });
     if (STEP_OPS.has(request.op) && 'versionId' in request) watchHeap(request.versionId);
   }
 };
