@@ -248,16 +248,14 @@ export class VersionIsolate {
 
   /** The step methods above, with the result left as the harness's JSON texts (what the sandbox worker sends on). */
   startRaw(instanceKey: string, init: StartInit, opts: StartOptions = {}): RawStep {
-    this.hostCalls.drop(instanceKey);
-    this.deliveryFailures.delete(instanceKey);
+    this.forgetPast(instanceKey);
     const name = opts.machineInstanceName ?? instanceKey;
     return this.step(instanceKey, 'start', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now()]);
   }
 
   /** allowWrite for the new instance (`request`), then `start` when it allows, in one crossing. */
   startAuthorizedRaw(instanceKey: string, init: StartInit, request: WriteRequest, opts: StartOptions = {}): RawStep | 'rejected' {
-    this.hostCalls.drop(instanceKey);
-    this.deliveryFailures.delete(instanceKey);
+    this.forgetPast(instanceKey);
     const name = opts.machineInstanceName ?? instanceKey;
     return this.step(instanceKey, 'authorizeAndStart', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now(), JSON.stringify(request)]);
   }
@@ -277,8 +275,7 @@ export class VersionIsolate {
   /** The restore argument of a step call ('' for none); a restored actor starts afresh, as with start. */
   private restoring(instanceKey: string, restore: Restore | undefined): string {
     if (restore === undefined) return '';
-    this.hostCalls.drop(instanceKey);
-    this.deliveryFailures.delete(instanceKey);
+    this.forgetPast(instanceKey);
     return JSON.stringify(restore);
   }
 
@@ -295,8 +292,7 @@ export class VersionIsolate {
 
   /** Drops the live actor without running exit actions (eviction, or rebuild after a failure). */
   stop(instanceKey: string): void {
-    this.hostCalls.drop(instanceKey);
-    this.deliveryFailures.delete(instanceKey);
+    this.forgetPast(instanceKey);
     if (this.healthy) this.call('stop', [instanceKey]);
   }
 
@@ -336,7 +332,7 @@ export class VersionIsolate {
   private step(instanceKey: string, fn: 'authorizeAndSend' | 'authorizeAndStart', args: (string | number)[]): RawStep | 'rejected';
   private step(instanceKey: string, fn: StepFn, args: (string | number)[]): RawStep | 'rejected' {
     try {
-      this.throwDeliveryFailure(instanceKey, fn);
+      this.throwDeliveryFailure(instanceKey);
       const stepped = this.callForActor(instanceKey, fn, args);
       if (stepped === 'no-actor') throw new NoLiveActorError(instanceKey);
       if (stepped === 'rejected') return 'rejected';
@@ -350,9 +346,18 @@ export class VersionIsolate {
     }
   }
 
-  private throwDeliveryFailure(instanceKey: string, fn: StepFn): void {
+  /**
+   * An actor (re)started here begins afresh: its earlier host calls and a failure of their delivery no
+   * longer concern it (so a start, or a step that restores, never throws that failure).
+   */
+  private forgetPast(instanceKey: string): void {
+    this.hostCalls.drop(instanceKey);
+    this.deliveryFailures.delete(instanceKey);
+  }
+
+  private throwDeliveryFailure(instanceKey: string): void {
     const failed = this.deliveryFailures.get(instanceKey);
-    if (failed !== undefined && fn !== 'start' && fn !== 'authorizeAndStart') {
+    if (failed !== undefined) {
       this.deliveryFailures.delete(instanceKey);
       throw failed;
     }
