@@ -78,8 +78,26 @@ export const loadConfig = () => {
       // Creating 1,000,000 at ≈ 3,000/s takes ≈ 6 minutes; each phase stops at this cap.
       capS: int('BENCH_INSTANCES_CAP_S', 1200),
     },
+    // Websocket subscribers (GET /rt) on one server: HTTP events at a steady rate, in windows without and
+    // with S subscribers spread over K instances; delivery delay per update (bench/lib/realtime.mjs).
+    realtime: {
+      id: 'realtime',
+      kind: 'realtime',
+      subscribers: int('BENCH_RT_SUBSCRIBERS', 1000),
+      instances: int('BENCH_RT_INSTANCES', 100),
+      rate: int('BENCH_RT_RATE', 500),
+      seconds: int('BENCH_RT_SECONDS', 20),
+      // Pairs of windows (without, with), alternated because the host is noisy; the report gives medians.
+      rounds: int('BENCH_RT_ROUNDS', 2),
+      concurrency: int('BENCH_RT_CONCURRENCY', 32),
+      processes: int('BENCH_RT_PROCESSES', 1),
+      // Distinct tokens (subs) among the subscribers: each is its own allowRead check and topic per update.
+      authContexts: int('BENCH_RT_AUTH_CONTEXTS', 1),
+      warmupS: int('BENCH_RT_WARMUP_S', 3, 0),
+      capS,
+    },
   };
-  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,instances').split(',').map((s) => s.trim()).filter(Boolean);
+  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances').split(',').map((s) => s.trim()).filter(Boolean);
   for (const id of wanted) if (!all[id]) throw new Error(`unknown scenario ${id} in BENCH_SCENARIOS (known: ${Object.keys(all).join(', ')})`);
   for (const id of wanted) {
     const s = all[id];
