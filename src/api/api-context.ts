@@ -6,6 +6,7 @@ import type { Scope } from '../domain/scopes.js';
 import type { SecretSealer } from '../auth/secret-sealer.js';
 import type { UploadSigner } from '../auth/upload-signer.js';
 import type { Logger } from '../domain/logger.js';
+import type { HttpApiRunner } from '../runtime/http-api-runner.js';
 import type { InstanceRuntime } from '../runtime/instance-runtime.js';
 import type { InstanceStore } from '../store/instance-store.js';
 import type { LogStore } from '../store/log-store.js';
@@ -34,6 +35,8 @@ export interface ApiContext {
   instances: InstanceStore;
   logs: LogStore;
   runtime: InstanceRuntime;
+  /** Requests to machines' http APIs (wire-protocol §3.14). */
+  httpApis: HttpApiRunner;
   uploadSigner: UploadSigner;
   validateBundle: BundleValidator;
   settings: ApiSettings;

@@ -11,6 +11,7 @@ import { newAdminKey, prettyId } from '../domain/ids.js';
 import type { Logger } from '../domain/logger.js';
 import { SandboxClient, type Stall } from '../sandbox/index.js';
 import { InstanceRuntime } from '../runtime/instance-runtime.js';
+import { HttpApiRunner } from '../runtime/http-api-runner.js';
 import { LogSink } from '../runtime/log-sink.js';
 import { defaultRuntimeSettings, type RuntimeSettings } from '../runtime/runtime-settings.js';
 import { SandboxPool } from '../runtime/sandbox-pool.js';
@@ -70,6 +71,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     idleUnloadMs: config.idleSeconds * 1000,
     timerRetryDelayMs: config.timerRetryMs,
     madeInstancesPerSecond: config.madeInstancesPerSecond,
+    httpApiRequestsPerSecond: config.httpApiRequestsPerSecond,
     egress: { allow: config.fetchAllow, timeoutMs: config.fetchTimeoutMs, maxResponseBytes: config.fetchMaxBytes },
   };
   const logs = new LogSink(store.logs, logger);
@@ -152,6 +154,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     instances: store.instances,
     logs: store.logs,
     runtime,
+    httpApis: new HttpApiRunner({ runtime, sandboxes, catalog, logs, settings: runtimeSettings }),
   });
   scheduler.start();
   dispatcher.start();

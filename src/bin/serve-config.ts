@@ -25,6 +25,7 @@ export interface ServeConfig {
   idleSeconds: number;
   timerRetryMs: number;
   madeInstancesPerSecond: number;
+  httpApiRequestsPerSecond: number;
   logRetentionDays: number;
   /** Hosts machine code's fetch may reach despite the private-address checks (`host`, `host:port`). */
   fetchAllow: string[];
@@ -59,6 +60,7 @@ export const serveSettings = [
   { flag: 'idle-seconds', env: 'STATEHOLD_IDLE_SECONDS', fallback: '600', help: 'live instances no request took for this long are evicted (reloaded on demand), and the isolates of versions no live instance is on are freed' },
   { flag: 'timer-retry-ms', env: 'STATEHOLD_TIMER_RETRY_MS', fallback: '30000', help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)' },
   { flag: 'made-instances-per-second', env: 'STATEHOLD_MADE_INSTANCES_PER_SECOND', fallback: '50', help: 'instances machine code may make per org per second (spawns, sends creating their target), ten times as many in a burst; beyond, they are retried later' },
+  { flag: 'http-api-requests-per-second', env: 'STATEHOLD_HTTP_API_REQUESTS_PER_SECOND', fallback: '100', help: 'requests to machines\' http APIs (/http-api/...) each org may make per second, twice as many in a burst; beyond, 429' },
   { flag: 'log-retention-days', env: 'STATEHOLD_LOG_RETENTION_DAYS', fallback: '7', help: 'machine logs older than this are deleted (checked at start and hourly)' },
   { flag: 'fetch-allow', env: 'STATEHOLD_FETCH_ALLOW', fallback: undefined, help: 'comma-separated hosts machine code\'s fetch may reach although they are loopback/private (host, host:port, 127.0.0.1:8080, [::1]:8080); default none' },
   { flag: 'fetch-timeout-ms', env: 'STATEHOLD_FETCH_TIMEOUT_MS', fallback: '10000', help: 'time limit of one fetch by machine code (DNS, connect, redirects, body)' },
@@ -116,6 +118,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     idleSeconds: integer('idle-seconds', 1, 7 * 86_400),
     timerRetryMs: integer('timer-retry-ms', 1, 3_600_000),
     madeInstancesPerSecond: integer('made-instances-per-second', 1, 1_000_000),
+    httpApiRequestsPerSecond: integer('http-api-requests-per-second', 1, 1_000_000),
     logRetentionDays: integer('log-retention-days', 1, 36_500),
     fetchAllow: fetchAllow(pick('fetch-allow')),
     fetchTimeoutMs: integer('fetch-timeout-ms', 1, 600_000),

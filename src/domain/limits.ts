@@ -6,4 +6,6 @@ export const limits = {
   defaultPageSize: 100,
   /** Default request body limit; migration creation bodies carry the code as JSON (≈ 10 bytes a byte). */
   defaultMaxBodyBytes: 12 * 1024 * 1024,
+  /** Largest body an http API request may carry (413 above it): it is parsed and copied into the sandbox. */
+  maxHttpApiBodyBytes: 1024 * 1024,
 } as const;

@@ -38,6 +38,8 @@ export interface RuntimeSettings {
    * by xstate's pure transition instead of a live interpreter (harness-source.ts, pure steps).
    */
   pureSteps: boolean;
+  /** Requests to http APIs (wire-protocol §3.14) per org per second, with twice as many in a burst; beyond, 429. */
+  httpApiRequestsPerSecond: number;
 }
 
 export const defaultRuntimeSettings: RuntimeSettings = {
@@ -55,4 +57,5 @@ export const defaultRuntimeSettings: RuntimeSettings = {
   egress: defaultEgressOptions,
   madeInstancesPerSecond: 50,
   pureSteps: true,
+  httpApiRequestsPerSecond: 100,
 };

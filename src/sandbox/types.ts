@@ -126,3 +126,33 @@ export interface StepSizes {
   /** The snapshot and the pending timers: what a commit persists besides the context. */
   restBytes: number;
 }
+
+/** The request an http API handler gets (wire-protocol §3.14): the body already parsed by its content type. */
+export interface HttpApiRequest {
+  method: string;
+  headers: Record<string, string>;
+  query: Record<string, string>;
+  body: unknown;
+}
+
+/**
+ * What a responseMapper is run with: the settled instance; the harness turns `done` and `event` into
+ * the `result` the mapper gets (the top-level final state's data, else null).
+ */
+export interface HttpApiSettled {
+  machineInstanceName: string;
+  state: StateValue;
+  context: JsonObject;
+  done: boolean;
+  /** The event that was sent (xstate 4 computes a final state's data from the event that reached it). */
+  event: MachineEvent;
+}
+
+/**
+ * How a call of an httpApiMapper entry ended: it returned (a JSON copy; undefined when it returned
+ * nothing), it threw (or did not finish in time), or the version has no such entry.
+ */
+export type HttpApiOutcome =
+  | { kind: 'returned'; value: unknown }
+  | { kind: 'threw'; message: string }
+  | { kind: 'missing'; message: string };

@@ -32,7 +32,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import ivm from 'isolated-vm';
-import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxTimeoutError, StepTooLargeError } from './errors.js';
+import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxTimeoutError, StepTooLargeError } from './errors.js';
 import { GLOBALS_SOURCE } from './globals-source.js';
 import { URL_SOURCE } from './url-source.js';
 import { IsolateModules } from './module-loader.js';
@@ -49,6 +49,9 @@ import { TAMPERED_MARKER } from './harness-source.js';
 import type {
   AuthorizingCaller,
   CapturedLog,
+  HttpApiOutcome,
+  HttpApiRequest,
+  HttpApiSettled,
   JsonObject,
   ReadRequest,
   StartInit,
@@ -102,7 +105,16 @@ export interface BundleInfo {
 }
 
 type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
-const HARNESS_EXPORTS = ['start', 'authorizeAndStart', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census'] as const;
+const HARNESS_EXPORTS = [
+  'start', 'authorizeAndStart', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize',
+  'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census', 'httpCall', 'httpCollect', 'httpDrop',
+] as const;
+/** Runs a crossing into the isolate, e.g. timed for a watchdog (see httpApiHandler). */
+export type Crossings = <T>(crossing: () => T) => T;
+const runCrossing: Crossings = (crossing) => crossing();
+
+/** Collects in a row that may each run due timers of an http API call before it must wait. */
+const MAX_HTTP_TIMER_ROUNDS = 1_000;
 type HarnessRefs = Record<(typeof HARNESS_EXPORTS)[number], Fn>;
 type StepFn = 'start' | 'authorizeAndStart' | 'send' | 'authorizeAndSend' | 'advance';
 
@@ -126,6 +138,8 @@ export class VersionIsolate {
   private disposed = false;
   /** Actors whose machine code failed while a host call's outcome was delivered: their next step throws this. */
   private readonly deliveryFailures = new Map<string, Error>();
+  /** Counts http API calls, to key each (see httpApi). */
+  private httpCalls = 0;
 
   private constructor(
     readonly versionId: string,
@@ -239,6 +253,74 @@ export class VersionIsolate {
   /** Fires this actor's timers due at `nowMs` (earliest first; chains of delays catch up). */
   advance(instanceKey: string, nowMs: number, restore?: Restore): StepResult {
     return parseStep(this.advanceRaw(instanceKey, nowMs, restore));
+  }
+
+  /**
+   * Runs the version's `httpApiMapper[slug].handler(request)` (wire-protocol §3.14) to its end: an
+   * async handler may wait for its fetches and timers, up to `deadlineMs` of wall-clock time (each
+   * crossing into the isolate has the usual CPU limit). Machine code throwing is an outcome, not an
+   * exception; the sandbox's own failures (CPU or memory limit) throw as for steps.
+   */
+  httpApiHandler(slug: string, request: HttpApiRequest, deadlineMs: number, around: Crossings = runCrossing): Promise<HttpApiOutcome> {
+    return this.httpApi(slug, 'handler', request, '', deadlineMs, around);
+  }
+
+  /** `httpApiMapper[slug].responseMapper({ state, context, result })`, result computed from the final state's data. */
+  httpApiResponse(slug: string, settled: HttpApiSettled, deadlineMs: number, around: Crossings = runCrossing): Promise<HttpApiOutcome> {
+    return this.httpApi(slug, 'responseMapper', settled, settled.machineInstanceName, deadlineMs, around);
+  }
+
+  /** `around` runs each crossing into the isolate that may run machine code (the sandbox worker times them). */
+  private async httpApi(slug: string, fn: 'handler' | 'responseMapper', input: unknown, name: string, deadlineMs: number, around: Crossings): Promise<HttpApiOutcome> {
+    const cross = (harnessFn: 'httpCall' | 'httpCollect', args: CallArg[]): string => around(() => this.call(harnessFn, args));
+    // Its own key (an actor key always has slashes): what it leaves behind is dropped by it, also when
+    // the first crossing is cut short by the CPU limit.
+    const key = `http-api:${++this.httpCalls}`;
+    const deadline = Date.now() + deadlineMs;
+    let finished = false;
+    try {
+      const started = JSON.parse(cross('httpCall', [key, slug, fn, JSON.stringify(input), Date.now(), name])) as { missing?: string; error?: string; started?: true };
+      if (started.started !== true) {
+        finished = true;
+        if (typeof started.missing === 'string') return { kind: 'missing', message: started.missing };
+        return { kind: 'threw', message: started.error ?? 'the sandbox produced a malformed answer' };
+      }
+      for (;;) {
+        const failed = this.deliveryFailures.get(key);
+        if (failed !== undefined) throw failed;
+        let text = cross('httpCollect', [key, Date.now()]);
+        for (let round = 0; text === '{"pending":true,"fired":true}'; round++) {
+          if (round >= MAX_HTTP_TIMER_ROUNDS) return { kind: 'threw', message: `its timers kept firing (${MAX_HTTP_TIMER_ROUNDS} rounds) without it finishing` };
+          text = cross('httpCollect', [key, Date.now()]);
+        }
+        if (text.length > MAX_STEP_RESULT_CHARS) return { kind: 'threw', message: `its result is too large: ${text.length} characters of JSON (at most ${MAX_STEP_RESULT_CHARS})` };
+        if (tooDeep(text, MAX_STATE_DEPTH + 1)) return { kind: 'threw', message: `its result nests objects and arrays more than ${MAX_STATE_DEPTH} levels deep` };
+        const collected = JSON.parse(text) as { value?: unknown; error?: string; pending?: true; nextDueAt?: number | null };
+        if (collected.pending !== true) {
+          finished = true;
+          return typeof collected.error === 'string' ? { kind: 'threw', message: collected.error } : { kind: 'returned', value: collected.value };
+        }
+        const now = Date.now();
+        if (now >= deadline) return { kind: 'threw', message: `it did not finish within ${deadlineMs} ms` };
+        if ((collected.nextDueAt ?? null) === null && this.hostCalls.pendingFor(key) === 0) {
+          return { kind: 'threw', message: 'it returned a promise that nothing of it can settle any more (it has no timer or fetch pending)' };
+        }
+        // Read right after the collect (nothing is delivered in between): a completion after it wakes us.
+        const seq = this.hostCalls.activitySeq;
+        await waitUntil(this.hostCalls.nextActivity(seq), Math.min(deadline, collected.nextDueAt ?? Infinity) - now);
+        if (!this.healthy) throw new SandboxDisposedError();
+      }
+    } finally {
+      this.hostCalls.drop(key);
+      this.deliveryFailures.delete(key);
+      if (!finished && this.healthy) {
+        try {
+          this.call('httpDrop', [key]);
+        } catch {
+          // the isolate will be rebuilt by the caller if it is unusable
+        }
+      }
+    }
   }
 
   /** How many live actors rest without an interpreter (pure steps) and how many have one. */
@@ -484,6 +566,16 @@ function installGlobals(isolate: ivm.Isolate, context: ivm.Context, logs: LogBud
   runInstaller(FETCH_SOURCE, 'file:///statehold/fetch.js', [fetchCallback(hostCalls.start)]);
   runInstaller(SUBTLE_SOURCE, 'file:///statehold/subtle.js', [cryptoCallback()]);
 }
+
+/** Resolves when `activity` does or `ms` passed, whichever comes first. */
+const waitUntil = async (activity: Promise<void>, ms: number): Promise<void> => {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([activity, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms))))]);
+  } finally {
+    clearTimeout(timer);
+  }
+};
 
 /** The harness's tampering message without its marker. */
 const untampered = (message: string): string => message.slice(message.indexOf(TAMPERED_MARKER) + TAMPERED_MARKER.length);

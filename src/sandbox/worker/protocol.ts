@@ -6,7 +6,7 @@
  * part of the cost of a small request.
  */
 import type { EgressOptions } from '../egress-policy.js';
-import type { AuthorizingCaller, CapturedLog, ReadRequest, Restore, StartInit, StartOptions, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, HttpApiRequest, HttpApiSettled, ReadRequest, Restore, StartInit, StartOptions, WriteRequest } from '../types.js';
 
 export interface LoadSettings {
   /** What machine code may use in one call, beyond what the live actors hold. */
@@ -33,6 +33,10 @@ export type SandboxRequest =
   | { op: 'sendAuthorized'; versionId: string; key: string; caller: AuthorizingCaller; event: { type: string; [k: string]: unknown }; now: number; restore?: Restore }
   | { op: 'advance'; versionId: string; key: string; now: number; restore?: Restore }
   | { op: 'stopChildren'; versionId: string; key: string }
+  /** httpApiMapper[slug].handler(request), waiting up to deadlineMs for it when it is async. */
+  | { op: 'httpApiHandler'; versionId: string; slug: string; request: HttpApiRequest; deadlineMs: number }
+  /** httpApiMapper[slug].responseMapper({ state, context, result }) for a settled instance. */
+  | { op: 'httpApiResponse'; versionId: string; slug: string; settled: HttpApiSettled; deadlineMs: number }
   | { op: 'stop'; versionId: string; key: string }
   /** The version is gone (its machine was deleted): free its isolate. */
   | { op: 'unload'; versionId: string }

@@ -19,7 +19,7 @@ import type { BundleValidation } from '../bundle-validation.js';
 import {
   BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxStalledError, SandboxTimeoutError, StepTooLargeError,
 } from '../errors.js';
-import type { AuthorizingCaller, CapturedLog, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, HttpApiOutcome, HttpApiRequest, HttpApiSettled, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
 import { parseStep, type RawStep } from '../step-result.js';
 import {
   type Batch, type LoadSettings, MOVED_ERROR, type NodeMessage, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, type WorkerStats, workerArgs,
@@ -567,6 +567,16 @@ export class RemoteVersion {
 
   async advance(key: string, now: number, restore?: Restore): Promise<StepResult> {
     return parseStep((await this.call({ op: 'advance', versionId: this.versionId, key, now, ...(restore ? { restore } : {}) })) as RawStep);
+  }
+
+  /** httpApiMapper[slug].handler(request) (wire-protocol §3.14); see VersionIsolate.httpApiHandler. */
+  httpApiHandler(slug: string, request: HttpApiRequest, deadlineMs: number): Promise<HttpApiOutcome> {
+    return this.call({ op: 'httpApiHandler', versionId: this.versionId, slug, request, deadlineMs }) as Promise<HttpApiOutcome>;
+  }
+
+  /** httpApiMapper[slug].responseMapper for the settled instance; see VersionIsolate.httpApiResponse. */
+  httpApiResponse(slug: string, settled: HttpApiSettled, deadlineMs: number): Promise<HttpApiOutcome> {
+    return this.call({ op: 'httpApiResponse', versionId: this.versionId, slug, settled, deadlineMs }) as Promise<HttpApiOutcome>;
   }
 
   stopChildren(key: string): Promise<{ id: string }[]> {

@@ -6,7 +6,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { validateBundle } from '../bundle-validation.js';
-import { SandboxDisposedError } from '../errors.js';
+import { SandboxDisposedError, SandboxMovedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
 import { CallSlot, DELIVERY } from './call-slot.js';
 import { LiveHeapWatch } from './live-heap-watch.js';
@@ -102,8 +102,20 @@ const watchHeap = (versionId: string): void => {
   if (watch && heldBytes !== undefined) post({ kind: 'live-heap', versionId, heldBytes, budgetBytes: watch.budgetBytes });
 };
 
-/** Runs one request; only loading and validating a bundle are asynchronous (module evaluation). */
-const handle = (request: SandboxRequest): unknown => {
+/**
+ * How the crossings of an asynchronous call of request `id` run: timed by the watchdog like a
+ * request's call; none once the worker is retired (the node has moved the request on by then).
+ */
+const crossings = (id: number, versionId: string) => <T>(crossing: () => T): T => {
+  if (slot?.retired) throw new SandboxMovedError();
+  return timed(id, versionId, crossing);
+};
+
+/**
+ * Runs one request (`id` is its number); loading and validating a bundle (module evaluation) and
+ * http API calls (machine code that may wait) are asynchronous.
+ */
+const handle = (request: SandboxRequest, id: number): unknown => {
   switch (request.op) {
     case 'load':
       return load(request);
@@ -126,6 +138,12 @@ const handle = (request: SandboxRequest): unknown => {
       return isolateOf(request.versionId).advanceRaw(request.key, request.now, request.restore);
     case 'stopChildren':
       return isolateOf(request.versionId).stopChildren(request.key);
+    // Asynchronous when the machine code is (it may wait for its fetches and timers): each of its
+    // crossings into the isolate is timed on its own (not in TIMED_OPS).
+    case 'httpApiHandler':
+      return isolateOf(request.versionId).httpApiHandler(request.slug, request.request, request.deadlineMs, crossings(id, request.versionId));
+    case 'httpApiResponse':
+      return isolateOf(request.versionId).httpApiResponse(request.slug, request.settled, request.deadlineMs, crossings(id, request.versionId));
     case 'stop':
       isolates.get(request.versionId)?.stop(request.key);
       return true;
@@ -194,7 +212,7 @@ const run = ({ id, request }: NodeMessage): void => {
   }
   let value: unknown;
   try {
-    value = slot && TIMED_OPS.has(request.op) && 'versionId' in request ? timed(id, request.versionId, () => handle(request)) : handle(request);
+    value = slot && TIMED_OPS.has(request.op) && 'versionId' in request ? timed(id, request.versionId, () => handle(request, id)) : handle(request, id);
   } catch (error) {
     failed(id, request, error);
     return;
