@@ -41,6 +41,8 @@ export interface ApiContext {
   validateBundle: BundleValidator;
   settings: ApiSettings;
   logger: Logger;
+  /** The realtime endpoint's counts, for GET /stats (set once the server listens). */
+  realtimeStats?: () => { sockets: number; upgrades: number; subscribedInstances: number };
 }
 
 export const authenticate = (context: ApiContext, request: ApiRequest): Caller =>

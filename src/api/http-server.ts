@@ -6,6 +6,8 @@ import { clipped } from '../domain/names.js';
 import { corsHeaders, preflightHeaders } from './cors.js';
 import { errorResponse } from './error-response.js';
 import type { ApiRequest, ApiResponse } from './http-types.js';
+import type { RealtimeHub, RealtimeLimits } from './realtime/realtime-hub.js';
+import { attachRealtime, type RealtimeEndpoint } from './realtime/rt-websocket.js';
 import type { Router } from './router.js';
 
 /** The CORS headers every answer carries unless its route set them itself. */
@@ -25,6 +27,8 @@ export interface HttpServerOptions {
   port: number;
   maxBodyBytes: number;
   logger: Logger;
+  /** `GET /rt` websockets (wire-protocol §6), when given. */
+  realtime?: { hub: RealtimeHub; limits: RealtimeLimits };
 }
 
 /**
@@ -34,6 +38,8 @@ export interface HttpServerOptions {
  */
 export class HttpServer {
   private listenSocket: uWS.us_listen_socket | undefined;
+  private app: uWS.TemplatedApp | undefined;
+  private realtime: RealtimeEndpoint | undefined;
   private inFlight = 0;
   private idleWaiters: Array<() => void> = [];
   private draining = false;
@@ -51,17 +57,33 @@ export class HttpServer {
     return uWS.us_socket_local_port(this.listenSocket as unknown as uWS.us_socket);
   }
 
-  /** Stops accepting connections, then resolves once every request in flight has been answered. */
+  /** Realtime sockets open now, and upgrades accepted so far. */
+  get websockets(): { sockets: number; upgrades: number } {
+    return { sockets: this.realtime?.socketCount ?? 0, upgrades: this.realtime?.upgrades ?? 0 };
+  }
+
+  /** Sends `text` to every websocket subscribed to `topic`, serialized once (the realtime fan-out). */
+  publish(topic: string, text: string): void {
+    this.app?.publish(topic, text, false, false);
+  }
+
+  /**
+   * Stops accepting connections and closes the realtime sockets, then resolves once every request in
+   * flight has been answered.
+   */
   async drain(): Promise<void> {
     this.draining = true;
     if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
     this.listenSocket = undefined;
+    this.realtime?.closeAll();
     if (this.inFlight === 0) return;
     await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
   private listen(): Promise<void> {
     const app = uWS.App();
+    this.app = app;
+    if (this.options.realtime) this.realtime = attachRealtime(app, this.options.realtime.hub, this.options.realtime.limits, this.logError);
     app.any('/*', (res, req) => this.handle(res, req));
     return new Promise((resolve, reject) => {
       app.listen(this.options.host, this.options.port, (socket) => {

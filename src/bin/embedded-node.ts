@@ -1,6 +1,7 @@
 import { buildRouter } from '../api/routes/index.js';
-import type { ApiSettings } from '../api/api-context.js';
+import type { ApiContext, ApiSettings } from '../api/api-context.js';
 import { HttpServer } from '../api/http-server.js';
+import { defaultRealtimeLimits, RealtimeHub } from '../api/realtime/realtime-hub.js';
 import { AdminCredential } from '../auth/admin-credential.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { KeyRing } from '../auth/key-ring.js';
@@ -16,6 +17,8 @@ import { LogSink } from '../runtime/log-sink.js';
 import { defaultRuntimeSettings, type RuntimeSettings } from '../runtime/runtime-settings.js';
 import { SandboxPool } from '../runtime/sandbox-pool.js';
 import { TimerScheduler } from '../runtime/timer-scheduler.js';
+import { InProcessUpdateBus } from '../runtime/update-bus.js';
+import { requireScope } from '../auth/caller.js';
 import { OutboxDispatcher } from '../runtime/outbox-dispatcher.js';
 import { faultHook } from './fault-hooks.js';
 import type { Catalog } from '../store/catalog.js';
@@ -120,6 +123,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     onCrash: (reason) => logger.warn('the validation sandbox worker died; a new one starts with the next upload', { reason }),
   });
   const sandboxes = new SandboxPool(sandboxClient, quarantineClient, store.versions, logs, runtimeSettings);
+  const updates = new InProcessUpdateBus();
   const runtime: InstanceRuntime = new InstanceRuntime({
     instances: store.instances,
     sandboxes,
@@ -130,6 +134,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     logger,
     onTimersPending: (dueAt) => scheduler.noteDue(dueAt),
     onOutbox: () => dispatcher.kick(),
+    updates,
     ...(fault ? { fault } : {}),
   });
   const scheduler = new TimerScheduler(store.instances, (orgId, machine, name) => runtime.fireTimers(orgId, machine, name), logger);
@@ -142,7 +147,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     maxRetries: runtimeSettings.timerMaxRetries,
     ...(fault ? { afterDelivered: () => fault('after-receiver-commit') } : {}),
   });
-  const router = buildRouter({
+  const apiContext: ApiContext = {
     catalog,
     authenticator,
     sealer,
@@ -155,7 +160,9 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     logs: store.logs,
     runtime,
     httpApis: new HttpApiRunner({ runtime, sandboxes, catalog, logs, settings: runtimeSettings }),
-  });
+    realtimeStats: () => ({ ...server.websockets, subscribedInstances: hub.channelCount }),
+  };
+  const router = buildRouter(apiContext);
   scheduler.start();
   dispatcher.start();
   const pruneLogs = () =>
@@ -166,7 +173,22 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   // Idle actors and versions are looked for a few times per idle period, at most once a minute.
   const sweeping = setInterval(() => runtime.sweepIdle(), Math.min(60_000, runtimeSettings.idleUnloadMs / 4));
   sweeping.unref();
-  const server = await HttpServer.start({ router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger });
+  const realtimeLimits = { ...defaultRealtimeLimits, maxSubscriptionsPerSocket: config.rtMaxSubscriptions };
+  const hub = new RealtimeHub({
+    runtime,
+    bus: updates,
+    fanout: { publish: (topic, text) => server.publish(topic, text) },
+    authenticate: (token, orgHeader) => {
+      const caller = authenticator.authenticate({ authorization: `Bearer ${token}`, orgId: orgHeader, act: undefined });
+      requireScope(caller, 'state.read');
+      return { orgId: authenticator.resolveOrg(caller), authContext: caller.authContext };
+    },
+    limits: realtimeLimits,
+    logError: (message, error) => logger.error(message, { error: error instanceof Error ? error.stack ?? error.message : String(error) }),
+  });
+  const server: HttpServer = await HttpServer.start({
+    router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger, realtime: { hub, limits: realtimeLimits },
+  });
   // Booted now, once listening (so it does not slow startup down): the first request that runs machine
   // code would otherwise wait ≈ 0.4 s for it.
   sandboxClient.start();

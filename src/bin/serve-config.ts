@@ -22,6 +22,8 @@ export interface ServeConfig {
   sandboxStallMs: number;
   maxLiveActors: number;
   pureSteps: boolean;
+  /** Realtime subscriptions one websocket may hold at once. */
+  rtMaxSubscriptions: number;
   idleSeconds: number;
   timerRetryMs: number;
   madeInstancesPerSecond: number;
@@ -57,6 +59,7 @@ export const serveSettings = [
   { flag: 'sandbox-stall-ms', env: 'STATEHOLD_SANDBOX_STALL_MS', fallback: '100', help: 'a call into machine code that holds the sandbox worker for this much CPU time moves its org to the quarantine worker and every other request to a fresh worker (0: never)' },
   { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
   { flag: 'pure-steps', env: 'STATEHOLD_PURE_STEPS', fallback: 'on', help: 'on: instances of a machine that can leave nothing running (no invoke, delay or send) rest between events as their state alone, stepped by xstate\'s pure transition (≈ 1 KB each instead of ≈ 6 KB for a live interpreter); off: every live instance keeps an interpreter' },
+  { flag: 'rt-max-subscriptions', env: 'STATEHOLD_RT_MAX_SUBSCRIPTIONS', fallback: '1000', help: 'subscriptions one /rt websocket may hold at once (duplicates count); one more gets an in-band 429 error' },
   { flag: 'idle-seconds', env: 'STATEHOLD_IDLE_SECONDS', fallback: '600', help: 'live instances no request took for this long are evicted (reloaded on demand), and the isolates of versions no live instance is on are freed' },
   { flag: 'timer-retry-ms', env: 'STATEHOLD_TIMER_RETRY_MS', fallback: '30000', help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)' },
   { flag: 'made-instances-per-second', env: 'STATEHOLD_MADE_INSTANCES_PER_SECOND', fallback: '50', help: 'instances machine code may make per org per second (spawns, sends creating their target), ten times as many in a burst; beyond, they are retried later' },
@@ -115,6 +118,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     sandboxStallMs: integer('sandbox-stall-ms', 0, 600_000),
     maxLiveActors: integer('max-live-actors', 1, 10_000_000),
     pureSteps: onOff('pure-steps', pick('pure-steps')),
+    rtMaxSubscriptions: integer('rt-max-subscriptions', 1, 1_000_000),
     idleSeconds: integer('idle-seconds', 1, 7 * 86_400),
     timerRetryMs: integer('timer-retry-ms', 1, 3_600_000),
     madeInstancesPerSecond: integer('made-instances-per-second', 1, 1_000_000),

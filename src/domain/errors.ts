@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'not-found'
   | 'conflict'
   | 'payload-too-large'
+  | 'rate-limited'
   | 'unavailable'
   | 'machine-code-error'
   | 'context-too-large'
@@ -55,6 +56,9 @@ export const notFound = (message: string): ServiceError => new ServiceError(404,
 export const conflict = (message: string): ServiceError => new ServiceError(409, 'invalid-state', message);
 
 export const payloadTooLarge = (message: string): ServiceError => new ServiceError(413, 'payload-too-large', message);
+
+/** Too many requests from one caller (an org, a client address, a socket) for a documented rate. */
+export const rateLimited = (message: string): ServiceError => new ServiceError(429, 'rate-limited', message);
 
 export const unavailable = (message: string): ServiceError => new ServiceError(503, 'unavailable', message);
 

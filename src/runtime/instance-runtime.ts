@@ -12,6 +12,7 @@ import {
   type OutboxMessage,
   SequenceConflictError,
   type TransitionRecord,
+  type UsageMonth,
 } from '../store/instance-store.js';
 import { ActorRegistry } from './actor-registry.js';
 import { type InstanceActor, liveActorsIn } from './instance-actor.js';
@@ -24,6 +25,7 @@ import type { SandboxPool } from './sandbox-pool.js';
 import { isSettled, settle } from './settle.js';
 import { StepEffects } from './step-effects.js';
 import { UsageMeter } from './usage-meter.js';
+import type { UpdateBus } from './update-bus.js';
 import type { VersionSource } from './version-source.js';
 
 export interface RuntimeStats {
@@ -48,6 +50,8 @@ export interface InstanceRuntimeDeps {
   onTimersPending?: (earliestDueAt: number) => void;
   /** Told when a commit left messages in the outbox (the outbox dispatcher). */
   onOutbox?: () => void;
+  /** Where every durable commit (and deletion) is published, in commit order per instance. */
+  updates?: UpdateBus;
   fault?: (point: FaultPoint) => void;
 }
 
@@ -202,8 +206,34 @@ export class InstanceRuntime {
       return this.guard(sandbox.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }), orgId, machine, name);
     });
     if (!allowed) throw rejectedByAuthorizer('allowRead');
-    this.usage.read(orgId);
+    this.usage.read(orgId, machine);
     return head;
+  }
+
+  /**
+   * allowRead for a state that left (or is about to leave) the instance by another way than a read,
+   * such as a realtime push: true or false, or the authorizer's failure as a request error. Counts
+   * nothing.
+   */
+  async allowsRead(
+    view: { orgId: string; machine: string; name: string; versionId: string; state: InstanceHead['state']; context: InstanceHead['context'] },
+    authContext: JsonObject,
+  ): Promise<boolean> {
+    const { orgId, machine, name } = view;
+    return this.untilNotMoved(async () => {
+      const sandbox = this.deps.sandboxes.loaded(view.versionId) ?? (await this.deps.sandboxes.get(orgId, machine, view.versionId));
+      return this.guard(sandbox.allowRead({ machineInstanceName: name, state: view.state, context: view.context, authContext }), orgId, machine, name);
+    });
+  }
+
+  /** Counts one read that did not go through `read` (a realtime subscription's first state). */
+  countRead(orgId: string, machine: string): void {
+    this.usage.read(orgId, machine);
+  }
+
+  /** The org's usage by month, newest first (GET /usage). */
+  usageMonths(orgId: string, months: number): Promise<UsageMonth[]> {
+    return this.usage.months(orgId, months);
   }
 
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
@@ -370,6 +400,7 @@ export class InstanceRuntime {
       actor.head = undefined;
       actor.discardLive();
       this.actors.release(actor);
+      if (deleted) this.deps.updates?.publish({ kind: 'deleted', orgId, machine, name });
       return deleted;
     });
   }
@@ -499,7 +530,7 @@ export class InstanceRuntime {
       const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
       const created = await this.deps.instances.createInstance(head, records, commitEffects);
       if (!created) throw conflict(`instance ${name} of machine ${machine} already exists`);
-      this.usage.transitions(orgId, this.billedTransitions(records.length, size.contextBytes));
+      this.usage.transitions(orgId, machine, this.billedTransitions(records.length, size.contextBytes));
       this.committed(actor, head, size.stateBytes, outbox);
       return head;
     } catch (error) {
@@ -593,7 +624,7 @@ export class InstanceRuntime {
     const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts };
     const outbox = this.outboxOf(next, effects, last.ts);
     await this.deps.instances.commit(next, head, records, { ...commitEffects, outbox });
-    this.usage.transitions(actor.orgId, this.billedTransitions(records.length, size.contextBytes));
+    this.usage.transitions(actor.orgId, actor.machine, this.billedTransitions(records.length, size.contextBytes));
     this.committed(actor, next, size.stateBytes, outbox);
     return next;
   }
@@ -601,6 +632,10 @@ export class InstanceRuntime {
   /** After a durable commit: remember the head, account memory, wake the timer scheduler and the outbox. */
   private committed(actor: InstanceActor, head: InstanceHead, stateBytes: number, outbox: OutboxMessage[]): void {
     actor.head = head;
+    this.deps.updates?.publish({
+      kind: 'update', orgId: head.orgId, machine: head.machine, name: head.name, versionId: head.versionId,
+      seq: head.seq, ts: head.ts, state: head.state, context: head.context, tags: head.tags, done: head.done,
+    });
     this.actors.resize(actor, stateBytes + 4096);
     if (head.pendingTimers.length > 0) this.deps.onTimersPending?.(Math.min(...head.pendingTimers.map((timer) => timer.dueAt)));
     if (outbox.length > 0) {

@@ -1,13 +1,14 @@
 import type { Logger } from '../domain/logger.js';
-import type { InstanceStore, UsageDelta } from '../store/instance-store.js';
+import type { InstanceStore, UsageDelta, UsageMonth } from '../store/instance-store.js';
 
 /**
- * Counts reads and transitions per org in memory and writes them once a second, so neither a read nor
- * a commit pays for a counter page. A crash can lose up to a second of counts; they are billing
- * counters (wire-protocol §8.6), not history.
+ * Counts reads and transitions per org and machine in memory and writes them once a second, so
+ * neither a read nor a commit pays for a counter page. A crash can lose up to a second of counts; they
+ * are billing counters (wire-protocol §8.6), not history.
  */
 export class UsageMeter {
-  private readonly pending = new Map<string, UsageDelta>();
+  /** By org, then machine. */
+  private readonly pending = new Map<string, Map<string, UsageDelta>>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -16,28 +17,42 @@ export class UsageMeter {
     private readonly flushDelayMs = 1000,
   ) {}
 
-  read(orgId: string): void {
-    this.add(orgId, 0, 1);
+  read(orgId: string, machine: string): void {
+    this.add(orgId, machine, 0, 1);
   }
 
-  transitions(orgId: string, count: number): void {
-    this.add(orgId, count, 0);
+  transitions(orgId: string, machine: string, count: number): void {
+    this.add(orgId, machine, count, 0);
   }
 
-  private add(orgId: string, transitions: number, reads: number): void {
-    const current = this.pending.get(orgId) ?? { transitions: 0, reads: 0 };
-    this.pending.set(orgId, { transitions: current.transitions + transitions, reads: current.reads + reads });
+  /** The org's months, newest first, with what is still in memory written first. */
+  async months(orgId: string, months: number): Promise<UsageMonth[]> {
+    await this.flush();
+    return this.store.listUsage(orgId, months);
+  }
+
+  private add(orgId: string, machine: string, transitions: number, reads: number): void {
+    let machines = this.pending.get(orgId);
+    if (!machines) {
+      machines = new Map();
+      this.pending.set(orgId, machines);
+    }
+    const current = machines.get(machine);
+    if (current) {
+      current.transitions += transitions;
+      current.reads += reads;
+    } else machines.set(machine, { transitions, reads });
     this.timer ??= setTimeout(() => void this.flush(), this.flushDelayMs);
   }
 
   async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    const batch = [...this.pending];
+    const batch = [...this.pending].flatMap(([orgId, machines]) => [...machines].map(([machine, usage]) => ({ orgId, machine, usage })));
     this.pending.clear();
     await Promise.all(
-      batch.map(([orgId, usage]) =>
-        this.store.addUsage(orgId, usage).catch((error: unknown) => this.logger.error('could not record usage', { error: String(error) })),
+      batch.map(({ orgId, machine, usage }) =>
+        this.store.addUsage(orgId, usage, machine).catch((error: unknown) => this.logger.error('could not record usage', { error: String(error) })),
       ),
     );
   }

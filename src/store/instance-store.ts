@@ -84,6 +84,12 @@ export interface UsageDelta {
   reads: number;
 }
 
+/** One billing month of an org: its totals and each machine's share. */
+export interface UsageMonth extends UsageDelta {
+  month: string;
+  machines: Array<UsageDelta & { machine: string }>;
+}
+
 /** Thrown when a commit does not follow the sequence it names: someone else wrote the instance. */
 export class SequenceConflictError extends Error {
   constructor(readonly expectedSeq: number, readonly actualSeq: number | undefined) {
@@ -128,8 +134,11 @@ export interface InstanceStore {
   nextTimerDue(): number | undefined;
   /** Removes index entries that no head lists any more (left by a crash between versions of this code). */
   removeDueTimers(entries: DueTimer[]): Promise<void>;
-  addUsage(orgId: string, usage: UsageDelta): Promise<void>;
+  /** Adds to the org's counters of the current month (and to the machine's, when named). */
+  addUsage(orgId: string, usage: UsageDelta, machine?: string): Promise<void>;
   getUsage(orgId: string, month: string): UsageDelta;
+  /** The org's months that have counts, newest first, at most `months` of them. */
+  listUsage(orgId: string, months: number): UsageMonth[];
 }
 
 /** Billing month of a timestamp, `YYYY-MM` in UTC. */

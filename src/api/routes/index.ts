@@ -2,6 +2,7 @@ import type { ApiContext } from '../api-context.js';
 import { Router } from '../router.js';
 import { registerBillingPortalRoute, registerBillingRoutes } from './billing-routes.js';
 import { registerHealthRoutes } from './health-routes.js';
+import { registerHttpApiRoutes } from './http-api-routes.js';
 import { registerInstanceRoutes } from './instance-routes.js';
 import { registerKeyRoutes } from './key-routes.js';
 import { registerLogRoutes } from './log-routes.js';
@@ -9,6 +10,7 @@ import { registerMachineRoutes } from './machine-routes.js';
 import { registerOrgRoutes } from './org-routes.js';
 import { registerStatsRoutes } from './stats-routes.js';
 import { registerUploadRoutes } from './upload-routes.js';
+import { registerUsageRoutes } from './usage-routes.js';
 import { registerVersionRoutes } from './version-routes.js';
 
 /** Every route of the API, in one router. */
@@ -25,5 +27,7 @@ export const buildRouter = (context: ApiContext): Router => {
   registerVersionRoutes(router, context);
   registerUploadRoutes(router, context);
   registerStatsRoutes(router, context);
+  registerUsageRoutes(router, context);
+  registerHttpApiRoutes(router, context);
   return router;
 };

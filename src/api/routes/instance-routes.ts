@@ -88,6 +88,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
     const head = instanceOf(orgId, machine, instance);
+    runtime.countRead(orgId, machine);
     return json({
       state: head.state,
       context: head.context,

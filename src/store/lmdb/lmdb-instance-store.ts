@@ -8,6 +8,7 @@ import {
   SequenceConflictError,
   type TransitionRecord,
   type UsageDelta,
+  type UsageMonth,
   usageMonth,
 } from '../instance-store.js';
 import { instanceKey } from './unapplied-commits.js';
@@ -57,7 +58,8 @@ const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTi
  *   instances   [orgId, machine, name]      -> InstanceHead, entry version = head.seq
  *                                              (the catalog reads this db's keys for hasInstances)
  *   transitions [orgId, machine, name, seq] -> TransitionRecord
- *   usage       [orgId, 'YYYY-MM']          -> UsageDelta
+ *   usage       [orgId, 'YYYY-MM']          -> UsageDelta (the org's month)
+ *               [orgId, 'YYYY-MM', machine] -> UsageDelta (one machine's share of it)
  *   timers      [dueAt, orgId, machine, name, timerId] -> true   (due-time index of pendingTimers)
  *   outbox      position                    -> OutboxMessage  (messages between instances)
  *   inbox       [orgId, machine, name, messageId] -> ts      (messages an instance applied)
@@ -82,7 +84,7 @@ const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTi
 export class LmdbInstanceStore implements InstanceStore {
   private readonly heads: Database<InstanceHead, HeadKey>;
   private readonly transitions: Database<TransitionRecord, [string, string, string, number]>;
-  private readonly usage: Database<UsageDelta, [string, string]>;
+  private readonly usage: Database<UsageDelta, [string, string] | [string, string, string]>;
   private readonly timers: Database<true, [number, string, string, string, string]>;
   private readonly outbox: Database<OutboxMessage, [number, number]>;
   private readonly inbox: Database<number, [string, string, string, string]>;
@@ -331,13 +333,32 @@ export class LmdbInstanceStore implements InstanceStore {
     });
   }
 
-  async addUsage(orgId: string, usage: UsageDelta): Promise<void> {
+  async addUsage(orgId: string, usage: UsageDelta, machine?: string): Promise<void> {
     this.checkHealthy();
-    await this.root.transaction(() => this.bumpUsage(orgId, usage));
+    await this.root.transaction(() => this.bumpUsage(orgId, usage, machine));
   }
 
   getUsage(orgId: string, month: string): UsageDelta {
     return this.usage.get([orgId, month]) ?? { transitions: 0, reads: 0 };
+  }
+
+  listUsage(orgId: string, months: number): UsageMonth[] {
+    const found: UsageMonth[] = [];
+    // Newest first: [orgId, month, machine] entries come before their [orgId, month] total in reverse order.
+    for (const { key, value } of this.usage.getRange({ start: [orgId, '\uffff'], end: [orgId], reverse: true })) {
+      const [, month, machine] = key as [string, string, string | undefined];
+      let current = found.at(-1);
+      if (current?.month !== month) {
+        if (found.length === months) break;
+        current = { month, transitions: 0, reads: 0, machines: [] };
+        found.push(current);
+      }
+      if (machine === undefined) {
+        current.transitions = value.transitions;
+        current.reads = value.reads;
+      } else current.machines.unshift({ machine, transitions: value.transitions, reads: value.reads });
+    }
+    return found;
   }
 
   private conflict(previous: InstanceHead): SequenceConflictError {
@@ -392,10 +413,13 @@ export class LmdbInstanceStore implements InstanceStore {
     for (const record of history) void this.transitions.put([head.orgId, head.machine, head.name, record.seq], record);
   }
 
-  private bumpUsage(orgId: string, usage: UsageDelta): void {
+  private bumpUsage(orgId: string, usage: UsageDelta, machine: string | undefined): void {
     if (usage.transitions === 0 && usage.reads === 0) return;
-    const key: [string, string] = [orgId, usageMonth(Date.now())];
-    const current = this.usage.get(key) ?? { transitions: 0, reads: 0 };
-    void this.usage.put(key, { transitions: current.transitions + usage.transitions, reads: current.reads + usage.reads });
+    const month = usageMonth(Date.now());
+    const keys: Array<[string, string] | [string, string, string]> = machine === undefined ? [[orgId, month]] : [[orgId, month], [orgId, month, machine]];
+    for (const key of keys) {
+      const current = this.usage.get(key) ?? { transitions: 0, reads: 0 };
+      void this.usage.put(key, { transitions: current.transitions + usage.transitions, reads: current.reads + usage.reads });
+    }
   }
 }

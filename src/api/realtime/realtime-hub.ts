@@ -1,0 +1,163 @@
+import { invalidParameter, notFound, rateLimited } from '../../domain/errors.js';
+import type { JsonObject } from '../../domain/machine-state.js';
+import { actorKey } from '../../runtime/actor-key.js';
+import type { InstanceUpdate, UpdateBus } from '../../runtime/update-bus.js';
+import type { InstanceHead } from '../../store/instance-store.js';
+import { type ChannelRuntime, InstanceChannel, type RtFanout, type RtPeer, type Subscription } from './instance-channel.js';
+import { BadFrame, type ClientMessage, errorText, parseClientMessage } from './rt-messages.js';
+
+/** The documented bounds of one realtime connection (README, "Realtime"). */
+export interface RealtimeLimits {
+  /** Subscriptions open at once on one socket, duplicates included. */
+  maxSubscriptionsPerSocket: number;
+  /** Subscribes a socket may make per second, with `subscribeBurst` saved up. */
+  subscribesPerSecond: number;
+  subscribeBurst: number;
+}
+
+export const defaultRealtimeLimits: RealtimeLimits = { maxSubscriptionsPerSocket: 1_000, subscribesPerSecond: 100, subscribeBurst: 1_000 };
+
+/** Who a socket's token says its owner is, checked again at each subscribe (so an expired token is noticed). */
+export type RtAuthenticate = (token: string, orgHeader: string | undefined) => { orgId: string; authContext: JsonObject };
+
+export interface RealtimeHubDeps {
+  runtime: ChannelRuntime & { head(orgId: string, machine: string, name: string): InstanceHead | undefined };
+  bus: UpdateBus;
+  fanout: RtFanout;
+  authenticate: RtAuthenticate;
+  limits: RealtimeLimits;
+  logError: (message: string, error: unknown) => void;
+}
+
+/** One connected socket: its credential (as given when it connected) and its subscriptions by requestId. */
+export interface RtSession {
+  readonly peer: RtPeer;
+  readonly token: string;
+  readonly orgHeader: string | undefined;
+  readonly subscriptions: Map<string, { subscription: Subscription; channel: InstanceChannel }>;
+  subscribeTokens: number;
+  tokensAt: number;
+}
+
+export const newSession = (peer: RtPeer, token: string, orgHeader: string | undefined, limits: RealtimeLimits): RtSession => ({
+  peer, token, orgHeader, subscriptions: new Map(), subscribeTokens: limits.subscribeBurst, tokensAt: Date.now(),
+});
+
+/**
+ * The `/rt` protocol (wire-protocol §6), apart from the socket library: sessions, subscribe and
+ * unsubscribe, and one InstanceChannel per instance anyone subscribes to, listening on the update bus.
+ * Every problem is answered in-band as an `error` frame and the socket stays open: the real client
+ * reconnects at once, with no backoff and the same token, whenever a socket closes.
+ */
+export class RealtimeHub {
+  private readonly channels = new Map<string, { channel: InstanceChannel; stopListening: () => void }>();
+
+  constructor(private readonly deps: RealtimeHubDeps) {}
+
+  /** Instances with at least one subscriber or update in hand (for stats and tests). */
+  get channelCount(): number {
+    return this.channels.size;
+  }
+
+  /** One text frame from a socket. */
+  handle(session: RtSession, text: string): void {
+    let message: ClientMessage;
+    try {
+      message = parseClientMessage(text);
+    } catch (error) {
+      if (!(error instanceof BadFrame)) throw error;
+      session.peer.send(errorText(error.requestId, error.error));
+      return;
+    }
+    if (message.type === 'ping') return;
+    if (message.type === 'unsubscribe-from-instance') return this.unsubscribe(session, message.requestId);
+    try {
+      this.subscribe(session, message.machineName, message.machineInstanceName, message.requestId);
+    } catch (error) {
+      session.peer.send(errorText(message.requestId, error));
+    }
+  }
+
+  /** The socket closed: every subscription on it stops. */
+  closed(session: RtSession): void {
+    for (const { subscription, channel } of session.subscriptions.values()) channel.unsubscribe(subscription);
+    session.subscriptions.clear();
+  }
+
+  private subscribe(session: RtSession, machine: string, name: string, requestId: string): void {
+    const { limits } = this.deps;
+    if (session.subscriptions.has(requestId)) {
+      throw invalidParameter('requestId', `requestId ${requestId} is already used by a subscription on this connection`);
+    }
+    if (session.subscriptions.size >= limits.maxSubscriptionsPerSocket) {
+      throw rateLimited(`a connection may hold at most ${limits.maxSubscriptionsPerSocket} subscriptions; unsubscribe some or open another connection`);
+    }
+    if (!takeSubscribeToken(session, limits)) {
+      throw rateLimited(`a connection may subscribe at most ${limits.subscribesPerSecond} times a second (${limits.subscribeBurst} at once)`);
+    }
+    const { orgId, authContext } = this.deps.authenticate(session.token, session.orgHeader);
+    const channel = this.channelFor(orgId, machine, name);
+    const subscription: Subscription = {
+      requestId,
+      peer: session.peer,
+      authContext,
+      authKey: JSON.stringify(authContext),
+      active: true,
+      onRefused: () => {
+        if (session.subscriptions.get(requestId)?.subscription === subscription) session.subscriptions.delete(requestId);
+      },
+    };
+    session.subscriptions.set(requestId, { subscription, channel });
+    channel.subscribe(subscription);
+  }
+
+  private unsubscribe(session: RtSession, requestId: string): void {
+    const entry = session.subscriptions.get(requestId);
+    if (!entry) return;
+    session.subscriptions.delete(requestId);
+    entry.channel.unsubscribe(entry.subscription);
+  }
+
+  private channelFor(orgId: string, machine: string, name: string): InstanceChannel {
+    const key = actorKey(orgId, machine, name);
+    const existing = this.channels.get(key);
+    if (existing) return existing.channel;
+    // The starting state and the listening begin in the same tick: no commit falls between them.
+    const head = this.deps.runtime.head(orgId, machine, name);
+    if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
+    const channel = new InstanceChannel(key, viewOf(head), this.deps.runtime, this.deps.fanout, (empty) => this.forget(empty), this.deps.logError);
+    const stopListening = this.deps.bus.listen(orgId, machine, name, (news) => channel.news(news));
+    this.channels.set(key, { channel, stopListening });
+    return channel;
+  }
+
+  private forget(channel: InstanceChannel): void {
+    const entry = this.channels.get(channel.key);
+    if (entry?.channel !== channel) return;
+    entry.stopListening();
+    this.channels.delete(channel.key);
+  }
+}
+
+const viewOf = (head: InstanceHead): InstanceUpdate => ({
+  kind: 'update',
+  orgId: head.orgId,
+  machine: head.machine,
+  name: head.name,
+  versionId: head.versionId,
+  seq: head.seq,
+  ts: head.ts,
+  state: head.state,
+  context: head.context,
+  tags: head.tags,
+  done: head.done,
+});
+
+const takeSubscribeToken = (session: RtSession, limits: RealtimeLimits): boolean => {
+  const now = Date.now();
+  session.subscribeTokens = Math.min(limits.subscribeBurst, session.subscribeTokens + ((now - session.tokensAt) / 1000) * limits.subscribesPerSecond);
+  session.tokensAt = now;
+  if (session.subscribeTokens < 1) return false;
+  session.subscribeTokens -= 1;
+  return true;
+};

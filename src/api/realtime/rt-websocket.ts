@@ -1,0 +1,164 @@
+import type uWS from 'uWebSockets.js';
+import { payloadTooLarge, ServiceError, unavailable } from '../../domain/errors.js';
+import type { RtPeer } from './instance-channel.js';
+import { newSession, type RealtimeHub, type RealtimeLimits, type RtSession } from './realtime-hub.js';
+import { errorText } from './rt-messages.js';
+
+/**
+ * The socket-level bounds of `/rt` (README, "Realtime"). A client's frames are small JSON objects; a
+ * frame above `maxFrameBytes` is answered with an in-band 413, one above `hardFrameBytes` makes uWS
+ * close the connection (it cannot be read at all).
+ */
+export const RT_SOCKET_LIMITS = {
+  maxFrameBytes: 4 * 1024,
+  hardFrameBytes: 64 * 1024,
+  /** The hard bound on a socket's unsent output: past it uWS skips publishes to it (and drops sends). */
+  maxBackpressureBytes: 4 * 1024 * 1024,
+  /**
+   * A socket found with at least this much unsent output at two sweeps in a row (a second apart) gets
+   * an error on each subscription and is closed; below the hard bound, so the error still fits.
+   */
+  slowBytes: 1024 * 1024,
+  sweepMs: 1_000,
+  /** How long a slow socket has to make room for its errors before it is cut without them. */
+  closeGraceMs: 30_000,
+  /** The client pings every 5 minutes (wire-protocol §6.2); uWS also pings a quiet socket to find dead peers. */
+  idleTimeoutSeconds: 600,
+} as const;
+
+interface SocketData {
+  token: string;
+  orgHeader: string | undefined;
+  session?: RtSession;
+  slowSince?: number;
+  /** Found too slow: its subscriptions stopped, their errors waiting for room in its output. */
+  closing?: { since: number; requestIds: string[] };
+}
+
+let nextPeerId = 1;
+
+/** An open uWS socket as the hub's RtPeer: nothing is written once it closed. */
+class UwsPeer implements RtPeer {
+  readonly id = nextPeerId++;
+  open = true;
+
+  constructor(private readonly ws: uWS.WebSocket<SocketData>) {}
+
+  send(text: string): void {
+    if (this.open) this.ws.cork(() => this.ws.send(text, false, false));
+  }
+
+  subscribe(topic: string): void {
+    if (this.open) this.ws.subscribe(topic);
+  }
+
+  unsubscribe(topic: string): void {
+    if (this.open) this.ws.unsubscribe(topic);
+  }
+}
+
+export interface RealtimeEndpoint {
+  /** Closes every socket (the node is stopping) and stops the slow-consumer sweep. */
+  closeAll(): void;
+  readonly socketCount: number;
+  /** Upgrades accepted since the node started (a reconnect storm shows here). */
+  readonly upgrades: number;
+}
+
+/**
+ * Binds `GET /rt` on the uWS app to the hub. The upgrade is always accepted, whatever the token: a
+ * refused upgrade leaves the real client without retries (and, with Node's `ws`, an uncaught error),
+ * so a bad token is reported on each subscribe instead (wire-protocol §6.5).
+ */
+export const attachRealtime = (app: uWS.TemplatedApp, hub: RealtimeHub, limits: RealtimeLimits, logError: (message: string, error: unknown) => void): RealtimeEndpoint => {
+  const sockets = new Set<uWS.WebSocket<SocketData>>();
+  let upgrades = 0;
+
+  app.ws<SocketData>('/rt', {
+    compression: 0,
+    maxPayloadLength: RT_SOCKET_LIMITS.hardFrameBytes,
+    maxBackpressure: RT_SOCKET_LIMITS.maxBackpressureBytes,
+    idleTimeout: RT_SOCKET_LIMITS.idleTimeoutSeconds,
+    sendPingsAutomatically: true,
+    upgrade: (res, req, context) => {
+      const query = new URLSearchParams(req.getQuery() ?? '');
+      const data: SocketData = { token: query.get('token') ?? '', orgHeader: query.get('x-statebacked-org-id') || undefined };
+      upgrades++;
+      res.upgrade(data, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
+    },
+    open: (ws) => {
+      const data = ws.getUserData();
+      data.session = newSession(new UwsPeer(ws), data.token, data.orgHeader, limits);
+      sockets.add(ws);
+    },
+    message: (ws, message, isBinary) => {
+      const { session, closing } = ws.getUserData();
+      if (!session || closing) return;
+      try {
+        if (isBinary) {
+          session.peer.send(errorText('', new ServiceError(400, 'invalid-parameter', 'frames must be JSON text, not binary')));
+          return;
+        }
+        if (message.byteLength > RT_SOCKET_LIMITS.maxFrameBytes) {
+          session.peer.send(errorText('', payloadTooLarge(`a frame may carry at most ${RT_SOCKET_LIMITS.maxFrameBytes} bytes`)));
+          return;
+        }
+        // (decoded at once: uWS reuses the buffer when this returns)
+        hub.handle(session, Buffer.from(message).toString('utf8'));
+      } catch (error) {
+        logError('a realtime frame could not be handled', error);
+      }
+    },
+    close: (ws) => {
+      sockets.delete(ws);
+      const session = ws.getUserData().session;
+      if (!session) return;
+      (session.peer as UwsPeer).open = false;
+      hub.closed(session);
+    },
+  });
+
+  // A subscriber that does not read would make the node buffer for it without end: past the hard
+  // bound uWS skips it; one found behind at two sweeps in a row gets nothing more published, is told
+  // why as soon as its output has room for that (uWS drops sends past the bound), and is closed.
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const ws of sockets) {
+      const data = ws.getUserData();
+      const buffered = ws.getBufferedAmount();
+      if (data.closing) {
+        if (buffered < RT_SOCKET_LIMITS.maxBackpressureBytes) {
+          const slow = unavailable(`this connection left more than ${RT_SOCKET_LIMITS.slowBytes} bytes of updates unread: closed`);
+          for (const requestId of data.closing.requestIds) data.session?.peer.send(errorText(requestId, slow));
+          ws.end(1008, 'slow consumer');
+        } else if (now - data.closing.since > RT_SOCKET_LIMITS.closeGraceMs) ws.close();
+        continue;
+      }
+      if (buffered < RT_SOCKET_LIMITS.slowBytes) {
+        data.slowSince = undefined;
+        continue;
+      }
+      if (data.slowSince === undefined) {
+        data.slowSince = now;
+        continue;
+      }
+      const session = data.session;
+      data.closing = { since: now, requestIds: session ? [...session.subscriptions.keys()] : [] };
+      if (session) hub.closed(session);
+    }
+  }, RT_SOCKET_LIMITS.sweepMs);
+  sweep.unref();
+
+  return {
+    closeAll() {
+      clearInterval(sweep);
+      for (const ws of [...sockets]) ws.end(1001, 'the node is stopping');
+    },
+    get socketCount() {
+      return sockets.size;
+    },
+    get upgrades() {
+      return upgrades;
+    },
+  };
+};

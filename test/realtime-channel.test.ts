@@ -1,0 +1,158 @@
+import t from 'tap';
+import { MAX_QUEUED_NEWS, type RtPeer } from '../src/api/realtime/instance-channel.js';
+import { newSession, RealtimeHub, defaultRealtimeLimits } from '../src/api/realtime/realtime-hub.js';
+import { InProcessUpdateBus, type InstanceUpdate } from '../src/runtime/update-bus.js';
+import type { InstanceHead } from '../src/store/instance-store.js';
+
+/**
+ * The hub and its channels without sockets or a sandbox: a fake runtime whose authorizer answers
+ * after random delays, fake peers that record what they get, and uWS's topic semantics modelled.
+ */
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+class Topics {
+  readonly members = new Map<string, Set<FakePeer>>();
+  publish(topic: string, text: string): void {
+    for (const peer of this.members.get(topic) ?? []) peer.frames.push(JSON.parse(text));
+  }
+}
+
+let ids = 0;
+class FakePeer implements RtPeer {
+  readonly id = ++ids;
+  open = true;
+  readonly frames: any[] = [];
+  constructor(private readonly topics: Topics) {}
+  send(text: string): void {
+    this.frames.push(JSON.parse(text));
+  }
+  subscribe(topic: string): void {
+    let members = this.topics.members.get(topic);
+    if (!members) this.topics.members.set(topic, (members = new Set()));
+    members.add(this);
+  }
+  unsubscribe(topic: string): void {
+    this.topics.members.get(topic)?.delete(this);
+  }
+}
+
+const head = (seq: number, count: number): InstanceHead =>
+  ({ orgId: 'org_a', machine: 'm', name: 'i', versionId: 'ver_1', seq, ts: 1_000 + seq, state: 'on', context: { count, public: { count } }, tags: [], done: false }) as unknown as InstanceHead;
+
+const update = (seq: number, count: number): InstanceUpdate => ({ kind: 'update', ...head(seq, count) }) as InstanceUpdate;
+
+const setUp = (allow: (context: any, auth: any) => boolean = () => true) => {
+  const bus = new InProcessUpdateBus();
+  const topics = new Topics();
+  let current: InstanceHead | undefined = head(1, 0);
+  const reads: string[] = [];
+  const hub = new RealtimeHub({
+    runtime: {
+      head: () => current,
+      allowsRead: async (view, authContext) => {
+        await sleep(Math.random() * 5);
+        return allow(view.context, authContext);
+      },
+      countRead: (orgId) => reads.push(orgId),
+    },
+    bus,
+    fanout: topics,
+    authenticate: (token) => ({ orgId: 'org_a', authContext: { sub: token } }),
+    limits: defaultRealtimeLimits,
+    logError: (message, error) => {
+      throw new Error(`${message}: ${String(error)}`);
+    },
+  });
+  const commit = (seq: number, count: number) => {
+    current = head(seq, count);
+    bus.publish(update(seq, count));
+  };
+  const connect = (token: string) => {
+    const peer = new FakePeer(topics);
+    return { peer, session: newSession(peer, token, undefined, defaultRealtimeLimits) };
+  };
+  const subscribe = (who: { session: ReturnType<typeof newSession> }, requestId: string) =>
+    hub.handle(who.session, JSON.stringify({ type: 'subscribe-to-instance', machineName: 'm', machineInstanceName: 'i', requestId }));
+  return { bus, hub, commit, connect, subscribe, reads, topics };
+};
+
+const counts = (peer: FakePeer) => peer.frames.filter((f) => f.type === 'instance-update').map((f) => f.publicContext.count);
+
+t.test('subscribes racing commits: every subscriber gets a gapless, duplicate-free, ordered tail', async (t) => {
+  const { commit, connect, subscribe, hub, bus } = setUp();
+  const peers = [];
+  for (let seq = 2; seq <= 60; seq++) {
+    if (seq % 6 === 0) {
+      const who = connect(`user-${seq % 3}`);
+      subscribe(who, `r${seq}`);
+      peers.push(who.peer);
+    }
+    commit(seq, seq - 1);
+    await sleep(Math.random() * 3);
+  }
+  await sleep(100);
+  for (const peer of peers) {
+    const seen = counts(peer);
+    t.ok(seen.length > 0);
+    const first = seen[0] as number;
+    t.same(seen, Array.from({ length: 60 - first }, (_, i) => first + i), `peer ${peer.id} from ${first} to 59, each once`);
+  }
+  t.ok(bus.listenedInstances === 1 && hub.channelCount === 1, 'one channel for the instance, one listener on the bus');
+});
+
+t.test('a channel is let go once its last subscriber leaves', async (t) => {
+  const { connect, subscribe, hub, bus } = setUp();
+  const a = connect('a');
+  const b = connect('b');
+  subscribe(a, 'x');
+  subscribe(b, 'y');
+  await sleep(30);
+  t.equal(hub.channelCount, 1);
+  hub.handle(a.session, JSON.stringify({ type: 'unsubscribe-from-instance', machineName: 'm', machineInstanceName: 'i', requestId: 'x' }));
+  t.equal(hub.channelCount, 1, 'b is still there');
+  hub.closed(b.session);
+  t.equal(hub.channelCount, 0);
+  t.equal(bus.listenedInstances, 0, 'no listener left on the bus');
+});
+
+t.test('revocation stops one auth group and not the other', async (t) => {
+  const { commit, connect, subscribe } = setUp((context, auth) => auth.sub === 'owner' || context.count < 3);
+  const owner = connect('owner');
+  const guest = connect('guest');
+  subscribe(owner, 'o');
+  subscribe(guest, 'g');
+  await sleep(20);
+  for (let seq = 2; seq <= 6; seq++) commit(seq, seq - 1);
+  await sleep(100);
+  t.same(counts(owner.peer), [0, 1, 2, 3, 4, 5]);
+  t.same(counts(guest.peer), [0, 1, 2]);
+  t.match(guest.peer.frames.at(-1), { type: 'error', requestId: 'g', status: 403, code: 'rejected-by-machine-authorizer' });
+  t.equal(guest.session.subscriptions.size, 0, 'the refused subscription is gone from its socket');
+});
+
+t.test('a backlog beyond the bound drops the oldest updates, never the latest', async (t) => {
+  const { commit, connect, subscribe } = setUp();
+  const who = connect('a');
+  subscribe(who, 'r');
+  await sleep(20);
+  const last = MAX_QUEUED_NEWS * 3;
+  for (let seq = 2; seq <= last; seq++) commit(seq, seq - 1);
+  await sleep(Math.max(500, last * 3));
+  const seen = counts(who.peer);
+  t.equal(seen.at(-1), last - 1, 'the latest state arrives');
+  t.ok(seen.every((count, i) => i === 0 || count > (seen[i - 1] as number)), 'in order');
+  t.ok(seen.length <= MAX_QUEUED_NEWS + 3, `at most the bound (+ what was in hand): ${seen.length}`);
+});
+
+t.test('deletion ends every subscription with 404', async (t) => {
+  const { bus, connect, subscribe, hub } = setUp();
+  const a = connect('a');
+  subscribe(a, 'r1');
+  subscribe(a, 'r2');
+  await sleep(20);
+  bus.publish({ kind: 'deleted', orgId: 'org_a', machine: 'm', name: 'i' });
+  await sleep(20);
+  t.same(a.peer.frames.filter((f) => f.type === 'error').map((f) => [f.requestId, f.status]), [['r1', 404], ['r2', 404]]);
+  t.equal(hub.channelCount, 0);
+});
