@@ -50,9 +50,9 @@ const setUp = (allow: (context: any, auth: any) => boolean = () => true) => {
   const hub = new RealtimeHub({
     runtime: {
       head: () => current,
-      allowsRead: async (view, authContext) => {
+      allowsRead: async (view, authContexts) => {
         await sleep(Math.random() * 5);
-        return allow(view.context, authContext);
+        return authContexts.map((authContext) => allow(view.context, authContext));
       },
       countRead: (orgId) => reads.push(orgId),
     },

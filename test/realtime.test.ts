@@ -35,6 +35,18 @@ const until = async (what: string, check: () => boolean, ms = 5_000) => {
 
 const stats = async () => (await call(node.url, 'GET', '/stats', { token: ADMIN })).body.realtime;
 
+/** A raw socket, for frames the client would never send. */
+const rawSocket = async (token: string) => {
+  const socket = new WebSocket(`ws://127.0.0.1:${node.port}/rt?token=${encodeURIComponent(token)}`);
+  const frames: any[] = [];
+  socket.on('message', (data) => frames.push(JSON.parse(String(data))));
+  await new Promise((resolve, reject) => {
+    socket.once('open', resolve);
+    socket.once('error', reject);
+  });
+  return { socket, frames, send: (value: unknown) => socket.send(typeof value === 'string' ? value : JSON.stringify(value)) };
+};
+
 type Update = { state: unknown; publicContext?: any; ts: number; tags: string[]; done: boolean };
 
 t.test('a subscriber sees every update of 200 rapid events, in order, ending on the final state', async (t) => {
@@ -93,6 +105,22 @@ t.test('allowRead: refused at subscribe through onError, and revoked later', asy
   stopOwner();
 });
 
+t.test('150 subscribers with distinct auth contexts (two batches of authorizer calls): all updated, then all but the owner refused', async (t) => {
+  const owner = await clientFor('owner');
+  await owner.machineInstances.create('rt', { slug: 'crowd' });
+  const sockets = await Promise.all(Array.from({ length: 150 }, async (_, i) => rawSocket(await tokenFor(i === 0 ? 'owner' : `u${i}`))));
+  sockets.forEach((raw, i) => raw.send({ type: 'subscribe-to-instance', requestId: `c${i}`, machineName: 'rt', machineInstanceName: 'crowd' }));
+  await until('all subscribed', () => sockets.every((raw) => raw.frames.length === 1), 10_000);
+  await owner.machineInstances.sendEvent('rt', 'crowd', { event: 'INC' });
+  await until('all updated', () => sockets.every((raw) => raw.frames.length === 2), 10_000);
+  t.ok(sockets.every((raw) => raw.frames[1].publicContext.count === 1));
+  await owner.machineInstances.sendEvent('rt', 'crowd', { event: 'HIDE' });
+  await until('all told', () => sockets.every((raw) => raw.frames.length === 3), 10_000);
+  t.match(sockets[0]?.frames[2], { type: 'instance-update' }, 'the owner still reads');
+  t.ok(sockets.slice(1).every((raw) => raw.frames[2].type === 'error' && raw.frames[2].status === 403), 'every other one refused');
+  for (const raw of sockets) raw.socket.close();
+});
+
 t.test('updates caused by a durable timer and by a message from another instance', async (t) => {
   const alice = await clientFor('alice');
   await alice.machineInstances.create('rt', { slug: 'timed' });
@@ -149,18 +177,6 @@ t.test('a bad token gets an in-band error and no reconnect storm', async (t) => 
   t.equal((await stats()).upgrades - before, 1, 'one upgrade: the socket stayed open');
   stop();
 });
-
-/** A raw socket, for frames the client would never send. */
-const rawSocket = async (token: string) => {
-  const socket = new WebSocket(`ws://127.0.0.1:${node.port}/rt?token=${encodeURIComponent(token)}`);
-  const frames: any[] = [];
-  socket.on('message', (data) => frames.push(JSON.parse(String(data))));
-  await new Promise((resolve, reject) => {
-    socket.once('open', resolve);
-    socket.once('error', reject);
-  });
-  return { socket, frames, send: (value: unknown) => socket.send(typeof value === 'string' ? value : JSON.stringify(value)) };
-};
 
 t.test('raw frames: malformed, binary, oversized, unknown; 404; missing scope; limits; duplicates', async (t) => {
   const token = await tokenFor('alice');

@@ -211,18 +211,18 @@ export class InstanceRuntime {
   }
 
   /**
-   * allowRead for a state that left (or is about to leave) the instance by another way than a read,
-   * such as a realtime push: true or false, or the authorizer's failure as a request error. Counts
-   * nothing.
+   * allowRead of a state that leaves the instance by another way than a read (a realtime push), for
+   * several auth contexts in one call into the sandbox: a verdict for each, or the authorizer's failure
+   * as a request error. Counts nothing.
    */
   async allowsRead(
     view: { orgId: string; machine: string; name: string; versionId: string; state: InstanceHead['state']; context: InstanceHead['context'] },
-    authContext: JsonObject,
-  ): Promise<boolean> {
+    authContexts: JsonObject[],
+  ): Promise<boolean[]> {
     const { orgId, machine, name } = view;
     return this.untilNotMoved(async () => {
       const sandbox = this.deps.sandboxes.loaded(view.versionId) ?? (await this.deps.sandboxes.get(orgId, machine, view.versionId));
-      return this.guard(sandbox.allowRead({ machineInstanceName: name, state: view.state, context: view.context, authContext }), orgId, machine, name);
+      return this.guard(sandbox.allowReads({ machineInstanceName: name, state: view.state, context: view.context, authContexts }), orgId, machine, name);
     });
   }
 

@@ -1006,6 +1006,19 @@ export function authorize(kind, requestJson) {
   return authorizeRequest(kind, requestJson);
 }
 
+// allowRead for each auth context of a request, in one crossing; '1' or '0' per auth context. Each
+// authorizer gets its own copy of the state and context, as it would from separate calls.
+export function authorizeReads(requestJson, stateJson, contextJson) {
+  enterCall();
+  const request = jsonParse(requestJson);
+  let verdicts = '';
+  for (const authContext of request.authContexts) {
+    const one = { machineInstanceName: request.machineInstanceName, state: jsonParse(stateJson), context: jsonParse(contextJson), authContext };
+    verdicts += authorizeWith('read', one) === 'true' ? '1' : '0';
+  }
+  return verdicts;
+}
+
 function authorizeRequest(kind, requestJson) {
   return authorizeWith(kind, jsonParse(requestJson));
 }

@@ -74,6 +74,14 @@ export interface ReadRequest {
   authContext: JsonObject;
 }
 
+/** One state checked with allowRead for several auth contexts (the realtime subscribers' groups). */
+export interface ReadManyRequest {
+  machineInstanceName: string;
+  state: StateValue;
+  context: JsonObject;
+  authContexts: JsonObject[];
+}
+
 export type WriteRequest =
   | { type: 'initialization'; machineInstanceName: string; context: JsonObject; authContext: JsonObject }
   | {

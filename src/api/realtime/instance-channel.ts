@@ -19,7 +19,8 @@ export interface RtFanout {
 
 /** What a channel needs of the runtime: the authorizer, and the read meter. */
 export interface ChannelRuntime {
-  allowsRead(view: Omit<InstanceUpdate, 'kind' | 'seq' | 'ts' | 'tags' | 'done'>, authContext: JsonObject): Promise<boolean>;
+  /** allowRead of one state for several auth contexts: a verdict for each. */
+  allowsRead(view: Omit<InstanceUpdate, 'kind' | 'seq' | 'ts' | 'tags' | 'done'>, authContexts: JsonObject[]): Promise<boolean[]>;
   countRead(orgId: string, machine: string): void;
 }
 
@@ -45,6 +46,9 @@ interface AuthGroup {
 }
 
 type Work = { kind: 'news'; news: InstanceNews } | { kind: 'subscribe'; subscription: Subscription };
+
+/** Auth contexts checked per call into the sandbox. */
+const AUTHORIZE_BATCH = 100;
 
 /** News waiting beyond this many are dropped oldest first (subscribers are promised the latest state, not every one). */
 export const MAX_QUEUED_NEWS = 256;
@@ -149,7 +153,7 @@ export class InstanceChannel {
     if (this.deleted) return this.refuse(subscription, notFound(`instance ${latest.name} of machine ${latest.machine} does not exist`));
     let allowed: boolean;
     try {
-      allowed = await this.runtime.allowsRead(latest, subscription.authContext);
+      allowed = (await this.runtime.allowsRead(latest, [subscription.authContext]))[0] === true;
     } catch (error) {
       return this.refuse(subscription, error);
     }
@@ -184,9 +188,7 @@ export class InstanceChannel {
     this.latest = news;
     const groups = [...this.groups.values()];
     if (groups.length === 0) return;
-    const verdicts = await Promise.all(
-      groups.map((group) => this.runtime.allowsRead(news, group.authContext).then((allowed) => allowed || rejectedByAuthorizer('allowRead'), (error: unknown) => error)),
-    );
+    const verdicts = await this.verdicts(news, groups);
     const text = updateText(news);
     groups.forEach((group, i) => {
       if (group.members.size === 0) return;
@@ -194,6 +196,25 @@ export class InstanceChannel {
       if (verdict === true) this.fanout.publish(group.topic, text);
       else this.refuseGroup(group, verdict);
     });
+  }
+
+  /**
+   * allowRead for every group, AUTHORIZE_BATCH auth contexts per call into the sandbox (so a thousand
+   * distinct subscribers cost ten calls, each well inside the sandbox's stall limit): true, or the
+   * error that ends the group's subscriptions.
+   */
+  private async verdicts(news: InstanceUpdate, groups: AuthGroup[]): Promise<unknown[]> {
+    const batches: AuthGroup[][] = [];
+    for (let i = 0; i < groups.length; i += AUTHORIZE_BATCH) batches.push(groups.slice(i, i + AUTHORIZE_BATCH));
+    const answers = await Promise.all(
+      batches.map((batch) =>
+        this.runtime.allowsRead(news, batch.map((group) => group.authContext)).then(
+          (allowed) => batch.map((_, i) => allowed[i] === true || rejectedByAuthorizer('allowRead')),
+          (error: unknown) => batch.map(() => error),
+        ),
+      ),
+    );
+    return answers.flat();
   }
 
   private refuseGroup(group: AuthGroup, error: unknown): void {

@@ -6,7 +6,7 @@
  * part of the cost of a small request.
  */
 import type { EgressOptions } from '../egress-policy.js';
-import type { AuthorizingCaller, CapturedLog, HttpApiRequest, HttpApiSettled, ReadRequest, Restore, StartInit, StartOptions, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, HttpApiRequest, HttpApiSettled, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, WriteRequest } from '../types.js';
 
 export interface LoadSettings {
   /** What machine code may use in one call, beyond what the live actors hold. */
@@ -24,6 +24,7 @@ export type SandboxRequest =
   | { op: 'load'; versionId: string; versionNo: number; code: string; settings: LoadSettings }
   | { op: 'validate'; code: string; settings: LoadSettings }
   | { op: 'allowRead'; versionId: string; request: ReadRequest }
+  | { op: 'allowReads'; versionId: string; request: ReadManyRequest }
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }
   | { op: 'start'; versionId: string; key: string; init: StartInit; options: StartOptions }
   /** allowWrite (`request`, an initialization) and, when it allows, the start: one round trip. */

@@ -19,7 +19,7 @@ import type { BundleValidation } from '../bundle-validation.js';
 import {
   BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxStalledError, SandboxTimeoutError, StepTooLargeError,
 } from '../errors.js';
-import type { AuthorizingCaller, CapturedLog, HttpApiOutcome, HttpApiRequest, HttpApiSettled, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, HttpApiOutcome, HttpApiRequest, HttpApiSettled, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
 import { parseStep, type RawStep } from '../step-result.js';
 import {
   type Batch, type LoadSettings, MOVED_ERROR, type NodeMessage, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, type WorkerStats, workerArgs,
@@ -535,6 +535,11 @@ export class RemoteVersion {
 
   allowRead(request: ReadRequest): Promise<boolean> {
     return this.call({ op: 'allowRead', versionId: this.versionId, request }) as Promise<boolean>;
+  }
+
+  /** allowRead of one state for several auth contexts, in one round trip. */
+  allowReads(request: ReadManyRequest): Promise<boolean[]> {
+    return this.call({ op: 'allowReads', versionId: this.versionId, request }) as Promise<boolean[]>;
   }
 
   allowWrite(request: WriteRequest): Promise<boolean> {
