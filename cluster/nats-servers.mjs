@@ -1,0 +1,114 @@
+// Starts real nats-server processes (Debian's 2.9) with JetStream on loopback: one, or a cluster of
+// three with routes between them. Used by the tests and by `make cluster-up`. Each server gets its
+// own server_name, client, route and monitoring ports and its own store dir (measured-here.md: a
+// cluster needs distinct names and monitoring ports).
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** Whether a nats-server binary is on the PATH (CI installs Debian's; the cluster tests skip without it). */
+export const natsServerAvailable = () => spawnSync('nats-server', ['--version'], { stdio: 'ignore' }).status === 0;
+
+/** A free loopback TCP port (asked of the kernel, then released: a small race, fine on a test host). */
+export const freePort = () =>
+  new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+
+const configText = ({ name, port, httpPort, storeDir, cluster }) => {
+  const lines = [
+    `server_name: ${name}`,
+    `listen: 127.0.0.1:${port}`,
+    `http: 127.0.0.1:${httpPort}`,
+    `jetstream { store_dir: "${storeDir}", max_memory_store: 256MB, max_file_store: 4GB }`,
+  ];
+  if (cluster) {
+    lines.push(`cluster { name: ${cluster.name}, listen: 127.0.0.1:${cluster.port}, routes: [${cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}] }`);
+  }
+  return `${lines.join('\n')}\n`;
+};
+
+/** Waits until the server's monitoring endpoint says JetStream is up (and, in a cluster, has a meta leader). */
+const waitReady = async (httpPort, clustered, deadline) => {
+  for (;;) {
+    try {
+      const response = await fetch(`http://127.0.0.1:${httpPort}/jsz`);
+      if (response.ok) {
+        const jsz = await response.json();
+        if (!clustered || jsz.meta_cluster?.leader) return;
+      }
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`nats-server with monitoring port ${httpPort} was not ready in time`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+};
+
+/**
+ * Starts `count` nats-servers (1, or 3 for a JetStream cluster). Resolves with their client URLs and a
+ * stop(); `dir` holds configs and store dirs (a temp dir unless given; removed by stop unless kept).
+ */
+export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs = 20_000, log = () => {} } = {}) => {
+  const root = dir ?? mkdtempSync(join(tmpdir(), 'statehold-nats-'));
+  mkdirSync(root, { recursive: true });
+  const ports = [];
+  for (let i = 0; i < count; i++) ports.push({ port: await freePort(), httpPort: await freePort(), routePort: await freePort() });
+  const servers = ports.map((p, i) => {
+    const name = `nats-${i + 1}`;
+    const storeDir = join(root, name);
+    mkdirSync(storeDir, { recursive: true });
+    const cluster = count > 1 ? { name: 'statehold', port: p.routePort, routes: ports.filter((_, j) => j !== i).map((q) => q.routePort) } : undefined;
+    const configPath = join(root, `${name}.conf`);
+    writeFileSync(configPath, configText({ name, port: p.port, httpPort: p.httpPort, storeDir, cluster }));
+    return { name, configPath, ...p, url: `nats://127.0.0.1:${p.port}`, process: undefined, output: '' };
+  });
+  const start = (server) => {
+    const child = spawn('nats-server', ['-c', server.configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (chunk) => (server.output = (server.output + chunk).slice(-20_000)));
+    child.stderr.on('data', (chunk) => (server.output = (server.output + chunk).slice(-20_000)));
+    server.process = child;
+    server.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+    log(`${server.name}: pid ${child.pid} on ${server.url}`);
+  };
+  servers.forEach(start);
+  const deadline = Date.now() + readyMs;
+  await Promise.all(servers.map((server) => waitReady(server.httpPort, count > 1, deadline))).catch(async (error) => {
+    await Promise.all(servers.map((server) => stopOne(server, 'SIGKILL')));
+    throw new Error(`${error.message}\n${servers.map((s) => `${s.name}:\n${s.output}`).join('\n')}`);
+  });
+  return {
+    dir: root,
+    servers,
+    urls: servers.map((server) => server.url),
+    /** Kills one server (a fault test), or stops it. */
+    async kill(index, signal = 'SIGKILL') {
+      await stopOne(servers[index], signal);
+    },
+    /** Starts a stopped server again with the same config and store. */
+    async restart(index) {
+      start(servers[index]);
+      await waitReady(servers[index].httpPort, count > 1, Date.now() + readyMs);
+    },
+    async stop() {
+      await Promise.all(servers.map((server) => stopOne(server, 'SIGTERM')));
+      if (!keep && !dir) rmSync(root, { recursive: true, force: true });
+    },
+  };
+};
+
+const stopOne = async (server, signal) => {
+  const child = server.process;
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+  await server.exited;
+  clearTimeout(timer);
+};

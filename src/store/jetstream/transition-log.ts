@@ -1,0 +1,125 @@
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager, JetStreamApiError, type PubAck, RetentionPolicy, StorageType, DiscardPolicy } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+
+/** An append refused because the instance's log moved past what the writer expected: it is not the owner any more. */
+export class LogFencedError extends Error {
+  constructor(readonly subject: string, readonly expected: number) {
+    super(`the log of ${subject} moved past sequence ${expected}: another node wrote it`);
+    this.name = 'LogFencedError';
+  }
+}
+
+export interface TransitionLogOptions {
+  /** Names the cluster: its stream is `STATEHOLD_<cluster>_TX`. */
+  cluster: string;
+  /** JetStream replicas (1 on one nats-server, 3 on a three-server cluster). */
+  replicas: number;
+  /** Window in which an append with a message id already taken is answered as a duplicate, not stored twice. */
+  duplicateWindowMs?: number;
+}
+
+export interface Appended {
+  /** The stream sequence of this commit: the instance's next append expects it. */
+  seq: number;
+  /** True when JetStream had this message id already (a retried append): nothing new was stored. */
+  duplicate: boolean;
+}
+
+/** JetStream's API error code for a publish whose expected last subject sequence did not match. */
+const WRONG_LAST_SEQUENCE = 10071;
+
+/**
+ * The cluster's durable log of instance commits: one JetStream stream, one subject per instance
+ * (`statehold.<cluster>.tx.<org>.<machine>.<instance>`; names are single NATS tokens). An append names
+ * the stream sequence of the instance's previous commit (JetStream's expected last subject sequence),
+ * so a node that lost ownership cannot write (LogFencedError), and carries a message id, so a retried
+ * append inside the duplicate window is stored once. An acknowledgement means the configured replicas
+ * have it (NATS 2.9 acknowledges before an fsync; design.md §4).
+ */
+export class JetStreamTransitionLog {
+  private constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    readonly stream: string,
+    private readonly prefix: string,
+  ) {}
+
+  static async open(nc: NatsConnection, options: TransitionLogOptions): Promise<JetStreamTransitionLog> {
+    const jsm = await jetstreamManager(nc);
+    const stream = `STATEHOLD_${options.cluster}_TX`;
+    const prefix = `statehold.${options.cluster}.tx`;
+    const config = {
+      name: stream,
+      subjects: [`${prefix}.>`],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+      num_replicas: options.replicas,
+      duplicate_window: (options.duplicateWindowMs ?? 120_000) * 1_000_000,
+      // The history is the truth: nothing is dropped by age or count.
+      max_age: 0,
+      max_msgs: -1,
+      max_bytes: -1,
+    };
+    try {
+      await jsm.streams.info(stream);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError) || error.status !== 404) throw error;
+      await jsm.streams.add(config);
+    }
+    // Read back: a 2.9 server ignores settings it does not know rather than refusing them (measured-here.md).
+    const info = await jsm.streams.info(stream);
+    if (info.config.num_replicas !== options.replicas) {
+      throw new Error(`stream ${stream} has ${info.config.num_replicas} replicas, not the ${options.replicas} asked for: change it with the nats CLI or use --replicas ${info.config.num_replicas}`);
+    }
+    return new JetStreamTransitionLog(jetstream(nc), jsm, stream, prefix);
+  }
+
+  subjectOf(orgId: string, machine: string, name: string): string {
+    return `${this.prefix}.${orgId}.${machine}.${name}`;
+  }
+
+  /**
+   * Appends one commit of an instance. `expectedSeq` is the stream sequence of the instance's previous
+   * commit (0 for its first); `messageId` identifies this commit (the instance and its head sequence),
+   * so a retry of an append whose answer was lost is not stored twice.
+   */
+  async append(orgId: string, machine: string, name: string, expectedSeq: number, payload: Uint8Array | string, messageId: string): Promise<Appended> {
+    const subject = this.subjectOf(orgId, machine, name);
+    let ack: PubAck;
+    try {
+      ack = await this.js.publish(subject, payload, { msgID: messageId, expect: { lastSubjectSequence: expectedSeq } });
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) throw new LogFencedError(subject, expectedSeq);
+      throw error;
+    }
+    return { seq: ack.seq, duplicate: ack.duplicate };
+  }
+
+  /** The stream sequence of the instance's last commit, 0 when it has none (what a new owner appends after). */
+  async lastSeq(orgId: string, machine: string, name: string): Promise<number> {
+    try {
+      const message = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.subjectOf(orgId, machine, name) });
+      return message?.seq ?? 0;
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.status === 404) return 0;
+      throw error;
+    }
+  }
+
+  /** One commit by its stream sequence (a new owner reads the latest to rebuild), or undefined. */
+  async get(seq: number): Promise<{ subject: string; seq: number; data: Uint8Array } | undefined> {
+    try {
+      const message = await this.jsm.streams.getMessage(this.stream, { seq });
+      return message ? { subject: message.subject, seq: message.seq, data: message.data } : undefined;
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.status === 404) return undefined;
+      throw error;
+    }
+  }
+
+  /** The stream's last sequence: a node that applied up to it has every acknowledged commit. */
+  async headSeq(): Promise<number> {
+    return (await this.jsm.streams.info(this.stream)).state.last_seq;
+  }
+}

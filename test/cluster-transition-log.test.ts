@@ -1,0 +1,61 @@
+import t from 'tap';
+import { JetStreamTransitionLog, LogFencedError } from '../src/store/jetstream/transition-log.js';
+import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+
+/** The JetStream log of instance commits on real nats-servers: fencing, duplicates, replicas, a lost server. */
+
+const skip = natsMissing();
+
+t.test('one server (R1): appends are fenced by the previous sequence and deduplicated by id', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const nc = await connectTo(nats, 'log');
+  t.teardown(() => nc.close());
+  const log = await JetStreamTransitionLog.open(nc, { cluster: 'r1', replicas: 1 });
+  t.equal(await log.lastSeq('org_a', 'm', 'i'), 0, 'a new instance has no commit');
+  const first = await log.append('org_a', 'm', 'i', 0, '{"seq":1}', 'org_a/m/i:1');
+  t.same(first, { seq: 1, duplicate: false });
+  const other = await log.append('org_a', 'm', 'j', 0, '{"seq":1}', 'org_a/m/j:1');
+  t.equal(other.seq, 2, 'instances share the stream, each on its subject');
+  const second = await log.append('org_a', 'm', 'i', first.seq, '{"seq":2}', 'org_a/m/i:2');
+  t.equal(second.seq, 3);
+  await t.rejects(log.append('org_a', 'm', 'i', first.seq, '{"seq":2,"stale":true}', 'org_a/m/i:2b'), LogFencedError, 'a writer that missed a commit cannot write');
+  await t.rejects(log.append('org_a', 'm', 'i', 0, '{"seq":1}', 'org_a/m/i:1x'), LogFencedError, 'nor can a second creator');
+  const retried = await log.append('org_a', 'm', 'i', second.seq, '{"seq":3}', 'org_a/m/i:3');
+  const again = await log.append('org_a', 'm', 'i', second.seq, '{"seq":3}', 'org_a/m/i:3');
+  t.same(again, { seq: retried.seq, duplicate: true }, 'a retried append (same id) is stored once');
+  t.equal(await log.lastSeq('org_a', 'm', 'i'), retried.seq);
+  const stored = await log.get(retried.seq);
+  t.equal(new TextDecoder().decode(stored?.data), '{"seq":3}');
+  t.equal(stored?.subject, log.subjectOf('org_a', 'm', 'i'));
+  t.equal(await log.headSeq(), retried.seq);
+  t.equal(await log.get(999), undefined);
+  await t.rejects(JetStreamTransitionLog.open(nc, { cluster: 'r1', replicas: 3 }), /has 1 replicas/, 'a replica count that does not match the stream is refused');
+});
+
+t.test('three servers (R3): acknowledged appends survive the loss of any one server', { skip }, async (t) => {
+  const nats = await startNats(3);
+  t.teardown(() => nats.stop());
+  const nc = await connectTo(nats, 'log3');
+  t.teardown(() => nc.close());
+  const log = await JetStreamTransitionLog.open(nc, { cluster: 'r3', replicas: 3 });
+  let last = 0;
+  for (let i = 1; i <= 50; i++) last = (await log.append('org_a', 'm', 'i', last, `{"seq":${i}}`, `org_a/m/i:${i}`)).seq;
+  await nats.kill(0);
+  // Appends go on with two of three (the client reconnects to a live server; a leader may move).
+  for (let i = 51; i <= 100; i++) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        last = (await log.append('org_a', 'm', 'i', last, `{"seq":${i}}`, `org_a/m/i:${i}`)).seq;
+        break;
+      } catch (error) {
+        if (error instanceof LogFencedError || attempt > 50) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  }
+  t.equal(await log.lastSeq('org_a', 'm', 'i'), last);
+  const stored = await log.get(last);
+  t.equal(new TextDecoder().decode(stored?.data), '{"seq":100}', 'every acknowledged append is there, in order, once');
+  t.equal(last, 100, 'no append was stored twice');
+});
