@@ -1,0 +1,139 @@
+import { type ConsumerMessages, DeliverPolicy, DiscardPolicy, jetstream, type JetStreamClient, JetStreamApiError, type JetStreamManager, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { randomUUID } from 'node:crypto';
+
+export interface OpLogOptions {
+  cluster: string;
+  /** The log's name within the cluster (`META`): its stream is `STATEHOLD_<cluster>_<name>`. */
+  name: string;
+  replicas: number;
+  /** The first stream sequence this node has not applied yet (1 for an empty local copy). */
+  from: number;
+}
+
+/** Applies one operation to this node's local copy; its result goes back to the node that submitted it. */
+export type ApplyOp<Op> = (op: Op, seq: number) => unknown;
+
+/** An operation as stored: with the process that submitted it. */
+interface Envelope<Op> {
+  origin: string;
+  op: Op;
+}
+
+interface Waiter {
+  seq: number;
+  resolve: (result: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * A replicated state machine on JetStream: every node submits operations to one stream and applies
+ * every operation of the stream, in stream order, to its own local copy (its LMDB). A submit resolves
+ * once this node applied it, with what applying it returned, so the writer reads its own write; other
+ * nodes follow within milliseconds. Operations must be deterministic: ids and timestamps are made by
+ * the submitter and travel in the operation.
+ */
+export class JetStreamOpLog<Op> {
+  private applied: number;
+  private readonly waiters: Waiter[] = [];
+  /** Results of operations this node submitted, by sequence, until their submit collects them. */
+  private readonly results = new Map<number, { ok: true; value: unknown } | { ok: false; error: unknown }>();
+  private messages: ConsumerMessages | undefined;
+  private stopped = false;
+  /** Marks this process's operations in the stream, whose results it keeps for their submits. */
+  private readonly origin = randomUUID();
+
+  private constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    readonly stream: string,
+    private readonly subject: string,
+    private readonly apply: ApplyOp<Op>,
+    from: number,
+    private readonly onError: (message: string, error: unknown) => void,
+  ) {
+    this.applied = from - 1;
+  }
+
+  static async open<Op>(nc: NatsConnection, options: OpLogOptions, apply: ApplyOp<Op>, onError: (message: string, error: unknown) => void): Promise<JetStreamOpLog<Op>> {
+    const jsm = await jetstreamManager(nc);
+    const stream = `STATEHOLD_${options.cluster}_${options.name}`;
+    const subject = `statehold.${options.cluster}.${options.name.toLowerCase()}`;
+    try {
+      await jsm.streams.info(stream);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError) || error.status !== 404) throw error;
+      await jsm.streams.add({
+        name: stream, subjects: [subject], storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old,
+        num_replicas: options.replicas, max_age: 0, max_msgs: -1, max_bytes: -1,
+      });
+    }
+    const log = new JetStreamOpLog<Op>(jetstream(nc), jsm, stream, subject, apply, options.from, onError);
+    await log.follow();
+    return log;
+  }
+
+  /** The last stream sequence applied here. */
+  get appliedSeq(): number {
+    return this.applied;
+  }
+
+  /** Publishes an operation and resolves, once this node applied it, with what applying it returned. */
+  async submit(op: Op): Promise<unknown> {
+    const ack = await this.js.publish(this.subject, JSON.stringify({ origin: this.origin, op } satisfies Envelope<Op>));
+    await this.until(ack.seq);
+    const result = this.results.get(ack.seq);
+    this.results.delete(ack.seq);
+    if (!result) return undefined;
+    if (!result.ok) throw result.error;
+    return result.value;
+  }
+
+  /** Resolves once every operation acknowledged before the call is applied here (a read that must not be stale). */
+  async catchUp(): Promise<void> {
+    const last = (await this.jsm.streams.info(this.stream)).state.last_seq;
+    await this.until(last);
+  }
+
+  async close(): Promise<void> {
+    this.stopped = true;
+    await this.messages?.close();
+    for (const waiter of this.waiters.splice(0)) waiter.reject(new Error('the operation log was closed'));
+  }
+
+  private until(seq: number): Promise<void> {
+    if (this.applied >= seq) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.waiters.push({ seq, resolve: () => resolve(), reject });
+      this.waiters.sort((a, b) => a.seq - b.seq);
+    });
+  }
+
+  /** An ordered consumer from the first unapplied sequence: it resumes by itself after reconnects. */
+  private async follow(): Promise<void> {
+    const start = this.applied + 1;
+    const consumer = await this.js.consumers.get(this.stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start });
+    this.messages = await consumer.consume();
+    const messages = this.messages;
+    void (async () => {
+      for await (const message of messages) {
+        if (message.seq <= this.applied) continue;
+        let result: { ok: true; value: unknown } | { ok: false; error: unknown };
+        let envelope: Envelope<Op> | undefined;
+        try {
+          envelope = message.json<Envelope<Op>>();
+          result = { ok: true, value: await this.apply(envelope.op, message.seq) };
+        } catch (error) {
+          // Deterministic failures fail the same way on every node: the submitter gets the error.
+          result = { ok: false, error };
+        }
+        this.applied = message.seq;
+        // (kept even when its submit has not started waiting yet: the ack may come after the message)
+        if (envelope?.origin === this.origin) this.results.set(message.seq, result);
+        while (this.waiters.length > 0 && (this.waiters[0] as Waiter).seq <= this.applied) (this.waiters.shift() as Waiter).resolve(undefined);
+      }
+    })().catch((error: unknown) => {
+      if (!this.stopped) this.onError('the operation log stopped following its stream', error);
+    });
+  }
+}
