@@ -32,6 +32,11 @@ export interface InstanceHead {
   parent?: { machine: string; name: string };
   /** Set on an instance machine code made: how many such instances in a row led to it (instance-runtime.ts). */
   madeDepth?: number;
+  /**
+   * In a cluster: the TX log's stream sequence of the instance's last commit, which its next append
+   * names (JetStream's expected last subject sequence). Absent in the embedded node.
+   */
+  logSeq?: number;
 }
 
 /**

@@ -1,0 +1,253 @@
+import { DeliverPolicy, jetstream, type ConsumerMessages } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { createHash } from 'node:crypto';
+import {
+  type CommitEffects, type DueTimer, type InstanceHead, type InstanceStore, type OutboxMessage, SequenceConflictError,
+  type TransitionRecord, type UsageDelta, type UsageMonth,
+} from '../instance-store.js';
+import { type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
+
+/** One commit of an instance as the TX log holds it. `head.logSeq` is left out: it is the message's own sequence. */
+export type LogEntry =
+  | { kind: 'create'; head: InstanceHead; history: TransitionRecord[]; effects: CommitEffects }
+  | { kind: 'commit'; head: InstanceHead; previousSeq: number; history: TransitionRecord[]; effects: CommitEffects }
+  /** A head-only change (status, timer retries) at the same head sequence. */
+  | { kind: 'head'; head: InstanceHead }
+  | { kind: 'received'; orgId: string; machine: string; name: string; messageId: string }
+  | { kind: 'delete'; orgId: string; machine: string; name: string };
+
+/**
+ * The instance store of a cluster node. JetStream's TX log is the truth: every write is appended to
+ * the instance's subject, fenced by the stream sequence of its previous commit (the head's `logSeq`),
+ * and acknowledged by the configured replicas before it resolves; then it is applied to this node's
+ * LMDB store, which answers every read. Every node also follows the log (`follow`) and applies the
+ * commits other owners make, so each node's LMDB holds every instance within milliseconds: lists,
+ * history pages, due timers and outboxes are read locally, and a new owner finds an instance's head
+ * there. An owner that lost ownership cannot write: its append is refused and surfaces as
+ * SequenceConflictError, which makes the runtime drop the actor.
+ */
+export class LogInstanceStore implements InstanceStore {
+  /** Local applies of one instance, one after another (the owner's own and the follower's may meet). */
+  private readonly applying = new Map<string, Promise<unknown>>();
+  private following: ConsumerMessages | undefined;
+  private applied = 0;
+
+  constructor(
+    private readonly local: InstanceStore,
+    private readonly log: JetStreamTransitionLog,
+    private readonly onError: (message: string, error: unknown) => void,
+  ) {}
+
+  /** The last TX stream sequence this node applied (by following or by writing). */
+  get appliedSeq(): number {
+    return this.applied;
+  }
+
+  /**
+   * Follows the TX log from `from` (the first stream sequence not applied here) and applies every
+   * commit to the local store, in stream order.
+   */
+  async follow(nc: NatsConnection, from: number): Promise<void> {
+    const consumer = await jetstream(nc).consumers.get(this.log.stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.max(1, from) });
+    const messages = await consumer.consume();
+    this.following = messages;
+    void (async () => {
+      for await (const message of messages) {
+        try {
+          await this.applyLocally(message.json<LogEntry>(), message.seq);
+        } catch (error) {
+          this.onError(`could not apply TX log entry ${message.seq} to the local store`, error);
+        }
+        if (message.seq > this.applied) this.applied = message.seq;
+      }
+    })();
+  }
+
+  async stopFollowing(): Promise<void> {
+    await this.following?.close();
+    this.following = undefined;
+  }
+
+  getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined {
+    return this.local.getInstance(orgId, machine, name);
+  }
+
+  listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[] {
+    return this.local.listInstances(orgId, machine, afterName, limit);
+  }
+
+  async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
+    const entry: LogEntry = { kind: 'create', head: withoutLogSeq(head), history, effects };
+    let expected = 0;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        const payload = JSON.stringify(entry);
+        const { seq } = await this.log.append(head.orgId, head.machine, head.name, expected, payload, messageIdOf(head, payload));
+        head.logSeq = seq;
+        await this.applyLocally(entry, seq);
+        return true;
+      } catch (error) {
+        if (!(error instanceof LogFencedError)) throw error;
+        // The subject has entries: the instance exists, unless the last one deleted it.
+        const last = await this.log.lastSeq(head.orgId, head.machine, head.name);
+        const stored = last === 0 ? undefined : await this.log.get(last);
+        if (!stored || decode(stored.data).kind !== 'delete') return false;
+        expected = last;
+      }
+    }
+    return false;
+  }
+
+  async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
+    const entry: LogEntry = { kind: 'commit', head: withoutLogSeq(head), previousSeq: previous.seq, history, effects };
+    head.logSeq = await this.append(previous, entry);
+    await this.applyLocally(entry, head.logSeq);
+  }
+
+  async replaceHead(head: InstanceHead, previous: InstanceHead): Promise<void> {
+    const entry: LogEntry = { kind: 'head', head: withoutLogSeq(head) };
+    head.logSeq = await this.append(previous, entry);
+    await this.applyLocally(entry, head.logSeq);
+  }
+
+  async markReceived(orgId: string, machine: string, name: string, messageId: string): Promise<void> {
+    const current = this.local.getInstance(orgId, machine, name);
+    if (!current) return;
+    const entry: LogEntry = { kind: 'received', orgId, machine, name, messageId };
+    const seq = await this.append(current, entry);
+    await this.applyLocally(entry, seq);
+  }
+
+  async deleteInstance(orgId: string, machine: string, name: string): Promise<boolean> {
+    const current = this.local.getInstance(orgId, machine, name);
+    if (!current) return false;
+    const entry: LogEntry = { kind: 'delete', orgId, machine, name };
+    const seq = await this.append(current, entry);
+    await this.applyLocally(entry, seq);
+    return true;
+  }
+
+  hasReceived(orgId: string, machine: string, name: string, messageId: string): boolean {
+    return this.local.hasReceived(orgId, machine, name, messageId);
+  }
+
+  listOutbox(limit: number): OutboxMessage[] {
+    return this.local.listOutbox(limit);
+  }
+
+  removeOutbox(message: OutboxMessage): Promise<void> {
+    return this.local.removeOutbox(message);
+  }
+
+  updateOutbox(message: OutboxMessage): Promise<void> {
+    return this.local.updateOutbox(message);
+  }
+
+  listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[] {
+    return this.local.listTransitions(orgId, machine, name, afterSeq, limit);
+  }
+
+  listDueTimers(uptoMs: number, limit: number): DueTimer[] {
+    return this.local.listDueTimers(uptoMs, limit);
+  }
+
+  nextTimerDue(): number | undefined {
+    return this.local.nextTimerDue();
+  }
+
+  removeDueTimers(entries: DueTimer[]): Promise<void> {
+    return this.local.removeDueTimers(entries);
+  }
+
+  addUsage(orgId: string, usage: UsageDelta, machine?: string): Promise<void> {
+    return this.local.addUsage(orgId, usage, machine);
+  }
+
+  getUsage(orgId: string, month: string): UsageDelta {
+    return this.local.getUsage(orgId, month);
+  }
+
+  listUsage(orgId: string, months: number): UsageMonth[] {
+    return this.local.listUsage(orgId, months);
+  }
+
+  /** Appends after `previous`'s log position; a refused append is the runtime's conflict. */
+  private async append(previous: InstanceHead, entry: LogEntry): Promise<number> {
+    const payload = JSON.stringify(entry);
+    try {
+      return (await this.log.append(previous.orgId, previous.machine, previous.name, previous.logSeq ?? 0, payload, messageIdOf(previous, payload, previous.logSeq ?? 0))).seq;
+    } catch (error) {
+      if (error instanceof LogFencedError) throw new SequenceConflictError(previous.seq, undefined);
+      throw error;
+    }
+  }
+
+  /**
+   * Applies one log entry to the local store unless it already holds it (the owner applies its own
+   * right after appending, and meets it again when following). One at a time per instance.
+   */
+  private applyLocally(entry: LogEntry, seq: number): Promise<void> {
+    const key = entry.kind === 'create' || entry.kind === 'commit' || entry.kind === 'head' ? keyOf(entry.head) : `${entry.orgId}/${entry.machine}/${entry.name}`;
+    const before = this.applying.get(key) ?? Promise.resolve();
+    const run = before.then(() => this.apply(entry, seq));
+    const tail = run.catch(() => undefined);
+    this.applying.set(key, tail);
+    void tail.then(() => {
+      if (this.applying.get(key) === tail) this.applying.delete(key);
+    });
+    return run;
+  }
+
+  private async apply(entry: LogEntry, seq: number): Promise<void> {
+    if (seq > this.applied) this.applied = seq;
+    switch (entry.kind) {
+      case 'create': {
+        const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
+        if (current && (current.logSeq ?? 0) >= seq) return;
+        await this.local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects);
+        return;
+      }
+      case 'commit': {
+        const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
+        if (!current || (current.logSeq ?? 0) >= seq) return;
+        await this.local.commit({ ...entry.head, logSeq: seq }, current, entry.history, entry.effects);
+        return;
+      }
+      case 'head': {
+        const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
+        if (!current || (current.logSeq ?? 0) >= seq) return;
+        await this.local.replaceHead({ ...entry.head, logSeq: seq }, current);
+        return;
+      }
+      case 'received': {
+        const current = this.local.getInstance(entry.orgId, entry.machine, entry.name);
+        if (!current || (current.logSeq ?? 0) >= seq) return;
+        await this.local.markReceived(entry.orgId, entry.machine, entry.name, entry.messageId);
+        // (the head's log position moves too, so the next append expects this entry)
+        await this.local.replaceHead({ ...current, logSeq: seq }, current);
+        return;
+      }
+      case 'delete':
+        await this.local.deleteInstance(entry.orgId, entry.machine, entry.name);
+        return;
+    }
+  }
+}
+
+const keyOf = (head: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): string => `${head.orgId}/${head.machine}/${head.name}`;
+
+/**
+ * The message id of an append: the instance, the log position it follows and a hash of the entry. A
+ * retry of the same append (its acknowledgement lost) is then recognised by JetStream as a duplicate
+ * and answered with the first one's sequence; any other entry at that position, from another node or
+ * from a later attempt here, is not a duplicate and meets the expected-sequence check (fenced).
+ */
+const messageIdOf = (head: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>, payload: string, after = 0): string =>
+  `${keyOf(head)}:${after}:${createHash('sha256').update(payload).digest('base64url').slice(0, 22)}`;
+
+const withoutLogSeq = (head: InstanceHead): InstanceHead => {
+  const { logSeq: _logSeq, ...rest } = head;
+  return rest;
+};
+
+const decode = (data: Uint8Array): LogEntry => JSON.parse(new TextDecoder().decode(data)) as LogEntry;

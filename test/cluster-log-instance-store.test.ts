@@ -1,0 +1,78 @@
+import t from 'tap';
+import { LogInstanceStore } from '../src/store/jetstream/log-instance-store.js';
+import { JetStreamTransitionLog } from '../src/store/jetstream/transition-log.js';
+import { type InstanceHead, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
+import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
+import { removeDir, tempDataDir } from './helpers/node-process.js';
+import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+
+/** Two nodes' instance stores on one TX log (a real nats-server): the owner writes, the other follows. */
+
+const skip = natsMissing();
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const headAt = (seq: number, count: number, createdAt = '2026-11-25T00:00:00.000Z'): InstanceHead => ({
+  orgId: 'org_a', machine: 'm', name: 'i', createdAt, versionId: 'ver_1', status: 'running', seq, ts: 1_000 + seq,
+  state: 'on', context: { count }, tags: [], done: false, snapshot: '{}', pendingTimers: [], stoppedChildren: [], timerAttempts: {},
+});
+const record = (seq: number, count: number): TransitionRecord => ({ seq, createdAt: new Date(1_000 + seq).toISOString(), ts: 1_000 + seq, event: { type: 'INC' }, state: 'on', context: { count } });
+
+t.test('the owner\'s commits reach the other node; a stale writer is fenced; delete and create again', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
+  const node = async (name: string) => {
+    const dir = tempDataDir();
+    const store = openLmdbNodeStore(dir);
+    const nc = await connectTo(nats, name);
+    const log = await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
+    const instances = new LogInstanceStore(store.instances, log, fail);
+    await instances.follow(nc, 1);
+    t.teardown(async () => {
+      await instances.stopFollowing();
+      await nc.close();
+      await store.close();
+      removeDir(dir);
+    });
+    return instances;
+  };
+  const a = await node('a');
+  const b = await node('b');
+  const first = headAt(1, 0);
+  t.equal(await a.createInstance(first, [record(1, 0)]), true);
+  t.ok(first.logSeq, 'the head learnt its log position');
+  t.equal(await b.createInstance(headAt(1, 0, '2026-11-25T00:00:01.000Z'), [record(1, 0)]), false, 'a second create of the name, from another node: refused');
+  let head = first;
+  for (let seq = 2; seq <= 20; seq++) {
+    const next = headAt(seq, seq - 1);
+    await a.commit(next, head, [record(seq, seq - 1)]);
+    head = next;
+  }
+  for (let i = 0; i < 100 && b.getInstance('org_a', 'm', 'i')?.seq !== 20; i++) await sleep(10);
+  t.same(b.getInstance('org_a', 'm', 'i')?.context, { count: 19 }, 'the other node has the head');
+  t.equal(b.listTransitions('org_a', 'm', 'i', 0, 100).length, 20, 'and the whole history');
+
+  // The other node takes over (as after a failover) from its own copy of the head, and writes on.
+  const taken = b.getInstance('org_a', 'm', 'i') as InstanceHead;
+  const byB = headAt(21, 20);
+  await b.commit(byB, taken, [record(21, 20)]);
+  // The old owner still holds head 20: its write is fenced.
+  await t.rejects(a.commit(headAt(21, 99), head, [record(21, 99)]), SequenceConflictError, 'the old owner cannot write');
+  for (let i = 0; i < 100 && a.getInstance('org_a', 'm', 'i')?.seq !== 21; i++) await sleep(10);
+  t.same(a.getInstance('org_a', 'm', 'i')?.context, { count: 20 }, 'the old owner\'s copy follows the new owner\'s commit');
+
+  await b.replaceHead({ ...byB, status: 'paused' }, byB);
+  for (let i = 0; i < 100 && a.getInstance('org_a', 'm', 'i')?.status !== 'paused'; i++) await sleep(10);
+  t.equal(a.getInstance('org_a', 'm', 'i')?.status, 'paused', 'head-only changes travel too');
+
+  t.equal(await a.deleteInstance('org_a', 'm', 'i'), true);
+  for (let i = 0; i < 100 && b.getInstance('org_a', 'm', 'i'); i++) await sleep(10);
+  t.equal(b.getInstance('org_a', 'm', 'i'), undefined, 'deleted everywhere');
+  const reborn = headAt(1, 100, '2026-11-25T00:00:05.000Z');
+  t.equal(await b.createInstance(reborn, [record(1, 100)]), true, 'the name can be created again after a delete');
+  const second = headAt(2, 101, '2026-11-25T00:00:05.000Z');
+  await b.commit(second, reborn, [record(2, 101)]);
+  for (let i = 0; i < 100 && a.getInstance('org_a', 'm', 'i')?.seq !== 2; i++) await sleep(10);
+  t.same(a.getInstance('org_a', 'm', 'i')?.context, { count: 101 }, 'its commit 2 is not taken for the old life\'s commit 2');
+  t.same(a.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.context.count), [100, 101]);
+});
