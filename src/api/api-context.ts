@@ -8,6 +8,7 @@ import type { UploadSigner } from '../auth/upload-signer.js';
 import type { Logger } from '../domain/logger.js';
 import type { HttpApiRunner } from '../runtime/http-api-runner.js';
 import type { InstanceRuntime } from '../runtime/instance-runtime.js';
+import type { InstanceWrites } from '../runtime/instance-writes.js';
 import type { InstanceStore } from '../store/instance-store.js';
 import type { LogStore } from '../store/log-store.js';
 import type { Catalog } from '../store/catalog.js';
@@ -35,6 +36,8 @@ export interface ApiContext {
   instances: InstanceStore;
   logs: LogStore;
   runtime: InstanceRuntime;
+  /** Instance writes and authorized reads, run by the instance's owner (the runtime itself on the embedded node). */
+  writes: InstanceWrites;
   /** Requests to machines' http APIs (wire-protocol §3.14). */
   httpApis: HttpApiRunner;
   uploadSigner: UploadSigner;

@@ -159,6 +159,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     instances: store.instances,
     logs: store.logs,
     runtime,
+    writes: runtime,
     httpApis: new HttpApiRunner({ runtime, sandboxes, catalog, logs, settings: runtimeSettings }),
     realtimeStats: () => ({ ...server.websockets, subscribedInstances: hub.channelCount }),
   };

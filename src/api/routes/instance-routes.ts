@@ -12,7 +12,7 @@ import { stateView, versionInfo } from '../state-view.js';
 
 /** Machine instances (wire-protocol §3.4). Writes go through the runtime; lists and history read the store. */
 export const registerInstanceRoutes = (router: Router, context: ApiContext): void => {
-  const { versions, instances, runtime } = context;
+  const { versions, instances, runtime, writes } = context;
 
   const instanceOf = (orgId: string, machine: string, name: string) => {
     const head = runtime.head(orgId, machine, name);
@@ -39,7 +39,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     } else {
       throw conflict(`machine ${machine.slug} has no current version: create one with makeCurrent, or pass machineVersionId`);
     }
-    const head = await runtime.create({ orgId, machine: machine.slug, name, versionId, context: initial as JsonObject, authContext: caller.authContext });
+    const head = await writes.create({ orgId, machine: machine.slug, name, versionId, context: initial as JsonObject, authContext: caller.authContext });
     return json(stateView(head));
   });
 
@@ -62,14 +62,14 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
 
   router.add('GET', '/machines/:machine/i/:instance', async (request) => {
     const { caller, orgId } = callerInOrg(context, request, 'state.read');
-    const head = await runtime.read(orgId, request.params.machine as string, request.params.instance as string, caller.authContext);
+    const head = await writes.read(orgId, request.params.machine as string, request.params.instance as string, caller.authContext);
     return json(stateView(head));
   });
 
   router.add('POST', '/machines/:machine/i/:instance/events', async (request) => {
     const { caller, orgId } = callerInOrg(context, request, 'instances.write', 'events.write');
     const event = eventOf(jsonBody(request).event);
-    const head = await runtime.send(orgId, request.params.machine as string, request.params.instance as string, event, caller.authContext);
+    const head = await writes.send(orgId, request.params.machine as string, request.params.instance as string, event, caller.authContext);
     return json(stateView(head));
   });
 
@@ -106,7 +106,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const status = jsonBody(request).status;
     if (status !== 'running' && status !== 'paused') throw invalidParameter('status', 'status must be "running" or "paused"');
     instanceOf(orgId, machine, instance);
-    await runtime.setStatus(orgId, machine, instance, status);
+    await writes.setStatus(orgId, machine, instance, status);
     return noContent(204);
   });
 
@@ -114,7 +114,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
     requireDeletionConfirmation(jsonBody(request), machine, instance, 'hmacSha256OfMachineInstanceNameWithMachineNameKey', 'instance');
-    if (!(await runtime.delete(orgId, machine, instance))) throw notFound(`instance ${instance} of machine ${machine} does not exist`);
+    if (!(await writes.delete(orgId, machine, instance))) throw notFound(`instance ${instance} of machine ${machine} does not exist`);
     return noContent(204);
   });
 };

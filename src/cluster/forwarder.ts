@@ -1,0 +1,217 @@
+import { NoRespondersError, type NatsConnection, RequestError, type Subscription, TimeoutError } from '@nats-io/transport-node';
+import { type ErrorCode, ServiceError, unavailable } from '../domain/errors.js';
+import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
+import type { InstanceHead, InstanceStatus, OutboxMessage } from '../store/instance-store.js';
+import { ownerOf } from './rendezvous.js';
+
+/** What an owner runs for a request (the node's InstanceRuntime, seen from here). */
+export interface OwnerSide {
+  create(request: CreateCall): Promise<InstanceHead>;
+  read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead>;
+  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead>;
+  setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
+  delete(orgId: string, machine: string, name: string): Promise<boolean>;
+  fireTimers(orgId: string, machine: string, name: string): Promise<unknown>;
+  receive(message: OutboxMessage): Promise<void>;
+}
+
+export interface CreateCall {
+  orgId: string;
+  machine: string;
+  name: string;
+  versionId: string;
+  context: JsonObject;
+  authContext: JsonObject;
+}
+
+type Call =
+  | { op: 'create'; args: [CreateCall] }
+  | { op: 'read'; args: [string, string, string, JsonObject] }
+  | { op: 'send'; args: [string, string, string, MachineEvent, JsonObject] }
+  | { op: 'setStatus'; args: [string, string, string, InstanceStatus] }
+  | { op: 'delete'; args: [string, string, string] }
+  | { op: 'fireTimers'; args: [string, string, string] }
+  | { op: 'receive'; args: [OutboxMessage] };
+
+type Reply =
+  | { ok: true; value: unknown }
+  | { ok: false; error: { status: number; code: ErrorCode; message: string; parameter?: string } }
+  /** This node does not own the instance (its view changed): ask the owner again. */
+  | { ok: false; moved: true };
+
+export interface ForwarderOptions {
+  cluster: string;
+  nodeId: string;
+  /** The live members, as this node sees them. */
+  members: () => readonly string[];
+  /** How long to wait for an owner's answer: above the settle budget, which a send may take whole. */
+  timeoutMs: number;
+  /** How long to keep asking while ownership moves (the owner left, or a view has not caught up). */
+  moveWindowMs?: number;
+  onError: (message: string, error: unknown) => void;
+}
+
+/**
+ * Runs each instance request on the instance's owner: here when this node owns it, else on the owner
+ * through NATS request/reply (`statehold.<cluster>.node.<id>.calls`). The owner checks that it still
+ * owns the instance by its own view and says "moved" otherwise; then, and when the owner does not
+ * answer because it is gone (no responders), the request is asked again of the owner in the current
+ * view, for a few seconds. In neither case did it run, so nothing is applied twice. A request whose
+ * owner took it and then did not answer in time is not asked again (it may have been applied): 503.
+ */
+export class Forwarder {
+  private subscription: Subscription | undefined;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly local: OwnerSide,
+    private readonly options: ForwarderOptions,
+  ) {}
+
+  /** Starts answering the requests other nodes forward to this one. */
+  start(): void {
+    this.subscription = this.nc.subscribe(this.subjectOf(this.options.nodeId), {
+      callback: (error, message) => {
+        if (error) return;
+        let call: Call;
+        try {
+          call = message.json<Call>();
+        } catch (parseError) {
+          this.options.onError('a forwarded call was not JSON', parseError);
+          return;
+        }
+        void this.answer(call).then((reply) => {
+          try {
+            message.respond(JSON.stringify(reply));
+          } catch (respondError) {
+            this.options.onError('could not answer a forwarded call', respondError);
+          }
+        });
+      },
+    });
+  }
+
+  stop(): void {
+    this.subscription?.unsubscribe();
+    this.subscription = undefined;
+  }
+
+  /** The owner of an instance in this node's view. */
+  ownerOf(orgId: string, machine: string, name: string): string | undefined {
+    return ownerOf(`${orgId}/${machine}/${name}`, this.options.members());
+  }
+
+  owns(orgId: string, machine: string, name: string): boolean {
+    return this.ownerOf(orgId, machine, name) === this.options.nodeId;
+  }
+
+  create(request: CreateCall): Promise<InstanceHead> {
+    return this.call(request.orgId, request.machine, request.name, { op: 'create', args: [request] }) as Promise<InstanceHead>;
+  }
+
+  read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead> {
+    return this.call(orgId, machine, name, { op: 'read', args: [orgId, machine, name, authContext] }) as Promise<InstanceHead>;
+  }
+
+  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
+    return this.call(orgId, machine, name, { op: 'send', args: [orgId, machine, name, event, authContext] }) as Promise<InstanceHead>;
+  }
+
+  setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
+    return this.call(orgId, machine, name, { op: 'setStatus', args: [orgId, machine, name, status] }) as Promise<void>;
+  }
+
+  delete(orgId: string, machine: string, name: string): Promise<boolean> {
+    return this.call(orgId, machine, name, { op: 'delete', args: [orgId, machine, name] }) as Promise<boolean>;
+  }
+
+  fireTimers(orgId: string, machine: string, name: string): Promise<unknown> {
+    return this.call(orgId, machine, name, { op: 'fireTimers', args: [orgId, machine, name] });
+  }
+
+  /** Delivers a message between instances on the receiver's owner. */
+  receive(message: OutboxMessage): Promise<void> {
+    return this.call(message.orgId, message.to.machine, message.to.name, { op: 'receive', args: [message] }) as Promise<void>;
+  }
+
+  private async call(orgId: string, machine: string, name: string, call: Call): Promise<unknown> {
+    const deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
+    for (let attempt = 0; ; attempt++) {
+      const owner = this.ownerOf(orgId, machine, name);
+      if (owner === undefined) throw unavailable('this node sees no cluster members');
+      if (owner === this.options.nodeId) return this.runLocally(call);
+      const reply = await this.ask(owner, call);
+      if (reply.ok) return reply.value;
+      if (!('moved' in reply)) {
+        const { status, code, message, parameter } = reply.error;
+        throw new ServiceError(status, code, message, parameter);
+      }
+      if (Date.now() > deadline) throw unavailable(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, 500)));
+    }
+  }
+
+  /** One request to a node; a node that is gone answers as "moved" (nothing ran there). */
+  private async ask(owner: string, call: Call): Promise<Reply> {
+    try {
+      const answer = await this.nc.request(this.subjectOf(owner), JSON.stringify(call), { timeout: this.options.timeoutMs });
+      return answer.json<Reply>();
+    } catch (error) {
+      const cause = error instanceof RequestError ? error.cause : error;
+      if (error instanceof NoRespondersError || cause instanceof NoRespondersError || (error instanceof RequestError && error.isNoResponders())) return { ok: false, moved: true };
+      if (error instanceof TimeoutError || cause instanceof TimeoutError) {
+        throw unavailable(`node ${owner}, the owner, did not answer in ${this.options.timeoutMs} ms; the request may or may not have been applied`);
+      }
+      throw error;
+    }
+  }
+
+  private async answer(call: Call): Promise<Reply> {
+    const [orgId, machine, name] = keyOfCall(call);
+    if (!this.owns(orgId, machine, name)) return { ok: false, moved: true };
+    try {
+      return { ok: true, value: (await this.runLocally(call)) ?? null };
+    } catch (error) {
+      if (error instanceof ServiceError) {
+        return { ok: false, error: { status: error.status, code: error.code, message: error.message, ...(error.parameter === undefined ? {} : { parameter: error.parameter }) } };
+      }
+      this.options.onError('a forwarded call failed', error);
+      return { ok: false, error: { status: 500, code: 'internal', message: 'internal error' } };
+    }
+  }
+
+  private runLocally(call: Call): Promise<unknown> {
+    const local = this.local;
+    switch (call.op) {
+      case 'create':
+        return local.create(...call.args);
+      case 'read':
+        return local.read(...call.args);
+      case 'send':
+        return local.send(...call.args);
+      case 'setStatus':
+        return local.setStatus(...call.args);
+      case 'delete':
+        return local.delete(...call.args);
+      case 'fireTimers':
+        return local.fireTimers(...call.args);
+      case 'receive':
+        return local.receive(...call.args);
+    }
+  }
+
+  private subjectOf(nodeId: string): string {
+    return `statehold.${this.options.cluster}.node.${nodeId}.calls`;
+  }
+}
+
+const keyOfCall = (call: Call): [string, string, string] => {
+  switch (call.op) {
+    case 'create':
+      return [call.args[0].orgId, call.args[0].machine, call.args[0].name];
+    case 'receive':
+      return [call.args[0].orgId, call.args[0].to.machine, call.args[0].to.name];
+    default:
+      return [call.args[0], call.args[1], call.args[2]];
+  }
+};

@@ -1,0 +1,16 @@
+import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
+import type { InstanceHead, InstanceStatus } from '../store/instance-store.js';
+import type { CreateRequest } from './instance-runtime.js';
+
+/**
+ * What the API asks of an instance's owner: the writes, and the read that runs its authorizer against
+ * the committed state. The embedded node's InstanceRuntime is it; a cluster node's forwarder is too, and
+ * runs each call on the instance's owner, wherever that is (design.md §6.1).
+ */
+export interface InstanceWrites {
+  create(request: CreateRequest): Promise<InstanceHead>;
+  read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead>;
+  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead>;
+  setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
+  delete(orgId: string, machine: string, name: string): Promise<boolean>;
+}

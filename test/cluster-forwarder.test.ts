@@ -1,0 +1,80 @@
+import t from 'tap';
+import { Forwarder, type OwnerSide } from '../src/cluster/forwarder.js';
+import { ownerOf } from '../src/cluster/rendezvous.js';
+import { ServiceError } from '../src/domain/errors.js';
+import type { InstanceHead } from '../src/store/instance-store.js';
+import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+
+/** Requests run on the instance's owner: locally, through NATS, with typed errors, across a move. */
+
+const skip = natsMissing();
+
+/** An owner side that records what ran on it and answers a head naming itself. */
+const ownerSide = (id: string, ran: string[]): OwnerSide => {
+  const head = (name: string) => ({ name, versionId: id } as unknown as InstanceHead);
+  return {
+    create: async (request) => (ran.push(`create ${request.name}`), head(request.name)),
+    read: async (_o, _m, name) => (ran.push(`read ${name}`), head(name)),
+    send: async (_o, _m, name, event) => {
+      ran.push(`send ${name} ${event.type}`);
+      if (event.type === 'BAD') throw new ServiceError(403, 'rejected-by-machine-authorizer', 'no', undefined);
+      if (event.type === 'BUG') throw new Error('a bug');
+      return head(name);
+    },
+    setStatus: async () => undefined,
+    delete: async () => true,
+    fireTimers: async () => 'fired',
+    receive: async () => undefined,
+  };
+};
+
+t.test('each request runs once, on its owner; errors keep their status and code; a departed owner\'s keys move', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  let members = ['n1', 'n2'];
+  const ran: Record<string, string[]> = { n1: [], n2: [] };
+  const errors: string[] = [];
+  const make = async (id: string) => {
+    const nc = await connectTo(nats, id);
+    const forwarder = new Forwarder(nc, ownerSide(id, ran[id] as string[]), { cluster: 'c', nodeId: id, members: () => members, timeoutMs: 2_000, onError: (m) => errors.push(m) });
+    forwarder.start();
+    await nc.flush();
+    t.teardown(async () => {
+      forwarder.stop();
+      await nc.close();
+    });
+    return forwarder;
+  };
+  const n1 = await make('n1');
+  const n2 = await make('n2');
+  const names = Array.from({ length: 40 }, (_, i) => `i${i}`);
+  for (const name of names) {
+    const head = await n1.send('org_a', 'm', name, { type: 'GO' }, {});
+    t.equal(head.versionId, ownerOf(`org_a/m/${name}`, members), `${name} ran on its owner`);
+  }
+  t.equal(ran.n1.length + ran.n2.length, 40, 'each once');
+  t.ok(ran.n1.length > 5 && ran.n2.length > 5, 'both nodes own some');
+
+  const remote = names.find((name) => n1.ownerOf('org_a', 'm', name) === 'n2') as string;
+  await t.rejects(n1.send('org_a', 'm', remote, { type: 'BAD' }, {}), { status: 403, code: 'rejected-by-machine-authorizer' }, 'a typed error crosses as it was');
+  await t.rejects(n1.send('org_a', 'm', remote, { type: 'BUG' }, {}), { status: 500, code: 'internal' }, 'anything else is a 500 without its message');
+  t.same(errors, ['a forwarded call failed'], 'and is logged on the owner');
+
+  // n2 leaves: n1 owns everything in its view; a request for n2's key runs on n1.
+  n2.stop();
+  members = ['n1'];
+  const moved = await n1.read('org_a', 'm', remote, {});
+  t.equal(moved.versionId, 'n1', 'the key moved to the remaining node');
+
+  // Views disagree for a moment: n1 thinks n2 owns a key, n2 (answering) thinks n1 does. Nothing runs twice.
+  n2.start();
+  const before = ran.n2.length;
+  members = ['n1', 'n2'];
+  const split = names.find((name) => n1.ownerOf('org_a', 'm', name) === 'n2') as string;
+  const viewOfN2 = ['n1'];
+  (n2 as unknown as { options: { members: () => readonly string[] } }).options.members = () => viewOfN2;
+  setTimeout(() => viewOfN2.push('n2'), 300);
+  const head = await n1.send('org_a', 'm', split, { type: 'GO' }, {});
+  t.equal(head.versionId, 'n2', 'asked again until the owner agreed');
+  t.equal(ran.n2.length - before, 1, 'and run there once');
+});
