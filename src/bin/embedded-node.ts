@@ -1,37 +1,11 @@
-import { buildRouter } from '../api/routes/index.js';
-import type { ApiContext, ApiSettings } from '../api/api-context.js';
-import { HttpServer } from '../api/http-server.js';
-import { defaultRealtimeLimits, RealtimeHub } from '../api/realtime/realtime-hub.js';
-import { AdminCredential } from '../auth/admin-credential.js';
-import { Authenticator } from '../auth/authenticator.js';
-import { KeyRing } from '../auth/key-ring.js';
-import { loadMasterKey } from '../auth/master-key.js';
-import { SecretSealer } from '../auth/secret-sealer.js';
-import { UploadSigner } from '../auth/upload-signer.js';
-import { newAdminKey, prettyId } from '../domain/ids.js';
-import type { Logger } from '../domain/logger.js';
-import { SandboxClient, type Stall } from '../sandbox/index.js';
-import { InstanceRuntime } from '../runtime/instance-runtime.js';
-import { HttpApiRunner } from '../runtime/http-api-runner.js';
-import { LogSink } from '../runtime/log-sink.js';
-import { defaultRuntimeSettings, type RuntimeSettings } from '../runtime/runtime-settings.js';
-import { SandboxPool } from '../runtime/sandbox-pool.js';
-import { TimerScheduler } from '../runtime/timer-scheduler.js';
 import { InProcessUpdateBus } from '../runtime/update-bus.js';
-import { requireScope } from '../auth/caller.js';
-import { OutboxDispatcher } from '../runtime/outbox-dispatcher.js';
-import { faultHook } from './fault-hooks.js';
-import type { Catalog } from '../store/catalog.js';
+import type { Logger } from '../domain/logger.js';
 import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
+import { composeNode, type RunningNode } from './node-composition.js';
 import type { ServeConfig } from './serve-config.js';
 
-export interface RunningNode {
-  url: string;
-  port: number;
-  /** Stops accepting work, finishes what is in flight (up to the drain timeout), flushes storage. */
-  stop(): Promise<void>;
-}
+export type { RunningNode } from './node-composition.js';
 
 /** The composition root of `statehold serve`: one process, LMDB storage, no other service. */
 export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, announce: (line: string) => void): Promise<RunningNode> => {
@@ -43,217 +17,18 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     walApplyDelayMs: config.walApplyDelayMs,
     onStorageFailure: (error) => logger.error('LMDB did not take writes the write-ahead log acknowledged: writes are refused until the node is restarted, which applies the log again', { error: error.message }),
   });
-  const { catalog } = store;
-  const masterKey = loadMasterKey(config.dataDir, config.masterKey);
-  const sealer = new SecretSealer(masterKey);
-  const uploadSigner = new UploadSigner(masterKey, config.uploadTtlSeconds);
-  const { credential: adminCredential, generatedSecret } = await operatorCredential(catalog, config);
-  await bootstrapOrg(catalog, announce);
-
-  const settings: ApiSettings = {
-    publicUrl: config.publicUrl ?? '',
-    billingUrl: config.billingUrl ?? '',
-    pageSize: config.pageSize,
-    monthlyEventsLimit: 1_000_000_000,
-    monthlyReadsLimit: 1_000_000_000,
-  };
-  const authenticator = new Authenticator({
-    catalog,
-    keyRing: new KeyRing(catalog, sealer),
-    adminCredential,
-    ownAudience: () => `${settings.publicUrl}/`,
-  });
-  const runtimeSettings: RuntimeSettings = {
-    ...defaultRuntimeSettings,
-    settleBudgetMs: config.settleTimeoutMs,
-    isolateMemoryLimitMb: config.isolateMemoryMb,
-    liveActorMemoryMb: config.liveActorMemoryMb,
-    cpuLimitMs: config.cpuLimitMs,
-    maxLiveActors: config.maxLiveActors,
-    pureSteps: config.pureSteps,
-    idleUnloadMs: config.idleSeconds * 1000,
-    timerRetryDelayMs: config.timerRetryMs,
-    madeInstancesPerSecond: config.madeInstancesPerSecond,
-    httpApiRequestsPerSecond: config.httpApiRequestsPerSecond,
-    egress: { allow: config.fetchAllow, timeoutMs: config.fetchTimeoutMs, maxResponseBytes: config.fetchMaxBytes },
-  };
-  const logs = new LogSink(store.logs, logger);
-  const fault = faultHook(process.env);
-  // Machine code runs in a worker process: if it crashes V8, the worker restarts and the node stays up.
-  // A call that holds it past the stall limit retires it for a standby worker, and its org is moved to
-  // the quarantine worker at once: one org's spinning or thrashing code does not hold up the others.
-  const sandboxClient = new SandboxClient({
-    role: 'main',
-    restartAfterCrash: true,
-    nodeArgs: config.sandboxNodeArgs,
-    stallMs: config.sandboxStallMs,
-    cpuLimitMs: config.cpuLimitMs,
-    onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
-    onCrash: (reason) => logger.warn('the sandbox worker died; a new one is starting', { reason }),
-    onStall: (stall) => {
-      const moved = stall.versionId === undefined ? undefined : sandboxes.quarantineVersion(stall.versionId);
-      const org = moved?.orgId === undefined ? '' : `, and so does every version of org ${moved.orgId}`;
-      logger.warn(`${stallText(stall, config.sandboxStallMs, 'sandbox worker')}${moved ? `; it runs in the quarantine worker from now on${org}` : ''}`);
-    },
-    onLiveHeap: (report) => runtime.relieveLiveHeap(report),
-  });
-  // Versions that held or crashed a worker, with every version of their org, run in a worker of their
-  // own at the lowest CPU priority (sandbox-pool.ts). It starts on first use.
-  // Its watchdog stops a call that holds it (the culprit is stopped at its CPU limit and a second, as
-  // in the main worker) and moves the others to a fresh worker; no standby is kept for it.
-  const quarantineClient = new SandboxClient({
-    role: 'quarantine',
-    niceness: QUARANTINE_NICENESS,
-    stallMs: config.sandboxStallMs,
-    standby: false,
-    cpuLimitMs: config.cpuLimitMs,
-    onStall: (stall) => logger.warn(stallText(stall, config.sandboxStallMs, 'quarantine sandbox worker')),
-    nodeArgs: config.sandboxNodeArgs,
-    onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
-    onCrash: (reason) => logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason }),
-    onLiveHeap: (report) => runtime.relieveLiveHeap(report),
-  });
-  // Uploaded bundles, not yet trusted, are validated in a third worker, started on first use: a bundle
-  // whose top-level code crashes V8 takes only that one down. Not the quarantine worker: uploads would
-  // wait behind the offenders' spins there, and its low priority would stretch their time limits.
-  const validationClient = new SandboxClient({
-    role: 'validation',
-    nodeArgs: config.sandboxNodeArgs,
-    onLog: () => undefined,
-    onCrash: (reason) => logger.warn('the validation sandbox worker died; a new one starts with the next upload', { reason }),
-  });
-  const sandboxes = new SandboxPool(sandboxClient, quarantineClient, store.versions, logs, runtimeSettings);
-  const updates = new InProcessUpdateBus();
-  const runtime: InstanceRuntime = new InstanceRuntime({
-    instances: store.instances,
-    sandboxes,
-    versions: store.versions,
-    machines: catalog,
-    logs,
-    settings: runtimeSettings,
-    logger,
-    onTimersPending: (dueAt) => scheduler.noteDue(dueAt),
-    onOutbox: () => dispatcher.kick(),
-    updates,
-    ...(fault ? { fault } : {}),
-  });
-  const scheduler = new TimerScheduler(store.instances, (orgId, machine, name) => runtime.fireTimers(orgId, machine, name), logger);
-  const dispatcher = new OutboxDispatcher({
-    store: store.instances,
-    deliver: (message) => runtime.receive(message),
-    logs,
-    logger,
-    retryDelayMs: runtimeSettings.timerRetryDelayMs,
-    maxRetries: runtimeSettings.timerMaxRetries,
-    ...(fault ? { afterDelivered: () => fault('after-receiver-commit') } : {}),
-  });
-  const apiContext: ApiContext = {
-    catalog,
-    authenticator,
-    sealer,
-    settings,
-    logger,
-    versions: store.versions,
-    uploadSigner,
-    validateBundle: (code) => validationClient.validate(code, sandboxes.loadSettings()),
-    instances: store.instances,
-    logs: store.logs,
-    runtime,
-    writes: runtime,
-    httpApis: new HttpApiRunner({ runtime, sandboxes, catalog, logs, settings: runtimeSettings }),
-    realtimeStats: () => ({ ...server.websockets, subscribedInstances: hub.channelCount }),
-  };
-  const router = buildRouter(apiContext);
-  scheduler.start();
-  dispatcher.start();
-  const pruneLogs = () =>
-    logs.prune(catalog.listOrgs().map((org) => org.id), config.logRetentionDays * 86_400_000).catch((error: unknown) => logger.error('log pruning failed', { error: String(error) }));
-  void pruneLogs();
-  const pruning = setInterval(() => void pruneLogs(), 3_600_000);
-  pruning.unref();
-  // Idle actors and versions are looked for a few times per idle period, at most once a minute.
-  const sweeping = setInterval(() => runtime.sweepIdle(), Math.min(60_000, runtimeSettings.idleUnloadMs / 4));
-  sweeping.unref();
-  const realtimeLimits = { ...defaultRealtimeLimits, maxSubscriptionsPerSocket: config.rtMaxSubscriptions };
-  const hub = new RealtimeHub({
-    runtime,
-    bus: updates,
-    fanout: { publish: (topic, text) => server.publish(topic, text) },
-    authenticate: (token, orgHeader) => {
-      const caller = authenticator.authenticate({ authorization: `Bearer ${token}`, orgId: orgHeader, act: undefined });
-      requireScope(caller, 'state.read');
-      return { orgId: authenticator.resolveOrg(caller), authContext: caller.authContext };
-    },
-    limits: realtimeLimits,
-    logError: (message, error) => logger.error(message, { error: error instanceof Error ? error.stack ?? error.message : String(error) }),
-  });
-  const server: HttpServer = await HttpServer.start({
-    router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger, realtime: { hub, limits: realtimeLimits },
-  });
-  // Booted now, once listening (so it does not slow startup down): the first request that runs machine
-  // code would otherwise wait ≈ 0.4 s for it.
-  sandboxClient.start();
-
-  const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
-  settings.publicUrl = config.publicUrl ?? `http://${hostForUrl}:${server.port}`;
-  settings.billingUrl = config.billingUrl ?? `${settings.publicUrl}/billing-portal`;
-  if (generatedSecret) {
-    announce(`generated the operator key; it is shown only this once: ${generatedSecret}`);
-    announce(`  e.g. curl -H "Authorization: Bearer ${generatedSecret}" http://${hostForUrl}:${server.port}/orgs`);
-  }
-
-  return {
-    url: `http://${hostForUrl}:${server.port}`,
-    port: server.port,
-    async stop() {
-      // The drain finishes what is in flight with the workers there are: none is started meanwhile
-      // (a worker that dies now fails its requests 503, and is not blamed or replaced).
-      sandboxClient.stopStarting();
-      quarantineClient.stopStarting();
-      validationClient.stopStarting();
-      const drained = server.drain();
-      const timedOut = await Promise.race([drained.then(() => false), delay(config.drainTimeoutMs).then(() => true)]);
-      if (timedOut) logger.warn('drain timeout passed with requests still in flight; stopping anyway');
-      scheduler.stop();
-      dispatcher.stop();
-      clearInterval(pruning);
-      clearInterval(sweeping);
-      await runtime.close();
-      await Promise.all([sandboxClient.close(), quarantineClient.close(), validationClient.close()]);
+  return composeNode(config, logger, announce, {
+    storage: store,
+    updates: new InProcessUpdateBus(),
+    attach: (runtime) => ({
+      writes: runtime,
+      fire: (orgId, machine, name) => runtime.fireTimers(orgId, machine, name),
+      deliver: (message) => runtime.receive(message),
+    }),
+    async close() {
       await store.close();
       await lock.release();
     },
-  };
+  });
 };
 
-/** The log line of a stall (sandbox-client.ts). */
-const stallText = ({ versionId, heldMs, cpuMs }: Stall, stallMs: number, worker: string): string =>
-  `${versionId === undefined ? 'a call' : `machine version ${versionId}`} held the ${worker} for ${heldMs} ms${cpuMs === undefined ? '' : ` (${cpuMs} ms of CPU seen)`} (--sandbox-stall-ms ${stallMs}): the other requests moved to a fresh worker`;
-
-/**
- * The quarantine worker's CPU priority (nice 19, the lowest): the code there has held or crashed a
- * worker already, and a spin of it would otherwise take a whole core from the node and the main worker
- * on a small host. It still gets every cycle they leave; its CPU limits are measured by the clock, so
- * under contention its calls get less CPU before they hit them.
- */
-const QUARANTINE_NICENESS = 19;
-
-/** Configured key (never stored), else the stored hash, else a new key printed once. */
-const operatorCredential = async (catalog: Catalog, config: ServeConfig): Promise<{ credential: AdminCredential; generatedSecret?: string }> => {
-  if (config.adminKey) return { credential: AdminCredential.fromSecret(config.adminKey) };
-  const stored = catalog.getAdminKey();
-  if (stored) return { credential: AdminCredential.fromRecord(stored) };
-  const generatedSecret = newAdminKey();
-  const credential = AdminCredential.fromSecret(generatedSecret);
-  await catalog.putAdminKey(credential.toRecord(new Date().toISOString()));
-  return { credential, generatedSecret };
-};
-
-const bootstrapOrg = async (catalog: Catalog, announce: (line: string) => void): Promise<void> => {
-  if (catalog.listOrgs().length > 0) return;
-  const id = prettyId('org');
-  await catalog.createOrg({ id, name: 'default', createdAt: new Date().toISOString(), allowAnonymousAccess: true });
-  announce(`created the bootstrap org ${id}`);
-};
-
-const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());

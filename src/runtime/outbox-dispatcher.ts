@@ -10,6 +10,11 @@ export interface OutboxDispatcherOptions {
   logger: Logger;
   retryDelayMs: number;
   maxRetries: number;
+  /**
+   * In a cluster, every node holds every outbox entry, and only the sender's owner delivers: the others
+   * skip the entry (and look again a second later: they may own the sender by then).
+   */
+  shouldDispatch?: (message: OutboxMessage) => boolean;
   /** Test-only: called between the receiver's commit and the outbox removal. */
   afterDelivered?: () => void;
 }
@@ -68,6 +73,10 @@ export class OutboxDispatcher {
       if (seen.has(target)) continue;
       seen.add(target);
       if (this.busy.has(target)) continue;
+      if (this.options.shouldDispatch && !this.options.shouldDispatch(message)) {
+        nextWake = Math.min(nextWake ?? Infinity, now + 1_000);
+        continue;
+      }
       if (message.nextAttemptAt > now) {
         nextWake = Math.min(nextWake ?? Infinity, message.nextAttemptAt);
         continue;

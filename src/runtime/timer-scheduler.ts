@@ -3,7 +3,11 @@ import type { DueTimer, InstanceStore } from '../store/instance-store.js';
 import { actorKey } from './actor-key.js';
 import type { TimerFiring } from './instance-runtime.js';
 
-type FireTimers = (orgId: string, machine: string, name: string) => Promise<TimerFiring>;
+/** 'not-owner': another cluster node owns the instance and fires its timers; looked at again later. */
+type FireTimers = (orgId: string, machine: string, name: string) => Promise<TimerFiring | 'not-owner'>;
+
+/** How long a timer of an instance another node owns is left alone before this node looks again (it may own it by then). */
+const NOT_OWNER_RECHECK_MS = 1_000;
 
 /** Longest sleep between looks at the index, in case a wake-up was missed. */
 const MAX_SLEEP_MS = 5_000;
@@ -94,6 +98,7 @@ export class TimerScheduler {
     try {
       const outcome = await this.fire(first.orgId, first.machine, first.name);
       this.backoff.delete(key);
+      if (outcome === 'not-owner') this.backoff.set(key, Date.now() + NOT_OWNER_RECHECK_MS);
       // Index entries no head lists any more must not make the scheduler spin.
       if (outcome === 'nothing-due') await this.store.removeDueTimers(entries);
     } catch (error) {
