@@ -47,6 +47,13 @@ export interface Deployment {
   };
   /** Releases the storage and whatever else the deployment holds, once the runtime stopped. */
   close(): Promise<void>;
+  /**
+   * The bootstrap org's id when the catalog has no org: fixed in a cluster, so nodes starting together
+   * make one org between them; random otherwise.
+   */
+  bootstrapOrgId?: string;
+  /** Told the node's URL once it listens (a cluster node announces it to the others). */
+  listening?(url: string): void;
 }
 
 /**
@@ -61,7 +68,7 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
   const sealer = new SecretSealer(masterKey);
   const uploadSigner = new UploadSigner(masterKey, config.uploadTtlSeconds);
   const { credential: adminCredential, generatedSecret } = await operatorCredential(catalog, config);
-  await bootstrapOrg(catalog, announce);
+  await bootstrapOrg(catalog, announce, deployment.bootstrapOrgId);
 
   const settings: ApiSettings = {
     publicUrl: config.publicUrl ?? '',
@@ -212,6 +219,7 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
   settings.publicUrl = config.publicUrl ?? `http://${hostForUrl}:${server.port}`;
   settings.billingUrl = config.billingUrl ?? `${settings.publicUrl}/billing-portal`;
+  deployment.listening?.(settings.publicUrl);
   if (generatedSecret) {
     announce(`generated the operator key; it is shown only this once: ${generatedSecret}`);
     announce(`  e.g. curl -H "Authorization: Bearer ${generatedSecret}" http://${hostForUrl}:${server.port}/orgs`);
@@ -263,9 +271,9 @@ const operatorCredential = async (catalog: Catalog, config: ServeConfig): Promis
   return { credential, generatedSecret };
 };
 
-const bootstrapOrg = async (catalog: Catalog, announce: (line: string) => void): Promise<void> => {
+const bootstrapOrg = async (catalog: Catalog, announce: (line: string) => void, fixedId?: string): Promise<void> => {
   if (catalog.listOrgs().length > 0) return;
-  const id = prettyId('org');
+  const id = fixedId ?? prettyId('org');
   await catalog.createOrg({ id, name: 'default', createdAt: new Date().toISOString(), allowAnonymousAccess: true });
   announce(`created the bootstrap org ${id}`);
 };

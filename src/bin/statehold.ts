@@ -1,10 +1,16 @@
 import { DataDirInUseError } from '../store/lmdb/data-dir-lock.js';
 import { consoleLogger } from './console-logger.js';
-import { startEmbeddedNode } from './embedded-node.js';
+import { startClusterNode } from './cluster-node.js';
+import { startEmbeddedNode, type RunningNode } from './embedded-node.js';
+import { clusterSettings, parseNodeConfig } from './node-config.js';
+import type { Logger } from '../domain/logger.js';
 import { ConfigError, environmentOnly, parseServeConfig, serveSettings } from './serve-config.js';
 
 const usage = (): string => {
   const settings = serveSettings
+    .map((s) => `  --${s.flag.padEnd(18)} ${s.env.padEnd(28)} ${s.help}${s.fallback !== undefined ? ` (default ${s.fallback})` : ''}`)
+    .join('\n');
+  const clusterOptions = clusterSettings
     .map((s) => `  --${s.flag.padEnd(18)} ${s.env.padEnd(28)} ${s.help}${s.fallback !== undefined ? ` (default ${s.fallback})` : ''}`)
     .join('\n');
   const envOnly = environmentOnly.map((s) => `  ${''.padEnd(20)} ${s.env.padEnd(28)} ${s.help}`).join('\n');
@@ -12,11 +18,16 @@ const usage = (): string => {
 
 Usage:
   statehold serve [options]    start an embedded node (one process, LMDB storage)
+  statehold node [options]     start a cluster node: serve's options and the cluster's below
+                               (not yet complete: cluster/README.md)
   statehold help               show this text
 
 Options of serve (flag, environment variable; flags win over the environment):
 ${settings}
 ${envOnly}
+
+Options of node, beside those of serve (which needs STATEHOLD_MASTER_KEY and --admin-key, the same on every node):
+${clusterOptions}
 
 On first start with an empty data dir the node creates a bootstrap org and, unless an admin key is
 given, an operator key that it prints once. Use it as "Authorization: Bearer <key>"; with several
@@ -32,6 +43,19 @@ const serve = async (argv: string[]): Promise<void> => {
   const config = parseServeConfig(argv, process.env);
   const node = await startEmbeddedNode(config, logger, (line) => process.stdout.write(`statehold: ${line}\n`));
   process.stdout.write(`statehold: listening on ${node.url} (data in ${config.dataDir})\n`);
+  stopOnSignals(node, logger);
+};
+
+/** `statehold node`: a cluster node (cluster/README.md). */
+const clusterNode = async (argv: string[]): Promise<void> => {
+  const logger = consoleLogger();
+  const config = parseNodeConfig(argv, process.env);
+  const node = await startClusterNode(config, logger, (line) => process.stdout.write(`statehold: ${line}\n`));
+  process.stdout.write(`statehold: listening on ${node.url} (node ${config.nodeId} of cluster ${config.cluster}, data in ${config.dataDir})\n`);
+  stopOnSignals(node, logger);
+};
+
+const stopOnSignals = (node: RunningNode, logger: Logger): void => {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -56,6 +80,14 @@ const main = async (): Promise<void> => {
   const [command, ...rest] = process.argv.slice(2);
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(usage());
+    return;
+  }
+  if (command === 'node') {
+    if (rest.includes('--help') || rest.includes('-h')) {
+      process.stdout.write(usage());
+      return;
+    }
+    await clusterNode(rest);
     return;
   }
   if (command === 'serve') {

@@ -85,6 +85,13 @@ export class Membership {
     await new Promise((resolve) => setTimeout(resolve, this.options.heartbeatMs * 2));
   }
 
+  /** The URL this node serves the API on, once it listens (sent with the next beat). */
+  setUrl(url: string): void {
+    this.options.self.url = url;
+    const self = this.members.get(this.options.self.id);
+    if (self) self.url = url;
+  }
+
   /** The live members' ids, sorted (this node included). */
   current(): readonly string[] {
     return this.view;

@@ -21,6 +21,8 @@ export interface NodeProcess {
 }
 
 export interface StartOptions {
+  /** `serve` (the default) or `node` (a cluster node: give --nats, --node-id and STATEHOLD_MASTER_KEY). */
+  command?: 'serve' | 'node';
   args?: string[];
   /** Node flags for the node's own process, before the entry point (not passed to its sandbox workers). */
   nodeArgs?: string[];
@@ -46,7 +48,7 @@ export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-t
 export const startNode = async (options: StartOptions = {}): Promise<NodeProcess> => {
   const dataDir = options.dataDir ?? tempDataDir();
   const adminKey = options.generatedAdminKey ? undefined : `test-admin-${Math.random().toString(36).slice(2)}`;
-  const serveArgs = ['serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];
+  const serveArgs = [options.command ?? 'serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];
   const [command, args] = options.viaShim ? [shim, serveArgs] : [process.execPath, ['--no-node-snapshot', ...(options.nodeArgs ?? []), entryPoint, ...serveArgs]];
   const child = spawn(command, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: options.ownProcessGroup === true });
   let output = '';

@@ -1,0 +1,114 @@
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
+import { Forwarder } from '../cluster/forwarder.js';
+import { Membership } from '../cluster/membership.js';
+import { NatsUpdateBus } from '../cluster/nats-update-bus.js';
+import { toBase64Url } from '../domain/base64url.js';
+import type { Logger } from '../domain/logger.js';
+import { LogInstanceStore } from '../store/jetstream/log-instance-store.js';
+import { applyMetaOp, type MetaOp } from '../store/jetstream/meta-ops.js';
+import { JetStreamOpLog } from '../store/jetstream/op-log.js';
+import { ReplicatedCatalog } from '../store/jetstream/replicated-catalog.js';
+import { openCodeStore, ReplicatedVersionStore } from '../store/jetstream/replicated-versions.js';
+import { JetStreamTransitionLog } from '../store/jetstream/transition-log.js';
+import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
+import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
+import type { ClusterConfig } from './node-config.js';
+import { composeNode, type RunningNode } from './node-composition.js';
+import { ConfigError, type ServeConfig } from './serve-config.js';
+
+/** Where a node keeps how far it applied the cluster's logs, so a restart resumes instead of replaying. */
+const CHECKPOINT_FILE = 'cluster-applied.json';
+const CHECKPOINT_EVERY_MS = 1_000;
+
+export interface RunningClusterNode extends RunningNode {
+  membership: Membership;
+}
+
+/**
+ * The composition root of `statehold node`: JetStream holds what is true (the TX log of instance
+ * commits, the META log of orgs, keys, machines and versions, code in an object store); this node's
+ * LMDB is its copy, fed from those logs; NATS carries membership, forwarding to owners and realtime
+ * news (cluster/README.md).
+ */
+export const startClusterNode = async (config: ServeConfig & ClusterConfig, logger: Logger, announce: (line: string) => void): Promise<RunningClusterNode> => {
+  if (!config.masterKey) throw new ConfigError('statehold node needs STATEHOLD_MASTER_KEY, the same on every node (key secrets are sealed under it)');
+  if (!config.adminKey) throw new ConfigError('statehold node needs --admin-key (or STATEHOLD_ADMIN_KEY), the same on every node');
+  const lock = await lockDataDir(config.dataDir);
+  if (lock.unguarded) logger.warn(`${lock.unguarded}: nothing stops a second node on this data dir; run one only`);
+  const onError = (message: string, error: unknown) => logger.error(message, { error: error instanceof Error ? error.stack ?? error.message : String(error) });
+  // JetStream is the durability: the local copy needs no write-ahead log of its own.
+  const local = openLmdbNodeStore(config.dataDir, { commitLog: 'lmdb' });
+  const checkpointPath = join(config.dataDir, CHECKPOINT_FILE);
+  const from = readCheckpoint(checkpointPath);
+  const nc = await connect({ servers: config.nats, name: `statehold-${config.cluster}-${config.nodeId}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+  const { cluster, replicas } = config;
+  const code = await openCodeStore(nc, { cluster, replicas });
+  const meta = await JetStreamOpLog.open<MetaOp>(nc, { cluster, name: 'META', replicas, from: from.meta + 1 }, applyMetaOp(local.catalog, local.versions, code, onError), onError);
+  const txLog = await JetStreamTransitionLog.open(nc, { cluster, replicas });
+  const instances = new LogInstanceStore(local.instances, txLog, onError);
+  await instances.follow(nc, from.tx + 1);
+  // Serve only with every acknowledged write of the cluster applied here.
+  await meta.catchUp();
+  const txHead = await txLog.headSeq();
+  while (instances.appliedSeq < txHead) await new Promise((resolve) => setTimeout(resolve, 20));
+  const checkpointing = setInterval(() => writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq }), CHECKPOINT_EVERY_MS);
+  checkpointing.unref();
+
+  const membership = new Membership(nc, { cluster, self: { id: config.nodeId, url: '' }, heartbeatMs: config.heartbeatMs, missedHeartbeats: config.missedHeartbeats });
+  await membership.start();
+  announce(`joined cluster ${cluster} as ${config.nodeId}; members: ${membership.current().join(', ')}`);
+  let forwarder: Forwarder | undefined;
+  const node = await composeNode(config, logger, announce, {
+    storage: { catalog: new ReplicatedCatalog(local.catalog, meta), versions: new ReplicatedVersionStore(local.versions, meta, code, onError), instances, logs: local.logs },
+    updates: new NatsUpdateBus(nc, { cluster, nodeId: config.nodeId, onError }),
+    bootstrapOrgId: bootstrapOrgIdOf(cluster),
+    listening: (url) => membership.setUrl(url),
+    attach: (runtime) => {
+      const owner = new Forwarder(nc, runtime, { cluster, nodeId: config.nodeId, members: () => membership.current(), timeoutMs: config.settleTimeoutMs + 10_000, onError });
+      owner.start();
+      forwarder = owner;
+      return {
+        writes: owner,
+        fire: (orgId, machine, name) => (owner.owns(orgId, machine, name) ? runtime.fireTimers(orgId, machine, name) : Promise.resolve('not-owner' as const)),
+        deliver: (message) => owner.receive(message),
+        shouldDispatch: (message) => owner.owns(message.orgId, message.from.machine, message.from.name),
+      };
+    },
+    async close() {
+      forwarder?.stop();
+      await membership.stop();
+      clearInterval(checkpointing);
+      await instances.stopFollowing();
+      await meta.close();
+      writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq });
+      await nc.drain().catch(() => undefined);
+      await local.close();
+      await lock.release();
+    },
+  });
+  return { ...node, membership };
+};
+
+/** One org id per cluster name, so nodes that start together on an empty cluster make a single bootstrap org. */
+const bootstrapOrgIdOf = (cluster: string): string => `org_${toBase64Url(createHash('sha256').update(`statehold bootstrap org of ${cluster}`).digest().subarray(0, 16))}`;
+
+const readCheckpoint = (path: string): { meta: number; tx: number } => {
+  try {
+    const parsed = JSON.parse(readFileSync(path, 'utf8')) as { meta?: unknown; tx?: unknown };
+    const seq = (value: unknown) => (typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0);
+    return { meta: seq(parsed.meta), tx: seq(parsed.tx) };
+  } catch {
+    return { meta: 0, tx: 0 };
+  }
+};
+
+const writeCheckpoint = (path: string, applied: { meta: number; tx: number }): void => {
+  try {
+    writeFileSync(path, JSON.stringify(applied));
+  } catch {
+    // (a lost checkpoint costs a longer replay at the next start, nothing else)
+  }
+};

@@ -1,0 +1,104 @@
+import { StateBackedClient } from '@statebacked/client';
+import t from 'tap';
+import WebSocket from 'ws';
+import { realtimeMachine } from './fixtures/realtime-machines.js';
+import { childMachine, parentMachine } from './fixtures/instance-machines.js';
+import { type NodeProcess, startNode } from './helpers/node-process.js';
+import { natsMissing, startNats } from './helpers/nats.js';
+
+/** Three `statehold node` processes on a 3-server NATS cluster (R3), driven by the real client through every node in turn. */
+
+const skip = natsMissing();
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const ADMIN = 'cluster-admin-key';
+const MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
+
+t.test('a 3-node cluster answers like one node, whichever node a request goes to', { skip, timeout: 240_000 }, async (t) => {
+  const nats = await startNats(3);
+  t.teardown(() => nats.stop());
+  const nodes: NodeProcess[] = [];
+  for (const id of ['n1', 'n2', 'n3']) {
+    const node = await startNode({
+      command: 'node',
+      args: ['--admin-key', ADMIN, '--nats', nats.urls.join(','), '--node-id', id, '--replicas', '3', '--settle-timeout-ms', '500'],
+      env: { STATEHOLD_MASTER_KEY: MASTER_KEY },
+      generatedAdminKey: true,
+    });
+    nodes.push(node);
+    t.teardown(() => node.stop());
+  }
+  const clients = nodes.map((node) => new StateBackedClient(ADMIN, { apiHost: node.url, WebSocket: WebSocket as any }));
+  let turn = 0;
+  const next = () => clients[turn++ % clients.length] as StateBackedClient;
+
+  await next().machines.create('rt');
+  await next().machineVersions.create('rt', { clientInfo: 'v1', makeCurrent: true, code: realtimeMachine });
+  for (const [name, code] of [['parent', parentMachine], ['child', childMachine]] as const) {
+    await next().machines.create(name);
+    await next().machineVersions.create(name, { clientInfo: name, makeCurrent: true, code });
+  }
+  t.same((await next().machines.list()).machines.map((m) => m.slug).sort(), ['child', 'parent', 'rt'], 'every node lists the machines');
+
+  const names = Array.from({ length: 12 }, (_, i) => `i${i}`);
+  for (const name of names) await next().machineInstances.create('rt', { slug: name });
+  for (let round = 1; round <= 5; round++) {
+    for (const name of names) {
+      const state = await next().machineInstances.sendEvent('rt', name, { event: 'INC' });
+      t.equal((state as any).publicContext.count, round, undefined);
+    }
+  }
+  for (const name of names) {
+    const state = await next().machineInstances.get('rt', name);
+    t.equal((state as any).publicContext.count, 5);
+  }
+  const history = await next().machineInstances.listTransitions('rt', 'i0');
+  t.same(history.transitions.map((tr) => tr.event.type), ['xstate.init', 'INC', 'INC', 'INC', 'INC', 'INC'], 'the history, read on any node');
+
+  // Realtime through a node that may not own the instance.
+  const updates: number[] = [];
+  const stop = clients[0]?.machineInstances.subscribe('rt', 'i1', (u: any) => updates.push(u.publicContext.count)) as () => void;
+  for (let i = 0; i < 100 && updates.length === 0; i++) await sleep(20);
+  for (let k = 0; k < 3; k++) await next().machineInstances.sendEvent('rt', 'i1', { event: 'INC' });
+  for (let i = 0; i < 100 && updates.at(-1) !== 8; i++) await sleep(20);
+  t.same(updates, [5, 6, 7, 8], 'every update, in order, through any node');
+  stop();
+
+  // A durable timer fires on its owner.
+  await next().machineInstances.sendEvent('rt', 'i2', { event: 'LATER' });
+  let fired = false;
+  for (let i = 0; i < 100 && !fired; i++) {
+    fired = (await next().machineInstances.get('rt', 'i2')).state === 'idle';
+    if (!fired) await sleep(100);
+  }
+  t.ok(fired, 'the delayed event fired');
+
+  // Messages between instances, owned by different nodes.
+  await next().machineInstances.create('parent', { slug: 'p' });
+  await next().machineInstances.sendEvent('parent', 'p', { event: { type: 'START', childName: 'kid' } });
+  let pongs = 0;
+  for (let i = 0; i < 100 && pongs < 1; i++) {
+    pongs = ((await next().machineInstances.admin.get('parent', 'p')).context as any).pongs;
+    if (pongs < 1) await sleep(100);
+  }
+  t.equal(pongs, 1, 'the child got the PING and answered');
+
+  // A node is killed: its instances move and serve again through the others.
+  await nodes[2]?.stop('SIGKILL');
+  const survivors = clients.slice(0, 2);
+  const started = Date.now();
+  for (const [i, name] of names.entries()) {
+    for (;;) {
+      try {
+        const state = await (survivors[i % 2] as StateBackedClient).machineInstances.sendEvent('rt', name, { event: 'INC' });
+        t.ok((state as any).publicContext.count >= 6, undefined);
+        break;
+      } catch (error) {
+        if (Date.now() - started > 20_000) throw error;
+        await sleep(100);
+      }
+    }
+  }
+  t.pass(`every instance served again ${Date.now() - started} ms after the kill`);
+  const after = await (survivors[0] as StateBackedClient).machineInstances.listTransitions('rt', 'i0');
+  t.same(after.transitions.map((tr) => tr.event.type).slice(-2), ['INC', 'INC'], 'history intact across the failover');
+});
