@@ -33,3 +33,11 @@ bench: build
 
 clean:
 	rm -rf dist .tap coverage
+
+# A cluster on this host: NODES statehold nodes (default 3) and their nats-servers (3 for 3+ nodes,
+# else 1), data and logs in CLUSTER_DIR (default ./cluster-data); cluster/README.md.
+cluster-up: build
+	$(NODE) cluster/launch.mjs up
+
+cluster-down:
+	$(NODE) cluster/launch.mjs down

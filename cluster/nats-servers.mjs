@@ -11,16 +11,26 @@ import { join } from 'node:path';
 /** Whether a nats-server binary is on the PATH (CI installs Debian's; the cluster tests skip without it). */
 export const natsServerAvailable = () => spawnSync('nats-server', ['--version'], { stdio: 'ignore' }).status === 0;
 
-/** A free loopback TCP port (asked of the kernel, then released: a small race, fine on a test host). */
-export const freePort = () =>
-  new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
+/**
+ * `count` distinct free loopback TCP ports: all held open together while the kernel picks them (so no
+ * two are the same), then released for their users (a small race with other programs, fine on a test host).
+ */
+export const freePorts = async (count) => {
+  const servers = await Promise.all(
+    Array.from({ length: count }, () =>
+      new Promise((resolve, reject) => {
+        const server = createServer();
+        server.once('error', reject);
+        server.listen(0, '127.0.0.1', () => resolve(server));
+      }),
+    ),
+  );
+  const ports = servers.map((server) => server.address().port);
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  return ports;
+};
+
+export const freePort = async () => (await freePorts(1))[0];
 
 const configText = ({ name, port, httpPort, storeDir, cluster }) => {
   const lines = [
@@ -28,6 +38,8 @@ const configText = ({ name, port, httpPort, storeDir, cluster }) => {
     `listen: 127.0.0.1:${port}`,
     `http: 127.0.0.1:${httpPort}`,
     `jetstream { store_dir: "${storeDir}", max_memory_store: 256MB, max_file_store: 4GB }`,
+    // A commit carries the context (up to 400 KB) with each of its history records: above NATS's 1 MB default.
+    'max_payload: 8MB',
   ];
   if (cluster) {
     lines.push(`cluster { name: ${cluster.name}, listen: 127.0.0.1:${cluster.port}, routes: [${cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}] }`);
@@ -56,11 +68,11 @@ const waitReady = async (httpPort, clustered, deadline) => {
  * Starts `count` nats-servers (1, or 3 for a JetStream cluster). Resolves with their client URLs and a
  * stop(); `dir` holds configs and store dirs (a temp dir unless given; removed by stop unless kept).
  */
-export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs = 20_000, log = () => {} } = {}) => {
+export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs = 20_000, detached = false, log = () => {} } = {}) => {
   const root = dir ?? mkdtempSync(join(tmpdir(), 'statehold-nats-'));
   mkdirSync(root, { recursive: true });
-  const ports = [];
-  for (let i = 0; i < count; i++) ports.push({ port: await freePort(), httpPort: await freePort(), routePort: await freePort() });
+  const picked = await freePorts(count * 3);
+  const ports = Array.from({ length: count }, (_, i) => ({ port: picked[3 * i], httpPort: picked[3 * i + 1], routePort: picked[3 * i + 2] }));
   const servers = ports.map((p, i) => {
     const name = `nats-${i + 1}`;
     const storeDir = join(root, name);
@@ -71,9 +83,13 @@ export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs =
     return { name, configPath, ...p, url: `nats://127.0.0.1:${p.port}`, process: undefined, output: '' };
   });
   const start = (server) => {
-    const child = spawn('nats-server', ['-c', server.configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.on('data', (chunk) => (server.output = (server.output + chunk).slice(-20_000)));
-    child.stderr.on('data', (chunk) => (server.output = (server.output + chunk).slice(-20_000)));
+    // Detached (make cluster-up): the server outlives the launcher, its output goes to a file beside its config.
+    const child = detached
+      ? spawn('nats-server', ['-c', server.configPath, '-l', join(root, `${server.name}.log`)], { stdio: 'ignore', detached: true })
+      : spawn('nats-server', ['-c', server.configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+    if (detached) child.unref();
+    child.stdout?.on('data', (chunk) => (server.output = (server.output + chunk).slice(-20_000)));
+    child.stderr?.on('data', (chunk) => (server.output = (server.output + chunk).slice(-20_000)));
     server.process = child;
     server.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
     log(`${server.name}: pid ${child.pid} on ${server.url}`);
@@ -82,7 +98,7 @@ export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs =
   const deadline = Date.now() + readyMs;
   await Promise.all(servers.map((server) => waitReady(server.httpPort, count > 1, deadline))).catch(async (error) => {
     await Promise.all(servers.map((server) => stopOne(server, 'SIGKILL')));
-    throw new Error(`${error.message}\n${servers.map((s) => `${s.name}:\n${s.output}`).join('\n')}`);
+    throw new Error(`${error.message}\n${servers.map((s) => `${s.name}:\n${s.output.slice(-2_000)}`).join('\n')}`);
   });
   return {
     dir: root,

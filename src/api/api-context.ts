@@ -44,6 +44,11 @@ export interface ApiContext {
   validateBundle: BundleValidator;
   settings: ApiSettings;
   logger: Logger;
+  /** On a cluster node: its health and its view of the cluster (GET /health, GET /cluster). */
+  cluster?: {
+    health(): { ready: boolean; reason?: string; nodeId: string; members: number; nats: string };
+    status(instance?: { orgId: string; machine: string; name: string }): unknown;
+  };
   /** The realtime endpoint's counts, for GET /stats (set once the server listens). */
   realtimeStats?: () => { sockets: number; upgrades: number; subscribedInstances: number };
 }

@@ -61,15 +61,44 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
   await membership.start();
   announce(`joined cluster ${cluster} as ${config.nodeId}; members: ${membership.current().join(', ')}`);
   let forwarder: Forwarder | undefined;
+  let natsState = 'connected';
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type === 'disconnect') natsState = 'disconnected';
+      else if (status.type === 'reconnect') natsState = 'connected';
+      else if (status.type === 'reconnecting') natsState = 'reconnecting';
+    }
+  })().catch(() => undefined);
   const node = await composeNode(config, logger, announce, {
     storage: { catalog: new ReplicatedCatalog(local.catalog, meta), versions: new ReplicatedVersionStore(local.versions, meta, code, onError), instances, logs: local.logs },
     updates: new NatsUpdateBus(nc, { cluster, nodeId: config.nodeId, onError }),
     bootstrapOrgId: bootstrapOrgIdOf(cluster),
     listening: (url) => membership.setUrl(url),
+    cluster: {
+      health: () => {
+        const members = membership.current();
+        const joined = members.includes(config.nodeId);
+        const ready = natsState === 'connected' && joined;
+        return { ready, ...(ready ? {} : { reason: natsState !== 'connected' ? `NATS ${natsState}` : 'not joined' }), nodeId: config.nodeId, members: members.length, nats: natsState };
+      },
+      status: (instance) => ({
+        nodeId: config.nodeId,
+        cluster,
+        replicas,
+        nats: natsState,
+        members: membership.current().map((id) => membership.member(id)),
+        appliedSeq: { tx: instances.appliedSeq, meta: meta.appliedSeq },
+        ...(instance && forwarder ? { instance: { ...instance, owner: forwarder.ownerOf(instance.orgId, instance.machine, instance.name) } } : {}),
+      }),
+    },
     attach: (runtime) => {
       const owner = new Forwarder(nc, runtime, { cluster, nodeId: config.nodeId, members: () => membership.current(), timeoutMs: config.settleTimeoutMs + 10_000, onError });
       owner.start();
       forwarder = owner;
+      membership.onChange((members) => {
+        const dropped = runtime.releaseNotOwned((orgId, machine, name) => owner.owns(orgId, machine, name));
+        logger.info(`cluster members: ${members.join(', ')}${dropped > 0 ? `; let go of ${dropped} instances other nodes own now` : ''}`);
+      });
       return {
         writes: owner,
         fire: (orgId, machine, name) => (owner.owns(orgId, machine, name) ? runtime.fireTimers(orgId, machine, name) : Promise.resolve('not-owner' as const)),

@@ -54,6 +54,8 @@ export interface Deployment {
   bootstrapOrgId?: string;
   /** Told the node's URL once it listens (a cluster node announces it to the others). */
   listening?(url: string): void;
+  /** A cluster node's health and view (GET /health, GET /cluster). */
+  cluster?: ApiContext['cluster'];
 }
 
 /**
@@ -183,6 +185,7 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     runtime,
     writes: attached.writes,
     httpApis: new HttpApiRunner({ runtime: { head: (o, m, n) => runtime.head(o, m, n), create: (r) => attached.writes.create(r), send: (o, m, n, e, a) => attached.writes.send(o, m, n, e, a) }, sandboxes, catalog, logs, settings: runtimeSettings }),
+    ...(deployment.cluster ? { cluster: deployment.cluster } : {}),
     realtimeStats: () => ({ ...server.websockets, subscribedInstances: hub.channelCount }),
   };
   const router = buildRouter(apiContext);

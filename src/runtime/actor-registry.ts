@@ -76,6 +76,21 @@ export class ActorRegistry {
   }
 
   /**
+   * Lets go of the idle actors `keep` refuses (in a cluster: the instances this node no longer owns),
+   * so that when one comes back to this node it is loaded from its latest head, not from a stale one
+   * held meanwhile. A busy actor is left to finish; the log fences it if it writes. Returns how many went.
+   */
+  forgetWhere(drop: (actor: InstanceActor) => boolean): number {
+    let dropped = 0;
+    for (const actor of this.actors.values()) {
+      if (!actor.idle || !drop(actor)) continue;
+      this.forget(actor);
+      dropped++;
+    }
+    return dropped;
+  }
+
+  /**
    * Caps how many actors may be live in `sandbox` (undefined: no cap) and evicts its least recently
    * used idle ones down to it (a busy one's tasks run on its live interpreter). Returns how many went.
    * The cap holds until changed: each actor that becomes live there beyond it evicts another (resize).

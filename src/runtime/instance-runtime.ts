@@ -455,6 +455,14 @@ export class InstanceRuntime {
     };
   }
 
+  /**
+   * Lets go of the idle actors of instances `owns` says another node owns now (a cluster's membership
+   * changed): a later request for one, routed here again, loads its latest head.
+   */
+  releaseNotOwned(owns: (orgId: string, machine: string, name: string) => boolean): number {
+    return this.actors.forgetWhere((actor) => !owns(actor.orgId, actor.machine, actor.name));
+  }
+
   /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */
   unloadVersions(versionIds: string[]): void {
     for (const versionId of versionIds) this.deps.sandboxes.unload(versionId);

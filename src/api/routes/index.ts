@@ -1,6 +1,7 @@
 import type { ApiContext } from '../api-context.js';
 import { Router } from '../router.js';
 import { registerBillingPortalRoute, registerBillingRoutes } from './billing-routes.js';
+import { registerClusterRoutes } from './cluster-routes.js';
 import { registerHealthRoutes } from './health-routes.js';
 import { registerHttpApiRoutes } from './http-api-routes.js';
 import { registerInstanceRoutes } from './instance-routes.js';
@@ -16,7 +17,8 @@ import { registerVersionRoutes } from './version-routes.js';
 /** Every route of the API, in one router. */
 export const buildRouter = (context: ApiContext): Router => {
   const router = new Router();
-  registerHealthRoutes(router);
+  registerHealthRoutes(router, context);
+  registerClusterRoutes(router, context);
   registerOrgRoutes(router, context);
   registerKeyRoutes(router, context);
   registerBillingRoutes(router, context);
