@@ -2,8 +2,7 @@ import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { realtimeMachine } from './fixtures/realtime-machines.js';
 import { call } from './helpers/http.js';
-import { type NodeProcess, startNode } from './helpers/node-process.js';
-import { natsMissing, startNats } from './helpers/nats.js';
+import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 
 /**
  * Faults in a 3-node cluster on a 3-server NATS (R3), under a steady stream of events: a node paused
@@ -14,22 +13,11 @@ import { natsMissing, startNats } from './helpers/nats.js';
 const skip = natsMissing();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ADMIN = 'cluster-faults-admin';
-const MASTER_KEY = Buffer.alloc(32, 9).toString('base64');
 
 t.test('a paused node does not write when it wakes; a lost nats-server loses nothing acknowledged', { skip, timeout: 300_000 }, async (t) => {
   const nats = await startNats(3);
   t.teardown(() => nats.stop());
-  const nodes: NodeProcess[] = [];
-  for (const id of ['n1', 'n2', 'n3']) {
-    const node = await startNode({
-      command: 'node',
-      args: ['--admin-key', ADMIN, '--nats', nats.urls.join(','), '--node-id', id, '--replicas', '3', '--heartbeat-ms', '100', '--missed-heartbeats', '4'],
-      env: { STATEHOLD_MASTER_KEY: MASTER_KEY },
-      generatedAdminKey: true,
-    });
-    nodes.push(node);
-    t.teardown(() => node.stop('SIGKILL'));
-  }
+  const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], { adminKey: ADMIN, args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'] });
   const clients = nodes.map((node) => new StateBackedClient(ADMIN, { apiHost: node.url }));
   await clients[0]?.machines.create('rt');
   await clients[1]?.machineVersions.create('rt', { clientInfo: 'v1', makeCurrent: true, code: realtimeMachine });

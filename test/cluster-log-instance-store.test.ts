@@ -2,9 +2,7 @@ import t from 'tap';
 import { LogInstanceStore } from '../src/store/jetstream/log-instance-store.js';
 import { JetStreamTransitionLog } from '../src/store/jetstream/transition-log.js';
 import { type InstanceHead, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
-import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
-import { removeDir, tempDataDir } from './helpers/node-process.js';
-import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+import { localNode, natsMissing, startNats } from './helpers/nats.js';
 
 /** Two nodes' instance stores on one TX log (a real nats-server): the owner writes, the other follows. */
 
@@ -22,18 +20,11 @@ t.test('the owner\'s commits reach the other node; a stale writer is fenced; del
   t.teardown(() => nats.stop());
   const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
   const node = async (name: string) => {
-    const dir = tempDataDir();
-    const store = openLmdbNodeStore(dir);
-    const nc = await connectTo(nats, name);
+    const { store, nc, beforeClose } = await localNode(t, nats, name);
     const log = await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
     const instances = new LogInstanceStore(store.instances, log, fail);
     await instances.follow(nc, 1);
-    t.teardown(async () => {
-      await instances.stopFollowing();
-      await nc.close();
-      await store.close();
-      removeDir(dir);
-    });
+    beforeClose(() => instances.stopFollowing());
     return instances;
   };
   const a = await node('a');

@@ -4,30 +4,18 @@ import WebSocket from 'ws';
 import { realtimeMachine } from './fixtures/realtime-machines.js';
 import { childMachine, parentMachine } from './fixtures/instance-machines.js';
 import { call } from './helpers/http.js';
-import { type NodeProcess, startNode } from './helpers/node-process.js';
-import { natsMissing, startNats } from './helpers/nats.js';
+import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 
 /** Three `statehold node` processes on a 3-server NATS cluster (R3), driven by the real client through every node in turn. */
 
 const skip = natsMissing();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ADMIN = 'cluster-admin-key';
-const MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
 
 t.test('a 3-node cluster answers like one node, whichever node a request goes to', { skip, timeout: 240_000 }, async (t) => {
   const nats = await startNats(3);
   t.teardown(() => nats.stop());
-  const nodes: NodeProcess[] = [];
-  for (const id of ['n1', 'n2', 'n3']) {
-    const node = await startNode({
-      command: 'node',
-      args: ['--admin-key', ADMIN, '--nats', nats.urls.join(','), '--node-id', id, '--replicas', '3', '--settle-timeout-ms', '500'],
-      env: { STATEHOLD_MASTER_KEY: MASTER_KEY },
-      generatedAdminKey: true,
-    });
-    nodes.push(node);
-    t.teardown(() => node.stop());
-  }
+  const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], { adminKey: ADMIN, args: ['--settle-timeout-ms', '500'] });
   const clients = nodes.map((node) => new StateBackedClient(ADMIN, { apiHost: node.url, WebSocket: WebSocket as any }));
   let turn = 0;
   const next = () => clients[turn++ % clients.length] as StateBackedClient;

@@ -1,9 +1,7 @@
 import t from 'tap';
 import { type CatalogOp, ReplicatedCatalog, applyCatalogOp } from '../src/store/jetstream/replicated-catalog.js';
 import { JetStreamOpLog } from '../src/store/jetstream/op-log.js';
-import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
-import { removeDir, tempDataDir } from './helpers/node-process.js';
-import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+import { localNode, natsMissing, startNats } from './helpers/nats.js';
 
 /** Two nodes' LMDB catalogs kept equal through the META log on a real nats-server. */
 
@@ -14,16 +12,9 @@ t.test('writes on either node land on both; racing creates of one machine: exact
   t.teardown(() => nats.stop());
   const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
   const node = async (name: string) => {
-    const dir = tempDataDir();
-    const store = openLmdbNodeStore(dir);
-    const nc = await connectTo(nats, name);
+    const { store, nc, beforeClose } = await localNode(t, nats, name);
     const log = await JetStreamOpLog.open<CatalogOp>(nc, { cluster: 'c', name: 'META', replicas: 1, from: 1 }, applyCatalogOp(store.catalog), fail);
-    t.teardown(async () => {
-      await log.close();
-      await nc.close();
-      await store.close();
-      removeDir(dir);
-    });
+    beforeClose(() => log.close());
     return { store, log, catalog: new ReplicatedCatalog(store.catalog, log) };
   };
   const a = await node('a');

@@ -4,9 +4,7 @@ import { JetStreamOpLog } from '../src/store/jetstream/op-log.js';
 import { ReplicatedCatalog } from '../src/store/jetstream/replicated-catalog.js';
 import { ReplicatedVersionStore, openCodeStore } from '../src/store/jetstream/replicated-versions.js';
 import type { MachineVersionRecord } from '../src/domain/records.js';
-import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
-import { removeDir, tempDataDir } from './helpers/node-process.js';
-import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+import { localNode, natsMissing, startNats } from './helpers/nats.js';
 
 /**
  * Two nodes' LMDB version stores kept equal through the META log (shared with the catalog) on a real
@@ -21,17 +19,10 @@ t.test('versions and their code: written on either node, read on both; races; sw
   t.teardown(() => nats.stop());
   const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
   const node = async (name: string) => {
-    const dir = tempDataDir();
-    const store = openLmdbNodeStore(dir);
-    const nc = await connectTo(nats, name);
+    const { store, nc, beforeClose } = await localNode(t, nats, name);
     const code = await openCodeStore(nc, { cluster: 'c', replicas: 1 });
     const log = await JetStreamOpLog.open<MetaOp>(nc, { cluster: 'c', name: 'META', replicas: 1, from: 1 }, applyMetaOp(store.catalog, store.versions, code, fail), fail);
-    t.teardown(async () => {
-      await log.close();
-      await nc.close();
-      await store.close();
-      removeDir(dir);
-    });
+    beforeClose(() => log.close());
     return { store, log, code, catalog: new ReplicatedCatalog(store.catalog, log), versions: new ReplicatedVersionStore(store.versions, log, code, fail) };
   };
   const a = await node('a');

@@ -82,20 +82,10 @@ const main = async (): Promise<void> => {
     process.stdout.write(usage());
     return;
   }
-  if (command === 'node') {
-    if (rest.includes('--help') || rest.includes('-h')) {
-      process.stdout.write(usage());
-      return;
-    }
-    await clusterNode(rest);
-    return;
-  }
-  if (command === 'serve') {
-    if (rest.includes('--help') || rest.includes('-h')) {
-      process.stdout.write(usage());
-      return;
-    }
-    await serve(rest);
+  const run = command === 'serve' ? serve : command === 'node' ? clusterNode : undefined;
+  if (run) {
+    if (rest.includes('--help') || rest.includes('-h')) process.stdout.write(usage());
+    else await run(rest);
     return;
   }
   process.stderr.write(`statehold: unknown command "${command}"\n\n${usage()}`);

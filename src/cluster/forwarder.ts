@@ -1,12 +1,13 @@
 import { NoRespondersError, type NatsConnection, RequestError, type Subscription, TimeoutError } from '@nats-io/transport-node';
 import { type ErrorCode, ServiceError, unavailable } from '../domain/errors.js';
+import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import type { InstanceHead, InstanceStatus, OutboxMessage } from '../store/instance-store.js';
 import { ownerOf } from './rendezvous.js';
 
 /** What an owner runs for a request (the node's InstanceRuntime, seen from here). */
 export interface OwnerSide {
-  create(request: CreateCall): Promise<InstanceHead>;
+  create(request: CreateRequest): Promise<InstanceHead>;
   read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead>;
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead>;
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
@@ -15,17 +16,9 @@ export interface OwnerSide {
   receive(message: OutboxMessage): Promise<void>;
 }
 
-export interface CreateCall {
-  orgId: string;
-  machine: string;
-  name: string;
-  versionId: string;
-  context: JsonObject;
-  authContext: JsonObject;
-}
 
 type Call =
-  | { op: 'create'; args: [CreateCall] }
+  | { op: 'create'; args: [CreateRequest] }
   | { op: 'read'; args: [string, string, string, JsonObject] }
   | { op: 'send'; args: [string, string, string, MachineEvent, JsonObject] }
   | { op: 'setStatus'; args: [string, string, string, InstanceStatus] }
@@ -105,7 +98,7 @@ export class Forwarder {
     return this.ownerOf(orgId, machine, name) === this.options.nodeId;
   }
 
-  create(request: CreateCall): Promise<InstanceHead> {
+  create(request: CreateRequest): Promise<InstanceHead> {
     return this.call(request.orgId, request.machine, request.name, { op: 'create', args: [request] }) as Promise<InstanceHead>;
   }
 

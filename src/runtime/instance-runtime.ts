@@ -25,6 +25,7 @@ import type { SandboxPool } from './sandbox-pool.js';
 import { isSettled, settle } from './settle.js';
 import { StepEffects } from './step-effects.js';
 import { UsageMeter } from './usage-meter.js';
+import type { CreateRequest } from '../domain/instance-requests.js';
 import type { UpdateBus } from './update-bus.js';
 import type { VersionSource } from './version-source.js';
 
@@ -77,14 +78,7 @@ interface Settled {
 /** What a timer wake-up found. */
 export type TimerFiring = 'fired' | 'retry-later' | 'dropped' | 'nothing-due';
 
-export interface CreateRequest {
-  orgId: string;
-  machine: string;
-  name: string;
-  versionId: string;
-  context: JsonObject;
-  authContext: JsonObject;
-}
+export type { CreateRequest } from '../domain/instance-requests.js';
 
 interface Creation extends CreateRequest {
   parent?: { machine: string; name: string };

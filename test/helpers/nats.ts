@@ -1,6 +1,13 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { openLmdbNodeStore } from '../../src/store/lmdb/lmdb-node-store.js';
+import { type NodeProcess, removeDir, startNode, tempDataDir } from './node-process.js';
 // @ts-expect-error: a plain ES module of the cluster tooling, without types
 import { natsServerAvailable, startNatsServers } from '../../cluster/nats-servers.mjs';
+
+/** The part of a tap test the helpers use. */
+interface Teardowns {
+  teardown(fn: () => unknown): void;
+}
 
 export interface NatsServers {
   urls: string[];
@@ -17,3 +24,38 @@ export const startNats = (count = 1): Promise<NatsServers> => startNatsServers({
 export const natsMissing = (): string | false => (natsServerAvailable() ? false : 'nats-server is not installed (apt-get install nats-server)');
 
 export const connectTo = (servers: NatsServers, name: string): Promise<NatsConnection> => connect({ servers: servers.urls, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+
+/**
+ * A node's local side for store tests: a temp LMDB node store and a NATS connection, closed (after
+ * whatever `beforeClose` registered, such as the node's logs) and removed when the test ends.
+ */
+export const localNode = async (t: Teardowns, servers: NatsServers, name: string) => {
+  const dir = tempDataDir();
+  const store = openLmdbNodeStore(dir);
+  const nc = await connectTo(servers, name);
+  const closers: Array<() => Promise<unknown>> = [];
+  t.teardown(async () => {
+    for (const close of closers) await close();
+    await nc.close();
+    await store.close();
+    removeDir(dir);
+  });
+  return { store, nc, beforeClose: (close: () => Promise<unknown>) => closers.push(close) };
+};
+
+/** `statehold node` processes on the given NATS servers, with one admin key and one master key, stopped when the test ends. */
+export const startClusterNodes = async (t: Teardowns, servers: NatsServers, ids: string[], options: { adminKey: string; args?: string[] }) => {
+  const masterKey = Buffer.alloc(32, 7).toString('base64');
+  const nodes: NodeProcess[] = [];
+  for (const id of ids) {
+    const node = await startNode({
+      command: 'node',
+      args: ['--admin-key', options.adminKey, '--nats', servers.urls.join(','), '--node-id', id, '--replicas', String(servers.urls.length), ...(options.args ?? [])],
+      env: { STATEHOLD_MASTER_KEY: masterKey },
+      generatedAdminKey: true,
+    });
+    nodes.push(node);
+    t.teardown(() => node.stop('SIGKILL'));
+  }
+  return nodes;
+};

@@ -1,5 +1,6 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager, JetStreamApiError, type PubAck, RetentionPolicy, StorageType, DiscardPolicy } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { unavailable } from '../../domain/errors.js';
 
 /** An append refused because the instance's log moved past what the writer expected: it is not the owner any more. */
 export class LogFencedError extends Error {
@@ -91,7 +92,9 @@ export class JetStreamTransitionLog {
       ack = await this.js.publish(subject, payload, { msgID: messageId, expect: { lastSubjectSequence: expectedSeq } });
     } catch (error) {
       if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) throw new LogFencedError(subject, expectedSeq);
-      throw error;
+      // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
+      const reason = error instanceof Error ? error.message : String(error);
+      throw unavailable(`the cluster's log did not take the write (${reason}); it may or may not have been stored: read the instance, then retry`);
     }
     return { seq: ack.seq, duplicate: ack.duplicate };
   }
