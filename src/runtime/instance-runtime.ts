@@ -146,6 +146,17 @@ class IsolateMemoryFailure extends ServiceError {
 }
 
 /**
+ * The stored head moved under the actor (in a cluster: another node wrote the instance while this one
+ * did not own it, and this node's copy had not caught up yet). Nothing was written; the task is run
+ * once more on the head reloaded from the store.
+ */
+class HeadMovedFailure extends ServiceError {
+  constructor() {
+    super(409, 'invalid-state', 'the instance was changed concurrently; retry');
+  }
+}
+
+/**
  * How many actors may stay live in a version whose live actors hold `heldBytes` of its isolate, over
  * their budget: as many as would hold three quarters of it if each held the same (what the heap holds
  * includes garbage not yet collected, so this errs on the side of evicting).
@@ -289,10 +300,12 @@ export class InstanceRuntime {
    */
   private async untilNotMoved<T>(task: () => Promise<T>): Promise<T> {
     let outOfMemory = 0;
+    let headMoved = 0;
     for (let moves = 1; ; moves++) {
       try {
         return await task();
       } catch (error) {
+        if (error instanceof HeadMovedFailure && headMoved++ === 0) continue;
         if (error instanceof IsolateMemoryFailure && outOfMemory++ === 0) {
           this.deps.logger.warn(`a request ran its machine version's isolate out of memory: it runs once more, in a fresh isolate (${error.message})`);
           continue;
@@ -820,7 +833,7 @@ export class InstanceRuntime {
     if (error instanceof SandboxMemoryError) return new IsolateMemoryFailure(error.message);
     if (error instanceof SequenceConflictError) {
       this.deps.logger.warn('instance head moved under its owner', { instance: `${orgId}/${machine}/${name}`, error: error.message });
-      return new ServiceError(409, 'invalid-state', 'the instance was changed concurrently; retry');
+      return new HeadMovedFailure();
     }
     return error;
   }

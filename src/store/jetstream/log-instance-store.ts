@@ -177,9 +177,19 @@ export class LogInstanceStore implements InstanceStore {
     try {
       return (await this.log.append(previous.orgId, previous.machine, previous.name, previous.logSeq ?? 0, payload, messageIdOf(previous, payload, previous.logSeq ?? 0))).seq;
     } catch (error) {
-      if (error instanceof LogFencedError) throw new SequenceConflictError(previous.seq, undefined);
-      throw error;
+      if (!(error instanceof LogFencedError)) throw error;
+      // Another node wrote the instance: let this node's copy catch up first, so that the runtime,
+      // which drops its head and may run the request again, reloads the latest one.
+      await this.caughtUpWith(previous);
+      throw new SequenceConflictError(previous.seq, undefined);
     }
+  }
+
+  /** Waits (up to CATCH_UP_MS) until the local copy holds the instance's last logged commit. */
+  private async caughtUpWith(head: InstanceHead): Promise<void> {
+    const last = await this.log.lastSeq(head.orgId, head.machine, head.name).catch(() => 0);
+    const deadline = Date.now() + CATCH_UP_MS;
+    while (Date.now() < deadline && this.applied < last) await new Promise((resolve) => setTimeout(resolve, 5));
   }
 
   /**
@@ -233,6 +243,9 @@ export class LogInstanceStore implements InstanceStore {
     }
   }
 }
+
+/** How long a fenced writer waits for its copy to catch up with the log before giving up the request. */
+const CATCH_UP_MS = 2_000;
 
 const keyOf = (head: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): string => `${head.orgId}/${head.machine}/${head.name}`;
 
