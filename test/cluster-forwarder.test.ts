@@ -10,13 +10,16 @@ import { connectTo, natsMissing, startNats } from './helpers/nats.js';
 const skip = natsMissing();
 
 /** An owner side that records what ran on it and answers a head naming itself. */
+const requestIds: string[] = [];
 const ownerSide = (id: string, ran: string[]): OwnerSide => {
   const head = (name: string) => ({ name, versionId: id } as unknown as InstanceHead);
   return {
     create: async (request) => (ran.push(`create ${request.name}`), head(request.name)),
     read: async (_o, _m, name) => (ran.push(`read ${name}`), head(name)),
-    send: async (_o, _m, name, event) => {
+    send: async (_o, _m, name, event, _auth, requestId) => {
       ran.push(`send ${name} ${event.type}`);
+      requestIds.push(`${id} ${requestId}`);
+      if (event.type === 'HANG') await new Promise(() => {});
       if (event.type === 'BAD') throw new ServiceError(403, 'rejected-by-machine-authorizer', 'no', undefined);
       if (event.type === 'BUG') throw new Error('a bug');
       return head(name);
@@ -77,4 +80,19 @@ t.test('each request runs once, on its owner; errors keep their status and code;
   const head = await n1.send('org_a', 'm', split, { type: 'GO' }, {});
   t.equal(head.versionId, 'n2', 'asked again until the owner agreed');
   t.equal(ran.n2.length - before, 1, 'and run there once');
+
+  // The owner takes a request and then leaves the cluster without answering: the request is asked
+  // again of the new owner, with the same request id (which lets a real owner recognise it).
+  const hung = names.find((name) => n1.ownerOf('org_a', 'm', name) === 'n2') as string;
+  requestIds.length = 0;
+  setTimeout(() => (members = ['n1']), 300);
+  (n1 as unknown as { options: { members: () => readonly string[] } }).options.members = () => members;
+  const sent = n1.send('org_a', 'm', hung, { type: 'HANG' }, {});
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  t.equal(requestIds.length, 2, 'taken by n2, then asked again of n1');
+  const [first, second] = requestIds.map((entry) => entry.split(' '));
+  t.equal(first?.[0], 'n2');
+  t.equal(second?.[0], 'n1');
+  t.equal(first?.[1], second?.[1], 'with the same request id');
+  void sent;
 });

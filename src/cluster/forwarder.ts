@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { NoRespondersError, type NatsConnection, RequestError, type Subscription, TimeoutError } from '@nats-io/transport-node';
 import { type ErrorCode, ServiceError, unavailable } from '../domain/errors.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
@@ -9,7 +10,7 @@ import { ownerOf } from './rendezvous.js';
 export interface OwnerSide {
   create(request: CreateRequest): Promise<InstanceHead>;
   read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead>;
-  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead>;
+  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject, requestId?: string): Promise<InstanceHead>;
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
   delete(orgId: string, machine: string, name: string): Promise<boolean>;
   fireTimers(orgId: string, machine: string, name: string): Promise<unknown>;
@@ -20,7 +21,7 @@ export interface OwnerSide {
 type Call =
   | { op: 'create'; args: [CreateRequest] }
   | { op: 'read'; args: [string, string, string, JsonObject] }
-  | { op: 'send'; args: [string, string, string, MachineEvent, JsonObject] }
+  | { op: 'send'; args: [string, string, string, MachineEvent, JsonObject, string] }
   | { op: 'setStatus'; args: [string, string, string, InstanceStatus] }
   | { op: 'delete'; args: [string, string, string] }
   | { op: 'fireTimers'; args: [string, string, string] }
@@ -29,8 +30,10 @@ type Call =
 type Reply =
   | { ok: true; value: unknown }
   | { ok: false; error: { status: number; code: ErrorCode; message: string; parameter?: string } }
-  /** This node does not own the instance (its view changed): ask the owner again. */
-  | { ok: false; moved: true };
+  /** This node does not own the instance (its view changed), or is gone: nothing ran; ask the owner again. */
+  | { ok: false; moved: true }
+  /** The owner took the request and left, or did not answer in time: it may have run; ask again with the same request id. */
+  | { ok: false; lost: true };
 
 export interface ForwarderOptions {
   cluster: string;
@@ -99,7 +102,8 @@ export class Forwarder {
   }
 
   create(request: CreateRequest): Promise<InstanceHead> {
-    return this.call(request.orgId, request.machine, request.name, { op: 'create', args: [request] }) as Promise<InstanceHead>;
+    const call: Call = { op: 'create', args: [{ ...request, requestId: request.requestId ?? randomUUID() }] };
+    return this.call(request.orgId, request.machine, request.name, call) as Promise<InstanceHead>;
   }
 
   read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead> {
@@ -107,7 +111,8 @@ export class Forwarder {
   }
 
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
-    return this.call(orgId, machine, name, { op: 'send', args: [orgId, machine, name, event, authContext] }) as Promise<InstanceHead>;
+    // The request id makes a retry after a lost answer safe: the owner applies the event once.
+    return this.call(orgId, machine, name, { op: 'send', args: [orgId, machine, name, event, authContext, randomUUID()] }) as Promise<InstanceHead>;
   }
 
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
@@ -128,34 +133,56 @@ export class Forwarder {
   }
 
   private async call(orgId: string, machine: string, name: string, call: Call): Promise<unknown> {
-    const deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
+    let deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
+    let lost = 0;
     for (let attempt = 0; ; attempt++) {
       const owner = this.ownerOf(orgId, machine, name);
       if (owner === undefined) throw unavailable('this node sees no cluster members');
       if (owner === this.options.nodeId) return this.runLocally(call);
       const reply = await this.ask(owner, call);
       if (reply.ok) return reply.value;
-      if (!('moved' in reply)) {
+      if ('error' in reply) {
         const { status, code, message, parameter } = reply.error;
         throw new ServiceError(status, code, message, parameter);
+      }
+      if ('lost' in reply) {
+        // Asked again with the same request id, of whoever owns the instance now: creates and sends
+        // carry an id the owner finds in the instance's history if it did apply them; the other calls
+        // come to the same state when repeated.
+        if (++lost > MAX_LOST) throw unavailable(`the owner of instance ${name} of machine ${machine} took the request and did not answer; it may or may not have been applied`);
+        deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
       }
       if (Date.now() > deadline) throw unavailable(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);
       await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, 500)));
     }
   }
 
-  /** One request to a node; a node that is gone answers as "moved" (nothing ran there). */
+  /**
+   * One request to a node: its reply; "moved" when no node listens there (nothing ran); "lost" when
+   * the node leaves the cluster (as this node sees it) or does not answer in time.
+   */
   private async ask(owner: string, call: Call): Promise<Reply> {
-    try {
-      const answer = await this.nc.request(this.subjectOf(owner), JSON.stringify(call), { timeout: this.options.timeoutMs });
-      return answer.json<Reply>();
-    } catch (error) {
-      const cause = error instanceof RequestError ? error.cause : error;
-      if (error instanceof NoRespondersError || cause instanceof NoRespondersError || (error instanceof RequestError && error.isNoResponders())) return { ok: false, moved: true };
-      if (error instanceof TimeoutError || cause instanceof TimeoutError) {
-        throw unavailable(`node ${owner}, the owner, did not answer in ${this.options.timeoutMs} ms; the request may or may not have been applied`);
+    let watching: NodeJS.Timeout | undefined;
+    const departed = new Promise<Reply>((resolve) => {
+      watching = setInterval(() => {
+        if (!this.options.members().includes(owner)) resolve({ ok: false, lost: true });
+      }, DEPARTURE_CHECK_MS);
+    });
+    const asked = (async (): Promise<Reply> => {
+      try {
+        const answer = await this.nc.request(this.subjectOf(owner), JSON.stringify(call), { timeout: this.options.timeoutMs });
+        return answer.json<Reply>();
+      } catch (error) {
+        const cause = error instanceof RequestError ? error.cause : error;
+        if (error instanceof NoRespondersError || cause instanceof NoRespondersError || (error instanceof RequestError && error.isNoResponders())) return { ok: false, moved: true };
+        if (error instanceof TimeoutError || cause instanceof TimeoutError) return { ok: false, lost: true };
+        throw error;
       }
-      throw error;
+    })();
+    try {
+      return await Promise.race([asked, departed]);
+    } finally {
+      clearInterval(watching);
     }
   }
 
@@ -197,6 +224,11 @@ export class Forwarder {
     return `statehold.${this.options.cluster}.node.${nodeId}.calls`;
   }
 }
+
+/** How often a node waiting on an owner checks that the owner is still in the cluster. */
+const DEPARTURE_CHECK_MS = 100;
+/** Requests asked again after a lost answer, at most (each after the owner changed or timed out). */
+const MAX_LOST = 3;
 
 const keyOfCall = (call: Call): [string, string, string] => {
   switch (call.op) {

@@ -8,4 +8,6 @@ export interface CreateRequest {
   versionId: string;
   context: JsonObject;
   authContext: JsonObject;
+  /** Makes the request idempotent: a create whose first record carries it answers that instance. */
+  requestId?: string;
 }

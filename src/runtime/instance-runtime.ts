@@ -96,7 +96,10 @@ export const MAX_MADE_DEPTH = 100;
 
 /** One input of a request and what its history record says it was. */
 /** `restore` is given to the first input of a step whose actor is not live in the sandbox (see transition). */
-type Input = { event: MachineEvent; run: (sandbox: RemoteVersion, key: string, restore: Restore | undefined) => Promise<StepResult> };
+type Input = { event: MachineEvent; requestId?: string; run: (sandbox: RemoteVersion, key: string, restore: Restore | undefined) => Promise<StepResult> };
+
+/** How far back in an instance's history a retried request is looked for (it is retried within seconds). */
+const REQUEST_LOOKBACK = 100;
 
 const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
@@ -191,7 +194,9 @@ export class InstanceRuntime {
 
   async create(request: CreateRequest): Promise<InstanceHead> {
     const { orgId, machine, name } = request;
-    if (this.head(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
+    const existing = this.head(orgId, machine, name);
+    if (existing && request.requestId !== undefined && this.createdBy(existing, request.requestId)) return existing;
+    if (existing) throw conflict(`instance ${name} of machine ${machine} already exists`);
     const actor = this.actors.obtain(orgId, machine, name);
     return actor.enqueue(async () => {
       try {
@@ -241,14 +246,33 @@ export class InstanceRuntime {
     return this.usage.months(orgId, months);
   }
 
-  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
+  /**
+   * Sends an event. With a `requestId` (a cluster's forwarder retrying a request whose answer it lost),
+   * an event already applied under that id is not applied again: the committed state is answered.
+   */
+  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject, requestId?: string): Promise<InstanceHead> {
     const actor = this.actors.obtain(orgId, machine, name);
     return actor.enqueue(() =>
       this.afterCrashOnceMore(
-        () => this.deliverEvent(actor, this.loadHead(actor), event, authContext, {}),
+        () => {
+          const head = this.loadHead(actor);
+          if (requestId !== undefined && this.applied(head, requestId)) return Promise.resolve(head);
+          return this.deliverEvent(actor, head, event, authContext, {}, requestId);
+        },
         () => actor.head?.versionId,
       ),
     );
+  }
+
+  /** Whether the instance's first record was written by the create with that id (a retried create). */
+  private createdBy(head: InstanceHead, requestId: string): boolean {
+    return this.deps.instances.listTransitions(head.orgId, head.machine, head.name, 0, 1)[0]?.requestId === requestId;
+  }
+
+  /** Whether one of the instance's latest records applied the request with that id. */
+  private applied(head: InstanceHead, requestId: string): boolean {
+    const from = Math.max(0, head.seq - REQUEST_LOOKBACK);
+    return this.deps.instances.listTransitions(head.orgId, head.machine, head.name, from, REQUEST_LOOKBACK).some((record) => record.requestId === requestId);
   }
 
   /**
@@ -505,7 +529,9 @@ export class InstanceRuntime {
   private async createFirstRecord(actor: InstanceActor, request: Creation): Promise<InstanceHead> {
     const { orgId, machine, name, versionId } = request;
     // Checked inside the mailbox too: a create queued behind another create of the same name.
-    if (actor.head ?? this.deps.instances.getInstance(orgId, machine, name)) throw conflict(`instance ${name} of machine ${machine} already exists`);
+    const existing = actor.head ?? this.deps.instances.getInstance(orgId, machine, name);
+    if (existing && request.requestId !== undefined && this.createdBy(existing, request.requestId)) return existing;
+    if (existing) throw conflict(`instance ${name} of machine ${machine} already exists`);
     const sandbox = await this.deps.sandboxes.get(orgId, machine, versionId);
     const now = Date.now();
     const effects = new StepEffects();
@@ -522,7 +548,7 @@ export class InstanceRuntime {
       const size = this.checkSize(result);
       const untilFired = settled.beforeFired ?? result;
       const records: TransitionRecord[] = [
-        { seq: 1, createdAt: '', ts: now, event: INIT_EVENT, state: untilFired.state, context: untilFired.context },
+        { seq: 1, createdAt: '', ts: now, event: INIT_EVENT, state: untilFired.state, context: untilFired.context, ...(request.requestId === undefined ? {} : { requestId: request.requestId }) },
         ...this.firedRecords(settled, 1),
       ];
       const last = records.at(-1) as TransitionRecord;
@@ -544,7 +570,16 @@ export class InstanceRuntime {
       const outbox = this.outboxOf(head, effects, now);
       const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
       const created = await this.deps.instances.createInstance(head, records, commitEffects);
-      if (!created) throw conflict(`instance ${name} of machine ${machine} already exists`);
+      if (!created) {
+        // A retried create whose first attempt did land (its answer was lost) answers that instance.
+        const stored = this.deps.instances.getInstance(orgId, machine, name);
+        if (stored && request.requestId !== undefined && this.createdBy(stored, request.requestId)) {
+          actor.discardLive();
+          actor.head = stored;
+          return stored;
+        }
+        throw conflict(`instance ${name} of machine ${machine} already exists`);
+      }
       this.usage.transitions(orgId, machine, this.billedTransitions(records.length, size.contextBytes));
       this.committed(actor, head, size.stateBytes, outbox);
       return head;
@@ -555,7 +590,7 @@ export class InstanceRuntime {
   }
 
   /** Runs inside the mailbox: allowWrite for an event, then the event with what is owed before it. */
-  private async deliverEvent(actor: InstanceActor, head: InstanceHead, event: MachineEvent, authContext: JsonObject, effects: CommitEffects): Promise<InstanceHead> {
+  private async deliverEvent(actor: InstanceActor, head: InstanceHead, event: MachineEvent, authContext: JsonObject, effects: CommitEffects, requestId?: string): Promise<InstanceHead> {
     const { orgId, machine, name } = actor;
     if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
     const request = { type: 'event' as const, machineInstanceName: name, state: head.state, context: head.context, event, authContext };
@@ -568,7 +603,7 @@ export class InstanceRuntime {
         if (stepped === 'rejected') throw rejectedByAuthorizer('allowWrite');
         return stepped;
       };
-      return this.transition(actor, head, [{ event, run }], effects);
+      return this.transition(actor, head, [{ event, run, ...(requestId === undefined ? {} : { requestId }) }], effects);
     }
     const sandbox = await this.deps.sandboxes.get(orgId, machine, head.versionId);
     if (!(await this.guard(sandbox.allowWrite(request), orgId, machine, name))) throw rejectedByAuthorizer('allowWrite');
@@ -577,7 +612,7 @@ export class InstanceRuntime {
       const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };
       return { event: errorEvent, run: (vi, key, restore) => vi.send(key, errorEvent, now, restore) };
     });
-    inputs.push({ event, run: (vi, key, restore) => vi.send(key, event, now, restore) });
+    inputs.push({ event, ...(requestId === undefined ? {} : { requestId }), run: (vi, key, restore) => vi.send(key, event, now, restore) });
     return this.transition(actor, head, inputs, effects);
   }
 
@@ -603,7 +638,10 @@ export class InstanceRuntime {
         const appliedAt = Date.now();
         result = effects.absorb(await input.run(sandbox, actor.key, restore));
         restore = undefined;
-        records.push({ seq: head.seq + records.length + 1, createdAt: '', ts: appliedAt, event: input.event, state: result.state, context: result.context });
+        records.push({
+          seq: head.seq + records.length + 1, createdAt: '', ts: appliedAt, event: input.event, state: result.state, context: result.context,
+          ...(input.requestId === undefined ? {} : { requestId: input.requestId }),
+        });
       }
       if (!result) return head;
       const settled: Settled = isSettled(result, now + this.deps.settings.settleBudgetMs)

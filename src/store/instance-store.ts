@@ -77,6 +77,12 @@ export interface DueTimer {
 /** One entry of an instance's linear history. */
 export interface TransitionRecord {
   seq: number;
+  /**
+   * The id of the request whose event this record applied, when it came with one (a cluster node's
+   * forwarder gives each create and send one): a retry of that request finds it here and is not
+   * applied again.
+   */
+  requestId?: string;
   createdAt: string;
   ts: number;
   event: MachineEvent;

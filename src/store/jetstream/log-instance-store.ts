@@ -91,7 +91,11 @@ export class LogInstanceStore implements InstanceStore {
         // The subject has entries: the instance exists, unless the last one deleted it.
         const last = await this.log.lastSeq(head.orgId, head.machine, head.name);
         const stored = last === 0 ? undefined : await this.log.get(last);
-        if (!stored || decode(stored.data).kind !== 'delete') return false;
+        if (!stored || decode(stored.data).kind !== 'delete') {
+          // (the caller may look at the instance next: let this node's copy have it)
+          await this.caughtUpWith(head);
+          return false;
+        }
         expected = last;
       }
     }
