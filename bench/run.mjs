@@ -17,6 +17,7 @@ import { summarizeProfile } from './profile-summary.mjs';
 import { runNeighbours } from './lib/neighbours.mjs';
 import { instancesFailed, runInstances } from './lib/instances.mjs';
 import { realtimeFailed, runRealtime } from './lib/realtime.mjs';
+import { clusterFailed, runCluster } from './lib/cluster.mjs';
 
 const benchDir = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = resolve(benchDir, '..');
@@ -114,13 +115,17 @@ const main = async () => {
       report.scenarios.push(await runRealtime(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
       continue;
     }
+    if (scenario.kind === 'cluster') {
+      report.scenarios.push(await runCluster(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
+      continue;
+    }
     report.scenarios.push(await runScenario(scenario, config));
   }
   report.wallS = (Date.now() - t0) / 1000;
   const { jsonPath, markdown } = writeReport(resultsDir, report);
   process.stdout.write(markdown);
   log(`wrote ${jsonPath} and ${join(resultsDir, 'latest.md')} in ${report.wallS} s`);
-  const failedKind = { neighbours: neighboursFailed, instances: instancesFailed, realtime: realtimeFailed };
+  const failedKind = { neighbours: neighboursFailed, instances: instancesFailed, realtime: realtimeFailed, cluster: clusterFailed };
   const failed = report.scenarios.filter((r) => r.error || (failedKind[r.scenario.kind] ?? ((x) => !x.verify?.ok || x.stateMismatches > 0))(r));
   if (failed.length > 0) {
     log(`FAILED: ${failed.map((r) => r.scenario.id).join(', ')}`);

@@ -96,12 +96,41 @@ export const loadConfig = () => {
       warmupS: int('BENCH_RT_WARMUP_S', 3, 0),
       capS,
     },
+    // Embedded vs a 1-node cluster (one nats-server, R1) vs a 3-node cluster (three nats-servers, R3), each
+    // started fresh, C=64 and C=1 closed loops; then a SIGKILLed owner on the 3-node cluster and how long
+    // its instances take to serve again (bench/lib/cluster.mjs). ≈ 2–3 minutes here.
+    cluster: {
+      id: 'cluster',
+      kind: 'cluster',
+      deployments: (process.env.BENCH_CLUSTER_DEPLOYMENTS || 'embedded,cluster-1,cluster-3').split(',').map((d) => {
+        const id = d.trim();
+        if (!['embedded', 'cluster-1', 'cluster-3'].includes(id)) throw new Error(`BENCH_CLUSTER_DEPLOYMENTS takes embedded, cluster-1, cluster-3; got ${id}`);
+        return id;
+      }),
+      instances: int('BENCH_CLUSTER_INSTANCES', 1000),
+      concurrency: int('BENCH_CLUSTER_CONCURRENCY', 64),
+      events: int('BENCH_CLUSTER_EVENTS', 10000),
+      c1Events: int('BENCH_CLUSTER_C1_EVENTS', 1000),
+      // cluster-3 only: the C loop again, each request sent to its instance's owner (0: skip; the
+      // capacity model needs it to tell the forwarding hop from the rest).
+      directEvents: int('BENCH_CLUSTER_DIRECT_EVENTS', 5000, 0),
+      warmupEvents: int('BENCH_CLUSTER_WARMUP_EVENTS', 3000, 0),
+      failoverInstances: int('BENCH_CLUSTER_FAILOVER_INSTANCES', 100, 0),
+      failoverRate: int('BENCH_CLUSTER_FAILOVER_RATE', 200),
+      failoverRetryMs: int('BENCH_CLUSTER_FAILOVER_RETRY_MS', 20),
+      failoverTimeoutS: int('BENCH_CLUSTER_FAILOVER_TIMEOUT_S', 30),
+      capS: int('BENCH_CLUSTER_CAP_S', 30),
+      // After each cluster phase: how long to wait for every node's copy to apply the whole TX stream.
+      catchUpS: int('BENCH_CLUSTER_CATCHUP_S', 60),
+      // Seconds of sampling each deployment with no load, before the loops (0: skip).
+      idleS: int('BENCH_CLUSTER_IDLE_S', 3, 0),
+    },
   };
-  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances').split(',').map((s) => s.trim()).filter(Boolean);
+  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances,cluster').split(',').map((s) => s.trim()).filter(Boolean);
   for (const id of wanted) if (!all[id]) throw new Error(`unknown scenario ${id} in BENCH_SCENARIOS (known: ${Object.keys(all).join(', ')})`);
   for (const id of wanted) {
     const s = all[id];
-    if (s.kind === 'closed' && s.instances < s.concurrency) {
+    if ((s.kind === 'closed' || s.kind === 'cluster') && s.instances < s.concurrency) {
       throw new Error(`${id}: BENCH_INSTANCES (${s.instances}) must be >= concurrency (${s.concurrency}) so that each worker owns its instances`);
     }
   }

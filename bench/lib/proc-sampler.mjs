@@ -16,7 +16,7 @@ const ticksPerSecond = () => {
 };
 
 /** The process and its descendants, from /proc/<pid>/task/<tid>/children. */
-const family = (pid) => {
+export const family = (pid) => {
   const out = [pid];
   for (let i = 0; i < out.length && out.length < 64; i++) {
     try {

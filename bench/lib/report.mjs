@@ -5,6 +5,7 @@ import { profileMarkdown } from '../profile-summary.mjs';
 import { neighboursMarkdown } from './neighbours.mjs';
 import { instancesMarkdown } from './instances.mjs';
 import { realtimeMarkdown } from './realtime.mjs';
+import { clusterMarkdown } from './cluster.mjs';
 
 const fmt = (x, digits = 2) => (x === null || x === undefined ? '–' : typeof x === 'number' ? x.toFixed(digits) : String(x));
 const int = (x) => (x === null || x === undefined ? '–' : Math.round(x).toLocaleString('en-US'));
@@ -37,7 +38,7 @@ export const renderMarkdown = (report) => {
     '|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---|',
   ];
   for (const r of scenarios) {
-    if (['neighbours', 'instances', 'realtime'].includes(r.scenario.kind)) continue;
+    if (['neighbours', 'instances', 'realtime', 'cluster'].includes(r.scenario.kind)) continue;
     const m = r.measure ?? {};
     const l = m.latencyMs ?? {};
     const s = r.server ?? {};
@@ -94,6 +95,7 @@ export const renderMarkdown = (report) => {
   for (const r of scenarios) if (r.neighbours) lines.push(...neighboursMarkdown(r, fmt));
   for (const r of scenarios) if (r.scenario.kind === 'instances') lines.push(...instancesMarkdown(r, fmt));
   for (const r of scenarios) if (r.scenario.kind === 'realtime') lines.push(...realtimeMarkdown(r, fmt));
+  for (const r of scenarios) if (r.scenario.kind === 'cluster') lines.push(...clusterMarkdown(r, fmt));
   const creates = scenarios.filter((r) => r.create);
   if (creates.length) {
     lines.push('', 'Instance creation (16 at a time, before each scenario): ' +
