@@ -70,6 +70,21 @@ t.test('a 3-node cluster answers like one node, whichever node a request goes to
     if (pongs < 1) await sleep(100);
   }
   t.equal(pongs, 1, 'the child got the PING and answered');
+  const outboxes = async () => Promise.all(nodes.map(async (node) => (await call(node.url, 'GET', '/cluster', { token: ADMIN })).body.outboxEntries as number));
+  let left = await outboxes();
+  for (let i = 0; i < 50 && left.some((n) => n > 0); i++) {
+    await sleep(100);
+    left = await outboxes();
+  }
+  t.same(left, [0, 0, 0], 'every node let go of the delivered messages, not only the sender\'s owner');
+
+  // Usage: each node counts what it served and shares it; after a flush every node shows the sum.
+  await sleep(1_500);
+  const usages = await Promise.all(nodes.map(async (node) => (await call(node.url, 'GET', '/usage', { token: ADMIN })).body.usage[0]));
+  t.same(usages[1], usages[0], 'node 2 shows the same usage as node 1');
+  t.same(usages[2], usages[0], 'and node 3');
+  const rtUsage = usages[0].machines.find((m: { machine: string }) => m.machine === 'rt');
+  t.ok(rtUsage.transitions >= 12 + 60 + 3 && rtUsage.reads >= 12, `the cluster's usage: ${JSON.stringify(rtUsage)}`);
 
   // A node is killed with a delayed event pending on one of its instances, which then fires on the new owner.
   const orgId = (await call(nodes[0]?.url as string, 'GET', '/orgs', { token: ADMIN })).body.orgs[0].id as string;

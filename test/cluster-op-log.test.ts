@@ -46,6 +46,17 @@ t.test('every node applies every operation in one order; a submitter gets its ow
   await logB.catchUp();
   t.same([...a.values].sort(), [...b.values].sort(), 'the copies are equal');
 
+  // With peers set, a submit resolves once the other live members applied it too.
+  logA.setPeers({ nodeId: 'a', members: () => ['a', 'b'], waitMs: 5_000 });
+  logB.setPeers({ nodeId: 'b', members: () => ['a', 'b'], waitMs: 5_000 });
+  await logA.submit({ kind: 'put', key: 'everywhere', value: 1 });
+  t.equal(b.values.get('everywhere'), 1, 'applied on b by the time a\'s submit resolved');
+  const started = Date.now();
+  logA.setPeers({ nodeId: 'a', members: () => ['a', 'b', 'gone'], waitMs: 300 });
+  await logA.submit({ kind: 'put', key: 'late', value: 2 });
+  t.ok(Date.now() - started >= 250, 'a member that never answers is waited for only so long');
+  logA.setPeers({ nodeId: 'a', members: () => ['a'], waitMs: 300 });
+
   // A node that was away resumes from the first sequence it had not applied.
   const resumedFrom = logB.appliedSeq + 1;
   await logB.close();

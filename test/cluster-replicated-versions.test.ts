@@ -21,7 +21,7 @@ t.test('versions and their code: written on either node, read on both; races; sw
   const node = async (name: string) => {
     const { store, nc, beforeClose } = await localNode(t, nats, name);
     const code = await openCodeStore(nc, { cluster: 'c', replicas: 1 });
-    const log = await JetStreamOpLog.open<MetaOp>(nc, { cluster: 'c', name: 'META', replicas: 1, from: 1 }, applyMetaOp(store.catalog, store.versions, code, fail), fail);
+    const log = await JetStreamOpLog.open<MetaOp>(nc, { cluster: 'c', name: 'META', replicas: 1, from: 1 }, applyMetaOp(store.catalog, store.versions, code, store.instances, fail), fail);
     beforeClose(() => log.close());
     return { store, log, code, catalog: new ReplicatedCatalog(store.catalog, log), versions: new ReplicatedVersionStore(store.versions, log, code, fail) };
   };

@@ -91,7 +91,8 @@ t.test('subscribes racing commits: every subscriber gets a gapless, duplicate-fr
     commit(seq, seq - 1);
     await sleep(Math.random() * 3);
   }
-  await sleep(100);
+  // (the authorizer takes up to 5 ms an update, one update after another: wait for the last, bounded)
+  for (let i = 0; i < 500 && !peers.every((peer) => counts(peer).at(-1) === 59); i++) await sleep(10);
   for (const peer of peers) {
     const seen = counts(peer);
     t.ok(seen.length > 0);
@@ -124,7 +125,7 @@ t.test('revocation stops one auth group and not the other', async (t) => {
   subscribe(guest, 'g');
   await sleep(20);
   for (let seq = 2; seq <= 6; seq++) commit(seq, seq - 1);
-  await sleep(100);
+  for (let i = 0; i < 500 && counts(owner.peer).at(-1) !== 5; i++) await sleep(10);
   t.same(counts(owner.peer), [0, 1, 2, 3, 4, 5]);
   t.same(counts(guest.peer), [0, 1, 2]);
   t.match(guest.peer.frames.at(-1), { type: 'error', requestId: 'g', status: 403, code: 'rejected-by-machine-authorizer' });

@@ -22,6 +22,8 @@ import { ConfigError, type ServeConfig } from './serve-config.js';
 /** Where a node keeps how far it applied the cluster's logs, so a restart resumes instead of replaying. */
 const CHECKPOINT_FILE = 'cluster-applied.json';
 const CHECKPOINT_EVERY_MS = 1_000;
+/** How long a metadata write waits for the other nodes to apply it (a node that lags longer is skipped). */
+const META_PEER_WAIT_MS = 2_000;
 
 export interface RunningClusterNode extends RunningNode {
   membership: Membership;
@@ -46,9 +48,12 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
   const nc = await connect({ servers: config.nats, name: `statehold-${config.cluster}-${config.nodeId}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
   const { cluster, replicas } = config;
   const code = await openCodeStore(nc, { cluster, replicas });
-  const meta = await JetStreamOpLog.open<MetaOp>(nc, { cluster, name: 'META', replicas, from: from.meta + 1 }, applyMetaOp(local.catalog, local.versions, code, onError), onError);
+  const meta = await JetStreamOpLog.open<MetaOp>(nc, { cluster, name: 'META', replicas, from: from.meta + 1 }, applyMetaOp(local.catalog, local.versions, code, local.instances, onError), onError);
   const txLog = await JetStreamTransitionLog.open(nc, { cluster, replicas });
-  const instances = new LogInstanceStore(local.instances, txLog, onError);
+  const instances = new LogInstanceStore(local.instances, txLog, onError, async (orgId, usage, machine, atMs) => {
+    // (counts need no read-your-writes on other nodes: no waiting for them)
+    await meta.submit({ store: 'usage', method: 'addUsage', args: [orgId, usage, machine ?? null, atMs] }, { everywhere: false });
+  });
   await instances.follow(nc, from.tx + 1);
   // Serve only with every acknowledged write of the cluster applied here.
   await meta.catchUp();
@@ -59,6 +64,8 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
 
   const membership = new Membership(nc, { cluster, self: { id: config.nodeId, url: '' }, heartbeatMs: config.heartbeatMs, missedHeartbeats: config.missedHeartbeats });
   await membership.start();
+  // A write to orgs, keys, machines or versions answers once every live node has it.
+  meta.setPeers({ nodeId: config.nodeId, members: () => membership.current(), waitMs: META_PEER_WAIT_MS });
   announce(`joined cluster ${cluster} as ${config.nodeId}; members: ${membership.current().join(', ')}`);
   let forwarder: Forwarder | undefined;
   let natsState = 'connected';
@@ -88,6 +95,8 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
         nats: natsState,
         members: membership.current().map((id) => membership.member(id)),
         appliedSeq: { tx: instances.appliedSeq, meta: meta.appliedSeq },
+        /** Messages between instances this node's copy still holds (delivered ones go within milliseconds). */
+        outboxEntries: local.instances.listOutbox(10_000).length,
         ...(instance && forwarder ? { instance: { ...instance, owner: forwarder.ownerOf(instance.orgId, instance.machine, instance.name) } } : {}),
       }),
     },

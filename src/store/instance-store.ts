@@ -145,8 +145,8 @@ export interface InstanceStore {
   nextTimerDue(): number | undefined;
   /** Removes index entries that no head lists any more (left by a crash between versions of this code). */
   removeDueTimers(entries: DueTimer[]): Promise<void>;
-  /** Adds to the org's counters of the current month (and to the machine's, when named). */
-  addUsage(orgId: string, usage: UsageDelta, machine?: string): Promise<void>;
+  /** Adds to the org's counters of the month of `atMs` (default now), and to the machine's when named. */
+  addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs?: number): Promise<void>;
   getUsage(orgId: string, month: string): UsageDelta;
   /** The org's months that have counts, newest first, at most `months` of them. */
   listUsage(orgId: string, months: number): UsageMonth[];

@@ -1,10 +1,11 @@
-import { DeliverPolicy, jetstream, type ConsumerMessages } from '@nats-io/jetstream';
+import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { createHash } from 'node:crypto';
 import {
   type CommitEffects, type DueTimer, type InstanceHead, type InstanceStore, type OutboxMessage, SequenceConflictError,
   type TransitionRecord, type UsageDelta, type UsageMonth,
 } from '../instance-store.js';
+import { StreamFollower } from './stream-follower.js';
 import { type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
 /** One commit of an instance as the TX log holds it. `head.logSeq` is left out: it is the message's own sequence. */
@@ -29,18 +30,47 @@ export type LogEntry =
 export class LogInstanceStore implements InstanceStore {
   /** Local applies of one instance, one after another (the owner's own and the follower's may meet). */
   private readonly applying = new Map<string, Promise<unknown>>();
-  private following: ConsumerMessages | undefined;
-  private applied = 0;
+  private following: StreamFollower | undefined;
+  /** The next stream sequence the follower asks for: every one before it was received. */
+  private received = 1;
+  /** Received entries whose local apply has not finished yet (applies of different instances overlap). */
+  private readonly pending = new Map<number, Promise<void>>();
+  /** Resolves waiters once the watermark passes their sequence. */
+  private watermarkWaiters: Array<{ seq: number; resolve: () => void }> = [];
 
   constructor(
     private readonly local: InstanceStore,
     private readonly log: JetStreamTransitionLog,
     private readonly onError: (message: string, error: unknown) => void,
+    /** Where usage counts go so that every node sums every node's (the META log); local when not given. */
+    private readonly shareUsage?: (orgId: string, usage: UsageDelta, machine: string | undefined, atMs: number) => Promise<void>,
   ) {}
 
-  /** The last TX stream sequence this node applied (by following or by writing). */
+  /**
+   * The watermark: every TX stream entry up to it is applied to this node's copy. Only the follower
+   * moves it (an owner's own writes are applied ahead of it, out of stream order, and do not count).
+   */
   get appliedSeq(): number {
-    return this.applied;
+    let lowest = this.received;
+    for (const seq of this.pending.keys()) if (seq < lowest) lowest = seq;
+    return lowest - 1;
+  }
+
+  /** Resolves once the watermark reaches `seq` (or after `ms`). */
+  private async watermarkAt(seq: number, ms: number): Promise<void> {
+    if (this.appliedSeq >= seq) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.watermarkWaiters.push({ seq, resolve: () => (clearTimeout(timer), resolve()) });
+    });
+  }
+
+  private watermarkMoved(): void {
+    if (this.watermarkWaiters.length === 0) return;
+    const at = this.appliedSeq;
+    const still: typeof this.watermarkWaiters = [];
+    for (const waiter of this.watermarkWaiters) (waiter.seq <= at ? waiter.resolve() : still.push(waiter));
+    this.watermarkWaiters = still;
   }
 
   /**
@@ -48,23 +78,33 @@ export class LogInstanceStore implements InstanceStore {
    * commit to the local store, in stream order.
    */
   async follow(nc: NatsConnection, from: number): Promise<void> {
-    const consumer = await jetstream(nc).consumers.get(this.log.stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.max(1, from) });
-    const messages = await consumer.consume();
-    this.following = messages;
-    void (async () => {
-      for await (const message of messages) {
-        try {
-          await this.applyLocally(message.json<LogEntry>(), message.seq);
-        } catch (error) {
-          this.onError(`could not apply TX log entry ${message.seq} to the local store`, error);
-        }
-        if (message.seq > this.applied) this.applied = message.seq;
-      }
-    })();
+    this.received = Math.max(this.received, from);
+    this.following = new StreamFollower({
+      js: jetstream(nc),
+      stream: this.log.stream,
+      next: () => this.received,
+      // Not awaited: entries of different instances apply side by side (their commits then share an
+      // LMDB sync); one instance's apply one after another (applyLocally).
+      handle: async (message) => {
+        const seq = message.seq;
+        this.received = seq + 1;
+        const applied = this.applyLocally(message.json<LogEntry>(), seq)
+          .catch((error: unknown) => this.onError(`could not apply TX log entry ${seq} to the local store`, error))
+          .finally(() => {
+            this.pending.delete(seq);
+            this.watermarkMoved();
+          });
+        this.pending.set(seq, applied);
+        // Bounded: past MAX_PENDING applies in flight, the follower waits for one to finish.
+        if (this.pending.size >= MAX_PENDING) await Promise.race(this.pending.values());
+      },
+      onError: this.onError,
+    });
+    await this.following.start();
   }
 
   async stopFollowing(): Promise<void> {
-    await this.following?.close();
+    await this.following?.stop();
     this.following = undefined;
   }
 
@@ -163,8 +203,8 @@ export class LogInstanceStore implements InstanceStore {
     return this.local.removeDueTimers(entries);
   }
 
-  addUsage(orgId: string, usage: UsageDelta, machine?: string): Promise<void> {
-    return this.local.addUsage(orgId, usage, machine);
+  addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now()): Promise<void> {
+    return this.shareUsage ? this.shareUsage(orgId, usage, machine, atMs) : this.local.addUsage(orgId, usage, machine, atMs);
   }
 
   getUsage(orgId: string, month: string): UsageDelta {
@@ -192,8 +232,7 @@ export class LogInstanceStore implements InstanceStore {
   /** Waits (up to CATCH_UP_MS) until the local copy holds the instance's last logged commit. */
   private async caughtUpWith(head: InstanceHead): Promise<void> {
     const last = await this.log.lastSeq(head.orgId, head.machine, head.name).catch(() => 0);
-    const deadline = Date.now() + CATCH_UP_MS;
-    while (Date.now() < deadline && this.applied < last) await new Promise((resolve) => setTimeout(resolve, 5));
+    await this.watermarkAt(last, CATCH_UP_MS);
   }
 
   /**
@@ -212,19 +251,30 @@ export class LogInstanceStore implements InstanceStore {
     return run;
   }
 
+  /**
+   * Every node's copy holds every outbox entry, and only the sender's owner delivers (and removes) its
+   * own: the others remove theirs when the receiver's commit, which names the message, reaches them.
+   */
+  private async dropDelivered(messageId: string | undefined): Promise<void> {
+    if (messageId === undefined) return;
+    const delivered = this.local.listOutbox(OUTBOX_SCAN).find((message) => message.id === messageId);
+    if (delivered) await this.local.removeOutbox(delivered);
+  }
+
   private async apply(entry: LogEntry, seq: number): Promise<void> {
-    if (seq > this.applied) this.applied = seq;
     switch (entry.kind) {
       case 'create': {
         const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
         if (current && (current.logSeq ?? 0) >= seq) return;
         await this.local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects);
+        await this.dropDelivered(entry.effects.receivedMessageId);
         return;
       }
       case 'commit': {
         const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
         if (!current || (current.logSeq ?? 0) >= seq) return;
         await this.local.commit({ ...entry.head, logSeq: seq }, current, entry.history, entry.effects);
+        await this.dropDelivered(entry.effects.receivedMessageId);
         return;
       }
       case 'head': {
@@ -239,6 +289,7 @@ export class LogInstanceStore implements InstanceStore {
         await this.local.markReceived(entry.orgId, entry.machine, entry.name, entry.messageId);
         // (the head's log position moves too, so the next append expects this entry)
         await this.local.replaceHead({ ...current, logSeq: seq }, current);
+        await this.dropDelivered(entry.messageId);
         return;
       }
       case 'delete':
@@ -247,6 +298,12 @@ export class LogInstanceStore implements InstanceStore {
     }
   }
 }
+
+/** Outbox entries looked through for a delivered message (the outbox holds what is still to deliver: few). */
+const OUTBOX_SCAN = 10_000;
+
+/** TX entries applied side by side at most while following. */
+const MAX_PENDING = 256;
 
 /** How long a fenced writer waits for its copy to catch up with the log before giving up the request. */
 const CATCH_UP_MS = 2_000;

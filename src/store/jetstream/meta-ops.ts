@@ -1,15 +1,24 @@
 import type { ObjectStore } from '@nats-io/obj';
 import type { Catalog } from '../catalog.js';
+import type { InstanceStore, UsageDelta } from '../instance-store.js';
 import type { VersionStore } from '../version-store.js';
 import type { ApplyOp } from './op-log.js';
 import { type CatalogOp, applyCatalogOp } from './replicated-catalog.js';
 import { type CodeReadError, type VersionOp, applyVersionOp } from './replicated-versions.js';
 
+/** A node's usage counts of about a second (UsageMeter), shared so that every node's copy sums every node's. */
+export interface UsageOp {
+  store: 'usage';
+  method: 'addUsage';
+  /** orgId, counts, machine (null: the org only), and when they were counted (their month). */
+  args: [string, UsageDelta, string | null, number];
+}
+
 /** Everything the cluster's META log carries: each operation names the store it writes by `store`. */
-export type MetaOp = CatalogOp | VersionOp;
+export type MetaOp = CatalogOp | VersionOp | UsageOp;
 
 /** Applies a META operation to this node's local stores (every node, in log order). */
-export const applyMetaOp = (catalog: Catalog, versions: VersionStore, code: ObjectStore, onError?: CodeReadError): ApplyOp<MetaOp> => {
+export const applyMetaOp = (catalog: Catalog, versions: VersionStore, code: ObjectStore, instances: Pick<InstanceStore, 'addUsage'>, onError?: CodeReadError): ApplyOp<MetaOp> => {
   const applyCatalog = applyCatalogOp(catalog);
   const applyVersions = applyVersionOp(versions, code, onError);
   return (op, seq) => {
@@ -18,6 +27,10 @@ export const applyMetaOp = (catalog: Catalog, versions: VersionStore, code: Obje
         return applyCatalog(op, seq);
       case 'versions':
         return applyVersions(op, seq);
+      case 'usage': {
+        const [orgId, usage, machine, atMs] = op.args;
+        return instances.addUsage(orgId, usage, machine ?? undefined, atMs);
+      }
     }
   };
 };

@@ -1,6 +1,7 @@
-import { type ConsumerMessages, DeliverPolicy, DiscardPolicy, jetstream, type JetStreamClient, JetStreamApiError, type JetStreamManager, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { DiscardPolicy, jetstream, type JetStreamClient, JetStreamApiError, type JetStreamManager, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { randomUUID } from 'node:crypto';
+import { StreamFollower } from './stream-follower.js';
 
 export interface OpLogOptions {
   cluster: string;
@@ -38,12 +39,17 @@ export class JetStreamOpLog<Op> {
   private readonly waiters: Waiter[] = [];
   /** Results of operations this node submitted, by sequence, until their submit collects them. */
   private readonly results = new Map<number, { ok: true; value: unknown } | { ok: false; error: unknown }>();
-  private messages: ConsumerMessages | undefined;
-  private stopped = false;
+  private follower: StreamFollower | undefined;
+  /** How far each other node says it applied (see setPeers), and submits waiting for them. */
+  private peers: { nodeId: string; members: () => readonly string[]; waitMs: number } | undefined;
+  private readonly peerSeqs = new Map<string, number>();
+  private peerWaiters: Array<{ seq: number; resolve: () => void }> = [];
+  private peerSubscription: Subscription | undefined;
   /** Marks this process's operations in the stream, whose results it keeps for their submits. */
   private readonly origin = randomUUID();
 
   private constructor(
+    private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     readonly stream: string,
@@ -68,7 +74,7 @@ export class JetStreamOpLog<Op> {
         num_replicas: options.replicas, max_age: 0, max_msgs: -1, max_bytes: -1,
       });
     }
-    const log = new JetStreamOpLog<Op>(jetstream(nc), jsm, stream, subject, apply, options.from, onError);
+    const log = new JetStreamOpLog<Op>(nc, jetstream(nc), jsm, stream, subject, apply, options.from, onError);
     await log.follow();
     return log;
   }
@@ -78,10 +84,38 @@ export class JetStreamOpLog<Op> {
     return this.applied;
   }
 
-  /** Publishes an operation and resolves, once this node applied it, with what applying it returned. */
-  async submit(op: Op): Promise<unknown> {
+  /**
+   * From now on, this node says how far it applied after each operation, and submits wait (up to
+   * `waitMs`) until every other live member applied them too: a machine created through one node is
+   * there on the next, whichever node the client's next request reaches.
+   */
+  setPeers(peers: { nodeId: string; members: () => readonly string[]; waitMs: number }): void {
+    this.peers = peers;
+    this.peerSubscription?.unsubscribe();
+    this.peerSubscription = this.nc.subscribe(`${this.subject}.applied`, {
+      callback: (error, message) => {
+        if (error) return;
+        try {
+          const { node, seq } = message.json<{ node: string; seq: number }>();
+          if (typeof node !== 'string' || typeof seq !== 'number') return;
+          if (seq > (this.peerSeqs.get(node) ?? 0)) this.peerSeqs.set(node, seq);
+          this.peerMoved();
+        } catch {
+          // (not ours)
+        }
+      },
+    });
+    this.announceApplied();
+  }
+
+  /**
+   * Publishes an operation and resolves, once this node applied it (and, with peers set and unless
+   * `everywhere` is false, every other live member too, within their wait), with what applying it returned.
+   */
+  async submit(op: Op, options: { everywhere?: boolean } = {}): Promise<unknown> {
     const ack = await this.js.publish(this.subject, JSON.stringify({ origin: this.origin, op } satisfies Envelope<Op>));
     await this.until(ack.seq);
+    if (this.peers && options.everywhere !== false) await this.appliedByPeers(ack.seq);
     const result = this.results.get(ack.seq);
     this.results.delete(ack.seq);
     if (!result) return undefined;
@@ -95,9 +129,47 @@ export class JetStreamOpLog<Op> {
     await this.until(last);
   }
 
+  private appliedByPeers(seq: number): Promise<void> {
+    if (this.peersReached(seq)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.peerWaiters = this.peerWaiters.filter((waiter) => waiter.resolve !== done);
+        resolve();
+      }, this.peers?.waitMs ?? 0);
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.peerWaiters.push({ seq, resolve: done });
+    });
+  }
+
+  private peersReached(seq: number): boolean {
+    const peers = this.peers;
+    if (!peers) return true;
+    return peers.members().every((member) => member === peers.nodeId || (this.peerSeqs.get(member) ?? 0) >= seq);
+  }
+
+  private peerMoved(): void {
+    if (this.peerWaiters.length === 0) return;
+    const still: typeof this.peerWaiters = [];
+    for (const waiter of this.peerWaiters) (this.peersReached(waiter.seq) ? waiter.resolve() : still.push(waiter));
+    this.peerWaiters = still;
+  }
+
+  private announceApplied(): void {
+    if (!this.peers || this.nc.isClosed()) return;
+    try {
+      this.nc.publish(`${this.subject}.applied`, JSON.stringify({ node: this.peers.nodeId, seq: this.applied }));
+    } catch {
+      // (closing)
+    }
+  }
+
   async close(): Promise<void> {
-    this.stopped = true;
-    await this.messages?.close();
+    this.peerSubscription?.unsubscribe();
+    for (const waiter of this.peerWaiters.splice(0)) waiter.resolve();
+    await this.follower?.stop();
     for (const waiter of this.waiters.splice(0)) waiter.reject(new Error('the operation log was closed'));
   }
 
@@ -109,15 +181,13 @@ export class JetStreamOpLog<Op> {
     });
   }
 
-  /** An ordered consumer from the first unapplied sequence: it resumes by itself after reconnects. */
+  /** Follows the stream from the first unapplied sequence, again after any interruption (StreamFollower). */
   private async follow(): Promise<void> {
-    const start = this.applied + 1;
-    const consumer = await this.js.consumers.get(this.stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start });
-    this.messages = await consumer.consume();
-    const messages = this.messages;
-    void (async () => {
-      for await (const message of messages) {
-        if (message.seq <= this.applied) continue;
+    this.follower = new StreamFollower({
+      js: this.js,
+      stream: this.stream,
+      next: () => this.applied + 1,
+      handle: async (message) => {
         let result: { ok: true; value: unknown } | { ok: false; error: unknown };
         let envelope: Envelope<Op> | undefined;
         try {
@@ -128,12 +198,13 @@ export class JetStreamOpLog<Op> {
           result = { ok: false, error };
         }
         this.applied = message.seq;
+        this.announceApplied();
         // (kept even when its submit has not started waiting yet: the ack may come after the message)
         if (envelope?.origin === this.origin) this.results.set(message.seq, result);
         while (this.waiters.length > 0 && (this.waiters[0] as Waiter).seq <= this.applied) (this.waiters.shift() as Waiter).resolve(undefined);
-      }
-    })().catch((error: unknown) => {
-      if (!this.stopped) this.onError('the operation log stopped following its stream', error);
+      },
+      onError: this.onError,
     });
+    await this.follower.start();
   }
 }

@@ -333,9 +333,9 @@ export class LmdbInstanceStore implements InstanceStore {
     });
   }
 
-  async addUsage(orgId: string, usage: UsageDelta, machine?: string): Promise<void> {
+  async addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now()): Promise<void> {
     this.checkHealthy();
-    await this.root.transaction(() => this.bumpUsage(orgId, usage, machine));
+    await this.root.transaction(() => this.bumpUsage(orgId, usage, machine, atMs));
   }
 
   getUsage(orgId: string, month: string): UsageDelta {
@@ -413,9 +413,9 @@ export class LmdbInstanceStore implements InstanceStore {
     for (const record of history) void this.transitions.put([head.orgId, head.machine, head.name, record.seq], record);
   }
 
-  private bumpUsage(orgId: string, usage: UsageDelta, machine: string | undefined): void {
+  private bumpUsage(orgId: string, usage: UsageDelta, machine: string | undefined, atMs: number): void {
     if (usage.transitions === 0 && usage.reads === 0) return;
-    const month = usageMonth(Date.now());
+    const month = usageMonth(atMs);
     const keys: Array<[string, string] | [string, string, string]> = machine === undefined ? [[orgId, month]] : [[orgId, month], [orgId, month, machine]];
     for (const key of keys) {
       const current = this.usage.get(key) ?? { transitions: 0, reads: 0 };
