@@ -24,6 +24,7 @@ import { serverNodeArgs } from './server-process.mjs';
 import { setupMachine } from './setup-machine.mjs';
 import { round, summarize } from './stats.mjs';
 import { verifyScenario } from './verify.mjs';
+import { failureText, int } from './markdown-format.mjs';
 
 const CREATE_CONCURRENCY = 16;
 const NODE_START_MS = 60_000;
@@ -704,16 +705,12 @@ export const clusterFailed = (r) => {
 // Report
 
 export const clusterMarkdown = (r, fmt) => {
-  const int = (x) => (x === null || x === undefined ? '–' : Math.round(x).toLocaleString('en-US'));
   const catchUpText = (p) => {
     if (!p.catchUp) return '–';
     if (p.catchUp.timedOut) return `**not caught up** (${int(p.catchUp.end?.maxPending)} pending after ${r.scenario.catchUpS} s)`;
     return `${int(p.appliedPerSecond)} (${fmt(p.catchUp.caughtUpS)} s, ${int(p.catchUp.atStart?.maxPending)})`;
   };
-  const failures = (counts = {}) => {
-    const bad = Object.entries(counts).filter(([key]) => key !== '200');
-    return bad.length === 0 ? '0' : bad.map(([key, n]) => `${n}× ${key}`).join(', ');
-  };
+  const failures = failureText;
   const s = r.scenario;
   const lines = [
     '',

@@ -10,6 +10,7 @@ import { StateBackedClient } from '@statebacked/client';
 import { authHeaders, makePool, outcomeKey, request } from './http.mjs';
 import { startSampler } from './proc-sampler.mjs';
 import { summarize } from './stats.mjs';
+import { failureText, int } from './markdown-format.mjs';
 
 export const COUNTER = `import { createMachine, assign } from 'npm:xstate';
 export default createMachine({ id: 'counter', initial: 'even', predictableActionArguments: true, context: { n: 0 }, states: {
@@ -153,11 +154,7 @@ export const instancesFailed = (r) =>
   r.instances.some((run) => run.error || run.checked?.mismatches > 0 || ['create', 'random', 'hot'].some((p) => Object.keys(run[p]?.statusCounts ?? { missing: 1 }).some((key) => key !== '200')));
 
 export const instancesMarkdown = (r, fmt) => {
-  const int = (x) => (x === null || x === undefined ? '–' : Math.round(x).toLocaleString('en-US'));
-  const failures = (counts = {}) => {
-    const bad = Object.entries(counts).filter(([key]) => key !== '200');
-    return bad.length === 0 ? '0' : bad.map(([key, n]) => `${n}× ${key}`).join(', ');
-  };
+  const failures = failureText;
   const s = r.scenario;
   const lines = [
     '',

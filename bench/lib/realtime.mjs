@@ -15,6 +15,7 @@ import { authHeaders, makePool, outcomeKey, request, tally } from './http.mjs';
 import { runOpenLoop } from './open-loop.mjs';
 import { startSampler } from './proc-sampler.mjs';
 import { round, summarize } from './stats.mjs';
+import { int } from './markdown-format.mjs';
 
 export const RT_MACHINE = 'rt-counter';
 
@@ -421,7 +422,6 @@ const hostText = (w) => {
 /** The report's lines for this scenario. */
 export const realtimeMarkdown = (r, fmt) => {
   const s = r.scenario;
-  const int = (x) => (x === null || x === undefined ? '–' : Math.round(x).toLocaleString('en-US'));
   const bad = (counts = {}) => Object.entries(counts).filter(([key]) => key !== '200').map(([key, n]) => `${n}× ${key}`).join(', ') || '0';
   const lines = [
     '',

@@ -6,17 +6,14 @@ import { neighboursMarkdown } from './neighbours.mjs';
 import { instancesMarkdown } from './instances.mjs';
 import { realtimeMarkdown } from './realtime.mjs';
 import { clusterMarkdown } from './cluster.mjs';
+import { failureText, int } from './markdown-format.mjs';
 
 const fmt = (x, digits = 2) => (x === null || x === undefined ? '–' : typeof x === 'number' ? x.toFixed(digits) : String(x));
-const int = (x) => (x === null || x === undefined ? '–' : Math.round(x).toLocaleString('en-US'));
 
 const describeLoad = (s) =>
   s.kind === 'closed' ? `closed, C=${s.concurrency}, E=${s.events}, K=${s.instances}` : `open, ${s.rate}/s × ${s.durationS} s, K=${s.instances}`;
 
-const errorText = (counts = {}) => {
-  const bad = Object.entries(counts).filter(([key]) => key !== '200');
-  return bad.length === 0 ? '0' : bad.map(([key, n]) => `${n}× ${key}`).join(', ');
-};
+const errorText = failureText;
 
 /** Host busy cores, and in brackets what neither the server nor the generator used (noise from elsewhere). */
 const hostText = (server, measure) => {
