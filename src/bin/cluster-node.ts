@@ -58,7 +58,14 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
   // Serve only with every acknowledged write of the cluster applied here.
   await meta.catchUp();
   const txHead = await txLog.headSeq();
-  while (instances.appliedSeq < txHead) await new Promise((resolve) => setTimeout(resolve, 20));
+  let told = Date.now();
+  while (instances.appliedSeq < txHead) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    if (Date.now() - told > 5_000) {
+      told = Date.now();
+      announce(`catching up with the cluster's log: ${instances.appliedSeq} of ${txHead} commits applied`);
+    }
+  }
   const checkpointing = setInterval(() => writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq }), CHECKPOINT_EVERY_MS);
   checkpointing.unref();
 
