@@ -26,7 +26,7 @@ import { isSettled, settle } from './settle.js';
 import { StepEffects } from './step-effects.js';
 import { UsageMeter } from './usage-meter.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
-import type { UpdateBus } from './update-bus.js';
+import { type UpdateBus, updateOf } from './update-bus.js';
 import type { VersionSource } from './version-source.js';
 
 export interface RuntimeStats {
@@ -685,10 +685,7 @@ export class InstanceRuntime {
   /** After a durable commit: remember the head, account memory, wake the timer scheduler and the outbox. */
   private committed(actor: InstanceActor, head: InstanceHead, stateBytes: number, outbox: OutboxMessage[]): void {
     actor.head = head;
-    this.deps.updates?.publish({
-      kind: 'update', orgId: head.orgId, machine: head.machine, name: head.name, versionId: head.versionId,
-      seq: head.seq, ts: head.ts, state: head.state, context: head.context, tags: head.tags, done: head.done,
-    });
+    this.deps.updates?.publish(updateOf(head));
     this.actors.resize(actor, stateBytes + 4096);
     if (head.pendingTimers.length > 0) this.deps.onTimersPending?.(Math.min(...head.pendingTimers.map((timer) => timer.dueAt)));
     if (outbox.length > 0) {

@@ -1,7 +1,14 @@
-import type { InstanceNews, NewsListener, UpdateBus } from '../domain/instance-news.js';
+import type { InstanceNews, InstanceUpdate, NewsListener, UpdateBus } from '../domain/instance-news.js';
+import type { InstanceHead } from '../store/instance-store.js';
 import { actorKey } from './actor-key.js';
 
 export type { InstanceDeleted, InstanceNews, InstanceUpdate, NewsListener, UpdateBus } from '../domain/instance-news.js';
+
+/** What the bus carries of a committed head (the owner's publish, and a realtime channel's starting state). */
+export const updateOf = (head: InstanceHead): InstanceUpdate => ({
+  kind: 'update', orgId: head.orgId, machine: head.machine, name: head.name, versionId: head.versionId,
+  seq: head.seq, ts: head.ts, state: head.state, context: head.context, tags: head.tags, done: head.done,
+});
 
 /**
  * The embedded node's bus: listeners are called synchronously, in publish order, so commit order is

@@ -1,7 +1,7 @@
 import { invalidParameter, notFound, rateLimited } from '../../domain/errors.js';
 import type { JsonObject } from '../../domain/machine-state.js';
 import { actorKey } from '../../runtime/actor-key.js';
-import type { InstanceUpdate, UpdateBus } from '../../runtime/update-bus.js';
+import { type UpdateBus, updateOf } from '../../runtime/update-bus.js';
 import type { InstanceHead } from '../../store/instance-store.js';
 import { type ChannelRuntime, InstanceChannel, type RtFanout, type RtPeer, type Subscription } from './instance-channel.js';
 import { BadFrame, type ClientMessage, errorText, parseClientMessage } from './rt-messages.js';
@@ -125,7 +125,7 @@ export class RealtimeHub {
     // The starting state and the listening begin in the same tick: no commit falls between them.
     const head = this.deps.runtime.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
-    const channel = new InstanceChannel(key, viewOf(head), this.deps.runtime, this.deps.fanout, (empty) => this.forget(empty), this.deps.logError);
+    const channel = new InstanceChannel(key, updateOf(head), this.deps.runtime, this.deps.fanout, (empty) => this.forget(empty), this.deps.logError);
     const stopListening = this.deps.bus.listen(orgId, machine, name, (news) => channel.news(news));
     this.channels.set(key, { channel, stopListening });
     return channel;
@@ -139,19 +139,6 @@ export class RealtimeHub {
   }
 }
 
-const viewOf = (head: InstanceHead): InstanceUpdate => ({
-  kind: 'update',
-  orgId: head.orgId,
-  machine: head.machine,
-  name: head.name,
-  versionId: head.versionId,
-  seq: head.seq,
-  ts: head.ts,
-  state: head.state,
-  context: head.context,
-  tags: head.tags,
-  done: head.done,
-});
 
 const takeSubscribeToken = (session: RtSession, limits: RealtimeLimits): boolean => {
   const now = Date.now();
