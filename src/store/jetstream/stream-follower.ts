@@ -12,6 +12,8 @@ export interface StreamFollowerOptions {
 
 /** Wait before following again after the consumer ended (a server lost, heartbeats missed). */
 const RESTART_MS = 250;
+/** How often the follower checks that it is not stuck behind its stream. */
+const STALL_CHECK_MS = 2_000;
 
 /**
  * Follows a stream from a sequence, in order, for as long as it is not stopped: an ordered consumer,
@@ -22,6 +24,9 @@ export class StreamFollower {
   private messages: ConsumerMessages | undefined;
   private stopped = false;
   private loop: Promise<void> | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
+  /** `next()` at the last stall check. */
+  private lastNext = 0;
 
   constructor(private readonly options: StreamFollowerOptions) {}
 
@@ -29,12 +34,37 @@ export class StreamFollower {
   async start(): Promise<void> {
     await this.open();
     this.loop = this.run();
+    this.watchdog = setInterval(() => void this.checkStalled(), STALL_CHECK_MS);
+    this.watchdog.unref();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    clearInterval(this.watchdog);
     await this.messages?.close();
     await this.loop;
+  }
+
+  /**
+   * A consumer whose nats-server died may neither deliver nor end (seen with a JetStream cluster losing
+   * a server): when the stream holds entries past what was handled and nothing came since the last
+   * check, the consumer is closed, and the loop makes a new one from the first unhandled sequence.
+   */
+  private async checkStalled(): Promise<void> {
+    const next = this.options.next();
+    const moved = next !== this.lastNext;
+    this.lastNext = next;
+    if (moved || this.stopped || !this.messages) return;
+    try {
+      const jsm = await this.options.js.jetstreamManager();
+      const last = (await jsm.streams.info(this.options.stream)).state.last_seq;
+      if (last >= next && this.options.next() === next) {
+        this.options.onError(`following ${this.options.stream} stalled at ${next - 1} of ${last}`, new Error('no entry for a while'));
+        await this.messages?.close();
+      }
+    } catch {
+      // (the stream is not reachable now: the next check tries again)
+    }
   }
 
   private async open(): Promise<void> {
