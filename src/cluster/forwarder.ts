@@ -10,7 +10,7 @@ import { ownerOf } from './rendezvous.js';
 export interface OwnerSide {
   create(request: CreateRequest): Promise<InstanceHead>;
   read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead>;
-  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject, requestId?: string): Promise<InstanceHead>;
+  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject, requestId?: string, retry?: boolean): Promise<InstanceHead>;
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
   delete(orgId: string, machine: string, name: string): Promise<boolean>;
   fireTimers(orgId: string, machine: string, name: string): Promise<unknown>;
@@ -21,7 +21,8 @@ export interface OwnerSide {
 type Call =
   | { op: 'create'; args: [CreateRequest] }
   | { op: 'read'; args: [string, string, string, JsonObject] }
-  | { op: 'send'; args: [string, string, string, MachineEvent, JsonObject, string] }
+  /** The last argument: whether this is a retry after a lost answer (only then does the owner look for the id). */
+  | { op: 'send'; args: [string, string, string, MachineEvent, JsonObject, string, boolean] }
   | { op: 'setStatus'; args: [string, string, string, InstanceStatus] }
   | { op: 'delete'; args: [string, string, string] }
   | { op: 'fireTimers'; args: [string, string, string] }
@@ -112,7 +113,7 @@ export class Forwarder {
 
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
     // The request id makes a retry after a lost answer safe: the owner applies the event once.
-    return this.call(orgId, machine, name, { op: 'send', args: [orgId, machine, name, event, authContext, randomUUID()] }) as Promise<InstanceHead>;
+    return this.call(orgId, machine, name, { op: 'send', args: [orgId, machine, name, event, authContext, randomUUID(), false] }) as Promise<InstanceHead>;
   }
 
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
@@ -150,6 +151,7 @@ export class Forwarder {
         // carry an id the owner finds in the instance's history if it did apply them; the other calls
         // come to the same state when repeated.
         if (++lost > MAX_LOST) throw unavailable(`the owner of instance ${name} of machine ${machine} took the request and did not answer; it may or may not have been applied`);
+        if (call.op === 'send') call.args[6] = true;
         deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
       }
       if (Date.now() > deadline) throw unavailable(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);

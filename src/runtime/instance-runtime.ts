@@ -247,16 +247,21 @@ export class InstanceRuntime {
   }
 
   /**
-   * Sends an event. With a `requestId` (a cluster's forwarder retrying a request whose answer it lost),
-   * an event already applied under that id is not applied again: the committed state is answered.
+   * Sends an event. A `requestId` is recorded with the event's history record; when the request is a
+   * `retry` (a cluster's forwarder asking again after it lost the answer), an event already applied
+   * under that id is not applied again: the committed state is answered. So is a run after the head
+   * moved under this one (another node applied this very request meanwhile: a stale owner woke up).
+   * A first run of a first attempt reads no history.
    */
-  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject, requestId?: string): Promise<InstanceHead> {
+  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject, requestId?: string, retry = false): Promise<InstanceHead> {
     const actor = this.actors.obtain(orgId, machine, name);
+    let runs = 0;
     return actor.enqueue(() =>
       this.afterCrashOnceMore(
         () => {
           const head = this.loadHead(actor);
-          if (requestId !== undefined && this.applied(head, requestId)) return Promise.resolve(head);
+          const mayBeApplied = retry || runs++ > 0;
+          if (mayBeApplied && requestId !== undefined && this.applied(head, requestId)) return Promise.resolve(head);
           return this.deliverEvent(actor, head, event, authContext, {}, requestId);
         },
         () => actor.head?.versionId,
