@@ -81,7 +81,11 @@ export const startNode = async (options: StartOptions = {}): Promise<NodeProcess
     output: () => output,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      return exited;
+      const code = await exited;
+      // A data dir this helper made goes with the node (its write-ahead log alone is 32 MiB or more);
+      // one the test gave is the test's to keep or remove.
+      if (options.dataDir === undefined) removeDir(dataDir);
+      return code;
     },
   };
 };
