@@ -6,7 +6,8 @@ import { startNode } from './helpers/node-process.js';
 /** What a new user does first: the real client with the operator key, then a token from a ci key. */
 const node = await startNode({ generatedAdminKey: true });
 t.teardown(() => node.stop());
-const operatorKey = /shown only this once: (shadm_[A-Za-z0-9_-]+)/.exec(node.output())?.[1] as string;
+// serve makes the operator key and prints it once; a cluster deployment's nodes are given one.
+const operatorKey = (/shown only this once: (shadm_[A-Za-z0-9_-]+)/.exec(node.output())?.[1] ?? node.adminKey) as string;
 
 t.test('operator: list orgs, create production and ci keys', async (t) => {
   const operator = new StateBackedClient(operatorKey, { apiHost: node.url });

@@ -33,11 +33,16 @@ const until = async (what: string, check: () => boolean, ms = 5_000) => {
   }
 };
 
-const stats = async () => (await call(node.url, 'GET', '/stats', { token: ADMIN })).body.realtime;
+// Counted per node: in a cluster deployment, the sum over its nodes.
+const stats = async () => {
+  const all = await Promise.all((node.nodes ?? [node]).map(async ({ url }) => (await call(url, 'GET', '/stats', { token: ADMIN })).body.realtime));
+  return { sockets: all.reduce((sum, s) => sum + s.sockets, 0), upgrades: all.reduce((sum, s) => sum + s.upgrades, 0) };
+};
 
 /** A raw socket, for frames the client would never send. */
+/** A socket straight to a node (in a cluster deployment its first: a proxy between would buffer on its own). */
 const rawSocket = async (token: string) => {
-  const socket = new WebSocket(`ws://127.0.0.1:${node.port}/rt?token=${encodeURIComponent(token)}`);
+  const socket = new WebSocket(`ws://127.0.0.1:${node.nodes?.[0]?.port ?? node.port}/rt?token=${encodeURIComponent(token)}`);
   const frames: any[] = [];
   socket.on('message', (data) => frames.push(JSON.parse(String(data))));
   await new Promise((resolve, reject) => {

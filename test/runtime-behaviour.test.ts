@@ -1,7 +1,7 @@
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { effectsMachine, shapesMachine } from './fixtures/instance-machines.js';
-import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+import { onlyEmbedded, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
 
 t.test('idle actors are evicted and rebuilt from their snapshot, timers included', async (t) => {
@@ -65,7 +65,7 @@ t.test('one org\'s instances are invisible to another org', async (t) => {
   await t.rejects(other.machineInstances.list('private'), { status: 404 });
 });
 
-t.test('transitions and reads are counted per org and month', async (t) => {
+t.test('transitions and reads are counted per org and month', onlyEmbedded('it reads the node\'s LMDB file'), async (t) => {
   const { openLmdbNodeStore } = await import('../src/store/lmdb/lmdb-node-store.js');
   const { usageMonth } = await import('../src/store/instance-store.js');
   const dataDir = tempDataDir();
@@ -117,7 +117,7 @@ export const allowWrite = () => true;`,
   t.same((await operator.machineInstances.listTransitions('crasher', 'c')).transitions.map((tr) => tr.event.type), ['xstate.init']);
 });
 
-t.test('a send to a missing instance, queued with its creation and more sends, keeps one mailbox', async (t) => {
+t.test('a send to a missing instance, queued with its creation and more sends, keeps one mailbox', onlyEmbedded('requests sent at once reach an owner through different nodes, in no set order'), async (t) => {
   const node = await startNode();
   t.teardown(() => node.stop());
   const { operator } = await machineWithVersion(node, 'racing', effectsMachine);

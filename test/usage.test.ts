@@ -2,7 +2,7 @@ import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import WebSocket from 'ws';
 import { call } from './helpers/http.js';
-import { startNode } from './helpers/node-process.js';
+import { startNode, testDeployment } from './helpers/node-process.js';
 
 /** GET /usage: the reads and transitions a test performed, per month and machine (wire-protocol §8.6). */
 
@@ -56,6 +56,8 @@ t.test('usage counts what was done', async (t) => {
   t.equal(frames.length, 2);
   socket.close();
 
+  // (a cluster node's counts reach the others within a second: README, Usage)
+  if (testDeployment === 'cluster') await new Promise((resolve) => setTimeout(resolve, 1_500));
   const { body } = await call(node.url, 'GET', '/usage', { token: ADMIN });
   t.same(body.usage, [{
     month,

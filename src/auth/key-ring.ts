@@ -10,8 +10,10 @@ export interface SigningKey {
 }
 
 /**
- * Signing keys by id, with their secrets unsealed once and kept in memory. A deleted key must be
- * forgotten here at once so its tokens stop working (the keys route calls `forget`).
+ * Signing keys by id, with their secrets unsealed once and kept in memory. A deleted key stops
+ * working at once: every lookup also asks the catalog whether the key still exists (one local read),
+ * because in a cluster a key deleted through another node leaves this node's catalog as the META log
+ * applies it, without passing through this node's keys route (which calls `forget`).
  */
 export class KeyRing {
   private readonly cache = new Map<string, SigningKey>();
@@ -22,10 +24,13 @@ export class KeyRing {
   ) {}
 
   find(keyId: string): SigningKey | undefined {
+    const record = this.catalog.getKey(keyId);
+    if (!record) {
+      this.cache.delete(keyId);
+      return undefined;
+    }
     const cached = this.cache.get(keyId);
     if (cached) return cached;
-    const record = this.catalog.getKey(keyId);
-    if (!record) return undefined;
     const key: SigningKey = {
       id: record.id,
       orgId: record.orgId,

@@ -11,6 +11,7 @@ import { LogInstanceStore } from '../store/jetstream/log-instance-store.js';
 import { applyMetaOp, type MetaOp } from '../store/jetstream/meta-ops.js';
 import { JetStreamOpLog } from '../store/jetstream/op-log.js';
 import { ReplicatedCatalog } from '../store/jetstream/replicated-catalog.js';
+import { applyLogsOp, type LogsOp, ReplicatedLogStore } from '../store/jetstream/replicated-logs.js';
 import { openCodeStore, ReplicatedVersionStore } from '../store/jetstream/replicated-versions.js';
 import { JetStreamTransitionLog } from '../store/jetstream/transition-log.js';
 import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
@@ -47,9 +48,10 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
   const from = readCheckpoint(checkpointPath);
   const nc = await connect({ servers: config.nats, name: `statehold-${config.cluster}-${config.nodeId}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
   const { cluster, replicas } = config;
-  const code = await openCodeStore(nc, { cluster, replicas });
-  const meta = await JetStreamOpLog.open<MetaOp>(nc, { cluster, name: 'META', replicas, from: from.meta + 1 }, applyMetaOp(local.catalog, local.versions, code, local.instances, onError), onError);
-  const txLog = await JetStreamTransitionLog.open(nc, { cluster, replicas });
+  const code = await untilJetStream('the code store', () => openCodeStore(nc, { cluster, replicas }), announce);
+  const meta = await untilJetStream('the META log', () => JetStreamOpLog.open<MetaOp>(nc, { cluster, name: 'META', replicas, from: from.meta + 1 }, applyMetaOp(local.catalog, local.versions, code, local.instances, onError), onError), announce);
+  const logs = await untilJetStream('the LOGS log', () => JetStreamOpLog.open<LogsOp>(nc, { cluster, name: 'LOGS', replicas, from: from.logs + 1, maxAgeMs: config.logRetentionDays * 86_400_000 }, applyLogsOp(local.logs), onError), announce);
+  const txLog = await untilJetStream('the TX log', () => JetStreamTransitionLog.open(nc, { cluster, replicas }), announce);
   const instances = new LogInstanceStore(local.instances, txLog, onError, async (orgId, usage, machine, atMs) => {
     // (counts need no read-your-writes on other nodes: no waiting for them)
     await meta.submit({ store: 'usage', method: 'addUsage', args: [orgId, usage, machine ?? null, atMs] }, { everywhere: false });
@@ -66,7 +68,7 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
       announce(`catching up with the cluster's log: ${instances.appliedSeq} of ${txHead} commits applied`);
     }
   }
-  const checkpointing = setInterval(() => writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq }), CHECKPOINT_EVERY_MS);
+  const checkpointing = setInterval(() => writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq, logs: logs.appliedSeq }), CHECKPOINT_EVERY_MS);
   checkpointing.unref();
 
   const membership = new Membership(nc, { cluster, self: { id: config.nodeId, url: '' }, heartbeatMs: config.heartbeatMs, missedHeartbeats: config.missedHeartbeats });
@@ -84,7 +86,7 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
     }
   })().catch(() => undefined);
   const node = await composeNode(config, logger, announce, {
-    storage: { catalog: new ReplicatedCatalog(local.catalog, meta), versions: new ReplicatedVersionStore(local.versions, meta, code, onError), instances, logs: local.logs },
+    storage: { catalog: new ReplicatedCatalog(local.catalog, meta), versions: new ReplicatedVersionStore(local.versions, meta, code, onError), instances, logs: new ReplicatedLogStore(local.logs, logs) },
     updates: new NatsUpdateBus(nc, { cluster, nodeId: config.nodeId, onError }),
     bootstrapOrgId: bootstrapOrgIdOf(cluster),
     listening: (url) => membership.setUrl(url),
@@ -101,7 +103,7 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
         replicas,
         nats: natsState,
         members: membership.current().map((id) => membership.member(id)),
-        appliedSeq: { tx: instances.appliedSeq, meta: meta.appliedSeq },
+        appliedSeq: { tx: instances.appliedSeq, meta: meta.appliedSeq, logs: logs.appliedSeq },
         /** Messages between instances this node's copy still holds (delivered ones go within milliseconds). */
         outboxEntries: local.instances.listOutbox(10_000).length,
         ...(instance && forwarder ? { instance: { ...instance, owner: forwarder.ownerOf(instance.orgId, instance.machine, instance.name) } } : {}),
@@ -128,7 +130,8 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
       clearInterval(checkpointing);
       await instances.stopFollowing();
       await meta.close();
-      writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq });
+      await logs.close();
+      writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq, logs: logs.appliedSeq });
       await nc.drain().catch(() => undefined);
       await local.close();
       await lock.release();
@@ -137,20 +140,51 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
   return { ...node, membership };
 };
 
-/** One org id per cluster name, so nodes that start together on an empty cluster make a single bootstrap org. */
-const bootstrapOrgIdOf = (cluster: string): string => `org_${toBase64Url(createHash('sha256').update(`statehold bootstrap org of ${cluster}`).digest().subarray(0, 16))}`;
+/** How long a starting node waits for JetStream (a cluster of nats-servers that is still electing its leaders). */
+const JETSTREAM_WAIT_MS = 60_000;
 
-const readCheckpoint = (path: string): { meta: number; tx: number } => {
-  try {
-    const parsed = JSON.parse(readFileSync(path, 'utf8')) as { meta?: unknown; tx?: unknown };
-    const seq = (value: unknown) => (typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0);
-    return { meta: seq(parsed.meta), tx: seq(parsed.tx) };
-  } catch {
-    return { meta: 0, tx: 0 };
+/**
+ * Opens one of the cluster's streams, asking again while JetStream does not answer (a node started
+ * with, or just after, its nats-servers: their JetStream meta group elects a leader first), with a line
+ * every 5 s; what still fails after JETSTREAM_WAIT_MS stops the start.
+ */
+const untilJetStream = async <T>(what: string, open: () => Promise<T>, announce: (line: string) => void): Promise<T> => {
+  const started = Date.now();
+  let told = started;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await open();
+    } catch (error) {
+      if (Date.now() - started > JETSTREAM_WAIT_MS) throw error;
+      if (Date.now() - told > 5_000) {
+        told = Date.now();
+        announce(`waiting for JetStream to open ${what}: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 1_000)));
+    }
   }
 };
 
-const writeCheckpoint = (path: string, applied: { meta: number; tx: number }): void => {
+/** One org id per cluster name, so nodes that start together on an empty cluster make a single bootstrap org. */
+const bootstrapOrgIdOf = (cluster: string): string => `org_${toBase64Url(createHash('sha256').update(`statehold bootstrap org of ${cluster}`).digest().subarray(0, 16))}`;
+
+interface Applied {
+  meta: number;
+  tx: number;
+  logs: number;
+}
+
+const readCheckpoint = (path: string): Applied => {
+  try {
+    const parsed = JSON.parse(readFileSync(path, 'utf8')) as Partial<Record<keyof Applied, unknown>>;
+    const seq = (value: unknown) => (typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0);
+    return { meta: seq(parsed.meta), tx: seq(parsed.tx), logs: seq(parsed.logs) };
+  } catch {
+    return { meta: 0, tx: 0, logs: 0 };
+  }
+};
+
+const writeCheckpoint = (path: string, applied: Applied): void => {
   try {
     writeFileSync(path, JSON.stringify(applied));
   } catch {

@@ -15,6 +15,8 @@ export interface OwnerSide {
   delete(orgId: string, machine: string, name: string): Promise<boolean>;
   fireTimers(orgId: string, machine: string, name: string): Promise<unknown>;
   receive(message: OutboxMessage): Promise<void>;
+  whileDeletingMachine<T>(orgId: string, machine: string, work: () => Promise<T>): Promise<T>;
+  gateMachine(orgId: string, machine: string, closed: boolean): void;
 }
 
 
@@ -26,7 +28,9 @@ type Call =
   | { op: 'setStatus'; args: [string, string, string, InstanceStatus] }
   | { op: 'delete'; args: [string, string, string] }
   | { op: 'fireTimers'; args: [string, string, string] }
-  | { op: 'receive'; args: [OutboxMessage] };
+  | { op: 'receive'; args: [OutboxMessage] }
+  /** Not about one instance: closes (true) or opens a machine's create gate on the node asked. */
+  | { op: 'gateMachine'; args: [string, string, boolean] };
 
 type Reply =
   | { ok: true; value: unknown }
@@ -133,6 +137,33 @@ export class Forwarder {
     return this.call(message.orgId, message.to.machine, message.to.name, { op: 'receive', args: [message] }) as Promise<void>;
   }
 
+  /**
+   * A machine's deletion, cluster-wide: every other live node closes its create gate for the machine
+   * first (refused while one of them creates an instance of it), then this node runs the deletion
+   * behind its own gate, then the others open theirs. A node that cannot be asked makes it a 503.
+   */
+  async whileDeletingMachine<T>(orgId: string, machine: string, work: () => Promise<T>): Promise<T> {
+    const others = this.options.members().filter((id) => id !== this.options.nodeId);
+    const closed: string[] = [];
+    const gate = async (nodeId: string, close: boolean): Promise<void> => {
+      const reply = await this.ask(nodeId, { op: 'gateMachine', args: [orgId, machine, close] });
+      if (reply.ok) return;
+      if ('error' in reply) throw new ServiceError(reply.error.status, reply.error.code, reply.error.message, reply.error.parameter);
+      throw unavailable(`node ${nodeId} did not answer: machine ${machine} cannot be deleted now; retry`);
+    };
+    try {
+      const results = await Promise.allSettled(others.map(async (nodeId) => {
+        await gate(nodeId, true);
+        closed.push(nodeId);
+      }));
+      const refused = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+      if (refused) throw refused.reason;
+      return await this.local.whileDeletingMachine(orgId, machine, work);
+    } finally {
+      await Promise.allSettled(closed.map((nodeId) => gate(nodeId, false)));
+    }
+  }
+
   private async call(orgId: string, machine: string, name: string, call: Call): Promise<unknown> {
     let deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
     let lost = 0;
@@ -189,6 +220,15 @@ export class Forwarder {
   }
 
   private async answer(call: Call): Promise<Reply> {
+    if (call.op === 'gateMachine') {
+      try {
+        this.local.gateMachine(...call.args);
+        return { ok: true, value: null };
+      } catch (error) {
+        if (error instanceof ServiceError) return { ok: false, error: { status: error.status, code: error.code, message: error.message } };
+        throw error;
+      }
+    }
     const [orgId, machine, name] = keyOfCall(call);
     if (!this.owns(orgId, machine, name)) return { ok: false, moved: true };
     try {
@@ -219,6 +259,8 @@ export class Forwarder {
         return local.fireTimers(...call.args);
       case 'receive':
         return local.receive(...call.args);
+      case 'gateMachine':
+        return Promise.resolve(local.gateMachine(...call.args));
     }
   }
 
@@ -232,7 +274,7 @@ const DEPARTURE_CHECK_MS = 100;
 /** Requests asked again after a lost answer, at most (each after the owner changed or timed out). */
 const MAX_LOST = 3;
 
-const keyOfCall = (call: Call): [string, string, string] => {
+const keyOfCall = (call: Exclude<Call, { op: 'gateMachine' }>): [string, string, string] => {
   switch (call.op) {
     case 'create':
       return [call.args[0].orgId, call.args[0].machine, call.args[0].name];

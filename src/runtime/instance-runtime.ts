@@ -100,6 +100,8 @@ type Input = { event: MachineEvent; requestId?: string; run: (sandbox: RemoteVer
 
 /** How far back in an instance's history a retried request is looked for (it is retried within seconds). */
 const REQUEST_LOOKBACK = 100;
+/** How long a node keeps a machine's create gate closed for a deletion another node runs, should that node never open it. */
+const MACHINE_GATE_HOLD_MS = 30_000;
 
 const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
@@ -362,7 +364,7 @@ export class InstanceRuntime {
         await this.deps.instances.markReceived(orgId, machine, name, message.id);
         return;
       }
-      const madeDepth = head ? 0 : (this.head(orgId, message.from.machine, message.from.name)?.madeDepth ?? 0) + 1;
+      const madeDepth = head ? 0 : (message.fromMadeDepth ?? this.head(orgId, message.from.machine, message.from.name)?.madeDepth ?? 0) + 1;
       // Depth alone does not bound a machine that makes two of its own kind: the org's rate does.
       if (!head && !this.madeInstances.take(orgId)) {
         throw unavailable(`machine code in this org made more than ${this.deps.settings.madeInstancesPerSecond} instances a second (--made-instances-per-second)`);
@@ -517,6 +519,12 @@ export class InstanceRuntime {
    */
   whileDeletingMachine<T>(orgId: string, machine: string, work: () => Promise<T>): Promise<T> {
     return this.gate.whileDeleting(orgId, machine, work);
+  }
+
+  /** This node's part in a deletion another cluster node runs (MachineGate.close). */
+  gateMachine(orgId: string, machine: string, closed: boolean): void {
+    if (closed) this.gate.close(orgId, machine, MACHINE_GATE_HOLD_MS);
+    else this.gate.open(orgId, machine);
   }
 
   /** Runs inside the mailbox; its machine cannot be deleted meanwhile (MachineGate). */

@@ -13,4 +13,6 @@ export interface InstanceWrites {
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead>;
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
   delete(orgId: string, machine: string, name: string): Promise<boolean>;
+  /** Runs a machine's deletion while no instance of it is being created, on this node or any other. */
+  whileDeletingMachine<T>(orgId: string, machine: string, work: () => Promise<T>): Promise<T>;
 }

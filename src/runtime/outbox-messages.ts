@@ -15,6 +15,8 @@ export const outboxMessages = (sender: InstanceHead, effects: StepEffects, now: 
     orgId: sender.orgId,
     position: [now, counter++] as [number, number],
     from: { machine: sender.machine, name: sender.name },
+    // (the receiver's owner may be another node, whose copy of the sender can lag behind this commit)
+    ...(sender.madeDepth ? { fromMadeDepth: sender.madeDepth } : {}),
     to,
     attempts: 0,
     nextAttemptAt: now,

@@ -49,6 +49,8 @@ export interface OutboxMessage {
   /** Position in the outbox: messages to one target are delivered in this order. */
   position: [number, number];
   from: { machine: string; name: string };
+  /** The sender's `madeDepth` when it was made by an instance itself: an instance it makes is one deeper. */
+  fromMadeDepth?: number;
   to: { machine: string; name: string };
   kind: 'spawn' | 'send';
   event?: JsonObject;
@@ -114,6 +116,12 @@ export class SequenceConflictError extends Error {
  * instances share one disk sync (group commit).
  */
 export interface InstanceStore {
+  /**
+   * Resolves once this store's copy holds every commit acknowledged before the call (of the one
+   * instance when `name` is given, else of all): a read after it sees every write acknowledged before
+   * it, through whichever node. At once where the copy is the truth (the embedded node).
+   */
+  caughtUp(orgId: string, machine?: string, name?: string): Promise<void>;
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined;
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[];
   /** false when the instance already exists. */

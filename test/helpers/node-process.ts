@@ -16,6 +16,8 @@ export interface NodeProcess {
   adminKey: string | undefined;
   child: ChildProcess;
   output: () => string;
+  /** A cluster deployment's nodes, each on its own URL (for what is counted or limited per node). */
+  nodes?: Array<{ url: string; port: number }>;
   /** Sends the signal and resolves with the exit code (or signal name). */
   stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
@@ -42,10 +44,29 @@ export interface StartOptions {
 export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-test-'));
 
 /**
- * Starts `statehold serve` as its own process on a free loopback port, as a user would, and waits for
- * it to say where it listens.
+ * Which deployment the drop-in suites run against: `embedded` (one `statehold serve`), or `cluster`
+ * when STATEHOLD_TEST_DEPLOYMENT=cluster (three `statehold node` processes on three nats-servers with
+ * R3, behind a proxy that sends each request to the next node: cluster-deployment.ts).
+ */
+export const testDeployment: 'embedded' | 'cluster' = process.env.STATEHOLD_TEST_DEPLOYMENT === 'cluster' ? 'cluster' : 'embedded';
+
+/** For a test that checks what only one deployment has (an LMDB file, a fault hook): tap's `skip` option. */
+export const onlyEmbedded = (why: string): { skip: string | false } => ({ skip: testDeployment === 'cluster' ? `embedded node only: ${why}` : false });
+
+/**
+ * Starts `statehold serve` as a user would (or, in the cluster deployment, a whole cluster that
+ * answers on one URL) and waits for it to say where it listens.
  */
 export const startNode = async (options: StartOptions = {}): Promise<NodeProcess> => {
+  if (testDeployment === 'cluster' && (options.command ?? 'serve') === 'serve') {
+    const { startClusterDeployment } = await import('./cluster-deployment.js');
+    return startClusterDeployment(options);
+  }
+  return startNodeProcess(options);
+};
+
+/** Starts one `statehold serve` or `statehold node` process on a free loopback port. */
+export const startNodeProcess = async (options: StartOptions = {}): Promise<NodeProcess> => {
   const dataDir = options.dataDir ?? tempDataDir();
   const adminKey = options.generatedAdminKey ? undefined : `test-admin-${Math.random().toString(36).slice(2)}`;
   const serveArgs = [options.command ?? 'serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];

@@ -14,7 +14,9 @@ import { stateView, versionInfo } from '../state-view.js';
 export const registerInstanceRoutes = (router: Router, context: ApiContext): void => {
   const { versions, instances, runtime, writes } = context;
 
-  const instanceOf = (orgId: string, machine: string, name: string) => {
+  /** The instance's head as committed, with every commit acknowledged before this request (through any node) in. */
+  const instanceOf = async (orgId: string, machine: string, name: string) => {
+    await instances.caughtUp(orgId, machine, name);
     const head = runtime.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
     return head;
@@ -43,11 +45,12 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     return json(stateView(head));
   });
 
-  router.add('GET', '/machines/:machine/i', (request) => {
+  router.add('GET', '/machines/:machine/i', async (request) => {
     const { orgId } = callerInOrg(context, request, 'instances.read');
     const machine = requireMachine(context, orgId, request.params.machine as string);
     const after = decodeStringCursor(request.query.get('cursor'));
     const pageSize = context.settings.pageSize;
+    await instances.caughtUp(orgId);
     const { items, cursor } = pageOf(instances.listInstances(orgId, machine.slug, after, pageSize + 1), pageSize, (last) => last.name);
     return json({
       instances: items.map((head) => ({
@@ -73,10 +76,10 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     return json(stateView(head));
   });
 
-  router.add('GET', '/machines/:machine/i/:instance/events', (request) => {
+  router.add('GET', '/machines/:machine/i/:instance/events', async (request) => {
     const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
-    instanceOf(orgId, machine, instance);
+    await instanceOf(orgId, machine, instance);
     const after = decodeCursor(request.query.get('cursor')) ?? 0;
     if (typeof after !== 'number' || !Number.isInteger(after) || after < 0) throw invalidParameter('cursor', 'cursor is not one this service returned');
     const pageSize = context.settings.pageSize;
@@ -84,10 +87,10 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     return json({ transitions: items.map((record) => ({ createdAt: record.createdAt, state: record.state, event: record.event })), cursor });
   });
 
-  router.add('GET', '/machines/:machine/i/:instance/admin', (request) => {
+  router.add('GET', '/machines/:machine/i/:instance/admin', async (request) => {
     const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
-    const head = instanceOf(orgId, machine, instance);
+    const head = await instanceOf(orgId, machine, instance);
     runtime.countRead(orgId, machine);
     return json({
       state: head.state,
@@ -105,7 +108,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const { machine, instance } = request.params as { machine: string; instance: string };
     const status = jsonBody(request).status;
     if (status !== 'running' && status !== 'paused') throw invalidParameter('status', 'status must be "running" or "paused"');
-    instanceOf(orgId, machine, instance);
+    await instanceOf(orgId, machine, instance);
     await writes.setStatus(orgId, machine, instance, status);
     return noContent(204);
   });

@@ -229,6 +229,16 @@ export class LogInstanceStore implements InstanceStore {
     }
   }
 
+  /**
+   * The read barrier: the log's last sequence (the instance's, or the whole stream's), then the local
+   * watermark up to it (CATCH_UP_MS at most). With NATS out of reach it answers from the local copy
+   * rather than not at all.
+   */
+  async caughtUp(orgId: string, machine?: string, name?: string): Promise<void> {
+    const last = await (machine !== undefined && name !== undefined ? this.log.lastSeq(orgId, machine, name) : this.log.headSeq()).catch(() => 0);
+    await this.watermarkAt(last, CATCH_UP_MS);
+  }
+
   /** Waits (up to CATCH_UP_MS) until the local copy holds the instance's last logged commit. */
   private async caughtUpWith(head: InstanceHead): Promise<void> {
     const last = await this.log.lastSeq(head.orgId, head.machine, head.name).catch(() => 0);

@@ -10,6 +10,8 @@ export interface OpLogOptions {
   replicas: number;
   /** The first stream sequence this node has not applied yet (1 for an empty local copy). */
   from: number;
+  /** How long the stream keeps an operation (0, the default: for ever, as a replicated state machine's log must). */
+  maxAgeMs?: number;
 }
 
 /** Applies one operation to this node's local copy; its result goes back to the node that submitted it. */
@@ -71,7 +73,7 @@ export class JetStreamOpLog<Op> {
       if (!(error instanceof JetStreamApiError) || error.status !== 404) throw error;
       await jsm.streams.add({
         name: stream, subjects: [subject], storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old,
-        num_replicas: options.replicas, max_age: 0, max_msgs: -1, max_bytes: -1,
+        num_replicas: options.replicas, max_age: (options.maxAgeMs ?? 0) * 1_000_000, max_msgs: -1, max_bytes: -1,
       });
     }
     const log = new JetStreamOpLog<Op>(nc, jetstream(nc), jsm, stream, subject, apply, options.from, onError);

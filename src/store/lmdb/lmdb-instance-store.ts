@@ -81,6 +81,8 @@ const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTi
  * to disk. Usage counters are not part of commits (one more page in every sync): the runtime adds
  * them in batches.
  */
+const CAUGHT_UP: Promise<void> = Promise.resolve();
+
 export class LmdbInstanceStore implements InstanceStore {
   private readonly heads: Database<InstanceHead, HeadKey>;
   private readonly transitions: Database<TransitionRecord, [string, string, string, number]>;
@@ -113,6 +115,10 @@ export class LmdbInstanceStore implements InstanceStore {
       WalCommits.recover(root, this.heads, this.transitions, options.walDir);
       WriteAheadLog.remove(options.walDir);
     }
+  }
+
+  caughtUp(): Promise<void> {
+    return CAUGHT_UP;
   }
 
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined {
