@@ -27,7 +27,7 @@ export async function validateMigrationBundle(
     modules.instantiateBundle();
     await evaluate(bundle, cpuLimitMs);
     const missing = REQUIRED_EXPORTS.filter((name) => (bundle.namespace.getSync(name, { reference: true }) as ivm.Reference).typeof !== 'function');
-    if (missing.length > 0) return { ok: false, error: `${missing.join(' and ')} must be exported function${missing.length > 1 ? 's' : ''}` };
+    if (missing.length > 0) return { ok: false, error: `${missing.join(' and ')} must be ${missing.length > 1 ? 'exported functions' : 'an exported function'}` };
     return { ok: true, xstateMajor: 4 };
   } catch (e) {
     if (e instanceof BundleValidationError) return { ok: false, error: e.message };
