@@ -3,9 +3,14 @@ import { errors, StateBackedClient } from '@statebacked/client';
 import { signToken } from '@statebacked/token';
 import t from 'tap';
 import { migrationPath } from '../src/domain/migration-path.js';
+import { type MetaOp, applyMetaOp } from '../src/store/jetstream/meta-ops.js';
+import { JetStreamOpLog } from '../src/store/jetstream/op-log.js';
+import { ReplicatedCatalog } from '../src/store/jetstream/replicated-catalog.js';
+import { ReplicatedVersionStore, openCodeStore } from '../src/store/jetstream/replicated-versions.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { TOGGLE } from './fixtures/machines.js';
 import { call } from './helpers/http.js';
+import { localNode, natsMissing, startNats } from './helpers/nats.js';
 import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 
 const MIGRATION = `export function upgradeState(path, context) { return path; }
@@ -59,6 +64,46 @@ t.test('LMDB version store: migrations are kept per machine and go with it', asy
   t.same(versions.listMigrations('org_a', 'm'), [], 'machine deletion removes its migrations');
   t.equal(versions.getMigrationCode('org_a', 'mig_1'), undefined, 'and their code');
   t.same(versions.listMigrations('org_a', 'n').map((m) => m.id), ['mig_3'], 'another machine keeps its own');
+});
+
+t.test('cluster: a migration finalized on one node is on the others, code from the object store; machine deletion removes both', { skip: natsMissing() }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
+  const node = async (name: string) => {
+    const { store, nc, beforeClose } = await localNode(t, nats, name);
+    const code = await openCodeStore(nc, { cluster: 'c', replicas: 1 });
+    const log = await JetStreamOpLog.open<MetaOp>(nc, { cluster: 'c', name: 'META', replicas: 1, from: 1 }, applyMetaOp(store.catalog, store.versions, code, store.instances, fail), fail);
+    beforeClose(() => log.close());
+    return { log, code, catalog: new ReplicatedCatalog(store.catalog, log), versions: new ReplicatedVersionStore(store.versions, log, code, fail) };
+  };
+  const a = await node('a');
+  const b = await node('b');
+  const objects = async () => (await a.code.list()).map((info) => info.name).sort();
+  await a.catalog.createOrg({ id: 'org_1', name: 'one', createdAt: new Date().toISOString(), allowAnonymousAccess: true });
+  await a.catalog.createMachine({ orgId: 'org_1', slug: 'm', createdAt: new Date().toISOString(), indexes: [] });
+
+  await a.versions.putPendingUpload({ orgId: 'org_1', machine: 'm', versionId: 'mig_1', code: MIGRATION, expiresAt: Date.now() + 60_000 });
+  const record = { id: 'mig_1', orgId: 'org_1', machine: 'm', fromVersionId: 'ver_1', toVersionId: 'ver_2', createdAt: new Date().toISOString() };
+  t.same(await a.versions.finalizeMigration(record, MIGRATION), { kind: 'created', record });
+  t.match(await objects(), [/^migration\/org_1\/mig_1\/[0-9a-f]{64}$/], 'the code object stays, the pending one went');
+  await b.log.catchUp();
+  t.same(b.versions.getMigration('org_1', 'm', 'mig_1'), record, 'b reads the migration finalized on a');
+  t.equal(b.versions.getMigrationCode('org_1', 'mig_1'), MIGRATION, 'with its code');
+  t.same(b.versions.listMigrations('org_1', 'm'), [record]);
+  t.equal(b.versions.getPendingUpload('org_1', 'mig_1'), undefined);
+  t.match(await b.versions.finalizeMigration({ ...record, toVersionId: 'ver_9' }, 'other bytes'), { kind: 'existing', record: { toVersionId: 'ver_2' } });
+  t.equal((await objects()).length, 1, "a repeat's useless object was deleted");
+
+  await b.versions.deleteMachineVersions('org_1', 'm');
+  await a.log.catchUp();
+  t.same(a.versions.listMigrations('org_1', 'm'), [], 'machine deletion on b removed the migration on a');
+  t.equal(a.versions.getMigrationCode('org_1', 'mig_1'), undefined);
+  t.same(await objects(), [], 'and its code object');
+
+  const c = await node('c');
+  await c.log.catchUp();
+  t.same(c.versions.listMigrations('org_1', 'm'), [], 'a node replaying the log without the objects reaches the same state');
 });
 
 t.test('over HTTP with the 0.1.37 client', async (t) => {
