@@ -42,6 +42,8 @@ export interface ApiContext {
   httpApis: HttpApiRunner;
   uploadSigner: UploadSigner;
   validateBundle: BundleValidator;
+  /** Checks an uploaded migration bundle (the sandbox's `validateMigrationBundle`). */
+  validateMigrationBundle: BundleValidator;
   settings: ApiSettings;
   logger: Logger;
   /** On a cluster node: its health and its view of the cluster (GET /health, GET /cluster). */

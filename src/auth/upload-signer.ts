@@ -4,15 +4,16 @@ import { fromBase64Url } from '../domain/base64url.js';
 /**
  * What a signed provisional token is for. A signed machine version id (`version`) goes back in the
  * finalize path; an upload token (`version-upload`) is the one form field of the unauthenticated code
- * upload. The kind is signed, so one can never stand in for the other.
+ * upload. `migration` and `migration-upload` are the same for a provisional migration (wire-protocol
+ * §3.3). The kind is signed, so one can never stand in for another.
  */
-export type UploadTokenKind = 'version' | 'version-upload';
+export type UploadTokenKind = 'version' | 'version-upload' | 'migration' | 'migration-upload';
 
 export interface UploadClaims {
   kind: UploadTokenKind;
   orgId: string;
   machine: string;
-  /** The real id the finalized object will have (`ver_...`). */
+  /** The real id the finalized object will have (`ver_...` or `mig_...`). */
   id: string;
   gzip: boolean;
   /** Epoch seconds after which the token is refused. */
@@ -25,7 +26,7 @@ export type UploadTokenCheck =
   | { ok: false; reason: 'malformed' | 'bad-signature' | 'expired'; claims?: UploadClaims };
 
 const VERSION_TAG = 'u1';
-const KINDS: readonly UploadTokenKind[] = ['version', 'version-upload'];
+const KINDS: readonly UploadTokenKind[] = ['version', 'version-upload', 'migration', 'migration-upload'];
 
 /**
  * Signs and checks provisional ids and upload tokens: `u1.<payload>.<mac>`, where payload is the

@@ -180,6 +180,7 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     versions: store.versions,
     uploadSigner,
     validateBundle: (code) => validationClient.validate(code, sandboxes.loadSettings()),
+    validateMigrationBundle: (code) => validationClient.validateMigration(code, sandboxes.loadSettings()),
     instances: store.instances,
     logs: store.logs,
     runtime,

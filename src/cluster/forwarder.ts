@@ -12,6 +12,7 @@ export interface OwnerSide {
   read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead>;
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject, requestId?: string, retry?: boolean): Promise<InstanceHead>;
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
+  setTargetVersion(orgId: string, machine: string, name: string, targetVersionId: string): Promise<void>;
   delete(orgId: string, machine: string, name: string): Promise<boolean>;
   fireTimers(orgId: string, machine: string, name: string): Promise<unknown>;
   receive(message: OutboxMessage): Promise<void>;
@@ -26,6 +27,7 @@ type Call =
   /** The last argument: whether this is a retry after a lost answer (only then does the owner look for the id). */
   | { op: 'send'; args: [string, string, string, MachineEvent, JsonObject, string, boolean] }
   | { op: 'setStatus'; args: [string, string, string, InstanceStatus] }
+  | { op: 'setTargetVersion'; args: [string, string, string, string] }
   | { op: 'delete'; args: [string, string, string] }
   | { op: 'fireTimers'; args: [string, string, string] }
   | { op: 'receive'; args: [OutboxMessage] }
@@ -122,6 +124,10 @@ export class Forwarder {
 
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
     return this.call(orgId, machine, name, { op: 'setStatus', args: [orgId, machine, name, status] }) as Promise<void>;
+  }
+
+  setTargetVersion(orgId: string, machine: string, name: string, targetVersionId: string): Promise<void> {
+    return this.call(orgId, machine, name, { op: 'setTargetVersion', args: [orgId, machine, name, targetVersionId] }) as Promise<void>;
   }
 
   delete(orgId: string, machine: string, name: string): Promise<boolean> {
@@ -253,6 +259,8 @@ export class Forwarder {
         return local.send(...call.args);
       case 'setStatus':
         return local.setStatus(...call.args);
+      case 'setTargetVersion':
+        return local.setTargetVersion(...call.args);
       case 'delete':
         return local.delete(...call.args);
       case 'fireTimers':

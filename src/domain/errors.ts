@@ -42,6 +42,9 @@ export const invalidParameter = (parameter: string, message: string): ServiceErr
 export const specifyOrg = (): ServiceError =>
   new ServiceError(400, 'specify-org', 'this credential spans several orgs: set the x-statebacked-org-id header');
 
+export const noMigrationPath = (from: string, to: string): ServiceError =>
+  new ServiceError(400, 'no-migration-path', `no chain of migrations leads from version ${from} to version ${to}: create migrations between them first`);
+
 export const unauthorized = (message: string): ServiceError => new ServiceError(403, 'unauthorized', message);
 
 export const missingScope = (scopes: readonly string[]): ServiceError =>

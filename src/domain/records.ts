@@ -40,6 +40,19 @@ export interface MachineVersionRecord {
   indexSelectors: Record<string, string>;
 }
 
+/**
+ * A migration between two versions of one machine (wire-protocol §3.3, §7.5). Its code converts
+ * instances from `fromVersionId` to `toVersionId`; the upgrade path search also walks it backwards.
+ */
+export interface MachineVersionMigrationRecord {
+  id: string;
+  orgId: string;
+  machine: string;
+  fromVersionId: string;
+  toVersionId: string;
+  createdAt: string;
+}
+
 /** Operator credential check: only a salted hash is stored. */
 export interface AdminKeyRecord {
   salt: string;

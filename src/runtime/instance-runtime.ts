@@ -1,5 +1,6 @@
-import { conflict, contextTooLarge, machineCodeFailed, notFound, rejectedByAuthorizer, ServiceError, stateTooLarge, unavailable } from '../domain/errors.js';
+import { conflict, contextTooLarge, machineCodeFailed, noMigrationPath, notFound, rejectedByAuthorizer, ServiceError, stateTooLarge, unavailable } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
+import { migrationPath } from '../domain/migration-path.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
   type LiveHeapReport, MachineCodeError, type Restore, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
@@ -392,6 +393,38 @@ export class InstanceRuntime {
       const head = this.loadHead(actor);
       if (head.status === status) return;
       const next = { ...head, status };
+      try {
+        await this.deps.instances.replaceHead(next, head);
+      } catch (error) {
+        this.dropHeadOnConflict(actor, error);
+        throw this.asRequestError(error, orgId, machine, name);
+      }
+      actor.head = next;
+    });
+  }
+
+  /**
+   * Records the version the instance is to be upgraded to, once a chain of migrations leads there
+   * from its version. Checked here, in the instance's mailbox, so that the version it is checked
+   * against is the one the head has when the target is written. The instance's own version clears
+   * any pending target (nothing to upgrade). A head-only change: no transition is recorded.
+   */
+  setTargetVersion(orgId: string, machine: string, name: string, targetVersionId: string): Promise<void> {
+    const actor = this.actors.obtain(orgId, machine, name);
+    return actor.enqueue(async () => {
+      const head = this.loadHead(actor);
+      let next: InstanceHead;
+      if (targetVersionId === head.versionId) {
+        if (head.targetVersionId === undefined) return;
+        const { targetVersionId: _cleared, ...rest } = head;
+        next = rest;
+      } else {
+        if (head.targetVersionId === targetVersionId) return;
+        if (!migrationPath(this.deps.versions.listMigrations(orgId, machine), head.versionId, targetVersionId)) {
+          throw noMigrationPath(head.versionId, targetVersionId);
+        }
+        next = { ...head, targetVersionId };
+      }
       try {
         await this.deps.instances.replaceHead(next, head);
       } catch (error) {

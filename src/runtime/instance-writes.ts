@@ -12,6 +12,8 @@ export interface InstanceWrites {
   read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead>;
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead>;
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
+  /** Records the version the instance is to be upgraded to; 400 no-migration-path when no chain of migrations leads there. */
+  setTargetVersion(orgId: string, machine: string, name: string, targetVersionId: string): Promise<void>;
   delete(orgId: string, machine: string, name: string): Promise<boolean>;
   /** Runs a machine's deletion while no instance of it is being created, on this node or any other. */
   whileDeletingMachine<T>(orgId: string, machine: string, work: () => Promise<T>): Promise<T>;

@@ -1,5 +1,9 @@
+import type { MigrationEdge } from '../domain/migration-path.js';
+
 /** What the runtime needs to know of machine versions; the version store provides it. */
 export interface VersionSource {
+  /** A machine's migrations: the upgrade path search walks them. */
+  listMigrations(orgId: string, machine: string): MigrationEdge[];
   getVersion(orgId: string, machine: string, versionId: string): { id: string } | undefined;
   getVersionCode(orgId: string, versionId: string): string | undefined;
 }

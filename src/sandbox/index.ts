@@ -5,6 +5,7 @@ export { defaultEgressOptions, parseAllowList } from './egress-policy.js';
 export type { EgressOptions } from './egress-policy.js';
 export { validateBundle } from './bundle-validation.js';
 export type { BundleValidation } from './bundle-validation.js';
+export { validateMigrationBundle } from './migration-validation.js';
 export * from './errors.js';
 export { restoredSnapshot } from './snapshot.js';
 export type * from './types.js';

@@ -30,6 +30,11 @@ export interface InstanceHead {
   timerAttempts: Record<string, number>;
   /** The instance that spawned this one as a persistent child: where `sendParent` goes. */
   parent?: { machine: string; name: string };
+  /**
+   * The version the instance is to be upgraded to (`PUT .../v`, wire-protocol §3.4, §8.5), when one is
+   * pending: a chain of migrations led there from `versionId` when it was set.
+   */
+  targetVersionId?: string;
   /** Set on an instance machine code made: how many such instances in a row led to it (instance-runtime.ts). */
   madeDepth?: number;
   /**

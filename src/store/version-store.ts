@@ -1,6 +1,9 @@
-import type { MachineVersionRecord } from '../domain/records.js';
+import type { MachineVersionMigrationRecord, MachineVersionRecord } from '../domain/records.js';
 
-/** Code uploaded for a provisional version, waiting for `PUT /machines/{m}/v/{signed id}` (wire-protocol §3.2). */
+/**
+ * Code uploaded for a provisional version, waiting for `PUT /machines/{m}/v/{signed id}` (wire-protocol
+ * §3.2), or for a provisional migration (§3.3): then `versionId` holds the `mig_` id.
+ */
 export interface PendingUpload {
   orgId: string;
   machine: string;
@@ -16,6 +19,11 @@ export type FinalizeResult =
   /** A version with that id already existed (a repeated finalize): nothing was written. */
   | { kind: 'existing'; record: MachineVersionRecord }
   /** The machine is gone: nothing was written. */
+  | { kind: 'no-machine' };
+
+export type FinalizeMigrationResult =
+  | { kind: 'created'; record: MachineVersionMigrationRecord }
+  | { kind: 'existing'; record: MachineVersionMigrationRecord }
   | { kind: 'no-machine' };
 
 /** Position in a machine's version list: versions are listed newest first by (createdAt, id). */
@@ -50,7 +58,21 @@ export interface VersionStore {
    */
   finalizeVersion(record: MachineVersionRecord, code: string, makeCurrent: boolean): Promise<FinalizeResult>;
 
-  /** Removes every version, its code and any pending upload of the machine (machine deletion). */
-  /** Removes every version of the machine and its pending uploads; resolves with the removed version ids. */
+  /** The migration, only when it belongs to that machine of that org. */
+  getMigration(orgId: string, machine: string, migrationId: string): MachineVersionMigrationRecord | undefined;
+  /** The finalized (uncompressed) ES module source of a migration. */
+  getMigrationCode(orgId: string, migrationId: string): string | undefined;
+  /** Every migration of one machine (a machine has few: the upgrade path search reads them all). */
+  listMigrations(orgId: string, machine: string): MachineVersionMigrationRecord[];
+  /**
+   * Atomically: stores the migration and its code and drops its pending upload. One that already
+   * exists is left untouched.
+   */
+  finalizeMigration(record: MachineVersionMigrationRecord, code: string): Promise<FinalizeMigrationResult>;
+
+  /**
+   * Removes every version and migration of the machine, their code and its pending uploads (machine
+   * deletion); resolves with the removed version ids.
+   */
   deleteMachineVersions(orgId: string, machine: string): Promise<string[]>;
 }

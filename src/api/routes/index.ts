@@ -8,6 +8,7 @@ import { registerInstanceRoutes } from './instance-routes.js';
 import { registerKeyRoutes } from './key-routes.js';
 import { registerLogRoutes } from './log-routes.js';
 import { registerMachineRoutes } from './machine-routes.js';
+import { registerMigrationRoutes } from './migration-routes.js';
 import { registerOrgRoutes } from './org-routes.js';
 import { registerStatsRoutes } from './stats-routes.js';
 import { registerUploadRoutes } from './upload-routes.js';
@@ -27,6 +28,7 @@ export const buildRouter = (context: ApiContext): Router => {
   registerInstanceRoutes(router, context);
   registerLogRoutes(router, context);
   registerVersionRoutes(router, context);
+  registerMigrationRoutes(router, context);
   registerUploadRoutes(router, context);
   registerStatsRoutes(router, context);
   registerUsageRoutes(router, context);

@@ -99,8 +99,27 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
       tags: head.tags,
       done: head.done,
       machineVersion: versionInfo(head.versionId, versions.getVersion(orgId, machine, head.versionId)),
+      ...(head.targetVersionId === undefined
+        ? {}
+        : { desiredMachineVersion: versionInfo(head.targetVersionId, versions.getVersion(orgId, machine, head.targetVersionId)) }),
       createdAt: head.createdAt,
     });
+  });
+
+  /** The desired version (wire-protocol §3.4, §8.5): recorded now, the upgrade itself happens on a later event. */
+  router.add('PUT', '/machines/:machine/i/:instance/v', async (request) => {
+    const { orgId } = callerInOrg(context, request, 'instances.write');
+    const machine = requireMachine(context, orgId, request.params.machine as string);
+    const instance = request.params.instance as string;
+    const target = jsonBody(request).targetMachineVersionId;
+    if (target === undefined || target === null) throw invalidParameter('targetMachineVersionId', 'targetMachineVersionId is required');
+    if (typeof target !== 'string') throw invalidParameter('targetMachineVersionId', 'targetMachineVersionId must be a string (a ver_ id)');
+    if (!isPrettyId(target, 'ver') || !versions.getVersion(orgId, machine.slug, target)) {
+      throw notFound(`machine ${machine.slug} has no version ${clipped(target)}`);
+    }
+    instanceOf(orgId, machine.slug, instance);
+    await writes.setTargetVersion(orgId, machine.slug, instance, target);
+    return noContent(201);
   });
 
   router.add('PUT', '/machines/:machine/i/:instance/status', async (request) => {

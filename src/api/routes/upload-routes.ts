@@ -20,7 +20,7 @@ const gunzipAsync = promisify(gunzip);
 
 /**
  * `POST /uploads/code`: where the client's `uploadCode` posts a provisional version's bundle
- * (wire-protocol §3.2). It carries no credential: the signed `token` field is the authority. The code
+ * or a provisional migration's (wire-protocol §3.2, §3.3). It carries no credential: the signed `token` field is the authority. The code
  * is kept as the version's pending upload (a re-upload replaces it) until finalization.
  */
 export const registerUploadRoutes = (router: Router, context: ApiContext): void => {
@@ -45,13 +45,20 @@ export const registerUploadRoutes = (router: Router, context: ApiContext): void 
     const code = decodeUtf8(bytes);
 
     if (!context.catalog.getMachine(claims.orgId, claims.machine)) throw notFound(`machine ${claims.machine} does not exist`);
-    await context.versions.putPendingUpload({ orgId: claims.orgId, machine: claims.machine, versionId: claims.id, code, expiresAt: claims.expiresAt * 1000 });
+    await context.versions.putPendingUpload({ orgId: claims.orgId, machine: claims.machine, versionId: pendingUploadId(claims), code, expiresAt: claims.expiresAt * 1000 });
     context.versions.sweepExpiredPendingUploads(Date.now()).catch((error: unknown) => {
       context.logger.warn('sweeping expired pending uploads failed', { error: String(error) });
     });
     return noContent(204);
   });
 };
+
+/**
+ * The id a pending upload is stored under: the version's id, or the migration's `mig_` id (a migration
+ * token's `id` also carries its two version ids, see migration-routes.ts).
+ */
+export const pendingUploadId = (claims: UploadClaims): string =>
+  claims.kind === 'migration' || claims.kind === 'migration-upload' ? (claims.id.split(':')[0] as string) : claims.id;
 
 const verifiedUploadClaims = (context: ApiContext, values: string[] | undefined): UploadClaims => {
   if (!values || values.length === 0) throw invalidParameter(UPLOAD_TOKEN_FIELD, `the upload needs the "${UPLOAD_TOKEN_FIELD}" field from codeUploadFields`);
@@ -63,7 +70,7 @@ const verifiedUploadClaims = (context: ApiContext, values: string[] | undefined)
     }
     throw unauthorized('the upload token is not one this service signed (were codeUploadFields changed?)');
   }
-  if (check.claims.kind !== 'version-upload') {
+  if (check.claims.kind !== 'version-upload' && check.claims.kind !== 'migration-upload') {
     throw invalidParameter(UPLOAD_TOKEN_FIELD, `the "${UPLOAD_TOKEN_FIELD}" field must be the value given in codeUploadFields, not a signed version id`);
   }
   return check.claims;

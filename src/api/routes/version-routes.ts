@@ -89,7 +89,7 @@ export const registerVersionRoutes = (router: Router, context: ApiContext): void
 };
 
 /** `?gzip` with an empty value, `true` or `1` turns gzip on (wire-protocol §3.2). */
-const gzipFlag = (value: string | null): boolean => {
+export const gzipFlag = (value: string | null): boolean => {
   if (value === null) return false;
   const normalized = value.trim().toLowerCase();
   if (normalized === '' || normalized === 'true' || normalized === '1') return true;

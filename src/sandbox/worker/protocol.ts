@@ -23,6 +23,7 @@ export type SandboxRequest =
   /** `versionNo`: the node's number for this load, which a stall report names (stall-watchdog.ts). */
   | { op: 'load'; versionId: string; versionNo: number; code: string; settings: LoadSettings }
   | { op: 'validate'; code: string; settings: LoadSettings }
+  | { op: 'validateMigration'; code: string; settings: LoadSettings }
   | { op: 'allowRead'; versionId: string; request: ReadRequest }
   | { op: 'allowReads'; versionId: string; request: ReadManyRequest }
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }

@@ -273,6 +273,16 @@ export class SandboxClient {
     }
   }
 
+  /** Checks a migration bundle (wire-protocol §7.5) in the worker, as `validate` does a machine bundle. */
+  async validateMigration(code: string, settings: LoadSettings): Promise<BundleValidation> {
+    try {
+      return (await this.request({ op: 'validateMigration', code, settings })) as BundleValidation;
+    } catch (error) {
+      if (error instanceof SandboxCrashedError) return { ok: false, error: `the bundle's top-level code crashed the sandbox (${error.message})` };
+      throw error;
+    }
+  }
+
   /** What the worker holds now; undefined when none runs (none is started for it). */
   async stats(): Promise<WorkerStats | undefined> {
     if (this.closed || !this.current?.alive) return undefined;

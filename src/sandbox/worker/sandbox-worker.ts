@@ -6,6 +6,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { validateBundle } from '../bundle-validation.js';
+import { validateMigrationBundle } from '../migration-validation.js';
 import { SandboxDisposedError, SandboxMovedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
 import { CallSlot, DELIVERY } from './call-slot.js';
@@ -121,6 +122,8 @@ const handle = (request: SandboxRequest, id: number): unknown => {
       return load(request);
     case 'validate':
       return validateBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
+    case 'validateMigration':
+      return validateMigrationBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
     case 'allowRead':
       return isolateOf(request.versionId).allowRead(request.request);
     case 'allowReads':

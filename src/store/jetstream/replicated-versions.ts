@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { type ObjectStore, Objm } from '@nats-io/obj';
 import { StorageType } from '@nats-io/jetstream';
 import { ClosedConnectionError, DrainingConnectionError, type NatsConnection } from '@nats-io/transport-node';
-import type { MachineVersionRecord } from '../../domain/records.js';
-import type { FinalizeResult, PendingUpload, VersionCursor, VersionStore } from '../version-store.js';
+import type { MachineVersionMigrationRecord, MachineVersionRecord } from '../../domain/records.js';
+import type { FinalizeMigrationResult, FinalizeResult, PendingUpload, VersionCursor, VersionStore } from '../version-store.js';
 import type { ApplyOp, JetStreamOpLog } from './op-log.js';
 
 /*
@@ -15,6 +15,9 @@ import type { ApplyOp, JetStreamOpLog } from './op-log.js';
  * Object names:
  *   pending/<orgId>/<versionId>            a pending upload; a re-upload overwrites it (same name)
  *   version/<orgId>/<versionId>/<sha256>   a finalized version's code
+ *   migration/<orgId>/<migrationId>/<sha256>  a finalized migration's code (metadata: its machine)
+ * A provisional migration's upload is a pending upload named by its `mig_` id; migrations follow every
+ * rule below that versions do.
  * A version's name carries the code's digest because two nodes may race to finalize one version id
  * with different bytes (a re-upload between their reads): under one shared name the later put would
  * replace the bytes the winning operation named, and nodes would store different code for one version.
@@ -62,15 +65,18 @@ export type VersionOp =
   | { store: 'versions'; method: 'putPendingUpload'; args: [PendingUploadRef] }
   | { store: 'versions'; method: 'sweepExpiredPendingUploads'; args: [number] }
   | { store: 'versions'; method: 'finalizeVersion'; args: [MachineVersionRecord, CodeRef, boolean] }
+  | { store: 'versions'; method: 'finalizeMigration'; args: [MachineVersionMigrationRecord, CodeRef] }
   | { store: 'versions'; method: 'deleteMachineVersions'; args: [string, string] };
 
 const pendingObject = (orgId: string, versionId: string): string => `pending/${orgId}/${versionId}`;
 const versionObjectPrefix = (orgId: string, versionId: string): string => `version/${orgId}/${versionId}/`;
 const sha256Hex = (code: string): string => createHash('sha256').update(code, 'utf8').digest('hex');
 const versionObject = (orgId: string, versionId: string, code: string): string => `${versionObjectPrefix(orgId, versionId)}${sha256Hex(code)}`;
+const migrationObject = (orgId: string, migrationId: string, code: string): string => `migration/${orgId}/${migrationId}/${sha256Hex(code)}`;
 
 interface ObjectName {
-  kind: 'pending' | 'version';
+  kind: 'pending' | 'version' | 'migration';
+  /** The version's, the migration's or the pending upload's id. */
   orgId: string;
   versionId: string;
 }
@@ -80,7 +86,7 @@ const parseObjectName = (name: string): ObjectName | undefined => {
   const [kind, orgId, versionId, ...rest] = name.split('/');
   if (orgId === undefined || versionId === undefined) return undefined;
   if (kind === 'pending' && rest.length === 0) return { kind, orgId, versionId };
-  if (kind === 'version' && rest.length === 1) return { kind, orgId, versionId };
+  if ((kind === 'version' || kind === 'migration') && rest.length === 1) return { kind, orgId, versionId };
   return undefined;
 };
 
@@ -137,6 +143,12 @@ export const applyVersionOp = (local: VersionStore, code: ObjectStore, onError: 
       const exists = local.getVersionCode(record.orgId, record.id) !== undefined;
       const text = exists ? '' : ((await readCode(code, ref, onError)) ?? '');
       return local.finalizeVersion(record, text, makeCurrent);
+    }
+    case 'finalizeMigration': {
+      const [record, ref] = op.args;
+      const exists = local.getMigrationCode(record.orgId, record.id) !== undefined;
+      const text = exists ? '' : ((await readCode(code, ref, onError)) ?? '');
+      return local.finalizeMigration(record, text);
     }
     case 'deleteMachineVersions':
       return local.deleteMachineVersions(...op.args);
@@ -209,11 +221,45 @@ export class ReplicatedVersionStore implements VersionStore {
     return result;
   }
 
+  getMigration(orgId: string, machine: string, migrationId: string): MachineVersionMigrationRecord | undefined {
+    return this.local.getMigration(orgId, machine, migrationId);
+  }
+
+  getMigrationCode(orgId: string, migrationId: string): string | undefined {
+    return this.local.getMigrationCode(orgId, migrationId);
+  }
+
+  listMigrations(orgId: string, machine: string): MachineVersionMigrationRecord[] {
+    return this.local.listMigrations(orgId, machine);
+  }
+
+  /** As finalizeVersion; the object carries its machine, by which machine deletion finds it. */
+  async finalizeMigration(record: MachineVersionMigrationRecord, code: string): Promise<FinalizeMigrationResult> {
+    const name = migrationObject(record.orgId, record.id, code);
+    const info = await this.code.putBlob({ name, metadata: { machine: record.machine } }, encoder.encode(code));
+    const result = (await this.submit({ store: 'versions', method: 'finalizeMigration', args: [record, { object: name, digest: info.digest }] })) as FinalizeMigrationResult;
+    await this.cleanUp(async () => {
+      if (result.kind === 'created') {
+        if (!this.local.getPendingUpload(record.orgId, record.id)) await this.code.delete(pendingObject(record.orgId, record.id));
+        return;
+      }
+      const stored = result.kind === 'existing' ? this.local.getMigrationCode(record.orgId, record.id) : undefined;
+      if (stored === undefined || migrationObject(record.orgId, record.id, stored) !== name) await this.code.delete(name);
+    });
+    return result;
+  }
+
   async deleteMachineVersions(orgId: string, machine: string): Promise<string[]> {
     const removed = (await this.submit({ store: 'versions', method: 'deleteMachineVersions', args: [orgId, machine] })) as string[];
     const gone = new Set(removed);
-    await this.dropObjects((object) =>
-      object.orgId === orgId && (object.kind === 'version' ? gone.has(object.versionId) : object.metadata.machine === machine));
+    // A migration object goes by its machine unless the migration is here again (the machine was made
+    // again and the migration finalized since this deletion was applied).
+    await this.dropObjects((object) => {
+      if (object.orgId !== orgId) return false;
+      if (object.kind === 'version') return gone.has(object.versionId);
+      if (object.kind === 'migration') return object.metadata.machine === machine && !this.local.getMigration(orgId, machine, object.versionId);
+      return object.metadata.machine === machine;
+    });
     return removed;
   }
 

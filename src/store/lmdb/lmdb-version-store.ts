@@ -1,6 +1,6 @@
 import type { Database, RootDatabase } from 'lmdb';
-import type { MachineVersionRecord } from '../../domain/records.js';
-import type { FinalizeResult, PendingUpload, VersionCursor, VersionStore } from '../version-store.js';
+import type { MachineVersionMigrationRecord, MachineVersionRecord } from '../../domain/records.js';
+import type { FinalizeMigrationResult, FinalizeResult, PendingUpload, VersionCursor, VersionStore } from '../version-store.js';
 import type { LmdbCatalog } from './lmdb-catalog.js';
 
 /** Upper bound for a string element of a composite key: slugs, ids and ISO dates are ASCII. */
@@ -19,6 +19,9 @@ interface PendingMeta {
  *   pendingUploads    [orgId, versionId]                      -> {machine, expiresAt}
  *   pendingCode       [orgId, versionId]                      -> code (string)
  *   pendingByExpiry   [expiresAt, orgId, versionId]           -> true   (sweeping)
+ *   migrations        [orgId, machine, migrationId]           -> MachineVersionMigrationRecord
+ *   migrationCode     [orgId, migrationId]                    -> code (string)
+ * A provisional migration's upload is a pending upload like a version's, keyed by its `mig_` id.
  * The machine's current version pointer lives on its catalog record (`currentVersionId`).
  */
 export class LmdbVersionStore implements VersionStore {
@@ -28,6 +31,8 @@ export class LmdbVersionStore implements VersionStore {
   private readonly pendingUploads: Database<PendingMeta, [string, string]>;
   private readonly pendingCode: Database<string, [string, string]>;
   private readonly pendingByExpiry: Database<true, [number, string, string]>;
+  private readonly migrations: Database<MachineVersionMigrationRecord, [string, string, string]>;
+  private readonly migrationCode: Database<string, [string, string]>;
 
   constructor(
     private readonly root: RootDatabase,
@@ -39,6 +44,8 @@ export class LmdbVersionStore implements VersionStore {
     this.pendingUploads = root.openDB({ name: 'pendingUploads', encoding: 'msgpack' });
     this.pendingCode = root.openDB({ name: 'pendingCode', encoding: 'string' });
     this.pendingByExpiry = root.openDB({ name: 'pendingByExpiry', encoding: 'msgpack' });
+    this.migrations = root.openDB({ name: 'migrations', encoding: 'msgpack' });
+    this.migrationCode = root.openDB({ name: 'migrationCode', encoding: 'string' });
   }
 
   getVersion(orgId: string, machine: string, versionId: string): MachineVersionRecord | undefined {
@@ -111,6 +118,31 @@ export class LmdbVersionStore implements VersionStore {
     });
   }
 
+  getMigration(orgId: string, machine: string, migrationId: string): MachineVersionMigrationRecord | undefined {
+    return this.migrations.get([orgId, machine, migrationId]);
+  }
+
+  getMigrationCode(orgId: string, migrationId: string): string | undefined {
+    return this.migrationCode.get([orgId, migrationId]);
+  }
+
+  listMigrations(orgId: string, machine: string): MachineVersionMigrationRecord[] {
+    return [...this.migrations.getRange({ start: [orgId, machine, ''], end: [orgId, machine, AFTER_ALL] })].map(({ value }) => value);
+  }
+
+  finalizeMigration(record: MachineVersionMigrationRecord, code: string): Promise<FinalizeMigrationResult> {
+    const { orgId, machine, id } = record;
+    return this.root.transaction((): FinalizeMigrationResult => {
+      const existing = this.migrations.get([orgId, machine, id]);
+      if (existing) return { kind: 'existing', record: existing };
+      if (!this.catalog.getMachine(orgId, machine)) return { kind: 'no-machine' };
+      void this.migrations.put([orgId, machine, id], record);
+      void this.migrationCode.put([orgId, id], code);
+      this.removePendingSync(orgId, id);
+      return { kind: 'created', record };
+    });
+  }
+
   deleteMachineVersions(orgId: string, machine: string): Promise<string[]> {
     return this.root.transaction(() => {
       // Collect first, then write: no cursor stays open over the entries being removed.
@@ -120,6 +152,11 @@ export class LmdbVersionStore implements VersionStore {
         void this.versions.remove([orgId, versionId]);
         void this.versionCode.remove([orgId, versionId]);
         void this.machineVersions.remove(key);
+      }
+      const migrationKeys = [...this.migrations.getKeys({ start: [orgId, machine, ''], end: [orgId, machine, AFTER_ALL] })];
+      for (const key of migrationKeys) {
+        void this.migrations.remove(key);
+        void this.migrationCode.remove([orgId, key[2]]);
       }
       const pending = [...this.pendingUploads.getRange({ start: [orgId, ''], end: [orgId, AFTER_ALL] })].filter(({ value }) => value.machine === machine);
       for (const { key, value } of pending) this.removePendingSync(orgId, key[1], value.expiresAt);

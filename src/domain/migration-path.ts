@@ -1,0 +1,60 @@
+/**
+ * Which migrations take an instance from one machine version to another (wire-protocol §8.5): any
+ * chain of migrations, each usable forwards (from → to) or backwards (to → from). The fewest hops win
+ * (breadth-first); among chains of equal length, the first found in `migrations` order, so the same
+ * edges always give the same chain.
+ */
+
+export interface MigrationEdge {
+  id: string;
+  fromVersionId: string;
+  toVersionId: string;
+}
+
+/** One hop of a chain: the migration, and whether it runs backwards (its `to` version towards its `from`). */
+export interface MigrationStep {
+  migrationId: string;
+  fromVersionId: string;
+  toVersionId: string;
+  reverse: boolean;
+}
+
+/**
+ * The shortest chain from `from` to `to`; [] when they are the same version; undefined when no chain
+ * connects them.
+ */
+export const migrationPath = (migrations: readonly MigrationEdge[], from: string, to: string): MigrationStep[] | undefined => {
+  if (from === to) return [];
+  const neighbours = new Map<string, MigrationStep[]>();
+  const add = (step: MigrationStep): void => {
+    const list = neighbours.get(step.fromVersionId);
+    if (list) list.push(step);
+    else neighbours.set(step.fromVersionId, [step]);
+  };
+  for (const migration of migrations) {
+    add({ migrationId: migration.id, fromVersionId: migration.fromVersionId, toVersionId: migration.toVersionId, reverse: false });
+    add({ migrationId: migration.id, fromVersionId: migration.toVersionId, toVersionId: migration.fromVersionId, reverse: true });
+  }
+  // How each version was first reached: walking these back from `to` gives the chain.
+  const reachedBy = new Map<string, MigrationStep | null>([[from, null]]);
+  let frontier = [from];
+  while (frontier.length > 0) {
+    const next: string[] = [];
+    for (const version of frontier) {
+      for (const step of neighbours.get(version) ?? []) {
+        if (reachedBy.has(step.toVersionId)) continue;
+        reachedBy.set(step.toVersionId, step);
+        if (step.toVersionId === to) return chainTo(reachedBy, to);
+        next.push(step.toVersionId);
+      }
+    }
+    frontier = next;
+  }
+  return undefined;
+};
+
+const chainTo = (reachedBy: Map<string, MigrationStep | null>, to: string): MigrationStep[] => {
+  const chain: MigrationStep[] = [];
+  for (let step = reachedBy.get(to); step; step = reachedBy.get(step.fromVersionId)) chain.push(step);
+  return chain.reverse();
+};
