@@ -3,18 +3,39 @@
  * validates also runs), in a throw-away isolate.
  */
 import { BundleValidationError, MachineCodeError, SandboxMemoryError, SandboxTimeoutError } from './errors.js';
-import { VersionIsolate } from './version-isolate.js';
+import { type MigrationInput, type MigrationOutput, VersionIsolate } from './version-isolate.js';
 
 export type BundleValidation = { ok: true; xstateMajor: 4 } | { ok: false; error: string };
 
-export async function validateBundle(
-  code: string,
-  opts: { memoryLimitMb?: number; cpuLimitMs?: number } = {},
-): Promise<BundleValidation> {
+type IsolateLimits = { memoryLimitMb?: number; cpuLimitMs?: number };
+
+export async function validateBundle(code: string, opts: IsolateLimits = {}): Promise<BundleValidation> {
+  return checked(code, 'version', opts, () => ({ ok: true, xstateMajor: 4 }));
+}
+
+/** Upload-time check of a migration bundle: it loads, and exports upgradeState and upgradeContext. */
+export async function validateMigrationBundle(code: string, opts: IsolateLimits = {}): Promise<{ ok: true } | { ok: false; error: string }> {
+  return checked(code, 'migration', opts, () => ({ ok: true }));
+}
+
+/**
+ * Runs one migration over an instance's paths and context, in a throw-away isolate (an upgrade is
+ * rare; a migration's code is trusted no more than a version's). Machine code errors propagate.
+ */
+export async function runMigration(code: string, input: MigrationInput, opts: IsolateLimits = {}): Promise<MigrationOutput> {
+  const vi = await VersionIsolate.load({ versionId: 'migration', code, kind: 'migration', ...opts });
+  try {
+    return vi.migrate(input);
+  } finally {
+    vi.dispose();
+  }
+}
+
+async function checked<T>(code: string, kind: 'version' | 'migration', opts: IsolateLimits, ok: () => T): Promise<T | { ok: false; error: string }> {
   let vi: VersionIsolate | undefined;
   try {
-    vi = await VersionIsolate.load({ versionId: 'validation', code, ...opts });
-    return { ok: true, xstateMajor: 4 };
+    vi = await VersionIsolate.load({ versionId: 'validation', code, kind, ...opts });
+    return ok();
   } catch (e) {
     if (e instanceof BundleValidationError) return { ok: false, error: e.message };
     if (e instanceof SandboxMemoryError) return { ok: false, error: `the bundle's top-level code ${e.message.replace(/^machine code /, '')}` };

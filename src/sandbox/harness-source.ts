@@ -41,6 +41,7 @@ export const HARNESS_SOURCE = String.raw`
 import * as X from 'xstate';
 import { registry } from 'xstate/lib/registry';
 import { provide } from 'xstate/lib/serviceScope';
+import { updateHistoryValue as X_updateHistoryValue } from 'xstate/lib/utils';
 
 const internal = globalThis.__statehold_internal;
 delete globalThis.__statehold_internal;
@@ -556,6 +557,13 @@ function startActor(key, name, init, now) {
     if (init.snapshot) {
       const s = init.snapshot.state;
       s.actions = []; s.children = {}; delete s.history; delete s._sessionid;
+      if (s.__upgradeHistory !== undefined) {
+        // A snapshot an upgrade made (runtime/upgrade.ts): its history is rebuilt on this version's
+        // machine from the state values its history states remembered, mapped by the migrations.
+        const remembered = s.__upgradeHistory;
+        delete s.__upgradeHistory;
+        s.historyValue = upgradedHistory(base, remembered, s.value);
+      }
       if (init.snapshot.invokes && typeof init.snapshot.invokes === 'object') rec.invokes = init.snapshot.invokes;
       const timers = init.pendingTimers || [];
       if (timers.length === 0 && pureMachine()) {
@@ -590,6 +598,52 @@ function startActor(key, name, init, now) {
       apply(P.start, interp, []);
     }
   } catch (e) { fail(rec, e); }
+}
+
+/**
+ * The history of an upgraded instance: this machine's own history tree (every compound state at its
+ * initial value), then each remembered value, then the current value, folded in as transitions do.
+ */
+function upgradedHistory(base, remembered, value) {
+  let hist = base.historyValue();
+  if (hist === undefined) return undefined;
+  for (let i = 0; i < remembered.length; i++) hist = X_updateHistoryValue(hist, remembered[i]);
+  return X_updateHistoryValue(hist, value);
+}
+
+function isPath(p) {
+  if (!I.isArray(p) || p.length === 0) return false;
+  for (let i = 0; i < p.length; i++) if (typeof p[i] !== 'string') return false;
+  return true;
+}
+
+/**
+ * A migration bundle's work (wire-protocol §7.5): upgradeState for every current leaf path and every
+ * path a history state remembers, then upgradeContext with the old and new leaf paths. Each function
+ * gets JSON copies; what they return must be paths (arrays of state names) and an object.
+ */
+export function migrate(inputJson) {
+  enterCall();
+  const input = jsonParse(inputJson);
+  const upgradeState = bundle.upgradeState, upgradeContext = bundle.upgradeContext;
+  const mapAll = function (paths, what) {
+    const out = [];
+    for (let i = 0; i < paths.length; i++) {
+      const mapped = upgradeState(jsonCopy(paths[i]), jsonCopy(input.context));
+      if (!isPath(mapped)) {
+        throw new $Error('upgradeState returned ' + $String(jsonStringify(mapped)) + ' for the ' + what + ' ' + jsonStringify(paths[i]) + ': it must return a non-empty array of state names');
+      }
+      arrayPush(out, jsonCopy(mapped));
+    }
+    return out;
+  };
+  const paths = mapAll(input.paths, 'state path');
+  const remembered = mapAll(input.remembered, 'history path');
+  const context = jsonCopy(upgradeContext(jsonCopy(input.paths), jsonCopy(paths), jsonCopy(input.context)));
+  if (context === null || typeof context !== 'object' || I.isArray(context)) {
+    throw new $Error('upgradeContext returned ' + $String(jsonStringify(context)) + ': it must return the new context, an object');
+  }
+  return jsonStringify({ paths: paths, remembered: remembered, context: context });
 }
 
 export function send(key, eventJson, now, restoreJson) {
@@ -978,7 +1032,8 @@ export function inspect() {
   }
   try {
     const info = { hasDefault: 'default' in bundle, machine: 'none', definitionError: null,
-      allowRead: typeof bundle.allowRead === 'function', allowWrite: typeof bundle.allowWrite === 'function' };
+      allowRead: typeof bundle.allowRead === 'function', allowWrite: typeof bundle.allowWrite === 'function',
+      upgradeState: typeof bundle.upgradeState === 'function', upgradeContext: typeof bundle.upgradeContext === 'function' };
     const m = bundle.default;
     if (m !== null && typeof m === 'object') {
       if (m.__xstatenode === true) {

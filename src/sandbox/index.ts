@@ -3,9 +3,8 @@ export { VersionIsolate, DEFAULT_CPU_LIMIT_MS, DEFAULT_MEMORY_LIMIT_MB, bundlePr
 export type { LoadOptions, BundleInfo } from './version-isolate.js';
 export { defaultEgressOptions, parseAllowList } from './egress-policy.js';
 export type { EgressOptions } from './egress-policy.js';
-export { validateBundle } from './bundle-validation.js';
+export { runMigration, validateBundle, validateMigrationBundle } from './bundle-validation.js';
 export type { BundleValidation } from './bundle-validation.js';
-export { validateMigrationBundle } from './migration-validation.js';
 export * from './errors.js';
 export { restoredSnapshot } from './snapshot.js';
 export type * from './types.js';

@@ -92,6 +92,8 @@ export interface LoadOptions {
    * alone, stepped by xstate's pure transition (harness-source.ts, pure steps); default true.
    */
   pureSteps?: boolean;
+  /** A machine version (the default) or a migration bundle, whose exports are checked instead. */
+  kind?: 'version' | 'migration';
 }
 
 /** What the bundle exports, as seen by the harness. */
@@ -103,12 +105,33 @@ export interface BundleInfo {
   definitionError: string | null;
   allowRead: boolean;
   allowWrite: boolean;
+  /** A migration bundle's functions (wire-protocol §7.5). */
+  upgradeState?: boolean;
+  upgradeContext?: boolean;
+}
+
+/** What a migration is asked: the instance's leaf state paths, the paths its history states remember, its context. */
+export interface MigrationInput {
+  paths: string[][];
+  remembered: string[][];
+  context: JsonObject;
+}
+
+/** What a migration gives back: each path mapped (in order), and the new context. */
+export type MigrationOutput = MigrationInput;
+
+/** Why a migration bundle cannot be used, or undefined when it can. */
+export function migrationProblem(info: BundleInfo): string | undefined {
+  if (typeof info.loadError === 'string') return info.loadError;
+  if (!info.upgradeState) return 'upgradeState must be an exported function: upgradeState(oldStatePath, context) → newStatePath';
+  if (!info.upgradeContext) return 'upgradeContext must be an exported function: upgradeContext(oldStatePaths, newStatePaths, oldContext) → newContext';
+  return undefined;
 }
 
 type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
 const HARNESS_EXPORTS = [
   'start', 'authorizeAndStart', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'authorizeReads',
-  'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census', 'httpCall', 'httpCollect', 'httpDrop',
+  'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census', 'httpCall', 'httpCollect', 'httpDrop', 'migrate',
 ] as const;
 /** Runs a crossing into the isolate, e.g. timed for a watchdog (see httpApiHandler). */
 export type Crossings = <T>(crossing: () => T) => T;
@@ -194,7 +217,7 @@ export class VersionIsolate {
         logs.end();
       }
       const info = JSON.parse(infoJson) as BundleInfo;
-      const problem = bundleProblem(info);
+      const problem = opts.kind === 'migration' ? migrationProblem(info) : bundleProblem(info);
       if (problem !== undefined) throw new BundleValidationError(problem);
       if (opts.pureSteps === false) callSync(isolate, fns.configure, [JSON.stringify({ pureSteps: false })], limits);
       const vi = new VersionIsolate(opts.versionId, isolate, context, fns, limits, info, hostCalls, logs, opts.aroundDelivery);
@@ -213,6 +236,11 @@ export class VersionIsolate {
   /** False once the isolate is gone (memory limit, or disposed). */
   get healthy(): boolean {
     return !this.disposed && !this.isolate.isDisposed;
+  }
+
+  /** Runs a migration bundle's functions (loaded with kind 'migration') over an instance's paths and context. */
+  migrate(input: MigrationInput): MigrationOutput {
+    return JSON.parse(this.call('migrate', [JSON.stringify(input)])) as MigrationOutput;
   }
 
   allowRead(req: ReadRequest): boolean {

@@ -6,6 +6,7 @@
  * part of the cost of a small request.
  */
 import type { EgressOptions } from '../egress-policy.js';
+import type { MigrationInput } from '../version-isolate.js';
 import type { AuthorizingCaller, CapturedLog, HttpApiRequest, HttpApiSettled, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, WriteRequest } from '../types.js';
 
 export interface LoadSettings {
@@ -24,6 +25,8 @@ export type SandboxRequest =
   | { op: 'load'; versionId: string; versionNo: number; code: string; settings: LoadSettings }
   | { op: 'validate'; code: string; settings: LoadSettings }
   | { op: 'validateMigration'; code: string; settings: LoadSettings }
+  /** A migration bundle's functions over an instance's paths and context (an upgrade), in a throw-away isolate. */
+  | { op: 'migrate'; code: string; input: MigrationInput; settings: LoadSettings }
   | { op: 'allowRead'; versionId: string; request: ReadRequest }
   | { op: 'allowReads'; versionId: string; request: ReadManyRequest }
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }

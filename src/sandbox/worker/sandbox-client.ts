@@ -16,6 +16,7 @@ import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { unavailable } from '../../domain/errors.js';
 import type { BundleValidation } from '../bundle-validation.js';
+import type { MigrationInput, MigrationOutput } from '../version-isolate.js';
 import {
   BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxStalledError, SandboxTimeoutError, StepTooLargeError,
 } from '../errors.js';
@@ -273,14 +274,19 @@ export class SandboxClient {
     }
   }
 
-  /** Checks a migration bundle (wire-protocol §7.5) in the worker, as `validate` does a machine bundle. */
-  async validateMigration(code: string, settings: LoadSettings): Promise<BundleValidation> {
+  /** Checks a migration bundle in the worker, as `validate` does a version's. */
+  async validateMigration(code: string, settings: LoadSettings): Promise<{ ok: true } | { ok: false; error: string }> {
     try {
-      return (await this.request({ op: 'validateMigration', code, settings })) as BundleValidation;
+      return (await this.request({ op: 'validateMigration', code, settings })) as { ok: true } | { ok: false; error: string };
     } catch (error) {
       if (error instanceof SandboxCrashedError) return { ok: false, error: `the bundle's top-level code crashed the sandbox (${error.message})` };
       throw error;
     }
+  }
+
+  /** Runs one migration of an upgrade in the worker (a throw-away isolate); machine code errors come back typed. */
+  async migrate(code: string, input: MigrationInput, settings: LoadSettings): Promise<MigrationOutput> {
+    return (await this.request({ op: 'migrate', code, input, settings })) as MigrationOutput;
   }
 
   /** What the worker holds now; undefined when none runs (none is started for it). */

@@ -5,8 +5,7 @@
  * only performs the fetches machine code makes.
  */
 import { Worker } from 'node:worker_threads';
-import { validateBundle } from '../bundle-validation.js';
-import { validateMigrationBundle } from '../migration-validation.js';
+import { runMigration, validateBundle, validateMigrationBundle } from '../bundle-validation.js';
 import { SandboxDisposedError, SandboxMovedError } from '../errors.js';
 import { VersionIsolate } from '../version-isolate.js';
 import { CallSlot, DELIVERY } from './call-slot.js';
@@ -124,6 +123,8 @@ const handle = (request: SandboxRequest, id: number): unknown => {
       return validateBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
     case 'validateMigration':
       return validateMigrationBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
+    case 'migrate':
+      return runMigration(request.code, request.input, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
     case 'allowRead':
       return isolateOf(request.versionId).allowRead(request.request);
     case 'allowReads':
