@@ -17,20 +17,22 @@ const MIGRATION = `export function upgradeState(path, context) { return path; }
 export function upgradeContext(oldPaths, newPaths, context) { return context; }
 `;
 
-t.test('migration path: shortest chain, edges walked either way', async (t) => {
+t.test('migration path: shortest chain of migrations, each from its from version to its to version', async (t) => {
   const edges = [
     { id: 'm12', fromVersionId: 'v1', toVersionId: 'v2' },
+    { id: 'm23', fromVersionId: 'v2', toVersionId: 'v3' },
     { id: 'm32', fromVersionId: 'v3', toVersionId: 'v2' },
     { id: 'm34', fromVersionId: 'v3', toVersionId: 'v4' },
     { id: 'm14', fromVersionId: 'v1', toVersionId: 'v4' },
     { id: 'm56', fromVersionId: 'v5', toVersionId: 'v6' },
   ];
   t.same(migrationPath(edges, 'v1', 'v1'), [], 'the same version: nothing to run');
-  t.same(migrationPath(edges, 'v1', 'v2'), [{ migrationId: 'm12', fromVersionId: 'v1', toVersionId: 'v2', reverse: false }]);
-  t.same(migrationPath(edges, 'v2', 'v1'), [{ migrationId: 'm12', fromVersionId: 'v2', toVersionId: 'v1', reverse: true }], 'backwards');
-  t.same(migrationPath(edges, 'v1', 'v3')?.map((step) => [step.migrationId, step.reverse]), [['m12', false], ['m32', true]], 'two hops, the second backwards; the first edge listed wins a tie');
-  t.same(migrationPath(edges, 'v2', 'v4')?.map((step) => step.migrationId), ['m12', 'm14'], 'two hops rather than three');
-  t.same(migrationPath(edges.slice(0, 3), 'v1', 'v4')?.map((step) => step.migrationId), ['m12', 'm32', 'm34'], 'three hops when no shorter chain exists');
+  t.same(migrationPath(edges, 'v1', 'v2'), [{ migrationId: 'm12', fromVersionId: 'v1', toVersionId: 'v2' }]);
+  t.equal(migrationPath(edges, 'v2', 'v1'), undefined, 'a migration does not run backwards');
+  t.same(migrationPath(edges, 'v3', 'v2')?.map((step) => step.migrationId), ['m32'], 'back to an older version through a migration made for that');
+  t.same(migrationPath(edges, 'v1', 'v3')?.map((step) => step.migrationId), ['m12', 'm23'], 'two hops');
+  t.same(migrationPath(edges, 'v1', 'v4')?.map((step) => step.migrationId), ['m14'], 'one hop rather than three');
+  t.same(migrationPath(edges.filter((edge) => edge.id !== 'm14'), 'v1', 'v4')?.map((step) => step.migrationId), ['m12', 'm23', 'm34'], 'three hops when no shorter chain exists');
   t.equal(migrationPath(edges, 'v1', 'v6'), undefined, 'unconnected');
   t.equal(migrationPath(edges, 'v7', 'v1'), undefined, 'unknown version');
   t.equal(migrationPath([], 'v1', 'v2'), undefined, 'no migrations');
@@ -128,9 +130,10 @@ t.test('over HTTP with the 0.1.37 client', async (t) => {
 
   const m12 = await client.machineVersionMigrations.create('mig', { fromMachineVersionId: v1, toMachineVersionId: v2, code: MIGRATION });
   t.match(m12, { machineVersionMigrationId: /^mig_[A-Za-z0-9_-]{22}$/ }, 'finalize answers the real id');
-  // gzipped, and a backwards edge: v3 → v2 also leads from v2 to v3.
-  const m32 = await client.machineVersionMigrations.create('mig', { fromMachineVersionId: v3, toMachineVersionId: v2, gzippedCode: gzipSync(MIGRATION) });
-  t.not((m32 as any).machineVersionMigrationId, (m12 as any).machineVersionMigrationId);
+  // gzipped; and one back from v3 to v2 (a path may go back to an older version too).
+  const m23 = await client.machineVersionMigrations.create('mig', { fromMachineVersionId: v2, toMachineVersionId: v3, gzippedCode: gzipSync(MIGRATION) });
+  t.not((m23 as any).machineVersionMigrationId, (m12 as any).machineVersionMigrationId);
+  await client.machineVersionMigrations.create('mig', { fromMachineVersionId: v3, toMachineVersionId: v2, code: MIGRATION });
 
   await t.test('bad provisional bodies', async (t) => {
     const post = (body: unknown) => call(node.url, 'POST', '/machines/mig/migrations', { token, body });
@@ -185,9 +188,6 @@ t.test('over HTTP with the 0.1.37 client', async (t) => {
     t.match(await desired(v4), { status: 400, body: { code: 'no-migration-path' } });
     t.equal((await client.machineInstances.admin.get('mig', 'i1') as any).desiredMachineVersion?.id, v3, 'a refused target leaves the pending one');
 
-    // Events still run on v1: nothing is executed yet.
-    t.match(await client.machineInstances.sendEvent('mig', 'i1', { event: 'TOGGLE' }), { state: 'on' });
-    t.match(await client.machineInstances.admin.get('mig', 'i1'), { machineVersion: { id: v1 }, desiredMachineVersion: { id: v3 } }, 'the target survives a commit');
 
     t.match(await desired('ver_AAAAAAAAAAAAAAAAAAAAAA'), { status: 404 });
     t.match(await desired(foreign), { status: 404 }, "another machine's version");
@@ -196,6 +196,12 @@ t.test('over HTTP with the 0.1.37 client', async (t) => {
 
     t.equal((await desired(v1)).status, 201, 'its own version');
     t.notOk((await client.machineInstances.admin.get('mig', 'i1') as any).desiredMachineVersion, 'clears the pending target');
+    t.equal((await desired(v3)).status, 201);
+    // The next event runs the chain (test/upgrades.test.ts has the details).
+    const toggled = await call(node.url, 'POST', '/machines/mig/i/i1/events', { token, body: { event: 'TOGGLE' } });
+    t.match(toggled, { status: 200, body: { state: 'on' } });
+    t.match(await client.machineInstances.admin.get('mig', 'i1'), { machineVersion: { id: v3 } }, 'upgraded on the next event');
+    t.match(await desired(v1), { status: 400, body: { code: 'no-migration-path' } }, 'no migration leads back from v3 to v1');
   });
 });
 
@@ -209,7 +215,7 @@ t.test('cluster nodes: migrations made through one node, desired versions set th
   const v1 = (await one.machineVersions.create('mig', { clientInfo: '1', makeCurrent: true, code: TOGGLE })).machineVersionId;
   const v2 = (await one.machineVersions.create('mig', { clientInfo: '2', makeCurrent: false, code: TOGGLE })).machineVersionId;
   const v3 = (await one.machineVersions.create('mig', { clientInfo: '3', makeCurrent: false, code: TOGGLE })).machineVersionId;
-  await one.machineVersionMigrations.create('mig', { fromMachineVersionId: v2, toMachineVersionId: v1, code: MIGRATION });
+  await one.machineVersionMigrations.create('mig', { fromMachineVersionId: v1, toMachineVersionId: v2, code: MIGRATION });
   const names = ['a', 'b', 'c', 'd', 'e', 'f'];
   for (const name of names) await one.machineInstances.create('mig', { slug: name });
 

@@ -158,6 +158,8 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     onOutbox: () => dispatcher.kick(),
     updates,
     ...(fault ? { fault } : {}),
+    // (migrations are uploaded code like versions' uploads: they run where uploads are checked)
+    migrate: (code, input) => validationClient.migrate(code, input, sandboxes.loadSettings()),
   });
   const attached = deployment.attach(runtime);
   const scheduler = new TimerScheduler(store.instances, attached.fire, logger);

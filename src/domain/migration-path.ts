@@ -1,8 +1,10 @@
 /**
  * Which migrations take an instance from one machine version to another (wire-protocol §8.5): any
- * chain of migrations, each usable forwards (from → to) or backwards (to → from). The fewest hops win
- * (breadth-first); among chains of equal length, the first found in `migrations` order, so the same
- * edges always give the same chain.
+ * chain of migrations, each from its `from` version to its `to` version (its functions map the one's
+ * states to the other's; they cannot run the other way). The chain may go to a newer version or back
+ * to an older one, through any versions, as long as a migration exists for every hop. The fewest hops
+ * win (breadth-first); among chains of equal length, the first found in `migrations` order, so the
+ * same edges always give the same chain.
  */
 
 export interface MigrationEdge {
@@ -11,12 +13,11 @@ export interface MigrationEdge {
   toVersionId: string;
 }
 
-/** One hop of a chain: the migration, and whether it runs backwards (its `to` version towards its `from`). */
+/** One hop of a chain: the migration and the versions it goes between. */
 export interface MigrationStep {
   migrationId: string;
   fromVersionId: string;
   toVersionId: string;
-  reverse: boolean;
 }
 
 /**
@@ -32,8 +33,7 @@ export const migrationPath = (migrations: readonly MigrationEdge[], from: string
     else neighbours.set(step.fromVersionId, [step]);
   };
   for (const migration of migrations) {
-    add({ migrationId: migration.id, fromVersionId: migration.fromVersionId, toVersionId: migration.toVersionId, reverse: false });
-    add({ migrationId: migration.id, fromVersionId: migration.toVersionId, toVersionId: migration.fromVersionId, reverse: true });
+    add({ migrationId: migration.id, fromVersionId: migration.fromVersionId, toVersionId: migration.toVersionId });
   }
   // How each version was first reached: walking these back from `to` gives the chain.
   const reachedBy = new Map<string, MigrationStep | null>([[from, null]]);

@@ -3,7 +3,7 @@ import type { Logger } from '../domain/logger.js';
 import { migrationPath } from '../domain/migration-path.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  type LiveHeapReport, MachineCodeError, type Restore, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+  type LiveHeapReport, MachineCodeError, type MigrationInput, type MigrationOutput, type Restore, restoredSnapshot, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -28,6 +28,7 @@ import { StepEffects } from './step-effects.js';
 import { UsageMeter } from './usage-meter.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import { type UpdateBus, updateOf } from './update-bus.js';
+import { InvalidUpgradePathError, leafPaths, rememberedPaths, upgradedSnapshot, valueOfPaths } from './upgrade-state.js';
 import type { VersionSource } from './version-source.js';
 
 export interface RuntimeStats {
@@ -55,6 +56,8 @@ export interface InstanceRuntimeDeps {
   /** Where every durable commit (and deletion) is published, in commit order per instance. */
   updates?: UpdateBus;
   fault?: (point: FaultPoint) => void;
+  /** Runs one migration of an upgrade (a migration bundle, in a sandbox worker). */
+  migrate: (code: string, input: MigrationInput) => Promise<MigrationOutput>;
 }
 
 type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
@@ -456,7 +459,8 @@ export class InstanceRuntime {
       // find nothing left to fire, so each timer still gets its own history record.
       const inputs: Input[] = due.map((timer) => ({ event: timer.event, run: (sandbox, key, restore) => sandbox.advance(key, timer.dueAt, restore) }));
       try {
-        await this.untilNotMoved(() => this.transition(actor, head, inputs, {}));
+        const current = await this.upgradeIfDue(actor, head);
+        await this.untilNotMoved(() => this.transition(actor, current, inputs, {}));
         return 'fired';
       } catch (error) {
         return this.deliveryFailed(actor, head, due, error instanceof Error ? error.message : String(error));
@@ -639,6 +643,7 @@ export class InstanceRuntime {
   private async deliverEvent(actor: InstanceActor, head: InstanceHead, event: MachineEvent, authContext: JsonObject, effects: CommitEffects, requestId?: string): Promise<InstanceHead> {
     const { orgId, machine, name } = actor;
     if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
+    head = await this.upgradeIfDue(actor, head);
     const request = { type: 'event' as const, machineInstanceName: name, state: head.state, context: head.context, event, authContext };
     const now = Date.now();
     if (head.stoppedChildren.length === 0) {
@@ -660,6 +665,58 @@ export class InstanceRuntime {
     });
     inputs.push({ event, ...(requestId === undefined ? {} : { requestId }), run: (vi, key, restore) => vi.send(key, event, now, restore) });
     return this.transition(actor, head, inputs, effects);
+  }
+
+  /**
+   * The lazy upgrade (wire-protocol §8.5): an instance with a desired version runs the migration chain
+   * when the next event reaches it (settled: every commit is), commits the upgrade record on the new
+   * version, and the event then runs on the new code. A migration that throws or gives paths that make
+   * no state of the new machine fails the event and leaves the instance on its version; it is logged.
+   */
+  private async upgradeIfDue(actor: InstanceActor, head: InstanceHead): Promise<InstanceHead> {
+    const target = head.targetVersionId;
+    if (target === undefined || target === head.versionId) return head;
+    const { orgId, machine, name } = actor;
+    const from = head.versionId;
+    try {
+      const chain = migrationPath(this.deps.versions.listMigrations(orgId, machine), from, target);
+      if (!chain) throw noMigrationPath(from, target);
+      const old = restoredSnapshot(head.snapshot, head.state, head.context);
+      let step: MigrationInput = { paths: leafPaths(head.state), remembered: rememberedPaths(old.state.historyValue), context: head.context };
+      for (const hop of chain) {
+        const code = this.deps.versions.getMigrationCode(orgId, hop.migrationId);
+        if (code === undefined) throw notFound(`migration ${hop.migrationId} has no code`);
+        step = await this.deps.migrate(code, step);
+      }
+      const value = valueOfPaths(step.paths);
+      const sandbox = await this.deps.sandboxes.get(orgId, machine, target);
+      actor.discardLive();
+      const now = Date.now();
+      const result = await sandbox.start(actor.key, { snapshot: upgradedSnapshot(old, value, step.context, step.remembered), pendingTimers: head.pendingTimers }, { machineInstanceName: name, nowMs: now });
+      actor.sandbox = sandbox;
+      const size = this.checkSize(result);
+      const migrationIds = chain.map((hop) => hop.migrationId);
+      const event: MachineEvent = { type: 'statebacked.upgrade', migrationPath: migrationIds, fromMachineVersionId: from, toMachineVersionId: target };
+      const records: TransitionRecord[] = [{ seq: head.seq + 1, createdAt: '', ts: now, event, state: result.state, context: result.context }];
+      stampTimes(records, head.ts);
+      const { targetVersionId: _reached, ...rest } = head;
+      const state = this.stateOf(result);
+      const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
+      const next: InstanceHead = { ...rest, versionId: target, seq: head.seq + 1, ts: (records[0] as TransitionRecord).ts, ...state, timerAttempts };
+      await this.deps.instances.commit(next, head, records, {});
+      this.usage.transitions(orgId, machine, this.billedTransitions(1, size.contextBytes));
+      this.committed(actor, next, size.stateBytes, []);
+      this.deps.logs.service(orgId, machine, name, 'info', `upgraded from ${from} to ${target} (migrations ${migrationIds.join(', ')})`);
+      return next;
+    } catch (error) {
+      actor.discardLive();
+      this.dropHeadOnConflict(actor, error);
+      const failure = error instanceof InvalidUpgradePathError ? machineCodeFailed(error.message) : this.asRequestError(error, orgId, machine, name);
+      if (!(failure instanceof ServiceError) || failure.status >= 500) throw failure;
+      const message = `upgrading from ${from} to ${target} failed, the instance stays on ${from}: ${failure.message}`;
+      this.deps.logs.service(orgId, machine, name, 'error', message);
+      throw new ServiceError(failure.status, failure.code, message, failure.parameter);
+    }
   }
 
   /**

@@ -6,4 +6,6 @@ export interface VersionSource {
   listMigrations(orgId: string, machine: string): MigrationEdge[];
   getVersion(orgId: string, machine: string, versionId: string): { id: string } | undefined;
   getVersionCode(orgId: string, versionId: string): string | undefined;
+  /** A migration's bundle (an upgrade runs it). */
+  getMigrationCode(orgId: string, migrationId: string): string | undefined;
 }

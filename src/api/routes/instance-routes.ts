@@ -117,7 +117,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     if (!isPrettyId(target, 'ver') || !versions.getVersion(orgId, machine.slug, target)) {
       throw notFound(`machine ${machine.slug} has no version ${clipped(target)}`);
     }
-    instanceOf(orgId, machine.slug, instance);
+    await instanceOf(orgId, machine.slug, instance);
     await writes.setTargetVersion(orgId, machine.slug, instance, target);
     return noContent(201);
   });
