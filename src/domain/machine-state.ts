@@ -20,7 +20,8 @@ export interface MachineEvent extends JsonObject {
  * `StepResult.pendingTimers` and must be handed back to `start` (see version-isolate.ts).
  */
 export interface PersistedSnapshot {
-  xstate: 4;
+  /** The xstate major the state belongs to: 4 (State JSON) or 5 (persisted snapshot: status, output, historyValue). */
+  xstate: 4 | 5;
   state: JsonObject;
   /** Persistent children started by `persistentInvocableSource` invokes, by invoke id (for sendTo). */
   invokes?: Record<string, PersistentActorRef>;

@@ -5,7 +5,7 @@
 import { BundleValidationError, MachineCodeError, SandboxMemoryError, SandboxTimeoutError } from './errors.js';
 import { VersionIsolate } from './version-isolate.js';
 
-export type BundleValidation = { ok: true; xstateMajor: 4 } | { ok: false; error: string };
+export type BundleValidation = { ok: true; xstateMajor: 4 | 5 } | { ok: false; error: string };
 
 export async function validateBundle(
   code: string,
@@ -14,7 +14,7 @@ export async function validateBundle(
   let vi: VersionIsolate | undefined;
   try {
     vi = await VersionIsolate.load({ versionId: 'validation', code, ...opts });
-    return { ok: true, xstateMajor: 4 };
+    return { ok: true, xstateMajor: vi.info.machine === 'v5' ? 5 : 4 };
   } catch (e) {
     if (e instanceof BundleValidationError) return { ok: false, error: e.message };
     if (e instanceof SandboxMemoryError) return { ok: false, error: `the bundle's top-level code ${e.message.replace(/^machine code /, '')}` };

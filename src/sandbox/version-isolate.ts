@@ -123,12 +123,11 @@ type StepFn = 'start' | 'authorizeAndStart' | 'send' | 'authorizeAndSend' | 'adv
 export function bundleProblem(info: BundleInfo): string | undefined {
   if (typeof info.loadError === 'string') return info.loadError;
   if (!info.hasDefault) return 'the bundle has no default export: it must `export default` an XState machine';
-  if (info.machine === 'v5') {
-    return "the bundle's default export is an XState v5 machine; this server runs XState v4 machines (xstate 4.38)";
+  if (info.machine !== 'v4' && info.machine !== 'v5') {
+    return "the bundle's default export is not an XState machine: expected the result of createMachine from xstate 4 (an object with __xstatenode) or xstate 5 (a StateMachine, with getInitialSnapshot, transition and root)";
   }
-  if (info.machine !== 'v4') return "the bundle's default export is not an XState machine";
   if (info.definitionError !== null) {
-    return `the bundle's default export is not a usable XState v4 machine: reading machine.definition failed with ${info.definitionError}`;
+    return `the bundle's default export is not a usable XState ${info.machine} machine: reading machine.definition failed with ${info.definitionError}`;
   }
   if (!info.allowRead) return 'allowRead must be an exported function';
   if (!info.allowWrite) return 'allowWrite must be an exported function';
@@ -178,6 +177,7 @@ export class VersionIsolate {
         fns[name] = harness.namespace.getSync(name, { reference: true }) as Fn;
       }
       logs.countIsolateDrops = () => (isolate.isDisposed ? 0 : Number(callSync(isolate, fns.takeDroppedLogs, [], limits)));
+      if (modules.bundleImportsXstate5) modules.bindXstate5(limits.cpuLimitMs);
       modules.instantiateBundle();
       logs.begin();
       try {
@@ -194,6 +194,8 @@ export class VersionIsolate {
         logs.end();
       }
       const info = JSON.parse(infoJson) as BundleInfo;
+      // A machine of a bundled xstate 5 copy runs on the shared v5 copy's actors (harness-source.ts).
+      if (info.machine === 'v5' && !modules.bundleImportsXstate5) modules.bindXstate5(limits.cpuLimitMs);
       const problem = bundleProblem(info);
       if (problem !== undefined) throw new BundleValidationError(problem);
       if (opts.pureSteps === false) callSync(isolate, fns.configure, [JSON.stringify({ pureSteps: false })], limits);
