@@ -1248,7 +1248,10 @@ export function inspect() {
       if (isV5Machine(m)) {
         info.machine = 'v5';
         // xstate 5 resolves transition targets lazily; the definition resolves them all
-        try { void m.definition; } catch (e) { info.definitionError = errorText(e); }
+        try {
+          const d = m.definition;
+          if (d === null || typeof d !== 'object') info.definitionError = 'machine.definition is ' + (d === null ? 'null' : typeof d);
+        } catch (e) { info.definitionError = errorText(e); }
       } else if (m.__xstatenode === true) {
         info.machine = 'v4';
         try { void m.definition; } catch (e) { info.definitionError = errorText(e); }
