@@ -71,7 +71,7 @@ t.test('checks the exports', async (t) => {
     [importing(SIMPLE, { authorizers: 'export function allowRead() { return true; }\nexport const allowWrite = true;' }), /allowWrite must be an exported function/],
     [
       importing(`export default { getInitialSnapshot() {}, transition() {}, root: {}, config: {} };`),
-      /not a usable XState v5 machine: reading machine.definition failed with machine.definition is undefined/,
+      /not a usable XState v5 machine: machine.root.machine is not the machine itself/,
     ],
     [importing(`export default { __xstatenode: true, get definition() { throw new Error('broken'); } };`), /definition failed with Error: broken/],
     [importing(`export default { get __xstatenode() { throw new Error('getter'); } };`), /reading the bundle's exports failed: Error: getter/],

@@ -48,6 +48,7 @@ t.test('malformed v5 machines and default exports that are no machine are refuse
   if (!badTarget.ok) t.match(badTarget.error, /the bundle threw while loading: .*Child state 'nowhere' does not exist on 'bad'/s);
   const badInitial = await validateBundle(importing5(`export default createMachine({ id: 'bad', initial: 'missing', states: { a: {} } });`));
   t.equal(badInitial.ok, false, 'an initial state that does not exist');
+  if (!badInitial.ok) t.match(badInitial.error, /not a usable XState v5 machine: .*missing/s);
   const lookalike = await validateBundle(importing5(`export default { getInitialSnapshot() {}, transition() {} };`));
   t.equal(lookalike.ok, false);
   if (!lookalike.ok) t.match(lookalike.error, /not an XState machine: expected the result of createMachine from xstate 4 .* or xstate 5/);
@@ -211,4 +212,17 @@ t.test('one instance cannot reach another instance’s actors', async (t) => {
   }
   t.equal(vi.send('org/m/b', { type: 'NOOP' }).context.secret, 'B');
   await t.rejects(VersionIsolate.load({ versionId: 'v', code: importing5(TRAFFIC5).replace("'xstate@5'", "'xstate@5/../../package.json'") }), BundleValidationError);
+});
+
+t.test('event types named like Object.prototype members are ordinary events; an http API responseMapper gets the machine output', async (t) => {
+  const vi = await load(importing5(`export default createMachine({ id: 'o', initial: 'a', context: { n: 0 }, output: ({ context, event }) => ({ n: context.n, from: event.output }),
+  states: { a: { on: { constructor: { actions: assign({ n: ({ context }) => context.n + 1 }) }, END: 'end' } }, end: { type: 'final', output: ({ context }) => context.n * 10 } } });
+export const httpApiMapper = { done: { handler: () => ({ type: 'END' }), responseMapper: ({ result }) => ({ result }) } };`));
+  vi.start('k', { context: {} });
+  t.equal(vi.send('k', { type: 'toString' }).changed, false, 'no transition: nothing happens');
+  t.equal(vi.send('k', { type: 'constructor' }).context.n, 1, 'the declared transition is taken');
+  const r = vi.send('k', { type: 'END' });
+  t.match(r, { state: 'end', done: true });
+  const answered = await vi.httpApiResponse('done', { machineInstanceName: 'k', state: r.state, context: r.context, done: r.done, event: { type: 'END' } }, 5000);
+  t.same(answered, { kind: 'returned', value: { result: { n: 1, from: 10 } } });
 });

@@ -356,6 +356,16 @@ function isV5Machine(m) {
     typeof m.transition === 'function' && m.root !== null && typeof m.root === 'object' && m.config !== null && typeof m.config === 'object';
 }
 
+/** Resolves what xstate 5 resolves lazily in each state node (its initial state, its transitions), so it fails at upload. */
+function checkV5Node(node, depth) {
+  if (depth > 100) return;
+  if (node.type === 'compound') void node.initial;
+  void node.transitions;
+  const children = node.states !== null && typeof node.states === 'object' ? node.states : {};
+  const keys = objectKeys(children);
+  for (let i = 0; i < keys.length; i++) checkV5Node(children[keys[i]], depth + 1);
+}
+
 /**
  * The machine instances run: the bundle's, except that a machine whose context is an object (or
  * none) gets a context factory merging the instance's initial context over it, shallowly, as v4
@@ -1247,10 +1257,13 @@ export function inspect() {
     if (m !== null && typeof m === 'object') {
       if (isV5Machine(m)) {
         info.machine = 'v5';
-        // xstate 5 resolves transition targets lazily; the definition resolves them all
+        // Not machine.definition, as for v4: xstate 5 builds it with its event types as keys of a plain
+        // object, which fails for ones named like Object.prototype members (its transitions, a Map, do
+        // not); createMachine has checked the config already. A StateMachine's root node points back.
+        // What it may still find wrong is resolved lazily per node: initial states and transitions.
         try {
-          const d = m.definition;
-          if (d === null || typeof d !== 'object') info.definitionError = 'machine.definition is ' + (d === null ? 'null' : typeof d);
+          if (m.root.machine !== m) info.definitionError = 'machine.root.machine is not the machine itself';
+          else checkV5Node(m.root, 0);
         } catch (e) { info.definitionError = errorText(e); }
       } else if (m.__xstatenode === true) {
         info.machine = 'v4';

@@ -127,7 +127,9 @@ export function bundleProblem(info: BundleInfo): string | undefined {
     return "the bundle's default export is not an XState machine: expected the result of createMachine from xstate 4 (an object with __xstatenode) or xstate 5 (a StateMachine, with getInitialSnapshot, transition and root)";
   }
   if (info.definitionError !== null) {
-    return `the bundle's default export is not a usable XState ${info.machine} machine: reading machine.definition failed with ${info.definitionError}`;
+    return info.machine === 'v4'
+      ? `the bundle's default export is not a usable XState v4 machine: reading machine.definition failed with ${info.definitionError}`
+      : `the bundle's default export is not a usable XState v5 machine: ${info.definitionError}`;
   }
   if (!info.allowRead) return 'allowRead must be an exported function';
   if (!info.allowWrite) return 'allowWrite must be an exported function';
