@@ -226,3 +226,20 @@ export const httpApiMapper = { done: { handler: () => ({ type: 'END' }), respons
   const answered = await vi.httpApiResponse('done', { machineInstanceName: 'k', state: r.state, context: r.context, done: r.done, event: { type: 'END' } }, 5000);
   t.same(answered, { kind: 'returned', value: { result: { n: 1, from: 10 } } });
 });
+
+t.test('an invoked child machine: its output reaches onDone as xstate.done.actor.<id>; its own delays are not persisted', async (t) => {
+  const vi = await load(importing5(`
+const child = createMachine({ id: 'child', initial: 'busy', context: ({ input }) => ({ n: input.n }), output: ({ context }) => ({ doubled: context.n * 2 }),
+  states: { busy: { after: { 300: 'finished' } }, finished: { type: 'final' } } });
+export default setup({ actors: { child } }).createMachine({ id: 'parent', initial: 'idle', context: { n: 5 }, states: {
+  idle: { on: { RUN: 'running' } },
+  running: { invoke: { id: 'kid', src: 'child', input: ({ context }) => ({ n: context.n }),
+    onDone: { target: 'idle', actions: assign({ result: ({ event }) => event.output, doneType: ({ event }) => event.type }) } } },
+} });`));
+  vi.start('k', { context: {} }, { nowMs: 0 });
+  let r = vi.send('k', { type: 'RUN' }, 0);
+  t.same(r.runningChildren, [{ id: 'kid', kind: 'machine' }]);
+  t.match(r.pendingTimers, [{ kind: 'callback', dueAt: 300 }], 'the child’s after delay is its own timer, not a persisted event timer');
+  r = vi.advance('k', 300);
+  t.match(r, { state: 'idle', context: { result: { doubled: 10 }, doneType: 'xstate.done.actor.kid' }, runningChildren: [], pendingTimers: [] });
+});

@@ -121,6 +121,21 @@ t.test('malformed v5 machines are refused at upload with the reason', async (t) 
   await t.rejects(attempt(importing5(`export default createMachine({ id: 'x' });`, { specifier: 'xstate@5/lib/utils' })), { message: /xstate 5 does not export/ });
 });
 
+t.test('evicted v5 actors are rebuilt from their snapshot: a pending delayed event fires, and cancel(id) still cancels one', async (t) => {
+  const small = await startNode({ args: ['--max-live-actors', '1', '--settle-timeout-ms', '50'] });
+  t.teardown(() => small.stop());
+  const { operator } = await machineWithVersion(small, 'evict5', importing5(timers5(60_000, 400)));
+  await operator.machineInstances.create('evict5', { slug: 'x' });
+  await operator.machineInstances.sendEvent('evict5', 'x', { event: 'ARM' });
+  await operator.machineInstances.create('evict5', { slug: 'y' });
+  await operator.machineInstances.sendEvent('evict5', 'y', { event: 'ARM' });
+  await operator.machineInstances.sendEvent('evict5', 'x', { event: 'DISARM' });
+  await sleep(800);
+  t.same(await types(operator, 'evict5', 'x'), ['xstate.init', 'ARM', 'DISARM'], 'cancelled after being rebuilt');
+  t.same(await types(operator, 'evict5', 'y'), ['xstate.init', 'ARM', 'TICK'], 'fired though evicted in between');
+  t.equal((await operator.machineInstances.admin.get('evict5', 'y')).context.ticks, 1);
+});
+
 t.test('an after delay fires on time after the node is killed with SIGKILL and restarted', async (t) => {
   const dataDir = tempDataDir();
   t.teardown(() => removeDir(dataDir));
