@@ -214,6 +214,27 @@ t.test('one instance cannot reach another instance’s actors', async (t) => {
   await t.rejects(VersionIsolate.load({ versionId: 'v', code: importing5(TRAFFIC5).replace("'xstate@5'", "'xstate@5/../../package.json'") }), BundleValidationError);
 });
 
+t.test('an actor kept by machine code cannot be driven from another instance’s step', async (t) => {
+  const vi = await load(importing5(`globalThis.__kept = {};
+export default createMachine({ id: 'm', initial: 'a', context: {}, states: { a: { on: {
+  KEEP: { actions: ({ self, context }) => { globalThis.__kept[context.secret] = self; } },
+  SEND: { actions: () => globalThis.__kept.B.send({ type: 'SET', v: 'by A' }) },
+  SEND_INTERNAL: { actions: () => globalThis.__kept.B._send({ type: 'SET', v: 'by A' }) },
+  SEND_TO: { actions: sendTo(() => globalThis.__kept.B, { type: 'SET', v: 'by A' }) },
+  LATER: { actions: () => { Promise.resolve().then(() => globalThis.__kept.B.send({ type: 'SET', v: 'later by A' })); } },
+  SET: { actions: assign({ secret: ({ event }) => event.v }) },
+  NOOP: {},
+} } } });`));
+  const startedA = vi.start('org/m/a', { context: { secret: 'A' } });
+  vi.start('org/m/b', { context: { secret: 'B' } });
+  vi.send('org/m/b', { type: 'KEEP' });
+  for (const type of ['SEND', 'SEND_INTERNAL', 'SEND_TO', 'LATER']) {
+    t.throws(() => vi.send('org/m/a', { type }, Date.now(), restoreOf(startedA)), MachineCodeError, type + ': the step of A that tried fails');
+    t.equal(vi.send('org/m/b', { type: 'NOOP' }).context.secret, 'B', type + ': B is untouched');
+  }
+  t.equal(vi.send('org/m/b', { type: 'SET', v: 'by B' }).context.secret, 'by B', 'B’s own events still apply');
+});
+
 t.test('event types named like Object.prototype members are ordinary events; an http API responseMapper gets the machine output', async (t) => {
   const vi = await load(importing5(`export default createMachine({ id: 'o', initial: 'a', context: { n: 0 }, output: ({ context, event }) => ({ n: context.n, from: event.output }),
   states: { a: { on: { constructor: { actions: assign({ n: ({ context }) => context.n + 1 }) }, END: 'end' } }, end: { type: 'final', output: ({ context }) => context.n * 10 } } });

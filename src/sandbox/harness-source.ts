@@ -338,6 +338,7 @@ let P5 = null; // Actor methods captured when the copy was bound (before user co
 let v5 = false; // the bundle's default export is a v5 machine
 let runMachine5 = null;
 const PARENT5 = I.objectFreeze({ type: 'statebacked.parent' });
+const CROSS_INSTANCE5 = 'statehold: an event for an actor of another instance was refused: an instance can reach other instances only by durable sends to their statebacked.instance refs';
 
 /** Called once by the v5 entry module with the shared xstate 5 copy. */
 export function bindV5(ns) {
@@ -429,7 +430,12 @@ function createActor5(rec, m, options) {
     rec.pendingMeta = meta;
     try { return schedule(source, target, event, delay, id); } finally { rec.pendingMeta = null; rec.rearm = null; }
   };
+  // Machine code gets its own actor as 'self' and could keep it in a global: an event relayed while
+  // another instance's call runs, or from this system to an actor of another one, is refused (the
+  // call that tried fails), so no instance is driven outside its own mailbox.
   system._relay = function (source, target, event) {
+    if (active !== rec) throw new $Error(CROSS_INSTANCE5);
+    if (target !== null && typeof target === 'object' && target !== PARENT5 && !isPersistentRef(target) && target.system !== system) throw new $Error(CROSS_INSTANCE5);
     if (target === PARENT5) {
       // the root's own completion and failure are the host's business, not events for a parent
       const type = event !== null && typeof event === 'object' ? $String(event.type) : '';
@@ -441,6 +447,11 @@ function createActor5(rec, m, options) {
     return relay(source, target, event);
   };
   actor._parent = PARENT5;
+  const ownSend = actor._send;
+  actor._send = function (event) {
+    if (active !== rec) throw new $Error(CROSS_INSTANCE5);
+    return apply(ownSend, actor, [event]);
+  };
   apply(P5.subscribe, actor, [{
     next: function (snapshot) { if (snapshot !== rec.last) { rec.last = snapshot; rec.transitions++; rec.changed = true; } },
     error: function (e) { fail(rec, e); }
