@@ -264,3 +264,29 @@ export default setup({ actors: { child } }).createMachine({ id: 'parent', initia
   r = vi.advance('k', 300);
   t.match(r, { state: 'idle', context: { result: { doubled: 10 }, doneType: 'xstate.done.actor.kid' }, runningChildren: [], pendingTimers: [] });
 });
+
+t.test('persistentInvocableSource as a v5 invoke src: the runtime creates the instance from the input; sendTo by invoke id reaches it, also after a restore', async (t) => {
+  const code = importing5(`
+const persistentInvocableSource = ({ machineName, machineInstanceName }) => ({ type: 'statebacked.invoke', machineName, machineInstanceName });
+export default createMachine({ id: 'inv', initial: 'idle', context: { n: 2 }, states: {
+  idle: { on: { START: 'working' } },
+  working: {
+    invoke: { id: 'worker', src: persistentInvocableSource({ machineName: 'child5', machineInstanceName: 'worker-1' }), input: ({ context }) => ({ greeting: 'invoked with ' + context.n }) },
+    on: { PING_WORKER: { actions: sendTo('worker', { type: 'PING' }) }, PONG: { actions: assign({ n: ({ context }) => context.n + 1 }) }, STOP: 'idle' },
+  },
+} });`);
+  const vi = await load(code);
+  vi.start('k', { context: {} });
+  let r = vi.send('k', { type: 'START' });
+  t.same(r.persistentSpawns, [{ kind: 'invoke', id: 'worker', machineName: 'child5', machineInstanceName: 'worker-1', context: { greeting: 'invoked with 2' } }]);
+  t.same(r.runningChildren, [], 'a persistent child does not keep the machine from settling');
+  r = vi.send('k', { type: 'PING_WORKER' });
+  t.same(r.outboundSends, [{ to: { type: 'statebacked.instance', id: 'worker', machineName: 'child5', machineInstanceName: 'worker-1' }, event: { type: 'PING' } }]);
+  t.same(vi.stopChildren('k'), [], 'nothing to stop at a settle timeout');
+  const other = await load(code);
+  r = other.send('k', { type: 'PING_WORKER' }, Date.now(), restoreOf(r));
+  t.same(r.persistentSpawns, [], 'restored: not created again');
+  t.same(r.outboundSends, [{ to: { type: 'statebacked.instance', id: 'worker', machineName: 'child5', machineInstanceName: 'worker-1' }, event: { type: 'PING' } }]);
+  t.equal(other.send('k', { type: 'PONG' }).context.n, 3);
+  t.equal(other.send('k', { type: 'STOP' }).state, 'idle');
+});

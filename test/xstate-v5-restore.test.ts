@@ -8,7 +8,7 @@ import t from 'tap';
 import { StateBackedClient } from '@statebacked/client';
 import { call } from './helpers/http.js';
 import { startNode, type NodeProcess } from './helpers/node-process.js';
-import { HISTORY5, SETTLE5, importing5, timers5 } from './fixtures/xstate-v5/machines.js';
+import { HISTORY5, SETTLE5, child5, importing5, invokingParent5, timers5 } from './fixtures/xstate-v5/machines.js';
 
 interface Case {
   machine: string;
@@ -80,4 +80,28 @@ t.test('the live answers are the machine’s (not merely equal on both nodes)', 
   t.match(await get('settle5'), { state: 'idle', context: { n: 8, failure: 'boom', pinged: true } });
   const timers = (await call(live.url, 'GET', '/machines/timers5/i/i1/events', { token })).body as { transitions: { event: { type: string } }[] };
   t.same(timers.transitions.map((tr) => tr.event.type), ['xstate.init', 'ARM', 'DISARM', 'ARM', 'TICK', 'DISARM', 'TICK']);
+});
+
+t.test('persistentInvocableSource in a v5 invoke: the child is created from the input, and sendTo by invoke id reaches it after every restore', async (t) => {
+  const client = new StateBackedClient(restoring.adminKey as string, { apiHost: restoring.url });
+  for (const [name, code] of [['inv5', invokingParent5], ['child5', child5]] as const) {
+    await client.machines.create(name);
+    await client.machineVersions.create(name, { clientInfo: name, makeCurrent: true, code });
+  }
+  await client.machineInstances.create('inv5', { slug: 'p' });
+  await client.machineInstances.create('inv5', { slug: 'q' }); // the one live actor: p is restored for each of its events
+  const pongs = async (n: number) => {
+    for (let i = 0; i < 100; i++) {
+      const p = await client.machineInstances.admin.get('inv5', 'p');
+      if (p.context.pongs === n) return p;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`never saw ${n} PONGs`);
+  };
+  for (let round = 1; round <= 2; round++) {
+    await client.machineInstances.sendEvent('inv5', 'p', { event: 'PING_WORKER' });
+    await client.machineInstances.sendEvent('inv5', 'q', { event: 'NOTHING' });
+    t.equal((await pongs(round)).context.pongs, round, `round ${round}: the worker answered`);
+  }
+  t.same((await client.machineInstances.admin.get('child5', 'worker-1')).context, { greeting: 'invoked with 0', pings: 2 }, 'created once, from the input; two PINGs');
 });

@@ -25,6 +25,8 @@ export interface PersistedSnapshot {
   state: JsonObject;
   /** Persistent children started by `persistentInvocableSource` invokes, by invoke id (for sendTo). */
   invokes?: Record<string, PersistentActorRef>;
+  /** v5: the xstate source name of each of those invokes, to bring its actor back on a restore. */
+  invokeSources?: Record<string, string>;
 }
 
 /** A host-clock timer still scheduled for an instance. */

@@ -229,7 +229,7 @@ const SPAWNS = CHILD_KINDS.map(function (pair) { return [pair[0], pair[1], proto
 function newRecord(key, name) {
   // interp: the live interpreter, or null while the actor rests (state: its State; see pure steps)
   return { key, name, interp: null, state: null, failure: null, transitions: 0, changed: false, spawns: [], outbound: [], invokes: {},
-    kinds: null, pendingMeta: null, actor: null, rearm: null, last: null };
+    kinds: null, pendingMeta: null, actor: null, rearm: null, last: null, invokeSources: {} };
 }
 /** The actor's current State, live or resting. */
 function stateOf(rec) { return rec.interp !== null ? apply(P.state, rec.interp, []) : rec.actor !== null ? apply(P5.getSnapshot, rec.actor, []) : rec.state; }
@@ -376,6 +376,7 @@ function checkV5Node(node, depth) {
 function machine5() {
   if (runMachine5 === null) {
     const m = machine();
+    persistentInvokes5(m.root, 0);
     const given = m.config.context;
     if (typeof given === 'function') runMachine5 = m;
     else {
@@ -389,6 +390,57 @@ function machine5() {
     }
   }
   return runMachine5;
+}
+
+// ---- persistentInvocableSource in v5 invokes ----
+// xstate 5 takes only actor logic as an invoke src, and looks it up in the state node's config when
+// it starts the invoke: a {type:"statebacked.invoke"} src is replaced there (once per version) by
+// logic whose actor stands for the persistent instance. Starting it asks the runtime to create or
+// attach the instance (context: the invoke's input); events sent to it by the invoke id go to the
+// instance durably; it never finishes, and, like any persistent child, does not keep the machine
+// from settling. Its ref is kept in the snapshot (invokes), and a restore brings the actor back
+// without asking again.
+const PERSISTENT_INVOKE = new $WeakMap(); // logic -> the statebacked.invoke src it stands for
+function persistentInvokes5(node, depth) {
+  if (depth > 100 || node === null || typeof node !== 'object') return;
+  const config = node.config;
+  const list = config && config.invoke;
+  const entries = list === undefined || list === null ? [] : I.isArray(list) ? list : [list];
+  for (let i = 0; i < entries.length; i++) {
+    const src = entries[i] && entries[i].src;
+    if (src !== null && typeof src === 'object' && src.type === 'statebacked.invoke' && typeof src.machineName === 'string') {
+      entries[i].src = persistentInvokeLogic5(src);
+    }
+  }
+  const children = node.states !== null && typeof node.states === 'object' ? node.states : {};
+  const keys = objectKeys(children);
+  for (let i = 0; i < keys.length; i++) persistentInvokes5(children[keys[i]], depth + 1);
+}
+function persistentInvokeLogic5(src) {
+  const logic = {
+    transition: function (snapshot) { return snapshot; },
+    getInitialSnapshot: function (scope, input) { return { status: 'active', output: undefined, error: undefined, input: input }; },
+    start: function (snapshot, scope) {
+      if (snapshot.restored === true) return;
+      const rec = active;
+      if (rec === null) throw new $Error('a persistent invoke started outside any instance');
+      const id = $String(scope.self.id);
+      const request = { kind: 'invoke', id: id, machineName: src.machineName,
+        machineInstanceName: typeof src.machineInstanceName === 'string' ? src.machineInstanceName : internal.randomUUID() };
+      if (typeof src.machineVersionId === 'string') request.machineVersionId = src.machineVersionId;
+      const input = snapshot.input;
+      if (input !== null && typeof input === 'object') request.context = jsonCopy(input);
+      arrayPush(rec.spawns, request);
+      rec.invokes[id] = { type: 'statebacked.instance', id: id, machineName: request.machineName, machineInstanceName: request.machineInstanceName };
+      rec.invokeSources[id] = $String(scope.self.src);
+    },
+    getPersistedSnapshot: function (snapshot) { return snapshot; }
+  };
+  I.weakMapSet(PERSISTENT_INVOKE, logic, src);
+  return logic;
+}
+function isPersistentInvoke5(child) {
+  try { return child !== null && typeof child === 'object' && I.weakMapGet(PERSISTENT_INVOKE, child.logic) !== undefined; } catch (_) { return false; }
 }
 
 /** What a timer of the root actor sends to, as a pending timer names it (undefined: the root itself). */
@@ -444,6 +496,7 @@ function createActor5(rec, m, options) {
       return;
     }
     if (isPersistentRef(target)) { arrayPush(rec.outbound, { to: refOf(target), event: jsonCopy(event) }); return; }
+    if (isPersistentInvoke5(target) && hasOwn(rec.invokes, target.id)) { arrayPush(rec.outbound, { to: refOf(rec.invokes[target.id]), event: jsonCopy(event) }); return; }
     return relay(source, target, event);
   };
   actor._parent = PARENT5;
@@ -471,6 +524,14 @@ function startActor5(rec, init) {
   if (init.snapshot) {
     const s = init.snapshot.state;
     s.children = {};
+    const invokes = init.snapshot.invokes, sources = init.snapshot.invokeSources;
+    if (invokes !== null && typeof invokes === 'object' && sources !== null && typeof sources === 'object') {
+      rec.invokes = invokes; rec.invokeSources = sources;
+      const ids = objectKeys(invokes);
+      for (let i = 0; i < ids.length; i++) {
+        if (hasOwn(sources, ids[i])) s.children[ids[i]] = { snapshot: { status: 'active', restored: true }, src: sources[ids[i]] };
+      }
+    }
     const actor = createActor5(rec, m, { snapshot: s });
     apply(P5.start, actor, []);
     const timers = init.pendingTimers || [];
@@ -533,7 +594,7 @@ function runningChildren5(rec) {
   const ids = objectKeys(children);
   for (let i = 0; i < ids.length; i++) {
     const child = children[ids[i]];
-    if (!isActiveChild5(child)) continue;
+    if (!isActiveChild5(child) || isPersistentInvoke5(child)) continue;
     const logic = child.logic;
     arrayPush(list, { id: $String(ids[i]), kind: logic !== null && typeof logic === 'object' && logic.root && typeof logic.getInitialSnapshot === 'function' ? 'machine' : 'actor' });
   }
@@ -549,7 +610,7 @@ function stopChildren5(rec) {
   const kept = {};
   for (let i = 0; i < keys.length; i++) {
     const child = children[keys[i]];
-    if (!isActiveChild5(child)) { kept[keys[i]] = child; continue; }
+    if (!isActiveChild5(child) || isPersistentInvoke5(child)) { kept[keys[i]] = child; continue; }
     arrayPush(ids, $String(keys[i]));
     try { apply(P5._stop, child, []); } catch (e) { internal.logError('stopping child ' + $String(keys[i]) + ' threw: ' + errorText(e)); }
   }
@@ -558,7 +619,7 @@ function stopChildren5(rec) {
 }
 
 /** The snapshot of a v5 actor to persist: what restoreSnapshot needs besides the value and context. */
-function snapshotOf5(st) {
+function snapshotOf5(st, rec) {
   const history = {};
   const hv = st.historyValue;
   if (hv !== null && typeof hv === 'object') {
@@ -573,7 +634,9 @@ function snapshotOf5(st) {
   }
   const state = { status: st.status, historyValue: history, children: {}, __fromHead: { value: true, context: true } };
   if (st.output !== undefined) state.output = st.output;
-  return { xstate: 5, state: state };
+  const snapshot = { xstate: 5, state: state };
+  if (objectKeys(rec.invokes).length > 0) { snapshot.invokes = rec.invokes; snapshot.invokeSources = rec.invokeSources; }
+  return snapshot;
 }
 
 /** What a v5 machine outputs in the top-level final state given (root output, from that state's output). */
@@ -1053,7 +1116,7 @@ export function collect(key) {
       persistentSpawns: rec.spawns,
       outboundSends: rec.outbound,
       transitions: rec.transitions
-    }) + '\n' + jsonStringify(st.context === undefined || st.context === null ? {} : st.context) + '\n' + jsonStringify(rec.actor !== null ? snapshotOf5(st) : snapshotOf(st, rec));
+    }) + '\n' + jsonStringify(st.context === undefined || st.context === null ? {} : st.context) + '\n' + jsonStringify(rec.actor !== null ? snapshotOf5(st, rec) : snapshotOf(st, rec));
   } catch (e) {
     discard(rec);
     return jsonStringify({ error: 'the machine state is not JSON-serialisable: ' + errorText(e) });
