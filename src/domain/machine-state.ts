@@ -16,7 +16,8 @@ export interface MachineEvent extends JsonObject {
 /**
  * What is needed to rebuild exactly this state: the v4 State JSON (value, context, historyValue,
  * _event, activities, ...) with `actions`, `children` and `history` emptied so that rehydrating never
- * re-runs side effects that already ran. Pending delayed events are NOT inside: they are listed in
+ * re-runs side effects that already ran; for a v5 machine, its persisted snapshot's status, output,
+ * value, context and historyValue, without children. Pending delayed events are NOT inside: they are listed in
  * `StepResult.pendingTimers` and must be handed back to `start` (see version-isolate.ts).
  */
 export interface PersistedSnapshot {

@@ -6,9 +6,11 @@
  * or a number, so no object crosses the boundary (the one exception: `deliver` also receives a
  * host-made ArrayBuffer copy of a fetch response body).
  *
- * Live actors are xstate v4 interpreters of the shared xstate copy (also for bundles that carry their
- * own xstate: that copy's `spawn` cannot see our interpreter, which is why State Backed tells users to
- * use spawnEphemeralInstance → __statebacked_rt.spawn, installed here). Each interpreter gets:
+ * Live actors of v4 machines are xstate v4 interpreters of the shared xstate copy (also for bundles
+ * that carry their own xstate: that copy's `spawn` cannot see our interpreter, which is why State
+ * Backed tells users to use spawnEphemeralInstance → __statebacked_rt.spawn, installed here). Live
+ * actors of v5 machines are Actors of the shared xstate 5 copy (see "XState v5 machines" below).
+ * Each v4 interpreter gets:
  * - a host-driven clock; `defer` is wrapped so each timer knows the delayed event it carries;
  * - `send` wrapped to record the first exception (also ones raised in promise callbacks), so the
  *   host can discard the actor instead of keeping a half-transitioned one;

@@ -12,7 +12,8 @@
  * timers by itself), and `start(key, { snapshot, pendingTimers })` re-arms the listed event timers
  * with their original ids and due times, which reproduces the same future behaviour (and
  * `cancel(sendId)` still cancels them). Callback timers belong to running services and are not
- * persisted: services do not survive a restart (§8.1: they are stopped and get error.platform).
+ * persisted: services do not survive a restart (§8.1: they are stopped and get error.platform, or
+ * xstate.error.actor for v5 machines; see snapshot.ts childStoppedEvent).
  *
  * Host calls (fetch): machine code's fetch is started on the host (host-calls.ts, host-fetch.ts) and
  * attributed to the actor running at the time. Its outcome is delivered later by a sync call into the
@@ -375,7 +376,8 @@ export class VersionIsolate {
 
   /**
    * Stops the actor's running services (promises, callbacks, child machines) and the timers their code
-   * set; returns their ids so the runtime can deliver `error.platform.<id>` before the next event.
+   * set; returns their ids so the runtime can deliver their error event (snapshot.ts childStoppedEvent)
+   * before the next event.
    */
   stopChildren(instanceKey: string): { id: string }[] {
     this.hostCalls.drop(instanceKey);
