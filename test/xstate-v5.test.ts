@@ -141,21 +141,23 @@ t.test('an after delay fires on time after the node is killed with SIGKILL and r
   t.teardown(() => removeDir(dataDir));
   const args = ['--admin-key', 'v5-timer-admin', '--settle-timeout-ms', '500'];
   const first = await startNode({ dataDir, args, generatedAdminKey: true });
-  const { operator } = await machineWithVersion({ ...first, adminKey: 'v5-timer-admin' }, 'after5', importing5(timers5(6000)));
+  const { operator } = await machineWithVersion({ ...first, adminKey: 'v5-timer-admin' }, 'after5', importing5(timers5(10_000)));
   t.equal((await operator.machineInstances.create('after5', { slug: 't' })).state, 'waiting');
+  // The delay counts from the node's clock when the instance started, which its first record carries;
+  // 10 s leave a loaded machine time to restart the node before it is due.
   const created = Date.parse((await operator.machineInstances.listTransitions('after5', 't')).transitions[0]?.createdAt ?? '');
-  await sleep(1000);
+  await sleep(500);
   t.equal(await first.stop('SIGKILL'), 'SIGKILL');
   const second = await startNode({ dataDir, args, generatedAdminKey: true });
   t.teardown(() => second.stop());
   const client = new StateBackedClient('v5-timer-admin', { apiHost: second.url });
   t.equal((await client.machineInstances.get('after5', 't')).state, 'waiting');
-  await sleep(Math.max(0, created + 6000 - Date.now() - 300));
+  await sleep(Math.max(0, created + 10_000 - Date.now() - 300));
   t.equal((await client.machineInstances.get('after5', 't')).state, 'waiting', 'not early');
   await sleep(800);
   t.match(await client.machineInstances.get('after5', 't'), { state: 'expired', done: true }, 'it moved on by itself');
   const fired = (await client.machineInstances.listTransitions('after5', 't')).transitions.at(-1);
-  t.equal(fired?.event.type, 'xstate.after.6000.timers.waiting');
-  const late = Date.parse(fired?.createdAt ?? '') - (created + 6000);
+  t.equal(fired?.event.type, 'xstate.after.10000.timers.waiting');
+  const late = Date.parse(fired?.createdAt ?? '') - (created + 10_000);
   t.ok(late >= 0 && late < 500, `fired ${late} ms after its due time`);
 });
