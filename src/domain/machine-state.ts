@@ -16,14 +16,18 @@ export interface MachineEvent extends JsonObject {
 /**
  * What is needed to rebuild exactly this state: the v4 State JSON (value, context, historyValue,
  * _event, activities, ...) with `actions`, `children` and `history` emptied so that rehydrating never
- * re-runs side effects that already ran. Pending delayed events are NOT inside: they are listed in
+ * re-runs side effects that already ran; for a v5 machine, its persisted snapshot's status, output,
+ * value, context and historyValue, without children. Pending delayed events are NOT inside: they are listed in
  * `StepResult.pendingTimers` and must be handed back to `start` (see version-isolate.ts).
  */
 export interface PersistedSnapshot {
-  xstate: 4;
+  /** The xstate major the state belongs to: 4 (State JSON) or 5 (persisted snapshot: status, output, historyValue). */
+  xstate: 4 | 5;
   state: JsonObject;
   /** Persistent children started by `persistentInvocableSource` invokes, by invoke id (for sendTo). */
   invokes?: Record<string, PersistentActorRef>;
+  /** v5: the xstate source name of each of those invokes, to bring its actor back on a restore. */
+  invokeSources?: Record<string, string>;
 }
 
 /** A host-clock timer still scheduled for an instance. */

@@ -3,7 +3,7 @@ import type { Logger } from '../domain/logger.js';
 import { migrationPath } from '../domain/migration-path.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  type LiveHeapReport, MachineCodeError, type MigrationInput, type MigrationOutput, type Restore, restoredSnapshot, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+  childStoppedEvent, type LiveHeapReport, MachineCodeError, type MigrationInput, type MigrationOutput, type Restore, restoredSnapshot, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -660,7 +660,7 @@ export class InstanceRuntime {
     if (!(await this.guard(sandbox.allowWrite(request), orgId, machine, name))) throw rejectedByAuthorizer('allowWrite');
     // Children stopped when an earlier event timed out get their error events first (wire-protocol §8.1).
     const inputs: Input[] = head.stoppedChildren.map((childId) => {
-      const errorEvent: MachineEvent = { type: `error.platform.${childId}`, data: { message: `child ${childId} was stopped: the machine did not settle in time` } };
+      const errorEvent = childStoppedEvent(head.snapshot, childId);
       return { event: errorEvent, run: (vi, key, restore) => vi.send(key, errorEvent, now, restore) };
     });
     inputs.push({ event, ...(requestId === undefined ? {} : { requestId }), run: (vi, key, restore) => vi.send(key, event, now, restore) });
@@ -682,6 +682,7 @@ export class InstanceRuntime {
       const chain = migrationPath(this.deps.versions.listMigrations(orgId, machine), from, target);
       if (!chain) throw noMigrationPath(from, target);
       const old = restoredSnapshot(head.snapshot, head.state, head.context);
+      if (old.xstate === 5) throw machineCodeFailed('upgrades of XState v5 machines\' instances are not supported yet (docs/migrations.md)');
       let step: MigrationInput = { paths: leafPaths(head.state), remembered: rememberedPaths(old.state.historyValue), context: head.context };
       for (const hop of chain) {
         const code = this.deps.versions.getMigrationCode(orgId, hop.migrationId);
@@ -694,6 +695,7 @@ export class InstanceRuntime {
       const now = Date.now();
       const result = await sandbox.start(actor.key, { snapshot: upgradedSnapshot(old, value, step.context, step.remembered), pendingTimers: head.pendingTimers }, { machineInstanceName: name, nowMs: now });
       actor.sandbox = sandbox;
+      if ((JSON.parse(result.snapshot) as { xstate?: number }).xstate === 5) throw machineCodeFailed('upgrades to an XState v5 version are not supported yet (docs/migrations.md)');
       const size = this.checkSize(result);
       const migrationIds = chain.map((hop) => hop.migrationId);
       const event: MachineEvent = { type: 'statebacked.upgrade', migrationPath: migrationIds, fromMachineVersionId: from, toMachineVersionId: target };

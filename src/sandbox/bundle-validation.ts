@@ -5,12 +5,12 @@
 import { BundleValidationError, MachineCodeError, SandboxMemoryError, SandboxTimeoutError } from './errors.js';
 import { type MigrationInput, type MigrationOutput, VersionIsolate } from './version-isolate.js';
 
-export type BundleValidation = { ok: true; xstateMajor: 4 } | { ok: false; error: string };
+export type BundleValidation = { ok: true; xstateMajor: 4 | 5 } | { ok: false; error: string };
 
 type IsolateLimits = { memoryLimitMb?: number; cpuLimitMs?: number };
 
 export async function validateBundle(code: string, opts: IsolateLimits = {}): Promise<BundleValidation> {
-  return checked(code, 'version', opts, () => ({ ok: true, xstateMajor: 4 }));
+  return checked(code, 'version', opts, (vi) => ({ ok: true, xstateMajor: vi.info.machine === 'v5' ? 5 : 4 }));
 }
 
 /** Upload-time check of a migration bundle: it loads, and exports upgradeState and upgradeContext. */
@@ -31,11 +31,11 @@ export async function runMigration(code: string, input: MigrationInput, opts: Is
   }
 }
 
-async function checked<T>(code: string, kind: 'version' | 'migration', opts: IsolateLimits, ok: () => T): Promise<T | { ok: false; error: string }> {
+async function checked<T>(code: string, kind: 'version' | 'migration', opts: IsolateLimits, ok: (vi: VersionIsolate) => T): Promise<T | { ok: false; error: string }> {
   let vi: VersionIsolate | undefined;
   try {
     vi = await VersionIsolate.load({ versionId: 'validation', code, kind, ...opts });
-    return ok();
+    return ok(vi);
   } catch (e) {
     if (e instanceof BundleValidationError) return { ok: false, error: e.message };
     if (e instanceof SandboxMemoryError) return { ok: false, error: `the bundle's top-level code ${e.message.replace(/^machine code /, '')}` };

@@ -378,6 +378,64 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
   }
   define('structuredClone', function structuredClone(value) { return clone(value, new Map()); });
 
+  // ---- AbortController / AbortSignal (xstate 5 hands a signal to every fromPromise actor) ----
+  // The state of a signal is kept here, not on it, so machine code cannot abort one without its controller.
+  var signalStates = new WeakMap();
+  function abortError(name, message) { var e = new Error(message); e.name = name; return e; }
+  function AbortSignal() { throw new TypeError('Illegal constructor'); }
+  function newSignal() {
+    var s = Object.create(AbortSignal.prototype);
+    signalStates.set(s, { aborted: false, reason: undefined, listeners: [] });
+    s.onabort = null;
+    return s;
+  }
+  function stateOfSignal(s) {
+    var st = signalStates.get(s);
+    if (st === undefined) throw new TypeError('not an AbortSignal');
+    return st;
+  }
+  function abortSignal(s, reason) {
+    var st = stateOfSignal(s);
+    if (st.aborted) return;
+    st.aborted = true;
+    st.reason = reason === undefined ? abortError('AbortError', 'This operation was aborted') : reason;
+    var event = { type: 'abort', target: s, currentTarget: s };
+    var listeners = st.listeners;
+    st.listeners = [];
+    if (typeof s.onabort === 'function') {
+      try { s.onabort(event); } catch (e) { emit('error', ['uncaught exception in an abort listener: ' + String(e && e.message)]); }
+    }
+    for (var i = 0; i < listeners.length; i++) {
+      try { listeners[i].call(s, event); } catch (e) { emit('error', ['uncaught exception in an abort listener: ' + String(e && e.message)]); }
+    }
+  }
+  Object.defineProperty(AbortSignal.prototype, 'aborted', { get: function () { return stateOfSignal(this).aborted; } });
+  Object.defineProperty(AbortSignal.prototype, 'reason', { get: function () { return stateOfSignal(this).reason; } });
+  AbortSignal.prototype.throwIfAborted = function () { var st = stateOfSignal(this); if (st.aborted) throw st.reason; };
+  AbortSignal.prototype.addEventListener = function (type, listener) {
+    var st = stateOfSignal(this);
+    if (type !== 'abort' || typeof listener !== 'function' || st.aborted) return;
+    if (st.listeners.indexOf(listener) < 0) st.listeners.push(listener);
+  };
+  AbortSignal.prototype.removeEventListener = function (type, listener) {
+    var st = stateOfSignal(this);
+    var i = st.listeners.indexOf(listener);
+    if (type === 'abort' && i >= 0) st.listeners.splice(i, 1);
+  };
+  AbortSignal.abort = function (reason) { var s = newSignal(); abortSignal(s, reason); return s; };
+  AbortSignal.timeout = function (ms) {
+    var s = newSignal();
+    setTimeoutImpl(function () { abortSignal(s, abortError('TimeoutError', 'The operation timed out')); }, ms);
+    return s;
+  };
+  function AbortController() {
+    if (!(this instanceof AbortController)) throw new TypeError("Class constructor AbortController cannot be invoked without 'new'");
+    Object.defineProperty(this, 'signal', { value: newSignal(), enumerable: true });
+  }
+  AbortController.prototype.abort = function (reason) { abortSignal(this.signal, reason); };
+  define('AbortSignal', AbortSignal);
+  define('AbortController', AbortController);
+
   // ---- plumbing for the harness (taken and deleted by the harness module before user code runs) ----
   var internal = {
     intrinsics: intrinsics,

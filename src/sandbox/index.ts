@@ -6,7 +6,7 @@ export type { EgressOptions } from './egress-policy.js';
 export { runMigration, validateBundle, validateMigrationBundle } from './bundle-validation.js';
 export type { BundleValidation } from './bundle-validation.js';
 export * from './errors.js';
-export { restoredSnapshot } from './snapshot.js';
+export { childStoppedEvent, restoredSnapshot } from './snapshot.js';
 export type * from './types.js';
 export { SandboxClient, RemoteVersion, SandboxCrashedError, defaultWorkerNodeArgs } from './worker/sandbox-client.js';
 export type { Stall } from './worker/sandbox-client.js';

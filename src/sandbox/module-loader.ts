@@ -2,14 +2,19 @@
  * Builds the module graph of one isolate:
  *   statehold:entry ──▶ statehold:bundle (user code) ──▶ xstate (shared copy, es/*.js)
  *                   └─▶ statehold:harness ───────────────▶ xstate
+ *   statehold:entry5 ─▶ xstate@5 (shared v5 copy, dist/*.esm.js), statehold:harness
  * The harness is evaluated before the bundle (it must take the hidden plumbing off the global object
  * before user code runs); the entry module, evaluated last, hands the bundle namespace to the harness.
+ * The v5 entry hands the harness the shared xstate 5 copy, only in isolates that need it: before the
+ * bundle when the bundle imports it (so the harness captures its methods before user code can reach
+ * them), after the bundle when the bundle's default export is a v5 machine of a bundled xstate copy
+ * (user code cannot reach the shared copy then).
  * User code can only import xstate specifiers: `statehold:*` names resolve only for our own modules.
  */
 import ivm from 'isolated-vm';
 import { BundleValidationError } from './errors.js';
-import { resolveUserSpecifier, resolveXstateInternal, xstateSource } from './xstate-sources.js';
-import { HARNESS_SOURCE, ENTRY_SOURCE } from './harness-source.js';
+import { isXstate5Specifier, resolveUserSpecifier, resolveXstateInternal, xstateSource } from './xstate-sources.js';
+import { HARNESS_SOURCE, ENTRY_SOURCE, ENTRY5_SOURCE } from './harness-source.js';
 
 const BUNDLE_FILENAME = 'file:///statehold/bundle.mjs';
 
@@ -27,6 +32,9 @@ export class IsolateModules {
   private readonly fileOf = new Map<ivm.Module, string>();
   private bundleModule: ivm.Module | undefined;
   private harnessModule: ivm.Module | undefined;
+  private xstate5Bound = false;
+  /** The bundle imports the shared xstate 5 (known once compiled). */
+  bundleImportsXstate5 = false;
 
   constructor(
     private readonly isolate: ivm.Isolate,
@@ -44,6 +52,7 @@ export class IsolateModules {
     for (const specifier of mod.dependencySpecifiers) {
       const r = resolveUserSpecifier(specifier);
       if (!r.ok) throw new BundleValidationError(r.error);
+      if (isXstate5Specifier(specifier)) this.bundleImportsXstate5 = true;
     }
     this.bundleModule = mod;
     return mod;
@@ -72,6 +81,15 @@ export class IsolateModules {
   /** Binds the evaluated bundle to the harness. */
   bindEntry(timeoutMs: number): void {
     const entry = this.isolate.compileModuleSync(ENTRY_SOURCE, { filename: 'file:///statehold/entry.mjs' });
+    entry.instantiateSync(this.context, (s, r) => this.resolve(s, r));
+    entry.evaluateSync({ timeout: timeoutMs });
+  }
+
+  /** Evaluates the shared xstate 5 copy and hands it to the harness (once; after loadHarness). */
+  bindXstate5(timeoutMs: number): void {
+    if (this.xstate5Bound) return;
+    this.xstate5Bound = true;
+    const entry = this.isolate.compileModuleSync(ENTRY5_SOURCE, { filename: 'file:///statehold/entry5.mjs' });
     entry.instantiateSync(this.context, (s, r) => this.resolve(s, r));
     entry.evaluateSync({ timeout: timeoutMs });
   }

@@ -5,7 +5,7 @@
  * as an object, in the same form. (A restore riding on a step's call, types.ts Restore, carries the
  * text with the value and context beside it, and the harness puts them back in the isolate.)
  */
-import type { JsonObject, PersistedSnapshot, StateValue } from './types.js';
+import type { JsonObject, MachineEvent, PersistedSnapshot, StateValue } from './types.js';
 
 const FROM_HEAD = '__fromHead';
 
@@ -16,4 +16,22 @@ export const restoredSnapshot = (stored: string | PersistedSnapshot, value: Stat
   if (!marker) return snapshot;
   const { [FROM_HEAD]: _marker, ...rest } = snapshot.state;
   return { ...snapshot, state: { ...rest, value, ...(marker.context ? { context } : {}) } };
+};
+
+/** The xstate major a stored snapshot belongs to (the harness writes the marker first). */
+export const xstateMajorOf = (stored: string | PersistedSnapshot): 4 | 5 => {
+  if (typeof stored !== 'string') return stored.xstate === 5 ? 5 : 4;
+  if (stored.startsWith('{"xstate":')) return stored.startsWith('{"xstate":5') ? 5 : 4;
+  return (JSON.parse(stored) as PersistedSnapshot).xstate === 5 ? 5 : 4;
+};
+
+/**
+ * The event a machine is given, before its next event, for a child the runtime stopped when the
+ * machine did not settle in time (wire-protocol §8.1): the error event of its xstate major.
+ */
+export const childStoppedEvent = (stored: string | PersistedSnapshot, childId: string): MachineEvent => {
+  const message = `child ${childId} was stopped: the machine did not settle in time`;
+  return xstateMajorOf(stored) === 5
+    ? { type: `xstate.error.actor.${childId}`, error: { message } }
+    : { type: `error.platform.${childId}`, data: { message } };
 };

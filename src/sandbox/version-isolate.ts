@@ -12,7 +12,8 @@
  * timers by itself), and `start(key, { snapshot, pendingTimers })` re-arms the listed event timers
  * with their original ids and due times, which reproduces the same future behaviour (and
  * `cancel(sendId)` still cancels them). Callback timers belong to running services and are not
- * persisted: services do not survive a restart (§8.1: they are stopped and get error.platform).
+ * persisted: services do not survive a restart (§8.1: they are stopped and get error.platform, or
+ * xstate.error.actor for v5 machines; see snapshot.ts childStoppedEvent).
  *
  * Host calls (fetch): machine code's fetch is started on the host (host-calls.ts, host-fetch.ts) and
  * attributed to the actor running at the time. Its outcome is delivered later by a sync call into the
@@ -146,12 +147,13 @@ type StepFn = 'start' | 'authorizeAndStart' | 'send' | 'authorizeAndSend' | 'adv
 export function bundleProblem(info: BundleInfo): string | undefined {
   if (typeof info.loadError === 'string') return info.loadError;
   if (!info.hasDefault) return 'the bundle has no default export: it must `export default` an XState machine';
-  if (info.machine === 'v5') {
-    return "the bundle's default export is an XState v5 machine; this server runs XState v4 machines (xstate 4.38)";
+  if (info.machine !== 'v4' && info.machine !== 'v5') {
+    return "the bundle's default export is not an XState machine: expected the result of createMachine from xstate 4 (an object with __xstatenode) or xstate 5 (a StateMachine, with getInitialSnapshot, transition and root)";
   }
-  if (info.machine !== 'v4') return "the bundle's default export is not an XState machine";
   if (info.definitionError !== null) {
-    return `the bundle's default export is not a usable XState v4 machine: reading machine.definition failed with ${info.definitionError}`;
+    return info.machine === 'v4'
+      ? `the bundle's default export is not a usable XState v4 machine: reading machine.definition failed with ${info.definitionError}`
+      : `the bundle's default export is not a usable XState v5 machine: ${info.definitionError}`;
   }
   if (!info.allowRead) return 'allowRead must be an exported function';
   if (!info.allowWrite) return 'allowWrite must be an exported function';
@@ -201,6 +203,7 @@ export class VersionIsolate {
         fns[name] = harness.namespace.getSync(name, { reference: true }) as Fn;
       }
       logs.countIsolateDrops = () => (isolate.isDisposed ? 0 : Number(callSync(isolate, fns.takeDroppedLogs, [], limits)));
+      if (modules.bundleImportsXstate5) modules.bindXstate5(limits.cpuLimitMs);
       modules.instantiateBundle();
       logs.begin();
       try {
@@ -217,6 +220,8 @@ export class VersionIsolate {
         logs.end();
       }
       const info = JSON.parse(infoJson) as BundleInfo;
+      // A machine of a bundled xstate 5 copy runs on the shared v5 copy's actors (harness-source.ts).
+      if (opts.kind !== 'migration' && info.machine === 'v5' && !modules.bundleImportsXstate5) modules.bindXstate5(limits.cpuLimitMs);
       const problem = opts.kind === 'migration' ? migrationProblem(info) : bundleProblem(info);
       if (problem !== undefined) throw new BundleValidationError(problem);
       if (opts.pureSteps === false) callSync(isolate, fns.configure, [JSON.stringify({ pureSteps: false })], limits);
@@ -399,7 +404,8 @@ export class VersionIsolate {
 
   /**
    * Stops the actor's running services (promises, callbacks, child machines) and the timers their code
-   * set; returns their ids so the runtime can deliver `error.platform.<id>` before the next event.
+   * set; returns their ids so the runtime can deliver their error event (snapshot.ts childStoppedEvent)
+   * before the next event.
    */
   stopChildren(instanceKey: string): { id: string }[] {
     this.hostCalls.drop(instanceKey);
