@@ -14,7 +14,9 @@ import {
   type TransitionRecord,
   type UsageMonth,
 } from '../store/instance-store.js';
+import { changedIndexes } from '../domain/index-values.js';
 import { ActorRegistry } from './actor-registry.js';
+import { indexHead } from './index-values.js';
 import { type InstanceActor, liveActorsIn } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
 import { MachineGate } from './machine-gate.js';
@@ -104,6 +106,8 @@ const REQUEST_LOOKBACK = 100;
 const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
 const BILLING_CONTEXT_UNIT = 100 * 1024;
+/** What one index write counts for, in transitions (wire-protocol §8.6). */
+const INDEX_WRITE_TRANSITIONS = 0.5;
 
 const noop = (): void => undefined;
 
@@ -560,7 +564,7 @@ export class InstanceRuntime {
       last.state = result.state;
       last.context = result.context;
       stampTimes(records, now - 1);
-      const head: InstanceHead = {
+      const head: InstanceHead = indexHead({
         orgId, machine, name, versionId,
         createdAt: new Date(now).toISOString(),
         status: 'running',
@@ -571,7 +575,7 @@ export class InstanceRuntime {
         timerAttempts: {},
         ...(request.parent ? { parent: request.parent } : {}),
         ...(request.madeDepth ? { madeDepth: request.madeDepth } : {}),
-      };
+      }, this.deps.versions);
       const outbox = this.outboxOf(head, effects, now);
       const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
       const created = await this.deps.instances.createInstance(head, records, commitEffects);
@@ -585,7 +589,7 @@ export class InstanceRuntime {
         }
         throw conflict(`instance ${name} of machine ${machine} already exists`);
       }
-      this.usage.transitions(orgId, machine, this.billedTransitions(records.length, size.contextBytes));
+      this.usage.transitions(orgId, machine, this.billedTransitions(records.length, size.contextBytes, changedIndexes(undefined, head.indexValues)));
       this.committed(actor, head, size.stateBytes, outbox);
       return head;
     } catch (error) {
@@ -679,10 +683,10 @@ export class InstanceRuntime {
     const state = this.stateOf(result);
     // Retry counts are kept only for timers that are still pending.
     const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
-    const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts };
+    const next = indexHead({ ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts }, this.deps.versions);
     const outbox = this.outboxOf(next, effects, last.ts);
     await this.deps.instances.commit(next, head, records, { ...commitEffects, outbox });
-    this.usage.transitions(actor.orgId, actor.machine, this.billedTransitions(records.length, size.contextBytes));
+    this.usage.transitions(actor.orgId, actor.machine, this.billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
     this.committed(actor, next, size.stateBytes, outbox);
     return next;
   }
@@ -844,8 +848,9 @@ export class InstanceRuntime {
     return { contextBytes, stateBytes: contextBytes + restBytes };
   }
 
-  private billedTransitions(records: number, contextBytes: number): number {
-    return records + Math.floor(contextBytes / BILLING_CONTEXT_UNIT);
+  /** Each index whose values the commit changed counts half a transition (wire-protocol §8.6). */
+  private billedTransitions(records: number, contextBytes: number, indexWrites: number): number {
+    return records + Math.floor(contextBytes / BILLING_CONTEXT_UNIT) + indexWrites * INDEX_WRITE_TRANSITIONS;
   }
 
   /** Authorizers run machine code too: a runaway one fails the request, not the node. */
