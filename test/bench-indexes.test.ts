@@ -18,6 +18,8 @@ t.test('rounds: medians per machine, indexed over plain', async (t) => {
   t.equal(c.indexed.perSecond, 1000);
   t.equal(c.throughputRatio, 0.909);
   t.equal(c.p99Ratio, 1.091);
+  t.equal(c.pairedThroughputRatio, 0.9, 'the median of 0.9, 0.833 and 0.95');
+  t.equal(c.pairedCpuRatio, 1, 'the same CPU per event in every window');
 });
 
 t.test('index order: bytes of the value, then the slug, either way', async (t) => {
