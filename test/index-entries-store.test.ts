@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { compareIndexPositions, compareIndexValues, type IndexOp, type IndexPosition, type IndexValues, matchesIndexOp, selectIndexValues } from '../src/domain/index-values.js';
+import { changedIndexes, compareIndexPositions, compareIndexValues, type IndexOp, type IndexPosition, type IndexValues, matchesIndexOp, selectIndexValues } from '../src/domain/index-values.js';
 import type { IndexQuery, InstanceHead, InstanceStore } from '../src/store/instance-store.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
@@ -62,6 +62,15 @@ t.test('selectIndexValues: strings and arrays of strings, bounded, never throwin
     'numbers, booleans, objects, missing paths, over-long values, control characters, filters and bad paths index nothing; at most 100 values');
   t.equal(selectIndexValues(context, {}), undefined);
   t.equal(selectIndexValues(context, undefined), undefined);
+});
+
+t.test('changedIndexes counts the indexes whose values differ (each one write, billed half a transition)', async (t) => {
+  t.equal(changedIndexes(undefined, undefined), 0);
+  t.equal(changedIndexes(undefined, { a: ['x'], b: ['y'] }), 2, 'a create');
+  t.equal(changedIndexes({ a: ['x'], b: ['y', 'z'] }, { a: ['x'], b: ['z', 'y'] }), 0, 'the same values in another order');
+  t.equal(changedIndexes({ a: ['x'], b: ['y'] }, { a: ['x'], b: ['y', 'z'] }), 1);
+  t.equal(changedIndexes({ a: ['x'], b: ['y'] }, { b: ['w'], c: ['v'] }), 3, 'one gone, one changed, one new');
+  t.equal(changedIndexes({ a: ['x'] }, undefined), 1);
 });
 
 for (const commitLog of ['wal', 'lmdb'] as const) {

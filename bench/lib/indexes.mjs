@@ -5,6 +5,7 @@
 // other, R rounds alternated (the host is noisy), medians compared. Then Q instances of a third machine
 // (`queried`, indexes `owner`, `status`, `tags`) are created with values in their context, and each op
 // of the query endpoint is timed, one request at a time, asking for a page of 100 in both directions.
+import { join } from 'node:path';
 import { StateBackedClient } from '@statebacked/client';
 import { authHeaders, makePool, outcomeKey, request } from './http.mjs';
 import { startSampler } from './proc-sampler.mjs';
@@ -96,7 +97,7 @@ const ownerOf = (i) => `user${String((i * 7919) % 1_000_003).padStart(7, '0')}@e
 
 export const runIndexes = async (scenario, config, { startServer, repoRoot, log }) => {
   const label = 'indexes';
-  const server = await startServer({ repoRoot, adminKey: config.adminKey, label });
+  const server = await startServer({ repoRoot, adminKey: config.adminKey, label, profileDir: config.profile ? join(repoRoot, 'bench/results/prof') : undefined });
   log(`${label}: server pid ${server.pid}`);
   const out = { scenario };
   const pool = makePool(server.url, Math.max(scenario.concurrency, 16));
@@ -213,6 +214,8 @@ export const runIndexes = async (scenario, config, { startServer, repoRoot, log 
     const stopped = await server.stop({ keepData: config.keepData });
     out.serverExit = { code: stopped.code, signal: stopped.signal };
     if (stopped.code !== 0) out.serverStderrTail = stopped.stderrTail;
+    // (the whole run: both machines' windows, the creates and the queries)
+    if (server.profileFile) out.profileFile = server.profileFile;
   }
   return out;
 };

@@ -71,12 +71,12 @@ export const selectIndexValues = (context: JsonObject, selectors: Record<string,
 
 /** The indexes whose values differ between two heads' index values (each such index write is billed). */
 export const changedIndexes = (before: IndexValues | undefined, after: IndexValues | undefined): number => {
+  if (before === undefined && after === undefined) return 0;
+  const differs = (a: string[] | undefined, b: string[] | undefined) => (a?.length ?? 0) !== (b?.length ?? 0) || (a ?? []).some((value) => !b?.includes(value));
   let changed = 0;
-  for (const index of new Set([...Object.keys(before ?? {}), ...Object.keys(after ?? {})])) {
-    const a = before?.[index] ?? [];
-    const b = after?.[index] ?? [];
-    if (a.length !== b.length || a.some((value) => !b.includes(value))) changed++;
-  }
+  for (const index in before) if (differs(before[index], after?.[index])) changed++;
+  // (indexes only the new head has values in)
+  for (const index in after) if (before?.[index] === undefined) changed++;
   return changed;
 };
 

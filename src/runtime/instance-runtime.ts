@@ -16,7 +16,7 @@ import {
 } from '../store/instance-store.js';
 import { changedIndexes } from '../domain/index-values.js';
 import { ActorRegistry } from './actor-registry.js';
-import { indexHead } from './index-values.js';
+import { HeadIndexer } from './index-values.js';
 import { type InstanceActor, liveActorsIn } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
 import { MachineGate } from './machine-gate.js';
@@ -182,12 +182,14 @@ export class InstanceRuntime {
   private readonly gate = new MachineGate();
   /** Instances machine code made, per org (see receive). */
   private readonly madeInstances: TokenBuckets;
+  private readonly indexer: HeadIndexer;
   /** The tail of the one-at-a-time queue of requests run again after a worker crash. */
   private crashRetries: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly deps: InstanceRuntimeDeps) {
     this.actors = new ActorRegistry(deps.settings.maxLiveActors, deps.settings.maxLiveActorBytes);
     this.usage = new UsageMeter(deps.instances, deps.logger);
+    this.indexer = new HeadIndexer(deps.versions);
     this.madeInstances = new TokenBuckets(deps.settings.madeInstancesPerSecond, deps.settings.madeInstancesPerSecond * 10);
   }
 
@@ -506,6 +508,7 @@ export class InstanceRuntime {
   /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */
   unloadVersions(versionIds: string[]): void {
     for (const versionId of versionIds) this.deps.sandboxes.unload(versionId);
+    this.indexer.forget(versionIds);
   }
 
   /** Waits for every mailbox to empty and the meters and logs to be written. */
@@ -564,7 +567,7 @@ export class InstanceRuntime {
       last.state = result.state;
       last.context = result.context;
       stampTimes(records, now - 1);
-      const head: InstanceHead = indexHead({
+      const head: InstanceHead = this.indexer.index({
         orgId, machine, name, versionId,
         createdAt: new Date(now).toISOString(),
         status: 'running',
@@ -575,7 +578,7 @@ export class InstanceRuntime {
         timerAttempts: {},
         ...(request.parent ? { parent: request.parent } : {}),
         ...(request.madeDepth ? { madeDepth: request.madeDepth } : {}),
-      }, this.deps.versions);
+      });
       const outbox = this.outboxOf(head, effects, now);
       const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
       const created = await this.deps.instances.createInstance(head, records, commitEffects);
@@ -683,7 +686,7 @@ export class InstanceRuntime {
     const state = this.stateOf(result);
     // Retry counts are kept only for timers that are still pending.
     const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
-    const next = indexHead({ ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts }, this.deps.versions);
+    const next = this.indexer.index({ ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts });
     const outbox = this.outboxOf(next, effects, last.ts);
     await this.deps.instances.commit(next, head, records, { ...commitEffects, outbox });
     this.usage.transitions(actor.orgId, actor.machine, this.billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
