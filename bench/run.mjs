@@ -18,6 +18,7 @@ import { runNeighbours } from './lib/neighbours.mjs';
 import { instancesFailed, runInstances } from './lib/instances.mjs';
 import { realtimeFailed, runRealtime } from './lib/realtime.mjs';
 import { clusterFailed, runCluster } from './lib/cluster.mjs';
+import { indexesFailed, runIndexes } from './lib/indexes.mjs';
 
 const benchDir = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = resolve(benchDir, '..');
@@ -119,13 +120,17 @@ const main = async () => {
       report.scenarios.push(await runCluster(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
       continue;
     }
+    if (scenario.kind === 'indexes') {
+      report.scenarios.push(await runIndexes(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
+      continue;
+    }
     report.scenarios.push(await runScenario(scenario, config));
   }
   report.wallS = (Date.now() - t0) / 1000;
   const { jsonPath, markdown } = writeReport(resultsDir, report);
   process.stdout.write(markdown);
   log(`wrote ${jsonPath} and ${join(resultsDir, 'latest.md')} in ${report.wallS} s`);
-  const failedKind = { neighbours: neighboursFailed, instances: instancesFailed, realtime: realtimeFailed, cluster: clusterFailed };
+  const failedKind = { neighbours: neighboursFailed, instances: instancesFailed, realtime: realtimeFailed, cluster: clusterFailed, indexes: indexesFailed };
   const failed = report.scenarios.filter((r) => r.error || (failedKind[r.scenario.kind] ?? ((x) => !x.verify?.ok || x.stateMismatches > 0))(r));
   if (failed.length > 0) {
     log(`FAILED: ${failed.map((r) => r.scenario.id).join(', ')}`);

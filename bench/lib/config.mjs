@@ -125,12 +125,30 @@ export const loadConfig = () => {
       // Seconds of sampling each deployment with no load, before the loops (0: skip).
       idleS: int('BENCH_CLUSTER_IDLE_S', 3, 0),
     },
+    // The c64 loop on a machine with two indexes against the same machine without, alternated; then
+    // index query latency over many instances (bench/lib/indexes.mjs).
+    indexes: {
+      id: 'indexes',
+      kind: 'indexes',
+      instances: int('BENCH_IDX_INSTANCES', 1000),
+      concurrency: int('BENCH_IDX_CONCURRENCY', 64),
+      // c64's 30,000 events per machine, in 4 alternated windows each: this host drifts by more than
+      // the difference within a minute, and each round's own ratio cancels most of it.
+      events: int('BENCH_IDX_EVENTS', 7500),
+      rounds: int('BENCH_IDX_ROUNDS', 4),
+      warmupEvents: int('BENCH_IDX_WARMUP_EVENTS', 6000, 0),
+      queryInstances: int('BENCH_IDX_QUERY_INSTANCES', 100000),
+      queries: int('BENCH_IDX_QUERIES', 200),
+      // Creating 100,000 instances takes ≈ 30–60 s here.
+      queryCreateCapS: int('BENCH_IDX_CREATE_CAP_S', 600),
+      capS,
+    },
   };
-  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances,cluster').split(',').map((s) => s.trim()).filter(Boolean);
+  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances,cluster,indexes').split(',').map((s) => s.trim()).filter(Boolean);
   for (const id of wanted) if (!all[id]) throw new Error(`unknown scenario ${id} in BENCH_SCENARIOS (known: ${Object.keys(all).join(', ')})`);
   for (const id of wanted) {
     const s = all[id];
-    if ((s.kind === 'closed' || s.kind === 'cluster') && s.instances < s.concurrency) {
+    if ((s.kind === 'closed' || s.kind === 'cluster' || s.kind === 'indexes') && s.instances < s.concurrency) {
       throw new Error(`${id}: BENCH_INSTANCES (${s.instances}) must be >= concurrency (${s.concurrency}) so that each worker owns its instances`);
     }
   }

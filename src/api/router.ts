@@ -27,6 +27,7 @@ export type RouteMatch =
 const NAMES: Record<string, { valid: (value: string) => boolean; what: string }> = {
   machine: { valid: isSlug, what: 'machine' },
   instance: { valid: isSlug, what: 'instance' },
+  index: { valid: isSlug, what: 'index' },
   keyId: { valid: (value) => isPrettyId(value, 'sbk'), what: 'key' },
 };
 

@@ -9,10 +9,11 @@ export const encodeCursor = (position: unknown): string => Buffer.from(JSON.stri
 /** Ours hold a name or two (≤ 128 characters each) and an id: anything longer is not one of ours. */
 const MAX_CURSOR_CHARS = 1_024;
 
-export const decodeCursor = (cursor: string | null | undefined): unknown => {
+/** `maxChars`: for cursors that hold longer positions (an index value of up to 512 bytes). */
+export const decodeCursor = (cursor: string | null | undefined, maxChars = MAX_CURSOR_CHARS): unknown => {
   if (cursor === null || cursor === undefined || cursor === '') return undefined;
   try {
-    if (cursor.length > MAX_CURSOR_CHARS) throw new Error('too long');
+    if (cursor.length > maxChars) throw new Error('too long');
     if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw new Error('bad alphabet');
     const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
     if (typeof parsed !== 'object' || parsed === null || !('a' in parsed)) throw new Error('bad shape');

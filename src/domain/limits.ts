@@ -4,6 +4,8 @@ export const limits = {
   maxIndexesPerMachine: 32,
   /** Default items per page of list endpoints. */
   defaultPageSize: 100,
+  /** Largest `limit` of an index query (its default is the page size of list endpoints). */
+  maxIndexQueryLimit: 1000,
   /** Default request body limit; migration creation bodies carry the code as JSON (≈ 10 bytes a byte). */
   defaultMaxBodyBytes: 12 * 1024 * 1024,
   /** Largest body an http API request may carry (413 above it): it is parsed and copied into the sandbox. */

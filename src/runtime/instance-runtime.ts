@@ -15,7 +15,9 @@ import {
   type TransitionRecord,
   type UsageMonth,
 } from '../store/instance-store.js';
+import { changedIndexes } from '../domain/index-values.js';
 import { ActorRegistry } from './actor-registry.js';
+import { HeadIndexer } from './index-values.js';
 import { type InstanceActor, liveActorsIn } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
 import { MachineGate } from './machine-gate.js';
@@ -110,6 +112,8 @@ const MACHINE_GATE_HOLD_MS = 30_000;
 const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
 const BILLING_CONTEXT_UNIT = 100 * 1024;
+/** What one index write counts for, in transitions (wire-protocol §8.6). */
+const INDEX_WRITE_TRANSITIONS = 0.5;
 
 const noop = (): void => undefined;
 
@@ -184,12 +188,14 @@ export class InstanceRuntime {
   private readonly gate = new MachineGate();
   /** Instances machine code made, per org (see receive). */
   private readonly madeInstances: TokenBuckets;
+  private readonly indexer: HeadIndexer;
   /** The tail of the one-at-a-time queue of requests run again after a worker crash. */
   private crashRetries: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly deps: InstanceRuntimeDeps) {
     this.actors = new ActorRegistry(deps.settings.maxLiveActors, deps.settings.maxLiveActorBytes);
     this.usage = new UsageMeter(deps.instances, deps.logger);
+    this.indexer = new HeadIndexer(deps.versions);
     this.madeInstances = new TokenBuckets(deps.settings.madeInstancesPerSecond, deps.settings.madeInstancesPerSecond * 10);
   }
 
@@ -541,6 +547,7 @@ export class InstanceRuntime {
   /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */
   unloadVersions(versionIds: string[]): void {
     for (const versionId of versionIds) this.deps.sandboxes.unload(versionId);
+    this.indexer.forget(versionIds);
   }
 
   /** Waits for every mailbox to empty and the meters and logs to be written. */
@@ -605,7 +612,7 @@ export class InstanceRuntime {
       last.state = result.state;
       last.context = result.context;
       stampTimes(records, now - 1);
-      const head: InstanceHead = {
+      const head: InstanceHead = this.indexer.index({
         orgId, machine, name, versionId,
         createdAt: new Date(now).toISOString(),
         status: 'running',
@@ -616,7 +623,7 @@ export class InstanceRuntime {
         timerAttempts: {},
         ...(request.parent ? { parent: request.parent } : {}),
         ...(request.madeDepth ? { madeDepth: request.madeDepth } : {}),
-      };
+      });
       const outbox = this.outboxOf(head, effects, now);
       const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
       const created = await this.deps.instances.createInstance(head, records, commitEffects);
@@ -630,7 +637,7 @@ export class InstanceRuntime {
         }
         throw conflict(`instance ${name} of machine ${machine} already exists`);
       }
-      this.usage.transitions(orgId, machine, this.billedTransitions(records.length, size.contextBytes));
+      this.usage.transitions(orgId, machine, this.billedTransitions(records.length, size.contextBytes, changedIndexes(undefined, head.indexValues)));
       this.committed(actor, head, size.stateBytes, outbox);
       return head;
     } catch (error) {
@@ -704,9 +711,10 @@ export class InstanceRuntime {
       const { targetVersionId: _reached, ...rest } = head;
       const state = this.stateOf(result);
       const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
-      const next: InstanceHead = { ...rest, versionId: target, seq: head.seq + 1, ts: (records[0] as TransitionRecord).ts, ...state, timerAttempts };
+      // (indexed by the new version's selectors: an upgrade is one index write per index it changes)
+      const next = this.indexer.index({ ...rest, versionId: target, seq: head.seq + 1, ts: (records[0] as TransitionRecord).ts, ...state, timerAttempts });
       await this.deps.instances.commit(next, head, records, {});
-      this.usage.transitions(orgId, machine, this.billedTransitions(1, size.contextBytes));
+      this.usage.transitions(orgId, machine, this.billedTransitions(1, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
       this.committed(actor, next, size.stateBytes, []);
       this.deps.logs.service(orgId, machine, name, 'info', `upgraded from ${from} to ${target} (migrations ${migrationIds.join(', ')})`);
       return next;
@@ -779,10 +787,10 @@ export class InstanceRuntime {
     const state = this.stateOf(result);
     // Retry counts are kept only for timers that are still pending.
     const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
-    const next: InstanceHead = { ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts };
+    const next = this.indexer.index({ ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts });
     const outbox = this.outboxOf(next, effects, last.ts);
     await this.deps.instances.commit(next, head, records, { ...commitEffects, outbox });
-    this.usage.transitions(actor.orgId, actor.machine, this.billedTransitions(records.length, size.contextBytes));
+    this.usage.transitions(actor.orgId, actor.machine, this.billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
     this.committed(actor, next, size.stateBytes, outbox);
     return next;
   }
@@ -944,8 +952,9 @@ export class InstanceRuntime {
     return { contextBytes, stateBytes: contextBytes + restBytes };
   }
 
-  private billedTransitions(records: number, contextBytes: number): number {
-    return records + Math.floor(contextBytes / BILLING_CONTEXT_UNIT);
+  /** Each index whose values the commit changed counts half a transition (wire-protocol §8.6). */
+  private billedTransitions(records: number, contextBytes: number, indexWrites: number): number {
+    return records + Math.floor(contextBytes / BILLING_CONTEXT_UNIT) + indexWrites * INDEX_WRITE_TRANSITIONS;
   }
 
   /** Authorizers run machine code too: a runaway one fails the request, not the node. */

@@ -4,7 +4,8 @@ import type { MigrationEdge } from '../domain/migration-path.js';
 export interface VersionSource {
   /** A machine's migrations: the upgrade path search walks them. */
   listMigrations(orgId: string, machine: string): MigrationEdge[];
-  getVersion(orgId: string, machine: string, versionId: string): { id: string } | undefined;
+  /** `indexSelectors`: index name → JSONPath into the context (runtime/index-values.ts). */
+  getVersion(orgId: string, machine: string, versionId: string): { id: string; indexSelectors?: Record<string, string> } | undefined;
   getVersionCode(orgId: string, versionId: string): string | undefined;
   /** A migration's bundle (an upgrade runs it). */
   getMigrationCode(orgId: string, migrationId: string): string | undefined;

@@ -1,3 +1,4 @@
+import type { IndexOp, IndexPosition, IndexValues } from '../domain/index-values.js';
 import type { JsonObject, MachineEvent, PendingTimer, PersistedSnapshot, StateValue } from '../domain/machine-state.js';
 
 export type InstanceStatus = 'running' | 'paused';
@@ -35,6 +36,13 @@ export interface InstanceHead {
    * pending: a chain of migrations led there from `versionId` when it was set.
    */
   targetVersionId?: string;
+  /**
+   * What this head puts in its machine's indexes, selected from `context` by its version's selectors
+   * (runtime/index-values.ts). Stores keep their index entries equal to it in the commit that writes the
+   * head; it travels in the head so that a cluster's followers and a write-ahead log's replay write the
+   * same entries. Absent when the version selects nothing.
+   */
+  indexValues?: IndexValues;
   /** Set on an instance machine code made: how many such instances in a row led to it (instance-runtime.ts). */
   madeDepth?: number;
   /**
@@ -108,6 +116,20 @@ export interface UsageMonth extends UsageDelta {
   machines: Array<UsageDelta & { machine: string }>;
 }
 
+/** A page of one index of a machine (GET /machines/{m}/indexes/{index}/query). */
+export interface IndexQuery {
+  orgId: string;
+  machine: string;
+  index: string;
+  /** Only values that pass `op` against `value`; every value when absent. */
+  filter?: { op: IndexOp; value: string };
+  /** Descending index order instead of ascending. */
+  descending: boolean;
+  /** The page starts after this position (in the query's direction). */
+  after?: IndexPosition;
+  limit: number;
+}
+
 /** Thrown when a commit does not follow the sequence it names: someone else wrote the instance. */
 export class SequenceConflictError extends Error {
   constructor(readonly expectedSeq: number, readonly actualSeq: number | undefined) {
@@ -149,6 +171,12 @@ export interface InstanceStore {
   /** Removes the head and the whole history. false when it did not exist. */
   deleteInstance(orgId: string, machine: string, name: string): Promise<boolean>;
   listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[];
+  /**
+   * Entries of one index in index order (value, then instance name): one per value an instance's head
+   * holds there (`indexValues`). Written in the same transaction as the heads, so they always match
+   * the committed heads, including acknowledged commits not yet in LMDB.
+   */
+  queryIndex(query: IndexQuery): IndexPosition[];
   /**
    * Pending timers of every instance ordered by due time, up to `uptoMs`. The index is written in the
    * same transaction as the heads, so it always matches their `pendingTimers`.

@@ -4,6 +4,7 @@ import { registerBillingPortalRoute, registerBillingRoutes } from './billing-rou
 import { registerClusterRoutes } from './cluster-routes.js';
 import { registerHealthRoutes } from './health-routes.js';
 import { registerHttpApiRoutes } from './http-api-routes.js';
+import { registerIndexRoutes } from './index-routes.js';
 import { registerInstanceRoutes } from './instance-routes.js';
 import { registerKeyRoutes } from './key-routes.js';
 import { registerLogRoutes } from './log-routes.js';
@@ -26,6 +27,7 @@ export const buildRouter = (context: ApiContext): Router => {
   registerBillingPortalRoute(router);
   registerMachineRoutes(router, context);
   registerInstanceRoutes(router, context);
+  registerIndexRoutes(router, context);
   registerLogRoutes(router, context);
   registerVersionRoutes(router, context);
   registerMigrationRoutes(router, context);

@@ -1,8 +1,9 @@
 import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { createHash } from 'node:crypto';
+import type { IndexPosition } from '../../domain/index-values.js';
 import {
-  type CommitEffects, type DueTimer, type InstanceHead, type InstanceStore, type OutboxMessage, SequenceConflictError,
+  type CommitEffects, type DueTimer, type IndexQuery, type InstanceHead, type InstanceStore, type OutboxMessage, SequenceConflictError,
   type TransitionRecord, type UsageDelta, type UsageMonth,
 } from '../instance-store.js';
 import { StreamFollower } from './stream-follower.js';
@@ -189,6 +190,11 @@ export class LogInstanceStore implements InstanceStore {
 
   listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[] {
     return this.local.listTransitions(orgId, machine, name, afterSeq, limit);
+  }
+
+  /** This node's copy: every commit its follower (or this node as owner) applied, with the heads. */
+  queryIndex(query: IndexQuery): IndexPosition[] {
+    return this.local.queryIndex(query);
   }
 
   listDueTimers(uptoMs: number, limit: number): DueTimer[] {

@@ -1,7 +1,9 @@
 import type { Database, RootDatabase } from 'lmdb';
+import { compareIndexPositions, type IndexPosition, matchesIndexOp } from '../../domain/index-values.js';
 import {
   type CommitEffects,
   type DueTimer,
+  type IndexQuery,
   type OutboxMessage,
   type InstanceHead,
   type InstanceStore,
@@ -11,6 +13,7 @@ import {
   type UsageMonth,
   usageMonth,
 } from '../instance-store.js';
+import { IndexEntries } from './index-entries.js';
 import { instanceKey } from './unapplied-commits.js';
 import { msgpackOrJson } from './json-values.js';
 import { commitTexts, WalCommits } from './wal-commits.js';
@@ -63,6 +66,7 @@ const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTi
  *   timers      [dueAt, orgId, machine, name, timerId] -> true   (due-time index of pendingTimers)
  *   outbox      position                    -> OutboxMessage  (messages between instances)
  *   inbox       [orgId, machine, name, messageId] -> ts      (messages an instance applied)
+ *   indexes     [orgId, machine, index, value, name] -> true (heads' indexValues; index-entries.ts)
  *   wal         'applied' -> true, entry version = the last write-ahead log frame LMDB holds
  *
  * Commits are sequence-checked (fencing): a write names the head it replaces and lands only if the
@@ -90,6 +94,7 @@ export class LmdbInstanceStore implements InstanceStore {
   private readonly timers: Database<true, [number, string, string, string, string]>;
   private readonly outbox: Database<OutboxMessage, [number, number]>;
   private readonly inbox: Database<number, [string, string, string, string]>;
+  private readonly indexes: IndexEntries;
 
   private readonly wal: WalCommits | undefined;
 
@@ -103,16 +108,17 @@ export class LmdbInstanceStore implements InstanceStore {
     this.timers = root.openDB({ name: 'timers', encoding: 'msgpack' });
     this.outbox = root.openDB({ name: 'outbox', encoding: 'msgpack' });
     this.inbox = root.openDB({ name: 'inbox', encoding: 'msgpack' });
+    this.indexes = new IndexEntries(root);
     this.upgradeHeads();
     if ((options.commitLog ?? 'wal') === 'wal') {
-      this.wal = new WalCommits(root, this.heads, this.transitions, {
+      this.wal = new WalCommits(root, this.heads, this.transitions, this.indexes, {
         dir: options.walDir,
         segmentBytes: options.walSegmentBytes,
         applyDelayMs: options.walApplyDelayMs,
         onFailure: options.onStorageFailure,
       });
     } else {
-      WalCommits.recover(root, this.heads, this.transitions, options.walDir);
+      WalCommits.recover(root, this.heads, this.transitions, this.indexes, options.walDir);
       WriteAheadLog.remove(options.walDir);
     }
   }
@@ -248,6 +254,7 @@ export class LmdbInstanceStore implements InstanceStore {
     const received = effects.receivedMessageId;
     if (received !== undefined) attempt(() => void this.inbox.remove([head.orgId, head.machine, head.name, received]));
     for (const timer of previous?.pendingTimers ?? []) attempt(() => void this.timers.put([timer.dueAt, head.orgId, head.machine, head.name, timer.id], true));
+    attempt(() => this.indexes.replace(head, previous));
   }
 
   hasReceived(orgId: string, machine: string, name: string, messageId: string): boolean {
@@ -293,6 +300,7 @@ export class LmdbInstanceStore implements InstanceStore {
       if (current === undefined) return false;
       void this.heads.remove([orgId, machine, name]);
       this.indexTimers(current, undefined);
+      this.indexes.replace(current, undefined);
       for (const key of this.transitions.getKeys({ start: [orgId, machine, name, 0], end: [orgId, machine, name, Number.MAX_SAFE_INTEGER] })) {
         void this.transitions.remove(key);
       }
@@ -316,6 +324,24 @@ export class LmdbInstanceStore implements InstanceStore {
       out.push(...this.wal.unapplied.recordsAfter(instanceKey(orgId, machine, name), out.at(-1)?.seq ?? afterSeq, limit - out.length));
     }
     return out;
+  }
+
+  queryIndex(query: IndexQuery): IndexPosition[] {
+    const pending = this.wal && this.wal.unapplied.size > 0 ? this.wal.unapplied.headsOf(query.orgId, query.machine) : [];
+    const found = this.indexes.query(query, new Set(pending.map((head) => head.name)));
+    if (pending.length === 0) return found;
+    // LMDB's entries of these instances are older than their heads: theirs come from the heads.
+    const { after, descending, filter } = query;
+    for (const head of pending) {
+      for (const value of head.indexValues?.[query.index] ?? []) {
+        const position = { value, name: head.name };
+        if (filter && !matchesIndexOp(value, filter.op, filter.value)) continue;
+        if (after && (descending ? compareIndexPositions(position, after) >= 0 : compareIndexPositions(position, after) <= 0)) continue;
+        found.push(position);
+      }
+    }
+    found.sort((a, b) => (descending ? compareIndexPositions(b, a) : compareIndexPositions(a, b)));
+    return found.slice(0, query.limit);
   }
 
   listDueTimers(uptoMs: number, limit: number): DueTimer[] {
@@ -385,6 +411,7 @@ export class LmdbInstanceStore implements InstanceStore {
     // The entry's version is the head's sequence: what the next commit's condition names.
     void this.heads.put(keyOf(head), head, head.seq);
     this.indexTimers(previous, head);
+    this.indexes.replace(previous, head);
   }
 
   /** Keeps the due-time index equal to the heads' pending timers: drop the old head's, add the new's. */

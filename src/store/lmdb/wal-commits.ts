@@ -2,6 +2,7 @@ import type { Database, RootDatabase } from 'lmdb';
 import { unavailable } from '../../domain/errors.js';
 import { tooDeep } from '../../domain/json-depth.js';
 import type { InstanceHead, TransitionRecord } from '../instance-store.js';
+import type { IndexEntries } from './index-entries.js';
 import { asJsonValue } from './json-values.js';
 import { UnappliedCommits } from './unapplied-commits.js';
 import { DEFAULT_SEGMENT_BYTES, WriteAheadLog } from './write-ahead-log.js';
@@ -191,10 +192,11 @@ export class WalCommits {
     root: RootDatabase,
     private readonly heads: HeadsDb,
     private readonly transitions: TransitionsDb,
+    private readonly indexes: IndexEntries,
     private readonly options: WalCommitsOptions,
   ) {
     this.walDb = openWalDb(root);
-    const applied = WalCommits.recover(root, heads, transitions, options.dir);
+    const applied = WalCommits.recover(root, heads, transitions, indexes, options.dir);
     this.lastQueued = applied;
     this.wal = WriteAheadLog.start(options.dir, applied + 1, options.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
   }
@@ -202,9 +204,10 @@ export class WalCommits {
   /**
    * Applies what the log holds beyond LMDB's last applied frame, durably, before anything reads.
    * Runs whether or not the node uses the log now (it may have before a crash). Returns the last frame
-   * LMDB holds.
+   * LMDB holds. Index entries move from the head LMDB holds (a read inside the transaction sees the
+   * frames applied before) to the frame's.
    */
-  static recover(root: RootDatabase, heads: HeadsDb, transitions: TransitionsDb, dir: string): number {
+  static recover(root: RootDatabase, heads: HeadsDb, transitions: TransitionsDb, indexes: IndexEntries, dir: string): number {
     const walDb = openWalDb(root);
     let applied = walDb.getEntry(APPLIED_KEY)?.version ?? 0;
     const frames = WriteAheadLog.read(dir, applied).filter((frame) => frame.seq > applied);
@@ -216,6 +219,7 @@ export class WalCommits {
     root.transactionSync(() => {
       for (const frame of frames) {
         for (const [head, records] of JSON.parse(frame.payload.toString('utf8')) as Array<[InstanceHead, TransitionRecord[]]>) {
+          indexes.replace(heads.get(keyOf(head)), head);
           putCommit(heads, transitions, head, records);
         }
       }
@@ -278,7 +282,13 @@ export class WalCommits {
     let thrown: unknown;
     const landed = this.walDb.ifVersion(APPLIED_KEY, first - 1, () => {
       try {
-        for (const frame of frames) for (const commit of frame.commits) putCommitTexts(this.heads, this.transitions, commit);
+        for (const frame of frames) {
+          for (const commit of frame.commits) {
+            putCommitTexts(this.heads, this.transitions, commit);
+            // (`previous` is what LMDB holds by then: the commit was fenced against it)
+            this.indexes.replace(commit.previous, commit.head);
+          }
+        }
         void this.walDb.put(APPLIED_KEY, true, last);
       } catch (error) {
         // Nothing moves `applied` now, so every later batch's condition fails too, and the next start
