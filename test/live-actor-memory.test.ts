@@ -183,8 +183,9 @@ export const allowWrite = () => true;
 `;
 
 t.test('a request whose isolate runs out of memory runs once more in a fresh one: it fails only if it runs out there too', async (t) => {
-  // No stall watchdog: the memory error itself is what is tried here.
-  const node = await startNode({ args: ['--isolate-memory-mb', '16', '--sandbox-stall-ms', '0'], env: { STATEHOLD_LIVE_ACTOR_MEMORY_MB: '1' } });
+  // No stall watchdog: the memory error itself is what is tried here. A CPU limit well above what
+  // filling 16 MB takes, so a loaded host's slow GC near the limit does not end the call first.
+  const node = await startNode({ args: ['--isolate-memory-mb', '16', '--sandbox-stall-ms', '0', '--cpu-limit-ms', '10000'], env: { STATEHOLD_LIVE_ACTOR_MEMORY_MB: '1' } });
   t.teardown(() => node.stop('SIGKILL'));
   const token = node.adminKey as string;
   await machineWithVersion(node, 'fills', FILLS_UP);

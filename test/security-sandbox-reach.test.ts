@@ -64,7 +64,8 @@ ${ALLOW_ALL}`;
 
 t.test('stack frames and callback results hand out no host function or object', async (t) => {
   const logs: CapturedLog[] = [];
-  const vi = await VersionIsolate.load({ versionId: 'v', code: PROBE_MACHINE, onLog: (e) => logs.push(e) });
+  // (the probe walks many frames, ≈ 300 ms on a quiet host: a CPU limit far above that, as the test is about leaks)
+  const vi = await VersionIsolate.load({ versionId: 'v', code: PROBE_MACHINE, onLog: (e) => logs.push(e), cpuLimitMs: 10_000 });
   t.teardown(() => vi.dispose());
   vi.start('k', { context: {} });
   const r = vi.send('k', { type: 'PROBE' });
