@@ -402,14 +402,19 @@ export class InstanceRuntime {
       const head = this.loadHead(actor);
       if (head.status === status) return;
       const next = { ...head, status };
-      try {
-        await this.deps.instances.replaceHead(next, head);
-      } catch (error) {
-        this.dropHeadOnConflict(actor, error);
-        throw this.asRequestError(error, orgId, machine, name);
-      }
-      actor.head = next;
+      await this.replaceHeadOf(actor, head, next);
     });
+  }
+
+  /** A head-only change (status, desired version), fenced like a commit; inside the actor's mailbox. */
+  private async replaceHeadOf(actor: InstanceActor, head: InstanceHead, next: InstanceHead): Promise<void> {
+    try {
+      await this.deps.instances.replaceHead(next, head);
+    } catch (error) {
+      this.dropHeadOnConflict(actor, error);
+      throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
+    }
+    actor.head = next;
   }
 
   /**
@@ -434,13 +439,7 @@ export class InstanceRuntime {
         }
         next = { ...head, targetVersionId };
       }
-      try {
-        await this.deps.instances.replaceHead(next, head);
-      } catch (error) {
-        this.dropHeadOnConflict(actor, error);
-        throw this.asRequestError(error, orgId, machine, name);
-      }
-      actor.head = next;
+      await this.replaceHeadOf(actor, head, next);
     });
   }
 
