@@ -28,7 +28,7 @@ run: build
 # The drop-in suites run twice: on `statehold serve`, then (when nats-server is installed) on a 3-node
 # cluster, R3, each request through the next node (test/helpers/cluster-deployment.ts). `make test`
 # takes the core of them; `make test-cluster` all that apply to a cluster.
-CLUSTER_SUITES     := client-compat-foundation instances durable-timers inter-instance-messaging realtime usage machines history-times upgrades
+CLUSTER_SUITES     := client-compat-foundation instances durable-timers inter-instance-messaging realtime usage machines history-times upgrades token-exchange
 CLUSTER_SUITES_ALL := $(CLUSTER_SUITES) machine-versions orgs-keys-billing event-type-names runtime-behaviour machine-fetch http-api client-compat-smply-bundle security-cross-instance
 
 test: build

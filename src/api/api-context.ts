@@ -4,6 +4,7 @@ import { notFound } from '../domain/errors.js';
 import type { MachineRecord } from '../domain/records.js';
 import type { Scope } from '../domain/scopes.js';
 import type { SecretSealer } from '../auth/secret-sealer.js';
+import type { TokenExchange } from '../auth/token-exchange.js';
 import type { UploadSigner } from '../auth/upload-signer.js';
 import type { Logger } from '../domain/logger.js';
 import type { HttpApiRunner } from '../runtime/http-api-runner.js';
@@ -22,6 +23,9 @@ export interface ApiSettings {
   pageSize: number;
   monthlyEventsLimit: number;
   monthlyReadsLimit: number;
+  /** POST /tokens rates, per node (--token-exchanges-per-second, --token-exchanges-per-address). */
+  tokenExchangesPerSecond: number;
+  tokenExchangesPerAddress: number;
 }
 
 /** Checks an uploaded machine version bundle (the sandbox's `validateBundle`, injected by the composition root). */
@@ -41,6 +45,8 @@ export interface ApiContext {
   /** Requests to machines' http APIs (wire-protocol §3.14). */
   httpApis: HttpApiRunner;
   uploadSigner: UploadSigner;
+  /** POST /tokens: identity providers' tokens in, State Backed tokens out. */
+  tokenExchange: TokenExchange;
   validateBundle: BundleValidator;
   /** Checks an uploaded migration bundle (the sandbox's `validateMigrationBundle`). */
   validateMigrationBundle: BundleValidator;

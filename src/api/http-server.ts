@@ -138,7 +138,8 @@ export class HttpServer {
       this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError), true);
       return;
     }
-    const request: ApiRequest = { method, path, params: {}, query, headers, body: Buffer.alloc(0) };
+    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString('utf8');
+    const request: ApiRequest = { method, path, params: {}, query, headers, body: Buffer.alloc(0), remoteAddress };
     const hasBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
     if (!hasBody) {
       this.dispatchSafely(res, state, request);

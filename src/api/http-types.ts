@@ -10,6 +10,8 @@ export interface ApiRequest {
   /** Lower-cased header names. */
   headers: Record<string, string>;
   body: Buffer;
+  /** The peer's address as text (a proxy's, behind one); for per-client limits. */
+  remoteAddress: string;
 }
 
 export interface ApiResponse {

@@ -12,6 +12,13 @@ import { VerifiedTokenCache } from './verified-token-cache.js';
 /** The audience `@statebacked/token` hard-codes, whatever host the client talks to (wire-protocol §2.2). */
 export const STATEBACKED_AUDIENCE = 'https://api.statebacked.dev/';
 
+/**
+ * Seconds past `exp` (and before `nbf`) a token still passes. The real client refreshes a token only
+ * once `exp` is a second behind it (wire-protocol §10.6), so without this a request sent in that
+ * second fails; it also absorbs a little clock drift between the client and the nodes.
+ */
+export const CLOCK_LEEWAY_SECONDS = 2;
+
 /** A token without `exp` is cached for at most this long, so later checks still happen now and then. */
 const NO_EXPIRY_CACHE_MS = 5 * 60_000;
 
@@ -106,12 +113,12 @@ export class Authenticator {
     const { exp, nbf, aud } = payload;
     if (exp !== undefined && typeof exp !== 'number') throw unauthorized('the token\'s exp claim is not a number of seconds since the epoch');
     if (nbf !== undefined && typeof nbf !== 'number') throw unauthorized('the token\'s nbf claim is not a number of seconds since the epoch');
-    if (exp !== undefined && exp <= nowSeconds) throw unauthorized('the token has expired');
-    if (nbf !== undefined && nbf > nowSeconds) throw unauthorized('the token is not valid yet');
+    if (exp !== undefined && exp + CLOCK_LEEWAY_SECONDS <= nowSeconds) throw unauthorized('the token has expired');
+    if (nbf !== undefined && nbf > nowSeconds + CLOCK_LEEWAY_SECONDS) throw unauthorized('the token is not valid yet');
     if (!audienceAccepted(aud, this.options.ownAudience())) throw unauthorized('the token is not meant for this service (aud)');
 
     const authContext = authContextOf(payload);
-    const expiresAtMs = typeof exp === 'number' ? exp * 1000 : nowMs + NO_EXPIRY_CACHE_MS;
+    const expiresAtMs = typeof exp === 'number' ? (exp + CLOCK_LEEWAY_SECONDS) * 1000 : nowMs + NO_EXPIRY_CACHE_MS;
     this.cache.set(token, { keyId: key.id, expiresAtMs, authContext });
     return { kind: 'key', keyId: key.id, orgId: key.orgId, scopes: key.scopes, authContext, requestedOrgId };
   }

@@ -15,6 +15,10 @@ import { FetchFailure, hostFetch } from '../sandbox/host-fetch.js';
  * is fetched is bounded by this cache, not by callers: a document is kept `ttlMs`; a token whose `kid`
  * the document lacks refetches at most once per `minRefreshIntervalMs` per URL; concurrent callers
  * share one fetch; a failed fetch is not retried within `minRefreshIntervalMs` either.
+ *
+ * The one import of src/auth from src/sandbox (design.md §3 lists only store and domain): the egress
+ * policy and its pinned fetch are the sandbox's, and a JWKS URL must go exactly where machine code's
+ * fetch may, not through a second copy of the rules.
  */
 
 export type JwksFailureCode =

@@ -1,6 +1,7 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWTHeaderParameters, type ProtectedHeaderParameters } from 'jose';
 import { tooDeep } from '../domain/json-depth.js';
+import { signingAlgorithms } from '../domain/records.js';
 import { JwksFailure, type JwksCache, type VerificationKey } from './jwks-cache.js';
 
 /**
@@ -10,8 +11,7 @@ import { JwksFailure, type JwksCache, type VerificationKey } from './jwks-cache.
  */
 
 /** The algorithms an IdP may list (wire-protocol §3.7); `none` is not one of them. */
-export const SIGNING_ALGORITHMS = ['HS256', 'HS384', 'HS512', 'PS256', 'PS384', 'PS512', 'RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const;
-export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
+export const SIGNING_ALGORITHMS = signingAlgorithms;
 
 /** Seconds `exp` and `nbf` may be off by: clocks of IdPs and nodes drift a little, tokens live minutes to hours. */
 export const CLOCK_TOLERANCE_SECONDS = 5;

@@ -6,7 +6,12 @@ import { AdminCredential } from '../auth/admin-credential.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { KeyRing } from '../auth/key-ring.js';
 import { loadMasterKey } from '../auth/master-key.js';
+import { provisionAnonymousAccess } from '../auth/anonymous-access.js';
+import { JwksCache } from '../auth/jwks-cache.js';
 import { SecretSealer } from '../auth/secret-sealer.js';
+import { TokenExchange } from '../auth/token-exchange.js';
+import { limits } from '../domain/limits.js';
+import { parseAllowList } from '../sandbox/egress-policy.js';
 import { UploadSigner } from '../auth/upload-signer.js';
 import { newAdminKey, prettyId } from '../domain/ids.js';
 import type { Logger } from '../domain/logger.js';
@@ -78,10 +83,14 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     pageSize: config.pageSize,
     monthlyEventsLimit: 1_000_000_000,
     monthlyReadsLimit: 1_000_000_000,
+    tokenExchangesPerSecond: config.tokenExchangesPerSecond,
+    tokenExchangesPerAddress: config.tokenExchangesPerAddress,
   };
+  await provisionAnonymousAccess(catalog, sealer).then((orgs) => orgs.length > 0 && announce(`anonymous access records made for ${orgs.join(', ')}`));
+  const keyRing = new KeyRing(catalog, sealer);
   const authenticator = new Authenticator({
     catalog,
-    keyRing: new KeyRing(catalog, sealer),
+    keyRing,
     adminCredential,
     ownAudience: () => `${settings.publicUrl}/`,
   });
@@ -181,6 +190,15 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     logger,
     versions: store.versions,
     uploadSigner,
+    tokenExchange: new TokenExchange({
+      catalog,
+      keyRing,
+      sealer,
+      // Identity providers' JWKS URLs are reached under the same egress policy as machine code's fetch.
+      jwks: new JwksCache({ allow: parseAllowList(config.fetchAllow), timeoutMs: Math.min(config.fetchTimeoutMs, JWKS_TIMEOUT_MS) }),
+      logger,
+      maxIdentityProviders: limits.maxIdentityProvidersPerOrg,
+    }),
     validateBundle: (code) => validationClient.validate(code, sandboxes.loadSettings()),
     validateMigrationBundle: (code) => validationClient.validateMigration(code, sandboxes.loadSettings()),
     instances: store.instances,
@@ -265,6 +283,9 @@ const stallText = ({ versionId, heldMs, cpuMs }: Stall, stallMs: number, worker:
  * under contention its calls get less CPU before they hit them.
  */
 const QUARANTINE_NICENESS = 19;
+
+/** A token exchange waits for an identity provider's keys at most this long (or --fetch-timeout-ms, if less). */
+const JWKS_TIMEOUT_MS = 5_000;
 
 /** Configured key (never stored), else the stored hash, else a new key printed once. */
 const operatorCredential = async (catalog: Catalog, config: ServeConfig): Promise<{ credential: AdminCredential; generatedSecret?: string }> => {

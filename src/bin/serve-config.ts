@@ -28,6 +28,9 @@ export interface ServeConfig {
   timerRetryMs: number;
   madeInstancesPerSecond: number;
   httpApiRequestsPerSecond: number;
+  /** POST /tokens takes no credential: exchanges a second per org, and per client address (bursts twice as many). */
+  tokenExchangesPerSecond: number;
+  tokenExchangesPerAddress: number;
   logRetentionDays: number;
   /** Hosts machine code's fetch may reach despite the private-address checks (`host`, `host:port`). */
   fetchAllow: string[];
@@ -64,6 +67,8 @@ export const serveSettings = [
   { flag: 'timer-retry-ms', env: 'STATEHOLD_TIMER_RETRY_MS', fallback: '30000', help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)' },
   { flag: 'made-instances-per-second', env: 'STATEHOLD_MADE_INSTANCES_PER_SECOND', fallback: '50', help: 'instances machine code may make per org per second (spawns, sends creating their target), ten times as many in a burst; beyond, they are retried later' },
   { flag: 'http-api-requests-per-second', env: 'STATEHOLD_HTTP_API_REQUESTS_PER_SECOND', fallback: '100', help: 'requests to machines\' http APIs (/http-api/...) each org may make per second, twice as many in a burst; beyond, 429' },
+  { flag: 'token-exchanges-per-second', env: 'STATEHOLD_TOKEN_EXCHANGES_PER_SECOND', fallback: '100', help: 'token exchanges (POST /tokens, which takes no credential) each org may have per second, twice as many in a burst; beyond, 429' },
+  { flag: 'token-exchanges-per-address', env: 'STATEHOLD_TOKEN_EXCHANGES_PER_ADDRESS', fallback: '10', help: 'token exchanges one client address may make per second, twice as many in a burst; beyond, 429' },
   { flag: 'log-retention-days', env: 'STATEHOLD_LOG_RETENTION_DAYS', fallback: '7', help: 'machine logs older than this are deleted (checked at start and hourly)' },
   { flag: 'fetch-allow', env: 'STATEHOLD_FETCH_ALLOW', fallback: undefined, help: 'comma-separated hosts machine code\'s fetch may reach although they are loopback/private (host, host:port, 127.0.0.1:8080, [::1]:8080); default none' },
   { flag: 'fetch-timeout-ms', env: 'STATEHOLD_FETCH_TIMEOUT_MS', fallback: '10000', help: 'time limit of one fetch by machine code (DNS, connect, redirects, body)' },
@@ -123,6 +128,8 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     timerRetryMs: integer('timer-retry-ms', 1, 3_600_000),
     madeInstancesPerSecond: integer('made-instances-per-second', 1, 1_000_000),
     httpApiRequestsPerSecond: integer('http-api-requests-per-second', 1, 1_000_000),
+    tokenExchangesPerSecond: integer('token-exchanges-per-second', 1, 1_000_000),
+    tokenExchangesPerAddress: integer('token-exchanges-per-address', 1, 1_000_000),
     logRetentionDays: integer('log-retention-days', 1, 36_500),
     fetchAllow: fetchAllow(pick('fetch-allow')),
     fetchTimeoutMs: integer('fetch-timeout-ms', 1, 600_000),

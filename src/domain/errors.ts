@@ -36,6 +36,31 @@ export class ServiceError extends Error {
   }
 }
 
+/**
+ * A refused token exchange (`POST /tokens`), answered the OAuth way (RFC 6749 §5.2, RFC 8693 §2.2.2):
+ * `{error: <oauth code>, error_description}`, with `code` the same so the State Backed client keeps it.
+ */
+export type OAuthErrorCode = 'invalid_request' | 'unsupported_grant_type' | 'invalid_grant' | 'temporarily_unavailable' | 'slow_down';
+
+const oauthStatus: Record<OAuthErrorCode, [number, ErrorCode]> = {
+  invalid_request: [400, 'invalid-parameter'],
+  unsupported_grant_type: [400, 'invalid-parameter'],
+  // 403, not RFC 6749's 400: the State Backed client maps only 403 to its UnauthorizedError (§1.4)
+  invalid_grant: [403, 'unauthorized'],
+  temporarily_unavailable: [503, 'unavailable'],
+  slow_down: [429, 'rate-limited'],
+};
+
+export class OAuthError extends ServiceError {
+  constructor(
+    readonly oauthCode: OAuthErrorCode,
+    message: string,
+  ) {
+    super(oauthStatus[oauthCode][0], oauthStatus[oauthCode][1], message);
+    this.name = 'OAuthError';
+  }
+}
+
 export const invalidParameter = (parameter: string, message: string): ServiceError =>
   new ServiceError(400, 'invalid-parameter', message, parameter);
 

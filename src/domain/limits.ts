@@ -10,4 +10,7 @@ export const limits = {
   defaultMaxBodyBytes: 12 * 1024 * 1024,
   /** Largest body an http API request may carry (413 above it): it is parsed and copied into the sandbox. */
   maxHttpApiBodyBytes: 1024 * 1024,
+  /** Identity providers one org may trust (an exchange tries each that matches its token). */
+  maxIdentityProvidersPerOrg: 100,
+  maxTokenProvidersPerOrg: 100,
 } as const;

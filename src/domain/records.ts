@@ -6,6 +6,11 @@ export interface OrgRecord {
   name: string;
   createdAt: string;
   allowAnonymousAccess: boolean;
+  /**
+   * The key of the org's anonymous-access records (wire-protocol §4.2), set while they exist. Absent
+   * with `allowAnonymousAccess` true only for orgs stored before token exchange: the node provisions them.
+   */
+  anonymousKeyId?: string;
 }
 
 /** A signing key. The secret is kept only as ciphertext under the node's master key. */
@@ -51,6 +56,49 @@ export interface MachineVersionMigrationRecord {
   fromVersionId: string;
   toVersionId: string;
   createdAt: string;
+}
+
+/** JWS algorithms an identity provider may allow (wire-protocol §3.7). */
+export const signingAlgorithms = ['HS256', 'HS384', 'HS512', 'PS256', 'PS384', 'PS512', 'RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const;
+export type SigningAlgorithm = (typeof signingAlgorithms)[number];
+
+/**
+ * A trusted identity provider of an org (wire-protocol §3.7), identified by its `aud` and `iss` (at
+ * least one set; '' stands for "not configured", a wildcard). Its verification key, when it has one
+ * rather than a JWKS URL, is kept only sealed under the master key.
+ */
+export interface IdentityProviderRecord {
+  orgId: string;
+  aud: string;
+  iss: string;
+  algs: SigningAlgorithm[];
+  jwksUrl?: string;
+  /** The base64url of the raw key bytes, sealed (SecretSealer) with `identityProviderSealId` as its id. */
+  sealedKey?: string;
+  mapping: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** What binds a sealed identity-provider key to its record, so it opens on no other. */
+export const identityProviderSealId = (idp: Pick<IdentityProviderRecord, 'orgId' | 'aud' | 'iss'>): string =>
+  `idp:${idp.orgId}:${JSON.stringify([idp.aud, idp.iss])}`;
+
+/** A token provider (wire-protocol §3.8): mints tokens for `service` signed by `keyId`. */
+export interface TokenProviderRecord {
+  orgId: string;
+  service: string;
+  keyId: string;
+  mapping: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** The three ordinary records that make up an org's anonymous access (wire-protocol §4.2). */
+export interface AnonymousAccessRecords {
+  key: KeyRecord;
+  identityProvider: IdentityProviderRecord;
+  tokenProvider: TokenProviderRecord;
 }
 
 /** Operator credential check: only a salted hash is stored. */

@@ -1,6 +1,6 @@
 import type { InstanceStore } from './instance-store.js';
 import type { LogStore } from './log-store.js';
-import type { AdminKeyRecord, KeyRecord, MachineRecord, OrgRecord } from '../domain/records.js';
+import type { AdminKeyRecord, AnonymousAccessRecords, IdentityProviderRecord, KeyRecord, MachineRecord, OrgRecord, TokenProviderRecord } from '../domain/records.js';
 import type { VersionStore } from './version-store.js';
 
 /**
@@ -9,10 +9,20 @@ import type { VersionStore } from './version-store.js';
  * Both deployments implement it (design.md §2): LMDB here, an LMDB cache fed by JetStream in a cluster.
  */
 export interface Catalog {
-  createOrg(org: OrgRecord): Promise<void>;
+  /** Creates the org and, when given, its anonymous-access records, in one write. */
+  createOrg(org: OrgRecord, anonymous?: AnonymousAccessRecords): Promise<void>;
   getOrg(orgId: string): OrgRecord | undefined;
   /** All orgs, oldest first. Orgs are few per node; operators list them all. */
   listOrgs(): OrgRecord[];
+
+  /**
+   * Turns the org's anonymous access on or off (wire-protocol §4.2). On: writes `anonymous` unless the
+   * org already has its records (several nodes may race to provision an old org: the first write wins
+   * and the others change nothing). Off (`undefined`): removes the key the org names, the identity
+   * provider for its anonymous audience and the `anonymous-statebacked-dev` token provider.
+   * false when the org does not exist.
+   */
+  setAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords | undefined): Promise<boolean>;
 
   putKey(key: KeyRecord): Promise<void>;
   getKey(keyId: string): KeyRecord | undefined;
@@ -28,6 +38,21 @@ export interface Catalog {
   /** Removes the machine and everything stored under it. false when it did not exist. */
   deleteMachine(orgId: string, slug: string): Promise<boolean>;
   hasInstances(orgId: string, machineSlug: string): boolean;
+
+  /**
+   * Creates or replaces the org's identity provider with the same `aud` and `iss` (its createdAt
+   * kept). false, and nothing written, when it is new and the org already has `maxPerOrg`.
+   */
+  putIdentityProvider(idp: IdentityProviderRecord, maxPerOrg: number): Promise<boolean>;
+  /** The org's identity providers ordered by [aud, iss], starting after `after`. */
+  listIdentityProviders(orgId: string, after: [string, string] | undefined, limit: number): IdentityProviderRecord[];
+  deleteIdentityProvider(orgId: string, aud: string, iss: string): Promise<boolean>;
+
+  /** Creates or replaces the org's token provider for `service`; false when new and `maxPerOrg` exist. */
+  putTokenProvider(provider: TokenProviderRecord, maxPerOrg: number): Promise<boolean>;
+  getTokenProvider(orgId: string, service: string): TokenProviderRecord | undefined;
+  listTokenProviders(orgId: string, afterService: string | undefined, limit: number): TokenProviderRecord[];
+  deleteTokenProvider(orgId: string, service: string): Promise<boolean>;
 
   getAdminKey(): AdminKeyRecord | undefined;
   putAdminKey(record: AdminKeyRecord): Promise<void>;

@@ -4,6 +4,7 @@ import { registerBillingPortalRoute, registerBillingRoutes } from './billing-rou
 import { registerClusterRoutes } from './cluster-routes.js';
 import { registerHealthRoutes } from './health-routes.js';
 import { registerHttpApiRoutes } from './http-api-routes.js';
+import { registerIdentityProviderRoutes } from './identity-provider-routes.js';
 import { registerIndexRoutes } from './index-routes.js';
 import { registerInstanceRoutes } from './instance-routes.js';
 import { registerKeyRoutes } from './key-routes.js';
@@ -12,6 +13,8 @@ import { registerMachineRoutes } from './machine-routes.js';
 import { registerMigrationRoutes } from './migration-routes.js';
 import { registerOrgRoutes } from './org-routes.js';
 import { registerStatsRoutes } from './stats-routes.js';
+import { registerTokenExchangeRoutes } from './token-exchange-routes.js';
+import { registerTokenProviderRoutes } from './token-provider-routes.js';
 import { registerUploadRoutes } from './upload-routes.js';
 import { registerUsageRoutes } from './usage-routes.js';
 import { registerVersionRoutes } from './version-routes.js';
@@ -23,6 +26,9 @@ export const buildRouter = (context: ApiContext): Router => {
   registerClusterRoutes(router, context);
   registerOrgRoutes(router, context);
   registerKeyRoutes(router, context);
+  registerIdentityProviderRoutes(router, context);
+  registerTokenProviderRoutes(router, context);
+  registerTokenExchangeRoutes(router, context, { perOrgPerSecond: context.settings.tokenExchangesPerSecond, perAddressPerSecond: context.settings.tokenExchangesPerAddress });
   registerBillingRoutes(router, context);
   registerBillingPortalRoute(router);
   registerMachineRoutes(router, context);

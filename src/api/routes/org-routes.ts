@@ -1,12 +1,16 @@
+import { anonymousAccessRecords } from '../../auth/anonymous-access.js';
 import { hasScope, requireScope } from '../../auth/caller.js';
-import { invalidParameter, missingUser } from '../../domain/errors.js';
+import { invalidParameter, missingOrg, missingUser } from '../../domain/errors.js';
 import { prettyId } from '../../domain/ids.js';
 import type { OrgRecord } from '../../domain/records.js';
 import { type ApiContext, authenticate } from '../api-context.js';
 import { json, jsonBody } from '../http-types.js';
 import type { Router } from '../router.js';
 
-/** GET /orgs and POST /orgs (wire-protocol §3.10). */
+/**
+ * GET /orgs and POST /orgs (wire-protocol §3.10), and PATCH /orgs/{orgId}, ours, which switches
+ * anonymous access on or off (its records are made or removed, wire-protocol §4.2).
+ */
 export const registerOrgRoutes = (router: Router, context: ApiContext): void => {
   const view = (org: OrgRecord) => ({
     id: org.id,
@@ -36,7 +40,25 @@ export const registerOrgRoutes = (router: Router, context: ApiContext): void => 
     const allowAnonymousAccess = body.allowAnonymousAccess ?? true;
     if (typeof allowAnonymousAccess !== 'boolean') throw invalidParameter('allowAnonymousAccess', 'allowAnonymousAccess must be a boolean');
     const org: OrgRecord = { id: prettyId('org'), name, createdAt: new Date().toISOString(), allowAnonymousAccess };
-    await context.catalog.createOrg(org);
+    await context.catalog.createOrg(org, allowAnonymousAccess ? anonymousAccessRecords(org.id, context.sealer) : undefined);
     return json({ id: org.id });
+  });
+
+  router.add('PATCH', '/orgs/:orgId', async (request) => {
+    const caller = authenticate(context, request);
+    const orgId = request.params.orgId as string;
+    if (caller.kind === 'operator') {
+      if (!context.catalog.getOrg(orgId)) throw missingOrg(`org ${orgId.slice(0, 64)} does not exist`);
+    } else {
+      requireScope(caller, 'org.write');
+      if (caller.orgId !== orgId) throw missingOrg('this token belongs to a different org');
+    }
+    const body = jsonBody(request);
+    const allowAnonymousAccess = body.allowAnonymousAccess;
+    if (typeof allowAnonymousAccess !== 'boolean') throw invalidParameter('allowAnonymousAccess', 'allowAnonymousAccess must be a boolean');
+    await context.catalog.setAnonymousAccess(orgId, allowAnonymousAccess ? anonymousAccessRecords(orgId, context.sealer) : undefined);
+    const org = context.catalog.getOrg(orgId);
+    if (!org) throw missingOrg(`org ${orgId.slice(0, 64)} does not exist`);
+    return json(view(org));
   });
 };

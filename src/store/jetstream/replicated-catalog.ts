@@ -1,10 +1,15 @@
-import type { AdminKeyRecord, KeyRecord, MachineRecord, OrgRecord } from '../../domain/records.js';
+import type { AdminKeyRecord, AnonymousAccessRecords, IdentityProviderRecord, KeyRecord, MachineRecord, OrgRecord, TokenProviderRecord } from '../../domain/records.js';
 import type { Catalog } from '../catalog.js';
 import type { ApplyOp, JetStreamOpLog } from './op-log.js';
 
 /** A write to the catalog as it travels in the cluster's META log: the method and its arguments. */
 export type CatalogOp =
-  | { store: 'catalog'; method: 'createOrg'; args: [OrgRecord] }
+  | { store: 'catalog'; method: 'createOrg'; args: [OrgRecord] | [OrgRecord, AnonymousAccessRecords] }
+  | { store: 'catalog'; method: 'setAnonymousAccess'; args: [string, AnonymousAccessRecords | null] }
+  | { store: 'catalog'; method: 'putIdentityProvider'; args: [IdentityProviderRecord, number] }
+  | { store: 'catalog'; method: 'deleteIdentityProvider'; args: [string, string, string] }
+  | { store: 'catalog'; method: 'putTokenProvider'; args: [TokenProviderRecord, number] }
+  | { store: 'catalog'; method: 'deleteTokenProvider'; args: [string, string] }
   | { store: 'catalog'; method: 'putKey'; args: [KeyRecord] }
   | { store: 'catalog'; method: 'deleteKey'; args: [string, string] }
   | { store: 'catalog'; method: 'createMachine'; args: [MachineRecord] }
@@ -15,7 +20,18 @@ export type CatalogOp =
 export const applyCatalogOp = (local: Catalog): ApplyOp<CatalogOp> => (op) => {
   switch (op.method) {
     case 'createOrg':
-      return local.createOrg(...op.args);
+      return local.createOrg(op.args[0], op.args[1]);
+    case 'setAnonymousAccess':
+      // (JSON carries no undefined: off travels as null)
+      return local.setAnonymousAccess(op.args[0], op.args[1] ?? undefined);
+    case 'putIdentityProvider':
+      return local.putIdentityProvider(...op.args);
+    case 'deleteIdentityProvider':
+      return local.deleteIdentityProvider(...op.args);
+    case 'putTokenProvider':
+      return local.putTokenProvider(...op.args);
+    case 'deleteTokenProvider':
+      return local.deleteTokenProvider(...op.args);
     case 'putKey':
       return local.putKey(...op.args);
     case 'deleteKey':
@@ -41,8 +57,12 @@ export class ReplicatedCatalog implements Catalog {
     private readonly log: JetStreamOpLog<CatalogOp>,
   ) {}
 
-  createOrg(org: OrgRecord): Promise<void> {
-    return this.submit({ store: 'catalog', method: 'createOrg', args: [org] }) as Promise<void>;
+  createOrg(org: OrgRecord, anonymous?: AnonymousAccessRecords): Promise<void> {
+    return this.submit({ store: 'catalog', method: 'createOrg', args: anonymous ? [org, anonymous] : [org] }) as Promise<void>;
+  }
+
+  setAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords | undefined): Promise<boolean> {
+    return this.submit({ store: 'catalog', method: 'setAnonymousAccess', args: [orgId, anonymous ?? null] }) as Promise<boolean>;
   }
 
   getOrg(orgId: string): OrgRecord | undefined {
@@ -87,6 +107,34 @@ export class ReplicatedCatalog implements Catalog {
 
   hasInstances(orgId: string, machineSlug: string): boolean {
     return this.local.hasInstances(orgId, machineSlug);
+  }
+
+  putIdentityProvider(idp: IdentityProviderRecord, maxPerOrg: number): Promise<boolean> {
+    return this.submit({ store: 'catalog', method: 'putIdentityProvider', args: [idp, maxPerOrg] }) as Promise<boolean>;
+  }
+
+  listIdentityProviders(orgId: string, after: [string, string] | undefined, limit: number): IdentityProviderRecord[] {
+    return this.local.listIdentityProviders(orgId, after, limit);
+  }
+
+  deleteIdentityProvider(orgId: string, aud: string, iss: string): Promise<boolean> {
+    return this.submit({ store: 'catalog', method: 'deleteIdentityProvider', args: [orgId, aud, iss] }) as Promise<boolean>;
+  }
+
+  putTokenProvider(provider: TokenProviderRecord, maxPerOrg: number): Promise<boolean> {
+    return this.submit({ store: 'catalog', method: 'putTokenProvider', args: [provider, maxPerOrg] }) as Promise<boolean>;
+  }
+
+  getTokenProvider(orgId: string, service: string): TokenProviderRecord | undefined {
+    return this.local.getTokenProvider(orgId, service);
+  }
+
+  listTokenProviders(orgId: string, afterService: string | undefined, limit: number): TokenProviderRecord[] {
+    return this.local.listTokenProviders(orgId, afterService, limit);
+  }
+
+  deleteTokenProvider(orgId: string, service: string): Promise<boolean> {
+    return this.submit({ store: 'catalog', method: 'deleteTokenProvider', args: [orgId, service] }) as Promise<boolean>;
   }
 
   getAdminKey(): AdminKeyRecord | undefined {

@@ -1,5 +1,6 @@
 import type { Database, RootDatabase } from 'lmdb';
-import type { AdminKeyRecord, KeyRecord, MachineRecord, OrgRecord } from '../../domain/records.js';
+import { ANONYMOUS_SERVICE, anonymousAudience } from '../../domain/anonymous-access.js';
+import type { AdminKeyRecord, AnonymousAccessRecords, IdentityProviderRecord, KeyRecord, MachineRecord, OrgRecord, TokenProviderRecord } from '../../domain/records.js';
 import type { Catalog } from '../catalog.js';
 import { msgpackOrJson } from './json-values.js';
 
@@ -12,6 +13,8 @@ const AFTER_ALL = '\uffff';
  *   keys      keyId                      -> KeyRecord       (verification looks keys up by kid alone)
  *   orgKeys   [orgId, keyId]             -> true            (per-org listing)
  *   machines  [orgId, slug]              -> MachineRecord
+ *   idps      [orgId, aud, iss]          -> IdentityProviderRecord ('' for a side not configured)
+ *   tokenProviders [orgId, service]      -> TokenProviderRecord
  *   instances [orgId, machine, instance] -> instance head   (written by the actor core)
  *   meta      name                       -> node metadata
  */
@@ -22,6 +25,8 @@ export class LmdbCatalog implements Catalog {
   private readonly machines: Database<MachineRecord, [string, string]>;
   private readonly instances: Database<unknown, [string, string, string]>;
   private readonly meta: Database<unknown, string>;
+  private readonly idps: Database<IdentityProviderRecord, [string, string, string]>;
+  private readonly tokenProviders: Database<TokenProviderRecord, [string, string]>;
 
   /**
    * `unappliedInstances`: whether the instance store holds acknowledged instances of a machine that are
@@ -37,10 +42,48 @@ export class LmdbCatalog implements Catalog {
     this.machines = root.openDB({ name: 'machines', encoding: 'msgpack' });
     this.instances = root.openDB({ name: 'instances', ...msgpackOrJson });
     this.meta = root.openDB({ name: 'meta', encoding: 'msgpack' });
+    this.idps = root.openDB({ name: 'idps', encoding: 'msgpack' });
+    this.tokenProviders = root.openDB({ name: 'tokenProviders', encoding: 'msgpack' });
   }
 
-  async createOrg(org: OrgRecord): Promise<void> {
-    await this.orgs.put(org.id, org);
+  async createOrg(org: OrgRecord, anonymous?: AnonymousAccessRecords): Promise<void> {
+    await this.root.transaction(() => {
+      void this.orgs.put(org.id, anonymous ? { ...org, anonymousKeyId: anonymous.key.id } : org);
+      if (anonymous) this.writeAnonymousSync(anonymous);
+    });
+  }
+
+  async setAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords | undefined): Promise<boolean> {
+    return this.root.transaction(() => {
+      const org = this.orgs.get(orgId);
+      if (!org) return false;
+      if (anonymous) {
+        if (org.anonymousKeyId !== undefined) {
+          if (!org.allowAnonymousAccess) void this.orgs.put(orgId, { ...org, allowAnonymousAccess: true });
+          return true;
+        }
+        this.writeAnonymousSync(anonymous);
+        void this.orgs.put(orgId, { ...org, allowAnonymousAccess: true, anonymousKeyId: anonymous.key.id });
+        return true;
+      }
+      if (org.anonymousKeyId !== undefined && this.keys.get(org.anonymousKeyId)?.orgId === orgId) {
+        void this.keys.remove(org.anonymousKeyId);
+        void this.orgKeys.remove([orgId, org.anonymousKeyId]);
+      }
+      const audience = anonymousAudience(orgId);
+      void this.idps.remove([orgId, audience, audience]);
+      void this.tokenProviders.remove([orgId, ANONYMOUS_SERVICE]);
+      const { anonymousKeyId: _, ...rest } = org;
+      void this.orgs.put(orgId, { ...rest, allowAnonymousAccess: false });
+      return true;
+    });
+  }
+
+  private writeAnonymousSync({ key, identityProvider, tokenProvider }: AnonymousAccessRecords): void {
+    void this.keys.put(key.id, key);
+    void this.orgKeys.put([key.orgId, key.id], true);
+    void this.idps.put([identityProvider.orgId, identityProvider.aud, identityProvider.iss], identityProvider);
+    void this.tokenProviders.put([tokenProvider.orgId, tokenProvider.service], tokenProvider);
   }
 
   getOrg(orgId: string): OrgRecord | undefined {
@@ -129,6 +172,73 @@ export class LmdbCatalog implements Catalog {
       return true;
     }
     return false;
+  }
+
+  async putIdentityProvider(idp: IdentityProviderRecord, maxPerOrg: number): Promise<boolean> {
+    return this.root.transaction(() => {
+      const key: [string, string, string] = [idp.orgId, idp.aud, idp.iss];
+      const existing = this.idps.get(key);
+      if (!existing && this.countUnder(this.idps, idp.orgId) >= maxPerOrg) return false;
+      void this.idps.put(key, existing ? { ...idp, createdAt: existing.createdAt } : idp);
+      return true;
+    });
+  }
+
+  listIdentityProviders(orgId: string, after: [string, string] | undefined, limit: number): IdentityProviderRecord[] {
+    const out: IdentityProviderRecord[] = [];
+    const start: [string, string, string] = after ? [orgId, after[0], after[1]] : [orgId, '', ''];
+    for (const { key, value } of this.idps.getRange({ start, end: [orgId, AFTER_ALL, AFTER_ALL] })) {
+      if (after && key[1] === after[0] && key[2] === after[1]) continue;
+      out.push(value);
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  async deleteIdentityProvider(orgId: string, aud: string, iss: string): Promise<boolean> {
+    return this.root.transaction(() => {
+      if (this.idps.get([orgId, aud, iss]) === undefined) return false;
+      void this.idps.remove([orgId, aud, iss]);
+      return true;
+    });
+  }
+
+  async putTokenProvider(provider: TokenProviderRecord, maxPerOrg: number): Promise<boolean> {
+    return this.root.transaction(() => {
+      const key: [string, string] = [provider.orgId, provider.service];
+      const existing = this.tokenProviders.get(key);
+      if (!existing && this.countUnder(this.tokenProviders, provider.orgId) >= maxPerOrg) return false;
+      void this.tokenProviders.put(key, existing ? { ...provider, createdAt: existing.createdAt } : provider);
+      return true;
+    });
+  }
+
+  getTokenProvider(orgId: string, service: string): TokenProviderRecord | undefined {
+    return this.tokenProviders.get([orgId, service]);
+  }
+
+  listTokenProviders(orgId: string, afterService: string | undefined, limit: number): TokenProviderRecord[] {
+    const out: TokenProviderRecord[] = [];
+    for (const { key, value } of this.tokenProviders.getRange({ start: [orgId, afterService ?? ''], end: [orgId, AFTER_ALL] })) {
+      if (key[1] === afterService) continue;
+      out.push(value);
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
+  async deleteTokenProvider(orgId: string, service: string): Promise<boolean> {
+    return this.root.transaction(() => {
+      if (this.tokenProviders.get([orgId, service]) === undefined) return false;
+      void this.tokenProviders.remove([orgId, service]);
+      return true;
+    });
+  }
+
+  private countUnder(db: Database<unknown, [string, string] | [string, string, string]>, orgId: string): number {
+    let count = 0;
+    for (const _ of db.getKeys({ start: [orgId], end: [orgId, AFTER_ALL] })) count++;
+    return count;
   }
 
   getAdminKey(): AdminKeyRecord | undefined {
