@@ -7,7 +7,8 @@ import { localNode, natsMissing, startNats } from './helpers/nats.js';
 
 const skip = natsMissing();
 
-t.test('writes on either node land on both; racing creates of one machine: exactly one wins', { skip }, async (t) => {
+/** Two nodes on one nats-server, each with its LMDB catalog behind the META log. */
+const twoNodes = async (t: { teardown(fn: () => unknown): void; fail(message: string): unknown }) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
   const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
@@ -17,8 +18,11 @@ t.test('writes on either node land on both; racing creates of one machine: exact
     beforeClose(() => log.close());
     return { store, log, catalog: new ReplicatedCatalog(store.catalog, log) };
   };
-  const a = await node('a');
-  const b = await node('b');
+  return { a: await node('a'), b: await node('b') };
+};
+
+t.test('writes on either node land on both; racing creates of one machine: exactly one wins', { skip }, async (t) => {
+  const { a, b } = await twoNodes(t);
   const createdAt = new Date().toISOString();
   await a.catalog.createOrg({ id: 'org_1', name: 'one', createdAt, allowAnonymousAccess: true });
   await b.catalog.putKey({ id: 'sbk_1', orgId: 'org_1', name: 'k', scopes: ['state.read'], createdAt, sealedSecret: 'sealed' });
@@ -35,4 +39,50 @@ t.test('writes on either node land on both; racing creates of one machine: exact
   await a.log.catchUp();
   t.equal(a.catalog.getKey('sbk_1'), undefined, 'a key deleted on b is gone on a');
   t.equal(await a.catalog.deleteKey('org_1', 'sbk_1'), false, 'deleting it again: false, as locally');
+});
+
+t.test('identity and token providers replicate; racing anonymous provisioning of one org: the first wins everywhere', { skip }, async (t) => {
+  const { SecretSealer } = await import('../src/auth/secret-sealer.js');
+  const { anonymousAccessRecords } = await import('../src/auth/anonymous-access.js');
+  const { a, b } = await twoNodes(t);
+  const sealer = new SecretSealer(Buffer.alloc(32, 7));
+  const createdAt = new Date().toISOString();
+  await a.catalog.createOrg({ id: 'org_1', name: 'one', createdAt, allowAnonymousAccess: true });
+  await b.log.catchUp();
+
+  // Two nodes start at once and both find the org without its records: each proposes its own.
+  const raced = await Promise.all([a.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), b.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer))]);
+  t.same(raced, [true, true]);
+  await a.log.catchUp();
+  await b.log.catchUp();
+  const keyOnA = a.catalog.getOrg('org_1')?.anonymousKeyId;
+  t.ok(keyOnA, 'the org names its anonymous key');
+  t.equal(b.catalog.getOrg('org_1')?.anonymousKeyId, keyOnA, 'the same key on both nodes');
+  t.same(a.catalog.listKeys('org_1', undefined, 10).map((k) => k.id), [keyOnA], 'the losing proposal left no key behind');
+  t.equal(b.catalog.getTokenProvider('org_1', 'anonymous-statebacked-dev')?.keyId, keyOnA);
+  t.equal(a.catalog.listIdentityProviders('org_1', undefined, 10).length, 1);
+
+  const idp = { orgId: 'org_1', aud: 'app', iss: '', algs: ['RS256' as const], jwksUrl: 'https://idp.test/jwks', mapping: { 'sub.$': '$.sub' }, createdAt, updatedAt: createdAt };
+  t.equal(await a.catalog.putIdentityProvider(idp, 2), true);
+  t.equal(await b.catalog.putIdentityProvider({ ...idp, aud: 'other' }, 2), false, 'the per-org limit holds across nodes');
+  t.equal(await b.catalog.putIdentityProvider({ ...idp, mapping: {}, createdAt: 'later', updatedAt: 'later' }, 2), true, 'an upsert of an existing one is no new one');
+  await a.log.catchUp();
+  t.match(a.catalog.listIdentityProviders('org_1', undefined, 10).find((i) => i.aud === 'app'), { mapping: {}, createdAt, updatedAt: 'later' }, 'replaced, its createdAt kept');
+  t.equal(await a.catalog.putTokenProvider({ orgId: 'org_1', service: 'svc', keyId: keyOnA as string, mapping: {}, createdAt, updatedAt: createdAt }, 5), true);
+  await b.log.catchUp();
+  t.same(b.catalog.listTokenProviders('org_1', undefined, 10).map((p) => p.service), ['anonymous-statebacked-dev', 'svc']);
+  t.same(b.catalog.listTokenProviders('org_1', 'anonymous-statebacked-dev', 10).map((p) => p.service), ['svc'], 'paged after a service');
+
+  // Off: the three records go, on every node; the other providers stay.
+  t.equal(await b.catalog.setAnonymousAccess('org_1', undefined), true);
+  await a.log.catchUp();
+  t.equal(a.catalog.getOrg('org_1')?.allowAnonymousAccess, false);
+  t.equal(a.catalog.getKey(keyOnA as string), undefined);
+  t.equal(a.catalog.getTokenProvider('org_1', 'anonymous-statebacked-dev'), undefined);
+  t.same(a.catalog.listIdentityProviders('org_1', undefined, 10).map((i) => i.aud), ['app']);
+  t.equal(await a.catalog.deleteIdentityProvider('org_1', 'app', ''), true);
+  t.equal(await a.catalog.deleteTokenProvider('org_1', 'svc'), true);
+  await b.log.catchUp();
+  t.same(b.catalog.listIdentityProviders('org_1', undefined, 10), []);
+  t.equal(await b.catalog.setAnonymousAccess('org_missing', undefined), false);
 });

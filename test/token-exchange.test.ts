@@ -10,7 +10,7 @@ import { errors, StateBackedClient } from '@statebacked/client';
 import { exportJWK, generateKeyPair, type JWK, type KeyLike, SignJWT } from 'jose';
 import t from 'tap';
 import { call } from './helpers/http.js';
-import { onlyEmbedded, startNode } from './helpers/node-process.js';
+import { onlyEmbedded, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 
 // --- the identity provider: a JWKS document on loopback, its keys made here ---------------------------
 const rsa = await generateKeyPair('RS256');
@@ -299,4 +299,27 @@ t.test('POST /tokens is rate-limited per client address', onlyEmbedded('the limi
   for (let i = 0; i < 4; i++) statuses.push((await exchange(exchangeForm('a.b.c'), limited.url)).status);
   t.same(statuses.slice(0, 2), [400, 400], 'a burst of two');
   t.ok(statuses.slice(2).includes(429), `then 429 (${statuses.join(', ')})`);
+});
+
+t.test('identity providers, token providers and anonymous access survive a restart', async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const first = await startNode({ dataDir, args: ['--token-exchanges-per-address', '1000'] });
+  const operatorOf = (n: typeof first) => ({ token: n.adminKey as string });
+  const org = (await call(first.url, 'GET', '/orgs', operatorOf(first))).body.orgs[0].id as string;
+  const key = (await call(first.url, 'POST', '/keys', { ...operatorOf(first), body: { name: 'k', use: 'production' } })).body;
+  const secret = 'restart secret';
+  await call(first.url, 'POST', '/token-providers', { ...operatorOf(first), body: { service: 'svc', keyId: key.id, mapping: { 'sub.$': '$.sub' } } });
+  await call(first.url, 'POST', '/idps', { ...operatorOf(first), body: { iss: 'https://restart.test/', key: Buffer.from(secret).toString('base64url'), algs: ['HS256'], mapping: { 'sub.$': '$.sub' } } });
+  const subject = () => idpToken({ sub: 'u' }, { key: new TextEncoder().encode(secret), alg: 'HS256', kid: '', iss: 'https://restart.test/' });
+  t.equal((await exchange(exchangeForm(await subject(), 'svc', org), first.url)).status, 200);
+  await first.stop();
+
+  const second = await startNode({ dataDir, args: ['--token-exchanges-per-address', '1000'] });
+  t.teardown(() => second.stop());
+  const again = await exchange(exchangeForm(await subject(), 'svc', org), second.url);
+  t.equal(again.status, 200, 'the sealed key opens after the restart');
+  t.same(payloadOf(again.body.access_token as string).act, { sub: 'u' });
+  const anonymous = new StateBackedClient({ anonymous: { orgId: org } }, { apiHost: second.url });
+  await t.rejects(anonymous.machineInstances.get('notes', 'x'), errors.NotFoundError, 'the anonymous token works (the machine does not exist here)');
 });
