@@ -64,3 +64,11 @@ t.test('an instance upgraded from v1 to v2 keeps what its history state remember
   const back = v2.send('k', { type: 'ON' });
   t.same(back.state, { powered: 'held' }, 'the history state goes back to what v1 remembered, by its v2 name');
 });
+
+t.test('a remembered path the new version does not have fails the upgraded start, saying which', async (t) => {
+  const v2 = await VersionIsolate.load({ versionId: 'ver_v2', code: V2 });
+  t.teardown(() => v2.dispose());
+  const snapshot = (remembered: string[][]) => ({ xstate: 4 as const, state: { value: 'standby', context: {}, _event: { name: 'xstate.init', data: { type: 'xstate.init' }, $$type: 'scxml', type: 'external' }, __upgradeHistory: remembered } });
+  t.throws(() => v2.start('k', { snapshot: snapshot([['powered', 'gone']]) }), { name: 'MachineCodeError', message: /\["powered","gone"\], which names no state of this version/ });
+  t.equal(v2.start('k', { snapshot: snapshot([['powered', 'held']]) }).state, 'standby', 'one it has is taken');
+});

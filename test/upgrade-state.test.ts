@@ -26,8 +26,8 @@ t.test('the paths history states remember, below the root', async (t) => {
   t.same(rememberedPaths(undefined), []);
 });
 
-t.test('an upgraded snapshot carries the new value and context and the remembered values for the harness', async (t) => {
+t.test('an upgraded snapshot carries the new value and context and the remembered paths for the harness', async (t) => {
   const old = { xstate: 4 as const, state: { _event: { name: 'GO' }, historyValue: { current: 'a' }, done: false, activities: { tick: true }, value: 'a', context: { n: 1 } } };
   const upgraded = upgradedSnapshot(old, { b: 'c' }, { m: 2 }, [['b', 'd']]);
-  t.same(upgraded.state, { _event: { name: 'GO' }, value: { b: 'c' }, context: { m: 2 }, activities: {}, __upgradeHistory: [{ b: 'd' }] });
+  t.same(upgraded.state, { _event: { name: 'GO' }, value: { b: 'c' }, context: { m: 2 }, activities: {}, __upgradeHistory: [['b', 'd']] });
 });

@@ -688,8 +688,9 @@ export class InstanceRuntime {
       const chain = migrationPath(this.deps.versions.listMigrations(orgId, machine), from, target);
       if (!chain) throw noMigrationPath(from, target);
       const old = restoredSnapshot(head.snapshot, head.state, head.context);
-      if (old.xstate === 5) throw machineCodeFailed('upgrades of XState v5 machines\' instances are not supported yet (docs/migrations.md)');
-      let step: MigrationInput = { paths: leafPaths(head.state), remembered: rememberedPaths(old.state.historyValue), context: head.context };
+      // A v5 history names state nodes by id: the old version's machine turns them into paths.
+      const remembered = old.xstate === 5 ? await (await this.deps.sandboxes.get(orgId, machine, from)).rememberedPaths5(old) : rememberedPaths(old.state.historyValue);
+      let step: MigrationInput = { paths: leafPaths(head.state), remembered, context: head.context };
       for (const hop of chain) {
         const code = this.deps.versions.getMigrationCode(orgId, hop.migrationId);
         if (code === undefined) throw notFound(`migration ${hop.migrationId} has no code`);
@@ -701,7 +702,6 @@ export class InstanceRuntime {
       const now = Date.now();
       const result = await sandbox.start(actor.key, { snapshot: upgradedSnapshot(old, value, step.context, step.remembered), pendingTimers: head.pendingTimers }, { machineInstanceName: name, nowMs: now });
       actor.sandbox = sandbox;
-      if ((JSON.parse(result.snapshot) as { xstate?: number }).xstate === 5) throw machineCodeFailed('upgrades to an XState v5 version are not supported yet (docs/migrations.md)');
       const size = this.checkSize(result);
       const migrationIds = chain.map((hop) => hop.migrationId);
       const event: MachineEvent = { type: 'statebacked.upgrade', migrationPath: migrationIds, fromMachineVersionId: from, toMachineVersionId: target };

@@ -1,7 +1,9 @@
 /**
  * The pure half of an instance upgrade (wire-protocol §8.5): the state paths a migration is given,
- * and the state its answers make. XState v4 shapes: a state value is a name or an object of regions;
- * a history tree is `{ current, states }` per compound state.
+ * and the state its answers make. A state value, in both xstate majors, is a name or an object of
+ * regions. The history of a v4 instance is a tree, `{ current, states }` per compound state, read
+ * here; a v5 instance's names state nodes by id, which only its machine resolves (the harness's
+ * rememberedPaths5).
  */
 import type { JsonObject, PersistedSnapshot, StateValue } from '../domain/machine-state.js';
 
@@ -21,7 +23,7 @@ interface HistoryNode {
 }
 
 /**
- * The paths an instance's history states remember: for every compound state below the root, the
+ * The paths a v4 instance's history states remember: for every compound state below the root, the
  * leaf paths of the value it had when last left, from the root. (The root's is the current state.)
  */
 export const rememberedPaths = (historyValue: unknown): StatePath[] => {
@@ -70,12 +72,13 @@ export const valueOfPaths = (paths: StatePath[]): StateValue => {
 /**
  * The snapshot an upgraded instance restarts from on its new version: the old one with the new value
  * and context, no running activities, and its history left for the new machine to rebuild from the
- * remembered values (the harness reads `__upgradeHistory`: it needs the new machine's states).
+ * remembered paths (the harness reads `__upgradeHistory`: it needs the new machine's states, and its
+ * xstate major, which may differ from the old one's: `xstate` still names the old one's).
  */
 export const upgradedSnapshot = (old: PersistedSnapshot, value: StateValue, context: JsonObject, remembered: StatePath[]): PersistedSnapshot => {
   const { historyValue: _history, done: _done, __fromHead: _marker, ...rest } = old.state;
   return {
     ...old,
-    state: { ...rest, value, context, activities: {}, __upgradeHistory: remembered.map((path) => valueOfPaths([path])) },
+    state: { ...rest, value, context, activities: {}, __upgradeHistory: remembered },
   };
 };

@@ -36,6 +36,8 @@
  *   JSON.stringify was replaced (the step fails with an error naming it).
  * - each exported entry starts a new console budget (internal.beginCall).
  */
+import { UPGRADE_HARNESS_SOURCE } from './upgrade-harness-source.js';
+
 /** Starts the message of the error the harness throws when machine code tampered with what it relies on. */
 export const TAMPERED_MARKER = 'statehold: sandbox tampered: ';
 
@@ -525,7 +527,10 @@ function checkFailed5(rec) {
 function startActor5(rec, init) {
   const m = machine5();
   if (init.snapshot) {
-    const s = init.snapshot.state;
+    // A snapshot an upgrade made (upgrade-harness-source.ts): rebuilt for this version's machine.
+    const upgraded = init.snapshot.state.__upgradeHistory !== undefined;
+    const s = upgraded ? upgradedState5(m, init.snapshot.state) : init.snapshot.state;
+    if (upgraded) keepPersistentInvokes5(m, init.snapshot);
     s.children = {};
     const invokes = init.snapshot.invokes, sources = init.snapshot.invokeSources;
     if (invokes !== null && typeof invokes === 'object' && sources !== null && typeof sources === 'object') {
@@ -537,7 +542,7 @@ function startActor5(rec, init) {
     }
     const actor = createActor5(rec, m, { snapshot: s });
     apply(P5.start, actor, []);
-    const timers = init.pendingTimers || [];
+    const timers = (upgraded ? timersForMajor(5, init.pendingTimers) : init.pendingTimers) || [];
     for (let i = 0; i < timers.length; i++) { const t = timers[i]; if (t && t.kind === 'event') rearm5(rec, t); }
     rec.transitions = 0; rec.changed = false;
   } else {
@@ -899,17 +904,12 @@ function startActor(key, name, init, now) {
     if (v5) { startActor5(rec, init); return; }
     const base = machine();
     if (init.snapshot) {
-      const s = init.snapshot.state;
+      // A snapshot an upgrade made (upgrade-harness-source.ts): rebuilt for this version's machine.
+      const upgraded = init.snapshot.state.__upgradeHistory !== undefined;
+      const s = upgraded ? upgradedState4(base, init.snapshot) : init.snapshot.state;
       s.actions = []; s.children = {}; delete s.history; delete s._sessionid;
-      if (s.__upgradeHistory !== undefined) {
-        // A snapshot an upgrade made (runtime/upgrade.ts): its history is rebuilt on this version's
-        // machine from the state values its history states remembered, mapped by the migrations.
-        const remembered = s.__upgradeHistory;
-        delete s.__upgradeHistory;
-        s.historyValue = upgradedHistory(base, remembered, s.value);
-      }
       if (init.snapshot.invokes && typeof init.snapshot.invokes === 'object') rec.invokes = init.snapshot.invokes;
-      const timers = init.pendingTimers || [];
+      const timers = (upgraded ? timersForMajor(4, init.pendingTimers) : init.pendingTimers) || [];
       if (timers.length === 0 && pureMachine()) {
         // what Interpreter#start does with a state config, without the interpreter
         rec.state = provide(spawnGuard, function () { return base.resolveState(s); });
@@ -944,51 +944,7 @@ function startActor(key, name, init, now) {
   } catch (e) { fail(rec, e); }
 }
 
-/**
- * The history of an upgraded instance: this machine's own history tree (every compound state at its
- * initial value), then each remembered value, then the current value, folded in as transitions do.
- */
-function upgradedHistory(base, remembered, value) {
-  let hist = base.historyValue();
-  if (hist === undefined) return undefined;
-  for (let i = 0; i < remembered.length; i++) hist = X_updateHistoryValue(hist, remembered[i]);
-  return X_updateHistoryValue(hist, value);
-}
-
-function isPath(p) {
-  if (!I.isArray(p) || p.length === 0) return false;
-  for (let i = 0; i < p.length; i++) if (typeof p[i] !== 'string') return false;
-  return true;
-}
-
-/**
- * A migration bundle's work (wire-protocol §7.5): upgradeState for every current leaf path and every
- * path a history state remembers, then upgradeContext with the old and new leaf paths. Each function
- * gets JSON copies; what they return must be paths (arrays of state names) and an object.
- */
-export function migrate(inputJson) {
-  enterCall();
-  const input = jsonParse(inputJson);
-  const upgradeState = bundle.upgradeState, upgradeContext = bundle.upgradeContext;
-  const mapAll = function (paths, what) {
-    const out = [];
-    for (let i = 0; i < paths.length; i++) {
-      const mapped = upgradeState(jsonCopy(paths[i]), jsonCopy(input.context));
-      if (!isPath(mapped)) {
-        throw new $Error('upgradeState returned ' + $String(jsonStringify(mapped)) + ' for the ' + what + ' ' + jsonStringify(paths[i]) + ': it must return a non-empty array of state names');
-      }
-      arrayPush(out, jsonCopy(mapped));
-    }
-    return out;
-  };
-  const paths = mapAll(input.paths, 'state path');
-  const remembered = mapAll(input.remembered, 'history path');
-  const context = jsonCopy(upgradeContext(jsonCopy(input.paths), jsonCopy(paths), jsonCopy(input.context)));
-  if (context === null || typeof context !== 'object' || I.isArray(context)) {
-    throw new $Error('upgradeContext returned ' + $String(jsonStringify(context)) + ': it must return the new context, an object');
-  }
-  return jsonStringify({ paths: paths, remembered: remembered, context: context });
-}
+${UPGRADE_HARNESS_SOURCE}
 
 export function send(key, eventJson, now, restoreJson) {
   enterCall();

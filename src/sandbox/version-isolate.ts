@@ -54,6 +54,7 @@ import type {
   HttpApiRequest,
   HttpApiSettled,
   JsonObject,
+  PersistedSnapshot,
   ReadManyRequest,
   ReadRequest,
   StartInit,
@@ -132,7 +133,7 @@ export function migrationProblem(info: BundleInfo): string | undefined {
 type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
 const HARNESS_EXPORTS = [
   'start', 'authorizeAndStart', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'authorizeReads',
-  'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census', 'httpCall', 'httpCollect', 'httpDrop', 'migrate',
+  'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census', 'httpCall', 'httpCollect', 'httpDrop', 'migrate', 'rememberedPaths5',
 ] as const;
 /** Runs a crossing into the isolate, e.g. timed for a watchdog (see httpApiHandler). */
 export type Crossings = <T>(crossing: () => T) => T;
@@ -246,6 +247,14 @@ export class VersionIsolate {
   /** Runs a migration bundle's functions (loaded with kind 'migration') over an instance's paths and context. */
   migrate(input: MigrationInput): MigrationOutput {
     return JSON.parse(this.call('migrate', [JSON.stringify(input)])) as MigrationOutput;
+  }
+
+  /**
+   * The state paths a v5 instance's history states remember, from its persisted snapshot (an upgrade's
+   * migrations are given them): only this version's machine resolves the state node ids it holds.
+   */
+  rememberedPaths5(snapshot: PersistedSnapshot): string[][] {
+    return JSON.parse(this.call('rememberedPaths5', [JSON.stringify(snapshot)])) as string[][];
   }
 
   allowRead(req: ReadRequest): boolean {

@@ -7,7 +7,7 @@
  */
 import type { EgressOptions } from '../egress-policy.js';
 import type { MigrationInput } from '../version-isolate.js';
-import type { AuthorizingCaller, CapturedLog, HttpApiRequest, HttpApiSettled, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, HttpApiRequest, HttpApiSettled, PersistedSnapshot, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, WriteRequest } from '../types.js';
 
 export interface LoadSettings {
   /** What machine code may use in one call, beyond what the live actors hold. */
@@ -27,6 +27,8 @@ export type SandboxRequest =
   | { op: 'validateMigration'; code: string; settings: LoadSettings }
   /** A migration bundle's functions over an instance's paths and context (an upgrade), in a throw-away isolate. */
   | { op: 'migrate'; code: string; input: MigrationInput; settings: LoadSettings }
+  /** The paths a v5 instance's history states remember, resolved by its version's machine (an upgrade). */
+  | { op: 'rememberedPaths5'; versionId: string; snapshot: PersistedSnapshot }
   | { op: 'allowRead'; versionId: string; request: ReadRequest }
   | { op: 'allowReads'; versionId: string; request: ReadManyRequest }
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }

@@ -20,7 +20,7 @@ import type { MigrationInput, MigrationOutput } from '../version-isolate.js';
 import {
   BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxStalledError, SandboxTimeoutError, StepTooLargeError,
 } from '../errors.js';
-import type { AuthorizingCaller, CapturedLog, HttpApiOutcome, HttpApiRequest, HttpApiSettled, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
+import type { AuthorizingCaller, CapturedLog, HttpApiOutcome, HttpApiRequest, HttpApiSettled, PersistedSnapshot, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
 import { parseStep, type RawStep } from '../step-result.js';
 import {
   type Batch, type LoadSettings, MOVED_ERROR, type NodeMessage, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, type WorkerStats, workerArgs,
@@ -547,6 +547,11 @@ export class RemoteVersion {
   nextActivity(since: number): Promise<void> {
     if (this.seq > since || !this.isHealthy) return Promise.resolve();
     return new Promise((resolve) => this.waiters.push({ since, resolve }));
+  }
+
+  /** The paths a v5 instance's history states remember (see VersionIsolate.rememberedPaths5). */
+  rememberedPaths5(snapshot: PersistedSnapshot): Promise<string[][]> {
+    return this.call({ op: 'rememberedPaths5', versionId: this.versionId, snapshot }) as Promise<string[][]>;
   }
 
   allowRead(request: ReadRequest): Promise<boolean> {

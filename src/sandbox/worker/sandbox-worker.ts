@@ -20,7 +20,7 @@ const { stallMs } = parseWorkerArgs(process.argv.slice(2));
  * long one holds up every request queued behind it. Loading and validating are not among them: their
  * evaluation is asynchronous, and a large bundle is not misbehaviour.
  */
-const TIMED_OPS = new Set<SandboxRequest['op']>(['allowRead', 'allowReads', 'allowWrite', 'start', 'startAuthorized', 'send', 'sendAuthorized', 'advance', 'stopChildren']);
+const TIMED_OPS = new Set<SandboxRequest['op']>(['rememberedPaths5', 'allowRead', 'allowReads', 'allowWrite', 'start', 'startAuthorized', 'send', 'sendAuthorized', 'advance', 'stopChildren']);
 
 /** Shared with the watchdog thread (call-slot.ts), when the node asked for one. */
 const slot = stallMs > 0 ? new CallSlot() : undefined;
@@ -125,6 +125,8 @@ const handle = (request: SandboxRequest, id: number): unknown => {
       return validateMigrationBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
     case 'migrate':
       return runMigration(request.code, request.input, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
+    case 'rememberedPaths5':
+      return isolateOf(request.versionId).rememberedPaths5(request.snapshot);
     case 'allowRead':
       return isolateOf(request.versionId).allowRead(request.request);
     case 'allowReads':
