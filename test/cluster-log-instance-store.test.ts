@@ -67,3 +67,30 @@ t.test('the owner\'s commits reach the other node; a stale writer is fenced; del
   t.same(a.getInstance('org_a', 'm', 'i')?.context, { count: 101 }, 'its commit 2 is not taken for the old life\'s commit 2');
   t.same(a.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.context.count), [100, 101]);
 });
+
+t.test('a head with pending timers written by another node is reported to this node\'s timer scheduler', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
+  const node = async (name: string) => {
+    const { store, nc, beforeClose } = await localNode(t, nats, name);
+    const log = await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
+    const instances = new LogInstanceStore(store.instances, log, fail);
+    const reported: number[] = [];
+    instances.onTimersApplied((dueAt) => reported.push(dueAt));
+    await instances.follow(nc, 1);
+    beforeClose(() => instances.stopFollowing());
+    return { instances, reported };
+  };
+  const a = await node('a');
+  const b = await node('b');
+  const timer = (dueAt: number) => ({ kind: 'event' as const, id: `t${dueAt}`, dueAt, event: { type: 'xstate.after(1000)#m.on' } });
+  const first = { ...headAt(1, 0), pendingTimers: [timer(5_000), timer(4_000)] };
+  await a.instances.createInstance(first, [record(1, 0)]);
+  const second = { ...headAt(2, 1), pendingTimers: [] };
+  await a.instances.commit(second, first, [record(2, 1)]);
+  const third = { ...headAt(3, 2), pendingTimers: [timer(9_000)] };
+  await a.instances.commit(third, second, [record(3, 2)]);
+  for (let i = 0; i < 200 && b.instances.getInstance('org_a', 'm', 'i')?.seq !== 3; i++) await sleep(10);
+  t.same(b.reported, [4_000, 9_000], 'the follower reports each applied head\'s earliest timer, and nothing for a head without timers');
+});

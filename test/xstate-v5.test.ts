@@ -9,7 +9,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { errors, StateBackedClient } from '@statebacked/client';
 import t from 'tap';
-import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+import { removeDir, startNode, tempDataDir, testDeployment } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
 import { bundled5, child5, importing5, parent5, shop5, timers5 } from './fixtures/xstate-v5/machines.js';
 
@@ -151,13 +151,19 @@ t.test('an after delay fires on time after the node is killed with SIGKILL and r
   const second = await startNode({ dataDir, args, generatedAdminKey: true });
   t.teardown(() => second.stop());
   const client = new StateBackedClient('v5-timer-admin', { apiHost: second.url });
-  t.equal((await client.machineInstances.get('after5', 't')).state, 'waiting');
-  await sleep(Math.max(0, created + 10_000 - Date.now() - 300));
-  t.equal((await client.machineInstances.get('after5', 't')).state, 'waiting', 'not early');
-  await sleep(800);
+  // (a cluster deployment restarts three nats-servers and three nodes, which may outlast the delay:
+  // then it is due at once, and fires once the owner has loaded it, some seconds after they answer)
+  const backLate = Math.max(0, Date.now() - (created + 10_000)) + (testDeployment === 'cluster' ? 5_000 : 0);
+  if (Date.now() < created + 10_000) {
+    await sleep(Math.max(0, created + 10_000 - Date.now() - 300));
+    const { state } = await client.machineInstances.get('after5', 't');
+    // A read that answers after the due time may see it fired: the fired record's time says if it was early.
+    if (Date.now() < created + 10_000) t.equal(state, 'waiting', 'not early');
+  }
+  await sleep(testDeployment === 'cluster' ? 5_800 : 800);
   t.match(await client.machineInstances.get('after5', 't'), { state: 'expired', done: true }, 'it moved on by itself');
   const fired = (await client.machineInstances.listTransitions('after5', 't')).transitions.at(-1);
   t.equal(fired?.event.type, 'xstate.after.10000.timers.waiting');
   const late = Date.parse(fired?.createdAt ?? '') - (created + 10_000);
-  t.ok(late >= 0 && late < 500, `fired ${late} ms after its due time`);
+  t.ok(late >= 0 && late < 500 + backLate, `fired ${late} ms after its due time (the node was back ${backLate} ms after it)`);
 });

@@ -122,6 +122,7 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
         fire: (orgId, machine, name) => (owner.owns(orgId, machine, name) ? runtime.fireTimers(orgId, machine, name) : Promise.resolve('not-owner' as const)),
         deliver: (message) => owner.receive(message),
         shouldDispatch: (message) => owner.owns(message.orgId, message.from.machine, message.from.name),
+        onReplicatedTimers: (listener) => instances.onTimersApplied(listener),
       };
     },
     async close() {

@@ -49,6 +49,8 @@ export interface Deployment {
     fire: (orgId: string, machine: string, name: string) => Promise<TimerFiring | 'not-owner'>;
     deliver: (message: OutboxMessage) => Promise<void>;
     shouldDispatch?: (message: OutboxMessage) => boolean;
+    /** Pending timers that reached this node's storage from another node (a cluster's followed log). */
+    onReplicatedTimers?: (listener: (earliestDueAt: number) => void) => void;
   };
   /** Releases the storage and whatever else the deployment holds, once the runtime stopped. */
   close(): Promise<void>;
@@ -172,6 +174,7 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
   });
   const attached = deployment.attach(runtime);
   const scheduler = new TimerScheduler(store.instances, attached.fire, logger);
+  attached.onReplicatedTimers?.((dueAt) => scheduler.noteDue(dueAt));
   const dispatcher = new OutboxDispatcher({
     store: store.instances,
     deliver: attached.deliver,
