@@ -29,7 +29,7 @@ run: build
 # cluster, R3, each request through the next node (test/helpers/cluster-deployment.ts). `make test`
 # takes the core of them; `make test-cluster` all that apply to a cluster.
 CLUSTER_SUITES     := client-compat-foundation instances durable-timers inter-instance-messaging realtime usage machines history-times upgrades token-exchange
-CLUSTER_SUITES_ALL := $(CLUSTER_SUITES) machine-versions orgs-keys-billing event-type-names runtime-behaviour machine-fetch http-api client-compat-smply-bundle security-cross-instance upgrades-v5
+CLUSTER_SUITES_ALL := $(CLUSTER_SUITES) machine-versions orgs-keys-billing event-type-names runtime-behaviour machine-fetch http-api client-compat-smply-bundle security-cross-instance upgrades-v5 xstate-v5 xstate-v5-restore
 
 test: build
 	npx --no-install tap
