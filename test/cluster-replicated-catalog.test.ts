@@ -51,8 +51,8 @@ t.test('identity and token providers replicate; racing anonymous provisioning of
   await b.log.catchUp();
 
   // Two nodes start at once and both find the org without its records: each proposes its own.
-  const raced = await Promise.all([a.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), b.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer))]);
-  t.same(raced, [true, true]);
+  const raced = await Promise.all([a.catalog.provisionAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), b.catalog.provisionAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer))]);
+  t.same(raced.sort(), [false, true], 'one provisioning applies');
   await a.log.catchUp();
   await b.log.catchUp();
   const keyOnA = a.catalog.getOrg('org_1')?.anonymousKeyId;
@@ -85,4 +85,23 @@ t.test('identity and token providers replicate; racing anonymous provisioning of
   await b.log.catchUp();
   t.same(b.catalog.listIdentityProviders('org_1', undefined, 10), []);
   t.equal(await b.catalog.setAnonymousAccess('org_missing', undefined), false);
+
+  // A node provisioning an old org after an admin switched anonymous access off changes nothing.
+  t.equal(await a.catalog.provisionAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), false);
+  await b.log.catchUp();
+  t.equal(b.catalog.getOrg('org_1')?.allowAnonymousAccess, false, 'still off');
+  t.same(b.catalog.listTokenProviders('org_1', undefined, 10), []);
+
+  // On again, then the anonymous key is deleted by hand: switching on again repairs the records.
+  t.equal(await a.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), true);
+  const onKey = a.catalog.getOrg('org_1')?.anonymousKeyId as string;
+  t.equal(await a.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), true);
+  t.equal(a.catalog.getOrg('org_1')?.anonymousKeyId, onKey, 'intact records are kept');
+  await b.catalog.deleteKey('org_1', onKey);
+  t.equal(await b.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), true);
+  await a.log.catchUp();
+  const repaired = a.catalog.getOrg('org_1')?.anonymousKeyId as string;
+  t.not(repaired, onKey, 'a new key');
+  t.equal(a.catalog.getTokenProvider('org_1', 'anonymous-statebacked-dev')?.keyId, repaired, 'the token provider signs with it');
+  t.same(a.catalog.listKeys('org_1', undefined, 10).map((k) => k.id), [repaired]);
 });

@@ -216,7 +216,7 @@ t.test('JWKS URLs go through the egress policy', async (t) => {
   serve('/j', [rsa.jwk]);
   const token = await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' });
   const closed = newCache({ allow: [] });
-  await refused(t, verifySubjectToken(token, jwksIdp('/j'), closed), 'key-unavailable', /must be an https URL/);
+  await refused(t, verifySubjectToken(token, jwksIdp('/j'), closed), 'key-unavailable', /loopback address and not in the allow-list/);
   await refused(t, verifySubjectToken(token, { ...jwksIdp('/j'), jwksUrl: `https://127.0.0.1:${port}/j` }, closed), 'key-unavailable', /loopback address and not in the allow-list/);
   const rebinding = newCache({ allow: [], lookup: async () => [{ address: '127.0.0.1', family: 4 }] });
   await refused(t, verifySubjectToken(token, { ...jwksIdp('/j'), jwksUrl: `https://idp.example.com:${port}/j` }, rebinding), 'key-unavailable', /idp\.example\.com \(127\.0\.0\.1\) is a loopback address/);

@@ -146,6 +146,28 @@ t.test('anonymous access can be switched off and on again', async (t) => {
   t.same(payloadOf(withAnonymous.body.access_token as string).act, { sid: 's', did: 's', auth: 'anonymous' }, 'only sid, did and auth');
   const crossOrg = await exchange(exchangeForm(await signedFor(closed.body.id), 'anonymous-statebacked-dev', opened.body.id));
   t.equal(crossOrg.status, 403, 'a token signed for another org is not accepted');
+
+  // Anyone may make an anonymous token (the org id is its key): it buys the anonymous service's tokens only.
+  const openedHeaders = { 'x-statebacked-org-id': opened.body.id };
+  const powerful = (await call(node.url, 'POST', '/keys', { token: admin, headers: openedHeaders, body: { name: 'backend', scopes: ['org.keys.write', 'machines.read'] } })).body;
+  await call(node.url, 'POST', '/token-providers', { token: admin, headers: openedHeaders, body: { service: 'backend', keyId: powerful.id, mapping: { tier: 'employee' } } });
+  const escalation = await exchange(exchangeForm(await signedFor(opened.body.id), 'backend', opened.body.id));
+  t.equal(escalation.status, 403, 'an anonymous token is not exchanged for another service');
+  const objectSid = await new SignJWT({ sid: { __proto__: { admin: true } }, did: 'd' })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setIssuer(`https://${opened.body.id}.anonymous.auth.statebacked.dev`)
+    .setAudience(`https://${opened.body.id}.anonymous.auth.statebacked.dev`)
+    .setIssuedAt()
+    .setExpirationTime(now() + 600)
+    .sign(new TextEncoder().encode(opened.body.id));
+  t.equal((await exchange(exchangeForm(objectSid, 'anonymous-statebacked-dev', opened.body.id))).status, 403, 'an anonymous sid must be a string');
+
+  // Its key deleted by hand, anonymous access is repaired by switching it on.
+  const anonymousKey = (await call(node.url, 'GET', '/token-providers', { token: admin, headers: openedHeaders })).body.tokenProviders.find((p: { service: string }) => p.service === 'anonymous-statebacked-dev').keyId;
+  t.equal((await call(node.url, 'DELETE', `/keys/${anonymousKey}`, { token: admin, headers: openedHeaders })).status, 204);
+  t.equal((await exchange(exchangeForm(await signedFor(opened.body.id), 'anonymous-statebacked-dev', opened.body.id))).status, 403, 'no key, no token');
+  await call(node.url, 'PATCH', `/orgs/${opened.body.id}`, { token: admin, headers: openedHeaders, body: { allowAnonymousAccess: true } });
+  t.equal((await exchange(exchangeForm(await signedFor(opened.body.id), 'anonymous-statebacked-dev', opened.body.id))).status, 200, 'repaired');
 });
 
 t.test('a JWKS identity provider and a token provider: the real client reads and writes', async (t) => {
@@ -260,6 +282,10 @@ t.test('validation of identity and token providers', async (t) => {
     [{ ...good, mapping: { 'sub.$': 42 } }, 'mapping'],
     [{ ...good, mapping: { 'sub.$': '$..[?(@.constructor)]' } }, 'mapping'],
     [{ ...good, aud: 'has space' }, 'aud'],
+    [{ ...good, jwksUrl: 'https://169.254.169.254/jwks' }, 'jwksUrl'],
+    [{ ...good, jwksUrl: 'https://localhost/jwks' }, 'jwksUrl'],
+    [{ ...good, jwksUrl: 'https://[::1]/jwks' }, 'jwksUrl'],
+    [{ ...good, algs: ['HS256'] }, 'jwksUrl'],
   ] as const) {
     const res = await call(node.url, 'POST', '/idps', { token: admin, headers, body });
     t.equal(res.status, 400, JSON.stringify(body).slice(0, 100));

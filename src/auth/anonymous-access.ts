@@ -33,15 +33,15 @@ export const anonymousAccessRecords = (orgId: string, sealer: SecretSealer, now 
 
 /**
  * Gives every org that allows anonymous access but was stored without its records (before token
- * exchange existed, or bootstrapped by a node) its records. Safe on several cluster nodes at once: the
- * catalog keeps the first provisioning of an org and ignores the rest.
+ * exchange existed, or bootstrapped by a node) its records. Safe on several cluster nodes at once, and
+ * beside an admin's PATCH: the catalog applies the first provisioning of an org that still allows
+ * anonymous access and has no records, and ignores the rest.
  */
 export const provisionAnonymousAccess = async (catalog: Catalog, sealer: SecretSealer): Promise<string[]> => {
   const provisioned: string[] = [];
   for (const org of catalog.listOrgs()) {
     if (!org.allowAnonymousAccess || org.anonymousKeyId !== undefined) continue;
-    await catalog.setAnonymousAccess(org.id, anonymousAccessRecords(org.id, sealer));
-    provisioned.push(org.id);
+    if (await catalog.provisionAnonymousAccess(org.id, anonymousAccessRecords(org.id, sealer))) provisioned.push(org.id);
   }
   return provisioned;
 };

@@ -3,14 +3,15 @@
  * mapping turns a subject token's claims into intermediate claims, a token provider's mapping turns
  * those into the `act` of the token we mint.
  *
- * Paths are RFC 9535 JSONPath, parsed and evaluated by json-p3 (strict, no script evaluation) rather
- * than by jsonpath-plus, which the index selectors use: jsonpath-plus accepts malformed paths (`$.a[`
+ * Paths are RFC 9535 JSONPath, parsed by json-p3 (strict, no script evaluation) and evaluated here
+ * with a bound on the work (compilePath says why), rather than by jsonpath-plus, which the index
+ * selectors use: jsonpath-plus accepts malformed paths (`$.a[`
  * evaluates to nothing instead of failing, so `validateMapping` could not report it), misreads quoted
  * names (`$['we]ird']` looks up `weird`), treats a claim named `*` or `^` as the operator, and answers
  * `$.groups.length` with the array's length. Mappings are written by org admins and run for
  * unauthenticated callers, so the grammar is checked up front and evaluation is bounded.
  */
-import { JSONPathEnvironment, JSONPathError, type JSONPathQuery, type JSONValue, jsonpath, TokenKind } from 'json-p3';
+import { JSONPathEnvironment, JSONPathError, type JSONPathQuery, jsonpath, TokenKind } from 'json-p3';
 
 /** Deepest nesting of objects in a mapping (the root object is level 1). */
 export const MAX_MAPPING_DEPTH = 16;
@@ -23,6 +24,8 @@ export const MAX_PATH_CHARS = 1_024;
  * a budget a large token with a few of those could keep the event loop busy for seconds.
  */
 export const MAX_VISITS = 100_000;
+/** Roughly the most JSON one application may select (a minted token's act is at most 8 KiB anyway). */
+export const MAX_OUTPUT_BYTES = 64 * 1024;
 
 const PATH_SUFFIX = '.$';
 
@@ -37,26 +40,35 @@ export class MappingError extends Error {
 // ---------------------------------------------------------------------------------------------------
 // JSONPath
 
+type Selector =
+  | { kind: 'name'; name: string }
+  | { kind: 'index'; index: number }
+  | { kind: 'wildcard' }
+  | { kind: 'slice'; start: number | undefined; end: number | undefined; step: number };
+
+interface Segment {
+  descendants: boolean;
+  selectors: Selector[];
+}
+
 export interface CompiledPath {
-  query: JSONPathQuery;
+  segments: Segment[];
   /** At most one node can match: names and indexes only (RFC 9535's singular query). */
   definite: boolean;
 }
 
-/**
- * Strict RFC 9535 (json-p3), on a deeply nested input no deeper than this (claims are no deeper than
- * MAX_JSON_DEPTH already). Object members are only ever own properties there, never the prototype's.
- */
-const environment = new JSONPathEnvironment({ strict: true, maxRecursionDepth: 128 });
+/** Strict RFC 9535 (json-p3): the library parses; nothing in a path is ever evaluated as code. */
+const environment = new JSONPathEnvironment({ strict: true });
 
 type Json = unknown;
 const isObject = (v: Json): v is Record<string, Json> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * Compiles a JSONPath, or says why it cannot be used. A path without the leading `$` is taken from the
- * root (`sub` is `$.sub`, as the State Backed docs write it). Filters are refused: their `match` and
- * `search` functions run regular expressions an org admin wrote on an unauthenticated caller's claims.
- * Two descendant segments or more are refused: each multiplies the nodes visited by the input's size.
+ * root (`sub` is `$.sub`, as the State Backed docs write it). json-p3 parses it; filters are refused
+ * (their `match` and `search` functions would run an admin's regular expressions on unauthenticated
+ * callers' claims). Evaluation is ours, below, because json-p3's has no bound on the nodes it walks:
+ * `$..*[*][*]...` on a 30 KB token took it 300 ms, a union repeating `*` seconds.
  */
 export function compilePath(text: string): { ok: true; path: CompiledPath } | { ok: false; problem: string } {
   if (text.length > MAX_PATH_CHARS) return { ok: false, problem: `longer than ${MAX_PATH_CHARS} characters` };
@@ -69,37 +81,133 @@ export function compilePath(text: string): { ok: true; path: CompiledPath } | { 
     if (e instanceof JSONPathError) return { ok: false, problem: e.message };
     throw e;
   }
-  if (query.segments.some((segment) => segment.selectors.some((selector) => selector instanceof jsonpath.selectors.FilterSelector))) {
-    return { ok: false, problem: 'filter selectors ([?...]) are not supported in mappings' };
+  const segments: Segment[] = [];
+  for (const segment of query.segments) {
+    const selectors: Selector[] = [];
+    for (const selector of segment.selectors) {
+      if (selector instanceof jsonpath.selectors.NameSelector) selectors.push({ kind: 'name', name: selector.name });
+      else if (selector instanceof jsonpath.selectors.IndexSelector) selectors.push({ kind: 'index', index: selector.index });
+      else if (selector instanceof jsonpath.selectors.WildcardSelector) selectors.push({ kind: 'wildcard' });
+      else if (selector instanceof jsonpath.selectors.SliceSelector) selectors.push({ kind: 'slice', start: selector.start, end: selector.stop, step: selector.step ?? 1 });
+      else return { ok: false, problem: 'filter selectors ([?...]) are not supported in mappings' };
+    }
+    segments.push({ descendants: segment.token.kind === TokenKind.DDOT, selectors });
   }
-  if (query.segments.filter((segment) => segment.token.kind === TokenKind.DDOT).length > 1) {
-    return { ok: false, problem: 'at most one descendant segment (..) per path' };
-  }
-  return { ok: true, path: { query, definite: query.singularQuery() } };
+  return { ok: true, path: { segments, definite: query.singularQuery() } };
 }
 
 interface Budget {
+  /** Values the walk may still visit. */
   left: number;
+  /** Roughly the bytes of JSON the selected values may still add up to (each selection counts whole). */
+  bytes: number;
 }
 
-/** The values `path` selects, in document order, each counted against the budget. */
-function evaluate(path: CompiledPath, input: Json, budget: Budget): Json[] {
+const spend = (budget: Budget): void => {
+  if (--budget.left < 0) throw new MappingError(`the mapping visits more than ${MAX_VISITS} values of its input`);
+};
+
+/**
+ * Charges a selected value to the budget: its approximate JSON size, walked iteratively (claims may
+ * nest deeply). Several selections of one large subtree each count, as the output holds each. A key
+ * named __proto__ is refused here as in request bodies: the output becomes an auth context.
+ */
+function charge(value: Json, budget: Budget): void {
+  const stack: Json[] = [value];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (typeof node === 'string') budget.bytes -= node.length + 2;
+    else if (Array.isArray(node)) {
+      budget.bytes -= 2;
+      for (const item of node) stack.push(item);
+    } else if (typeof node === 'object' && node !== null) {
+      budget.bytes -= 2;
+      for (const [key, item] of Object.entries(node)) {
+        if (key === '__proto__') throw new MappingError('the input has a key named __proto__, which is not allowed');
+        budget.bytes -= key.length + 4;
+        stack.push(item);
+      }
+    } else budget.bytes -= 8;
+    if (budget.bytes < 0) throw new MappingError(`the mapping selects more than ${MAX_OUTPUT_BYTES} bytes of its input`);
+  }
+}
+
+/** The node and all its descendants that have children, in document order; iterative: claims may nest deeply. */
+function selfAndDescendants(node: Json, budget: Budget): Json[] {
   const out: Json[] = [];
-  try {
-    for (const node of path.query.lazyQuery(input as JSONValue)) {
-      if (--budget.left < 0) throw new MappingError(`the mapping visits more than ${MAX_VISITS} values of its input`);
-      out.push(node.value);
+  const stack: Json[] = [node];
+  while (stack.length > 0) {
+    const n = stack.pop();
+    spend(budget);
+    out.push(n);
+    const children = Array.isArray(n) ? n : isObject(n) ? Object.values(n) : [];
+    for (let k = children.length - 1; k >= 0; k--) {
+      const child = children[k];
+      if (typeof child === 'object' && child !== null) stack.push(child);
     }
-  } catch (e) {
-    if (e instanceof JSONPathError) throw new MappingError(`the mapping could not be applied: ${e.message}`);
-    throw e;
   }
   return out;
 }
 
+/** RFC 9535 §2.3 selectors; every value taken is spent from the budget, so repeated unions stay bounded. */
+function select(node: Json, selector: Selector, out: Json[], budget: Budget): void {
+  const take = (value: Json) => {
+    spend(budget);
+    out.push(value);
+  };
+  switch (selector.kind) {
+    case 'name':
+      // Own properties only: `constructor` or `__proto__` never reach the prototype.
+      if (isObject(node) && Object.hasOwn(node, selector.name)) take(node[selector.name]);
+      return;
+    case 'index':
+      if (Array.isArray(node)) {
+        const at = selector.index < 0 ? node.length + selector.index : selector.index;
+        if (at >= 0 && at < node.length) take(node[at]);
+      }
+      return;
+    case 'wildcard':
+      for (const value of Array.isArray(node) ? node : isObject(node) ? Object.values(node) : []) take(value);
+      return;
+    case 'slice': {
+      if (!Array.isArray(node) || selector.step === 0) return;
+      const len = node.length;
+      const norm = (n: number) => (n < 0 ? n + len : n);
+      const { step } = selector;
+      if (step > 0) {
+        const lower = Math.min(Math.max(norm(selector.start ?? 0), 0), len);
+        const upper = Math.min(Math.max(norm(selector.end ?? len), 0), len);
+        for (let k = lower; k < upper; k += step) take(node[k]);
+      } else {
+        const upper = Math.min(Math.max(norm(selector.start ?? len - 1), -1), len - 1);
+        const lower = Math.min(Math.max(selector.end === undefined ? -1 : norm(selector.end), -1), len - 1);
+        for (let k = upper; k > lower; k += step) take(node[k]);
+      }
+      return;
+    }
+  }
+}
+
+/** The values `path` selects, in document order, the walk and the selections counted against the budget. */
+function evaluate(path: CompiledPath, input: Json, budget: Budget): Json[] {
+  let nodes: Json[] = [input];
+  for (const segment of path.segments) {
+    const next: Json[] = [];
+    for (const node of nodes) {
+      for (const target of segment.descendants ? selfAndDescendants(node, budget) : [node]) {
+        for (const selector of segment.selectors) select(target, selector, next, budget);
+      }
+    }
+    nodes = next;
+    if (nodes.length === 0) break;
+  }
+  for (const value of nodes) charge(value, budget);
+  return nodes;
+}
+
 /** Values a path selects from `input`, in document order. */
 export function queryPath(path: string, input: Json): Json[] {
-  return evaluate(compiledOrThrow(path), input, { left: MAX_VISITS });
+  return evaluate(compiledOrThrow(path), input, { left: MAX_VISITS, bytes: MAX_OUTPUT_BYTES });
 }
 
 // A handful of mappings (one per IdP and token provider of the orgs in use) are applied over and over.
@@ -132,7 +240,7 @@ const put = (target: Record<string, unknown>, key: string, value: unknown): void
  * `validateMapping` refuses, or when evaluating it costs more than MAX_VISITS.
  */
 export function applyMapping(mapping: Record<string, unknown>, input: Record<string, unknown>): Record<string, unknown> {
-  return applyLevel(mapping, input, { left: MAX_VISITS });
+  return applyLevel(mapping, input, { left: MAX_VISITS, bytes: MAX_OUTPUT_BYTES });
 }
 
 function applyLevel(mapping: Record<string, unknown>, input: Json, budget: Budget): Record<string, unknown> {

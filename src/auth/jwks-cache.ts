@@ -148,8 +148,15 @@ export class JwksCache {
     } catch (e) {
       return `jwksUrl: ${(e as Error).message}`;
     }
-    if (url.protocol === 'https:') return undefined;
     const allowed = this.options.allow.some((a) => a.host === dest.host && (a.port === undefined || a.port === dest.port));
+    // What can be told without DNS is told when the IdP is saved: an address (or localhost) the egress
+    // policy refuses would make every exchange fail later. Names are checked as they resolve, at fetch.
+    if (!allowed && (dest.host === 'localhost' || dest.host.endsWith('.localhost'))) return `jwksUrl: ${dest.host} is a loopback name and not in the allow-list`;
+    if (isIP(dest.host) !== 0) {
+      const why = refusal(dest, dest.host, this.options.allow);
+      if (why !== undefined) return `jwksUrl: ${why}`;
+    }
+    if (url.protocol === 'https:') return undefined;
     // Plain http only where the operator opened the host (a local IdP, tests): keys must not be
     // swappable on the way.
     return allowed ? undefined : 'jwksUrl must be an https URL';

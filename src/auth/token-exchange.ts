@@ -4,7 +4,8 @@ import type { Logger } from '../domain/logger.js';
 import { type IdentityProviderRecord, identityProviderSealId } from '../domain/records.js';
 import type { Catalog } from '../store/catalog.js';
 import { STATEBACKED_AUDIENCE } from './authenticator.js';
-import { applyMapping } from './claim-mapping.js';
+import { ANONYMOUS_SERVICE, anonymousAudience } from '../domain/anonymous-access.js';
+import { applyMapping, MappingError } from './claim-mapping.js';
 import type { JwksCache } from './jwks-cache.js';
 import type { KeyRing } from './key-ring.js';
 import type { SecretSealer } from './secret-sealer.js';
@@ -22,6 +23,9 @@ export const TOKENS_AUDIENCE_PREFIX = 'https://tokens.statebacked.dev/';
 export const MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600;
 /** The `act` of a minted token rides in every request's Authorization header: keep it small. */
 export const MAX_ACT_BYTES = 8 * 1024;
+/** An anonymous session's and device's ids: strings, so authorizers comparing them compare strings. */
+const MAX_SESSION_ID_CHARS = 256;
+const isSessionId = (...ids: unknown[]): boolean => ids.every((id) => typeof id === 'string' && id.length > 0 && id.length <= MAX_SESSION_ID_CHARS);
 
 export interface TokenExchangeRequest {
   orgId: string;
@@ -60,11 +64,6 @@ export class TokenExchange {
     return idpKeyProblem(idp) ?? (idp.jwksUrl === undefined ? undefined : this.options.jwks.urlProblem(idp.jwksUrl));
   }
 
-  /** A changed or deleted identity provider's keys are fetched afresh next time (on this node; others within their TTL). */
-  forgetKeys(jwksUrl: string): void {
-    this.options.jwks.forget(jwksUrl);
-  }
-
   async exchange(request: TokenExchangeRequest): Promise<{ accessToken: string; expiresIn: number }> {
     const { catalog, keyRing } = this.options;
     const { orgId, service } = request;
@@ -82,7 +81,16 @@ export class TokenExchange {
     const claims = await this.verified(request, unverified);
     const { identityProvider, verifiedClaims } = claims;
 
-    const act = applyMapping(provider.mapping, applyMapping(identityProvider.mapping, verifiedClaims));
+    if (service === ANONYMOUS_SERVICE && !isSessionId(verifiedClaims.sid, verifiedClaims.did)) {
+      throw this.refused(request, `an anonymous token's sid and did must be strings of 1 to ${MAX_SESSION_ID_CHARS} characters`);
+    }
+    let act: Record<string, unknown>;
+    try {
+      act = applyMapping(provider.mapping, applyMapping(identityProvider.mapping, verifiedClaims));
+    } catch (error) {
+      if (error instanceof MappingError) throw this.refused(request, error.message);
+      throw error;
+    }
     if (Buffer.byteLength(JSON.stringify(act)) > MAX_ACT_BYTES) {
       throw this.refused(request, `the mapped claims are larger than ${MAX_ACT_BYTES} bytes`);
     }
@@ -102,9 +110,13 @@ export class TokenExchange {
    * before one of them): the first that verifies the token is the one whose mapping applies.
    */
   private async verified(request: TokenExchangeRequest, unverified: Record<string, unknown>): Promise<{ identityProvider: IdentityProviderRecord; verifiedClaims: Record<string, unknown> }> {
+    // The anonymous identity provider's key is the org id, which anyone may know (wire-protocol §4.1):
+    // its tokens are exchanged for the anonymous service's only, and that service takes no others.
+    const anonymous = anonymousAudience(request.orgId);
+    const isAnonymous = (idp: IdentityProviderRecord) => idp.aud === anonymous && idp.iss === anonymous;
     const candidates = this.options.catalog
       .listIdentityProviders(request.orgId, undefined, this.options.maxIdentityProviders)
-      .filter((idp) => idpMatches(idpSides(idp), unverified))
+      .filter((idp) => isAnonymous(idp) === (request.service === ANONYMOUS_SERVICE) && idpMatches(idpSides(idp), unverified))
       .sort((a, b) => specificity(b) - specificity(a));
     if (candidates.length === 0) throw this.refused(request, 'no identity provider of the org matches the token\'s aud and iss');
     let firstRefusal: SubjectTokenRefused | undefined;

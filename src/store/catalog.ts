@@ -16,13 +16,19 @@ export interface Catalog {
   listOrgs(): OrgRecord[];
 
   /**
-   * Turns the org's anonymous access on or off (wire-protocol §4.2). On: writes `anonymous` unless the
-   * org already has its records (several nodes may race to provision an old org: the first write wins
-   * and the others change nothing). Off (`undefined`): removes the key the org names, the identity
+   * Turns the org's anonymous access on or off (wire-protocol §4.2, PATCH /orgs/{id}). On: the org
+   * keeps its records when all three are intact, and otherwise gets `anonymous` in place of whatever
+   * is left of them (a deleted key, say). Off (`undefined`): removes the key the org names, the identity
    * provider for its anonymous audience and the `anonymous-statebacked-dev` token provider.
    * false when the org does not exist.
    */
   setAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords | undefined): Promise<boolean>;
+  /**
+   * Gives an org that allows anonymous access but has no records (stored before token exchange, or
+   * bootstrapped) `anonymous`; changes nothing otherwise, the flag least of all: several cluster
+   * nodes may propose it at once, or after an admin switched anonymous access off. true when written.
+   */
+  provisionAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords): Promise<boolean>;
 
   putKey(key: KeyRecord): Promise<void>;
   getKey(keyId: string): KeyRecord | undefined;

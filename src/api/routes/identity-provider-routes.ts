@@ -43,21 +43,17 @@ export const registerIdentityProviderRoutes = (router: Router, context: ApiConte
     const problem = context.tokenExchange.configurationProblem({ algs, ...(key ? { key } : {}), ...(record.jwksUrl ? { jwksUrl: record.jwksUrl } : {}) });
     if (problem !== undefined) throw invalidParameter(key ? 'key' : 'jwksUrl', problem);
     if (key) record.sealedKey = context.sealer.seal(key.toString('base64url'), identityProviderSealId(record));
-    const previous = context.catalog.listIdentityProviders(orgId, undefined, limits.maxIdentityProvidersPerOrg).find((idp) => idp.aud === aud && idp.iss === iss);
     const stored = await context.catalog.putIdentityProvider(record, limits.maxIdentityProvidersPerOrg);
     if (!stored) throw new ServiceError(409, 'invalid-state', `an org may trust at most ${limits.maxIdentityProvidersPerOrg} identity providers: delete one first`);
-    if (previous?.jwksUrl) context.tokenExchange.forgetKeys(previous.jwksUrl);
     return noContent(204);
   });
 
   router.add('DELETE', '/idps', async (request) => {
     const { orgId } = callerInOrg(context, request, 'tokens.admin');
     const { aud, iss } = identity(jsonBody(request));
-    const previous = context.catalog.listIdentityProviders(orgId, undefined, limits.maxIdentityProvidersPerOrg).find((idp) => idp.aud === aud && idp.iss === iss);
     if (!(await context.catalog.deleteIdentityProvider(orgId, aud, iss))) {
       throw notFound(`no identity provider with ${describe(aud, iss)} exists`);
     }
-    if (previous?.jwksUrl) context.tokenExchange.forgetKeys(previous.jwksUrl);
     return noContent(204);
   });
 };

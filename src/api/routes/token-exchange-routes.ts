@@ -1,4 +1,6 @@
+import { MAX_SUBJECT_TOKEN_CHARS } from '../../auth/subject-token.js';
 import { TOKENS_AUDIENCE_PREFIX } from '../../auth/token-exchange.js';
+import { clientAddressGroup } from '../../domain/client-address.js';
 import { OAuthError } from '../../domain/errors.js';
 import { isPrettyId } from '../../domain/ids.js';
 import { TokenBuckets } from '../../runtime/rate-limit.js';
@@ -10,19 +12,20 @@ const GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 const SUBJECT_TOKEN_TYPES = new Set([ACCESS_TOKEN_TYPE, 'urn:ietf:params:oauth:token-type:jwt', 'urn:ietf:params:oauth:token-type:id_token']);
 const SERVICE_PATTERN = /^[a-zA-Z0-9_-]{1,128}$/;
-const MAX_SUBJECT_TOKEN_CHARS = 16 * 1024;
 
 /**
  * POST /tokens (wire-protocol §3.9): RFC 8693 token exchange. It takes no State Backed credential, so
- * it is rate-limited per client address and per org (flags --token-exchanges-per-address and
- * --token-exchanges-per-second, per node), before any key is looked up or any JWKS fetched.
+ * it is rate-limited (per node): every request per client address (an IPv6 client by its /64) before
+ * anything is looked up or fetched, --token-exchanges-per-address; and the tokens minted per org,
+ * --token-exchanges-per-second. Only minted tokens count against the org: requests that fail (anyone
+ * who knows the org id can send them, from many addresses) must not use up its real users' budget.
  */
 export const registerTokenExchangeRoutes = (router: Router, context: ApiContext, limits: { perOrgPerSecond: number; perAddressPerSecond: number }): void => {
   const perAddress = new TokenBuckets(limits.perAddressPerSecond, limits.perAddressPerSecond * 2);
   const perOrg = new TokenBuckets(limits.perOrgPerSecond, limits.perOrgPerSecond * 2);
 
   router.add('POST', '/tokens', async (request) => {
-    if (!perAddress.take(request.remoteAddress)) {
+    if (!perAddress.take(clientAddressGroup(request.remoteAddress))) {
       throw new OAuthError('slow_down', `at most ${limits.perAddressPerSecond} token exchanges a second from one address: retry later`);
     }
     const form = formOf(request);
@@ -37,8 +40,8 @@ export const registerTokenExchangeRoutes = (router: Router, context: ApiContext,
     if (!subjectToken || subjectToken.length > MAX_SUBJECT_TOKEN_CHARS) throw new OAuthError('invalid_request', `subject_token must be a JWT of at most ${MAX_SUBJECT_TOKEN_CHARS} characters`);
     const { orgId, service } = audienceOf(form.get('audience'));
 
-    if (!perOrg.take(orgId)) throw new OAuthError('slow_down', `at most ${limits.perOrgPerSecond} token exchanges a second for one org: retry later`);
     const { accessToken, expiresIn } = await context.tokenExchange.exchange({ orgId, service, subjectToken });
+    if (!perOrg.take(orgId)) throw new OAuthError('slow_down', `at most ${limits.perOrgPerSecond} token exchanges a second for one org: retry later`);
     return {
       ...json({ access_token: accessToken, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: expiresIn }),
       headers: { 'cache-control': 'no-store' },

@@ -6,6 +6,7 @@ import type { ApplyOp, JetStreamOpLog } from './op-log.js';
 export type CatalogOp =
   | { store: 'catalog'; method: 'createOrg'; args: [OrgRecord] | [OrgRecord, AnonymousAccessRecords] }
   | { store: 'catalog'; method: 'setAnonymousAccess'; args: [string, AnonymousAccessRecords | null] }
+  | { store: 'catalog'; method: 'provisionAnonymousAccess'; args: [string, AnonymousAccessRecords] }
   | { store: 'catalog'; method: 'putIdentityProvider'; args: [IdentityProviderRecord, number] }
   | { store: 'catalog'; method: 'deleteIdentityProvider'; args: [string, string, string] }
   | { store: 'catalog'; method: 'putTokenProvider'; args: [TokenProviderRecord, number] }
@@ -24,6 +25,8 @@ export const applyCatalogOp = (local: Catalog): ApplyOp<CatalogOp> => (op) => {
     case 'setAnonymousAccess':
       // (JSON carries no undefined: off travels as null)
       return local.setAnonymousAccess(op.args[0], op.args[1] ?? undefined);
+    case 'provisionAnonymousAccess':
+      return local.provisionAnonymousAccess(...op.args);
     case 'putIdentityProvider':
       return local.putIdentityProvider(...op.args);
     case 'deleteIdentityProvider':
@@ -107,6 +110,10 @@ export class ReplicatedCatalog implements Catalog {
 
   hasInstances(orgId: string, machineSlug: string): boolean {
     return this.local.hasInstances(orgId, machineSlug);
+  }
+
+  provisionAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords): Promise<boolean> {
+    return this.submit({ store: 'catalog', method: 'provisionAnonymousAccess', args: [orgId, anonymous] }) as Promise<boolean>;
   }
 
   putIdentityProvider(idp: IdentityProviderRecord, maxPerOrg: number): Promise<boolean> {

@@ -57,26 +57,48 @@ export class LmdbCatalog implements Catalog {
     return this.root.transaction(() => {
       const org = this.orgs.get(orgId);
       if (!org) return false;
-      if (anonymous) {
-        if (org.anonymousKeyId !== undefined) {
-          if (!org.allowAnonymousAccess) void this.orgs.put(orgId, { ...org, allowAnonymousAccess: true });
-          return true;
-        }
-        this.writeAnonymousSync(anonymous);
-        void this.orgs.put(orgId, { ...org, allowAnonymousAccess: true, anonymousKeyId: anonymous.key.id });
+      if (anonymous && this.anonymousIntactSync(org)) {
+        if (!org.allowAnonymousAccess) void this.orgs.put(orgId, { ...org, allowAnonymousAccess: true });
         return true;
       }
-      if (org.anonymousKeyId !== undefined && this.keys.get(org.anonymousKeyId)?.orgId === orgId) {
-        void this.keys.remove(org.anonymousKeyId);
-        void this.orgKeys.remove([orgId, org.anonymousKeyId]);
-      }
-      const audience = anonymousAudience(orgId);
-      void this.idps.remove([orgId, audience, audience]);
-      void this.tokenProviders.remove([orgId, ANONYMOUS_SERVICE]);
+      this.removeAnonymousSync(org);
       const { anonymousKeyId: _, ...rest } = org;
-      void this.orgs.put(orgId, { ...rest, allowAnonymousAccess: false });
+      if (!anonymous) {
+        void this.orgs.put(orgId, { ...rest, allowAnonymousAccess: false });
+        return true;
+      }
+      this.writeAnonymousSync(anonymous);
+      void this.orgs.put(orgId, { ...rest, allowAnonymousAccess: true, anonymousKeyId: anonymous.key.id });
       return true;
     });
+  }
+
+  async provisionAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords): Promise<boolean> {
+    return this.root.transaction(() => {
+      const org = this.orgs.get(orgId);
+      if (!org || !org.allowAnonymousAccess || org.anonymousKeyId !== undefined) return false;
+      this.writeAnonymousSync(anonymous);
+      void this.orgs.put(orgId, { ...org, anonymousKeyId: anonymous.key.id });
+      return true;
+    });
+  }
+
+  /** Whether the org's key, identity provider and token provider for anonymous access all still exist, tied together. */
+  private anonymousIntactSync(org: OrgRecord): boolean {
+    const keyId = org.anonymousKeyId;
+    if (keyId === undefined || this.keys.get(keyId)?.orgId !== org.id) return false;
+    const audience = anonymousAudience(org.id);
+    return this.idps.get([org.id, audience, audience]) !== undefined && this.tokenProviders.get([org.id, ANONYMOUS_SERVICE])?.keyId === keyId;
+  }
+
+  private removeAnonymousSync(org: OrgRecord): void {
+    if (org.anonymousKeyId !== undefined && this.keys.get(org.anonymousKeyId)?.orgId === org.id) {
+      void this.keys.remove(org.anonymousKeyId);
+      void this.orgKeys.remove([org.id, org.anonymousKeyId]);
+    }
+    const audience = anonymousAudience(org.id);
+    void this.idps.remove([org.id, audience, audience]);
+    void this.tokenProviders.remove([org.id, ANONYMOUS_SERVICE]);
   }
 
   private writeAnonymousSync({ key, identityProvider, tokenProvider }: AnonymousAccessRecords): void {
