@@ -24,7 +24,7 @@ export const shimNodeArgs = (repoRoot) => {
  */
 export const serverNodeArgs = (repoRoot) => [...shimNodeArgs(repoRoot), ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean)];
 
-export const startServer = async ({ repoRoot, adminKey, label, profileDir }) => {
+export const startServer = async ({ repoRoot, adminKey, label, profileDir, args: extraArgs = [] }) => {
   const dataDir = mkdtempSync(join(tmpdir(), `statehold-bench-${label}-`));
   const nodeArgs = serverNodeArgs(repoRoot);
   let profileFile;
@@ -34,7 +34,7 @@ export const startServer = async ({ repoRoot, adminKey, label, profileDir }) => 
     profileFile = join(profileDir, name);
     nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}`);
   }
-  const args = [...nodeArgs, join(repoRoot, 'dist/bin/statehold.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--admin-key', adminKey];
+  const args = [...nodeArgs, join(repoRoot, 'dist/bin/statehold.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--admin-key', adminKey, ...extraArgs];
   const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   const stderrTail = [];
   child.stderr.on('data', (chunk) => {
