@@ -23,6 +23,7 @@ export const TOKENS_AUDIENCE_PREFIX = 'https://tokens.statebacked.dev/';
 export const MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600;
 /** The `act` of a minted token rides in every request's Authorization header: keep it small. */
 export const MAX_ACT_BYTES = 8 * 1024;
+const LOGGED_REFUSALS_PER_SECOND = 10;
 /** An anonymous session's and device's ids: strings, so authorizers comparing them compare strings. */
 const MAX_SESSION_ID_CHARS = 256;
 const isSessionId = (...ids: unknown[]): boolean => ids.every((id) => typeof id === 'string' && id.length > 0 && id.length <= MAX_SESSION_ID_CHARS);
@@ -51,6 +52,7 @@ export interface TokenExchangeOptions {
  */
 export class TokenExchange {
   private readonly now: () => number;
+  private logWindow = { second: 0, logged: 0, skipped: 0 };
 
   constructor(private readonly options: TokenExchangeOptions) {
     this.now = options.now ?? Date.now;
@@ -144,8 +146,21 @@ export class TokenExchange {
     return new OAuthError('invalid_grant', 'the subject token is not accepted for this audience');
   }
 
+  /**
+   * Refusals come from callers without a credential: at most LOGGED_REFUSALS_PER_SECOND lines a second
+   * are written, and the next line says how many were left out.
+   */
   private log(request: TokenExchangeRequest, reason: string): void {
-    this.options.logger.info('token exchange refused', { org: request.orgId, service: request.service, reason });
+    const second = Math.floor(this.now() / 1000);
+    if (second !== this.logWindow.second) this.logWindow = { second, logged: 0, skipped: this.logWindow.skipped };
+    if (this.logWindow.logged >= LOGGED_REFUSALS_PER_SECOND) {
+      this.logWindow.skipped++;
+      return;
+    }
+    this.logWindow.logged++;
+    const skipped = this.logWindow.skipped;
+    this.logWindow.skipped = 0;
+    this.options.logger.info('token exchange refused', { org: request.orgId, service: request.service, reason, ...(skipped > 0 ? { notLoggedBefore: skipped } : {}) });
   }
 }
 
