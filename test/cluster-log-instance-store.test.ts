@@ -2,12 +2,23 @@ import t from 'tap';
 import { LogInstanceStore } from '../src/store/jetstream/log-instance-store.js';
 import { JetStreamTransitionLog } from '../src/store/jetstream/transition-log.js';
 import { type InstanceHead, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
-import { localNode, natsMissing, startNats } from './helpers/nats.js';
+import { localNode, type NatsServers, natsMissing, startNats } from './helpers/nats.js';
 
 /** Two nodes' instance stores on one TX log (a real nats-server): the owner writes, the other follows. */
 
 const skip = natsMissing();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A node's instance store on the TX log, following it from the start. */
+const followingNode = async (t: { teardown(fn: () => unknown): void; fail(message: string): unknown }, nats: NatsServers, name: string, onTimers?: (dueAt: number) => void) => {
+  const { store, nc, beforeClose } = await localNode(t, nats, name);
+  const log = await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
+  const instances = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`));
+  if (onTimers) instances.onTimersApplied(onTimers);
+  await instances.follow(nc, 1);
+  beforeClose(() => instances.stopFollowing());
+  return instances;
+};
 
 const headAt = (seq: number, count: number, createdAt = '2026-11-25T00:00:00.000Z'): InstanceHead => ({
   orgId: 'org_a', machine: 'm', name: 'i', createdAt, versionId: 'ver_1', status: 'running', seq, ts: 1_000 + seq,
@@ -18,17 +29,8 @@ const record = (seq: number, count: number): TransitionRecord => ({ seq, created
 t.test('the owner\'s commits reach the other node; a stale writer is fenced; delete and create again', { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
-  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
-  const node = async (name: string) => {
-    const { store, nc, beforeClose } = await localNode(t, nats, name);
-    const log = await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
-    const instances = new LogInstanceStore(store.instances, log, fail);
-    await instances.follow(nc, 1);
-    beforeClose(() => instances.stopFollowing());
-    return instances;
-  };
-  const a = await node('a');
-  const b = await node('b');
+  const a = await followingNode(t, nats, 'a');
+  const b = await followingNode(t, nats, 'b');
   const first = headAt(1, 0);
   t.equal(await a.createInstance(first, [record(1, 0)]), true);
   t.ok(first.logSeq, 'the head learnt its log position');
@@ -71,15 +73,9 @@ t.test('the owner\'s commits reach the other node; a stale writer is fenced; del
 t.test('a head with pending timers written by another node is reported to this node\'s timer scheduler', { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
-  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
   const node = async (name: string) => {
-    const { store, nc, beforeClose } = await localNode(t, nats, name);
-    const log = await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
-    const instances = new LogInstanceStore(store.instances, log, fail);
     const reported: number[] = [];
-    instances.onTimersApplied((dueAt) => reported.push(dueAt));
-    await instances.follow(nc, 1);
-    beforeClose(() => instances.stopFollowing());
+    const instances = await followingNode(t, nats, name, (dueAt) => reported.push(dueAt));
     return { instances, reported };
   };
   const a = await node('a');
