@@ -87,6 +87,8 @@ t.test('a head with pending timers written by another node is reported to this n
   await a.instances.commit(second, first, [record(2, 1)]);
   const third = { ...headAt(3, 2), pendingTimers: [timer(9_000)] };
   await a.instances.commit(third, second, [record(3, 2)]);
-  for (let i = 0; i < 200 && b.instances.getInstance('org_a', 'm', 'i')?.seq !== 3; i++) await sleep(10);
+  // (reported once the follower's apply is done, a moment after the head is readable)
+  for (let i = 0; i < 200 && (b.instances.getInstance('org_a', 'm', 'i')?.seq !== 3 || b.reported.length < 2); i++) await sleep(10);
+  await sleep(50);
   t.same(b.reported, [4_000, 9_000], 'the follower reports each applied head\'s earliest timer, and nothing for a head without timers');
 });
