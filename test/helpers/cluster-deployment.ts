@@ -99,11 +99,16 @@ const streamsLed = async (urls: string[]): Promise<void> => {
   const nc = await connect({ servers: urls });
   try {
     const jsm = await jetstreamManager(nc);
-    const deadline = Date.now() + 30_000;
+    // As long as a node waits for JetStream at start: on a loaded 2-core host three nats-servers
+    // restarted together have taken more than 30 s to elect every stream's leader (CI, 2026-11-26).
+    const deadline = Date.now() + 60_000;
     for (;;) {
       const streams = await jsm.streams.list().next();
       if (streams.length > 0 && streams.every((stream) => stream.cluster?.leader)) return;
-      if (Date.now() > deadline) throw new Error('the cluster\'s streams had no leaders after 30 s');
+      if (Date.now() > deadline) {
+        const leaderless = streams.filter((stream) => !stream.cluster?.leader).map((stream) => stream.config.name);
+        throw new Error(`the cluster's streams had no leaders after 60 s: ${leaderless.join(', ') || 'no streams listed'}`);
+      }
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   } finally {
