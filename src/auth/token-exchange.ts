@@ -1,4 +1,3 @@
-import { decodeJwt } from 'jose';
 import { OAuthError } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import { type IdentityProviderRecord, identityProviderSealId } from '../domain/records.js';
@@ -9,7 +8,7 @@ import { applyMapping, MappingError } from './claim-mapping.js';
 import type { JwksCache } from './jwks-cache.js';
 import type { KeyRing } from './key-ring.js';
 import type { SecretSealer } from './secret-sealer.js';
-import { idpKeyProblem, idpMatches, SubjectTokenRefused, verifySubjectToken } from './subject-token.js';
+import { idpKeyProblem, idpMatches, SubjectTokenRefused, unverifiedClaims, verifySubjectToken } from './subject-token.js';
 import { mintStateBackedToken } from './token-minter.js';
 
 /** The host the client puts in every exchange's `audience`, whatever API host it talks to (wire-protocol §3.9). */
@@ -71,8 +70,10 @@ export class TokenExchange {
     const { orgId, service } = request;
     let unverified: Record<string, unknown>;
     try {
-      unverified = decodeJwt(request.subjectToken) as Record<string, unknown>;
-    } catch {
+      // (bounded in size and depth before anything is parsed, as verification will be)
+      unverified = unverifiedClaims(request.subjectToken);
+    } catch (error) {
+      if (!(error instanceof SubjectTokenRefused)) throw error;
       throw new OAuthError('invalid_request', 'subject_token is not a JWT');
     }
     const org = catalog.getOrg(orgId);
