@@ -86,6 +86,51 @@ t.test('a step may carry its actor\'s snapshot: restored in the same call, as a 
   }
 });
 
+const TAGGED_PARALLEL = `import { createMachine, assign } from "xstate";
+export default createMachine({ id: "m", predictableActionArguments: true, type: "parallel", context: { n: 0 },
+  on: { CHECK: { cond: (c, e, meta) => meta.state.hasTag("lit") && meta.state.hasTag("late"), actions: assign({ checked: (c) => (c.checked || 0) + 1 }) } }, states: {
+  left: { initial: "idle", states: {
+    idle: { tags: ["waiting"], on: { GO: "busy" } },
+    busy: { tags: ["working", "loud"], initial: "one", states: { one: { on: { NEXT: "two" } }, two: { tags: "late", on: { NEXT: "#m.left.done" } } } },
+    done: { type: "final" } } },
+  right: { initial: "off", states: {
+    off: { on: { TOGGLE: { target: "on", actions: assign({ n: (c) => c.n + 1 }) } } },
+    on: { tags: ["lit"], on: { TOGGLE: "off", STOP: "#m.right.stopped" } },
+    stopped: { type: "final" } } } } });
+${allowAll}`;
+const TAGGED_EVENTS = ['GO', 'TOGGLE', 'NEXT', 'CHECK', 'TOGGLE', 'CHECK', 'TOGGLE', 'NEXT', 'NOPE', 'STOP', 'TOGGLE'];
+
+t.test('restores of state values seen before (resolved once per value) give what an interpreter restored each time gives', async (t) => {
+  // Three instances take the same events, each restored from its last step before every event: the
+  // first restore of each value resolves it, the others reuse that. Pure steps off: an interpreter.
+  const stepsOf = async (pureSteps: boolean) => {
+    const vi = await load(t, TAGGED_PARALLEL, pureSteps);
+    const results: unknown[][] = [];
+    for (const key of ['a', 'b', 'c']) {
+      const mine: unknown[] = [];
+      let last = vi.start(key, { context: {} });
+      for (const type of TAGGED_EVENTS) {
+        vi.stop(key);
+        last = vi.send(key, { type }, 1_000, { name: key, snapshot: last.snapshot, value: last.state, context: last.context, pendingTimers: [] });
+        mine.push({ state: last.state, context: last.context, tags: [...last.tags].sort(), done: last.done, snapshot: last.snapshot, pendingTimers: last.pendingTimers });
+      }
+      results.push(mine);
+    }
+    return results;
+  };
+  const pure = await stepsOf(true);
+  const interpreted = await stepsOf(false);
+  t.same(pure[1], pure[0], 'the second instance, restored from values resolved before, steps as the first');
+  t.same(pure[2], pure[0]);
+  t.same(pure[0], interpreted[0], 'as an interpreter restored at every step');
+  const seen = pure[0] as { state: unknown; tags: string[]; done: boolean }[];
+  t.same(seen[2], { ...seen[2], state: { left: { busy: 'two' }, right: 'on' }, tags: ['late', 'lit', 'loud', 'working'], done: false }, 'tags of nested and parallel states');
+  t.same(seen[3], { ...seen[3], context: { n: 1, checked: 1 } }, 'a guard sees the restored state\'s tags');
+  t.same(seen[5], { ...seen[5], context: { n: 1, checked: 1 } });
+  t.same(seen[9], { ...seen[9], state: { left: 'done', right: 'stopped' }, tags: [], done: true }, 'both regions final: done');
+  t.same(seen[10], { ...seen[9], snapshot: seen[10]?.snapshot }, 'a done instance restored takes no more events');
+});
+
 t.test('a restore with pending delayed events re-arms them (an interpreter, whatever the machine); a full snapshot object is taken as it is', async (t) => {
   const vi = await load(t, DELAYED);
   vi.start('k', { context: {} }, { nowMs: 1_000 });

@@ -65,14 +65,16 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
 
   // ---- timers (host clock) ----
   var timers = new I.Map(); // id -> { id, owner, dueAt, fn, args, interval, meta }
-  var timerCounts = new I.Map(); // owner -> { all, events }: pending timers per owner (limits.ts)
+  // owner -> { all, events, byId: Map(id -> timer) }: each owner's pending timers, counted for the
+  // limits (limits.ts) and kept apart so that one actor's are found without walking every live actor's
+  var timerCounts = new I.Map();
   var timerSeq = 0;
   var MAX_TIMERS_PER_OWNER = ${MAX_TIMERS_PER_OWNER};
   var MAX_EVENT_TIMERS_PER_OWNER = ${MAX_EVENT_TIMERS_PER_OWNER};
   function nowMs() { return current ? current.now : Date.now(); }
   function countOf(owner) {
     var c = I.mapGet(timerCounts, owner);
-    if (c === undefined) { c = { all: 0, events: 0 }; I.mapSet(timerCounts, owner, c); }
+    if (c === undefined) { c = { all: 0, events: 0, byId: new I.Map() }; I.mapSet(timerCounts, owner, c); }
     return c;
   }
   function removeTimer(id) {
@@ -82,6 +84,7 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     var c = I.mapGet(timerCounts, t.owner);
     if (c === undefined) return;
     c.all--; if (t.meta) c.events--;
+    I.mapDelete(c.byId, id);
     if (c.all <= 0) I.mapDelete(timerCounts, t.owner);
   }
   /**
@@ -107,10 +110,12 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
       throw new $Error('too many pending delayed events (at most ' + MAX_EVENT_TIMERS_PER_OWNER + ' per actor)');
     }
     c.all++; if (meta) c.events++;
-    I.mapSet(timers, id, {
+    var timer = {
       id: id, n: n, owner: owner, fn: fn, args: args || [], interval: interval ? I.mathMax(ms, 1) : 0,
       dueAt: dueAt, meta: meta || null
-    });
+    };
+    I.mapSet(timers, id, timer);
+    I.mapSet(c.byId, id, timer);
     return id;
   }
   function webTimerId(id) { return I.Number(I.stringSplit(I.String(id), ':')[1]); }
@@ -460,15 +465,18 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     rearmTimer: function (owner, fn, id, dueAt, meta) { return addTimer(owner, fn, 0, [], false, meta, id, dueAt); },
     clearTimer: function (id) { removeTimer(id); },
     clearOwner: function (owner, kind) {
+      var c = I.mapGet(timerCounts, owner);
+      if (c === undefined) return;
       var ids = [];
-      I.mapForEach(timers, function (t, id) {
-        if (t.owner === owner && (!kind || (t.meta ? 'event' : 'callback') === kind)) I.arrayPush(ids, id);
+      I.mapForEach(c.byId, function (t, id) {
+        if (!kind || (t.meta ? 'event' : 'callback') === kind) I.arrayPush(ids, id);
       });
       for (var i = 0; i < ids.length; i++) removeTimer(ids[i]);
     },
     timersOf: function (owner) {
       var list = [];
-      I.mapForEach(timers, function (t) { if (t.owner === owner) I.arrayPush(list, t); });
+      var c = I.mapGet(timerCounts, owner);
+      if (c !== undefined) I.mapForEach(c.byId, function (t) { I.arrayPush(list, t); });
       I.arraySort(list, function (a, b) { return a.dueAt - b.dueAt || a.n - b.n; });
       return I.arrayMap(list, function (t) {
         if (!t.meta) return { kind: 'callback', id: t.id, dueAt: t.dueAt };
@@ -482,8 +490,9 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     fireDue: function (owner, now, onError) {
       for (var guard = 0; guard < 10000; guard++) {
         var next = null;
-        I.mapForEach(timers, function (t) {
-          if (t.owner === owner && t.dueAt <= now && (!next || t.dueAt < next.dueAt || (t.dueAt === next.dueAt && t.n < next.n))) next = t;
+        var c = I.mapGet(timerCounts, owner);
+        if (c !== undefined) I.mapForEach(c.byId, function (t) {
+          if (t.dueAt <= now && (!next || t.dueAt < next.dueAt || (t.dueAt === next.dueAt && t.n < next.n))) next = t;
         });
         if (!next) return;
         var firedAt = next.dueAt;

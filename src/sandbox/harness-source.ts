@@ -156,19 +156,39 @@ protectEventLookups(X.StateNode.prototype);
 // sendTo falls back to registry.get(to) for string targets: shared as is, it hands one instance's
 // machine code the live interpreters of every other instance of the version.
 const sessions = new I.Map(); // sessionId -> { owner: actor key, actor }
+// Each actor's session ids, so that freeing an actor's sessions does not walk every live actor's.
+const sessionsByOwner = new I.Map(); // actor key -> Map(sessionId -> true)
 registry.register = function (id, actor) {
-  if (active !== null) mapSet(sessions, id, { owner: active.key, actor: actor });
+  if (active === null) return id;
+  const previous = mapGet(sessions, id);
+  if (previous !== undefined) forgetSession(previous.owner, id);
+  mapSet(sessions, id, { owner: active.key, actor: actor });
+  let ids = mapGet(sessionsByOwner, active.key);
+  if (ids === undefined) { ids = new I.Map(); mapSet(sessionsByOwner, active.key, ids); }
+  mapSet(ids, id, true);
   return id;
 };
 registry.get = function (id) {
   const s = mapGet(sessions, id);
   return s !== undefined && active !== null && s.owner === active.key ? s.actor : undefined;
 };
-registry.free = function (id) { mapDelete(sessions, id); };
+registry.free = function (id) {
+  const s = mapGet(sessions, id);
+  if (s === undefined) return;
+  mapDelete(sessions, id);
+  forgetSession(s.owner, id);
+};
+function forgetSession(owner, id) {
+  const ids = mapGet(sessionsByOwner, owner);
+  if (ids === undefined) return;
+  mapDelete(ids, id);
+  if (I.mapSize(ids) === 0) mapDelete(sessionsByOwner, owner);
+}
 function freeSessionsOf(key) {
-  const ids = [];
-  mapForEach(sessions, function (s, id) { if (s.owner === key) arrayPush(ids, id); });
-  for (let i = 0; i < ids.length; i++) mapDelete(sessions, ids[i]);
+  const ids = mapGet(sessionsByOwner, key);
+  if (ids === undefined) return;
+  mapDelete(sessionsByOwner, key);
+  mapForEach(ids, function (_, id) { mapDelete(sessions, id); });
 }
 
 let bundle = null;
@@ -810,6 +830,41 @@ function pureStart(rec, m, context) {
   return true;
 }
 
+// What a restore of a resting actor costs is mostly xstate's resolveState (≈ 30 µs here for a small
+// machine, more than its transition): it makes a State from the snapshot, walks the machine for the
+// configuration of the state value, and makes a second State from the first one's fields. What it
+// derives from the value (the full value, the configuration, done, tags) depends on the value alone,
+// so it is kept per machine and value, and a later restore of the same value makes the one State
+// those fields give: what resolveState's second State is given, field for field.
+const X_State = X.State;
+const resolvedValues = new $WeakMap(); // machine -> Map(value as JSON -> its resolution)
+const MAX_RESOLVED_VALUES = 1000; // per machine; values past it resolve each time
+function restingState(m, s) {
+  if (s === null || typeof s !== 'object' || s._event === null || typeof s._event !== 'object' || s.activities === null || typeof s.activities !== 'object' ||
+      !I.isArray(s.actions) || !I.isArray(s.events)) {
+    return m.resolveState(s); // (what the snapshots the harness writes always have; anything else the long way)
+  }
+  let byValue = I.weakMapGet(resolvedValues, m);
+  if (byValue === undefined) { byValue = new I.Map(); I.weakMapSet(resolvedValues, m, byValue); }
+  const valueJson = jsonStringify(s.value);
+  const known = mapGet(byValue, valueJson);
+  if (known === undefined) {
+    const state = m.resolveState(s);
+    if (I.mapSize(byValue) < MAX_RESOLVED_VALUES) {
+      const tags = [];
+      I.setForEach(state.tags, function (tag) { arrayPush(tags, tag); });
+      mapSet(byValue, valueJson, { valueJson: jsonStringify(state.value), configuration: I.arraySlice(state.configuration), done: state.done, tags: tags });
+    }
+    return state;
+  }
+  return new X_State({
+    value: jsonParse(known.valueJson), context: s.context, _event: s._event, _sessionid: s._sessionid,
+    historyValue: s.historyValue, history: s.history, actions: s.actions, activities: s.activities, events: s.events,
+    transitions: s.transitions, children: s.children,
+    configuration: I.arraySlice(known.configuration), done: known.done, tags: I.arraySlice(known.tags), machine: m.machine,
+  });
+}
+
 /** Gives a resting actor an interpreter, started from its State (nothing re-runs). */
 function wake(rec, state) {
   state.actions = []; state.children = {}; delete state.history; delete state._sessionid;
@@ -912,7 +967,7 @@ function startActor(key, name, init, now) {
       const timers = (upgraded ? timersForMajor(4, init.pendingTimers) : init.pendingTimers) || [];
       if (timers.length === 0 && pureMachine()) {
         // what Interpreter#start does with a state config, without the interpreter
-        rec.state = provide(spawnGuard, function () { return base.resolveState(s); });
+        rec.state = provide(spawnGuard, function () { return restingState(base, s); });
         return;
       }
       rec.interp = createInterpreter(rec, base);
