@@ -6,7 +6,7 @@
  * the isolate, so each step cost grew with N. One process, no IPC, no HTTP; medians of alternating rounds.
  *   node --no-node-snapshot bench/probes/live-timers.mjs [N,N,...] [ROUNDS] [DIST]
  */
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { writeProbeReport } from '../lib/probe-report.mjs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join, resolve } from 'node:path';
 
@@ -56,7 +56,5 @@ for (let round = 0; round < ROUNDS; round++) {
 const rows = NS.map((n) => ({ liveActors: n, liveStepUs: Number(median(runs[n].map((r) => r.live)).toFixed(1)), restoreStepUs: Number(median(runs[n].map((r) => r.restored)).toFixed(1)) }));
 console.log(`live actors with a pending delayed event each; µs per step (whole call), medians of ${ROUNDS} rounds (${dist})`);
 for (const r of rows) console.log(`  ${String(r.liveActors).padStart(7)}: live ${r.liveStepUs}, restored ${r.restoreStepUs}`);
-const out = join(repoRoot, 'bench/results', `live-timers-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, JSON.stringify({ dist, rounds: ROUNDS, steps: STEPS, rows, runs }, null, 2));
+const out = writeProbeReport('live-timers', { dist, rounds: ROUNDS, steps: STEPS, rows, runs });
 console.log(`wrote ${out}`);

@@ -6,11 +6,10 @@
 //
 //   node --no-node-snapshot bench/probes/token-exchange.mjs        (after `make build`)
 import { createServer } from 'node:http';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { startServer } from '../lib/server-process.mjs';
+import { writeProbeReport } from '../lib/probe-report.mjs';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const N = Number(process.env.EXCHANGE_N ?? 3000);
@@ -68,9 +67,7 @@ try {
   }
   const report = { at: new Date().toISOString(), exchanges: N, concurrency: C, jwksFetches, results };
   console.log(JSON.stringify(report, null, 2));
-  const dir = join(repoRoot, 'bench', 'results');
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `token-exchange-${report.at.replace(/[:.]/g, '-')}.json`), `${JSON.stringify(report, null, 2)}\n`);
+  writeProbeReport('token-exchange', report);
 } finally {
   await server.stop();
   jwksServer.close();

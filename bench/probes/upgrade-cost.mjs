@@ -10,10 +10,9 @@
 // v2); then the same from v2 to v3. Prints medians, p90 and the ratios, and writes them to
 // bench/results/upgrade-cost-<time>.json.
 import { StateBackedClient } from '@statebacked/client';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../lib/server-process.mjs';
+import { writeProbeReport } from '../lib/probe-report.mjs';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const N = Number(process.env.UPGRADE_N ?? 200);
@@ -79,9 +78,7 @@ try {
   if (check.machineVersion.id !== v3) throw new Error(`the instances did not reach v3: ${JSON.stringify(check.machineVersion)}`);
   const report = { at: new Date().toISOString(), instances: N, concurrency: 1, unit: 'ms per request (client side)', rounds };
   console.log(JSON.stringify(report, null, 2));
-  const dir = join(repoRoot, 'bench', 'results');
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `upgrade-cost-${report.at.replace(/[:.]/g, '-')}.json`), `${JSON.stringify(report, null, 2)}\n`);
+  writeProbeReport('upgrade-cost', report);
 } finally {
   await server.stop();
 }
