@@ -86,13 +86,13 @@ t.test("LMDB keeps a log commit as the JSON its frame held, beside msgpack value
   const timer = { id: 't1', kind: 'event', dueAt: 5_000, event: { type: 'TICK' } } as unknown as InstanceHead['pendingTimers'][number];
   const heads = [
     head(1, { context: { note: 'ünïcödé ✓ 𝄞 "quoted" \\ \n', list: [1, [2, { deep: null }]] } }),
-    head(2, { pendingTimers: [timer] }), // its timers change: LMDB directly, as msgpack
+    head(2, { pendingTimers: [timer] }), // it applies a message: LMDB directly, as msgpack
     head(3, { pendingTimers: [timer], context: { n: 3, flag: true } }), // through the log again
   ];
   const records = [record(1), { ...record(2), event: { type: 'E2', payload: { a: [1, 2, 3] } } }, record(3)];
   const store = openLmdbNodeStore(dir);
   t.equal(await store.instances.createInstance(heads[0] as InstanceHead, [records[0] as TransitionRecord]), true);
-  await store.instances.commit(heads[1] as InstanceHead, heads[0] as InstanceHead, [records[1] as TransitionRecord]);
+  await store.instances.commit(heads[1] as InstanceHead, heads[0] as InstanceHead, [records[1] as TransitionRecord], { receivedMessageId: 'msg-2' });
   await store.instances.commit(heads[2] as InstanceHead, heads[1] as InstanceHead, [records[2] as TransitionRecord]);
   await store.close();
 
@@ -153,9 +153,10 @@ t.test("writes that go to LMDB directly land after the log's commits", async (t)
   await instances.replaceHead(head(2, { status: 'paused' }), head(2));
   t.equal(instances.getInstance('org_a', 'm', 'i')?.status, 'paused');
   await instances.commit(head(3, { status: 'paused' }), head(2, { status: 'paused' }), [record(3)]);
-  // A commit with a timer goes to LMDB directly (the due-time index is LMDB's).
+  // A commit that applies a message goes to LMDB directly (the inbox is LMDB's).
   const timer = { kind: 'event' as const, id: 't', dueAt: 500, event: { type: 'T' } };
-  await instances.commit(head(4, { pendingTimers: [timer] }), head(3, { status: 'paused' }), [record(4)]);
+  await instances.commit(head(4, { pendingTimers: [timer] }), head(3, { status: 'paused' }), [record(4)], { receivedMessageId: 'msg-4' });
+  t.equal(instances.hasReceived('org_a', 'm', 'i', 'msg-4'), true);
   t.same(instances.listDueTimers(1_000, 10).map((d) => d.timerId), ['t']);
   t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2, 3, 4]);
 
@@ -266,8 +267,8 @@ t.test("fencing holds between the log's commits and LMDB's own", async (t) => {
   for (const [order, name] of [['log first', 'a'], ['LMDB first', 'b']] as const) {
     await instances.createInstance(head(1, { name }), [record(1)]);
     const viaLog = () => instances.commit(head(2, { name, context: { by: 'log' } }), head(1, { name }), [record(2)]);
-    // A commit that sets a timer goes to LMDB directly (the due-time index is there).
-    const viaLmdb = () => instances.commit(head(2, { name, context: { by: 'lmdb' }, pendingTimers: [timer] }), head(1, { name }), [record(2)]);
+    // A commit that applies a message goes to LMDB directly (the inbox is there).
+    const viaLmdb = () => instances.commit(head(2, { name, context: { by: 'lmdb' }, pendingTimers: [timer] }), head(1, { name }), [record(2)], { receivedMessageId: `msg-${name}` });
     const outcomes = await Promise.allSettled(order === 'log first' ? [viaLog(), viaLmdb()] : [viaLmdb(), viaLog()]);
     t.same(outcomes.map((o) => o.status), ['fulfilled', 'rejected'], `${order}: the second writer from the same head is refused`);
     t.type((outcomes[1] as PromiseRejectedResult).reason, SequenceConflictError);
@@ -293,8 +294,8 @@ t.test('once commits landed in LMDB, fencing refuses stale writers without readi
   t.equal(await instances.createInstance(head(1), [record(1)]), false, 'and a second create of the name');
   await instances.commit(head(3), head(2), [record(3)]);
   await allLanded();
-  // A commit that sets a timer goes to LMDB directly: LMDB's head moves past what the log landed.
-  await instances.commit(head(4, { pendingTimers: [timer] }), head(3), [record(4)]);
+  // A commit that applies a message goes to LMDB directly: LMDB's head moves past what the log landed.
+  await instances.commit(head(4, { pendingTimers: [timer] }), head(3), [record(4)], { receivedMessageId: 'msg-4' });
   await t.rejects(instances.commit(head(4), head(3), [record(4)]), SequenceConflictError, 'after a direct write, a writer from the head before it is refused');
   await instances.commit(head(5, { pendingTimers: [timer] }), head(4, { pendingTimers: [timer] }), [record(5)]);
   await allLanded();
@@ -303,6 +304,72 @@ t.test('once commits landed in LMDB, fencing refuses stale writers without readi
   t.equal(await instances.createInstance(head(1), [record(1)]), true, 'after a delete the name can be created again');
   await allLanded();
   t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1], 'with a history of its own');
+  await store.close();
+});
+
+t.test('commits that change pending timers go through the log: the due-time index shows them before LMDB has them, and after', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const timer = (id: string, dueAt: number) => ({ kind: 'event' as const, id, dueAt, event: { type: 'T' } });
+  const i1 = head(1, { pendingTimers: [timer('a', 100)] });
+  const first = openLmdbNodeStore(dir);
+  await first.instances.createInstance(i1, [record(1)]);
+  t.equal(framesIn(dir).length, 1, 'a create with a timer is a frame of the log');
+  await first.close();
+
+  // Held back now: what the scheduler reads of these commits must come from the acknowledged heads.
+  const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
+  const { instances } = store;
+  const due = (upto: number, limit = 10) => instances.listDueTimers(upto, limit).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`);
+  t.same(due(1_000), ['i:a@100'], 'LMDB indexed the create\'s timer when its frame landed');
+  const i2 = head(2, { pendingTimers: [timer('b', 300)] });
+  await instances.commit(i2, i1, [record(2)]);
+  await instances.createInstance(head(1, { name: 'j', pendingTimers: [timer('c', 200)] }), [record(1)]);
+  await instances.createInstance(head(1, { name: 'k' }), [record(1)]);
+  t.same(framesIn(dir).length, 3, 'each of them a frame of the log');
+  t.same(due(1_000), ['j:c@200', 'i:b@300'], 'the new timers, in due order, and not the one the commit dropped');
+  t.same(due(1_000, 1), ['j:c@200'], 'up to the limit');
+  t.same(due(250), ['j:c@200'], 'up to the time');
+  t.equal(instances.nextTimerDue(), 200, 'the earliest due time is of the acknowledged heads');
+  await instances.commit(head(3), i2, [record(3)]);
+  t.same(due(1_000), ['j:c@200'], 'a commit that leaves no timer drops them at once');
+
+  // A direct write queues every frame before it: then LMDB has them all.
+  await instances.replaceHead(head(1, { name: 'k', status: 'paused' }), head(1, { name: 'k' }));
+  while (instances.hasUnappliedInstances('org_a', 'm')) await new Promise((resolve) => setTimeout(resolve, 2));
+  t.same(due(1_000), ['j:c@200'], 'the same once LMDB has them');
+  t.equal(instances.nextTimerDue(), 200);
+  await store.close();
+
+  const reopened = openLmdbNodeStore(dir);
+  t.same(reopened.instances.listDueTimers(1_000, 10).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`), ['j:c@200'], 'LMDB alone holds exactly the heads\' timers');
+  await reopened.close();
+});
+
+t.test('after kill -9, the due-time index is rebuilt from the log with the heads', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const crashed = runScript(`${CHILD_PRELUDE}
+    const timer = (id, dueAt) => ({ kind: 'event', id, dueAt, event: { type: 'T' } });
+    const landed = openLmdbNodeStore(${JSON.stringify(dir)}, { walApplyDelayMs: 0 });
+    await landed.instances.createInstance(head(1, { pendingTimers: [timer('a', 100)] }), [record(1)]);
+    await landed.instances.createInstance(head(1, { name: 'j', pendingTimers: [timer('x', 50)] }), [record(1)]);
+    await landed.close();
+    const store = openLmdbNodeStore(${JSON.stringify(dir)}, { walApplyDelayMs: ${HOLD} });
+    // i: its landed timer a is replaced by b, then by c; j: its landed timer x is dropped; k: created with one.
+    await store.instances.commit(head(2, { pendingTimers: [timer('b', 200)] }), head(1, { pendingTimers: [timer('a', 100)] }), [record(2)]);
+    await store.instances.commit(head(3, { pendingTimers: [timer('c', 400), timer('d', 500)] }), head(2, { pendingTimers: [timer('b', 200)] }), [record(3)]);
+    await store.instances.commit(head(2, { name: 'j' }), head(1, { name: 'j', pendingTimers: [timer('x', 50)] }), [record(2)]);
+    await store.instances.createInstance(head(1, { name: 'k', pendingTimers: [timer('y', 300)] }), [record(1)]);
+    process.stdout.write('acked\\n');
+    process.kill(process.pid, 'SIGKILL');
+  `);
+  t.equal(crashed.signal, 'SIGKILL', crashed.stderr);
+  t.match(crashed.stdout, /acked/);
+  t.same((await logState(dir)).onlyInLog.length, 4, 'LMDB had none of the four commits');
+  const store = openLmdbNodeStore(dir);
+  t.same(store.instances.listDueTimers(1_000, 10).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`), ['k:y@300', 'i:c@400', 'i:d@500'], 'the index is the last heads\' timers, none of the replaced ones');
+  t.equal(store.instances.nextTimerDue(), 300);
   await store.close();
 });
 

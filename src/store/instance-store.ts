@@ -178,8 +178,8 @@ export interface InstanceStore {
    */
   queryIndex(query: IndexQuery): IndexPosition[];
   /**
-   * Pending timers of every instance ordered by due time, up to `uptoMs`. The index is written in the
-   * same transaction as the heads, so it always matches their `pendingTimers`.
+   * Pending timers of every instance ordered by due time, up to `uptoMs`. The index always matches
+   * the committed heads' `pendingTimers`, including acknowledged commits not yet in LMDB.
    */
   listDueTimers(uptoMs: number, limit: number): DueTimer[];
   /** The earliest due time in the index, if any. */

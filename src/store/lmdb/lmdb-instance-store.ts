@@ -13,6 +13,7 @@ import {
   type UsageMonth,
   usageMonth,
 } from '../instance-store.js';
+import { DueTimers, type NewerHeads } from './due-timers.js';
 import { IndexEntries } from './index-entries.js';
 import { instanceKey } from './unapplied-commits.js';
 import { msgpackOrJson } from './json-values.js';
@@ -48,14 +49,6 @@ export interface InstanceStoreOptions {
   onStorageFailure?: (error: Error) => void;
 }
 
-/** Whether two heads' pending timers are the same (then the due-time index does not change). */
-const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTimers']): boolean => {
-  if (a.length !== b.length) return false;
-  if (a.length === 0) return true;
-  const ids = new Set(a.map((timer) => `${timer.dueAt}:${timer.id}`));
-  return b.every((timer) => ids.has(`${timer.dueAt}:${timer.id}`));
-};
-
 /**
  * LMDB layout:
  *   instances   [orgId, machine, name]      -> InstanceHead, entry version = head.seq
@@ -63,7 +56,7 @@ const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTi
  *   transitions [orgId, machine, name, seq] -> TransitionRecord
  *   usage       [orgId, 'YYYY-MM']          -> UsageDelta (the org's month)
  *               [orgId, 'YYYY-MM', machine] -> UsageDelta (one machine's share of it)
- *   timers      [dueAt, orgId, machine, name, timerId] -> true   (due-time index of pendingTimers)
+ *   timers      [dueAt, orgId, machine, name, timerId] -> true   (due-time index of pendingTimers; due-timers.ts)
  *   outbox      position                    -> OutboxMessage  (messages between instances)
  *   inbox       [orgId, machine, name, messageId] -> ts      (messages an instance applied)
  *   indexes     [orgId, machine, index, value, name] -> true (heads' indexValues; index-entries.ts)
@@ -75,8 +68,9 @@ const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTi
  * process owns a data dir, and the owner's mailbox gives each instance one writer.
  *
  * With the write-ahead log (`commitLog: 'wal'`, the default), a commit of head and history only (no
- * messages, no change of pending timers: the usual event) goes through wal-commits.ts: acknowledged
- * once its log frame is durable, seen by reads at once, written to LMDB behind it. Its fencing check
+ * message sent or received: the usual event, whether or not it changes pending timers) goes through
+ * wal-commits.ts: acknowledged once its log frame is durable, seen by reads at once (timers and index
+ * entries included), written to LMDB behind it with the entries its head derives. Its fencing check
  * counts commits not yet in LMDB. Every other write goes to LMDB as below, after the log's commits.
  *
  * LMDB writes are conditional blocks of lmdb-js's batched asynchronous transactions: the condition is
@@ -86,12 +80,13 @@ const sameTimers = (a: InstanceHead['pendingTimers'], b: InstanceHead['pendingTi
  * them in batches.
  */
 const CAUGHT_UP: Promise<void> = Promise.resolve();
+const NO_NEWER_HEADS: NewerHeads = { size: 0, head: () => undefined, heads: () => [] };
 
 export class LmdbInstanceStore implements InstanceStore {
   private readonly heads: Database<InstanceHead, HeadKey>;
   private readonly transitions: Database<TransitionRecord, [string, string, string, number]>;
   private readonly usage: Database<UsageDelta, [string, string] | [string, string, string]>;
-  private readonly timers: Database<true, [number, string, string, string, string]>;
+  private readonly timers: DueTimers;
   private readonly outbox: Database<OutboxMessage, [number, number]>;
   private readonly inbox: Database<number, [string, string, string, string]>;
   private readonly indexes: IndexEntries;
@@ -105,20 +100,20 @@ export class LmdbInstanceStore implements InstanceStore {
     this.heads = root.openDB({ name: 'instances', ...msgpackOrJson, useVersions: true });
     this.transitions = root.openDB({ name: 'transitions', ...msgpackOrJson });
     this.usage = root.openDB({ name: 'usage', encoding: 'msgpack' });
-    this.timers = root.openDB({ name: 'timers', encoding: 'msgpack' });
+    this.timers = new DueTimers(root);
     this.outbox = root.openDB({ name: 'outbox', encoding: 'msgpack' });
     this.inbox = root.openDB({ name: 'inbox', encoding: 'msgpack' });
     this.indexes = new IndexEntries(root);
     this.upgradeHeads();
     if ((options.commitLog ?? 'wal') === 'wal') {
-      this.wal = new WalCommits(root, this.heads, this.transitions, this.indexes, {
+      this.wal = new WalCommits(root, this.heads, this.transitions, [this.indexes, this.timers], {
         dir: options.walDir,
         segmentBytes: options.walSegmentBytes,
         applyDelayMs: options.walApplyDelayMs,
         onFailure: options.onStorageFailure,
       });
     } else {
-      WalCommits.recover(root, this.heads, this.transitions, this.indexes, options.walDir);
+      WalCommits.recover(root, this.heads, this.transitions, [this.indexes, this.timers], options.walDir);
       WriteAheadLog.remove(options.walDir);
     }
   }
@@ -163,7 +158,7 @@ export class LmdbInstanceStore implements InstanceStore {
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
     this.checkHealthy();
     const key = instanceKey(head.orgId, head.machine, head.name);
-    if (this.wal && this.headAndHistoryOnly(effects, head.pendingTimers.length === 0)) {
+    if (this.wal && this.headAndHistoryOnly(effects)) {
       const texts = commitTexts(head, history);
       if (texts !== undefined) return this.wal.write({ key, head, records: history, previous: undefined, texts });
     }
@@ -181,7 +176,7 @@ export class LmdbInstanceStore implements InstanceStore {
   async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
     this.checkHealthy();
     const key = instanceKey(head.orgId, head.machine, head.name);
-    if (this.wal && this.headAndHistoryOnly(effects, sameTimers(previous.pendingTimers, head.pendingTimers))) {
+    if (this.wal && this.headAndHistoryOnly(effects)) {
       const texts = commitTexts(head, history);
       if (texts !== undefined) {
         if (!(await this.wal.write({ key, head, records: history, previous, texts }))) throw this.conflict(previous);
@@ -201,11 +196,12 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   /**
-   * Whether a commit is of the head and history alone (no messages sent or received, the due-time
-   * index unchanged): those go through the write-ahead log, whose frames hold nothing else.
+   * Whether a commit is of the head and history alone (no messages sent or received): those go
+   * through the write-ahead log, whose frames hold nothing else (what a head derives, its index and
+   * timer entries, is written from the head when the frame lands).
    */
-  private headAndHistoryOnly(effects: CommitEffects, timersUnchanged: boolean): boolean {
-    return !effects.outbox?.length && effects.receivedMessageId === undefined && timersUnchanged;
+  private headAndHistoryOnly(effects: CommitEffects): boolean {
+    return !effects.outbox?.length && effects.receivedMessageId === undefined;
   }
 
   /**
@@ -248,12 +244,11 @@ export class LmdbInstanceStore implements InstanceStore {
         // this write was never queued: nothing to undo
       }
     };
-    for (const timer of head.pendingTimers) attempt(() => void this.timers.remove([timer.dueAt, head.orgId, head.machine, head.name, timer.id]));
     for (const record of history) attempt(() => void this.transitions.remove([head.orgId, head.machine, head.name, record.seq]));
     for (const message of effects.outbox ?? []) attempt(() => void this.outbox.remove(message.position));
     const received = effects.receivedMessageId;
     if (received !== undefined) attempt(() => void this.inbox.remove([head.orgId, head.machine, head.name, received]));
-    for (const timer of previous?.pendingTimers ?? []) attempt(() => void this.timers.put([timer.dueAt, head.orgId, head.machine, head.name, timer.id], true));
+    attempt(() => this.timers.replace(head, previous));
     attempt(() => this.indexes.replace(head, previous));
   }
 
@@ -299,7 +294,7 @@ export class LmdbInstanceStore implements InstanceStore {
       const current = this.heads.get([orgId, machine, name]);
       if (current === undefined) return false;
       void this.heads.remove([orgId, machine, name]);
-      this.indexTimers(current, undefined);
+      this.timers.replace(current, undefined);
       this.indexes.replace(current, undefined);
       for (const key of this.transitions.getKeys({ start: [orgId, machine, name, 0], end: [orgId, machine, name, Number.MAX_SAFE_INTEGER] })) {
         void this.transitions.remove(key);
@@ -345,24 +340,16 @@ export class LmdbInstanceStore implements InstanceStore {
   }
 
   listDueTimers(uptoMs: number, limit: number): DueTimer[] {
-    const out: DueTimer[] = [];
-    for (const key of this.timers.getKeys({ start: [0], end: [uptoMs, AFTER_ALL], limit })) {
-      const [dueAt, orgId, machine, name, timerId] = key;
-      out.push({ dueAt, orgId, machine, name, timerId });
-    }
-    return out;
+    return this.timers.due(uptoMs, limit, this.wal?.unapplied ?? NO_NEWER_HEADS);
   }
 
   nextTimerDue(): number | undefined {
-    for (const key of this.timers.getKeys({ limit: 1 })) return key[0];
-    return undefined;
+    return this.timers.first(this.wal?.unapplied ?? NO_NEWER_HEADS);
   }
 
   async removeDueTimers(entries: DueTimer[]): Promise<void> {
     this.checkHealthy();
-    await this.root.transaction(() => {
-      for (const e of entries) void this.timers.remove([e.dueAt, e.orgId, e.machine, e.name, e.timerId]);
-    });
+    await this.root.transaction(() => this.timers.remove(entries));
   }
 
   async addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now()): Promise<void> {
@@ -410,16 +397,8 @@ export class LmdbInstanceStore implements InstanceStore {
   private putHead(head: InstanceHead, previous: InstanceHead | undefined): void {
     // The entry's version is the head's sequence: what the next commit's condition names.
     void this.heads.put(keyOf(head), head, head.seq);
-    this.indexTimers(previous, head);
+    this.timers.replace(previous, head);
     this.indexes.replace(previous, head);
-  }
-
-  /** Keeps the due-time index equal to the heads' pending timers: drop the old head's, add the new's. */
-  private indexTimers(previous: InstanceHead | undefined, next: InstanceHead | undefined): void {
-    const keysOf = (head: InstanceHead | undefined) =>
-      head ? head.pendingTimers.map((timer): [number, string, string, string, string] => [timer.dueAt, head.orgId, head.machine, head.name, timer.id]) : [];
-    for (const key of keysOf(previous)) void this.timers.remove(key);
-    for (const key of keysOf(next)) void this.timers.put(key, true);
   }
 
   /**

@@ -14,7 +14,7 @@ export const instanceKey = (orgId: string, machine: string, name: string): strin
  * Commits acknowledged from the write-ahead log whose LMDB writes have not landed yet (usually for
  * a fraction of a millisecond): reads add them to what LMDB holds, so an acknowledged write is
  * visible at once. Only head-and-history commits take that path (lmdb-instance-store.ts), so heads
- * and histories are all there is to add.
+ * and histories are all there is to add (a head's pending timers and index values come with it).
  */
 export class UnappliedCommits {
   private readonly byKey = new Map<string, Unapplied>();
@@ -63,6 +63,11 @@ export class UnappliedCommits {
       if (out.length >= limit) break;
     }
     return out;
+  }
+
+  /** Every instance's head, in no order. */
+  *heads(): Iterable<InstanceHead> {
+    for (const { head } of this.byKey.values()) yield head;
   }
 
   /** Heads of one machine's instances, in no order. */

@@ -2,7 +2,6 @@ import type { Database, RootDatabase } from 'lmdb';
 import { unavailable } from '../../domain/errors.js';
 import { tooDeep } from '../../domain/json-depth.js';
 import type { InstanceHead, TransitionRecord } from '../instance-store.js';
-import type { IndexEntries } from './index-entries.js';
 import { asJsonValue } from './json-values.js';
 import { UnappliedCommits } from './unapplied-commits.js';
 import { DEFAULT_SEGMENT_BYTES, WriteAheadLog } from './write-ahead-log.js';
@@ -10,6 +9,14 @@ import { DEFAULT_SEGMENT_BYTES, WriteAheadLog } from './write-ahead-log.js';
 type HeadKey = [string, string, string];
 type HeadsDb = Database<InstanceHead, HeadKey>;
 type TransitionsDb = Database<TransitionRecord, [string, string, string, number]>;
+
+/**
+ * Entries LMDB derives from a head (secondary indexes, the due-time index): `replace` queues, in the
+ * write the caller is inside, what takes them from `previous`'s to `next`'s.
+ */
+export interface HeadEntries {
+  replace(previous: InstanceHead | undefined, next: InstanceHead | undefined): void;
+}
 
 /** In the `wal` db (entry versions): its version is the last log frame LMDB holds. */
 const APPLIED_KEY = 'applied';
@@ -44,7 +51,7 @@ const LANDED_MAX = 100_000;
 /** Values nest at most this deep to be encoded safely (msgpackr recurses; see domain/json-depth.ts). */
 const MAX_ENCODABLE_DEPTH = 1000;
 
-/** A commit of an instance's head and history (no messages, timers unchanged): what goes through the log. */
+/** A commit of an instance's head and history (no messages): what goes through the log. */
 export interface HeadCommit {
   key: string;
   head: InstanceHead;
@@ -192,11 +199,11 @@ export class WalCommits {
     root: RootDatabase,
     private readonly heads: HeadsDb,
     private readonly transitions: TransitionsDb,
-    private readonly indexes: IndexEntries,
+    private readonly derived: HeadEntries[],
     private readonly options: WalCommitsOptions,
   ) {
     this.walDb = openWalDb(root);
-    const applied = WalCommits.recover(root, heads, transitions, indexes, options.dir);
+    const applied = WalCommits.recover(root, heads, transitions, derived, options.dir);
     this.lastQueued = applied;
     this.wal = WriteAheadLog.start(options.dir, applied + 1, options.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
   }
@@ -204,10 +211,10 @@ export class WalCommits {
   /**
    * Applies what the log holds beyond LMDB's last applied frame, durably, before anything reads.
    * Runs whether or not the node uses the log now (it may have before a crash). Returns the last frame
-   * LMDB holds. Index entries move from the head LMDB holds (a read inside the transaction sees the
-   * frames applied before) to the frame's.
+   * LMDB holds. Index and timer entries move from the head LMDB holds (a read inside the transaction
+   * sees the frames applied before) to the frame's.
    */
-  static recover(root: RootDatabase, heads: HeadsDb, transitions: TransitionsDb, indexes: IndexEntries, dir: string): number {
+  static recover(root: RootDatabase, heads: HeadsDb, transitions: TransitionsDb, derived: HeadEntries[], dir: string): number {
     const walDb = openWalDb(root);
     let applied = walDb.getEntry(APPLIED_KEY)?.version ?? 0;
     const frames = WriteAheadLog.read(dir, applied).filter((frame) => frame.seq > applied);
@@ -219,7 +226,8 @@ export class WalCommits {
     root.transactionSync(() => {
       for (const frame of frames) {
         for (const [head, records] of JSON.parse(frame.payload.toString('utf8')) as Array<[InstanceHead, TransitionRecord[]]>) {
-          indexes.replace(heads.get(keyOf(head)), head);
+          const stored = heads.get(keyOf(head));
+          for (const entries of derived) entries.replace(stored, head);
           putCommit(heads, transitions, head, records);
         }
       }
@@ -286,7 +294,7 @@ export class WalCommits {
           for (const commit of frame.commits) {
             putCommitTexts(this.heads, this.transitions, commit);
             // (`previous` is what LMDB holds by then: the commit was fenced against it)
-            this.indexes.replace(commit.previous, commit.head);
+            for (const entries of this.derived) entries.replace(commit.previous, commit.head);
           }
         }
         void this.walDb.put(APPLIED_KEY, true, last);
