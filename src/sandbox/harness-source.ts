@@ -252,9 +252,10 @@ const CHILD_KINDS = [['spawnPromise', 'promise'], ['spawnCallback', 'callback'],
 const SPAWNS = CHILD_KINDS.map(function (pair) { return [pair[0], pair[1], proto[pair[0]]]; });
 
 function newRecord(key, name) {
-  // interp: the live interpreter, or null while the actor rests (state: its State; see pure steps)
+  // interp: the live interpreter, or null while the actor rests (state: its State; see pure steps);
+  // delayed: while it rests, its delayed events' timer ids by send id (the interpreter's delayedEventsMap)
   return { key, name, interp: null, state: null, failure: null, transitions: 0, changed: false, spawns: [], outbound: [], invokes: {},
-    kinds: null, pendingMeta: null, actor: null, rearm: null, last: null, invokeSources: {} };
+    kinds: null, pendingMeta: null, actor: null, rearm: null, last: null, invokeSources: {}, delayed: null };
 }
 /** The actor's current State, live or resting. */
 function stateOf(rec) { return rec.interp !== null ? apply(P.state, rec.interp, []) : rec.actor !== null ? apply(P5.getSnapshot, rec.actor, []) : rec.state; }
@@ -276,6 +277,9 @@ function createInterpreter(rec, m) {
   };
   const interp = X_interpret(m, { clock, devTools: false });
   interp.defer = function (sendAction) {
+    // (as xstate's defer tells them apart) a delayed event to itself is delivered to whatever the
+    // actor is when it fires, so the actor may rest meanwhile
+    if (!sendAction.to) { deferToSelf(rec, sendAction, this.delayedEventsMap); return; }
     const meta = { event: jsonCopy(sendAction._event.data) };
     if (sendAction.id !== undefined) meta.sendId = $String(sendAction.id);
     const to = describeTarget(sendAction.to);
@@ -333,16 +337,37 @@ function createInterpreter(rec, m) {
 function rearm(rec, timer) {
   const event = timer.event;
   const to = timer.to;
-  const fn = function () {
-    const scxml = X_toSCXMLEvent(event);
-    if (to !== undefined) rec.interp.sendTo(scxml, to, true); else rec.interp.send(scxml);
-  };
-  const meta = { event };
+  if (to === undefined) { rearmToSelf(rec, timer, rec.interp.delayedEventsMap); return; }
+  const fn = function () { rec.interp.sendTo(X_toSCXMLEvent(event), to, true); };
+  const meta = { event, to };
   if (timer.sendId !== undefined) meta.sendId = timer.sendId;
-  if (to !== undefined) meta.to = to;
   const id = internal.rearmTimer(rec.key, fn, $String(timer.id), I.Number(timer.dueAt), meta);
   if (timer.sendId !== undefined) rec.interp.delayedEventsMap[timer.sendId] = id;
 }
+
+// A delayed event an actor sends itself ('after', a send with a delay and no target) is delivered to
+// whatever the actor is when its timer fires: its interpreter, or its resting State (pure steps).
+// Its timer id is kept by send id in map, the interpreter's delayedEventsMap or the resting actor's
+// own (rec.delayed), for a cancel to find it, as xstate's defer and cancel do.
+function deliverToSelf(rec, scxml) {
+  if (rec.interp !== null) rec.interp.send(scxml); else pureSend(rec, scxml);
+}
+function deferToSelf(rec, sendAction, map) {
+  const meta = { event: jsonCopy(sendAction._event.data) };
+  if (sendAction.id !== undefined) meta.sendId = $String(sendAction.id);
+  const scxml = sendAction._event;
+  const id = internal.addTimer(rec.key, function () { deliverToSelf(rec, scxml); }, sendAction.delay, meta);
+  if (sendAction.id) map[sendAction.id] = id;
+}
+function rearmToSelf(rec, timer, map) {
+  const event = timer.event;
+  const meta = { event };
+  if (timer.sendId !== undefined) meta.sendId = timer.sendId;
+  const id = internal.rearmTimer(rec.key, function () { deliverToSelf(rec, X_toSCXMLEvent(event)); }, $String(timer.id), I.Number(timer.dueAt), meta);
+  if (timer.sendId !== undefined) map[timer.sendId] = id;
+}
+/** The map of a resting actor's delayed events (made when first needed). */
+function restingDelayed(rec) { return rec.delayed !== null ? rec.delayed : (rec.delayed = {}); }
 
 // ---- XState v5 machines ----
 // A v5 machine (the shared copy's, or one of a bundled xstate 5 copy) runs as an Actor of the shared
@@ -683,12 +708,14 @@ function outputOf5(input) {
 
 // ---- pure steps: actors that rest without an interpreter ----
 // An interpreter costs ≈ 5.5 KB of the isolate per instance and most of them only wait for their next
-// event. When nothing in the machine can leave anything running (no invoke, activity, delay or send;
-// only assign, log, raise, choose among such, and custom action functions), an actor between steps
-// is only its State: an event is taken by the machine's own pure transition, and the actions the
-// interpreter would run (custom functions and log) are run as its _exec does, at the same moments
-// (during the transition with predictableActionArguments, after it otherwise), with the same
-// arguments. A spawn() inside an assign (the one way such a machine starts something) wakes an
+// event. When nothing in the machine can leave anything running but delayed events to itself (no
+// invoke, activity or send to another actor; only assign, log, raise, choose among such, 'after',
+// sends to itself with a delay, cancel, and custom action functions), an actor between steps is only
+// its State and its pending delayed events: an event is taken by the machine's own pure transition,
+// and the actions the interpreter would run (custom functions, log, the delayed send and its cancel)
+// are run as its _exec does, at the same moments (during the transition with
+// predictableActionArguments, after it otherwise), with the same arguments; a delayed event's timer
+// delivers it to the resting actor as the interpreter's own would (deferToSelf). A spawn() inside an assign (the one way such a machine starts something) wakes an
 // interpreter from the state the step began in, at that moment, which spawns the child and takes the
 // step's result as its own send would have; the actor keeps it until nothing runs any more.
 let pureSteps = true; // configure() may switch them off (--pure-steps off)
@@ -717,6 +744,8 @@ function pureMachine() {
 }
 function restsWithoutInterpreter(m) {
   if (m === null || typeof m !== 'object' || m.__xstatenode !== true) return false;
+  // (what Interpreter#start does first: each state's 'after' becomes entry sends and exit cancels)
+  m._init();
   const implementations = m.options && m.options.actions ? m.options.actions : {};
   // What xstate makes of an action at run time (toActionObject): a name or type with an
   // implementation that is itself an action object (a send, say) becomes that object.
@@ -730,6 +759,9 @@ function restsWithoutInterpreter(m) {
     if (typeof a === 'string' || typeof impl === 'function') return true;
     if (type === 'xstate.assign' || type === 'xstate.log') return true;
     if (type === 'xstate.raise') return a.delay === undefined;
+    // a delayed event to itself ('after' makes these); with no delay, or to another actor, it needs the interpreter
+    if (type === 'xstate.send') return typeof a.delay === 'number' && a.to === undefined;
+    if (type === 'xstate.cancel') return true;
     if (type === 'xstate.choose') {
       const conds = a.conds;
       if (!I.isArray(conds)) return false;
@@ -749,7 +781,7 @@ function restsWithoutInterpreter(m) {
     return true;
   };
   const visit = function (node) {
-    if (node.invoke.length > 0 || node.activities.length > 0 || node.config.after !== undefined) return false;
+    if (node.invoke.length > 0 || node.activities.length > 0) return false;
     if (!allPure(node.onEntry) || !allPure(node.onExit)) return false;
     const transitions = node.transitions;
     for (let i = 0; i < transitions.length; i++) if (!allPure(transitions[i].actions)) return false;
@@ -761,13 +793,29 @@ function restsWithoutInterpreter(m) {
   return visit(m);
 }
 
-/** What Interpreter#_exec does with the actions a pure machine can have (custom functions and log). */
-function runAction(m, action, context, _event, state) {
+/**
+ * What Interpreter#_exec does with the actions a pure machine can have (custom functions, log, a
+ * delayed send to itself and cancel), for a resting actor (rec).
+ */
+function runAction(rec, m, action, context, _event, state) {
   // as _exec does (getActionFunction reads the map as it is)
   const impl = action.exec || (m.options.actions ? m.options.actions[action.type] : undefined);
   const exec = typeof impl === 'function' ? impl : impl ? impl.exec : action.exec;
   if (exec) {
     exec(context, _event.data, m.config.predictableActionArguments ? { action: action, _event: _event } : { action: action, state: state, _event: _event });
+    return;
+  }
+  if (action.type === 'xstate.send') {
+    // (the verdict let in only sends to itself with a number for delay: resolveSend leaves it so)
+    if (typeof action.delay !== 'number' || action.to) throw new $Error('statehold: a pure step met a send it cannot take');
+    // a spawn may have woken an interpreter within the step: then the timer id goes in its map
+    deferToSelf(rec, action, rec.interp !== null ? rec.interp.delayedEventsMap : restingDelayed(rec));
+    return;
+  }
+  if (action.type === 'xstate.cancel') {
+    const map = rec.interp !== null ? rec.interp.delayedEventsMap : restingDelayed(rec);
+    internal.clearTimer(map[action.sendId]);
+    delete map[action.sendId];
     return;
   }
   if (action.type === 'xstate.log') {
@@ -783,7 +831,7 @@ function pureSend(rec, event) {
   if (current.done) return;
   const _event = X_toSCXMLEvent(event);
   const predictable = !!m.config.predictableActionArguments;
-  const exec = predictable ? function (action, context, ev) { runAction(m, action, context, ev, undefined); } : undefined;
+  const exec = predictable ? function (action, context, ev) { runAction(rec, m, action, context, ev, undefined); } : undefined;
   let next;
   pureCall = { rec: rec, before: current };
   try {
@@ -804,7 +852,17 @@ function pureSend(rec, event) {
   rec.state = next;
   next.history = undefined; // the state before (xstate keeps one level of it); not delete, which would slow the object down
   if (next.changed !== false) { rec.transitions++; rec.changed = true; }
-  if (!predictable) for (let i = 0; i < next.actions.length; i++) runAction(m, next.actions[i], next.context, next._event, next);
+  if (!predictable) for (let i = 0; i < next.actions.length; i++) runAction(rec, m, next.actions[i], next.context, next._event, next);
+  if (next.done) cancelAllDelayed(rec);
+}
+
+/** What the interpreter's _stop does to delayed events once the machine is done: all are cancelled. */
+function cancelAllDelayed(rec) {
+  const map = rec.delayed;
+  if (map === null) return;
+  rec.delayed = null;
+  const ids = objectKeys(map);
+  for (let i = 0; i < ids.length; i++) internal.clearTimer(map[ids[i]]);
 }
 
 /**
@@ -826,7 +884,8 @@ function pureStart(rec, m, context) {
   rec.state = initial;
   rec.transitions = 1; rec.changed = true;
   // as Interpreter#start runs the initial state's actions: with that state's context
-  for (let i = 0; i < initial.actions.length; i++) runAction(m, initial.actions[i], initial.context, initial._event, initial);
+  for (let i = 0; i < initial.actions.length; i++) runAction(rec, m, initial.actions[i], initial.context, initial._event, initial);
+  if (initial.done) cancelAllDelayed(rec);
   return true;
 }
 
@@ -870,6 +929,7 @@ function wake(rec, state) {
   state.actions = []; state.children = {}; delete state.history; delete state._sessionid;
   rec.state = null;
   rec.interp = createInterpreter(rec, machine());
+  if (rec.delayed !== null) { assignOwn(rec.interp.delayedEventsMap, rec.delayed); rec.delayed = null; }
   apply(P.start, rec.interp, [state]);
   rec.transitions = 0; rec.changed = false;
 }
@@ -877,9 +937,14 @@ function wake(rec, state) {
 /** After a step: an interpreter of a pure machine with nothing running any more is let go. */
 function restIfIdle(rec, pendingTimers) {
   if (rec.actor !== null || rec.interp === null || !pureMachine() || rec.interp.children.size !== 0) return;
-  for (let i = 0; i < pendingTimers.length; i++) if (pendingTimers[i].kind === 'event') return;
+  for (let i = 0; i < pendingTimers.length; i++) if (pendingTimers[i].kind === 'event' && pendingTimers[i].to !== undefined) return;
   const st = apply(P.state, rec.interp, []);
-  try { apply(P._stop, rec.interp, []); } catch (_) { return; }
+  // its delayed events to itself stay pending (their timers deliver to the resting actor): _stop
+  // would cancel what its map holds
+  const delayed = rec.interp.delayedEventsMap;
+  rec.interp.delayedEventsMap = {};
+  try { apply(P._stop, rec.interp, []); } catch (_) { rec.interp.delayedEventsMap = delayed; return; }
+  rec.delayed = objectKeys(delayed).length > 0 ? delayed : null;
   freeSessionsOf(rec.key);
   rec.interp = null;
   rec.kinds = null;
@@ -903,6 +968,7 @@ function discard(rec) {
     rec.actor = null;
   }
   rec.state = null;
+  rec.delayed = null;
   freeSessionsOf(rec.key);
   internal.clearOwner(rec.key);
 }
@@ -949,6 +1015,12 @@ function restoreIfGiven(key, restoreJson, now) {
   startActor(key, restore.name, { snapshot: snapshot, pendingTimers: restore.pendingTimers }, now);
 }
 
+/** Whether a restored actor's persisted timers are all delayed events to itself (the rest are not re-armed). */
+function delayedToSelfOnly(timers) {
+  for (let i = 0; i < timers.length; i++) { const t = timers[i]; if (t && t.kind === 'event' && t.to !== undefined) return false; }
+  return true;
+}
+
 function startActor(key, name, init, now) {
   const existing = mapGet(actors, key);
   if (existing) discard(existing);
@@ -965,9 +1037,10 @@ function startActor(key, name, init, now) {
       s.actions = []; s.children = {}; delete s.history; delete s._sessionid;
       if (init.snapshot.invokes && typeof init.snapshot.invokes === 'object') rec.invokes = init.snapshot.invokes;
       const timers = (upgraded ? timersForMajor(4, init.pendingTimers) : init.pendingTimers) || [];
-      if (timers.length === 0 && pureMachine()) {
+      if (pureMachine() && delayedToSelfOnly(timers)) {
         // what Interpreter#start does with a state config, without the interpreter
         rec.state = provide(spawnGuard, function () { return restingState(base, s); });
+        for (let i = 0; i < timers.length; i++) { const t = timers[i]; if (t && t.kind === 'event') rearmToSelf(rec, t, restingDelayed(rec)); }
         return;
       }
       rec.interp = createInterpreter(rec, base);
