@@ -3,11 +3,13 @@
  * held (after a full GC of the isolate: run with --expose-gc, which isolates inherit), and the time of
  * a step on a live instance against a step that first restores the instance from its snapshot (what an
  * event for an evicted instance costs the sandbox worker). One process, no IPC, no HTTP.
- *   node --no-node-snapshot --expose-gc bench/probes/live-actors.mjs [N]
+ *   node --no-node-snapshot --expose-gc bench/probes/live-actors.mjs [N] [ROUNDS] [counter|session]
+ * `session`: a machine whose instances each hold a delayed event (an hour's inactivity timeout, reset by
+ * every event): since 2026-11-26 those rest too, their timers pending.
  */
 import { VersionIsolate } from '../../dist/sandbox/version-isolate.js';
 
-const code = `import { createMachine, assign } from 'xstate';
+const counter = `import { createMachine, assign } from 'xstate';
 export default createMachine({ id: 'counter', predictableActionArguments: true, initial: 'even', context: { n: 0 },
   states: {
     even: { on: { INC: { target: 'odd', actions: assign({ n: (c) => c.n + 1 }) } } },
@@ -15,6 +17,17 @@ export default createMachine({ id: 'counter', predictableActionArguments: true, 
     stopped: { type: 'final' },
   } });
 export const allowRead = () => true; export const allowWrite = () => true;`;
+
+const session = `import { createMachine, assign } from 'xstate';
+export default createMachine({ id: 'session', predictableActionArguments: true, initial: 'active', context: { n: 0 },
+  states: {
+    active: { after: { 3600000: 'expired' }, on: { INC: { target: 'active', actions: assign({ n: (c) => c.n + 1 }) } } },
+    expired: {},
+  } });
+export const allowRead = () => true; export const allowWrite = () => true;`;
+const MACHINE = process.argv[4] ?? 'counter';
+const code = { counter, session }[MACHINE];
+if (!code) throw new Error(`unknown machine ${MACHINE}: counter or session`);
 
 const N = Number(process.argv[2] ?? 10_000);
 const ROUNDS = Number(process.argv[3] ?? 5);
@@ -43,7 +56,7 @@ for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < N; i++) vi.stop(`k${i}`);
     const restored = usPerStep(N, (i) => {
       const h = heads[i];
-      vi.send(`k${i}`, { type: 'INC' }, Date.now(), { name: `k${i}`, snapshot: h.snapshot, value: h.state, context: h.context, pendingTimers: [] });
+      vi.send(`k${i}`, { type: 'INC' }, Date.now(), { name: `k${i}`, snapshot: h.snapshot, value: h.state, context: h.context, pendingTimers: h.pendingTimers });
     });
     runs[pureSteps].push({ bytes, start, live, restored });
     vi.dispose();
@@ -52,5 +65,5 @@ for (let round = 0; round < ROUNDS; round++) {
 for (const pureSteps of [true, false]) {
   const r = runs[pureSteps];
   const m = (key) => median(r.map((x) => x[key]));
-  console.log(JSON.stringify({ pureSteps, instances: N, rounds: ROUNDS, bytesPerLiveInstance: m('bytes'), startUs: m('start'), liveStepUs: m('live'), restoreAndStepUs: m('restored') }));
+  console.log(JSON.stringify({ machine: MACHINE, pureSteps, instances: N, rounds: ROUNDS, bytesPerLiveInstance: m('bytes'), startUs: m('start'), liveStepUs: m('live'), restoreAndStepUs: m('restored') }));
 }

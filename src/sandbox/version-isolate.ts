@@ -90,8 +90,9 @@ export interface LoadOptions {
    */
   aroundDelivery?: (deliver: () => void) => void;
   /**
-   * Let the actors of a machine that can leave nothing running rest between steps as their state
-   * alone, stepped by xstate's pure transition (harness-source.ts, pure steps); default true.
+   * Let the actors of a machine that can leave nothing running but delayed events to itself rest
+   * between steps as their state and timers alone, stepped by xstate's pure transition
+   * (harness-source.ts, pure steps); default true.
    */
   pureSteps?: boolean;
   /** A machine version (the default) or a migration bundle, whose exports are checked instead. */
