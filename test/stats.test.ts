@@ -2,13 +2,18 @@ import { signToken } from '@statebacked/token';
 import t from 'tap';
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
-import { DELAYED, TOGGLE } from './fixtures/machines.js';
+import { ALLOW_ALL, TOGGLE } from './fixtures/machines.js';
 import { machineWithVersion } from './helpers/setup.js';
 
 /** GET /stats: what the node holds in memory, for its operator (and make bench). */
 const node = await startNode({ args: ['--max-live-actors', '30'] });
 t.teardown(() => node.stop());
 const admin = node.adminKey as string;
+
+/** A send without a delay: its instances keep an interpreter (pure steps, harness-source.ts). */
+const SENDER = `import { createMachine, send } from "xstate";
+export default createMachine({ id: "sender", initial: "a", states: { a: { on: { GO: { actions: send("PING") }, PING: "b" } }, b: {} } });
+${ALLOW_ALL}`;
 
 type Stats = {
   node: { rssBytes: number; heapUsedBytes: number };
@@ -27,17 +32,17 @@ t.test('the operator sees the node\'s memory, its actors, and each isolate\'s he
   t.same(before.actors, { held: 0, live: 0, maxHeld: 30 });
 
   const { operator, machineVersionId: toggle } = await machineWithVersion(node, 'toggle', TOGGLE);
-  const { machineVersionId: delayed } = await machineWithVersion(node, 'delayed', DELAYED);
+  const { machineVersionId: sender } = await machineWithVersion(node, 'sender', SENDER);
   for (let i = 0; i < 20; i++) await operator.machineInstances.create('toggle', { slug: `t${i}` });
   for (let i = 0; i < 20; i++) await operator.machineInstances.sendEvent('toggle', `t${i}`, { event: 'TOGGLE' });
-  for (let i = 0; i < 5; i++) await operator.machineInstances.create('delayed', { slug: `d${i}` });
+  for (let i = 0; i < 5; i++) await operator.machineInstances.create('sender', { slug: `d${i}` });
 
   const after = await stats();
   t.same(after.actors, { held: 25, live: 25, maxHeld: 30 });
   const isolates = after.sandboxWorkers.main?.isolates ?? [];
   const of = (versionId: string) => isolates.find((i) => i.versionId === versionId);
   t.match(of(toggle), { resting: 20, interpreters: 0 }, 'the toggles rest without interpreters');
-  t.match(of(delayed), { resting: 0, interpreters: 5 }, 'a machine with delays keeps interpreters');
+  t.match(of(sender), { resting: 0, interpreters: 5 }, 'a machine with a send keeps interpreters');
   t.ok((of(toggle)?.heapUsedBytes ?? 0) > 1024 * 1024, 'each isolate\'s heap');
   t.ok((after.sandboxWorkers.main?.rssBytes ?? 0) > 10 * 1024 * 1024, 'the worker\'s memory');
 
