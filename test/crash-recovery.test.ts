@@ -6,6 +6,8 @@ import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
 import { logState } from './helpers/wal.js';
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+
 /**
  * kill -9 at an arbitrary moment loses no acknowledged event: every event answered 200 is in the
  * instance's history after a restart, in the order it was acknowledged, and the instance goes on.
@@ -108,4 +110,55 @@ t.test('events acknowledged from the write-ahead log alone survive kill -9', asy
   const after = await client.machineInstances.sendEvent('lone', 'solo', { event: { type: 'NOTE', note: 'after' } });
   t.equal(after.state, 'idle', 'the instance goes on');
   t.same((await client.machineInstances.admin.get('lone', 'solo')).context.log, [...acked, 'after']);
+});
+
+/** A nap of 1.5 s, started again by every TOUCH (a commit that moves the pending delayed event). */
+const NAP = `import { createMachine } from "xstate";
+export default createMachine({ id: "nap", predictableActionArguments: true, initial: "waiting",
+  states: { waiting: { after: { 1500: "done" }, on: { TOUCH: "waiting" } }, done: {} } });
+export const allowRead = () => true;
+export const allowWrite = () => true;
+`;
+
+t.test('delayed events acknowledged from the write-ahead log alone fire on time, before LMDB has them and after kill -9', async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const adminKey = 'crash-admin';
+  // (a settling budget below the nap, so that the delay is left pending and stored)
+  const args = ['--admin-key', adminKey, '--settle-timeout-ms', '200'];
+  const first = await startNode({ dataDir, args, env: { STATEHOLD_WAL_APPLY_DELAY_MS: '600000' } });
+  await machineWithVersion({ ...first, adminKey }, 'nap', NAP);
+  const client = new StateBackedClient(adminKey, { apiHost: first.url });
+  const firstRecordAt = async (c: StateBackedClient, name: string, index: number) =>
+    Date.parse((await c.machineInstances.listTransitions('nap', name)).transitions[index]?.createdAt ?? '');
+
+  // Its timer is only in the log: the scheduler must find it among the commits LMDB does not have yet.
+  t.equal((await client.machineInstances.create('nap', { slug: 'a' })).state, 'waiting');
+  const aStarted = await firstRecordAt(client, 'a', 0);
+  await sleep(aStarted + 1_500 + 700 - Date.now());
+  t.equal((await client.machineInstances.get('nap', 'a')).state, 'done', 'it fired while LMDB had none of its commits');
+  const aFired = (await firstRecordAt(client, 'a', 1)) - (aStarted + 1_500);
+  t.ok(aFired >= 0 && aFired < 500, `on time (${aFired} ms after its due time)`);
+
+  t.equal((await client.machineInstances.create('nap', { slug: 'b' })).state, 'waiting');
+  await sleep(400);
+  t.equal((await client.machineInstances.sendEvent('nap', 'b', { event: 'TOUCH' })).state, 'waiting');
+  const touched = await firstRecordAt(client, 'b', 1);
+  t.equal(await first.stop('SIGKILL'), 'SIGKILL');
+  t.ok((await logState(dataDir)).onlyInLog.length >= 4, 'the commits were in the log alone');
+
+  const second = await startNode({ dataDir, args });
+  t.teardown(() => second.stop());
+  // (should the restart outlast the nap, the delay is due at once when the node is back)
+  const backLate = Math.max(0, Date.now() - (touched + 1_500));
+  const again = new StateBackedClient(adminKey, { apiHost: second.url });
+  await sleep(touched + 1_500 - Date.now());
+  // (a node just back loads the version's isolate cold for the first delivery: waited for, up to 15 s)
+  let b = await again.machineInstances.listTransitions('nap', 'b');
+  for (const until = Date.now() + 15_000; b.transitions.length < 3 && Date.now() < until; await sleep(100)) {
+    b = await again.machineInstances.listTransitions('nap', 'b');
+  }
+  t.same(b.transitions.map((tr) => [tr.event.type, tr.state]), [['xstate.init', 'waiting'], ['TOUCH', 'waiting'], ['xstate.after(1500)#nap.waiting', 'done']], 'the moved delay fired once, after the restart');
+  const bFired = Date.parse(b.transitions[2]?.createdAt ?? '') - (touched + 1_500);
+  t.ok(bFired >= 0, `not before its moved due time (${bFired} ms after it; the node was back ${backLate} ms after it), nor at the one the TOUCH replaced`);
 });
