@@ -33,6 +33,7 @@ const cases: Case[] = [
   { machine: 'delayed', code: DELAYED, events: ['START', 'CANCEL', 'START', 'RESET'] },
   { machine: 'delays', code: delaysMachine(false), events: delaysEvents },
   { machine: 'delays-predictable', code: delaysMachine(true), events: delaysEvents },
+  { machine: 'delays-named', code: delaysMachine(true, 20, true), events: delaysEvents },
   { machine: 'invoker', code: INVOKED_PROMISE, events: [{ type: 'RUN', outcome: 'resolve', delayMs: 20 }, 'RESET', { type: 'RUN', outcome: 'reject' }, 'RESET'] },
   { machine: 'children', code: childMachinesMachine, events: childMachinesEvents },
   { machine: 'effects', code: effectsMachine, events: [{ type: 'NOTE', note: 'a' }, 'WAIT', 'BACK', 'FETCH_OK', 'BACK', 'BOOM', 'FETCH_FAIL', 'BACK'] },

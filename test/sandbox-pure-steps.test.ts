@@ -26,6 +26,9 @@ ${allowAll}`,
   'a named action implemented as a delayed send': `import { createMachine, send } from "xstate";
 export default createMachine({ id: "s", initial: "a", states: { a: { entry: "ping" } } }, { actions: { ping: send("PING", { delay: 5 }) } });
 ${allowAll}`,
+  'a named delay': `import { createMachine } from "xstate";
+export default createMachine({ id: "s", initial: "a", states: { a: { after: { TIMEOUT: "b" } }, b: {} } }, { delays: { TIMEOUT: 500 } });
+${allowAll}`,
 };
 
 /** Machines that may not rest: each can leave something running or scheduled for another actor. */
@@ -36,6 +39,9 @@ export default createMachine({ id: "s", initial: "a", states: { a: { on: { GO: {
 ${allowAll}`,
   'a send inside choose': `import { createMachine, choose, send } from "xstate";
 export default createMachine({ id: "s", initial: "a", states: { a: { on: { GO: { actions: choose([{ cond: () => true, actions: send("PING") }]) } } } } });
+${allowAll}`,
+  'a delay computed by a function': `import { createMachine } from "xstate";
+export default createMachine({ id: "s", initial: "a", states: { a: { after: { TIMEOUT: "b" } }, b: {} } }, { delays: { TIMEOUT: () => 500 } });
 ${allowAll}`,
   'a delayed send to another actor': `import { createMachine, sendParent } from "xstate";
 export default createMachine({ id: "s", initial: "a", states: { a: { on: { GO: { actions: sendParent("PING", { delay: 10 }) } } } } });
@@ -166,8 +172,8 @@ t.test('a restore with pending delayed events re-arms them (an interpreter, what
  * without its timers' ids (an isolate's own). `restoreEach`: the actor is stopped and restored from
  * its last result before every call, as an evicted instance is.
  */
-const delaysScript = async (t: Tap.Test, predictable: boolean, pureSteps: boolean, restoreEach: boolean) => {
-  const vi = await load(t, delaysMachine(predictable), pureSteps);
+const delaysScript = async (t: Tap.Test, predictable: boolean, pureSteps: boolean, restoreEach: boolean, named = false) => {
+  const vi = await load(t, delaysMachine(predictable, 20, named), pureSteps);
   type Result = ReturnType<typeof vi.start>;
   let last: Result = vi.start('k', { context: {} }, { nowMs: 1_000 });
   const seen: unknown[] = [];
@@ -191,13 +197,13 @@ const delaysScript = async (t: Tap.Test, predictable: boolean, pureSteps: boolea
 };
 
 t.test('delayed events of a resting instance: set, cancelled, re-armed and fired as an interpreter does', async (t) => {
-  for (const predictable of [false, true]) {
-    const interpreted = await delaysScript(t, predictable, false, false);
-    const pure = await delaysScript(t, predictable, true, false);
-    const pureRestored = await delaysScript(t, predictable, true, true);
-    const interpretedRestored = await delaysScript(t, predictable, false, true);
+  for (const [predictable, named] of [[false, false], [true, false], [true, true]]) {
+    const interpreted = await delaysScript(t, predictable, false, false, named);
+    const pure = await delaysScript(t, predictable, true, false, named);
+    const pureRestored = await delaysScript(t, predictable, true, true, named);
+    const interpretedRestored = await delaysScript(t, predictable, false, true, named);
     const without = (runs: unknown[]) => runs.map((r) => ({ ...(r as object), census: undefined }));
-    const label = predictable ? 'predictableActionArguments' : 'actions after the transition';
+    const label = `${predictable ? 'predictableActionArguments' : 'actions after the transition'}${named ? ', named delays' : ''}`;
     t.same(without(pure), without(interpreted), `${label}: resting, as an interpreter`);
     t.same(without(pureRestored), without(interpretedRestored), `${label}: resting and restored before every call, as an interpreter restored so`);
     // (a restored State has no 'changed' until it takes an event: the snapshots of steps that took none differ)

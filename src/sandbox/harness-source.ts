@@ -710,12 +710,13 @@ function outputOf5(input) {
 // An interpreter costs ≈ 5.5 KB of the isolate per instance and most of them only wait for their next
 // event. When nothing in the machine can leave anything running but delayed events to itself (no
 // invoke, activity or send to another actor; only assign, log, raise, choose among such, 'after',
-// sends to itself with a delay, cancel, and custom action functions), an actor between steps is only
-// its State and its pending delayed events: an event is taken by the machine's own pure transition,
-// and the actions the interpreter would run (custom functions, log, the delayed send and its cancel)
-// are run as its _exec does, at the same moments (during the transition with
-// predictableActionArguments, after it otherwise), with the same arguments; a delayed event's timer
-// delivers it to the resting actor as the interpreter's own would (deferToSelf). A spawn() inside an assign (the one way such a machine starts something) wakes an
+// sends to itself with a fixed delay (a number, or the name of one in the delays option), cancel, and
+// custom action functions), an actor between steps is only its State and its pending delayed events:
+// an event is taken by the machine's own pure transition, and the actions the interpreter would run
+// (custom functions, log, the delayed send and its cancel) are run as its _exec does, at the same
+// moments (during the transition with predictableActionArguments, after it otherwise), with the same
+// arguments; a delayed event's timer delivers it to the resting actor as the interpreter's own would
+// (deferToSelf). A spawn() inside an assign (the one way such a machine starts something) wakes an
 // interpreter from the state the step began in, at that moment, which spawns the child and takes the
 // step's result as its own send would have; the actor keeps it until nothing runs any more.
 let pureSteps = true; // configure() may switch them off (--pure-steps off)
@@ -747,6 +748,12 @@ function restsWithoutInterpreter(m) {
   // (what Interpreter#start does first: each state's 'after' becomes entry sends and exit cancels)
   m._init();
   const implementations = m.options && m.options.actions ? m.options.actions : {};
+  const delays = m.options && m.options.delays ? m.options.delays : {};
+  // A delay by name resolves to what the machine's delays option holds: a number stays that number;
+  // a function may return anything (what is not a number makes the interpreter send at once).
+  const fixedDelay = function (delay) {
+    return typeof delay === 'number' || (typeof delay === 'string' && hasOwn(delays, delay) && typeof delays[delay] === 'number');
+  };
   // What xstate makes of an action at run time (toActionObject): a name or type with an
   // implementation that is itself an action object (a send, say) becomes that object.
   const pureAction = function (a, depth) {
@@ -760,7 +767,7 @@ function restsWithoutInterpreter(m) {
     if (type === 'xstate.assign' || type === 'xstate.log') return true;
     if (type === 'xstate.raise') return a.delay === undefined;
     // a delayed event to itself ('after' makes these); with no delay, or to another actor, it needs the interpreter
-    if (type === 'xstate.send') return typeof a.delay === 'number' && a.to === undefined;
+    if (type === 'xstate.send') return fixedDelay(a.delay) && a.to === undefined;
     if (type === 'xstate.cancel') return true;
     if (type === 'xstate.choose') {
       const conds = a.conds;
@@ -806,7 +813,7 @@ function runAction(rec, m, action, context, _event, state) {
     return;
   }
   if (action.type === 'xstate.send') {
-    // (the verdict let in only sends to itself with a number for delay: resolveSend leaves it so)
+    // (the verdict let in only sends to itself whose delay is a number or names one: resolveSend made it that number)
     if (typeof action.delay !== 'number' || action.to) throw new $Error('statehold: a pure step met a send it cannot take');
     // a spawn may have woken an interpreter within the step: then the timer id goes in its map
     deferToSelf(rec, action, rec.interp !== null ? rec.interp.delayedEventsMap : restingDelayed(rec));
