@@ -745,8 +745,10 @@ function pureMachine() {
 }
 function restsWithoutInterpreter(m) {
   if (m === null || typeof m !== 'object' || m.__xstatenode !== true) return false;
-  // (what Interpreter#start does first: each state's 'after' becomes entry sends and exit cancels)
-  m._init();
+  // (what Interpreter#start does first: each state's 'after' becomes entry sends and exit cancels; a
+  // bundled copy of xstate 4 too old to have it keeps interpreters for machines with 'after')
+  const initialized = typeof m._init === 'function';
+  if (initialized) m._init();
   const implementations = m.options && m.options.actions ? m.options.actions : {};
   const delays = m.options && m.options.delays ? m.options.delays : {};
   // A delay by name resolves to what the machine's delays option holds: a number stays that number;
@@ -788,7 +790,7 @@ function restsWithoutInterpreter(m) {
     return true;
   };
   const visit = function (node) {
-    if (node.invoke.length > 0 || node.activities.length > 0) return false;
+    if (node.invoke.length > 0 || node.activities.length > 0 || (!initialized && node.config.after !== undefined)) return false;
     if (!allPure(node.onEntry) || !allPure(node.onExit)) return false;
     const transitions = node.transitions;
     for (let i = 0; i < transitions.length; i++) if (!allPure(transitions[i].actions)) return false;
