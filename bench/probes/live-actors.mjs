@@ -8,6 +8,7 @@
  * every event): since 2026-11-26 those rest too, their timers pending.
  */
 import { VersionIsolate } from '../../dist/sandbox/version-isolate.js';
+import { SESSION_MACHINE } from '../lib/session-machine.mjs';
 
 const counter = `import { createMachine, assign } from 'xstate';
 export default createMachine({ id: 'counter', predictableActionArguments: true, initial: 'even', context: { n: 0 },
@@ -18,15 +19,8 @@ export default createMachine({ id: 'counter', predictableActionArguments: true, 
   } });
 export const allowRead = () => true; export const allowWrite = () => true;`;
 
-const session = `import { createMachine, assign } from 'xstate';
-export default createMachine({ id: 'session', predictableActionArguments: true, initial: 'active', context: { n: 0 },
-  states: {
-    active: { after: { 3600000: 'expired' }, on: { INC: { target: 'active', actions: assign({ n: (c) => c.n + 1 }) } } },
-    expired: {},
-  } });
-export const allowRead = () => true; export const allowWrite = () => true;`;
 const MACHINE = process.argv[4] ?? 'counter';
-const code = { counter, session }[MACHINE];
+const code = { counter, session: SESSION_MACHINE }[MACHINE];
 if (!code) throw new Error(`unknown machine ${MACHINE}: counter or session`);
 
 const N = Number(process.argv[2] ?? 10_000);

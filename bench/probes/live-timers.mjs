@@ -7,6 +7,7 @@
  *   node --no-node-snapshot bench/probes/live-timers.mjs [N,N,...] [ROUNDS] [DIST]
  */
 import { writeProbeReport } from '../lib/probe-report.mjs';
+import { SESSION_MACHINE } from '../lib/session-machine.mjs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join, resolve } from 'node:path';
 
@@ -14,13 +15,7 @@ const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const dist = resolve(repoRoot, process.argv[4] ?? 'dist');
 const { VersionIsolate } = await import(join(dist, 'sandbox/version-isolate.js'));
 
-const code = `import { createMachine, assign } from 'xstate';
-export default createMachine({ id: 'session', predictableActionArguments: true, initial: 'active', context: { n: 0 },
-  states: {
-    active: { after: { 3600000: 'expired' }, on: { INC: { target: 'active', actions: assign({ n: (c) => c.n + 1 }) } } },
-    expired: {},
-  } });
-export const allowRead = () => true; export const allowWrite = () => true;`;
+const code = SESSION_MACHINE;
 
 const NS = (process.argv[2] ?? '1000,20000').split(',').map(Number);
 const ROUNDS = Number(process.argv[3] ?? 3);
