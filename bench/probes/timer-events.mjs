@@ -20,6 +20,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { authHeaders, makePool, request } from '../lib/http.mjs';
 import { writeProbeReport } from '../lib/probe-report.mjs';
+import { summarize } from '../lib/stats.mjs';
 import { startServer } from '../lib/server-process.mjs';
 
 const here = fileURLToPath(new URL('../..', import.meta.url));
@@ -54,8 +55,7 @@ const ALL_KINDS = [['TOUCH', 'session'], ['NOTE', 'session'], ['NOTE plain', 'pl
 /** TIMER_EVENTS_KINDS=TOUCH,NOTE measures only those (e.g. to profile one). */
 const KINDS = process.env.TIMER_EVENTS_KINDS ? process.env.TIMER_EVENTS_KINDS.split(',').map((kind) => ALL_KINDS.find(([k]) => k === kind)).filter(Boolean) : ALL_KINDS;
 
-const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-const median = (xs) => quantile([...xs].sort((a, b) => a - b), 0.5);
+const median = (xs) => summarize(xs).p50;
 
 /** `count` events of `type` over the instances, `concurrency` in flight, each instance one at a time. */
 const drive = async (pool, headers, names, type, count, concurrency, machine = 'session') => {
@@ -77,8 +77,8 @@ const drive = async (pool, headers, names, type, count, concurrency, machine = '
   };
   await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
   const wallS = (performance.now() - started) / 1000;
-  const sorted = latencies.sort((a, b) => a - b);
-  return { events: sorted.length, perS: Math.round(sorted.length / wallS), p50: +quantile(sorted, 0.5).toFixed(2), p99: +quantile(sorted, 0.99).toFixed(2) };
+  const { p50, p99 } = summarize(latencies);
+  return { events: latencies.length, perS: Math.round(latencies.length / wallS), p50, p99 };
 };
 
 const runOnce = async (repoRoot, round) => {
