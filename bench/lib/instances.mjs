@@ -5,6 +5,7 @@
 // events/s and latency; the server's memory (RSS of the node and its sandbox workers, sampled from
 // /proc, and what GET /stats says of the isolate heap and live actors) is read as each phase ends. A
 // sample of instances is checked at the end: each one's count equals the events acknowledged for it.
+import { writeFileSync } from 'node:fs';
 import { signToken } from '@statebacked/token';
 import { StateBackedClient } from '@statebacked/client';
 import { authHeaders, makePool, outcomeKey, request } from './http.mjs';
@@ -28,8 +29,9 @@ const SAMPLE_CHECKED = 200;
  * C workers, each taking the next of `total` jobs until done or the time cap; `job(i)` returns the
  * request's answer. Latencies of every request, and a tally of outcomes.
  */
-const closedLoop = async ({ concurrency, total, capS, job, onProgress }) => {
+const closedLoop = async ({ concurrency, total, capS, job, onProgress, timingsPath }) => {
   const latencies = new Float64Array(total);
+  const doneAtMs = timingsPath ? new Float64Array(total) : undefined;
   const counts = {};
   let next = 0;
   let done = 0;
@@ -46,12 +48,15 @@ const closedLoop = async ({ concurrency, total, capS, job, onProgress }) => {
       const answer = await job(i);
       const key = outcomeKey(answer);
       counts[key] = (counts[key] ?? 0) + 1;
+      if (doneAtMs) doneAtMs[done] = Number(process.hrtime.bigint() - t0) / 1e6;
       latencies[done++] = answer.ms;
       if (onProgress && done % 100_000 === 0) onProgress(done);
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   const wallS = Number(process.hrtime.bigint() - t0) / 1e9;
+  // BENCH_TIMINGS: every answer's time (ms after t0, CLOCK_MONOTONIC) and latency, for bench/stall-summary.mjs
+  if (timingsPath) writeFileSync(timingsPath, JSON.stringify({ t0Ns: String(t0), doneMs: Array.from(doneAtMs.subarray(0, done)), latencyMs: Array.from(latencies.subarray(0, done)) }));
   return {
     requests: done,
     wallS: Number(wallS.toFixed(2)),
@@ -98,7 +103,8 @@ const runOneK = async (k, scenario, config, { startServer, repoRoot, log }) => {
     const acked = new Uint32Array(k);
     const phase = async (name, total, job) => {
       const sampler = startSampler(server.pid, 500);
-      const result = await closedLoop({ concurrency: scenario.concurrency, total, capS: scenario.capS, job, onProgress: (n) => log(`${label}: ${name} ${n.toLocaleString('en-US')} of ${total.toLocaleString('en-US')}`) });
+      const timingsPath = process.env.BENCH_TIMINGS ? `${process.env.BENCH_TIMINGS}.${label}-${name.split(' ')[0]}.json` : undefined;
+      const result = await closedLoop({ concurrency: scenario.concurrency, total, capS: scenario.capS, job, timingsPath, onProgress: (n) => log(`${label}: ${name} ${n.toLocaleString('en-US')} of ${total.toLocaleString('en-US')}`) });
       const sampled = sampler.stop();
       result.rssPeakMb = sampled.rssPeakMb;
       result.rssAnonPeakMb = sampled.rssAnonPeakMb;
