@@ -176,6 +176,36 @@ t.test('failures: throwing action, oversized context, runaway loop, memory bomb 
   t.same((await operator.machineInstances.admin.get('fails', 'f')).context.log, ['before', 'BOOM', 'BIG', 'LOOP', 'BOMB']);
 });
 
+// A thrown value is tested for truth in the sandbox: null, false, 0 and '' once let the step pass as
+// a success (a history record, the context unchanged).
+const falsyThrows: Array<[unknown, RegExp]> = [[null, /null was thrown/], [false, /false was thrown/], [0, /0 was thrown/], ['', /an empty string was thrown/]];
+const pureThrower = `import { createMachine, assign } from "xstate";
+export default createMachine({
+  id: "thrower", predictableActionArguments: true, initial: "idle", context: { n: 0 },
+  states: { idle: { on: {
+    INC: { actions: assign({ n: (c) => c.n + 1 }) },
+    THROW: { actions: [assign({ n: (c) => c.n + 100 }), (c, e) => { throw e.value; }] },
+  } } },
+});
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+for (const [machine, code] of [['throws-interp', effectsMachine], ['throws-pure', pureThrower]] as const) {
+  t.test(`a falsy value thrown by an action fails the event like any error (${machine})`, async (t) => {
+    const { operator } = await machineWithVersion(node, machine, code);
+    await operator.machineInstances.create(machine, { slug: 'z' });
+    const before = await operator.machineInstances.admin.get(machine, 'z');
+    const historyBefore = (await history(operator, machine, 'z')).length;
+    for (const [value, message] of falsyThrows) {
+      const res = await call(node.url, 'POST', `/machines/${machine}/i/z/events`, { token: admin, body: { event: { type: 'THROW', value } } });
+      t.equal(res.status, 400, `${JSON.stringify(value)}: status`);
+      t.equal(res.body.code, 'machine-code-error', `${JSON.stringify(value)}: code`);
+      t.match(res.body.error, message, `${JSON.stringify(value)}: says what was thrown`);
+    }
+    t.same(await operator.machineInstances.admin.get(machine, 'z'), before, 'the instance is as if the events never arrived');
+    t.equal((await history(operator, machine, 'z')).length, historyBefore, 'nothing was added to the history');
+  });
+}
+
 t.test('pause, resume and delete', async (t) => {
   const { operator } = await machineWithVersion(node, 'lifecycle', shapesMachine);
   await operator.machineInstances.create('lifecycle', { slug: 'p' });

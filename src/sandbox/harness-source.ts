@@ -259,7 +259,9 @@ function newRecord(key, name) {
 }
 /** The actor's current State, live or resting. */
 function stateOf(rec) { return rec.interp !== null ? apply(P.state, rec.interp, []) : rec.actor !== null ? apply(P5.getSnapshot, rec.actor, []) : rec.state; }
-function fail(rec, e) { if (!rec.failure) rec.failure = e === undefined ? new Error('undefined was thrown') : e; }
+// rec.failure is tested for truth: a falsy thrown value (undefined, null, false, 0, '') is kept as an
+// Error saying what was thrown, or the step would pass as a success.
+function fail(rec, e) { if (!rec.failure) rec.failure = e ? e : new $Error((e === '' ? 'an empty string' : $String(e)) + ' was thrown'); }
 
 function describeTarget(to) {
   if (to === undefined || to === null) return undefined;
