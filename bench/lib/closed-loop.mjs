@@ -8,6 +8,9 @@ import { byWindow } from './windows.mjs';
  * on CLOCK_MONOTONIC, the clock `perf record -k CLOCK_MONOTONIC` stamps samples with) and its latency:
  * what bench/stall-summary.mjs joins with a perf record.
  */
+/** What BENCH_TIMINGS keeps of a closed loop's first `count` answers, for bench/stall-summary.mjs. */
+export const timingsOf = (t0, doneAtMs, latencies, count) => ({ t0Ns: String(t0), doneMs: Array.from(doneAtMs.subarray(0, count)), latencyMs: Array.from(latencies.subarray(0, count)) });
+
 export const runClosedLoop = async ({ book, pool, concurrency, events, capS, record = true, timings = false }) => {
   const latencies = record ? new Float64Array(events) : undefined;
   const doneAtMs = record ? new Float64Array(events) : undefined;
@@ -49,6 +52,6 @@ export const runClosedLoop = async ({ book, pool, concurrency, events, capS, rec
     statusCounts: counts,
     latencyMs: latencies ? summarize(latencies.subarray(0, recorded)) : undefined,
     overTime: latencies ? byWindow(doneAtMs.subarray(0, recorded), latencies.subarray(0, recorded), wallS * 1000) : undefined,
-    timings: latencies && timings ? { t0Ns: String(t0), doneMs: Array.from(doneAtMs.subarray(0, recorded)), latencyMs: Array.from(latencies.subarray(0, recorded)) } : undefined,
+    timings: latencies && timings ? timingsOf(t0, doneAtMs, latencies, recorded) : undefined,
   };
 };

@@ -9,6 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { signToken } from '@statebacked/token';
 import { StateBackedClient } from '@statebacked/client';
 import { authHeaders, makePool, outcomeKey, request } from './http.mjs';
+import { timingsOf } from './closed-loop.mjs';
 import { startSampler } from './proc-sampler.mjs';
 import { summarize } from './stats.mjs';
 import { failureText, int } from './markdown-format.mjs';
@@ -56,7 +57,7 @@ const closedLoop = async ({ concurrency, total, capS, job, onProgress, timingsPa
   await Promise.all(Array.from({ length: concurrency }, worker));
   const wallS = Number(process.hrtime.bigint() - t0) / 1e9;
   // BENCH_TIMINGS: every answer's time (ms after t0, CLOCK_MONOTONIC) and latency, for bench/stall-summary.mjs
-  if (timingsPath) writeFileSync(timingsPath, JSON.stringify({ t0Ns: String(t0), doneMs: Array.from(doneAtMs.subarray(0, done)), latencyMs: Array.from(latencies.subarray(0, done)) }));
+  if (timingsPath) writeFileSync(timingsPath, JSON.stringify(timingsOf(t0, doneAtMs, latencies, done)));
   return {
     requests: done,
     wallS: Number(wallS.toFixed(2)),
