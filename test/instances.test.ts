@@ -206,6 +206,26 @@ for (const [machine, code] of [['throws-interp', effectsMachine], ['throws-pure'
   });
 }
 
+t.test('an event or a create whose body exceeds 1 MiB is refused with 413 before machine code sees it; one just within is applied', async (t) => {
+  const { operator } = await machineWithVersion(node, 'sized', effectsMachine);
+  await operator.machineInstances.create('sized', { slug: 's' });
+  const before = await operator.machineInstances.admin.get('sized', 's');
+  // A MiB of small objects is the costly shape to parse (see limits.ts): the refusal must come first.
+  const items = (n: number) => Array.from({ length: n }, (_, i) => ({ i }));
+  const over = await call(node.url, 'POST', '/machines/sized/i/s/events', { token: admin, body: { event: { type: 'NOTE', note: 'big', items: items(110_000) } } });
+  t.equal(over.status, 413, 'an event body over 1 MiB: 413');
+  t.equal(over.body.code, 'payload-too-large');
+  t.match(over.body.error, /at most 1048576 bytes/, 'the answer names the limit');
+  t.same(await operator.machineInstances.admin.get('sized', 's'), before, 'the instance is as it was');
+  const create = await call(node.url, 'POST', '/machines/sized', { token: admin, body: { slug: 'huge', context: { items: items(110_000) } } });
+  t.equal(create.status, 413, 'a create body over 1 MiB: 413');
+  t.equal((await call(node.url, 'GET', '/machines/sized/i/huge', { token: admin })).status, 404, 'no instance was made');
+  // Just within the limit (≈ 0.9 MiB): applied; the persisted state keeps the event, below its 2 MiB limit.
+  const within = await call(node.url, 'POST', '/machines/sized/i/s/events', { token: admin, body: { event: { type: 'NOTE', note: 'within', items: items(75_000) } } });
+  t.equal(within.status, 200, 'an event just within the limit is applied');
+  t.same((await operator.machineInstances.admin.get('sized', 's')).context.log, ['within']);
+});
+
 t.test('pause, resume and delete', async (t) => {
   const { operator } = await machineWithVersion(node, 'lifecycle', shapesMachine);
   await operator.machineInstances.create('lifecycle', { slug: 'p' });

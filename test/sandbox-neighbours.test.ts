@@ -19,6 +19,14 @@ export default createMachine({ id: 'noisy', initial: 'a', predictableActionArgum
   ADD: { actions: assign({ n: (c) => c.n + 1 }) },
   SPIN: { actions: () => { for (;;) {} } },
   BOMB: { actions: () => { new Array(2 ** 28).fill(0); } },
+  // Spins past the stall limit (≈ 0.4–1 s here), and leaves a callback due 0.1 s later, so the event
+  // is not settled when its worker is retired under it.
+  HEAVY: { actions: () => {
+    let x = 0;
+    for (let i = 0; i < 6e8; i++) x += i % 3;
+    globalThis.sink = x;
+    setTimeout(() => undefined, 100);
+  } },
 } } } });
 export const allowRead = () => true;
 export const allowWrite = () => true;`;
@@ -100,6 +108,26 @@ t.test("a spinning call moves its org aside at its first offence; the other org'
   t.equal(workerPids(node, 'quarantine').length, 1, 'in the quarantine worker, which that event started');
   t.same(await a.history('i0'), ['xstate.init', 'ADD'], 'nothing of the spin was applied');
   for (let i = 0; i < 8; i++) t.same(await b.history(`i${i}`), ['xstate.init', 'ADD'], `B's i${i} has its event once`);
+});
+
+t.test('an event whose machine code holds the worker past the stall limit before the instance settles fails with a 400, not a 503', async (t) => {
+  // Before: the worker was retired under the event's call, the event's next call (for its callback)
+  // found the isolate gone, and the event was run again until it failed as 503 unavailable ("the
+  // sandbox was disposed").
+  const node = await startNode({ args: ['--cpu-limit-ms', '4000'] });
+  t.teardown(() => node.stop('SIGKILL'));
+  const { a, b } = await twoOrgs(node);
+  t.equal((await a.send('i0', 'ADD')).status, 200);
+
+  const heavy = await a.send('i0', 'HEAVY');
+  t.equal(heavy.status, 400, 'the event fails as the machine\'s fault');
+  t.equal(heavy.body?.code, 'machine-code-error');
+  t.match(heavy.body?.error, /held its sandbox worker past the stall limit of 100 ms of CPU \(--sandbox-stall-ms\) before the instance settled, on two attempts in a row; nothing was applied/);
+  t.match(node.output(), /held the quarantine sandbox worker/, 'its second attempt ran in the quarantine worker');
+  t.same(await a.history('i0'), ['xstate.init', 'ADD'], 'nothing of it was applied');
+  t.equal((await a.send('i0', 'ADD')).status, 200, 'the instance still takes events');
+  t.same(await a.history('i0'), ['xstate.init', 'ADD', 'ADD']);
+  t.equal((await b.send('i0', 'ADD')).status, 200, 'the other org is unaffected');
 });
 
 t.test("org B's events all succeed while org A crashes its worker again and again", async (t) => {

@@ -8,6 +8,13 @@ export const limits = {
   maxIndexQueryLimit: 1000,
   /** Default request body limit; migration creation bodies carry the code as JSON (≈ 10 bytes a byte). */
   defaultMaxBodyBytes: 12 * 1024 * 1024,
+  /**
+   * Largest body of a request that hands machine code an event or an instance's initial context (413
+   * above it). The isolate parses an event twice (allowWrite, the machine) and a v4 snapshot keeps it
+   * (persisted state is limited to 2 MiB). A MiB of small JSON objects takes the isolate 0.1–0.5 s of
+   * CPU here, most of it garbage collection; 8 MiB took 2.4 s and then failed as state too large.
+   */
+  maxEventBodyBytes: 1024 * 1024,
   /** Largest body an http API request may carry (413 above it): it is parsed and copied into the sandbox. */
   maxHttpApiBodyBytes: 1024 * 1024,
   /** Identity providers one org may trust (an exchange tries each that matches its token). */

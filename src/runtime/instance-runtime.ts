@@ -3,7 +3,7 @@ import type { Logger } from '../domain/logger.js';
 import { migrationPath } from '../domain/migration-path.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  childStoppedEvent, type LiveHeapReport, MachineCodeError, type MigrationInput, type MigrationOutput, type Restore, restoredSnapshot, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+  childStoppedEvent, type LiveHeapReport, MachineCodeError, type MigrationInput, type MigrationOutput, type Restore, restoredSnapshot, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxHeldError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -338,15 +338,22 @@ export class InstanceRuntime {
    * filled the old one may have been the version's live actors, not this task's machine code (they
    * are kept within their budget, --live-actor-memory-mb, but only checked every few calls). Machine
    * code that fills the isolate by itself does so again and gets its 400.
+   *
+   * A task whose own earlier call held its worker past the stall limit (its org is in the quarantine
+   * worker by then) finds its isolate gone with that worker if it had not settled yet (a timer or
+   * interval callback that runs that long, say): it runs once more, and when that stalls too, it fails
+   * with a 400 (SandboxHeldError) instead of being tried until it is a 503.
    */
   private async untilNotMoved<T>(task: () => Promise<T>): Promise<T> {
     let outOfMemory = 0;
     let headMoved = 0;
+    let heldWorker = 0;
     for (let moves = 1; ; moves++) {
       try {
         return await task();
       } catch (error) {
         if (error instanceof HeadMovedFailure && headMoved++ === 0) continue;
+        if (error instanceof SandboxDisposedError && error.ownStall && heldWorker++ > 0) throw machineCodeFailed(new SandboxHeldError(error.ownStall).message);
         if (error instanceof IsolateMemoryFailure && outOfMemory++ === 0) {
           this.deps.logger.warn(`a request ran its machine version's isolate out of memory: it runs once more, in a fresh isolate (${error.message})`);
           continue;

@@ -37,9 +37,19 @@ export class SandboxMemoryError extends ServiceError {
   }
 }
 
+/** A call of an actor's that held its sandbox worker past the stall limit (stall-watchdog.ts). */
+export interface OwnStall {
+  /** The limit it went past (--sandbox-stall-ms). */
+  stallMs: number;
+}
+
 /** Calling into an isolate that is no longer there (disposed earlier, or after a memory error). */
 export class SandboxDisposedError extends ServiceError {
-  constructor() {
+  /**
+   * @param ownStall set when the isolate went with a worker retired for the stall of this same actor's
+   *   previous call: the actor's request itself held the worker, and is not a bystander.
+   */
+  constructor(readonly ownStall?: OwnStall) {
     super(503, 'unavailable', 'the machine version sandbox was disposed; load it again');
     this.name = 'SandboxDisposedError';
   }
@@ -70,6 +80,20 @@ export class SandboxMovedError extends ServiceError {
   constructor() {
     super(503, 'unavailable', "the sandbox worker was replaced while this request waited behind another call's machine code; nothing was applied: retry");
     this.name = 'SandboxMovedError';
+  }
+}
+
+/**
+ * A request whose machine code held its sandbox worker past the stall limit before the instance
+ * settled, twice in a row (the second time in the quarantine worker): its isolate went with the retired
+ * worker, so the request could not go on, and running it again would only stall again. Typically a
+ * delayed callback or an interval whose every run takes that long.
+ */
+export class SandboxHeldError extends SandboxTimeoutError {
+  constructor({ stallMs }: OwnStall) {
+    super(stallMs);
+    this.message = `machine code held its sandbox worker past the stall limit of ${stallMs} ms of CPU (--sandbox-stall-ms) before the instance settled, on two attempts in a row; nothing was applied`;
+    this.name = 'SandboxHeldError';
   }
 }
 

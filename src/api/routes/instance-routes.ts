@@ -1,11 +1,12 @@
 import { requireDeletionConfirmation } from '../../domain/confirmation.js';
 import { decodeCursor, decodeStringCursor } from '../../domain/cursor.js';
-import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
+import { conflict, invalidParameter, notFound, payloadTooLarge } from '../../domain/errors.js';
+import { limits } from '../../domain/limits.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
 import { clipped, requireSlug } from '../../domain/names.js';
 import { type ApiContext, callerInOrg, requireMachine } from '../api-context.js';
-import { json, jsonBody, noContent } from '../http-types.js';
+import { type ApiRequest, json, jsonBody, noContent } from '../http-types.js';
 import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
 import { stateView, versionInfo } from '../state-view.js';
@@ -25,7 +26,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
   router.add('POST', '/machines/:machine', async (request) => {
     const { caller, orgId } = callerInOrg(context, request, 'instances.write');
     const machine = requireMachine(context, orgId, request.params.machine as string);
-    const body = jsonBody(request);
+    const body = jsonBody(withinEventLimit(request, 'a request that creates an instance'));
     const name = requireSlug(body.slug, 'slug');
     const initial = body.context ?? {};
     if (typeof initial !== 'object' || initial === null || Array.isArray(initial)) throw invalidParameter('context', 'context must be a JSON object');
@@ -71,7 +72,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
 
   router.add('POST', '/machines/:machine/i/:instance/events', async (request) => {
     const { caller, orgId } = callerInOrg(context, request, 'instances.write', 'events.write');
-    const event = eventOf(jsonBody(request).event);
+    const event = eventOf(jsonBody(withinEventLimit(request, 'an event request')).event);
     const head = await writes.send(orgId, request.params.machine as string, request.params.instance as string, event, caller.authContext);
     return json(stateView(head));
   });
@@ -150,4 +151,10 @@ const eventOf = (raw: unknown): MachineEvent => {
   const type = (event as { type?: unknown }).type;
   if (typeof type !== 'string' || type === '') throw invalidParameter('event', 'event must be a string or an object with a string type');
   return event as MachineEvent;
+};
+
+/** The request, if its body is within the limit of what is handed to machine code (limits.ts); else 413. */
+const withinEventLimit = (request: ApiRequest, what: string): ApiRequest => {
+  if (request.body.length > limits.maxEventBodyBytes) throw payloadTooLarge(`${what} may have a body of at most ${limits.maxEventBodyBytes} bytes; this one has ${request.body.length}`);
+  return request;
 };

@@ -18,7 +18,7 @@ import { unavailable } from '../../domain/errors.js';
 import type { BundleValidation } from '../bundle-validation.js';
 import type { MigrationInput, MigrationOutput } from '../version-isolate.js';
 import {
-  BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxStalledError, SandboxTimeoutError, StepTooLargeError,
+  BundleValidationError, MachineCodeError, NoLiveActorError, type OwnStall, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxStalledError, SandboxTimeoutError, StepTooLargeError,
 } from '../errors.js';
 import type { AuthorizingCaller, CapturedLog, HttpApiOutcome, HttpApiRequest, HttpApiSettled, PersistedSnapshot, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
 import { parseStep, type RawStep } from '../step-result.js';
@@ -156,6 +156,8 @@ interface Pending {
   resolve: (value: unknown) => void;
   reject: (error: Error) => void;
   versionId: string | undefined;
+  /** The actor the request is for, if it is an actor's. */
+  key: string | undefined;
 }
 
 /** One forked worker process and the requests it was given that it has not answered. */
@@ -315,7 +317,7 @@ export class SandboxClient {
     if (!worker) return Promise.reject(unavailable('the node is stopping and starts no sandbox worker any more; retry after its restart'));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      worker.pending.set(id, { resolve, reject, versionId: 'versionId' in request ? request.versionId : undefined });
+      worker.pending.set(id, { resolve, reject, versionId: 'versionId' in request ? request.versionId : undefined, key: 'key' in request ? request.key : undefined });
       this.outgoing.push({ id, request });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
@@ -440,6 +442,9 @@ export class SandboxClient {
       worker.pending.delete(id);
       waiting.reject(new SandboxMovedError());
     }
+    // The culprit's actor finds its isolate gone on its next call: it is told that it was the culprit.
+    const culpritVersion = culprit?.versionId === undefined ? undefined : this.versions.get(culprit.versionId);
+    if (culprit?.key !== undefined) culpritVersion?.heldByOwnCall(culprit.key, { stallMs: this.stallMs });
     this.forgetWorkerState();
     this.start();
     this.options.onStall?.({ versionId, heldMs: Date.now() - report.startedAt, cpuMs: report.cpuMs });
@@ -526,6 +531,8 @@ const readLines = (stream: Readable, onLine: (line: string) => void): void => {
  */
 export class RemoteVersion {
   private isHealthy = true;
+  /** The actor whose call held the worker past the stall limit, when that retired this version's isolate. */
+  private heldBy: { key: string; stall: OwnStall } | undefined;
   private seq = 0;
   private waiters: Array<{ since: number; resolve: () => void }> = [];
 
@@ -624,8 +631,16 @@ export class RemoteVersion {
     this.wake(() => true);
   }
 
+  /** The worker was retired for a call of actor `key` (so this version is unhealthy now). */
+  heldByOwnCall(key: string, stall: OwnStall): void {
+    this.heldBy = { key, stall };
+  }
+
   private call(request: SandboxRequest): Promise<unknown> {
-    if (!this.isHealthy) return Promise.reject(new SandboxDisposedError());
+    if (!this.isHealthy) {
+      const own = this.heldBy !== undefined && 'key' in request && request.key === this.heldBy.key;
+      return Promise.reject(new SandboxDisposedError(own ? this.heldBy?.stall : undefined));
+    }
     return this.client.request(request);
   }
 
