@@ -86,10 +86,12 @@ t.test('logs: console output of machine code, filtered, with watch-friendly maxT
   t.same(again.logs, [], 'continuing from maxTimestamp repeats nothing');
   t.equal(again.maxTimestamp, all.maxTimestamp, 'with nothing new, maxTimestamp echoes from exactly');
 
-  for (const from of ['yesterday', '0', 'May%201%202026']) {
+  for (const from of ['yesterday', '0', 'May%201%202026', '2026-02-30T00:00:00Z', '2026-04-31T12:00:00.000Z', '2026-13-01T00:00:00Z']) {
     const bad = await fetch(`${base}?from=${from}`, { headers: { authorization: `Bearer ${node.adminKey}` } });
     t.equal(bad.status, 400, `from=${from}: 400`);
   }
+  const leapDay = await fetch(`${base}?from=2028-02-29T00:00:00Z`, { headers: { authorization: `Bearer ${node.adminKey}` } });
+  t.equal(leapDay.status, 200, 'a leap day is a day');
   const missing = await fetch(base, { headers: { authorization: `Bearer ${node.adminKey}` } });
   t.equal(missing.status, 400);
 

@@ -19,12 +19,20 @@ t.test('orgs: the bootstrap org, creation and validation', async (t) => {
   t.same(again.body.orgs.map((o: { name: string }) => o.name), ['default', 'acme']);
   t.equal(again.body.orgs[1].allowAnonymousAccess, false);
 
-  for (const [body, parameter] of [[{}, 'name'], [{ name: '' }, 'name'], [{ name: 'x', allowAnonymousAccess: 'yes' }, 'allowAnonymousAccess']] as const) {
+  const badNames = [{ name: 'nul\u0000here' }, { name: 'clear\u001b[2J' }, { name: 'two\nlines' }, { name: 'lone \ud800 surrogate' }];
+  for (const [body, parameter] of [[{}, 'name'], [{ name: '' }, 'name'], [{ name: 'x', allowAnonymousAccess: 'yes' }, 'allowAnonymousAccess'], ...badNames.map((b) => [b, 'name'] as const)] as const) {
     const bad = await call(node.url, 'POST', '/orgs', { token: admin, body });
-    t.equal(bad.status, 400);
+    t.equal(bad.status, 400, `${JSON.stringify(body)}: 400`);
     t.equal(bad.body.code, 'invalid-parameter');
     t.equal(bad.body.parameter, parameter);
   }
+  // Bytes that are not UTF-8 would be stored as U+FFFD: the body is refused instead.
+  const notUtf8 = Buffer.concat([Buffer.from('{"name":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
+  const refused = await call(node.url, 'POST', '/orgs', { token: admin, rawBody: notUtf8, headers: { 'content-type': 'application/json' } });
+  t.equal(refused.status, 400, 'a body that is not UTF-8: 400');
+  t.match(refused.body, { code: 'invalid-parameter', parameter: 'body', error: /not valid UTF-8/ });
+  t.equal((await call(node.url, 'POST', '/orgs', { token: admin, body: { name: 'café ☕ 𝄞' } })).status, 200, 'any printable name is fine');
+  t.same((await call(node.url, 'GET', '/orgs', { token: admin })).body.orgs.map((o: { name: string }) => o.name), ['default', 'acme', 'café ☕ 𝄞'], 'only the valid ones were made');
 });
 
 t.test('keys: presets, explicit scopes, listing with cursors, deletion', async (t) => {
@@ -35,6 +43,8 @@ t.test('keys: presets, explicit scopes, listing with cursors, deletion', async (
   t.match(production.body, { id: /^sbk_[A-Za-z0-9_-]{22}$/, key: /^sbsec_/ });
   const explicit = await call(node.url, 'POST', '/keys', { token: admin, headers, body: { name: 'mixed', use: 'production', scopes: ['org.read', 'tokens.admin', 'org.keys.write', 'org.write'] } });
   const ci = await call(node.url, 'POST', '/keys', { token: admin, headers, body: { name: 'ci', use: 'ci' } });
+  const controlled = await call(node.url, 'POST', '/keys', { token: admin, headers, body: { name: 'ci\u0000', use: 'ci' } });
+  t.match(controlled, { status: 400, body: { code: 'invalid-parameter', parameter: 'name' } }, 'a key name with a control character: 400, no key');
 
   const pages: Array<{ id: string; name: string; scopes: string[]; createdAt: string }> = [];
   let cursor: string | undefined;

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { invalidParameter, ServiceError } from '../domain/errors.js';
 import { MAX_JSON_DEPTH, tooDeep } from '../domain/json-depth.js';
 
@@ -31,6 +32,8 @@ export const noContent = (status: 201 | 204 = 204): ApiResponse => ({ status });
  * An empty body reads as `{}`; anything else that is not a JSON object is a 400.
  */
 export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
+  // Decoding would turn invalid bytes into U+FFFD, and the text stored would not be the text sent.
+  if (!isUtf8(request.body)) throw invalidParameter('body', 'the request body is not valid UTF-8');
   const text = request.body.toString('utf8').trim();
   if (text === '') return {};
   if (tooDeep(text)) throw invalidParameter('body', `the request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);

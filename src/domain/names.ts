@@ -12,5 +12,18 @@ export const requireSlug = (value: unknown, parameter: string): string => {
   return value;
 };
 
+/**
+ * Org and key names: free text to show people, so any printable characters, but no control characters
+ * (NUL, line breaks, escapes that would rewrite a terminal's screen) and no lone UTF-16 surrogates
+ * (which have no UTF-8 form).
+ */
+export const requireDisplayName = (value: unknown, parameter: string): string => {
+  if (typeof value !== 'string' || value.trim() === '' || value.length > 256) {
+    throw invalidParameter(parameter, `${parameter} must be a non-empty string of at most 256 characters`);
+  }
+  if (/[\p{Cc}\p{Cs}]/u.test(value)) throw invalidParameter(parameter, `${parameter} must not contain control characters or unpaired surrogates`);
+  return value;
+};
+
 /** A caller-given name or id as error messages quote it: whole if short, else its start and its length. */
 export const clipped = (value: string, max = 100): string => (value.length <= max ? value : `${value.slice(0, max)}… (${value.length} characters)`);

@@ -1,6 +1,7 @@
 import { invalidParameter, notFound } from '../../domain/errors.js';
 import { decodeStringCursor } from '../../domain/cursor.js';
 import { newKeySecret, prettyId } from '../../domain/ids.js';
+import { requireDisplayName } from '../../domain/names.js';
 import type { KeyRecord } from '../../domain/records.js';
 import { isScope, isScopePreset, type Scope, scopePresets } from '../../domain/scopes.js';
 import { type ApiContext, callerInOrg } from '../api-context.js';
@@ -21,10 +22,7 @@ export const registerKeyRoutes = (router: Router, context: ApiContext): void => 
   router.add('POST', '/keys', async (request) => {
     const { orgId } = callerInOrg(context, request, 'org.keys.write');
     const body = jsonBody(request);
-    const name = body.name;
-    if (typeof name !== 'string' || name.trim() === '' || name.length > 256) {
-      throw invalidParameter('name', 'name must be a non-empty string of at most 256 characters');
-    }
+    const name = requireDisplayName(body.name, 'name');
     const scopes = requestedScopes(body.scopes, body.use);
     const id = prettyId('sbk');
     const secret = newKeySecret();

@@ -63,8 +63,14 @@ export const logPage = (entries: LogEntry[], max: number): LogEntry[] => {
 /** An ISO-8601 date-time such as `Date#toISOString` writes (Date.parse alone also takes `0` or `May 1`). */
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
 
+/** Whether the text's date is one the calendar has: Date.parse rolls 2026-02-30 over to March 2. */
+const realDay = (text: string): boolean => {
+  const [year, month, day] = text.slice(0, 10).split('-').map(Number) as [number, number, number];
+  return new Date(Date.UTC(year, month - 1, day)).getUTCDate() === day;
+};
+
 const parseTime = (text: string, parameter: string): number => {
-  const ms = ISO_DATE_TIME.test(text) ? Date.parse(text) : Number.NaN;
+  const ms = ISO_DATE_TIME.test(text) && realDay(text) ? Date.parse(text) : Number.NaN;
   if (Number.isNaN(ms)) throw invalidParameter(parameter, `${parameter} must be an ISO-8601 date-time, e.g. 2026-01-31T12:00:00.000Z`);
   return ms;
 };

@@ -2,6 +2,7 @@ import { anonymousAccessRecords } from '../../auth/anonymous-access.js';
 import { hasScope, requireScope } from '../../auth/caller.js';
 import { invalidParameter, missingOrg, missingUser } from '../../domain/errors.js';
 import { prettyId } from '../../domain/ids.js';
+import { requireDisplayName } from '../../domain/names.js';
 import type { OrgRecord } from '../../domain/records.js';
 import { type ApiContext, authenticate } from '../api-context.js';
 import { json, jsonBody } from '../http-types.js';
@@ -33,10 +34,7 @@ export const registerOrgRoutes = (router: Router, context: ApiContext): void => 
     const caller = authenticate(context, request);
     if (caller.kind !== 'operator') throw missingUser('creating an org needs the operator credential, not a key token');
     const body = jsonBody(request);
-    const name = body.name;
-    if (typeof name !== 'string' || name.trim() === '' || name.length > 256) {
-      throw invalidParameter('name', 'name must be a non-empty string of at most 256 characters');
-    }
+    const name = requireDisplayName(body.name, 'name');
     const allowAnonymousAccess = body.allowAnonymousAccess ?? true;
     if (typeof allowAnonymousAccess !== 'boolean') throw invalidParameter('allowAnonymousAccess', 'allowAnonymousAccess must be a boolean');
     const org: OrgRecord = { id: prettyId('org'), name, createdAt: new Date().toISOString(), allowAnonymousAccess };
