@@ -88,6 +88,11 @@ t.test('top-level code: exceptions and runaway loops are reported', async (t) =>
   const threw = await validateBundle(importing(`throw new TypeError('boom at load');\n${SIMPLE}`));
   t.equal(threw.ok, false);
   if (!threw.ok) t.match(threw.error, /threw while loading: .*boom at load/);
+  for (const thrown of ["Symbol('s')", '{ a: 1 }']) {
+    const odd = await validateBundle(importing(`throw ${thrown};\n${SIMPLE}`));
+    if (odd.ok) t.fail(`throw ${thrown} passed`);
+    else t.equal(odd.error, 'the bundle threw while loading: a value that is not an Error (an object or a symbol)', `throw ${thrown}: said in our words, not isolated-vm's`);
+  }
   const started = Date.now();
   const loop = await validateBundle(importing(`for (;;) {}\n${SIMPLE}`), { cpuLimitMs: 200 });
   t.equal(loop.ok, false);

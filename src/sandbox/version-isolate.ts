@@ -632,6 +632,8 @@ const waitUntil = async (activity: Promise<void>, ms: number): Promise<void> => 
 /** The harness's tampering message without its marker. */
 const untampered = (message: string): string => message.slice(message.indexOf(TAMPERED_MARKER) + TAMPERED_MARKER.length);
 
+const NOT_AN_ERROR = /^An object was thrown from supplied code within isolated-vm, but that object was not an instance of `Error`/;
+
 async function evaluateBundle(bundle: ivm.Module, isolate: ivm.Isolate, limits: CallLimits): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   try {
@@ -649,7 +651,11 @@ async function evaluateBundle(bundle: ivm.Module, isolate: ivm.Isolate, limits: 
     if (t instanceof SandboxTimeoutError) {
       throw new BundleValidationError(`the bundle's top-level code exceeded the CPU time limit of ${limits.cpuLimitMs} ms`);
     }
-    if (t instanceof MachineCodeError) throw new BundleValidationError(`the bundle threw while loading: ${t.message}`);
+    if (t instanceof MachineCodeError) {
+      // isolated-vm's words for a thrown object or symbol, which it cannot copy out, name it and not the bundle.
+      const what = NOT_AN_ERROR.test(t.message) ? 'a value that is not an Error (an object or a symbol)' : t.message;
+      throw new BundleValidationError(`the bundle threw while loading: ${what}`);
+    }
     throw t;
   } finally {
     if (timer) clearTimeout(timer);
