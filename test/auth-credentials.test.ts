@@ -53,6 +53,7 @@ t.test('bad credentials are refused with 403 and a clear error', async (t) => {
     { name: 'wrong aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, aud: 'https://example.com/' }, reader.key), code: 'unauthorized', message: /aud/ },
     { name: 'missing aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { exp: inOneHour() }, reader.key), code: 'unauthorized', message: /aud/ },
     { name: 'deleted key', token: deletedToken, code: 'unauthorized', message: /unknown or deleted key/ },
+    { name: 'claims nested 150 deep', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, act: JSON.parse(`${'{"a":'.repeat(150)}1${'}'.repeat(150)}`) }, reader.key), code: 'unauthorized', message: /nest objects and arrays more than \d+ levels deep/ },
     { name: 'missing scope', token: good, code: 'missing-scope', message: /machines.write/ },
   ];
   for (const c of cases) {
