@@ -246,3 +246,19 @@ t.test('a handler that spins after it awaited a timer meets the stall watchdog, 
   const after = await call(watched.url, 'GET', `/http-api/${watchedOrg}/machines/orders/echo`);
   t.equal(after.status, 200, 'the org still answers, from the quarantine worker');
 });
+
+t.test('a handler that holds the worker past the stall limit and then awaits gets a 400, not a 503', onlyEmbedded('the watchdog is per node and shown on one (see above)'), async (t) => {
+  // Before: the retired worker moved the handler on at its next crossing, and the call was run again
+  // until it failed as 503 unavailable.
+  // A long CPU limit: it is measured by the clock, and a retired worker runs at the lowest priority.
+  const watched = await startNode({ args: ['--cpu-limit-ms', '8000'] });
+  t.teardown(() => watched.stop());
+  const watchedOrg = (await call(watched.url, 'GET', '/orgs', { token: watched.adminKey as string })).body.orgs[0].id as string;
+  await machineWithVersion(watched, 'orders', ordersMachine);
+  const held = await call(watched.url, 'POST', `/http-api/${watchedOrg}/machines/orders/heavy-then-wait`);
+  t.equal(held.status, 400);
+  t.equal(held.body.code, 'machine-code-error');
+  t.match(held.body.error, /held its sandbox worker past the stall limit of 100 ms of CPU \(--sandbox-stall-ms\) and had more to run, which it could not do in the retired worker, on two attempts in a row/);
+  t.equal((await call(watched.url, 'GET', `/machines/orders/i/heavy`, { token: watched.adminKey as string, headers: { 'x-statebacked-org-id': watchedOrg } })).status, 404, 'no instance was made');
+  t.equal((await call(watched.url, 'GET', `/http-api/${watchedOrg}/machines/orders/echo`)).status, 200, 'the org still answers, from the quarantine worker');
+});

@@ -12,7 +12,7 @@ import { isPrettyId } from '../domain/ids.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import { clipped, isSlug } from '../domain/names.js';
 import {
-  type HttpApiOutcome, type HttpApiRequest, MachineCodeError, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError,
+  type HttpApiOutcome, type HttpApiRequest, MachineCodeError, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxHeldError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError,
 } from '../sandbox/index.js';
 import type { InstanceHead } from '../store/instance-store.js';
 import type { CreateRequest } from './instance-runtime.js';
@@ -145,10 +145,14 @@ export class HttpApiRunner {
    * or its isolate reloaded under it (nothing ran then); the sandbox's failures become request errors.
    */
   private async inSandbox(orgId: string, machine: string, versionId: string, run: (version: RemoteVersion) => Promise<HttpApiOutcome>): Promise<HttpApiOutcome> {
+    let heldWorker = 0;
     for (let moves = 1; ; moves++) {
       try {
         return await run(await this.deps.sandboxes.get(orgId, machine, versionId));
       } catch (error) {
+        // Its own machine code held the worker past the stall limit before it was done: once more (in
+        // the quarantine worker by then), and a 400 when that holds it too, as for an instance's event.
+        if (error instanceof SandboxDisposedError && error.ownStall && heldWorker++ > 0) throw machineCodeFailed(new SandboxHeldError(error.ownStall).message);
         const moved = error instanceof SandboxMovedError || error instanceof SandboxDisposedError;
         if (moved && moves < MAX_MOVES) continue;
         throw asRequestError(error);

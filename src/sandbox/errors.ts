@@ -84,15 +84,15 @@ export class SandboxMovedError extends ServiceError {
 }
 
 /**
- * A request whose machine code held its sandbox worker past the stall limit before the instance
- * settled, twice in a row (the second time in the quarantine worker): its isolate went with the retired
- * worker, so the request could not go on, and running it again would only stall again. Typically a
- * delayed callback or an interval whose every run takes that long.
+ * A request whose machine code held its sandbox worker past the stall limit before it was done (the
+ * instance not settled, an http API handler still awaiting), twice in a row (the second time in the
+ * quarantine worker): its isolate went with the retired worker, so the request could not go on, and
+ * running it again would only stall again. Typically a callback or an interval whose runs take that long.
  */
 export class SandboxHeldError extends SandboxTimeoutError {
   constructor({ stallMs }: OwnStall) {
     super(stallMs);
-    this.message = `machine code held its sandbox worker past the stall limit of ${stallMs} ms of CPU (--sandbox-stall-ms) before the instance settled, on two attempts in a row; nothing was applied`;
+    this.message = `machine code held its sandbox worker past the stall limit of ${stallMs} ms of CPU (--sandbox-stall-ms) and had more to run, which it could not do in the retired worker, on two attempts in a row; nothing was applied`;
     this.name = 'SandboxHeldError';
   }
 }

@@ -443,8 +443,15 @@ export class SandboxClient {
       waiting.reject(new SandboxMovedError());
     }
     // The culprit's actor finds its isolate gone on its next call: it is told that it was the culprit.
+    const ownStall = { stallMs: this.stallMs };
     const culpritVersion = culprit?.versionId === undefined ? undefined : this.versions.get(culprit.versionId);
-    if (culprit?.key !== undefined) culpritVersion?.heldByOwnCall(culprit.key, { stallMs: this.stallMs });
+    if (culprit?.key !== undefined) culpritVersion?.heldByOwnCall(culprit.key, ownStall);
+    if (culprit) {
+      // So is an asynchronous call (an http API's handler) that the retired worker moves on at its next
+      // crossing: it cannot go on there, and it was not a bystander.
+      const { reject } = culprit;
+      culprit.reject = (error) => reject(error instanceof SandboxMovedError ? new SandboxDisposedError(ownStall) : error);
+    }
     this.forgetWorkerState();
     this.start();
     this.options.onStall?.({ versionId, heldMs: Date.now() - report.startedAt, cpuMs: report.cpuMs });
