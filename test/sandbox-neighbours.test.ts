@@ -19,6 +19,12 @@ export default createMachine({ id: 'noisy', initial: 'a', predictableActionArgum
   ADD: { actions: assign({ n: (c) => c.n + 1 }) },
   SPIN: { actions: () => { for (;;) {} } },
   BOMB: { actions: () => { new Array(2 ** 28).fill(0); } },
+  // Spins past the stall limit (≈ 0.4–1 s here) and is done: its result stands.
+  BUSY: { actions: () => {
+    let x = 0;
+    for (let i = 0; i < 6e8; i++) x += i % 3;
+    globalThis.sink = x;
+  } },
   // Spins past the stall limit (≈ 0.4–1 s here), and leaves a callback due 0.1 s later, so the event
   // is not settled when its worker is retired under it.
   HEAVY: { actions: () => {
@@ -100,7 +106,7 @@ t.test("a spinning call moves its org aside at its first offence; the other org'
   t.equal(spun.body?.code, 'machine-code-error');
   t.match(spun.body?.error, /CPU time limit of 4000 ms/);
   t.same(order, [...Array(8).fill('b'), 'spin'], "B's events did not wait for A's call to end");
-  t.match(node.output(), new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker from now on, and so does every version of org ${a.orgId}`));
+  t.match(node.output(), new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker until it holds no worker for 600000 ms \\(--quarantine-release-ms\\), and so does every version of org ${a.orgId}`));
 
   // From now on A's code runs in the quarantine worker: its next spin holds nobody else up.
   t.same(workerPids(node, 'quarantine'), [], 'no quarantine worker yet: nothing ran there');
@@ -127,6 +133,32 @@ t.test('an event whose machine code holds the worker past the stall limit before
   t.same(await a.history('i0'), ['xstate.init', 'ADD'], 'nothing of it was applied');
   t.equal((await a.send('i0', 'ADD')).status, 200, 'the instance still takes events');
   t.same(await a.history('i0'), ['xstate.init', 'ADD', 'ADD']);
+  t.equal((await b.send('i0', 'ADD')).status, 200, 'the other org is unaffected');
+});
+
+t.test('an org moved aside for a stall returns to the main worker once it held no worker for --quarantine-release-ms', async (t) => {
+  // The release counts from each stall; a loaded host can stretch a spin in the retired worker (nice 19)
+  // to seconds, so the second event must come well within it.
+  const node = await startNode({ args: ['--cpu-limit-ms', '8000', '--quarantine-release-ms', '6000'] });
+  t.teardown(() => node.stop('SIGKILL'));
+  const { a, b } = await twoOrgs(node);
+  const mainStalls = () => node.output().match(/held the sandbox worker for/g)?.length ?? 0;
+  t.ok(await standbyReady(node), 'a standby worker is forked');
+
+  t.equal((await a.send('i0', 'BUSY')).status, 200, 'a call past the stall limit that then finishes is applied');
+  t.equal(mainStalls(), 1, 'it held the main worker');
+  t.match(node.output(), /it runs in the quarantine worker until it holds no worker for 6000 ms \(--quarantine-release-ms\)/);
+  t.equal((await a.send('i0', 'BUSY')).status, 200);
+  t.match(node.output(), /held the quarantine sandbox worker/, 'the next one ran in the quarantine worker (which puts the release off)');
+  t.equal(mainStalls(), 1);
+
+  await new Promise((resolve) => setTimeout(resolve, 6_500));
+  t.equal((await a.send('i0', 'ADD')).status, 200);
+  t.match(node.output(), new RegExp(`org ${a.orgId} held no sandbox worker for 6000 ms \\(--quarantine-release-ms\\): its versions run in the main worker again`));
+  t.ok(await standbyReady(node), 'the main worker has its standby again');
+  t.equal((await a.send('i0', 'BUSY')).status, 200);
+  t.equal(mainStalls(), 2, 'back in the main worker, its next stall is there');
+  t.same(await a.history('i0'), ['xstate.init', 'BUSY', 'BUSY', 'ADD', 'BUSY'], 'every event applied once');
   t.equal((await b.send('i0', 'ADD')).status, 200, 'the other org is unaffected');
 });
 
@@ -196,6 +228,6 @@ export const allowWrite = () => true;`;
   t.same(quietOnes.map((answer) => answer.status), Array(8).fill(200), "org B's events are applied");
   t.equal(order[0], 'b', "B's first answer did not wait for A's spin");
   await going;
-  t.match(node.output(), new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker from now on`), 'the spinning version is named and moved aside');
+  t.match(node.output(), new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker until`), 'the spinning version is named and moved aside');
   for (let i = 0; i < 8; i++) t.same(await b.history(`i${i}`), ['xstate.init', 'ADD'], `B's i${i} has its event once`);
 });

@@ -124,9 +124,10 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the sandbox worker died; a new one is starting', { reason }),
     onStall: (stall) => {
-      const moved = stall.versionId === undefined ? undefined : sandboxes.quarantineVersion(stall.versionId);
+      const moved = stall.versionId === undefined ? undefined : sandboxes.quarantineVersion(stall.versionId, 'stall');
       const org = moved?.orgId === undefined ? '' : `, and so does every version of org ${moved.orgId}`;
-      logger.warn(`${stallText(stall, config.sandboxStallMs, 'sandbox worker')}${moved ? `; it runs in the quarantine worker from now on${org}` : ''}`);
+      const until = config.quarantineReleaseMs > 0 ? ` until it holds no worker for ${config.quarantineReleaseMs} ms (--quarantine-release-ms)` : ' from now on';
+      logger.warn(`${stallText(stall, config.sandboxStallMs, 'sandbox worker')}${moved ? `; it runs in the quarantine worker${until}${org}` : ''}`);
     },
     onLiveHeap: (report) => runtime.relieveLiveHeap(report),
   });
@@ -140,7 +141,11 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     stallMs: config.sandboxStallMs,
     standby: false,
     cpuLimitMs: config.cpuLimitMs,
-    onStall: (stall) => logger.warn(stallText(stall, config.sandboxStallMs, 'quarantine sandbox worker')),
+    onStall: (stall) => {
+      // Puts off the org's return to the main worker.
+      if (stall.versionId !== undefined) sandboxes.quarantineVersion(stall.versionId, 'stall');
+      logger.warn(stallText(stall, config.sandboxStallMs, 'quarantine sandbox worker'));
+    },
     nodeArgs: config.sandboxNodeArgs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
     onCrash: (reason) => logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason }),
@@ -155,7 +160,10 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     onLog: () => undefined,
     onCrash: (reason) => logger.warn('the validation sandbox worker died; a new one starts with the next upload', { reason }),
   });
-  const sandboxes = new SandboxPool(sandboxClient, quarantineClient, store.versions, logs, runtimeSettings);
+  const sandboxes = new SandboxPool(sandboxClient, quarantineClient, store.versions, logs, runtimeSettings, {
+    afterMs: config.quarantineReleaseMs,
+    onRelease: (orgId) => logger.info(`org ${orgId} held no sandbox worker for ${config.quarantineReleaseMs} ms (--quarantine-release-ms): its versions run in the main worker again`),
+  });
   const { updates } = deployment;
   const runtime: InstanceRuntime = new InstanceRuntime({
     instances: store.instances,

@@ -20,6 +20,7 @@ export interface ServeConfig {
   liveActorMemoryMb: number;
   cpuLimitMs: number;
   sandboxStallMs: number;
+  quarantineReleaseMs: number;
   maxLiveActors: number;
   pureSteps: boolean;
   /** Realtime subscriptions one websocket may hold at once. */
@@ -60,6 +61,7 @@ export const serveSettings = [
   { flag: 'live-actor-memory-mb', env: 'STATEHOLD_LIVE_ACTOR_MEMORY_MB', fallback: '128', help: 'memory a machine version\'s live instances may hold in its isolate (≈ 7 KB each for a small machine); beyond, the least recently used are evicted and reload from their snapshot on demand. The isolate\'s heap limit is this plus --isolate-memory-mb' },
   { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
   { flag: 'sandbox-stall-ms', env: 'STATEHOLD_SANDBOX_STALL_MS', fallback: '100', help: 'a call into machine code that holds the sandbox worker for this much CPU time moves its org to the quarantine worker and every other request to a fresh worker (0: never)' },
+  { flag: 'quarantine-release-ms', env: 'STATEHOLD_QUARANTINE_RELEASE_MS', fallback: '600000', help: 'an org moved to the quarantine worker for holding the sandbox worker returns to the main worker after this long without holding a worker again (0: never); an org whose code crashed a worker stays until the node restarts' },
   { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
   { flag: 'pure-steps', env: 'STATEHOLD_PURE_STEPS', fallback: 'on', help: 'on: instances of a machine that can leave nothing running but delayed events to itself (no invoke, activity, or send to another actor or without a fixed delay) rest between events as their state and timers alone, stepped by xstate\'s pure transition (≈ 2–4 KB each instead of ≈ 9–11 KB with an interpreter); off: every live instance keeps an interpreter' },
   { flag: 'rt-max-subscriptions', env: 'STATEHOLD_RT_MAX_SUBSCRIPTIONS', fallback: '1000', help: 'subscriptions one /rt websocket may hold at once (duplicates count); one more gets an in-band 429 error' },
@@ -121,6 +123,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     liveActorMemoryMb: integer('live-actor-memory-mb', 1, 16_384),
     cpuLimitMs: integer('cpu-limit-ms', 10, 600_000),
     sandboxStallMs: integer('sandbox-stall-ms', 0, 600_000),
+    quarantineReleaseMs: integer('quarantine-release-ms', 0, 30 * 86_400_000),
     maxLiveActors: integer('max-live-actors', 1, 10_000_000),
     pureSteps: onOff('pure-steps', pick('pure-steps')),
     rtMaxSubscriptions: integer('rt-max-subscriptions', 1, 1_000_000),

@@ -317,7 +317,7 @@ export class InstanceRuntime {
       } catch (again) {
         const versionId = versionOf();
         const blamed = again instanceof WorkerCrashFailure && !again.external && versionId !== undefined;
-        const quarantined = blamed ? this.deps.sandboxes.quarantineVersion(versionId) : undefined;
+        const quarantined = blamed ? this.deps.sandboxes.quarantineVersion(versionId, 'crash') : undefined;
         if (quarantined) {
           const org = quarantined.orgId === undefined ? '' : `, and so does every version of org ${quarantined.orgId}`;
           this.deps.logger.warn(`machine version ${versionId} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on${org}`);

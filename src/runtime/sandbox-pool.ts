@@ -4,14 +4,30 @@ import type { LogSink } from './log-sink.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { VersionSource } from './version-source.js';
 
+/** Why a version was moved to the quarantine worker. */
+export type QuarantineCause = 'crash' | 'stall';
+
+export interface QuarantineRelease {
+  /**
+   * An org quarantined for holding a worker (not for crashing one) returns to the main worker after
+   * this long without holding a worker again; 0: never.
+   */
+  afterMs: number;
+  /** Told when an org returns. */
+  onRelease?: (orgId: string) => void;
+}
+
 /**
  * Machine versions loaded in the sandbox worker, on first use, one isolate each shared by the
  * version's instances. A version whose isolate died (memory limit) or whose worker crashed is loaded
  * again on the next call; actors compare `sandbox` identity to know they must be rebuilt.
  *
- * A version proven to crash its worker is quarantined: from then on it, and every other version of its
- * org, runs in a worker of its own kind (the quarantine worker, which also validates uploaded bundles),
- * so that org's code cannot take the isolates of every other org down with it again.
+ * A version proven to crash its worker, or that held it past the stall limit, is quarantined: from
+ * then on it, and every other version of its org, runs in a worker of its own kind (the quarantine
+ * worker), so that org's code cannot take the isolates of every other org down with it, or hold them
+ * up, again. A crash keeps the org there until the node restarts. A stall is often one large input
+ * rather than code that misbehaves: such an org returns to the main worker once it went
+ * `release.afterMs` without another stall (each stall in the quarantine worker starts that wait again).
  */
 export class SandboxPool {
   private readonly loading = new Map<string, Promise<RemoteVersion>>();
@@ -30,6 +46,8 @@ export class SandboxPool {
    * every other org's live actors being rebuilt by uploading one version after another.
    */
   private readonly quarantinedOrgs = new Set<string>();
+  /** Orgs quarantined for stalls only: when each returns to the main worker. */
+  private readonly releaseAt = new Map<string, number>();
 
   constructor(
     private readonly client: SandboxClient,
@@ -37,6 +55,7 @@ export class SandboxPool {
     private readonly versions: VersionSource,
     private readonly logs: LogSink,
     private readonly settings: RuntimeSettings,
+    private readonly release: QuarantineRelease = { afterMs: 0 },
   ) {}
 
   /** Routes console output captured in the worker to the version's org and machine. */
@@ -47,6 +66,7 @@ export class SandboxPool {
 
   /** The version if it is loaded and healthy now (no waiting); else use get. */
   loaded(versionId: string): RemoteVersion | undefined {
+    if (this.releaseAt.size > 0) this.releaseIfDue(this.owners.get(versionId)?.orgId);
     const version = this.ready.get(versionId);
     if (!version?.healthy) return undefined;
     this.lastUsedAt.set(versionId, Date.now());
@@ -74,11 +94,12 @@ export class SandboxPool {
    * there, and actors compare `sandbox` identity, so they are rebuilt there. Returns the version's org,
    * or undefined if the version was there already.
    */
-  quarantineVersion(versionId: string): { orgId: string | undefined } | undefined {
+  quarantineVersion(versionId: string, cause: QuarantineCause): { orgId: string | undefined } | undefined {
+    const orgId = this.owners.get(versionId)?.orgId;
+    if (orgId !== undefined) this.offended(orgId, cause);
     if (this.quarantined.has(versionId)) return undefined;
     this.quarantined.add(versionId);
     this.drop(versionId);
-    const orgId = this.owners.get(versionId)?.orgId;
     if (orgId !== undefined && !this.quarantinedOrgs.has(orgId)) {
       this.quarantinedOrgs.add(orgId);
       for (const [other, owner] of this.owners) {
@@ -86,6 +107,30 @@ export class SandboxPool {
       }
     }
     return { orgId };
+  }
+
+  /**
+   * A version of the org held or crashed its worker (in the quarantine worker too): the org's release
+   * is put off, or, for a crash, called off.
+   */
+  private offended(orgId: string, cause: QuarantineCause): void {
+    const permanent = cause === 'crash' || this.release.afterMs <= 0 || (this.quarantinedOrgs.has(orgId) && !this.releaseAt.has(orgId));
+    if (permanent) this.releaseAt.delete(orgId);
+    else this.releaseAt.set(orgId, Date.now() + this.release.afterMs);
+  }
+
+  /** Returns the org's versions to the main worker when its release is due: the next call loads them there. */
+  private releaseIfDue(orgId: string | undefined): void {
+    const at = orgId === undefined ? undefined : this.releaseAt.get(orgId);
+    if (orgId === undefined || at === undefined || Date.now() < at) return;
+    this.releaseAt.delete(orgId);
+    this.quarantinedOrgs.delete(orgId);
+    for (const [versionId, owner] of this.owners) {
+      if (owner.orgId !== orgId) continue;
+      this.quarantined.delete(versionId);
+      if (this.ready.has(versionId) || this.loading.has(versionId)) this.drop(versionId);
+    }
+    this.release.onRelease?.(orgId);
   }
 
   private runsInQuarantine(orgId: string, versionId: string): boolean {
@@ -108,6 +153,7 @@ export class SandboxPool {
 
   /** The loaded version of `machine` (a version belongs to one machine; its logs are filed under it). */
   async get(orgId: string, machine: string, versionId: string): Promise<RemoteVersion> {
+    if (this.releaseAt.size > 0) this.releaseIfDue(orgId);
     this.lastUsedAt.set(versionId, Date.now());
     const pending = this.loading.get(versionId);
     if (pending) {
