@@ -52,6 +52,8 @@ t.test('bad credentials are refused with 403 and a clear error', async (t) => {
     { name: 'not yet valid', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, nbf: inOneHour() }, reader.key), code: 'unauthorized', message: /not valid yet/ },
     { name: 'wrong aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, aud: 'https://example.com/' }, reader.key), code: 'unauthorized', message: /aud/ },
     { name: 'missing aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { exp: inOneHour() }, reader.key), code: 'unauthorized', message: /aud/ },
+    { name: 'no exp', token: craftJwt({ alg: 'HS256', kid: reader.id }, { aud: STATEBACKED_AUD, act: { sub: 'u1' } }, reader.key), code: 'unauthorized', message: /no exp claim: tokens must expire/ },
+    { name: 'exp as text', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, exp: String(inOneHour()) }, reader.key), code: 'unauthorized', message: /exp claim is not a number/ },
     { name: 'deleted key', token: deletedToken, code: 'unauthorized', message: /unknown or deleted key/ },
     { name: 'claims nested 150 deep', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, act: JSON.parse(`${'{"a":'.repeat(150)}1${'}'.repeat(150)}`) }, reader.key), code: 'unauthorized', message: /nest objects and arrays more than \d+ levels deep/ },
     { name: 'missing scope', token: good, code: 'missing-scope', message: /machines.write/ },

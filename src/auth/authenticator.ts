@@ -19,9 +19,6 @@ export const STATEBACKED_AUDIENCE = 'https://api.statebacked.dev/';
  */
 export const CLOCK_LEEWAY_SECONDS = 2;
 
-/** A token without `exp` is cached for at most this long, so later checks still happen now and then. */
-const NO_EXPIRY_CACHE_MS = 5 * 60_000;
-
 export interface CredentialHeaders {
   authorization: string | undefined;
   orgId: string | undefined;
@@ -111,14 +108,17 @@ export class Authenticator {
 
     const nowSeconds = nowMs / 1000;
     const { exp, nbf, aud } = payload;
-    if (exp !== undefined && typeof exp !== 'number') throw unauthorized('the token\'s exp claim is not a number of seconds since the epoch');
+    // A token without exp would never expire: one that leaked would work until its key is deleted.
+    // @statebacked/token always sets exp (from its required expires option), as does our token exchange.
+    if (exp === undefined) throw unauthorized('the token has no exp claim: tokens must expire (signToken sets it from its expires option)');
+    if (typeof exp !== 'number') throw unauthorized('the token\'s exp claim is not a number of seconds since the epoch');
     if (nbf !== undefined && typeof nbf !== 'number') throw unauthorized('the token\'s nbf claim is not a number of seconds since the epoch');
-    if (exp !== undefined && exp + CLOCK_LEEWAY_SECONDS <= nowSeconds) throw unauthorized('the token has expired');
+    if (exp + CLOCK_LEEWAY_SECONDS <= nowSeconds) throw unauthorized('the token has expired');
     if (nbf !== undefined && nbf > nowSeconds + CLOCK_LEEWAY_SECONDS) throw unauthorized('the token is not valid yet');
     if (!audienceAccepted(aud, this.options.ownAudience())) throw unauthorized('the token is not meant for this service (aud)');
 
     const authContext = authContextOf(payload);
-    const expiresAtMs = typeof exp === 'number' ? (exp + CLOCK_LEEWAY_SECONDS) * 1000 : nowMs + NO_EXPIRY_CACHE_MS;
+    const expiresAtMs = (exp + CLOCK_LEEWAY_SECONDS) * 1000;
     this.cache.set(token, { keyId: key.id, expiresAtMs, authContext });
     return { kind: 'key', keyId: key.id, orgId: key.orgId, scopes: key.scopes, authContext, requestedOrgId };
   }
