@@ -124,9 +124,10 @@ t.test('a 12 s delay fires on time after the node is killed with SIGKILL and res
   t.teardown(() => second.stop());
   // (a cluster deployment restarts three nats-servers and three nodes: should that outlast the delay,
   // the timer is due at once when they are back)
-  // A cluster's overdue timers fire some seconds after its nodes answer again (≈ 3 s measured here,
-  // cluster/README.md, What is left): allowed for here, not hidden.
-  const backLate = Math.max(0, Date.now() - (created + 12_000)) + (testDeployment === 'cluster' ? 5_000 : 0);
+  // A cluster's overdue timers fire once their owner has loaded the instance, 2–7 s after its nodes
+  // answer again on a 2-core host (cluster/README.md, What is left; 5.6 s seen in CI): allowed for
+  // here, not hidden.
+  const backLate = Math.max(0, Date.now() - (created + 12_000)) + (testDeployment === 'cluster' ? 8_000 : 0);
   const client = new StateBackedClient('timer-admin', { apiHost: second.url });
   if (Date.now() < created + 12_000) {
     await sleep(Math.max(0, created + 12_000 - Date.now() - 300));
@@ -135,7 +136,8 @@ t.test('a 12 s delay fires on time after the node is killed with SIGKILL and res
     // seconds): the fired record's own time, checked below, says whether it was early.
     if (Date.now() < created + 12_000) t.equal(state, 'waiting', 'not early');
   }
-  await sleep(testDeployment === 'cluster' ? 5_800 : 800);
+  // (no read meanwhile: a read loads the instance, which would fire an overdue timer itself)
+  await sleep(testDeployment === 'cluster' ? 8_800 : 800);
   const done = await client.machineInstances.get('twelve', 't');
   t.equal(done.state, 'done', 'it moved on by itself');
   const fired = (await client.machineInstances.listTransitions('twelve', 't')).transitions.at(-1);
