@@ -127,7 +127,8 @@ t.test('a 12 s delay fires on time after the node is killed with SIGKILL and res
   // A cluster's overdue timers fire once their owner has loaded the instance, 2–7 s after its nodes
   // answer again on a 2-core host (cluster/README.md, What is left; 5.6 s seen in CI): allowed for
   // here, not hidden.
-  const backLate = Math.max(0, Date.now() - (created + 12_000)) + (testDeployment === 'cluster' ? 8_000 : 0);
+  const clusterGrace = testDeployment === 'cluster' ? 8_000 : 0;
+  const backLate = Math.max(0, Date.now() - (created + 12_000)) + clusterGrace;
   const client = new StateBackedClient('timer-admin', { apiHost: second.url });
   if (Date.now() < created + 12_000) {
     await sleep(Math.max(0, created + 12_000 - Date.now() - 300));
@@ -137,7 +138,7 @@ t.test('a 12 s delay fires on time after the node is killed with SIGKILL and res
     if (Date.now() < created + 12_000) t.equal(state, 'waiting', 'not early');
   }
   // (no read meanwhile: a read loads the instance, which would fire an overdue timer itself)
-  await sleep(testDeployment === 'cluster' ? 8_800 : 800);
+  await sleep(800 + clusterGrace);
   const done = await client.machineInstances.get('twelve', 't');
   t.equal(done.state, 'done', 'it moved on by itself');
   const fired = (await client.machineInstances.listTransitions('twelve', 't')).transitions.at(-1);
