@@ -75,6 +75,12 @@ t.test('upload tokens: wrong kind, wrong machine, tampering, multipart abuse, gz
   t.equal((await post(form([['token', upload]], code), 'multipart/form-data')).status, 400, 'no boundary');
   t.equal((await post(form(Array.from({ length: 100 }, (_, i) => [`f${i}`, 'v'] as [string, string]), code))).status, 400, 'many parts');
   t.equal((await post(form([['token', upload], ['x'.repeat(100_000), 'v']], code))).status, 400, 'a huge field name');
+  // Cut off inside the file part (no credential needed): a 400, and the node still answers.
+  const cut = (await post(Buffer.from('--BOUNDARY\r\nContent-Disposition: form-data; name="file"; filename="a.js"\r\n\r\nabc')));
+  t.equal(cut.status, 400, `a body cut off inside its file part: ${cut.text.slice(0, 120)}`);
+  const cutLate = form([['token', upload]], code);
+  t.equal((await post(cutLate.subarray(0, cutLate.length - 20))).status, 400, 'an upload cut off after its token');
+  t.equal((await call(node.url, 'GET', '/health')).status, 200, 'the node is still up');
   const bomb = gzipSync(Buffer.alloc(50 * 1024 * 1024, 0x20));
   t.equal((await post(form([['token', upload], ['content-encoding', 'gzip']], bomb))).status, 413, 'a gzip bomb');
   t.equal((await post(form([['token', upload], ['content-encoding', 'gzip']], gzipSync(gzipSync(Buffer.alloc(20 * 1024 * 1024, 0x20)))))).status, 400, 'nested gzip is not unpacked twice');

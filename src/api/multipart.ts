@@ -60,6 +60,9 @@ export const parseMultipart = (body: Buffer, contentType: string | undefined, li
       const chunks: Buffer[] = [];
       const file: MultipartFile = { field, filename: info.filename, mimeType: info.mimeType, data: Buffer.alloc(0), truncated: false };
       files.push(file);
+      // A body cut off inside a file part errors the file's stream (as well as the parser): unheard,
+      // that error would be thrown as an uncaught exception and end the node.
+      stream.on('error', (error: Error) => fail(`the upload is not valid multipart/form-data: ${error.message}`));
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('limit', () => {
         file.truncated = true;
@@ -75,6 +78,10 @@ export const parseMultipart = (body: Buffer, contentType: string | undefined, li
     parser.on('close', () => {
       if (!failed) resolve({ fields, files });
     });
-    parser.end(body);
+    try {
+      parser.end(body);
+    } catch (error) {
+      fail(`the upload is not valid multipart/form-data: ${(error as Error).message}`);
+    }
   });
 };
