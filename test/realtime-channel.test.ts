@@ -47,6 +47,10 @@ const setUp = (allow: (context: any, auth: any) => boolean = () => true) => {
   const topics = new Topics();
   let current: InstanceHead | undefined = head(1, 0);
   const reads: string[] = [];
+  let keyGone = false;
+  const deleteKey = () => {
+    keyGone = true;
+  };
   const hub = new RealtimeHub({
     runtime: {
       head: () => current,
@@ -58,7 +62,8 @@ const setUp = (allow: (context: any, auth: any) => boolean = () => true) => {
     },
     bus,
     fanout: topics,
-    authenticate: (token) => ({ orgId: 'org_a', authContext: { sub: token } }),
+    authenticate: (token) => ({ orgId: 'org_a', authContext: { sub: token }, keyId: token.startsWith('gone') ? 'sbk_gone' : 'sbk_kept' }),
+    keyExists: (keyId) => keyId !== 'sbk_gone' || !keyGone,
     limits: defaultRealtimeLimits,
     logError: (message, error) => {
       throw new Error(`${message}: ${String(error)}`);
@@ -74,7 +79,11 @@ const setUp = (allow: (context: any, auth: any) => boolean = () => true) => {
   };
   const subscribe = (who: { session: ReturnType<typeof newSession> }, requestId: string) =>
     hub.handle(who.session, JSON.stringify({ type: 'subscribe-to-instance', machineName: 'm', machineInstanceName: 'i', requestId }));
-  return { bus, hub, commit, connect, subscribe, reads, topics };
+  return { bus, hub, commit, connect, subscribe, reads, topics, deleteKey };
+};
+
+const waitFor = async (check: () => boolean) => {
+  for (let i = 0; i < 500 && !check(); i++) await sleep(10);
 };
 
 const counts = (peer: FakePeer) => peer.frames.filter((f) => f.type === 'instance-update').map((f) => f.publicContext.count);
@@ -130,6 +139,26 @@ t.test('revocation stops one auth group and not the other', async (t) => {
   t.same(counts(guest.peer), [0, 1, 2]);
   t.match(guest.peer.frames.at(-1), { type: 'error', requestId: 'g', status: 403, code: 'rejected-by-machine-authorizer' });
   t.equal(guest.session.subscriptions.size, 0, 'the refused subscription is gone from its socket');
+});
+
+t.test('a deleted key ends the subscriptions of sockets signed in with it, each with 403, and no others', async (t) => {
+  const { hub, commit, connect, subscribe, deleteKey } = setUp();
+  const gone = connect('gone-user');
+  const kept = connect('kept-user');
+  subscribe(gone, 'g1');
+  subscribe(gone, 'g2');
+  subscribe(kept, 'k1');
+  await waitFor(() => counts(gone.peer).length === 2 && counts(kept.peer).length === 1);
+  t.equal(hub.dropRevoked(), 0, 'nothing ends while the key exists');
+  deleteKey();
+  t.equal(hub.dropRevoked(), 2, 'both subscriptions of the deleted key end');
+  const errors = gone.peer.frames.filter((f) => f.type === 'error');
+  t.same(errors.map((f) => [f.requestId, f.status, f.code]).sort(), [['g1', 403, 'unauthorized'], ['g2', 403, 'unauthorized']]);
+  commit(2, 1);
+  await waitFor(() => counts(kept.peer).length === 2);
+  t.same(counts(gone.peer), [0, 0], 'no update after the key went');
+  t.equal(gone.session.subscriptions.size, 0);
+  t.equal(hub.dropRevoked(), 0, 'ended once');
 });
 
 t.test('a backlog beyond the bound drops the oldest updates, never the latest', async (t) => {

@@ -171,6 +171,29 @@ t.test('getActor and getOrCreateActor subscribe and send', async (t) => {
   t.pass();
 });
 
+t.test('a deleted key ends its sockets\' subscriptions with 403 (a new token is refused too); other keys\' go on', async (t) => {
+  const doomed = await operator.keys.create({ name: 'doomed', use: 'production' });
+  const doomedToken = await signToken({ stateBackedKeyId: doomed.id, stateBackedSecretKey: doomed.key }, { sub: 'owner' }, { expires: { in: '1h' } });
+  const dave = new StateBackedClient(doomedToken, { apiHost: node.url, WebSocket: WebSocket as any });
+  const owner = await clientFor('owner');
+  await owner.machineInstances.create('rt', { slug: 'revoked-key', context: {} });
+  const daveUpdates: Update[] = [];
+  const daveErrors: any[] = [];
+  const ownerUpdates: Update[] = [];
+  const stopDave = dave.machineInstances.subscribe('rt', 'revoked-key', (u) => daveUpdates.push(u as Update), (e) => daveErrors.push(e));
+  const stopOwner = owner.machineInstances.subscribe('rt', 'revoked-key', (u) => ownerUpdates.push(u as Update));
+  await until('both subscribed', () => daveUpdates.length === 1 && ownerUpdates.length === 1);
+  await operator.keys.delete(doomed.id);
+  await until('the deleted key\'s subscription ended', () => daveErrors.length === 1);
+  t.type(daveErrors[0], errors.UnauthorizedError, '403 unauthorized, in band');
+  await owner.machineInstances.sendEvent('rt', 'revoked-key', { event: 'INC' });
+  await until('the other key\'s subscriber is updated', () => ownerUpdates.length === 2);
+  await sleep(200);
+  t.equal(daveUpdates.length, 1, 'nothing pushed once the key was deleted');
+  stopDave();
+  stopOwner();
+});
+
 t.test('a bad token gets an in-band error and no reconnect storm', async (t) => {
   const before = (await stats()).upgrades;
   const bad = new StateBackedClient('not-a-real-token', { apiHost: node.url, WebSocket: WebSocket as any, orgId: 'org_x' });

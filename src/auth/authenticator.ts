@@ -40,6 +40,7 @@ export interface AuthenticatorOptions {
  */
 export class Authenticator {
   private readonly cache = new VerifiedTokenCache();
+  private readonly keyListeners: Array<() => void> = [];
   private readonly now: () => number;
 
   constructor(private readonly options: AuthenticatorOptions) {
@@ -59,6 +60,17 @@ export class Authenticator {
   forgetKey(keyId: string): void {
     this.options.keyRing.forget(keyId);
     this.cache.forgetKey(keyId);
+    this.keysChanged();
+  }
+
+  /** Tells those who hold on to verified credentials (realtime subscriptions) that keys were removed. */
+  keysChanged(): void {
+    for (const listener of this.keyListeners) listener();
+  }
+
+  /** `listener` is called whenever keys were removed through this node. */
+  onKeysChanged(listener: () => void): void {
+    this.keyListeners.push(listener);
   }
 
   /**

@@ -239,11 +239,17 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     authenticate: (token, orgHeader) => {
       const caller = authenticator.authenticate({ authorization: `Bearer ${token}`, orgId: orgHeader, act: undefined });
       requireScope(caller, 'state.read');
-      return { orgId: authenticator.resolveOrg(caller), authContext: caller.authContext };
+      return { orgId: authenticator.resolveOrg(caller), authContext: caller.authContext, ...(caller.kind === 'key' ? { keyId: caller.keyId } : {}) };
     },
+    keyExists: (keyId) => keyRing.find(keyId) !== undefined,
     limits: realtimeLimits,
     logError: (message, error) => logger.error(message, { error: error instanceof Error ? error.stack ?? error.message : String(error) }),
   });
+  // Keys deleted through this node end their sockets' subscriptions at once; through another node
+  // (the META log deletes them here), within a second.
+  authenticator.onKeysChanged(() => hub.dropRevoked());
+  const revoking = setInterval(() => hub.dropRevoked(), 1_000);
+  revoking.unref();
   const server: HttpServer = await HttpServer.start({
     router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger, realtime: { hub, limits: realtimeLimits },
   });
@@ -276,6 +282,7 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
       dispatcher.stop();
       clearInterval(pruning);
       clearInterval(sweeping);
+      clearInterval(revoking);
       await runtime.close();
       await Promise.all([sandboxClient.close(), quarantineClient.close(), validationClient.close()]);
       await deployment.close();

@@ -1,4 +1,4 @@
-import { invalidParameter, notFound, rateLimited } from '../../domain/errors.js';
+import { invalidParameter, notFound, rateLimited, unauthorized } from '../../domain/errors.js';
 import type { JsonObject } from '../../domain/machine-state.js';
 import { actorKey } from '../../runtime/actor-key.js';
 import { type UpdateBus, updateOf } from '../../runtime/update-bus.js';
@@ -17,14 +17,19 @@ export interface RealtimeLimits {
 
 export const defaultRealtimeLimits: RealtimeLimits = { maxSubscriptionsPerSocket: 1_000, subscribesPerSecond: 100, subscribeBurst: 1_000 };
 
-/** Who a socket's token says its owner is, checked again at each subscribe (so an expired token is noticed). */
-export type RtAuthenticate = (token: string, orgHeader: string | undefined) => { orgId: string; authContext: JsonObject };
+/**
+ * Who a socket's token says its owner is, checked again at each subscribe (so an expired token is
+ * noticed), and the key that signed it (none for the operator key).
+ */
+export type RtAuthenticate = (token: string, orgHeader: string | undefined) => { orgId: string; authContext: JsonObject; keyId?: string };
 
 export interface RealtimeHubDeps {
   runtime: ChannelRuntime & { head(orgId: string, machine: string, name: string): InstanceHead | undefined };
   bus: UpdateBus;
   fanout: RtFanout;
   authenticate: RtAuthenticate;
+  /** Whether a signing key still exists (a deleted key's subscriptions end: dropRevoked). */
+  keyExists: (keyId: string) => boolean;
   limits: RealtimeLimits;
   logError: (message: string, error: unknown) => void;
 }
@@ -37,6 +42,8 @@ export interface RtSession {
   readonly subscriptions: Map<string, { subscription: Subscription; channel: InstanceChannel }>;
   subscribeTokens: number;
   tokensAt: number;
+  /** The key that signed the token, once a subscribe verified it. */
+  keyId?: string;
 }
 
 export const newSession = (peer: RtPeer, token: string, orgHeader: string | undefined, limits: RealtimeLimits): RtSession => ({
@@ -51,6 +58,8 @@ export const newSession = (peer: RtPeer, token: string, orgHeader: string | unde
  */
 export class RealtimeHub {
   private readonly channels = new Map<string, { channel: InstanceChannel; stopListening: () => void }>();
+  /** Sockets signed in with a key that subscribed at least once (dropRevoked looks at them). */
+  private readonly keyed = new Set<RtSession>();
 
   constructor(private readonly deps: RealtimeHubDeps) {}
 
@@ -82,6 +91,38 @@ export class RealtimeHub {
   closed(session: RtSession): void {
     for (const { subscription, channel } of session.subscriptions.values()) channel.unsubscribe(subscription);
     session.subscriptions.clear();
+    this.keyed.delete(session);
+  }
+
+  /**
+   * Ends every subscription whose socket's token was signed by a key that no longer exists (deleted,
+   * or an org's anonymous access turned off), each with an in-band `403 unauthorized`; the socket stays
+   * open, as for any credential problem. An expired token is not ended here: the real client keeps the
+   * token it first connected with for the socket's whole life, so its subscriptions go on (docs/realtime.md).
+   * Called when this node deletes a key, and every second for keys deleted through other nodes.
+   */
+  dropRevoked(): number {
+    const exists = new Map<string, boolean>();
+    let ended = 0;
+    for (const session of this.keyed) {
+      if (session.subscriptions.size === 0) {
+        this.keyed.delete(session);
+        continue;
+      }
+      const keyId = session.keyId as string;
+      let live = exists.get(keyId);
+      if (live === undefined) exists.set(keyId, (live = this.deps.keyExists(keyId)));
+      if (live) continue;
+      const revoked = unauthorized('the key that signed this connection\'s token was deleted');
+      for (const [requestId, { subscription, channel }] of session.subscriptions) {
+        if (session.peer.open) session.peer.send(errorText(requestId, revoked));
+        channel.unsubscribe(subscription);
+        ended++;
+      }
+      session.subscriptions.clear();
+      this.keyed.delete(session);
+    }
+    return ended;
   }
 
   private subscribe(session: RtSession, machine: string, name: string, requestId: string): void {
@@ -95,7 +136,11 @@ export class RealtimeHub {
     if (!takeSubscribeToken(session, limits)) {
       throw rateLimited(`a connection may subscribe at most ${limits.subscribesPerSecond} times a second (${limits.subscribeBurst} at once)`);
     }
-    const { orgId, authContext } = this.deps.authenticate(session.token, session.orgHeader);
+    const { orgId, authContext, keyId } = this.deps.authenticate(session.token, session.orgHeader);
+    if (keyId !== undefined) {
+      session.keyId = keyId;
+      this.keyed.add(session);
+    }
     const channel = this.channelFor(orgId, machine, name);
     const subscription: Subscription = {
       requestId,
