@@ -269,6 +269,11 @@ t.test('indexSelectors must name declared indexes', async (t) => {
     [['$.email'], 400],
     [{ email: '$.email' }, 200],
     [{ score: '$.public.score' }, 200],
+    [{ email: '$..email' }, 200],
+    [{ email: '$.people[*].email' }, 200],
+    [{ email: '$..*..*..*' }, 400],
+    [{ email: '$..people..email' }, 400],
+    [{ email: '$.people[?(@.active)].email' }, 400],
   ];
   for (const [indexSelectors, status] of cases) {
     const p = await provisional('indexed');
