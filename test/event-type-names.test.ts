@@ -130,3 +130,26 @@ for (const withOwnXstate of [false, true]) {
     t.same(types, ['xstate.init', 'constructor', '__proto__', 'hasOwnProperty']);
   });
 }
+
+t.test("the runtime's own event types are refused from clients (400 naming event); look-alikes pass", async (t) => {
+  const machine = 'reserved';
+  await upload(machine, plainSource, false);
+  await client.machineInstances.create(machine, { slug: 'r' });
+  const before = (await client.machineInstances.listTransitions(machine, 'r')).transitions.length;
+  const refused = [
+    'xstate.after(86400000)#plain.idle', 'xstate.init', 'done.invoke.pay', 'done.state.plain.idle', 'error.platform.pay', 'error.execution',
+    { type: 'done.invoke.pay', data: { paid: true } },
+    { type: 'statebacked.upgrade', migrationPath: [], fromMachineVersionId: 'ver_x', toMachineVersionId: 'ver_y' },
+    { type: 'xstate.done.actor.child' },
+  ];
+  for (const event of refused) {
+    const answer = await sendRaw(machine, 'r', event);
+    t.equal(answer.status, 400, `${JSON.stringify(event)}: 400`);
+    t.match(answer.body, { code: 'invalid-parameter', parameter: 'event', error: /the runtime's own/ });
+  }
+  t.equal((await client.machineInstances.listTransitions(machine, 'r')).transitions.length, before, 'nothing was recorded');
+  for (const event of ['done', 'xstate', 'done.other', 'errors.platform', 'DONE.INVOKE.x', 'my.xstate.thing']) {
+    t.equal((await sendRaw(machine, 'r', event)).status, 200, `${event}: an ordinary event`);
+  }
+  t.equal((await client.machineInstances.sendEvent(machine, 'r', { event: 'GO' })).state, 'done');
+});

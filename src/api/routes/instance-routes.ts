@@ -1,6 +1,7 @@
 import { requireDeletionConfirmation } from '../../domain/confirmation.js';
 import { decodeCursor, decodeStringCursor } from '../../domain/cursor.js';
 import { conflict, invalidParameter, notFound, payloadTooLarge } from '../../domain/errors.js';
+import { RESERVED_EVENT_PREFIXES, reservedEventPrefix } from '../../domain/reserved-events.js';
 import { limits } from '../../domain/limits.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
@@ -150,6 +151,10 @@ const eventOf = (raw: unknown): MachineEvent => {
   }
   const type = (event as { type?: unknown }).type;
   if (typeof type !== 'string' || type === '') throw invalidParameter('event', 'event must be a string or an object with a string type');
+  const reserved = reservedEventPrefix(type);
+  if (reserved !== undefined) {
+    throw invalidParameter('event', `event types beginning with ${reserved} are the runtime's own (${RESERVED_EVENT_PREFIXES.join(', ')}); a client may not send them`);
+  }
   return event as MachineEvent;
 };
 
