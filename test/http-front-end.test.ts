@@ -156,6 +156,18 @@ t.test('conflicting Content-Length headers: the connection is closed, and nothin
   t.equal((await call(node.url, 'GET', '/health')).status, 200);
 });
 
+t.test('a credential header given twice is a 400 naming it, whichever value comes first', async (t) => {
+  for (const [name, values] of [['authorization', [`Bearer ${admin}`, 'Bearer bogus']], ['x-statebacked-org-id', ['org_a', 'org_b']], ['x-statebacked-act', ['{}', '{}']]] as const) {
+    for (const [first, second] of [values, [...values].reverse()]) {
+      const lines = name === 'authorization' ? [`authorization: ${first}`, `authorization: ${second}`] : [`authorization: Bearer ${admin}`, `${name}: ${first}`, `${name}: ${second}`];
+      const answer = await exchange(`POST /machines HTTP/1.1\r\nhost: x\r\n${lines.join('\r\n')}\r\ncontent-length: 17\r\n\r\n{"slug":"dup-hd"}`, 400);
+      t.match(answer, /^HTTP\/1\.1 400 /, `${name} twice (${first} first)`);
+      t.match(answer, new RegExp(`"parameter":"${name}"`));
+    }
+  }
+  t.equal((await call(node.url, 'GET', '/machines/dup-hd', { token: admin })).status, 404, 'nothing was created');
+});
+
 t.test('names, ids and cursors longer than any real one are a 4xx, never a 500', async (t) => {
   const long = 'a'.repeat(5_000);
   await call(node.url, 'POST', '/machines', { token: admin, body: { slug: 'long-1' } });

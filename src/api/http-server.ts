@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import uWS from 'uWebSockets.js';
-import { payloadTooLarge, ServiceError } from '../domain/errors.js';
+import { invalidParameter, payloadTooLarge, ServiceError } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import { clipped } from '../domain/names.js';
 import { corsHeaders, preflightHeaders } from './cors.js';
@@ -12,6 +12,12 @@ import type { Router } from './router.js';
 
 /** The CORS headers every answer carries unless its route set them itself. */
 const CORS_ENTRIES = Object.entries(corsHeaders);
+
+/**
+ * Headers that say who the caller is: given twice, a proxy in front that checks one of them could be
+ * checking another credential than the node, which would take the last. Such a request is refused.
+ */
+const CREDENTIAL_HEADERS = new Set(['authorization', 'x-statebacked-org-id', 'x-statebacked-act']);
 
 /** Where the answer to one request stands. */
 interface AnswerState {
@@ -111,8 +117,12 @@ export class HttpServer {
     const query = new URLSearchParams(req.getQuery() ?? '');
     const headers: Record<string, string> = {};
     let conflictingLength = false;
+    let repeatedCredential: string | undefined;
     req.forEach((key, value) => {
-      if (key === 'content-length' && headers[key] !== undefined && headers[key] !== value) conflictingLength = true;
+      if (headers[key] !== undefined) {
+        if (key === 'content-length' && headers[key] !== value) conflictingLength = true;
+        if (CREDENTIAL_HEADERS.has(key)) repeatedCredential ??= key;
+      }
       headers[key] = value;
     });
     // A HEAD is answered as the GET would be, without the body (RFC 9110 §9.3.2).
@@ -132,6 +142,11 @@ export class HttpServer {
       // be taken for the next request.
       const withBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
       this.respond(res, state, { status: 204, headers: preflightHeaders }, withBody);
+      return;
+    }
+    if (repeatedCredential !== undefined) {
+      const withBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
+      this.respond(res, state, errorResponse(invalidParameter(repeatedCredential, `the ${repeatedCredential} header may be given only once`), this.logError), withBody);
       return;
     }
     if (declaredLength !== undefined && declaredLength > this.options.maxBodyBytes) {
