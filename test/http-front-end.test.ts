@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import t from 'tap';
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
@@ -38,6 +39,10 @@ t.test('bodies: JSON whatever the content type, empty bodies, malformed JSON', a
   t.equal(malformed.status, 400);
   t.same(malformed.body, { error: malformed.body.error, code: 'invalid-parameter', parameter: 'body' });
   t.match(malformed.body.error, /not valid JSON/);
+  const gzipped = await call(node.url, 'POST', '/machines', { token: admin, rawBody: gzipSync('{"slug":"gz"}'), headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+  t.match(gzipped, { status: 400, body: { code: 'invalid-parameter', parameter: 'content-encoding', error: /gzip is not supported; send the JSON uncompressed/ } });
+  const identity = await call(node.url, 'POST', '/machines', { token: admin, rawBody: '{"slug":"identity"}', headers: { 'content-encoding': 'identity' } });
+  t.equal(identity.status, 201, 'identity is no encoding');
 });
 
 t.test('413 above the body limit, declared or streamed', async (t) => {
