@@ -73,13 +73,14 @@ t.test('--help documents the settings; bad flags exit 2 with a message', async (
   for (const word of ['serve', '--port', '--host', '--data-dir', '--commit-log', 'STATEHOLD_COMMIT_LOG', '--public-url', '--admin-key', 'STATEHOLD_PORT', 'STATEHOLD_DATA_DIR', 'STATEHOLD_PUBLIC_URL', 'STATEHOLD_ADMIN_KEY', 'STATEHOLD_MASTER_KEY', 'SIGTERM', '/health']) {
     t.match(help.stdout, word);
   }
-  for (const args of [['serve', '--port', 'eighty'], ['serve', '--bogus'], ['serve', '--public-url', 'ftp://x'], ['serve', '--commit-log', 'fsync'], ['launch']]) {
+  for (const args of [['serve', '--port', 'eighty'], ['serve', '--bogus'], ['serve', '--public-url', 'ftp://x'], ['serve', '--commit-log', 'fsync'], ['serve', '--admin-key', 'has.a.dot'], ['serve', '--admin-key', 'with space'], ['launch']]) {
     const failed = await run(process.execPath, ['--no-node-snapshot', entryPoint, ...args]).then(
       () => ({ code: 0, stderr: '' }),
       (error: { code: number; stderr: string }) => error,
     );
     t.equal(failed.code, 2, args.join(' '));
     t.match(failed.stderr, /statehold: /);
+    if (args[1] === '--admin-key') t.notMatch(failed.stderr, args[2] as string, 'the key is not echoed');
   }
 });
 

@@ -112,7 +112,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     dataDir: pick('data-dir') ?? './data',
     commitLog: commitLog(pick('commit-log')),
     publicUrl: publicUrl?.replace(/\/+$/, ''),
-    adminKey: pick('admin-key'),
+    adminKey: adminKey(pick('admin-key')),
     masterKey: env.STATEHOLD_MASTER_KEY || undefined,
     billingUrl: pick('billing-url'),
     pageSize: integer('page-size', 1, 1000),
@@ -141,6 +141,18 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     walApplyDelayMs: walApplyDelayMs(env.STATEHOLD_WAL_APPLY_DELAY_MS),
     sandboxNodeArgs: sandboxNodeArgs(env.STATEHOLD_SANDBOX_NODE_ARGS),
   };
+};
+
+/**
+ * The operator key is sent as `Authorization: Bearer <key>`: it must be one bearer token (RFC 6750's
+ * characters), and without a dot, since a bearer with a dot is taken for a JWT. (Not echoed: a secret.)
+ */
+const adminKey = (text: string | undefined): string | undefined => {
+  if (text === undefined) return undefined;
+  if (!/^[A-Za-z0-9_~+/=-]{1,512}$/.test(text)) {
+    throw new ConfigError('--admin-key may hold only letters, digits and - _ ~ + / = (at most 512; no dot: a bearer token with a dot is read as a JWT)');
+  }
+  return text;
 };
 
 const commitLog = (text: string | undefined): CommitLog => {
