@@ -1,4 +1,4 @@
-import { JSONPath } from 'jsonpath-plus';
+import { type CompiledPath, compilePath, evaluatePath } from './json-path.js';
 import type { JsonObject } from './machine-state.js';
 
 /**
@@ -38,78 +38,55 @@ const UNINDEXABLE = /[\u0000-\u001f]|\p{Cs}/u;
 export const isIndexableValue = (value: string): boolean => !UNINDEXABLE.test(value) && Buffer.byteLength(value, 'utf8') <= MAX_INDEX_VALUE_BYTES;
 
 /**
- * Values (objects, arrays and scalars, the root included) a context may hold for a walking selector
- * (a wildcard, slice, union or recursive descent) to run on it; on a larger context it gives no
- * values. Selectors run on the node's main thread at every commit, and such a selector's cost grows
- * with the context (jsonpath-plus, `$..*` here: ≈ 13 ms over 5,000 values, ≈ 400 ms over 500,000).
+ * Values of a context one selector may visit (walked or taken) at a commit; past it, that selector
+ * gives no values for that commit. Selectors run on the node's main thread at every commit: a direct
+ * path visits a few values; `$..email` visits every object and array of the context once; several
+ * descents or repeated unions are what this bounds (at ≈ 0.1–0.2 µs a visit, a few ms at most).
  */
-export const MAX_WALKED_VALUES = 20_000;
+export const MAX_SELECTOR_VISITS = 50_000;
 
-/**
- * How a selector walks the context: `direct` (names and indexes only: a few steps), `walking`, or
- * `refused`: it does not parse, evaluates code (filters, scripts), or descends more than once, whose
- * cost grows with the context's size to the power of its descents (`$..*..*..*` over a 180-deep
- * context took 13 s).
- */
-export type SelectorShape = { kind: 'direct' | 'walking' } | { kind: 'refused'; why: string };
-
-export const selectorShape = (selector: string): SelectorShape => {
-  let tokens: unknown[];
-  try {
-    tokens = JSONPath.toPathArray(selector) as unknown[];
-  } catch (error) {
-    return { kind: 'refused', why: `it does not parse (${(error as Error).message})` };
-  }
-  let descents = 0;
-  let walking = false;
-  for (const token of tokens) {
-    if (typeof token !== 'string') continue;
-    if (token === '..') descents++;
-    else if (token.includes('?(') || token.startsWith('(')) return { kind: 'refused', why: 'filter and script expressions are not evaluated' };
-    else if (token === '*' || token === '~' || token.startsWith('@') || /[:,]/.test(token)) walking = true;
-  }
-  if (descents > 1) return { kind: 'refused', why: 'it descends recursively (..) more than once' };
-  return { kind: descents === 1 || walking ? 'walking' : 'direct' };
+/** Why a selector cannot be used (finalize refuses it), or undefined. RFC 9535 JSONPath, no filters (domain/json-path.ts). */
+export const selectorProblem = (selector: string): string | undefined => {
+  const compiled = compilePath(selector);
+  return compiled.ok ? undefined : compiled.problem;
 };
 
-/** Whether `value` holds more than `max` values (itself included), walked without recursion and stopped early. */
-const holdsMoreThan = (value: unknown, max: number): boolean => {
-  const stack: unknown[] = [value];
-  let seen = 0;
-  while (stack.length > 0) {
-    const node = stack.pop();
-    if (++seen > max) return true;
-    if (node !== null && typeof node === 'object') {
-      if (Array.isArray(node)) for (const item of node) stack.push(item);
-      else for (const key in node) stack.push((node as Record<string, unknown>)[key]);
-    }
-  }
-  return false;
+class SelectorTooCostly extends Error {}
+const tooCostly = () => new SelectorTooCostly(`the selector visits more than ${MAX_SELECTOR_VISITS} values`);
+
+// The selectors of the versions in use, compiled once (a bad one as null).
+const compiled = new Map<string, CompiledPath | null>();
+const COMPILED_CACHE_SIZE = 1_000;
+
+const compiledSelector = (selector: string): CompiledPath | null => {
+  const hit = compiled.get(selector);
+  if (hit !== undefined) return hit;
+  const result = compilePath(selector);
+  if (compiled.size >= COMPILED_CACHE_SIZE) compiled.clear();
+  compiled.set(selector, result.ok ? result.path : null);
+  return result.ok ? result.path : null;
 };
 
 /**
  * The values `selectors` (index name → JSONPath into the full context) select from `context`. Each
  * match that is a string is a value; a match that is an array gives each of its string elements;
- * anything else (numbers, booleans, null, objects, nothing matched) gives none. Filter and script
- * expressions are refused (`eval: false`): selectors run on the node itself, not in the sandbox, so
- * they get no code evaluation at all. A refused selector (selectorShape; versions finalized before it
- * was checked may hold one), a walking one on a context over MAX_WALKED_VALUES, and one that fails give
- * no values: index values never fail a commit. Indexes with no value are left out; undefined when none
- * has any.
+ * anything else (numbers, booleans, null, objects, nothing matched) gives none. A selector that does
+ * not compile (finalize refuses those; a version finalized before may hold one) or visits more than
+ * MAX_SELECTOR_VISITS values gives no values: index values never fail a commit. Indexes with no value
+ * are left out; undefined when none has any.
  */
 export const selectIndexValues = (context: JsonObject, selectors: Record<string, string> | undefined): IndexValues | undefined => {
   if (!selectors) return undefined;
   let found: IndexValues | undefined;
-  let tooLargeToWalk: boolean | undefined;
   for (const [index, selector] of Object.entries(selectors)) {
-    const shape = selectorShape(selector);
-    if (shape.kind === 'refused') continue;
-    if (shape.kind === 'walking' && (tooLargeToWalk ??= holdsMoreThan(context, MAX_WALKED_VALUES))) continue;
+    const path = compiledSelector(selector);
+    if (path === null) continue;
     let matches: unknown[];
     try {
-      matches = JSONPath({ path: selector, json: context, eval: false, wrap: true }) as unknown[];
-    } catch {
-      continue;
+      matches = evaluatePath(path, context, { left: MAX_SELECTOR_VISITS, exhausted: tooCostly });
+    } catch (error) {
+      if (error instanceof SelectorTooCostly) continue;
+      throw error;
     }
     const values = new Set<string>();
     const take = (value: unknown) => {

@@ -2,7 +2,7 @@ import type { UploadClaims } from '../../auth/upload-signer.js';
 import { decodeCursor } from '../../domain/cursor.js';
 import { invalidParameter, notFound, unauthorized } from '../../domain/errors.js';
 import { prettyId } from '../../domain/ids.js';
-import { selectorShape } from '../../domain/index-values.js';
+import { selectorProblem } from '../../domain/index-values.js';
 import type { MachineRecord, MachineVersionRecord } from '../../domain/records.js';
 import type { VersionCursor } from '../../store/version-store.js';
 import { type ApiContext, callerInOrg, requireMachine } from '../api-context.js';
@@ -155,8 +155,8 @@ const optionalSelectors = (value: unknown, machine: MachineRecord): Record<strin
     if (typeof selector !== 'string' || !selector.startsWith('$') || selector.length > MAX_SELECTOR_CHARS) {
       throw invalidParameter('indexSelectors', `the selector for index ${index} must be a JSONPath string starting with $ (at most ${MAX_SELECTOR_CHARS} characters)`);
     }
-    const shape = selectorShape(selector);
-    if (shape.kind === 'refused') throw invalidParameter('indexSelectors', `the selector for index ${index} cannot be used: ${shape.why} (docs/indexes.md)`);
+    const problem = selectorProblem(selector);
+    if (problem !== undefined) throw invalidParameter('indexSelectors', `the selector for index ${index} is not a supported JSONPath (${problem}; docs/indexes.md)`);
     selectors[index] = selector;
   }
   return selectors;
