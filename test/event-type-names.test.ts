@@ -148,7 +148,7 @@ t.test("the runtime's own event types are refused from clients (400 naming event
     t.match(answer.body, { code: 'invalid-parameter', parameter: 'event', error: /the runtime's own/ });
   }
   t.equal((await client.machineInstances.listTransitions(machine, 'r')).transitions.length, before, 'nothing was recorded');
-  for (const event of ['done', 'xstate', 'done.other', 'errors.platform', 'DONE.INVOKE.x', 'my.xstate.thing']) {
+  for (const event of ['done', 'xstate', 'done.other', 'errors.platform', 'DONE.INVOKE.x', 'my.xstate.thing', 'error.executions']) {
     t.equal((await sendRaw(machine, 'r', event)).status, 200, `${event}: an ordinary event`);
   }
   t.equal((await client.machineInstances.sendEvent(machine, 'r', { event: 'GO' })).state, 'done');

@@ -163,6 +163,12 @@ t.test('400: the handler throws, returns an invalid shape, is missing, or runs p
   }
   const after = await call(node.url, 'POST', api('echo'));
   t.equal(after.status, 200, 'the version still answers after a call cut by the CPU limit');
+  for (const type of ['xstate.after(1000)#orders.open', 'done.invoke.pay', 'statebacked.upgrade', 'error.execution']) {
+    const passed = await call(node.url, 'POST', api('pass-on', `?type=${encodeURIComponent(type)}`));
+    t.equal(passed.status, 400, `a handler passing on ${type}`);
+    t.match(passed.body, { code: 'machine-code-error', error: /the runtime's own/ });
+  }
+  t.equal((await call(node.url, 'POST', api('pass-on', '?type=ADD'))).status, 200, 'an ordinary type passes');
 });
 
 t.test('404: the instance is missing and the handler gave no initialContext', async (t) => {

@@ -137,16 +137,15 @@ export class HttpServer {
     }
 
     const declaredLength = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
+    const hasBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
+    // Answered before their bodies are read: the connection is closed after the answer when there is
+    // one, rather than let the body be taken for the next request.
     if (method === 'OPTIONS') {
-      // A preflight's body (there should be none) is not read: close the connection rather than let it
-      // be taken for the next request.
-      const withBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
-      this.respond(res, state, { status: 204, headers: preflightHeaders }, withBody);
+      this.respond(res, state, { status: 204, headers: preflightHeaders }, hasBody);
       return;
     }
     if (repeatedCredential !== undefined) {
-      const withBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
-      this.respond(res, state, errorResponse(invalidParameter(repeatedCredential, `the ${repeatedCredential} header may be given only once`), this.logError), withBody);
+      this.respond(res, state, errorResponse(invalidParameter(repeatedCredential, `the ${repeatedCredential} header may be given only once`), this.logError), hasBody);
       return;
     }
     if (declaredLength !== undefined && declaredLength > this.options.maxBodyBytes) {
@@ -155,7 +154,6 @@ export class HttpServer {
     }
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString('utf8');
     const request: ApiRequest = { method, path, params: {}, query, headers, body: Buffer.alloc(0), remoteAddress };
-    const hasBody = (declaredLength !== undefined && declaredLength > 0) || headers['transfer-encoding'] !== undefined;
     if (!hasBody) {
       this.dispatchSafely(res, state, request);
       return;

@@ -247,8 +247,15 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
   });
   // Keys deleted through this node end their sockets' subscriptions at once; through another node
   // (the META log deletes them here), within a second.
-  authenticator.onKeysChanged(() => hub.dropRevoked());
-  const revoking = setInterval(() => hub.dropRevoked(), 1_000);
+  const dropRevoked = () => {
+    try {
+      hub.dropRevoked();
+    } catch (error) {
+      logger.error('realtime subscriptions of deleted keys could not be ended', { error: error instanceof Error ? error.stack ?? error.message : String(error) });
+    }
+  };
+  authenticator.onKeysChanged(dropRevoked);
+  const revoking = setInterval(dropRevoked, 1_000);
   revoking.unref();
   const server: HttpServer = await HttpServer.start({
     router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger, realtime: { hub, limits: realtimeLimits },

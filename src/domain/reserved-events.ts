@@ -4,9 +4,16 @@
  * `done.invoke.<id>` / `error.platform.<id>` fake what an invoked service returned, `statebacked.upgrade`
  * forges an upgrade record in the history (wire-protocol §5.4). xstate 5's own are all `xstate.…`.
  */
-const RESERVED_PREFIXES = ['xstate.', 'done.invoke.', 'done.state.', 'error.platform.', 'error.execution', 'error.communication', 'statebacked.'] as const;
+const RESERVED_PREFIXES = ['xstate.', 'done.invoke.', 'done.state.', 'error.platform.', 'statebacked.'] as const;
+/** xstate 4's own, as whole names (`error.execution` of a failed action, and what follows a dot). */
+const RESERVED_NAMES = ['error.execution', 'error.communication'] as const;
 
-/** The reserved prefix `type` begins with, if any. */
-export const reservedEventPrefix = (type: string): string | undefined => RESERVED_PREFIXES.find((prefix) => type.startsWith(prefix));
+const reservedPrefixOf = (type: string): string | undefined =>
+  RESERVED_PREFIXES.find((prefix) => type.startsWith(prefix)) ?? RESERVED_NAMES.find((name) => type === name || type.startsWith(`${name}.`));
 
-export const RESERVED_EVENT_PREFIXES: readonly string[] = RESERVED_PREFIXES;
+/** Why a client (or an http API's handler, passing on its caller's) may not send an event of `type`, if it may not. */
+export const reservedEventProblem = (type: string): string | undefined => {
+  const reserved = reservedPrefixOf(type);
+  if (reserved === undefined) return undefined;
+  return `event types beginning with ${reserved} are the runtime's own (${[...RESERVED_PREFIXES, ...RESERVED_NAMES].join(', ')}); a client may not send them`;
+};

@@ -11,6 +11,7 @@ import { machineCodeFailed, notFound, rateLimited, ServiceError, unavailable } f
 import { isPrettyId } from '../domain/ids.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import { clipped, isSlug } from '../domain/names.js';
+import { reservedEventProblem } from '../domain/reserved-events.js';
 import {
   type HttpApiOutcome, type HttpApiRequest, MachineCodeError, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxHeldError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError,
 } from '../sandbox/index.js';
@@ -179,6 +180,9 @@ const handlerResponse = (value: unknown, slug: string): HandlerResponse => {
   const raw = value.event;
   const event = typeof raw === 'string' ? { type: raw } : raw;
   if (!isObject(event) || typeof event.type !== 'string' || event.type === '') throw invalid('event must be a string or an object with a string type');
+  // Handlers often pass on what their caller sent: the runtime's own types are refused as from any client.
+  const reserved = reservedEventProblem(event.type);
+  if (reserved !== undefined) throw invalid(reserved);
   if (!isObject(authContext)) throw invalid('authContext must be an object');
   if (initialContext !== undefined && initialContext !== null && !isObject(initialContext)) throw invalid('initialContext must be an object when given');
   return {

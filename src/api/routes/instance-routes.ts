@@ -1,11 +1,11 @@
 import { requireDeletionConfirmation } from '../../domain/confirmation.js';
 import { decodeCursor, decodeStringCursor } from '../../domain/cursor.js';
 import { conflict, invalidParameter, notFound, payloadTooLarge } from '../../domain/errors.js';
-import { RESERVED_EVENT_PREFIXES, reservedEventPrefix } from '../../domain/reserved-events.js';
 import { limits } from '../../domain/limits.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
 import { clipped, requireSlug } from '../../domain/names.js';
+import { reservedEventProblem } from '../../domain/reserved-events.js';
 import { type ApiContext, callerInOrg, requireMachine } from '../api-context.js';
 import { type ApiRequest, json, jsonBody, noContent } from '../http-types.js';
 import { pageOf } from '../pagination.js';
@@ -151,10 +151,8 @@ const eventOf = (raw: unknown): MachineEvent => {
   }
   const type = (event as { type?: unknown }).type;
   if (typeof type !== 'string' || type === '') throw invalidParameter('event', 'event must be a string or an object with a string type');
-  const reserved = reservedEventPrefix(type);
-  if (reserved !== undefined) {
-    throw invalidParameter('event', `event types beginning with ${reserved} are the runtime's own (${RESERVED_EVENT_PREFIXES.join(', ')}); a client may not send them`);
-  }
+  const reserved = reservedEventProblem(type);
+  if (reserved !== undefined) throw invalidParameter('event', reserved);
   return event as MachineEvent;
 };
 

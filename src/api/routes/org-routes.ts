@@ -55,7 +55,8 @@ export const registerOrgRoutes = (router: Router, context: ApiContext): void => 
     const allowAnonymousAccess = body.allowAnonymousAccess;
     if (typeof allowAnonymousAccess !== 'boolean') throw invalidParameter('allowAnonymousAccess', 'allowAnonymousAccess must be a boolean');
     await context.catalog.setAnonymousAccess(orgId, allowAnonymousAccess ? anonymousAccessRecords(orgId, context.sealer) : undefined);
-    if (!allowAnonymousAccess) context.authenticator.keysChanged();
+    // (turning it on again replaces the anonymous key too)
+    context.authenticator.keysChanged();
     const org = context.catalog.getOrg(orgId);
     if (!org) throw missingOrg(`org ${orgId.slice(0, 64)} does not exist`);
     return json(view(org));
