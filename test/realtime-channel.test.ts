@@ -42,6 +42,9 @@ const head = (seq: number, count: number): InstanceHead =>
 
 const update = (seq: number, count: number): InstanceUpdate => ({ kind: 'update', ...head(seq, count) }) as InstanceUpdate;
 
+/** When set, subscribes wait for it before they are admitted (the local copy catching up). */
+let gate: Promise<void> | undefined;
+
 const setUp = (allow: (context: any, auth: any) => boolean = () => true) => {
   const bus = new InProcessUpdateBus();
   const topics = new Topics();
@@ -64,6 +67,7 @@ const setUp = (allow: (context: any, auth: any) => boolean = () => true) => {
     fanout: topics,
     authenticate: (token) => ({ orgId: 'org_a', authContext: { sub: token }, keyId: token.startsWith('gone') ? 'sbk_gone' : 'sbk_kept' }),
     keyExists: (keyId) => keyId !== 'sbk_gone' || !keyGone,
+    caughtUp: () => gate ?? sleep(Math.random() * 3),
     limits: defaultRealtimeLimits,
     logError: (message, error) => {
       throw new Error(`${message}: ${String(error)}`);
@@ -159,6 +163,29 @@ t.test('a deleted key ends the subscriptions of sockets signed in with it, each 
   t.same(counts(gone.peer), [0, 0], 'no update after the key went');
   t.equal(gone.session.subscriptions.size, 0);
   t.equal(hub.dropRevoked(), 0, 'ended once');
+});
+
+t.test('a subscribe waits for the local copy; unsubscribed or closed meanwhile, it is never admitted', async (t) => {
+  const { hub, connect, subscribe } = setUp();
+  let open!: () => void;
+  gate = new Promise<void>((resolve) => (open = resolve));
+  const a = connect('a');
+  const b = connect('b');
+  subscribe(a, 'x');
+  subscribe(a, 'y');
+  subscribe(b, 'z');
+  subscribe(a, 'x');
+  hub.handle(a.session, JSON.stringify({ type: 'unsubscribe-from-instance', machineName: 'm', machineInstanceName: 'i', requestId: 'x' }));
+  hub.closed(b.session);
+  open();
+  gate = undefined;
+  await waitFor(() => counts(a.peer).length === 1);
+  await sleep(20);
+  t.same(a.peer.frames.map((f) => f.type === 'error' ? ['error', f.requestId, f.status] : ['update', f.publicContext.count]), [['error', 'x', 400], ['update', 0]],
+    'the repeated requestId refused at once; x unsubscribed while waiting; y admitted');
+  t.same([...a.session.subscriptions.keys()], ['y']);
+  t.equal(b.peer.frames.length, 0, 'nothing for the closed socket');
+  t.equal(hub.channelCount, 1);
 });
 
 t.test('a backlog beyond the bound drops the oldest updates, never the latest', async (t) => {

@@ -242,6 +242,7 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
       return { orgId: authenticator.resolveOrg(caller), authContext: caller.authContext, ...(caller.kind === 'key' ? { keyId: caller.keyId } : {}) };
     },
     keyExists: (keyId) => keyRing.find(keyId) !== undefined,
+    caughtUp: (orgId, machine, name) => store.instances.caughtUp(orgId, machine, name),
     limits: realtimeLimits,
     logError: (message, error) => logger.error(message, { error: error instanceof Error ? error.stack ?? error.message : String(error) }),
   });

@@ -30,6 +30,12 @@ export interface RealtimeHubDeps {
   authenticate: RtAuthenticate;
   /** Whether a signing key still exists (a deleted key's subscriptions end: dropRevoked). */
   keyExists: (keyId: string) => boolean;
+  /**
+   * Resolves once this node's copy holds every commit of the instance acknowledged so far, through
+   * any node (a cluster node follows the others' logs), as HTTP reads wait: the first state a
+   * subscriber gets is then never older than an answer it already had.
+   */
+  caughtUp: (orgId: string, machine: string, name: string) => Promise<void>;
   limits: RealtimeLimits;
   logError: (message: string, error: unknown) => void;
 }
@@ -44,10 +50,13 @@ export interface RtSession {
   tokensAt: number;
   /** The key that signed the token, once a subscribe verified it. */
   keyId?: string;
+  /** Subscribes waiting for the local copy to catch up, by requestId; `cancelled` once unsubscribed meanwhile. */
+  readonly waiting: Map<string, { cancelled: boolean }>;
+  closed: boolean;
 }
 
 export const newSession = (peer: RtPeer, token: string, orgHeader: string | undefined, limits: RealtimeLimits): RtSession => ({
-  peer, token, orgHeader, subscriptions: new Map(), subscribeTokens: limits.subscribeBurst, tokensAt: Date.now(),
+  peer, token, orgHeader, subscriptions: new Map(), subscribeTokens: limits.subscribeBurst, tokensAt: Date.now(), waiting: new Map(), closed: false,
 });
 
 /**
@@ -80,15 +89,20 @@ export class RealtimeHub {
     }
     if (message.type === 'ping') return;
     if (message.type === 'unsubscribe-from-instance') return this.unsubscribe(session, message.requestId);
+    const { machineName, machineInstanceName, requestId } = message;
+    const refuse = (error: unknown) => {
+      if (session.peer.open) session.peer.send(errorText(requestId, error));
+    };
     try {
-      this.subscribe(session, message.machineName, message.machineInstanceName, message.requestId);
+      this.subscribe(session, machineName, machineInstanceName, requestId).catch(refuse);
     } catch (error) {
-      session.peer.send(errorText(message.requestId, error));
+      refuse(error);
     }
   }
 
   /** The socket closed: every subscription on it stops. */
   closed(session: RtSession): void {
+    session.closed = true;
     for (const { subscription, channel } of session.subscriptions.values()) channel.unsubscribe(subscription);
     session.subscriptions.clear();
     this.keyed.delete(session);
@@ -125,18 +139,35 @@ export class RealtimeHub {
     return ended;
   }
 
-  private subscribe(session: RtSession, machine: string, name: string, requestId: string): void {
+  /**
+   * Checks what it can at once (throwing), then waits for the local copy (rejecting with what fails
+   * after): what the hub must do in order per socket happens before the wait or after it in one tick.
+   */
+  private subscribe(session: RtSession, machine: string, name: string, requestId: string): Promise<void> {
     const { limits } = this.deps;
-    if (session.subscriptions.has(requestId)) {
+    if (session.subscriptions.has(requestId) || session.waiting.has(requestId)) {
       throw invalidParameter('requestId', `requestId ${requestId} is already used by a subscription on this connection`);
     }
-    if (session.subscriptions.size >= limits.maxSubscriptionsPerSocket) {
+    if (session.subscriptions.size + session.waiting.size >= limits.maxSubscriptionsPerSocket) {
       throw rateLimited(`a connection may hold at most ${limits.maxSubscriptionsPerSocket} subscriptions; unsubscribe some or open another connection`);
     }
     if (!takeSubscribeToken(session, limits)) {
       throw rateLimited(`a connection may subscribe at most ${limits.subscribesPerSecond} times a second (${limits.subscribeBurst} at once)`);
     }
     const { orgId, authContext, keyId } = this.deps.authenticate(session.token, session.orgHeader);
+    const waiting = { cancelled: false };
+    session.waiting.set(requestId, waiting);
+    return this.deps.caughtUp(orgId, machine, name).finally(() => {
+      if (session.waiting.get(requestId) === waiting) session.waiting.delete(requestId);
+    }).then(() => {
+      if (waiting.cancelled || session.closed) return;
+      // (checked again: the key may have been deleted while this subscribe waited)
+      if (keyId !== undefined && !this.deps.keyExists(keyId)) throw unauthorized('the key that signed this connection\'s token was deleted');
+      this.admit(session, orgId, authContext, keyId, machine, name, requestId);
+    });
+  }
+
+  private admit(session: RtSession, orgId: string, authContext: JsonObject, keyId: string | undefined, machine: string, name: string, requestId: string): void {
     if (keyId !== undefined) {
       session.keyId = keyId;
       this.keyed.add(session);
@@ -157,6 +188,12 @@ export class RealtimeHub {
   }
 
   private unsubscribe(session: RtSession, requestId: string): void {
+    const waiting = session.waiting.get(requestId);
+    if (waiting) {
+      waiting.cancelled = true;
+      session.waiting.delete(requestId);
+      return;
+    }
     const entry = session.subscriptions.get(requestId);
     if (!entry) return;
     session.subscriptions.delete(requestId);
