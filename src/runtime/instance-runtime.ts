@@ -483,7 +483,14 @@ export class InstanceRuntime {
   delete(orgId: string, machine: string, name: string): Promise<boolean> {
     const actor = this.actors.obtain(orgId, machine, name);
     return actor.enqueue(async () => {
-      const deleted = await this.deps.instances.deleteInstance(orgId, machine, name);
+      let deleted: boolean;
+      try {
+        deleted = await this.deps.instances.deleteInstance(orgId, machine, name);
+      } catch (error) {
+        // (a cluster's delete fenced by another node's write: the instance changed, so it is kept)
+        this.dropHeadOnConflict(actor, error);
+        throw this.asRequestError(error, orgId, machine, name);
+      }
       actor.head = undefined;
       actor.discardLive();
       this.actors.release(actor);

@@ -1,6 +1,7 @@
 import { DiscardPolicy, jetstream, type JetStreamClient, JetStreamApiError, type JetStreamManager, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { randomUUID } from 'node:crypto';
+import { unavailable } from '../../domain/errors.js';
 import { StreamFollower } from './stream-follower.js';
 
 export interface OpLogOptions {
@@ -115,7 +116,14 @@ export class JetStreamOpLog<Op> {
    * `everywhere` is false, every other live member too, within their wait), with what applying it returned.
    */
   async submit(op: Op, options: { everywhere?: boolean } = {}): Promise<unknown> {
-    const ack = await this.js.publish(this.subject, JSON.stringify({ origin: this.origin, op } satisfies Envelope<Op>));
+    let ack: { seq: number };
+    try {
+      ack = await this.js.publish(this.subject, JSON.stringify({ origin: this.origin, op } satisfies Envelope<Op>));
+    } catch (error) {
+      // JetStream without a leader (servers lost, an election) or no answer in time: a 503, not a 500.
+      const reason = error instanceof Error ? error.message : String(error);
+      throw unavailable(`the cluster's log did not take the change (${reason}); it may or may not have been stored: read it back, then retry`);
+    }
     await this.until(ack.seq);
     if (this.peers && options.everywhere !== false) await this.appliedByPeers(ack.seq);
     const result = this.results.get(ack.seq);

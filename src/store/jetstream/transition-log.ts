@@ -1,6 +1,6 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager, JetStreamApiError, type PubAck, RetentionPolicy, StorageType, DiscardPolicy } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { unavailable } from '../../domain/errors.js';
+import { payloadTooLarge, unavailable } from '../../domain/errors.js';
 
 /** An append refused because the instance's log moved past what the writer expected: it is not the owner any more. */
 export class LogFencedError extends Error {
@@ -92,8 +92,12 @@ export class JetStreamTransitionLog {
       ack = await this.js.publish(subject, payload, { msgID: messageId, expect: { lastSubjectSequence: expectedSeq } });
     } catch (error) {
       if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) throw new LogFencedError(subject, expectedSeq);
-      // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
       const reason = error instanceof Error ? error.message : String(error);
+      // A commit over the nats-server's max_payload (1 MB by default; cluster/README.md) never fits: no retry helps.
+      if (/max_payload|maximum payload/i.test(reason)) {
+        throw payloadTooLarge(`this commit (${typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length} bytes: the instance's head and the history records of this event, each with its context) is larger than the cluster's log takes in one message (the nats-server's max_payload): keep contexts smaller, or run fewer delayed steps per event`);
+      }
+      // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
       throw unavailable(`the cluster's log did not take the write (${reason}); it may or may not have been stored: read the instance, then retry`);
     }
     return { seq: ack.seq, duplicate: ack.duplicate };
