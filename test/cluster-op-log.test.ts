@@ -66,3 +66,20 @@ t.test('every node applies every operation in one order; a submitter gets its ow
   t.same([...a.values].sort(), [...b.values].sort(), 'caught up after its absence');
   await Promise.all([logA.close(), logB2.close()]);
 });
+
+t.test('a change JetStream cannot take (no quorum) is a 503 that says it may or may not be stored', { skip }, async (t) => {
+  const nats = await startNats(3);
+  t.teardown(() => nats.stop());
+  const nc = await connectTo(nats, 'lonely');
+  t.teardown(() => nc.close());
+  const copy = replica();
+  // (the follower's complaints while the servers are gone are expected)
+  const log = await JetStreamOpLog.open<Op>(nc, { cluster: 'q', name: 'META', replicas: 3, from: 1 }, copy.apply, () => undefined);
+  await log.submit({ kind: 'put', key: 'before', value: 1 });
+  // The client is connected to server 0: the two others gone, the stream has no quorum.
+  await Promise.all([nats.kill(1, 'SIGKILL'), nats.kill(2, 'SIGKILL')]);
+  const started = Date.now();
+  await t.rejects(log.submit({ kind: 'put', key: 'during', value: 2 }), { status: 503, code: 'unavailable', message: /may or may not have been stored/ });
+  t.ok(Date.now() - started < 30_000, `answered in ${Date.now() - started} ms`);
+  await log.close();
+});

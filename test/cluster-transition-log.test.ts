@@ -31,6 +31,10 @@ t.test('one server (R1): appends are fenced by the previous sequence and dedupli
   t.equal(await log.headSeq(), retried.seq);
   t.equal(await log.get(999), undefined);
   await t.rejects(JetStreamTransitionLog.open(nc, { cluster: 'r1', replicas: 3 }), /has 1 replicas/, 'a replica count that does not match the stream is refused');
+  const huge = JSON.stringify({ seq: 4, context: 'x'.repeat(9 * 1024 * 1024) });
+  await t.rejects(log.append('org_a', 'm', 'i', retried.seq, huge, 'org_a/m/i:4'), { status: 413, code: 'payload-too-large', message: /larger than the cluster's log takes in one message/ },
+    'a commit over max_payload is a 413 (no retry would help), not a 503');
+  t.equal(await log.lastSeq('org_a', 'm', 'i'), retried.seq, 'and nothing was stored');
 });
 
 t.test('three servers (R3): acknowledged appends survive the loss of any one server', { skip }, async (t) => {
