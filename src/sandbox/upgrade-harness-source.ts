@@ -15,6 +15,8 @@ export const UPGRADE_HARNESS_SOURCE = String.raw`
 // A new object each time: machine code sees it (state.event) and could change it.
 function upgradeEvent() { return { type: 'statebacked.upgrade' }; }
 
+const PLAIN_OBJECT_PROTOTYPE = getPrototypeOf({});
+
 function isPath(p) {
   if (!I.isArray(p) || p.length === 0) return false;
   for (let i = 0; i < p.length; i++) if (typeof p[i] !== 'string') return false;
@@ -43,10 +45,14 @@ export function migrate(inputJson) {
   };
   const paths = mapAll(input.paths, 'state path');
   const remembered = mapAll(input.remembered, 'history path');
-  const context = jsonCopy(upgradeContext(jsonCopy(input.paths), jsonCopy(paths), jsonCopy(input.context)));
-  if (context === null || typeof context !== 'object' || I.isArray(context)) {
-    throw new $Error('upgradeContext returned ' + $String(jsonStringify(context)) + ': it must return the new context, an object');
+  const upgraded = upgradeContext(jsonCopy(input.paths), jsonCopy(paths), jsonCopy(input.context));
+  // Checked before the JSON copy, which would turn a Promise (an async upgradeContext), a Map or a Set into {}.
+  const proto = upgraded !== null && typeof upgraded === 'object' ? getPrototypeOf(upgraded) : undefined;
+  if (proto !== PLAIN_OBJECT_PROTOTYPE && proto !== null) {
+    const what = proto !== undefined && typeof upgraded.then === 'function' ? 'a Promise (migrations run synchronously: no async upgradeContext)' : $String(jsonStringify(upgraded));
+    throw new $Error('upgradeContext returned ' + what + ': it must return the new context, a plain object');
   }
+  const context = jsonCopy(upgraded);
   return jsonStringify({ paths: paths, remembered: remembered, context: context });
 }
 
