@@ -58,6 +58,7 @@ t.test('validation and conflicts', async (t) => {
     [{ slug: 'ok', indexes: 'email' }, 'indexes'],
     [{ slug: 'ok', indexes: ['bad name'] }, 'indexes'],
     [{ slug: 'ok', indexes: ['a', 'a'] }, 'indexes'],
+    [{ slug: 'ok', indexes: ['email', '__proto__'] }, 'indexes'],
   ];
   for (const [body, parameter] of cases) {
     const res = await call(node.url, 'POST', '/machines', { token: writer, body });

@@ -71,5 +71,7 @@ const requestedIndexes = (indexes: unknown): string[] => {
   }
   if (indexes.length > limits.maxIndexesPerMachine) throw invalidParameter('indexes', `a machine may declare at most ${limits.maxIndexesPerMachine} indexes`);
   if (new Set(indexes).size !== indexes.length) throw invalidParameter('indexes', 'indexes must not repeat a name');
+  // A version names its selectors in a JSON object, where a key __proto__ is refused (http-types.ts).
+  if (indexes.includes('__proto__')) throw invalidParameter('indexes', 'an index may not be named __proto__: no version could give it a selector');
   return indexes;
 };
