@@ -729,7 +729,7 @@ export class InstanceRuntime {
       await this.deps.instances.commit(next, head, records, {});
       this.usage.transitions(orgId, machine, this.billedTransitions(1, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
       this.committed(actor, next, size.stateBytes, []);
-      this.deps.logs.service(orgId, machine, name, 'info', `upgraded from ${from} to ${target} (migrations ${migrationIds.join(', ')})`);
+      this.deps.logs.service(orgId, machine, name, 'info', `upgraded from ${from} to ${target} (migrations ${migrationIds.join(', ')})`, {}, target);
       return next;
     } catch (error) {
       actor.discardLive();
@@ -737,7 +737,7 @@ export class InstanceRuntime {
       const failure = error instanceof InvalidUpgradePathError ? machineCodeFailed(error.message) : this.asRequestError(error, orgId, machine, name);
       if (!(failure instanceof ServiceError) || failure.status >= 500) throw failure;
       const message = `upgrading from ${from} to ${target} failed, the instance stays on ${from}: ${failure.message}`;
-      this.deps.logs.service(orgId, machine, name, 'error', message);
+      this.deps.logs.service(orgId, machine, name, 'error', message, {}, from);
       throw new ServiceError(failure.status, failure.code, message, failure.parameter);
     }
   }

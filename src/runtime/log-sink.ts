@@ -25,9 +25,9 @@ export class LogSink {
     this.add({ orgId, timestamp: log.timestamp, level: log.level, versionId: log.versionId, machine, ...(instance !== undefined ? { instance } : {}), args: log.args });
   }
 
-  /** A line of the service's own about an instance (child stopped, authorizer threw, ...). */
-  service(orgId: string, machine: string, instance: string, level: 'info' | 'warn' | 'error', message: string, fields: Record<string, unknown> = {}): void {
-    this.add({ orgId, timestamp: Date.now(), level, machine, instance, args: [{ source: 'statehold', message, ...fields }] });
+  /** A line of the service's own about an instance (child stopped, authorizer threw, ...), with the version it concerns when known. */
+  service(orgId: string, machine: string, instance: string, level: 'info' | 'warn' | 'error', message: string, fields: Record<string, unknown> = {}, versionId?: string): void {
+    this.add({ orgId, timestamp: Date.now(), level, machine, instance, ...(versionId !== undefined ? { versionId } : {}), args: [{ source: 'statehold', message, ...fields }] });
   }
 
   /** Drops entries older than the retention, org by org. */

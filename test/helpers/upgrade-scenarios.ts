@@ -109,5 +109,7 @@ export const upgradeContext = (oldPaths, newPaths, context) => context;`);
       if (lines.length < 2) await new Promise((resolve) => setTimeout(resolve, 100));
     }
     t.equal(lines.length, 2, 'both failures are in the instance\'s logs');
+    const ofV1 = (await client.logs.retrieve(new Date(Date.now() - 60_000), { machineName: fragile, instanceName: 'f', machineVersionId: v1 })).logs.filter((l) => /upgrading from/.test(l.log));
+    t.equal(ofV1.length, 2, 'filed under the version the instance stayed on');
   });
 };
