@@ -178,7 +178,7 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     updates,
     ...(fault ? { fault } : {}),
     // (migrations are uploaded code like versions' uploads: they run where uploads are checked)
-    migrate: (code, input) => validationClient.migrate(code, input, sandboxes.loadSettings()),
+    migrate: (code, input, onLog) => validationClient.migrate(code, input, sandboxes.loadSettings(), onLog),
   });
   const attached = deployment.attach(runtime);
   const scheduler = new TimerScheduler(store.instances, attached.fire, logger);

@@ -3,7 +3,7 @@ import type { Logger } from '../domain/logger.js';
 import { migrationPath } from '../domain/migration-path.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  childStoppedEvent, type LiveHeapReport, MachineCodeError, type MigrationInput, type MigrationOutput, type Restore, restoredSnapshot, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxHeldError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+  type CapturedLog, childStoppedEvent, type LiveHeapReport, MachineCodeError, type MigrationInput, type MigrationOutput, type Restore, restoredSnapshot, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxHeldError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -58,8 +58,8 @@ export interface InstanceRuntimeDeps {
   /** Where every durable commit (and deletion) is published, in commit order per instance. */
   updates?: UpdateBus;
   fault?: (point: FaultPoint) => void;
-  /** Runs one migration of an upgrade (a migration bundle, in a sandbox worker). */
-  migrate: (code: string, input: MigrationInput) => Promise<MigrationOutput>;
+  /** Runs one migration of an upgrade (a migration bundle, in a sandbox worker); what its code logs goes to `onLog`. */
+  migrate: (code: string, input: MigrationInput, onLog: (entry: CapturedLog) => void) => Promise<MigrationOutput>;
 }
 
 type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
@@ -708,7 +708,8 @@ export class InstanceRuntime {
       for (const hop of chain) {
         const code = this.deps.versions.getMigrationCode(orgId, hop.migrationId);
         if (code === undefined) throw notFound(`migration ${hop.migrationId} has no code`);
-        step = await this.deps.migrate(code, step);
+        // (its console output is the instance's, filed under the version it upgrades to)
+        step = await this.deps.migrate(code, step, (entry) => this.deps.logs.captured(orgId, machine, { ...entry, versionId: target, machineInstanceName: name }));
       }
       const value = valueOfPaths(step.paths);
       const sandbox = await this.deps.sandboxes.get(orgId, machine, target);

@@ -3,6 +3,7 @@
  * validates also runs), in a throw-away isolate.
  */
 import { BundleValidationError, MachineCodeError, SandboxMemoryError, SandboxTimeoutError } from './errors.js';
+import type { CapturedLog } from './types.js';
 import { type MigrationInput, type MigrationOutput, VersionIsolate } from './version-isolate.js';
 
 export type BundleValidation = { ok: true; xstateMajor: 4 | 5 } | { ok: false; error: string };
@@ -22,7 +23,7 @@ export async function validateMigrationBundle(code: string, opts: IsolateLimits 
  * Runs one migration over an instance's paths and context, in a throw-away isolate (an upgrade is
  * rare; a migration's code is trusted no more than a version's). Machine code errors propagate.
  */
-export async function runMigration(code: string, input: MigrationInput, opts: IsolateLimits = {}): Promise<MigrationOutput> {
+export async function runMigration(code: string, input: MigrationInput, opts: IsolateLimits & { onLog?: (entry: CapturedLog) => void } = {}): Promise<MigrationOutput> {
   const vi = await VersionIsolate.load({ versionId: 'migration', code, kind: 'migration', ...opts });
   try {
     return vi.migrate(input);

@@ -78,7 +78,7 @@ export const upgradeScenarios = (node: NodeProcess, client: StateBackedClient, {
     await client.machines.create(fragile);
     const v1 = await versionOf(fragile, V1, true);
     const v2 = await versionOf(fragile, V2);
-    const throwing = `export const upgradeState = (path) => { throw new Error('cannot map ' + path.join('.')); };
+    const throwing = `export const upgradeState = (path) => { console.warn('mapping', path); throw new Error('cannot map ' + path.join('.')); };
 export const upgradeContext = (oldPaths, newPaths, context) => context;`;
     await migrationOf(fragile, v1, v2, throwing);
     await client.machineInstances.create(fragile, { slug: 'f' });
@@ -111,5 +111,8 @@ export const upgradeContext = (oldPaths, newPaths, context) => context;`);
     t.equal(lines.length, 2, 'both failures are in the instance\'s logs');
     const ofV1 = (await client.logs.retrieve(new Date(Date.now() - 60_000), { machineName: fragile, instanceName: 'f', machineVersionId: v1 })).logs.filter((l) => /upgrading from/.test(l.log));
     t.equal(ofV1.length, 2, 'filed under the version the instance stayed on');
+    const said = (await client.logs.retrieve(new Date(Date.now() - 60_000), { machineName: fragile, instanceName: 'f', machineVersionId: v2 })).logs.filter((l) => /mapping/.test(l.log));
+    t.equal(said.length, 1, 'what the failing migration logged is in the instance\'s logs, under the version it was upgrading to');
+    t.match(said[0], { log: /mapping.*on.*playing/ });
   });
 };

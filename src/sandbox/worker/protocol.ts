@@ -26,7 +26,7 @@ export type SandboxRequest =
   | { op: 'validate'; code: string; settings: LoadSettings }
   | { op: 'validateMigration'; code: string; settings: LoadSettings }
   /** A migration bundle's functions over an instance's paths and context (an upgrade), in a throw-away isolate. */
-  | { op: 'migrate'; code: string; input: MigrationInput; settings: LoadSettings }
+  | { op: 'migrate'; code: string; input: MigrationInput; settings: LoadSettings; logTag?: string }
   /** The paths a v5 instance's history states remember, resolved by its version's machine (an upgrade). */
   | { op: 'rememberedPaths5'; versionId: string; snapshot: PersistedSnapshot }
   | { op: 'allowRead'; versionId: string; request: ReadRequest }

@@ -198,6 +198,9 @@ export class SandboxClient {
   private standby: WorkerProcess | undefined;
   /** Retired workers still finishing their culprit's call. */
   private readonly retired = new Set<WorkerProcess>();
+  /** Where the logs of migrations running now go, by the tag their worker sends them under. */
+  private readonly migrationLogs = new Map<string, (entry: CapturedLog) => void>();
+  private migrations = 0;
   private nextId = 1;
   private readonly versions = new Map<string, RemoteVersion>();
   /** Each load's number, which the worker's stall reports name (the version whose code held it). */
@@ -286,9 +289,19 @@ export class SandboxClient {
     }
   }
 
-  /** Runs one migration of an upgrade in the worker (a throw-away isolate); machine code errors come back typed. */
-  async migrate(code: string, input: MigrationInput, settings: LoadSettings): Promise<MigrationOutput> {
-    return (await this.request({ op: 'migrate', code, input, settings })) as MigrationOutput;
+  /**
+   * Runs one migration of an upgrade in the worker (a throw-away isolate); machine code errors come
+   * back typed. What its code logs goes to `onLog`, all of it before this settles, whether it worked.
+   */
+  async migrate(code: string, input: MigrationInput, settings: LoadSettings, onLog?: (entry: CapturedLog) => void): Promise<MigrationOutput> {
+    if (!onLog) return (await this.request({ op: 'migrate', code, input, settings })) as MigrationOutput;
+    const logTag = `migration:${++this.migrations}`;
+    this.migrationLogs.set(logTag, onLog);
+    try {
+      return (await this.request({ op: 'migrate', code, input, settings, logTag })) as MigrationOutput;
+    } finally {
+      this.migrationLogs.delete(logTag);
+    }
   }
 
   /** What the worker holds now; undefined when none runs (none is started for it). */
@@ -486,9 +499,12 @@ export class SandboxClient {
         if (worker.retired && worker.pending.size === 0) this.dismiss(worker);
         return;
       }
-      case 'log':
-        this.options.onLog(message.versionId, message.entry);
+      case 'log': {
+        const migrationLog = this.migrationLogs.get(message.versionId);
+        if (migrationLog) migrationLog(message.entry);
+        else this.options.onLog(message.versionId, message.entry);
         return;
+      }
       // About versions loaded in this worker: a retired worker's versions are not the current ones.
       case 'activity':
         if (worker === this.current) this.versions.get(message.versionId)?.noteActivity(message.seq);

@@ -7,6 +7,7 @@
 import { Worker } from 'node:worker_threads';
 import { runMigration, validateBundle, validateMigrationBundle } from '../bundle-validation.js';
 import { SandboxDisposedError, SandboxMovedError } from '../errors.js';
+import type { CapturedLog } from '../types.js';
 import { VersionIsolate } from '../version-isolate.js';
 import { CallSlot, DELIVERY } from './call-slot.js';
 import { LiveHeapWatch } from './live-heap-watch.js';
@@ -124,7 +125,12 @@ const handle = (request: SandboxRequest, id: number): unknown => {
     case 'validateMigration':
       return validateMigrationBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
     case 'migrate':
-      return runMigration(request.code, request.input, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
+      return runMigration(request.code, request.input, {
+        memoryLimitMb: request.settings.memoryLimitMb,
+        cpuLimitMs: request.settings.cpuLimitMs,
+        // (sent before the answer, on the same channel: the node has them all when the migration returns or fails)
+        ...(request.logTag === undefined ? {} : { onLog: (entry: CapturedLog) => post({ kind: 'log', versionId: request.logTag as string, entry }) }),
+      });
     case 'rememberedPaths5':
       return isolateOf(request.versionId).rememberedPaths5(request.snapshot);
     case 'allowRead':
