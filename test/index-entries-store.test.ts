@@ -73,6 +73,12 @@ t.test('selectIndexValues: each selector visits at most MAX_SELECTOR_VISITS valu
     t.ok(performance.now() - started < 500, `and stopped soon (${Math.round(performance.now() - started)} ms)`);
   }
   t.equal(selectIndexValues({ deep }, { once: '$..email' })?.once?.length, 100, 'one descent runs (100 values kept)');
+  // A wide object reached many times through unions, then searched: each search costs its width.
+  let nested: unknown = Object.fromEntries(Array.from({ length: 40_000 }, (_, i) => [`k${i}`, i]));
+  for (let i = 0; i < 14; i++) nested = { a: nested };
+  const started2 = performance.now();
+  t.equal(selectIndexValues(nested as Record<string, never>, { wide: `$${"['a','a']".repeat(14)}..zz` }), undefined, 'a wide node searched again and again runs out of budget');
+  t.ok(performance.now() - started2 < 500, `and stops soon (${Math.round(performance.now() - started2)} ms)`);
   const people = (n: number) => ({ people: Array.from({ length: n }, (_, i) => ({ email: `p${i}@x` })) });
   // $..email visits the root, the array and each person (each a visit when walked and when taken), and each email taken
   t.equal(selectIndexValues(people(1_000), { d: '$..email', e: '$.people[*].email' })?.d?.length, 100);

@@ -43,7 +43,7 @@ t.test('a migration that throws or answers nonsense fails with what it did', asy
   await t.rejects(runMigration('export const upgradeState = () => "a"; export const upgradeContext = (a, b, c) => c;', { paths: [['a']], remembered: [], context: {} }), /upgradeState returned "a" for the state path \["a"\]/);
   await t.rejects(runMigration('export const upgradeState = (p) => p; export const upgradeContext = () => 7;', { paths: [['a']], remembered: [], context: {} }), /upgradeContext returned 7/);
   // A JSON copy would make each of these {}: the context would be lost without a word.
-  for (const [body, said] of [['async (a, b, c) => c', /returned a Promise/], ['(a, b, c) => Promise.resolve(c)', /returned a Promise/], ['() => new Map([["k", 1]])', /returned \{\}: it must return the new context, a plain object/], ['() => [1]', /returned \[1\]/]] as const) {
+  for (const [body, said] of [['async (a, b, c) => c', /returned a Promise/], ['(a, b, c) => Promise.resolve(c)', /returned a Promise/], ['() => new Map([["k", 1]])', /returned \{\}: it must return the new context, a plain object/], ['() => [1]', /returned \[1\]/], ['() => ({ toJSON: () => null })', /returned null: it must return the new context, a plain object/]] as const) {
     await t.rejects(runMigration(`export const upgradeState = (p) => p; export const upgradeContext = ${body};`, { paths: [['a']], remembered: [], context: { kept: 1 } }), said, body);
   }
   t.same((await runMigration('export const upgradeState = (p) => p; export const upgradeContext = (a, b, c) => Object.assign(Object.create(null), c);', { paths: [['a']], remembered: [], context: { kept: 1 } })).context, { kept: 1 }, 'a null-prototype object is a plain one');

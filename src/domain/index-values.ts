@@ -38,10 +38,10 @@ const UNINDEXABLE = /[\u0000-\u001f]|\p{Cs}/u;
 export const isIndexableValue = (value: string): boolean => !UNINDEXABLE.test(value) && Buffer.byteLength(value, 'utf8') <= MAX_INDEX_VALUE_BYTES;
 
 /**
- * Values of a context one selector may visit (walked or taken) at a commit; past it, that selector
- * gives no values for that commit. Selectors run on the node's main thread at every commit: a direct
- * path visits a few values; `$..email` visits every object and array of the context once; several
- * descents or repeated unions are what this bounds (at ≈ 0.1–0.2 µs a visit, a few ms at most).
+ * Values of a context one selector may visit (walked, looked at or taken) at a commit; past it, that
+ * selector gives no values for that commit. Selectors run on the node's main thread at every commit: a
+ * direct path visits a few values; `$..email` every value of the context once; several descents or
+ * repeated unions are what this bounds (measured: under 30 ms for the costliest shapes tried).
  */
 export const MAX_SELECTOR_VISITS = 50_000;
 

@@ -84,6 +84,9 @@ function selfAndDescendants(node: Json, budget: VisitBudget): Json[] {
     spend(budget);
     out.push(n);
     const children = Array.isArray(n) ? n : isObject(n) ? Object.values(n) : [];
+    // Every child is looked at, scalars too: a node reached many times (through unions) costs its width each time.
+    budget.left -= children.length;
+    if (budget.left < 0) throw budget.exhausted();
     for (let k = children.length - 1; k >= 0; k--) {
       const child = children[k];
       if (typeof child === 'object' && child !== null) stack.push(child);

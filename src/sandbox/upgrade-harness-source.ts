@@ -53,6 +53,10 @@ export function migrate(inputJson) {
     throw new $Error('upgradeContext returned ' + what + ': it must return the new context, a plain object');
   }
   const context = jsonCopy(upgraded);
+  // (a toJSON may still make it something else)
+  if (context === null || typeof context !== 'object' || I.isArray(context)) {
+    throw new $Error('upgradeContext returned ' + $String(jsonStringify(context)) + ': it must return the new context, a plain object');
+  }
   return jsonStringify({ paths: paths, remembered: remembered, context: context });
 }
 

@@ -1,7 +1,7 @@
 import { DiscardPolicy, jetstream, type JetStreamClient, JetStreamApiError, type JetStreamManager, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { randomUUID } from 'node:crypto';
-import { unavailable } from '../../domain/errors.js';
+import { payloadTooLarge, unavailable } from '../../domain/errors.js';
 import { StreamFollower } from './stream-follower.js';
 
 export interface OpLogOptions {
@@ -122,6 +122,7 @@ export class JetStreamOpLog<Op> {
     } catch (error) {
       // JetStream without a leader (servers lost, an election) or no answer in time: a 503, not a 500.
       const reason = error instanceof Error ? error.message : String(error);
+      if (/max_payload|maximum payload/i.test(reason)) throw payloadTooLarge(`this change is larger than the cluster's log takes in one message (the nats-server's max_payload): ${reason}`);
       throw unavailable(`the cluster's log did not take the change (${reason}); it may or may not have been stored: read it back, then retry`);
     }
     await this.until(ack.seq);
