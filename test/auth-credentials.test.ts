@@ -31,12 +31,23 @@ t.test('tokens with our own public URL as audience are accepted', async (t) => {
   t.equal((await call(node.url, 'GET', '/machines', { token })).status, 200);
 });
 
+t.test('a key token without exp is accepted (the interface spec makes expiry optional), and used again', async (t) => {
+  const token = craftJwt({ alg: 'HS256', kid: reader.id }, { aud: STATEBACKED_AUD, act: { sub: 'u1' } }, reader.key);
+  const first = await call(node.url, 'GET', '/machines', { token });
+  t.equal(first.status, 200, first.text);
+  t.same(first.body, { machines: [] });
+  t.equal((await call(node.url, 'GET', '/machines', { token })).status, 200, 'a second time (from the verified-token cache)');
+});
+
 t.test('bad credentials are refused with 403 and a clear error', async (t) => {
   const deletedToken = await signToken({ stateBackedKeyId: deleted.id, stateBackedSecretKey: deleted.key }, { sub: 'u1' }, { expires: { in: '1h' } });
   t.equal((await call(node.url, 'GET', '/machines', { token: deletedToken })).status, 200, 'works before the key is deleted');
+  const deletedNoExp = craftJwt({ alg: 'HS256', kid: deleted.id }, { aud: STATEBACKED_AUD, act: { sub: 'u1' } }, deleted.key);
+  t.equal((await call(node.url, 'GET', '/machines', { token: deletedNoExp })).status, 200, 'one without exp too');
   t.equal((await call(node.url, 'DELETE', `/keys/${deleted.id}`, { token: admin })).status, 204);
 
   const base = { aud: STATEBACKED_AUD, exp: inOneHour(), act: { sub: 'u1' } };
+  const noExp = { aud: STATEBACKED_AUD, act: { sub: 'u1' } };
   const cases: Array<{ name: string; headers?: Record<string, string>; token?: string; code: string; message: RegExp }> = [
     { name: 'no header', code: 'unauthorized', message: /missing Authorization/ },
     { name: 'not a bearer', headers: { authorization: 'Basic abc' }, code: 'unauthorized', message: /Bearer/ },
@@ -52,9 +63,14 @@ t.test('bad credentials are refused with 403 and a clear error', async (t) => {
     { name: 'not yet valid', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, nbf: inOneHour() }, reader.key), code: 'unauthorized', message: /not valid yet/ },
     { name: 'wrong aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, aud: 'https://example.com/' }, reader.key), code: 'unauthorized', message: /aud/ },
     { name: 'missing aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { exp: inOneHour() }, reader.key), code: 'unauthorized', message: /aud/ },
-    { name: 'no exp', token: craftJwt({ alg: 'HS256', kid: reader.id }, { aud: STATEBACKED_AUD, act: { sub: 'u1' } }, reader.key), code: 'unauthorized', message: /no exp claim: tokens must expire/ },
+    { name: 'no exp, wrong secret', token: craftJwt({ alg: 'HS256', kid: reader.id }, noExp, 'sbsec_wrong'), code: 'unauthorized', message: /signature/ },
+    { name: 'no exp, HS512', token: craftJwt({ alg: 'HS512', kid: reader.id }, noExp, reader.key), code: 'unauthorized', message: /HS256/ },
+    { name: 'no exp, no kid', token: craftJwt({ alg: 'HS256' }, noExp, reader.key), code: 'unauthorized', message: /kid/ },
+    { name: 'no exp, wrong aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...noExp, aud: 'https://example.com/' }, reader.key), code: 'unauthorized', message: /aud/ },
+    { name: 'no exp, not yet valid', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...noExp, nbf: inOneHour() }, reader.key), code: 'unauthorized', message: /not valid yet/ },
     { name: 'exp as text', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, exp: String(inOneHour()) }, reader.key), code: 'unauthorized', message: /exp claim is not a number/ },
     { name: 'deleted key', token: deletedToken, code: 'unauthorized', message: /unknown or deleted key/ },
+    { name: 'deleted key, no exp', token: deletedNoExp, code: 'unauthorized', message: /unknown or deleted key/ },
     { name: 'claims nested 150 deep', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, act: JSON.parse(`${'{"a":'.repeat(150)}1${'}'.repeat(150)}`) }, reader.key), code: 'unauthorized', message: /nest objects and arrays more than \d+ levels deep/ },
     { name: 'missing scope', token: good, code: 'missing-scope', message: /machines.write/ },
   ];

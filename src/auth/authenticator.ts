@@ -19,6 +19,12 @@ export const STATEBACKED_AUDIENCE = 'https://api.statebacked.dev/';
  */
 export const CLOCK_LEEWAY_SECONDS = 2;
 
+/**
+ * A token without `exp` (the interface spec makes expiry optional) is cached for at most this long,
+ * so its signature and claims are still checked again now and then; deleting its key ends it at once.
+ */
+const NO_EXPIRY_CACHE_MS = 5 * 60_000;
+
 export interface CredentialHeaders {
   authorization: string | undefined;
   orgId: string | undefined;
@@ -119,18 +125,16 @@ export class Authenticator {
     if (!hasValidHs256Signature(decoded.parts, key.secret)) throw unauthorized('invalid token signature');
 
     const nowSeconds = nowMs / 1000;
-    const { exp, nbf, aud } = payload;
-    // A token without exp would never expire: one that leaked would work until its key is deleted.
-    // @statebacked/token always sets exp (from its required expires option), as does our token exchange.
-    if (exp === undefined) throw unauthorized('the token has no exp claim: tokens must expire (signToken sets it from its expires option)');
-    if (typeof exp !== 'number') throw unauthorized('the token\'s exp claim is not a number of seconds since the epoch');
-    if (nbf !== undefined && typeof nbf !== 'number') throw unauthorized('the token\'s nbf claim is not a number of seconds since the epoch');
-    if (exp + CLOCK_LEEWAY_SECONDS <= nowSeconds) throw unauthorized('the token has expired');
+    // Expiry is optional (interface spec, Authentication 4: "optional standard claims such as ... expiry"):
+    // a token without exp works until its key is deleted. @statebacked/token and our token exchange set it.
+    const exp = secondsClaim(payload, 'exp');
+    const nbf = secondsClaim(payload, 'nbf');
+    if (exp !== undefined && exp + CLOCK_LEEWAY_SECONDS <= nowSeconds) throw unauthorized('the token has expired');
     if (nbf !== undefined && nbf > nowSeconds + CLOCK_LEEWAY_SECONDS) throw unauthorized('the token is not valid yet');
-    if (!audienceAccepted(aud, this.options.ownAudience())) throw unauthorized('the token is not meant for this service (aud)');
+    if (!audienceAccepted(payload.aud, this.options.ownAudience())) throw unauthorized('the token is not meant for this service (aud)');
 
     const authContext = authContextOf(payload);
-    const expiresAtMs = (exp + CLOCK_LEEWAY_SECONDS) * 1000;
+    const expiresAtMs = exp === undefined ? nowMs + NO_EXPIRY_CACHE_MS : (exp + CLOCK_LEEWAY_SECONDS) * 1000;
     this.cache.set(token, { keyId: key.id, expiresAtMs, authContext });
     return { kind: 'key', keyId: key.id, orgId: key.orgId, scopes: key.scopes, authContext, requestedOrgId };
   }
@@ -141,6 +145,13 @@ const parseBearer = (authorization: string | undefined): string => {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   if (!match?.[1]) throw unauthorized('the Authorization header must be "Bearer <token>"');
   return match[1];
+};
+
+/** A time claim (`exp`, `nbf`): absent, or seconds since the epoch. */
+const secondsClaim = (payload: Record<string, unknown>, name: 'exp' | 'nbf'): number | undefined => {
+  const value = payload[name];
+  if (value !== undefined && typeof value !== 'number') throw unauthorized(`the token's ${name} claim is not a number of seconds since the epoch`);
+  return value;
 };
 
 const audienceAccepted = (aud: unknown, ownAudience: string): boolean => {
