@@ -1,5 +1,6 @@
 import t from 'tap';
 import { StateBackedClient } from '@statebacked/client';
+import { bundleLikeSmply } from './helpers/bundle.js';
 import { call } from './helpers/http.js';
 import { startNode, type NodeProcess } from './helpers/node-process.js';
 import { childMachinesEvents, childMachinesMachine, delaysEvents, delaysMachine, featuresEvents, featuresMachine, spawningEvents, spawningMachine } from './fixtures/pure-step-machines.js';
@@ -14,7 +15,9 @@ import { DELAYED, INVOKED_PROMISE, NESTED_PARALLEL, TOGGLE } from './fixtures/ma
  * answers, its history (event, state, context of every record) and its final state must be equal.
  * Machines with delays rest with their delayed events pending (those due within the settling budget
  * fire before the answer); machines with invoked promises and child machines must not be stepped
- * purely: all give the same histories.
+ * purely: all give the same histories. The machines run both as the service resolves xstate for them
+ * and bundled with xstate inside, as smply uploads them: a bundled copy has State and StateNode
+ * classes of its own, which a restore must not mix with the service's copy.
  */
 
 interface Case {
@@ -38,6 +41,19 @@ const cases: Case[] = [
   { machine: 'children', code: childMachinesMachine, events: childMachinesEvents },
   { machine: 'effects', code: effectsMachine, events: [{ type: 'NOTE', note: 'a' }, 'WAIT', 'BACK', 'FETCH_OK', 'BACK', 'BOOM', 'FETCH_FAIL', 'BACK'] },
 ];
+// Bundled with their own xstate copy (the spawners excepted: a bundled copy's spawn cannot reach the
+// service's interpreter, README), including a counter shaped as users write it: a targetless assign on
+// the root, with a plain and a parallel root.
+const counter = (root: string): string => `import { createMachine, assign } from "xstate";
+export const allowRead = () => true; export const allowWrite = () => true;
+export default createMachine({ id: "m", predictableActionArguments: true, context: { public: { n: 0 } }, ${root},
+  on: { E: { actions: assign({ public: (c) => ({ n: c.public.n + 1 }) }) }, THROW: { actions: () => { throw new Error('no'); } } } });`;
+const bundledCases: Case[] = [
+  { machine: 'counter', code: counter('initial: "a", states: { a: {} }'), events: ['E', 'E', 'THROW', 'E'] },
+  { machine: 'counter-parallel', code: counter('type: "parallel", states: { r0: { initial: "a", states: { a: { on: { B: "b" } }, b: {} } }, r1: { initial: "a", states: { a: {} } } }'), events: ['E', 'B', 'THROW', 'E', 'E'] },
+  ...cases.filter((c) => !['spawner', 'children'].includes(c.machine)),
+];
+for (const c of bundledCases) cases.push({ ...c, machine: `${c.machine}-bundled`, code: await bundleLikeSmply(c.code) });
 
 const INSTANCES = ['i1', 'i2', 'i3'];
 

@@ -837,7 +837,7 @@ function runAction(rec, m, action, context, _event, state) {
 /** The interpreter's send, for a resting actor. */
 function pureSend(rec, event) {
   const m = machine();
-  const current = rec.state;
+  const current = asOwnState(m, rec.state);
   // an interpreter that reached a final state has stopped and ignores events
   if (current.done) return;
   const _event = X_toSCXMLEvent(event);
@@ -900,26 +900,51 @@ function pureStart(rec, m, context) {
   return true;
 }
 
+// A bundle that carries its own xstate 4 has its own State class, and that copy's
+// StateNode#transition tells a State from a state value by instanceof: a State of another copy (the
+// shared one's) is read as a state value, which throws "Child state 'actions' does not exist" or, for
+// a parallel root, resolves to the initial configuration. So every State the harness hands a machine
+// is made by that machine's own copy: through its resolveState, or with the State class its
+// resolveState was seen to make (ownStates).
+const X_State = X.State, X_StateNode = X.StateNode;
 // What a restore of a resting actor costs is mostly xstate's resolveState (≈ 30 µs here for a small
 // machine, more than its transition): it makes a State from the snapshot, walks the machine for the
 // configuration of the state value, and makes a second State from the first one's fields. What it
 // derives from the value (the full value, the configuration, done, tags) depends on the value alone,
 // so it is kept per machine and value, and a later restore of the same value makes the one State
 // those fields give: what resolveState's second State is given, field for field.
-const X_State = X.State;
-const resolvedValues = new $WeakMap(); // machine -> Map(value as JSON -> its resolution)
+const ownStates = new $WeakMap(); // machine -> { State: its copy's State class, values: Map(value as JSON -> its resolution) }
 const MAX_RESOLVED_VALUES = 1000; // per machine; values past it resolve each time
+function ownStatesOf(m) {
+  let own = I.weakMapGet(ownStates, m);
+  if (own === undefined) { own = { State: null, values: new I.Map() }; I.weakMapSet(ownStates, m, own); }
+  return own;
+}
+/** m.resolveState, noting the State class m's copy makes. */
+function resolveOwn(m, s) {
+  const state = m.resolveState(s);
+  const own = ownStatesOf(m);
+  if (own.State === null) own.State = getPrototypeOf(state).constructor;
+  return state;
+}
+/** state as a State of m's own xstate copy (a State of another copy, or a plain config, is resolved by m). */
+function asOwnState(m, state) {
+  const own = I.weakMapGet(ownStates, m);
+  if (own !== undefined && own.State !== null) return state instanceof own.State ? state : resolveOwn(m, state);
+  // not yet seen: only a State of the shared copy given to a machine of another copy needs it
+  return state instanceof X_State && !(m instanceof X_StateNode) ? resolveOwn(m, state) : state;
+}
 function restingState(m, s) {
   if (s === null || typeof s !== 'object' || s._event === null || typeof s._event !== 'object' || s.activities === null || typeof s.activities !== 'object' ||
       !I.isArray(s.actions) || !I.isArray(s.events)) {
-    return m.resolveState(s); // (what the snapshots the harness writes always have; anything else the long way)
+    return resolveOwn(m, s); // (what the snapshots the harness writes always have; anything else the long way)
   }
-  let byValue = I.weakMapGet(resolvedValues, m);
-  if (byValue === undefined) { byValue = new I.Map(); I.weakMapSet(resolvedValues, m, byValue); }
+  const own = ownStatesOf(m);
+  const byValue = own.values;
   const valueJson = jsonStringify(s.value);
   const known = mapGet(byValue, valueJson);
-  if (known === undefined) {
-    const state = m.resolveState(s);
+  if (known === undefined || own.State === null) {
+    const state = resolveOwn(m, s);
     if (I.mapSize(byValue) < MAX_RESOLVED_VALUES) {
       const tags = [];
       I.setForEach(state.tags, function (tag) { arrayPush(tags, tag); });
@@ -927,7 +952,7 @@ function restingState(m, s) {
     }
     return state;
   }
-  return new X_State({
+  return new own.State({
     value: jsonParse(known.valueJson), context: s.context, _event: s._event, _sessionid: s._sessionid,
     historyValue: s.historyValue, history: s.history, actions: s.actions, activities: s.activities, events: s.events,
     transitions: s.transitions, children: s.children,

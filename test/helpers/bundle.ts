@@ -1,0 +1,28 @@
+import { build } from 'esbuild';
+import { fileURLToPath } from 'node:url';
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+/**
+ * Machine code as `smply` 0.1.18 uploads it (wire-protocol §7.3): esbuild, bundle, browser platform,
+ * ESM, minified with kept names, xstate bundled in. Imports the service would resolve (`npm:xstate`,
+ * `npm:xstate@5`) are taken from this repository's node_modules instead (`xstate`, `xstate5`).
+ */
+export async function bundleLikeSmply(code: string): Promise<string> {
+  const local = code.replace(/(['"])npm:xstate@5(\/[^'"]*)?\1/g, '$1xstate5$2$1').replace(/(['"])npm:xstate(\/[^'"]*)?\1/g, '$1xstate$2$1');
+  const out = await build({
+    stdin: { contents: local, resolveDir: repoRoot, loader: 'js' },
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    minify: true,
+    keepNames: true,
+    legalComments: 'none',
+    define: { 'process.env.NODE_ENV': '"production"' },
+    write: false,
+    logLevel: 'silent',
+  });
+  const text = out.outputFiles[0]?.text ?? '';
+  if (/from\s*["'](npm:)?xstate/.test(text)) throw new Error('bundleLikeSmply: xstate was left as an import');
+  return text;
+}
