@@ -115,4 +115,13 @@ t.test('versions and their code: written on either node, read on both; races; sw
   await c.versions.finalizeVersion(record('ver_4'), 'export default 4;', false);
   await a.log.catchUp();
   t.equal(a.versions.getVersionCode('org_1', 'ver_4'), 'export default 4;', 'a version finalized on the replayed node reaches a');
+
+  // A machine's first version becomes current without makeCurrent, on every node (decided in apply).
+  await c.catalog.createMachine({ orgId: 'org_1', slug: 'first', createdAt: new Date().toISOString(), indexes: [] });
+  await c.versions.finalizeVersion({ ...record('ver_f1'), machine: 'first' }, 'export default "f1";', false);
+  await c.versions.finalizeVersion({ ...record('ver_f2'), machine: 'first' }, 'export default "f2";', false);
+  await a.log.catchUp();
+  for (const [name, n] of [['a', a], ['c', c]] as const) {
+    t.equal(n.catalog.getMachine('org_1', 'first')?.currentVersionId, 'ver_f1', `the first version is current on ${name}; the second, without makeCurrent, not`);
+  }
 });

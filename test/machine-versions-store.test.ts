@@ -78,6 +78,7 @@ t.test('LMDB version store', async (t) => {
   await versions.finalizeVersion(record('ver_same_b', '2024-01-01T00:00:09.000Z'), 'b', false);
   await versions.finalizeVersion(record('ver_b1', '2024-01-01T00:00:01.000Z', 'org_b'), 'b1', false);
   t.equal(catalog.getMachine('org_a', 'm')?.currentVersionId, 'ver_1', 'makeCurrent false leaves the pointer');
+  t.equal(catalog.getMachine('org_b', 'm')?.currentVersionId, 'ver_b1', 'a first version becomes current without makeCurrent');
   const seen: string[] = [];
   let after: { createdAt: string; id: string } | undefined;
   for (;;) {

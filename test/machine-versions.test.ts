@@ -88,9 +88,14 @@ t.test('the real client creates versions from code and gzipped code; machines sh
 
   await client.machines.create('fresh');
   t.notOk('currentVersion' in (await client.machines.get('fresh')).machine, 'no version, no currentVersion');
-  await client.machineVersions.create('fresh', { clientInfo: 'not current', code: TOGGLE });
-  t.notOk('currentVersion' in (await client.machines.get('fresh')).machine, 'a first version is current only with makeCurrent');
-  t.same((await client.machineVersions.list('fresh')).versions.map((v) => v.clientInfo), ['not current']);
+  const first = await client.machineVersions.create('fresh', { clientInfo: 'first', code: TOGGLE });
+  t.equal((await client.machines.get('fresh')).machine.currentVersion?.id, first.machineVersionId, 'a first version is current even without makeCurrent');
+  const instance = await call(node.url, 'POST', '/machines/fresh', { token: admin, body: { slug: 'one' } });
+  t.equal(instance.status, 200, `so an instance can be created: ${instance.text}`);
+  t.equal(instance.body?.state, 'off');
+  await client.machineVersions.create('fresh', { clientInfo: 'second', code: TOGGLE });
+  t.equal((await client.machines.get('fresh')).machine.currentVersion?.id, first.machineVersionId, 'a later one without makeCurrent leaves it');
+  t.same((await client.machineVersions.list('fresh')).versions.map((v) => v.clientInfo), ['second', 'first']);
 });
 
 t.test('provisional creation, manual upload, finalize: URL-safe ids, re-upload, idempotent finalize', async (t) => {

@@ -54,7 +54,8 @@ export interface VersionStore {
 
   /**
    * Atomically: stores the record and its code, points the machine's current version at it when
-   * `makeCurrent`, and drops the pending upload. A version that already exists is left untouched.
+   * `makeCurrent` or when the machine has no current version yet, and drops the pending upload. A
+   * version that already exists is left untouched.
    */
   finalizeVersion(record: MachineVersionRecord, code: string, makeCurrent: boolean): Promise<FinalizeResult>;
 

@@ -41,7 +41,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     } else if (machine.currentVersionId) {
       versionId = machine.currentVersionId;
     } else {
-      throw conflict(`machine ${machine.slug} has no current version: create one with makeCurrent, or pass machineVersionId`);
+      throw conflict(`machine ${machine.slug} has no current version: finalize a version first (the first one becomes current)`);
     }
     const head = await writes.create({ orgId, machine: machine.slug, name, versionId, context: initial as JsonObject, authContext: caller.authContext });
     return json(stateView(head));

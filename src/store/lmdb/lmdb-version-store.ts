@@ -108,11 +108,15 @@ export class LmdbVersionStore implements VersionStore {
     return this.root.transaction((): FinalizeResult => {
       const existing = this.versions.get([orgId, id]);
       if (existing) return { kind: 'existing', record: existing };
-      if (!this.catalog.getMachine(orgId, machine)) return { kind: 'no-machine' };
+      const machineRecord = this.catalog.getMachine(orgId, machine);
+      if (!machineRecord) return { kind: 'no-machine' };
       void this.versions.put([orgId, id], record);
       void this.machineVersions.put([orgId, machine, record.createdAt, id], true);
       void this.versionCode.put([orgId, id], code);
-      if (makeCurrent) this.catalog.setCurrentVersionSync(orgId, machine, id);
+      // A machine without a current version can have no instances (interface spec: none until a version
+      // exists), so its first version becomes current even without makeCurrent. Decided here, from the
+      // catalog as it is in this transaction, so every cluster node applying the META log decides alike.
+      if (makeCurrent || machineRecord.currentVersionId === undefined) this.catalog.setCurrentVersionSync(orgId, machine, id);
       this.removePendingSync(orgId, id);
       return { kind: 'created', record };
     });
