@@ -57,6 +57,34 @@ t.test('a paused instance does not fire; after the retries the drop is logged', 
   t.ok(lines.some((l) => /dropped delayed event PING after 6 failed deliveries: the instance is paused/.test(l)), 'then the drop, with why');
 });
 
+t.test('a delayed event that fails on the version an upgrade just committed is retried, counted and dropped', async (t) => {
+  const node = await startNode({ args: ['--settle-timeout-ms', '100', '--timer-retry-ms', '150'] });
+  t.teardown(() => node.stop());
+  const { operator } = await machineWithVersion(node, 'upgrading', timersMachine);
+  // v2: the same machine, except that PING throws (the delayed event pending from v1 fails there)
+  const v2 = timersMachine.replace('PING: { target: "pinged",', 'PING: { target: "pinged", cond: () => { console.log("v2 tries PING"); throw new Error("v2 refuses PING"); },');
+  t.not(v2, timersMachine);
+  const versions = (await operator.machineVersions.list('upgrading')).versions;
+  const v1Id = versions[0]?.id as string;
+  const { machineVersionId: v2Id } = await operator.machineVersions.create('upgrading', { clientInfo: 'v2', code: v2 });
+  await operator.machineVersionMigrations.create('upgrading', { fromMachineVersionId: v1Id, toMachineVersionId: v2Id,
+    code: 'export const upgradeState = (path) => path; export const upgradeContext = (oldPaths, newPaths, context) => context;' });
+  await operator.machineInstances.create('upgrading', { slug: 'u' });
+  await operator.machineInstances.sendEvent('upgrading', 'u', { event: 'ARM' });
+  await operator.machineInstances.admin.updateDesiredVersion('upgrading', 'u', { targetMachineVersionId: v2Id });
+  // PING is due 400 ms after ARM: the upgrade commits as it fires, then v2 fails it; 5 retries 150 ms apart
+  let lines: string[] = [];
+  for (let i = 0; i < 40 && !lines.some((l) => /dropped delayed event PING after 6 failed deliveries/.test(l)); i++) {
+    await sleep(250);
+    lines = (await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'upgrading', instanceName: 'u' })).logs.map((l) => l.log);
+  }
+  t.ok(lines.some((l) => /could not deliver delayed event PING \(attempt 1\): .*v2 refuses PING/.test(l)), 'the first failure is counted');
+  t.ok(lines.some((l) => /dropped delayed event PING after 6 failed deliveries/.test(l)), 'and after the retries the drop is logged');
+  t.equal(lines.filter((l) => /v2 tries PING/.test(l)).length, 6, 'six deliveries were tried: none went uncounted');
+  const view = await operator.machineInstances.admin.get('upgrading', 'u');
+  t.match(view, { state: 'armed', machineVersion: { id: v2Id } }, 'the upgrade stays; the event was never taken');
+});
+
 t.test('logs: console output of machine code, filtered, with watch-friendly maxTimestamp', async (t) => {
   const node = await startNode();
   t.teardown(() => node.stop());

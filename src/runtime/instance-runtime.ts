@@ -470,12 +470,15 @@ export class InstanceRuntime {
       // Timers due at the same moment fire in the first advance to that moment; the later advances
       // find nothing left to fire, so each timer still gets its own history record.
       const inputs: Input[] = due.map((timer) => ({ event: timer.event, run: (sandbox, key, restore) => sandbox.advance(key, timer.dueAt, restore) }));
+      // An upgrade that commits before the delivery fails moves the head on: the failure is recorded
+      // against that head (the one before it would fail its fenced replace, and the attempt go uncounted).
+      let current = head;
       try {
-        const current = await this.upgradeIfDue(actor, head);
+        current = await this.upgradeIfDue(actor, head);
         await this.untilNotMoved(() => this.transition(actor, current, inputs, {}));
         return 'fired';
       } catch (error) {
-        return this.deliveryFailed(actor, head, due, error instanceof Error ? error.message : String(error));
+        return this.deliveryFailed(actor, current, due, error instanceof Error ? error.message : String(error));
       }
     });
   }
