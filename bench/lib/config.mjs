@@ -75,6 +75,12 @@ export const loadConfig = () => {
       }),
       concurrency: int('BENCH_INSTANCES_CONCURRENCY', 64),
       events: int('BENCH_INSTANCES_EVENTS', 20000),
+      // smply: the counter bundled with xstate inside, as users upload; service: xstate resolved by the service
+      bundle: (() => {
+        const bundle = process.env.BENCH_INSTANCES_BUNDLE || 'smply';
+        if (!['smply', 'service'].includes(bundle)) throw new Error(`BENCH_INSTANCES_BUNDLE takes smply or service, got ${bundle}`);
+        return bundle;
+      })(),
       // Creating 1,000,000 at ≈ 3,000/s takes ≈ 6 minutes; each phase stops at this cap.
       capS: int('BENCH_INSTANCES_CAP_S', 1200),
     },

@@ -6,6 +6,7 @@
 // /proc, and what GET /stats says of the isolate heap and live actors) is read as each phase ends. A
 // sample of instances is checked at the end: each one's count equals the events acknowledged for it.
 import { writeFileSync } from 'node:fs';
+import { build } from 'esbuild';
 import { signToken } from '@statebacked/token';
 import { StateBackedClient } from '@statebacked/client';
 import { authHeaders, makePool, outcomeKey, request } from './http.mjs';
@@ -24,6 +25,19 @@ export const allowRead = () => true;
 export const allowWrite = () => true;`;
 
 const MACHINE = 'counter';
+
+/**
+ * The counter as uploaded: `smply` (the default) bundles xstate inside, as smply 0.1.18 does and as
+ * users' machines arrive; `service` leaves the import for the service to resolve.
+ */
+export const counterCode = async (bundle, repoRoot) => {
+  if (bundle === 'service') return COUNTER;
+  const out = await build({
+    stdin: { contents: COUNTER.replace(/'npm:xstate'/, "'xstate'"), resolveDir: repoRoot, loader: 'js' },
+    bundle: true, platform: 'browser', format: 'esm', minify: true, keepNames: true, legalComments: 'none', write: false, logLevel: 'silent',
+  });
+  return out.outputFiles[0].text;
+};
 const SAMPLE_CHECKED = 200;
 
 /**
@@ -97,7 +111,7 @@ const runOneK = async (k, scenario, config, { startServer, repoRoot, log }) => {
   try {
     const admin = new StateBackedClient(config.adminKey, { apiHost: server.url });
     await admin.machines.create(MACHINE);
-    await admin.machineVersions.create(MACHINE, { clientInfo: 'bench', makeCurrent: true, code: COUNTER });
+    await admin.machineVersions.create(MACHINE, { clientInfo: `bench (${scenario.bundle})`, makeCurrent: true, code: await counterCode(scenario.bundle, repoRoot) });
     const key = await admin.keys.create({ name: 'bench', use: 'production' });
     const token = await signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: 'bench' }, { expires: { in: '4h' } });
     const headers = authHeaders(token);
