@@ -6,10 +6,10 @@ const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 /**
  * Machine code as `smply` 0.1.18 uploads it (wire-protocol §7.3): esbuild, bundle, browser platform,
  * ESM, minified with kept names, xstate bundled in. Imports the service would resolve (`npm:xstate`,
- * `npm:xstate@5`) are taken from this repository's node_modules instead (`xstate`, `xstate5`).
+ * `xstate@5`, `npm:xstate@5`) are taken from this repository's node_modules instead (`xstate`, `xstate5`).
  */
 export async function bundleLikeSmply(code: string): Promise<string> {
-  const local = code.replace(/(['"])npm:xstate@5(\/[^'"]*)?\1/g, '$1xstate5$2$1').replace(/(['"])npm:xstate(\/[^'"]*)?\1/g, '$1xstate$2$1');
+  const local = code.replace(/(['"])(?:npm:)?xstate@5(\/[^'"]*)?\1/g, '$1xstate5$2$1').replace(/(['"])npm:xstate(\/[^'"]*)?\1/g, '$1xstate$2$1');
   const out = await build({
     stdin: { contents: local, resolveDir: repoRoot, loader: 'js' },
     bundle: true,
