@@ -141,10 +141,13 @@ t.test('over HTTP with the 0.1.37 client', async (t) => {
     t.match(await post({ fromMachineVersionId: v1 }), { status: 400, body: { parameter: 'toMachineVersionId' } });
     t.match(await post({ fromMachineVersionId: 7, toMachineVersionId: v2 }), { status: 400, body: { parameter: 'fromMachineVersionId' } });
     t.match(await post({ fromMachineVersionId: v1, toMachineVersionId: v1 }), { status: 400, body: { parameter: 'toMachineVersionId' } });
-    t.match(await post({ fromMachineVersionId: v1, toMachineVersionId: 'ver_AAAAAAAAAAAAAAAAAAAAAA' }), { status: 404 });
-    t.match(await post({ fromMachineVersionId: foreign, toMachineVersionId: v2 }), { status: 404 }, "another machine's version");
-    t.match(await call(node.url, 'POST', '/machines/nope/migrations', { token, body: { fromMachineVersionId: v1, toMachineVersionId: v2 } }), { status: 404 });
-    await t.rejects(client.machineVersionMigrations.create('mig', { fromMachineVersionId: v1, toMachineVersionId: 'ver_nope', code: MIGRATION }), errors.NotFoundError);
+    // An unknown version is a wrong parameter (400 naming it), not a missing resource: the machine exists.
+    t.match(await post({ fromMachineVersionId: v1, toMachineVersionId: 'ver_AAAAAAAAAAAAAAAAAAAAAA' }), { status: 400, body: { code: 'invalid-parameter', parameter: 'toMachineVersionId', error: /has no version ver_AAAAAAAAAAAAAAAAAAAAAA/ } });
+    t.match(await post({ fromMachineVersionId: 'ver_AAAAAAAAAAAAAAAAAAAAAA', toMachineVersionId: v2 }), { status: 400, body: { code: 'invalid-parameter', parameter: 'fromMachineVersionId' } });
+    t.match(await post({ fromMachineVersionId: foreign, toMachineVersionId: v2 }), { status: 400, body: { code: 'invalid-parameter', parameter: 'fromMachineVersionId' } }, "another machine's version");
+    t.match(await post({ fromMachineVersionId: 'not-a-ver', toMachineVersionId: v2 }), { status: 400, body: { code: 'invalid-parameter', parameter: 'fromMachineVersionId' } });
+    t.match(await call(node.url, 'POST', '/machines/nope/migrations', { token, body: { fromMachineVersionId: v1, toMachineVersionId: v2 } }), { status: 404 }, 'an unknown machine is still a 404');
+    await t.rejects(client.machineVersionMigrations.create('mig', { fromMachineVersionId: v1, toMachineVersionId: 'ver_nope', code: MIGRATION }), errors.ClientError);
   });
 
   await t.test('finalization: needs code, checks the bundle, repeats', async (t) => {
@@ -189,8 +192,10 @@ t.test('over HTTP with the 0.1.37 client', async (t) => {
     t.equal((await client.machineInstances.admin.get('mig', 'i1') as any).desiredMachineVersion?.id, v3, 'a refused target leaves the pending one');
 
 
-    t.match(await desired('ver_AAAAAAAAAAAAAAAAAAAAAA'), { status: 404 });
-    t.match(await desired(foreign), { status: 404 }, "another machine's version");
+    t.match(await desired('ver_AAAAAAAAAAAAAAAAAAAAAA'), { status: 400, body: { code: 'invalid-parameter', parameter: 'targetMachineVersionId', error: /has no version ver_AAAAAAAAAAAAAAAAAAAAAA/ } });
+    t.match(await desired(foreign), { status: 400, body: { code: 'invalid-parameter', parameter: 'targetMachineVersionId' } }, "another machine's version");
+    t.match(await desired('not-a-ver'), { status: 400, body: { code: 'invalid-parameter', parameter: 'targetMachineVersionId' } });
+    await t.rejects(client.machineInstances.admin.updateDesiredVersion('mig', 'i1', { targetMachineVersionId: 'ver_AAAAAAAAAAAAAAAAAAAAAA' }), errors.ClientError);
     t.match(await call(node.url, 'PUT', '/machines/mig/i/i1/v', { token, body: {} }), { status: 400, body: { parameter: 'targetMachineVersionId' } });
     t.match(await call(node.url, 'PUT', '/machines/mig/i/nobody/v', { token, body: { targetMachineVersionId: v2 } }), { status: 404 });
 

@@ -1,6 +1,8 @@
 import type { Authenticator } from '../auth/authenticator.js';
 import { type Caller, requireScope } from '../auth/caller.js';
-import { notFound } from '../domain/errors.js';
+import { invalidParameter, notFound } from '../domain/errors.js';
+import { isPrettyId } from '../domain/ids.js';
+import { clipped } from '../domain/names.js';
 import type { MachineRecord } from '../domain/records.js';
 import type { Scope } from '../domain/scopes.js';
 import type { SecretSealer } from '../auth/secret-sealer.js';
@@ -79,4 +81,18 @@ export const requireMachine = (context: ApiContext, orgId: string, slug: string)
   const machine = context.catalog.getMachine(orgId, slug);
   if (!machine) throw notFound(`machine ${slug} does not exist`);
   return machine;
+};
+
+/**
+ * A version id the request body names (`targetMachineVersionId`, `fromMachineVersionId`, ...): required,
+ * a string, and a version of this machine. An unknown one is a 400 naming the parameter, not a 404:
+ * the resource the path names exists; one of the request's parameters is wrong.
+ */
+export const requireVersionParameter = (context: ApiContext, orgId: string, machine: MachineRecord, value: unknown, parameter: string): string => {
+  if (value === undefined || value === null) throw invalidParameter(parameter, `${parameter} is required`);
+  if (typeof value !== 'string') throw invalidParameter(parameter, `${parameter} must be a string (a ver_ id)`);
+  if (!isPrettyId(value, 'ver') || !context.versions.getVersion(orgId, machine.slug, value)) {
+    throw invalidParameter(parameter, `machine ${machine.slug} has no version ${clipped(value)} (${parameter})`);
+  }
+  return value;
 };

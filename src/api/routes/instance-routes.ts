@@ -6,7 +6,7 @@ import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
 import { clipped, requireSlug } from '../../domain/names.js';
 import { reservedEventProblem } from '../../domain/reserved-events.js';
-import { type ApiContext, callerInOrg, requireMachine } from '../api-context.js';
+import { type ApiContext, callerInOrg, requireMachine, requireVersionParameter } from '../api-context.js';
 import { type ApiRequest, json, jsonBody, noContent } from '../http-types.js';
 import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
@@ -113,12 +113,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const { orgId } = callerInOrg(context, request, 'instances.write');
     const machine = requireMachine(context, orgId, request.params.machine as string);
     const instance = request.params.instance as string;
-    const target = jsonBody(request).targetMachineVersionId;
-    if (target === undefined || target === null) throw invalidParameter('targetMachineVersionId', 'targetMachineVersionId is required');
-    if (typeof target !== 'string') throw invalidParameter('targetMachineVersionId', 'targetMachineVersionId must be a string (a ver_ id)');
-    if (!isPrettyId(target, 'ver') || !versions.getVersion(orgId, machine.slug, target)) {
-      throw notFound(`machine ${machine.slug} has no version ${clipped(target)}`);
-    }
+    const target = requireVersionParameter(context, orgId, machine, jsonBody(request).targetMachineVersionId, 'targetMachineVersionId');
     await instanceOf(orgId, machine.slug, instance);
     await writes.setTargetVersion(orgId, machine.slug, instance, target);
     return noContent(201);

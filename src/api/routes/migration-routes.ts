@@ -1,9 +1,8 @@
 import type { UploadClaims } from '../../auth/upload-signer.js';
 import { invalidParameter, notFound, unauthorized } from '../../domain/errors.js';
-import { isPrettyId, prettyId } from '../../domain/ids.js';
-import { clipped } from '../../domain/names.js';
-import type { MachineRecord, MachineVersionMigrationRecord } from '../../domain/records.js';
-import { type ApiContext, callerInOrg, requireMachine } from '../api-context.js';
+import { prettyId } from '../../domain/ids.js';
+import type { MachineVersionMigrationRecord } from '../../domain/records.js';
+import { type ApiContext, callerInOrg, requireMachine, requireVersionParameter } from '../api-context.js';
 import { json, jsonBody } from '../http-types.js';
 import type { Router } from '../router.js';
 import { CODE_UPLOAD_PATH, UPLOAD_TOKEN_FIELD, pendingUploadId } from './upload-routes.js';
@@ -22,8 +21,8 @@ export const registerMigrationRoutes = (router: Router, context: ApiContext): vo
     const gzip = gzipFlag(request.query.get('gzip'));
     // The 0.1.37 client sends its whole request here, code included: other fields are ignored.
     const body = jsonBody(request);
-    const fromVersionId = existingVersion(context, orgId, machine, body.fromMachineVersionId, 'fromMachineVersionId');
-    const toVersionId = existingVersion(context, orgId, machine, body.toMachineVersionId, 'toMachineVersionId');
+    const fromVersionId = requireVersionParameter(context, orgId, machine, body.fromMachineVersionId, 'fromMachineVersionId');
+    const toVersionId = requireVersionParameter(context, orgId, machine, body.toMachineVersionId, 'toMachineVersionId');
     if (fromVersionId === toVersionId) throw invalidParameter('toMachineVersionId', 'toMachineVersionId must differ from fromMachineVersionId');
 
     // The two version ids ride in the signed id's `id` field (`mig_...:ver_...:ver_...`): the finalize
@@ -67,15 +66,6 @@ export const registerMigrationRoutes = (router: Router, context: ApiContext): vo
 
 /** §3.3: the client 0.1.37 types the answer as `machineVersionId`, the spec as `machineVersionMigrationId`: both. */
 const finalized = (id: string) => json({ machineVersionMigrationId: id, machineVersionId: id });
-
-const existingVersion = (context: ApiContext, orgId: string, machine: MachineRecord, value: unknown, parameter: string): string => {
-  if (value === undefined || value === null) throw invalidParameter(parameter, `${parameter} is required`);
-  if (typeof value !== 'string') throw invalidParameter(parameter, `${parameter} must be a string (a ver_ id)`);
-  if (!isPrettyId(value, 'ver') || !context.versions.getVersion(orgId, machine.slug, value)) {
-    throw notFound(`machine ${machine.slug} has no version ${clipped(value)} (${parameter})`);
-  }
-  return value;
-};
 
 const migrationOf = (claims: UploadClaims): { migrationId: string; fromVersionId: string; toVersionId: string } => {
   const [migrationId, fromVersionId, toVersionId, ...rest] = claims.id.split(':');
