@@ -1,11 +1,28 @@
 import { signToken } from '@statebacked/token';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
 
 const node = await startNode({ args: ['--page-size', '2', '--billing-url', 'https://billing.example.com/portal'] });
 t.teardown(() => node.stop());
 const admin = node.adminKey as string;
+
+/** Every org the operator sees, following cursors; each page at most the page size (2). */
+const allOrgs = async (t: Test) => {
+  const orgs: Array<{ id: string; name: string; allowAnonymousAccess: boolean }> = [];
+  let cursor: string | undefined;
+  let pages = 0;
+  do {
+    const page = await call(node.url, 'GET', `/orgs${cursor ? `?cursor=${cursor}` : ''}`, { token: admin });
+    t.equal(page.status, 200);
+    t.ok(page.body.orgs.length <= 2, 'page size honoured');
+    orgs.push(...page.body.orgs);
+    cursor = page.body.cursor;
+    if (cursor !== undefined) t.match(cursor, /^[A-Za-z0-9_-]+$/, 'cursor is URL-safe');
+    pages++;
+  } while (cursor && pages < 20);
+  return { orgs, pages };
+};
 
 t.test('orgs: the bootstrap org, creation and validation', async (t) => {
   const listed = await call(node.url, 'GET', '/orgs', { token: admin });
@@ -18,6 +35,7 @@ t.test('orgs: the bootstrap org, creation and validation', async (t) => {
   const again = await call(node.url, 'GET', '/orgs', { token: admin });
   t.same(again.body.orgs.map((o: { name: string }) => o.name), ['default', 'acme']);
   t.equal(again.body.orgs[1].allowAnonymousAccess, false);
+  t.notOk('cursor' in again.body, 'two orgs fit one page: no cursor');
 
   const badNames = [{ name: 'nul\u0000here' }, { name: 'clear\u001b[2J' }, { name: 'two\nlines' }, { name: 'lone \ud800 surrogate' }];
   for (const [body, parameter] of [[{}, 'name'], [{ name: '' }, 'name'], [{ name: 'x', allowAnonymousAccess: 'yes' }, 'allowAnonymousAccess'], ...badNames.map((b) => [b, 'name'] as const)] as const) {
@@ -32,7 +50,21 @@ t.test('orgs: the bootstrap org, creation and validation', async (t) => {
   t.equal(refused.status, 400, 'a body that is not UTF-8: 400');
   t.match(refused.body, { code: 'invalid-parameter', parameter: 'body', error: /not valid UTF-8/ });
   t.equal((await call(node.url, 'POST', '/orgs', { token: admin, body: { name: 'café ☕ 𝄞' } })).status, 200, 'any printable name is fine');
-  t.same((await call(node.url, 'GET', '/orgs', { token: admin })).body.orgs.map((o: { name: string }) => o.name), ['default', 'acme', 'café ☕ 𝄞'], 'only the valid ones were made');
+  const listed3 = await allOrgs(t);
+  t.same(listed3.orgs.map((o) => o.name), ['default', 'acme', 'café ☕ 𝄞'], 'only the valid ones were made, oldest first');
+  t.equal(listed3.pages, 2, 'GET /orgs pages like every list (--page-size 2)');
+});
+
+t.test('orgs: paging, each org once, bad cursors refused', async (t) => {
+  for (const name of ['p1', 'p2', 'p3']) t.equal((await call(node.url, 'POST', '/orgs', { token: admin, body: { name } })).status, 200);
+  const { orgs, pages } = await allOrgs(t);
+  const names = orgs.map((o) => o.name);
+  t.same(names.slice(-3), ['p1', 'p2', 'p3'], 'newest last');
+  t.equal(new Set(orgs.map((o) => o.id)).size, orgs.length, 'each org once');
+  t.equal(pages, Math.ceil(orgs.length / 2));
+  for (const cursor of ['garbage!', Buffer.from(JSON.stringify({ a: 'org_x' })).toString('base64url')]) {
+    t.match(await call(node.url, 'GET', `/orgs?cursor=${cursor}`, { token: admin }), { status: 400, body: { code: 'invalid-parameter', parameter: 'cursor' } });
+  }
 });
 
 t.test('keys: presets, explicit scopes, listing with cursors, deletion', async (t) => {

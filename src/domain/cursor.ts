@@ -29,3 +29,13 @@ export const decodeStringCursor = (cursor: string | null | undefined): string | 
   if (typeof position !== 'string') throw invalidParameter('cursor', 'cursor is not one this service returned');
   return position;
 };
+
+/** A cursor whose position is `length` strings (a createdAt and an id, say). */
+export const decodeStringsCursor = (cursor: string | null | undefined, length: number): string[] | undefined => {
+  const position = decodeCursor(cursor);
+  if (position === undefined) return undefined;
+  if (!Array.isArray(position) || position.length !== length || !position.every((part) => typeof part === 'string')) {
+    throw invalidParameter('cursor', 'cursor is not one this service returned');
+  }
+  return position as string[];
+};

@@ -3,6 +3,12 @@ import type { LogStore } from './log-store.js';
 import type { AdminKeyRecord, AnonymousAccessRecords, IdentityProviderRecord, KeyRecord, MachineRecord, OrgRecord, TokenProviderRecord } from '../domain/records.js';
 import type { VersionStore } from './version-store.js';
 
+/** Position in the org list: orgs are listed oldest first by (createdAt, id). */
+export interface OrgCursor {
+  createdAt: string;
+  id: string;
+}
+
 /**
  * The node's catalog: orgs, keys, machines and node metadata. Every method that touches org data takes
  * the org id, so one org can never address another's records. Writes resolve once durable.
@@ -12,8 +18,10 @@ export interface Catalog {
   /** Creates the org and, when given, its anonymous-access records, in one write. */
   createOrg(org: OrgRecord, anonymous?: AnonymousAccessRecords): Promise<void>;
   getOrg(orgId: string): OrgRecord | undefined;
-  /** All orgs, oldest first. Orgs are few per node; operators list them all. */
+  /** All orgs, oldest first (by createdAt, then id). Orgs are few per node. */
   listOrgs(): OrgRecord[];
+  /** At most `limit` orgs in listOrgs' order, starting after `after` (GET /orgs pages like every list). */
+  listOrgsAfter(after: OrgCursor | undefined, limit: number): OrgRecord[];
 
   /**
    * Turns the org's anonymous access on or off (wire-protocol §4.2, PATCH /orgs/{id}). On: the org

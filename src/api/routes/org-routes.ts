@@ -1,11 +1,14 @@
 import { anonymousAccessRecords } from '../../auth/anonymous-access.js';
 import { hasScope, requireScope } from '../../auth/caller.js';
+import { decodeStringsCursor } from '../../domain/cursor.js';
 import { invalidParameter, missingOrg, missingUser } from '../../domain/errors.js';
 import { prettyId } from '../../domain/ids.js';
 import { requireDisplayName } from '../../domain/names.js';
 import type { OrgRecord } from '../../domain/records.js';
+import type { OrgCursor } from '../../store/catalog.js';
 import { type ApiContext, authenticate } from '../api-context.js';
 import { json, jsonBody } from '../http-types.js';
+import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
 
 /**
@@ -22,11 +25,18 @@ export const registerOrgRoutes = (router: Router, context: ApiContext): void => 
     limits: { monthlyEventsLimit: context.settings.monthlyEventsLimit, monthlyReadsLimit: context.settings.monthlyReadsLimit },
   });
 
+  /** Oldest first, `--page-size` a page, like every list (wire-protocol §1.5). */
   router.add('GET', '/orgs', (request) => {
     const caller = authenticate(context, request);
-    if (caller.kind === 'operator') return json({ orgs: context.catalog.listOrgs().map(view) });
+    const after = orgCursor(request.query.get('cursor'));
+    if (caller.kind === 'operator') {
+      const pageSize = context.settings.pageSize;
+      const { items, cursor } = pageOf(context.catalog.listOrgsAfter(after, pageSize + 1), pageSize, (last) => [last.createdAt, last.id]);
+      return json({ orgs: items.map(view), cursor });
+    }
     requireScope(caller, 'org.read');
-    const org = context.catalog.getOrg(caller.orgId);
+    // A key sees its own org only: one page of one; any cursor is past it.
+    const org = after === undefined ? context.catalog.getOrg(caller.orgId) : undefined;
     return json({ orgs: org ? [{ ...view(org), role: hasScope(caller, 'org.write') ? 'admin' : 'read' }] : [] });
   });
 
@@ -61,4 +71,9 @@ export const registerOrgRoutes = (router: Router, context: ApiContext): void => 
     if (!org) throw missingOrg(`org ${orgId.slice(0, 64)} does not exist`);
     return json(view(org));
   });
+};
+
+const orgCursor = (cursor: string | null): OrgCursor | undefined => {
+  const position = decodeStringsCursor(cursor, 2);
+  return position && { createdAt: position[0] as string, id: position[1] as string };
 };

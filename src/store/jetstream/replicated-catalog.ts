@@ -1,5 +1,5 @@
 import type { AdminKeyRecord, AnonymousAccessRecords, IdentityProviderRecord, KeyRecord, MachineRecord, OrgRecord, TokenProviderRecord } from '../../domain/records.js';
-import type { Catalog } from '../catalog.js';
+import type { Catalog, OrgCursor } from '../catalog.js';
 import type { ApplyOp, JetStreamOpLog } from './op-log.js';
 
 /** A write to the catalog as it travels in the cluster's META log: the method and its arguments. */
@@ -74,6 +74,10 @@ export class ReplicatedCatalog implements Catalog {
 
   listOrgs(): OrgRecord[] {
     return this.local.listOrgs();
+  }
+
+  listOrgsAfter(after: OrgCursor | undefined, limit: number): OrgRecord[] {
+    return this.local.listOrgsAfter(after, limit);
   }
 
   putKey(key: KeyRecord): Promise<void> {

@@ -1,11 +1,14 @@
 import type { Database, RootDatabase } from 'lmdb';
 import { ANONYMOUS_SERVICE, anonymousAudience } from '../../domain/anonymous-access.js';
 import type { AdminKeyRecord, AnonymousAccessRecords, IdentityProviderRecord, KeyRecord, MachineRecord, OrgRecord, TokenProviderRecord } from '../../domain/records.js';
-import type { Catalog } from '../catalog.js';
+import type { Catalog, OrgCursor } from '../catalog.js';
 import { msgpackOrJson } from './json-values.js';
 
 /** Upper bound for the second element of a composite key: slugs and ids are ASCII. */
 const AFTER_ALL = '\uffff';
+
+/** Oldest first; orgs made in the same millisecond by id. */
+const byAge = (a: OrgCursor, b: OrgCursor): number => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id);
 
 /**
  * LMDB layout (msgpack values, ordered-binary array keys):
@@ -114,7 +117,14 @@ export class LmdbCatalog implements Catalog {
 
   listOrgs(): OrgRecord[] {
     const all = [...this.orgs.getRange({}).map(({ value }) => value)];
-    return all.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+    return all.sort(byAge);
+  }
+
+  /** Orgs are keyed by id, not age: this sorts them all, which is cheap for the few a node holds. */
+  listOrgsAfter(after: OrgCursor | undefined, limit: number): OrgRecord[] {
+    const all = this.listOrgs();
+    const start = after === undefined ? 0 : all.findIndex((org) => byAge(org, after) > 0);
+    return start < 0 ? [] : all.slice(start, start + limit);
   }
 
   async putKey(key: KeyRecord): Promise<void> {
