@@ -96,3 +96,68 @@ t.test('each request runs once, on its owner; errors keep their status and code;
   t.equal(first?.[1], second?.[1], 'with the same request id');
   void sent;
 });
+
+t.test('a bad message on a node\'s subject costs one error reply, never the process; gate errors keep parameter', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const members = ['n1', 'n2'];
+  const errors: string[] = [];
+  const ran: string[] = [];
+  const gateCalls: string[] = [];
+  const owner: OwnerSide = {
+    ...ownerSide('n1', ran),
+    setTargetVersion: async () => undefined,
+    whileDeletingMachine: (_o, _m, work) => work(),
+    gateMachine: (_o, machine) => {
+      gateCalls.push(machine);
+      if (machine === 'refused') throw new ServiceError(400, 'invalid-parameter', 'not this machine', 'machine');
+      if (machine === 'buggy') throw new TypeError('a bug in the gate');
+    },
+  };
+  const nc1 = await connectTo(nats, 'n1');
+  const n1 = new Forwarder(nc1, owner, { cluster: 'c', nodeId: 'n1', members: () => members, timeoutMs: 2_000, onError: (m) => errors.push(m) });
+  n1.start();
+  await nc1.flush();
+  const nc2 = await connectTo(nats, 'n2');
+  const n2 = new Forwarder(nc2, ownerSide('n2', []), { cluster: 'c', nodeId: 'n2', members: () => members, timeoutMs: 2_000, onError: (m) => errors.push(m) });
+  t.teardown(async () => {
+    n1.stop();
+    await nc1.close();
+    await nc2.close();
+  });
+
+  // Such a rejection would end a real node (Node's default for unhandled rejections): here it is counted.
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  t.teardown(() => void process.off('unhandledRejection', onUnhandled));
+
+  const subject = 'statehold.c.node.n1.calls';
+  const ask = async (payload: string) => {
+    try {
+      return (await nc2.request(subject, payload, { timeout: 1_000 })).json<{ ok: boolean; error?: { status: number; code: string } }>();
+    } catch (error) {
+      return { noReply: String(error) };
+    }
+  };
+  const bad = ['not json', 'null', '5', '[]', '{}', '{"op":"create"}', '{"op":"create","args":[null]}', '{"op":"receive","args":[{"orgId":"o"}]}',
+    '{"op":"read","args":[]}', '{"op":"read","args":[1,2,3]}', '{"op":"nope","args":["a","b","c"]}', '{"op":"gateMachine","args":["o"]}'];
+  for (const payload of bad) {
+    t.match(await ask(payload), { ok: false, error: { status: 500, code: 'internal' } }, `${payload}: one error reply`);
+  }
+  t.equal(errors.length, bad.length, 'each logged on the node it reached');
+  t.same(ran, [], 'nothing ran');
+  t.same(unhandled.map(String), [], 'no unhandled rejection');
+
+  errors.length = 0;
+  t.match(await ask(JSON.stringify({ op: 'gateMachine', args: ['org_a', 'buggy', true] })), { ok: false, error: { status: 500, code: 'internal' } }, 'a gate that fails with no ServiceError: a 500 reply');
+  t.same(errors, ['a forwarded call failed']);
+  t.same(unhandled.map(String), [], 'still no unhandled rejection');
+
+  // A machine's deletion asked through n2 relays n1's gate refusal whole, parameter included.
+  await t.rejects(n2.whileDeletingMachine('org_a', 'refused', async () => 'deleted'), { status: 400, code: 'invalid-parameter', parameter: 'machine', message: 'not this machine' });
+
+  // The node still answers.
+  const name = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].find((candidate) => n2.ownerOf('org_a', 'm', candidate) === 'n1') as string;
+  t.equal((await n2.read('org_a', 'm', name, {})).versionId, 'n1', 'a good call after them runs as ever');
+});

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { NoRespondersError, type NatsConnection, RequestError, type Subscription, TimeoutError } from '@nats-io/transport-node';
+import { type Msg, NoRespondersError, type NatsConnection, RequestError, type Subscription, TimeoutError } from '@nats-io/transport-node';
 import { type ErrorCode, ServiceError, unavailable } from '../domain/errors.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
@@ -71,19 +71,16 @@ export class Forwarder {
     private readonly options: ForwarderOptions,
   ) {}
 
-  /** Starts answering the requests other nodes forward to this one. */
+  /**
+   * Starts answering the requests other nodes forward to this one. Anything may arrive on the subject
+   * (a node of another release, a stray publish): each message costs at most one reply, an error reply
+   * when it is not a call this node reads, and never the process.
+   */
   start(): void {
     this.subscription = this.nc.subscribe(this.subjectOf(this.options.nodeId), {
       callback: (error, message) => {
         if (error) return;
-        let call: Call;
-        try {
-          call = message.json<Call>();
-        } catch (parseError) {
-          this.options.onError('a forwarded call was not JSON', parseError);
-          return;
-        }
-        void this.answer(call).then((reply) => {
+        void this.replyTo(message).then((reply) => {
           try {
             message.respond(JSON.stringify(reply));
           } catch (respondError) {
@@ -225,27 +222,43 @@ export class Forwarder {
     }
   }
 
+  /** The reply to one message on this node's subject; never rejects (a rejection here would end the node). */
+  private async replyTo(message: Msg): Promise<Reply> {
+    let call: Call | undefined;
+    try {
+      call = callOf(message.json<unknown>());
+    } catch (parseError) {
+      this.options.onError('a forwarded call was not JSON', parseError);
+      return UNREADABLE_CALL;
+    }
+    if (call === undefined) {
+      this.options.onError('a forwarded call was not one this node reads', message.string().slice(0, 200));
+      return UNREADABLE_CALL;
+    }
+    try {
+      return await this.answer(call);
+    } catch (error) {
+      return this.failed(error);
+    }
+  }
+
   private async answer(call: Call): Promise<Reply> {
     if (call.op === 'gateMachine') {
-      try {
-        this.local.gateMachine(...call.args);
-        return { ok: true, value: null };
-      } catch (error) {
-        if (error instanceof ServiceError) return { ok: false, error: { status: error.status, code: error.code, message: error.message } };
-        throw error;
-      }
+      this.local.gateMachine(...call.args);
+      return { ok: true, value: null };
     }
     const [orgId, machine, name] = keyOfCall(call);
     if (!this.owns(orgId, machine, name)) return { ok: false, moved: true };
-    try {
-      return { ok: true, value: (await this.runLocally(call)) ?? null };
-    } catch (error) {
-      if (error instanceof ServiceError) {
-        return { ok: false, error: { status: error.status, code: error.code, message: error.message, ...(error.parameter === undefined ? {} : { parameter: error.parameter }) } };
-      }
-      this.options.onError('a forwarded call failed', error);
-      return { ok: false, error: { status: 500, code: 'internal', message: 'internal error' } };
+    return { ok: true, value: (await this.runLocally(call)) ?? null };
+  }
+
+  /** A typed error crosses as it is, `parameter` included; anything else is a 500 without its message, logged here. */
+  private failed(error: unknown): Reply {
+    if (error instanceof ServiceError) {
+      return { ok: false, error: { status: error.status, code: error.code, message: error.message, ...(error.parameter === undefined ? {} : { parameter: error.parameter }) } };
     }
+    this.options.onError('a forwarded call failed', error);
+    return { ok: false, error: { status: 500, code: 'internal', message: 'internal error' } };
   }
 
   private runLocally(call: Call): Promise<unknown> {
@@ -281,6 +294,29 @@ export class Forwarder {
 const DEPARTURE_CHECK_MS = 100;
 /** Requests asked again after a lost answer, at most (each after the owner changed or timed out). */
 const MAX_LOST = 3;
+
+/** The answer to a message that is not a call: nothing ran (a sender of another release, or not a node at all). */
+const UNREADABLE_CALL: Reply = { ok: false, error: { status: 500, code: 'internal', message: 'a node could not read a call forwarded to it' } };
+
+/** The ops whose first three arguments name the instance (orgId, machine, name). */
+const KEYED_OPS = new Set(['read', 'send', 'setStatus', 'setTargetVersion', 'delete', 'fireTimers']);
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const areStrings = (values: unknown[]): boolean => values.every((value) => typeof value === 'string');
+
+/**
+ * The call a message holds, when it has the shape routing needs (op, and the strings that name the
+ * instance); undefined otherwise. The arguments' other details are the owner side's to check.
+ */
+const callOf = (value: unknown): Call | undefined => {
+  if (!isObject(value) || typeof value.op !== 'string' || !Array.isArray(value.args)) return undefined;
+  const { op, args } = value;
+  const first = args[0];
+  if (op === 'create') return isObject(first) && areStrings([first.orgId, first.machine, first.name]) ? (value as Call) : undefined;
+  if (op === 'receive') return isObject(first) && isObject(first.to) && areStrings([first.orgId, first.to.machine, first.to.name]) ? (value as Call) : undefined;
+  if (op === 'gateMachine') return areStrings(args.slice(0, 2)) && args.length === 3 && typeof args[2] === 'boolean' ? (value as Call) : undefined;
+  return KEYED_OPS.has(op) && args.length >= 3 && areStrings(args.slice(0, 3)) ? (value as Call) : undefined;
+};
 
 const keyOfCall = (call: Exclude<Call, { op: 'gateMachine' }>): [string, string, string] => {
   switch (call.op) {
