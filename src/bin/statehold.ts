@@ -1,9 +1,11 @@
+// Only modules that load on any Node.js are imported here: the nodes (and the write-ahead log's
+// zlib.crc32 with them) are imported by serve and node, after main checked the version (node-version.ts).
 import { DataDirInUseError } from '../store/lmdb/data-dir-lock.js';
 import { consoleLogger } from './console-logger.js';
-import { startClusterNode } from './cluster-node.js';
-import { startEmbeddedNode, type RunningNode } from './embedded-node.js';
+import type { RunningNode } from './embedded-node.js';
 import { clusterSettings, parseNodeConfig } from './node-config.js';
 import type { Logger } from '../domain/logger.js';
+import { nodeVersionProblem } from './node-version.js';
 import { ConfigError, environmentOnly, parseServeConfig, serveSettings } from './serve-config.js';
 
 const usage = (): string => {
@@ -41,6 +43,7 @@ the requests in flight, flushes storage and exits 0.
 const serve = async (argv: string[]): Promise<void> => {
   const logger = consoleLogger();
   const config = parseServeConfig(argv, process.env);
+  const { startEmbeddedNode } = await import('./embedded-node.js');
   const node = await startEmbeddedNode(config, logger, (line) => process.stdout.write(`statehold: ${line}\n`));
   process.stdout.write(`statehold: listening on ${node.url} (data in ${config.dataDir})\n`);
   stopOnSignals(node, logger);
@@ -50,6 +53,7 @@ const serve = async (argv: string[]): Promise<void> => {
 const clusterNode = async (argv: string[]): Promise<void> => {
   const logger = consoleLogger();
   const config = parseNodeConfig(argv, process.env);
+  const { startClusterNode } = await import('./cluster-node.js');
   const node = await startClusterNode(config, logger, (line) => process.stdout.write(`statehold: ${line}\n`));
   process.stdout.write(`statehold: listening on ${node.url} (node ${config.nodeId} of cluster ${config.cluster}, data in ${config.dataDir})\n`);
   stopOnSignals(node, logger);
@@ -77,6 +81,11 @@ const stopOnSignals = (node: RunningNode, logger: Logger): void => {
 };
 
 const main = async (): Promise<void> => {
+  const tooOld = nodeVersionProblem(process.versions.node);
+  if (tooOld !== undefined) {
+    process.stderr.write(`statehold: ${tooOld}\n`);
+    process.exit(2);
+  }
   const [command, ...rest] = process.argv.slice(2);
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(usage());
