@@ -1,7 +1,7 @@
 import t from 'tap';
 import { LogInstanceStore } from '../src/store/jetstream/log-instance-store.js';
 import { JetStreamTransitionLog } from '../src/store/jetstream/transition-log.js';
-import { type InstanceHead, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
+import { type InstanceHead, type OutboxMessage, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
 import { localNode, type NatsServers, natsMissing, startNats } from './helpers/nats.js';
 
 /** Two nodes' instance stores on one TX log (a real nats-server): the owner writes, the other follows. */
@@ -17,7 +17,7 @@ const followingNode = async (t: { teardown(fn: () => unknown): void; fail(messag
   if (onTimers) instances.onTimersApplied(onTimers);
   await instances.follow(nc, 1);
   beforeClose(() => instances.stopFollowing());
-  return instances;
+  return Object.assign(instances, { local: store.instances });
 };
 
 const headAt = (seq: number, count: number, createdAt = '2026-11-25T00:00:00.000Z'): InstanceHead => ({
@@ -91,4 +91,28 @@ t.test('a head with pending timers written by another node is reported to this n
   for (let i = 0; i < 200 && (b.instances.getInstance('org_a', 'm', 'i')?.seq !== 3 || b.reported.length < 2); i++) await sleep(10);
   await sleep(50);
   t.same(b.reported, [4_000, 9_000], 'the follower reports each applied head\'s earliest timer, and nothing for a head without timers');
+});
+
+const message = (id: string, position: [number, number], to = 'r'): OutboxMessage => ({
+  id, orgId: 'org_a', position, from: { machine: 'm', name: 'i' }, to: { machine: 'm', name: to }, kind: 'send', event: { type: 'PING' }, attempts: 0, nextAttemptAt: 0,
+});
+
+t.test('a delivered message leaves every node\'s outbox, however many entries are before it', { skip, timeout: 60_000 }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const a = await followingNode(t, nats, 'a');
+  const b = await followingNode(t, nats, 'b');
+  // b's copy holds 10,000 entries older than the one delivered (the earlier code looked at the first 10,000 only).
+  for (let i = 0; i < 10_000; i++) void b.local.updateOutbox(message(`msg_old${i}`, [1, i], `x${i}`));
+  await b.local.updateOutbox(message('msg_last', [1, 10_000], 'x'));
+  const sender = headAt(1, 0);
+  await a.createInstance(sender, [record(1, 0)], { outbox: [message('msg_ping', [2, 0])] });
+  for (let i = 0; i < 200 && !b.listOutbox(20_000).some((m) => m.id === 'msg_ping'); i++) await sleep(10);
+  t.ok(b.listOutbox(20_000).some((m) => m.id === 'msg_ping'), 'the sender\'s message is in the other node\'s outbox');
+  // The receiver's commit names the message: every copy drops it.
+  const receiver = { ...headAt(1, 0), name: 'r' };
+  await a.createInstance(receiver, [record(1, 0)], { receivedMessageId: 'msg_ping' });
+  for (let i = 0; i < 200 && b.listOutbox(20_000).some((m) => m.id === 'msg_ping'); i++) await sleep(10);
+  t.notOk(b.listOutbox(20_000).some((m) => m.id === 'msg_ping'), 'dropped on the node that follows');
+  t.equal(b.listOutbox(20_000).length, 10_001, 'and nothing else');
 });

@@ -39,6 +39,10 @@ export class LogInstanceStore implements InstanceStore {
   /** Resolves waiters once the watermark passes their sequence. */
   private watermarkWaiters: Array<{ seq: number; resolve: () => void }> = [];
   private timersApplied: ((earliestDueAt: number) => void) | undefined;
+  /** Where each outbox entry of this copy is, by message id (found without scanning the outbox). */
+  private outboxPositions: Map<string, [number, number]> | undefined;
+  /** Delivered messages whose sender's commit may not be applied yet: dropped once the watermark reaches `before`. */
+  private deliveredLater: Array<{ before: number; messageId: string }> = [];
 
   constructor(
     private readonly local: InstanceStore,
@@ -68,6 +72,7 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   private watermarkMoved(): void {
+    if (this.deliveredLater.length > 0) this.dropDeliveredNow();
     if (this.watermarkWaiters.length === 0) return;
     const at = this.appliedSeq;
     const still: typeof this.watermarkWaiters = [];
@@ -196,6 +201,7 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   removeOutbox(message: OutboxMessage): Promise<void> {
+    this.outboxPositions?.delete(message.id);
     return this.local.removeOutbox(message);
   }
 
@@ -285,11 +291,42 @@ export class LogInstanceStore implements InstanceStore {
   /**
    * Every node's copy holds every outbox entry, and only the sender's owner delivers (and removes) its
    * own: the others remove theirs when the receiver's commit, which names the message, reaches them.
+   * The sender's commit precedes the receiver's in the log, but applies of different instances overlap:
+   * the entry is removed once every entry before the receiver's (`seq`) is applied here.
    */
-  private async dropDelivered(messageId: string | undefined): Promise<void> {
+  private dropDelivered(messageId: string | undefined, seq: number): void {
     if (messageId === undefined) return;
-    const delivered = this.local.listOutbox(OUTBOX_SCAN).find((message) => message.id === messageId);
-    if (delivered) await this.local.removeOutbox(delivered);
+    this.deliveredLater.push({ before: seq - 1, messageId });
+    if (this.appliedSeq >= seq - 1) this.dropDeliveredNow();
+  }
+
+  private dropDeliveredNow(): void {
+    const at = this.appliedSeq;
+    const due = this.deliveredLater.filter((drop) => drop.before <= at);
+    if (due.length === 0) return;
+    this.deliveredLater = this.deliveredLater.filter((drop) => drop.before > at);
+    const positions = this.positions();
+    for (const { messageId } of due) {
+      const position = positions.get(messageId);
+      if (!position) continue;
+      positions.delete(messageId);
+      const message = { id: messageId, position } as OutboxMessage;
+      this.local.removeOutbox(message).catch((error: unknown) => this.onError(`could not drop delivered message ${messageId} from the outbox`, error));
+    }
+  }
+
+  /** The outbox's positions by message id, read whole once (it holds what is still to deliver: few). */
+  private positions(): Map<string, [number, number]> {
+    if (!this.outboxPositions) {
+      this.outboxPositions = new Map(this.local.listOutbox(Number.MAX_SAFE_INTEGER).map((message) => [message.id, message.position]));
+    }
+    return this.outboxPositions;
+  }
+
+  private notePositions(effects: CommitEffects): void {
+    if (!effects.outbox?.length) return;
+    const positions = this.positions();
+    for (const message of effects.outbox) positions.set(message.id, message.position);
   }
 
   private async apply(entry: LogEntry, seq: number): Promise<void> {
@@ -297,16 +334,18 @@ export class LogInstanceStore implements InstanceStore {
       case 'create': {
         const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
         if (current && (current.logSeq ?? 0) >= seq) return;
+        this.notePositions(entry.effects);
         await this.local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects);
-        await this.dropDelivered(entry.effects.receivedMessageId);
+        this.dropDelivered(entry.effects.receivedMessageId, seq);
         this.noteTimers(entry.head);
         return;
       }
       case 'commit': {
         const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
         if (!current || (current.logSeq ?? 0) >= seq) return;
+        this.notePositions(entry.effects);
         await this.local.commit({ ...entry.head, logSeq: seq }, current, entry.history, entry.effects);
-        await this.dropDelivered(entry.effects.receivedMessageId);
+        this.dropDelivered(entry.effects.receivedMessageId, seq);
         this.noteTimers(entry.head);
         return;
       }
@@ -323,7 +362,7 @@ export class LogInstanceStore implements InstanceStore {
         await this.local.markReceived(entry.orgId, entry.machine, entry.name, entry.messageId);
         // (the head's log position moves too, so the next append expects this entry)
         await this.local.replaceHead({ ...current, logSeq: seq }, current);
-        await this.dropDelivered(entry.messageId);
+        this.dropDelivered(entry.messageId, seq);
         return;
       }
       case 'delete':
@@ -332,9 +371,6 @@ export class LogInstanceStore implements InstanceStore {
     }
   }
 }
-
-/** Outbox entries looked through for a delivered message (the outbox holds what is still to deliver: few). */
-const OUTBOX_SCAN = 10_000;
 
 /** TX entries applied side by side at most while following. */
 const MAX_PENDING = 256;
