@@ -13,6 +13,7 @@ import { JetStreamOpLog } from '../store/jetstream/op-log.js';
 import { ReplicatedCatalog } from '../store/jetstream/replicated-catalog.js';
 import { applyLogsOp, type LogsOp, ReplicatedLogStore } from '../store/jetstream/replicated-logs.js';
 import { openCodeStore, ReplicatedVersionStore } from '../store/jetstream/replicated-versions.js';
+import { SharedUsage } from '../store/jetstream/shared-usage.js';
 import { JetStreamTransitionLog } from '../store/jetstream/transition-log.js';
 import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
@@ -52,9 +53,15 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
   const meta = await untilJetStream('the META log', () => JetStreamOpLog.open<MetaOp>(nc, { cluster, name: 'META', replicas, from: from.meta + 1 }, applyMetaOp(local.catalog, local.versions, code, local.instances, onError), onError), announce);
   const logs = await untilJetStream('the LOGS log', () => JetStreamOpLog.open<LogsOp>(nc, { cluster, name: 'LOGS', replicas, from: from.logs + 1, maxAgeMs: config.logRetentionDays * 86_400_000 }, applyLogsOp(local.logs), onError), announce);
   const txLog = await untilJetStream('the TX log', () => JetStreamTransitionLog.open(nc, { cluster, replicas }), announce);
-  const instances = new LogInstanceStore(local.instances, txLog, onError, async (orgId, usage, machine, atMs) => {
+  const usage = new SharedUsage({
     // (counts need no read-your-writes on other nodes: no waiting for them)
-    await meta.submit({ store: 'usage', method: 'addUsage', args: [orgId, usage, machine ?? null, atMs] }, { everywhere: false });
+    submit: async ({ orgId, usage: counts, machine, atMs }, id) => {
+      await meta.submit({ store: 'usage', method: 'addUsage', args: [orgId, counts, machine ?? null, atMs] }, { everywhere: false, msgId: `usage:${id}` });
+    },
+    log: (level, message) => logger[level](message),
+  });
+  const instances = new LogInstanceStore(local.instances, txLog, onError, {
+    shareUsage: (orgId, counts, machine, atMs) => usage.add({ orgId, usage: counts, machine, atMs }),
   });
   await instances.follow(nc, from.tx + 1);
   // Serve only with every acknowledged write of the cluster applied here.
@@ -128,6 +135,8 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
     async close() {
       forwarder?.stop();
       await membership.stop();
+      await usage.flush();
+      usage.stop();
       clearInterval(checkpointing);
       await instances.stopFollowing();
       await meta.close();

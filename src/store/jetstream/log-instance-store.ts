@@ -18,6 +18,11 @@ export type LogEntry =
   | { kind: 'received'; orgId: string; machine: string; name: string; messageId: string }
   | { kind: 'delete'; orgId: string; machine: string; name: string };
 
+export interface LogInstanceStoreOptions {
+  /** Where usage counts go so that every node sums every node's (the META log); local when not given. */
+  shareUsage?: (orgId: string, usage: UsageDelta, machine: string | undefined, atMs: number) => Promise<void>;
+}
+
 /**
  * The instance store of a cluster node. JetStream's TX log is the truth: every write is appended to
  * the instance's subject, fenced by the stream sequence of its previous commit (the head's `logSeq`),
@@ -43,14 +48,16 @@ export class LogInstanceStore implements InstanceStore {
   private outboxPositions: Map<string, [number, number]> | undefined;
   /** Delivered messages whose sender's commit may not be applied yet: dropped once the watermark reaches `before`. */
   private deliveredLater: Array<{ before: number; messageId: string }> = [];
+  private readonly shareUsage: LogInstanceStoreOptions['shareUsage'];
 
   constructor(
     private readonly local: InstanceStore,
     private readonly log: JetStreamTransitionLog,
     private readonly onError: (message: string, error: unknown) => void,
-    /** Where usage counts go so that every node sums every node's (the META log); local when not given. */
-    private readonly shareUsage?: (orgId: string, usage: UsageDelta, machine: string | undefined, atMs: number) => Promise<void>,
-  ) {}
+    options: LogInstanceStoreOptions = {},
+  ) {
+    this.shareUsage = options.shareUsage;
+  }
 
   /**
    * The watermark: every TX stream entry up to it is applied to this node's copy. Only the follower

@@ -1,0 +1,124 @@
+import { randomUUID } from 'node:crypto';
+import type { UsageDelta } from '../instance-store.js';
+
+/** One node's counts of about a second for one org (and machine), as the META log carries them. */
+export interface UsageBatch {
+  orgId: string;
+  usage: UsageDelta;
+  machine: string | undefined;
+  atMs: number;
+}
+
+export interface SharedUsageOptions {
+  /** Puts a batch in the cluster's log; `id` makes a second submit of it (its answer lost) stored once. */
+  submit: (batch: UsageBatch, id: string) => Promise<void>;
+  /** Told once when batches start being held (the log does not take them), and once when they went through again. */
+  log: (level: 'warn' | 'info', message: string) => void;
+  /** First wait before a held batch is sent again; doubles up to `maxRetryMs`. */
+  retryMs?: number;
+  maxRetryMs?: number;
+  /** Held batches kept at most (the oldest go beyond, said in one line). */
+  maxHeld?: number;
+}
+
+/**
+ * Usage counts on their way to every node, through the cluster's META log. A batch the log does not
+ * take (no JetStream leader reachable: a partition, a nats-server restarting, an election; the client
+ * then says "jetstream is not enabled") is held and sent again with the same id, in the background,
+ * until it is taken: counts are not lost to an outage, nor counted twice when an answer was lost, and
+ * an outage is said once, not once a second.
+ */
+export class SharedUsage {
+  private held: Array<{ id: string; batch: UsageBatch }> = [];
+  private timer: NodeJS.Timeout | undefined;
+  private waitMs: number;
+  private heldSince: number | undefined;
+  private dropped = 0;
+  private sending = false;
+
+  constructor(private readonly options: SharedUsageOptions) {
+    this.waitMs = options.retryMs ?? 500;
+  }
+
+  /** Batches waiting to be sent again. */
+  get pending(): number {
+    return this.held.length;
+  }
+
+  /** Resolves once the batch is in the log, or held for later: never rejects. */
+  async add(batch: UsageBatch): Promise<void> {
+    const id = randomUUID();
+    if (this.held.length > 0) {
+      // (while others wait, no point in asking the log now: the retry sends them all, oldest first)
+      this.hold({ id, batch }, undefined);
+      return;
+    }
+    try {
+      await this.options.submit(batch, id);
+    } catch (error) {
+      this.hold({ id, batch }, error);
+    }
+  }
+
+  /** Sends what is held at once (a node that stops). */
+  async flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.retry();
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private hold(entry: { id: string; batch: UsageBatch }, error: unknown): void {
+    if (this.heldSince === undefined) {
+      this.heldSince = Date.now();
+      const reason = error instanceof Error ? error.message : String(error ?? 'the log is not taking writes');
+      this.options.log('warn', `could not record usage in the cluster's log (${reason}): the counts are kept and sent again until it takes them`);
+    }
+    this.held.push(entry);
+    const max = this.options.maxHeld ?? 10_000;
+    if (this.held.length > max) {
+      this.dropped += this.held.length - max;
+      this.held.splice(0, this.held.length - max);
+    }
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.timer || this.sending) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.retry();
+    }, this.waitMs);
+    this.timer.unref();
+  }
+
+  private async retry(): Promise<void> {
+    if (this.sending) return;
+    this.sending = true;
+    try {
+      while (this.held.length > 0) {
+        const next = this.held[0] as { id: string; batch: UsageBatch };
+        try {
+          await this.options.submit(next.batch, next.id);
+        } catch {
+          this.waitMs = Math.min(this.waitMs * 2, this.options.maxRetryMs ?? 5_000);
+          return;
+        }
+        this.held.shift();
+      }
+      const since = this.heldSince === undefined ? 0 : Date.now() - this.heldSince;
+      const lost = this.dropped > 0 ? `; ${this.dropped} batches beyond the ${this.options.maxHeld ?? 10_000} kept were dropped` : '';
+      this.options.log('info', `usage recorded in the cluster's log again, after ${(since / 1000).toFixed(1)} s${lost}`);
+      this.heldSince = undefined;
+      this.dropped = 0;
+      this.waitMs = this.options.retryMs ?? 500;
+    } finally {
+      this.sending = false;
+      if (this.held.length > 0) this.schedule();
+    }
+  }
+}
