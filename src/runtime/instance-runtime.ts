@@ -199,9 +199,23 @@ export class InstanceRuntime {
     this.madeInstances = new TokenBuckets(deps.settings.madeInstancesPerSecond, deps.settings.madeInstancesPerSecond * 10);
   }
 
-  /** The committed head, from memory when the actor is held, else from the store. */
+  /** The committed head, from memory when the actor is held (and the store has none later), else from the store. */
   head(orgId: string, machine: string, name: string): InstanceHead | undefined {
-    return this.actors.peek(orgId, machine, name)?.head ?? this.deps.instances.getInstance(orgId, machine, name);
+    const held = this.actors.peek(orgId, machine, name)?.head;
+    if (held && this.deps.instances.isCurrent?.(held) !== false) return held;
+    return this.deps.instances.getInstance(orgId, machine, name);
+  }
+
+  /**
+   * Inside the actor's mailbox, before its held head is used: a head the store has a later one of
+   * (a cluster node's copy got another node's commits, after a pause or while another node owned the
+   * instance) is dropped, with the live interpreter, and the store's is loaded in its place.
+   */
+  private dropStaleHead(actor: InstanceActor): void {
+    if (actor.head && this.deps.instances.isCurrent?.(actor.head) === false) {
+      actor.head = undefined;
+      actor.discardLive();
+    }
   }
 
   async create(request: CreateRequest): Promise<InstanceHead> {
@@ -376,6 +390,7 @@ export class InstanceRuntime {
     return actor.enqueue(() => this.untilNotMoved(async () => {
       if (this.deps.instances.hasReceived(orgId, machine, name, message.id)) return;
       const authContext = { stateBackedSender: { machineName: message.from.machine, machineInstanceName: message.from.name } };
+      this.dropStaleHead(actor);
       let head = actor.head ?? this.deps.instances.getInstance(orgId, machine, name);
       if (message.kind === 'spawn' && head) {
         await this.deps.instances.markReceived(orgId, machine, name, message.id);
@@ -457,6 +472,7 @@ export class InstanceRuntime {
   fireTimers(orgId: string, machine: string, name: string): Promise<TimerFiring> {
     const actor = this.actors.obtain(orgId, machine, name);
     return actor.enqueue(async () => {
+      this.dropStaleHead(actor);
       actor.head ??= this.deps.instances.getInstance(orgId, machine, name);
       const head = actor.head;
       if (!head) {
@@ -602,6 +618,7 @@ export class InstanceRuntime {
   private async createFirstRecord(actor: InstanceActor, request: Creation): Promise<InstanceHead> {
     const { orgId, machine, name, versionId } = request;
     // Checked inside the mailbox too: a create queued behind another create of the same name.
+    this.dropStaleHead(actor);
     const existing = actor.head ?? this.deps.instances.getInstance(orgId, machine, name);
     if (existing && request.requestId !== undefined && this.createdBy(existing, request.requestId)) return existing;
     if (existing) throw conflict(`instance ${name} of machine ${machine} already exists`);
@@ -882,6 +899,7 @@ export class InstanceRuntime {
   }
 
   private loadHead(actor: InstanceActor): InstanceHead {
+    this.dropStaleHead(actor);
     actor.head ??= this.deps.instances.getInstance(actor.orgId, actor.machine, actor.name);
     if (!actor.head) {
       this.actors.release(actor);

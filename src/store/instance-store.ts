@@ -144,6 +144,12 @@ export class SequenceConflictError extends Error {
  */
 export interface InstanceStore {
   /**
+   * Whether `head`, as an owner holds it in memory, is still the latest this store has of the instance
+   * (a cluster node's copy also gets other nodes' commits: a head held across a pause or a change of
+   * owner can be older). Absent where only the owner writes the store (the embedded node).
+   */
+  isCurrent?(head: InstanceHead): boolean;
+  /**
    * Resolves once this store's copy holds every commit acknowledged before the call (of the one
    * instance when `name` is given, else of all): a read after it sees every write acknowledged before
    * it, through whichever node. At once where the copy is the truth (the embedded node).

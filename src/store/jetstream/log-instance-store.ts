@@ -44,6 +44,12 @@ export class LogInstanceStore implements InstanceStore {
   /** Resolves waiters once the watermark passes their sequence. */
   private watermarkWaiters: Array<{ seq: number; resolve: () => void }> = [];
   private timersApplied: ((earliestDueAt: number) => void) | undefined;
+  /**
+   * The log position of the latest entry applied here, by instance, for the LATEST_KEPT instances
+   * written last (since this process started): an owner's head held in memory that is older is stale
+   * (isCurrent; the others are looked up in the copy).
+   */
+  private readonly latest = new Map<string, number>();
   /** Where each outbox entry of this copy is, by message id (found without scanning the outbox). */
   private outboxPositions: Map<string, [number, number]> | undefined;
   /** Delivered messages whose sender's commit may not be applied yet: dropped once the watermark reaches `before`. */
@@ -237,6 +243,25 @@ export class LogInstanceStore implements InstanceStore {
     return this.local.removeDueTimers(entries);
   }
 
+  /** Whether no entry of the instance newer than `head` was applied here (by this node as owner, or followed from another). */
+  isCurrent(head: InstanceHead): boolean {
+    const key = keyOf(head);
+    let latest = this.latest.get(key);
+    if (latest === undefined) {
+      latest = this.local.getInstance(head.orgId, head.machine, head.name)?.logSeq ?? 0;
+      this.noteLatest(key, latest);
+    }
+    return (head.logSeq ?? 0) >= latest;
+  }
+
+  /** Keeps an instance's latest log position (a bounded map, the one written longest ago first out). */
+  private noteLatest(key: string, seq: number): void {
+    if ((this.latest.get(key) ?? -1) >= seq) return;
+    this.latest.delete(key);
+    this.latest.set(key, seq);
+    if (this.latest.size > LATEST_KEPT) this.latest.delete(this.latest.keys().next().value as string);
+  }
+
   addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now()): Promise<void> {
     return this.shareUsage ? this.shareUsage(orgId, usage, machine, atMs) : this.local.addUsage(orgId, usage, machine, atMs);
   }
@@ -286,7 +311,10 @@ export class LogInstanceStore implements InstanceStore {
   private applyLocally(entry: LogEntry, seq: number): Promise<void> {
     const key = entry.kind === 'create' || entry.kind === 'commit' || entry.kind === 'head' ? keyOf(entry.head) : `${entry.orgId}/${entry.machine}/${entry.name}`;
     const before = this.applying.get(key) ?? Promise.resolve();
-    const run = before.then(() => this.apply(entry, seq));
+    const run = before.then(async () => {
+      await this.apply(entry, seq);
+      this.noteLatest(key, seq);
+    });
     const tail = run.catch(() => undefined);
     this.applying.set(key, tail);
     void tail.then(() => {
@@ -378,6 +406,9 @@ export class LogInstanceStore implements InstanceStore {
     }
   }
 }
+
+/** Instances whose latest log position is kept in memory (isCurrent looks the others up in the copy). */
+const LATEST_KEPT = 100_000;
 
 /** TX entries applied side by side at most while following. */
 const MAX_PENDING = 256;
