@@ -1,7 +1,7 @@
 import t from 'tap';
 import { LogInstanceStore } from '../src/store/jetstream/log-instance-store.js';
 import { JetStreamTransitionLog } from '../src/store/jetstream/transition-log.js';
-import { type InstanceHead, type OutboxMessage, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
+import { type InstanceHead, type OutboxMessage, RequestMovedError, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
 import { localNode, type NatsServers, natsMissing, startNats } from './helpers/nats.js';
 
 /** Two nodes' instance stores on one TX log (a real nats-server): the owner writes, the other follows. */
@@ -13,7 +13,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const followingNode = async (t: { teardown(fn: () => unknown): void; fail(message: string): unknown }, nats: NatsServers, name: string, onTimers?: (dueAt: number) => void) => {
   const { store, nc, beforeClose } = await localNode(t, nats, name);
   const log = await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
-  const instances = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`));
+  const instances = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), { nodeId: name });
   if (onTimers) instances.onTimersApplied(onTimers);
   await instances.follow(nc, 1);
   beforeClose(() => instances.stopFollowing());
@@ -115,4 +115,27 @@ t.test('a delivered message leaves every node\'s outbox, however many entries ar
   for (let i = 0; i < 200 && b.listOutbox(20_000).some((m) => m.id === 'msg_ping'); i++) await sleep(10);
   t.notOk(b.listOutbox(20_000).some((m) => m.id === 'msg_ping'), 'dropped on the node that follows');
   t.equal(b.listOutbox(20_000).length, 10_001, 'and nothing else');
+});
+
+t.test('a fenced request is committed only by the node that fenced it; an append under way from before is refused', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const a = await followingNode(t, nats, 'a');
+  const b = await followingNode(t, nats, 'b');
+  const first = headAt(1, 0);
+  await a.createInstance(first, [record(1, 0)]);
+  for (let i = 0; i < 100 && !b.getInstance('org_a', 'm', 'i'); i++) await sleep(10);
+  // a took request R and is slow; the node that forwarded it asks b again, which fences R first.
+  await b.fence('org_a', 'm', 'i', 'req_R');
+  t.notOk(b.isCurrent(first), 'the head held from before the fence is not current on the fencing node');
+  const withR = (seq: number): TransitionRecord => ({ ...record(seq, seq - 1), requestId: 'req_R' });
+  await t.rejects(a.commit(headAt(2, 1), first, [record(2, 1)]), SequenceConflictError, 'an append of the old owner from before the fence is refused');
+  for (let i = 0; i < 100 && a.isCurrent(first); i++) await sleep(10);
+  const fresh = a.getInstance('org_a', 'm', 'i') as InstanceHead;
+  t.notOk(a.isCurrent(first), 'the old owner sees that its held head is stale');
+  await t.rejects(a.commit(headAt(2, 1), fresh, [withR(2)]), RequestMovedError, 'nor may it commit R on the latest head');
+  const byB = headAt(2, 1);
+  await b.commit(byB, b.getInstance('org_a', 'm', 'i') as InstanceHead, [withR(2)]);
+  t.equal(b.listTransitions('org_a', 'm', 'i', 0, 10).filter((r) => r.requestId === 'req_R').length, 1, 'the fencing node commits R, once');
+  t.ok(b.isCurrent(byB), 'and its head is current');
 });

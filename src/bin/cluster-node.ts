@@ -7,6 +7,7 @@ import { Membership } from '../cluster/membership.js';
 import { NatsUpdateBus } from '../cluster/nats-update-bus.js';
 import { toBase64Url } from '../domain/base64url.js';
 import type { Logger } from '../domain/logger.js';
+import { RequestMovedError } from '../store/instance-store.js';
 import { LogInstanceStore } from '../store/jetstream/log-instance-store.js';
 import { applyMetaOp, type MetaOp } from '../store/jetstream/meta-ops.js';
 import { JetStreamOpLog } from '../store/jetstream/op-log.js';
@@ -61,6 +62,7 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
     log: (level, message) => logger[level](message),
   });
   const instances = new LogInstanceStore(local.instances, txLog, onError, {
+    nodeId: config.nodeId,
     shareUsage: (orgId, counts, machine, atMs) => usage.add({ orgId, usage: counts, machine, atMs }),
   });
   await instances.follow(nc, from.tx + 1);
@@ -85,13 +87,43 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
   announce(`joined cluster ${cluster} as ${config.nodeId}; members: ${membership.current().join(', ')}`);
   let forwarder: Forwarder | undefined;
   let natsState = 'connected';
+  // The instances this node checked its copy of against the log since it last could have missed
+  // another node's writes (a change of members, a NATS reconnect, a stall of its own): see prepare.
+  const verified = new Set<string>();
+  const unverify = () => verified.clear();
+  membership.onChange(unverify);
+  membership.onStall(() => {
+    unverify();
+    logger.warn(`this node did not beat for more than ${config.heartbeatMs * config.missedHeartbeats} ms (stopped or stalled): it checks each instance against the log before it serves it again`);
+  });
   void (async () => {
     for await (const status of nc.status()) {
       if (status.type === 'disconnect') natsState = 'disconnected';
       else if (status.type === 'reconnect') natsState = 'connected';
       else if (status.type === 'reconnecting') natsState = 'reconnecting';
+      if (status.type === 'disconnect' || status.type === 'reconnect') unverify();
     }
   })().catch(() => undefined);
+  /**
+   * Before this node runs a request as an instance's owner: not while it was stalled past its beats
+   * (the others may own its instances now: the request goes back to the asker, which asks the owner in
+   * its view); a request asked again after a lost answer is fenced in the log first (LogInstanceStore.
+   * fence: the node that first took it cannot commit it any more, and this node's copy holds all it
+   * did); the first request for an instance since this node could have missed writes waits for its copy
+   * to hold the instance's last logged entry, so that nothing, a 4xx included, is decided on a stale head.
+   */
+  const prepare = async (orgId: string, machine: string, name: string, request: { retried: boolean; requestId?: string }): Promise<void> => {
+    if (membership.stalled()) {
+      unverify();
+      throw new RequestMovedError(`node ${config.nodeId} was stalled past its heartbeats; ask the owner again`);
+    }
+    const key = `${orgId}/${machine}/${name}`;
+    if (request.retried && request.requestId !== undefined) await instances.fence(orgId, machine, name, request.requestId);
+    else if (!verified.has(key)) await instances.ensureCurrent(orgId, machine, name);
+    else return;
+    if (verified.size >= MAX_VERIFIED) verified.clear();
+    verified.add(key);
+  };
   const node = await composeNode(config, logger, announce, {
     storage: { catalog: new ReplicatedCatalog(local.catalog, meta), versions: new ReplicatedVersionStore(local.versions, meta, code, onError), instances, logs: new ReplicatedLogStore(local.logs, logs) },
     updates: new NatsUpdateBus(nc, { cluster, nodeId: config.nodeId, onError }),
@@ -117,7 +149,7 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
       }),
     },
     attach: (runtime) => {
-      const owner = new Forwarder(nc, runtime, { cluster, nodeId: config.nodeId, members: () => membership.current(), timeoutMs: config.settleTimeoutMs + 10_000, onError });
+      const owner = new Forwarder(nc, runtime, { cluster, nodeId: config.nodeId, members: () => membership.current(), timeoutMs: config.settleTimeoutMs + 10_000, onError, prepare });
       owner.start();
       forwarder = owner;
       membership.onChange((members) => {
@@ -149,6 +181,9 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
   });
   return { ...node, membership };
 };
+
+/** Instances remembered as checked against the log (see prepare); past it, all are checked again. */
+const MAX_VERIFIED = 100_000;
 
 /** How long a starting node waits for JetStream (a cluster of nats-servers that is still electing its leaders). */
 const JETSTREAM_WAIT_MS = 60_000;

@@ -3,7 +3,7 @@ import { type Msg, NoRespondersError, type NatsConnection, RequestError, type Su
 import { type ErrorCode, ServiceError, unavailable } from '../domain/errors.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
-import type { InstanceHead, InstanceStatus, OutboxMessage } from '../store/instance-store.js';
+import { type InstanceHead, type InstanceStatus, type OutboxMessage, RequestMovedError } from '../store/instance-store.js';
 import { ownerOf } from './rendezvous.js';
 
 /** What an owner runs for a request (the node's InstanceRuntime, seen from here). */
@@ -21,7 +21,8 @@ export interface OwnerSide {
 }
 
 
-type Call =
+/** `retry`: asked again after a lost answer (see call); the owner fences the request before it runs it (ForwarderOptions.prepare). */
+type Call = { retry?: boolean } & (
   | { op: 'create'; args: [CreateRequest] }
   | { op: 'read'; args: [string, string, string, JsonObject] }
   /** The last argument: whether this is a retry after a lost answer (only then does the owner look for the id). */
@@ -32,7 +33,8 @@ type Call =
   | { op: 'fireTimers'; args: [string, string, string] }
   | { op: 'receive'; args: [OutboxMessage] }
   /** Not about one instance: closes (true) or opens a machine's create gate on the node asked. */
-  | { op: 'gateMachine'; args: [string, string, boolean] };
+  | { op: 'gateMachine'; args: [string, string, boolean] }
+);
 
 type Reply =
   | { ok: true; value: unknown }
@@ -52,6 +54,12 @@ export interface ForwarderOptions {
   /** How long to keep asking while ownership moves (the owner left, or a view has not caught up). */
   moveWindowMs?: number;
   onError: (message: string, error: unknown) => void;
+  /**
+   * Run on the owner before each instance request (not gateMachine), forwarded or local, with whether it
+   * is asked again after a lost answer and its id (a create's or send's request id, a message's id). It
+   * may refuse with RequestMovedError (nothing ran: the request is asked of the owner again).
+   */
+  prepare?: (orgId: string, machine: string, name: string, request: { retried: boolean; requestId?: string }) => Promise<void>;
 }
 
 /**
@@ -60,7 +68,9 @@ export interface ForwarderOptions {
  * owns the instance by its own view and says "moved" otherwise; then, and when the owner does not
  * answer because it is gone (no responders), the request is asked again of the owner in the current
  * view, for a few seconds. In neither case did it run, so nothing is applied twice. A request whose
- * owner took it and then did not answer in time is not asked again (it may have been applied): 503.
+ * owner took it and then left or did not answer in time ("lost") is asked again, marked `retry`, of the
+ * owner then: that owner fences it in the instance's log before it looks for it in the history (see
+ * `prepare`, LogInstanceStore.fence), so the first owner, if it still runs it, cannot commit it too.
  */
 export class Forwarder {
   private subscription: Subscription | undefined;
@@ -173,8 +183,16 @@ export class Forwarder {
     for (let attempt = 0; ; attempt++) {
       const owner = this.ownerOf(orgId, machine, name);
       if (owner === undefined) throw unavailable('this node sees no cluster members');
-      if (owner === this.options.nodeId) return this.runLocally(call);
-      const reply = await this.ask(owner, call);
+      let reply: Reply;
+      if (owner === this.options.nodeId) {
+        try {
+          return await this.runLocally(call);
+        } catch (error) {
+          // (this node turned out not to be the one to run it now: ask again, of the owner in the view then)
+          if (!(error instanceof RequestMovedError)) throw error;
+          reply = { ok: false, moved: true };
+        }
+      } else reply = await this.ask(owner, call);
       if (reply.ok) return reply.value;
       if ('error' in reply) {
         const { status, code, message, parameter } = reply.error;
@@ -186,6 +204,7 @@ export class Forwarder {
         // come to the same state when repeated.
         if (++lost > MAX_LOST) throw unavailable(`the owner of instance ${name} of machine ${machine} took the request and did not answer; it may or may not have been applied`);
         if (call.op === 'send') call.args[6] = true;
+        call.retry = true;
         deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
       }
       if (Date.now() > deadline) throw unavailable(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);
@@ -254,6 +273,7 @@ export class Forwarder {
 
   /** A typed error crosses as it is, `parameter` included; anything else is a 500 without its message, logged here. */
   private failed(error: unknown): Reply {
+    if (error instanceof RequestMovedError) return { ok: false, moved: true };
     if (error instanceof ServiceError) {
       return { ok: false, error: { status: error.status, code: error.code, message: error.message, ...(error.parameter === undefined ? {} : { parameter: error.parameter }) } };
     }
@@ -261,8 +281,13 @@ export class Forwarder {
     return { ok: false, error: { status: 500, code: 'internal', message: 'internal error' } };
   }
 
-  private runLocally(call: Call): Promise<unknown> {
+  private async runLocally(call: Call): Promise<unknown> {
     const local = this.local;
+    if (call.op !== 'gateMachine' && this.options.prepare) {
+      const [orgId, machine, name] = keyOfCall(call);
+      const requestId = call.op === 'send' ? call.args[5] : call.op === 'create' ? call.args[0].requestId : call.op === 'receive' ? call.args[0].id : undefined;
+      await this.options.prepare(orgId, machine, name, { retried: call.retry === true, ...(requestId === undefined ? {} : { requestId }) });
+    }
     switch (call.op) {
       case 'create':
         return local.create(...call.args);

@@ -44,6 +44,9 @@ export class Membership {
   private subscription: Subscription | undefined;
   private beating: NodeJS.Timeout | undefined;
   private view: readonly string[] = [];
+  /** When the beat timer last ran: a gap past the drop window means this process was stopped or stalled. */
+  private lastTickAt = 0;
+  private readonly stallListeners = new Set<() => void>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -76,10 +79,8 @@ export class Membership {
       },
     });
     this.beat();
-    this.beating = setInterval(() => {
-      this.beat();
-      this.sweep();
-    }, this.options.heartbeatMs);
+    this.lastTickAt = this.now();
+    this.beating = setInterval(() => this.tick(), this.options.heartbeatMs);
     this.beating.unref();
     await this.nc.flush();
     await new Promise((resolve) => setTimeout(resolve, this.options.heartbeatMs * 2));
@@ -90,6 +91,21 @@ export class Membership {
     this.options.self.url = url;
     const self = this.members.get(this.options.self.id);
     if (self) self.url = url;
+  }
+
+  /**
+   * Whether this node went longer than the drop window without beating (it was stopped, SIGSTOP, or
+   * its event loop stalled), up to the beat that ends it: the others may have dropped it meanwhile and
+   * taken its instances over, while its own view still says it owns them.
+   */
+  stalled(): boolean {
+    return this.beating !== undefined && this.now() - this.lastTickAt > this.window();
+  }
+
+  /** Called when a beat finds that this node was stalled past the drop window (see stalled). */
+  onStall(listener: () => void): () => void {
+    this.stallListeners.add(listener);
+    return () => this.stallListeners.delete(listener);
   }
 
   /** The live members' ids, sorted (this node included). */
@@ -148,8 +164,28 @@ export class Membership {
     }
   }
 
+  private window(): number {
+    return this.options.heartbeatMs * this.options.missedHeartbeats;
+  }
+
+  private tick(): void {
+    const now = this.now();
+    const stalled = now - this.lastTickAt > this.window();
+    this.lastTickAt = now;
+    this.beat();
+    if (!stalled) {
+      this.sweep();
+      return;
+    }
+    // This node, not the others, went silent: their beats of that time wait unread behind this one.
+    // They get a window from now, rather than all being dropped (which would make this node the owner
+    // of every instance until it hears them again).
+    for (const member of this.members.values()) member.lastSeenAt = Math.max(member.lastSeenAt, now);
+    for (const listener of [...this.stallListeners]) listener();
+  }
+
   private sweep(): void {
-    const oldest = this.now() - this.options.heartbeatMs * this.options.missedHeartbeats;
+    const oldest = this.now() - this.window();
     let changed = false;
     for (const [id, member] of this.members) {
       if (id !== this.options.self.id && member.lastSeenAt < oldest) {

@@ -139,6 +139,18 @@ export class SequenceConflictError extends Error {
 }
 
 /**
+ * Thrown instead of a commit of a request that another node took over (a cluster's forwarder asked
+ * that node again after this one did not answer in time: log-instance-store.ts, `fence`). Nothing was
+ * written; whoever still waits for this node's answer asks the instance's owner again.
+ */
+export class RequestMovedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RequestMovedError';
+  }
+}
+
+/**
  * Instance heads and their histories. Writes resolve once durable; concurrent writes of many
  * instances share one disk sync (group commit).
  */

@@ -1,9 +1,10 @@
 import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { createHash } from 'node:crypto';
+import { unavailable } from '../../domain/errors.js';
 import type { IndexPosition } from '../../domain/index-values.js';
 import {
-  type CommitEffects, type DueTimer, type IndexQuery, type InstanceHead, type InstanceStore, type OutboxMessage, SequenceConflictError,
+  type CommitEffects, type DueTimer, type IndexQuery, type InstanceHead, type InstanceStore, type OutboxMessage, RequestMovedError, SequenceConflictError,
   type TransitionRecord, type UsageDelta, type UsageMonth,
 } from '../instance-store.js';
 import { StreamFollower } from './stream-follower.js';
@@ -16,11 +17,20 @@ export type LogEntry =
   /** A head-only change (status, timer retries) at the same head sequence. */
   | { kind: 'head'; head: InstanceHead }
   | { kind: 'received'; orgId: string; machine: string; name: string; messageId: string }
-  | { kind: 'delete'; orgId: string; machine: string; name: string };
+  | { kind: 'delete'; orgId: string; machine: string; name: string }
+  /**
+   * Nothing changes but the instance's log position: written by a node that is asked a request again
+   * (its id: a request id, or a message id) after the node first asked did not answer, before it looks
+   * for it. An append of the first node that is still under way is fenced by it, and no node but `by`
+   * commits that request after it (see fence).
+   */
+  | { kind: 'fence'; orgId: string; machine: string; name: string; requestId: string; by: string };
 
 export interface LogInstanceStoreOptions {
   /** Where usage counts go so that every node sums every node's (the META log); local when not given. */
   shareUsage?: (orgId: string, usage: UsageDelta, machine: string | undefined, atMs: number) => Promise<void>;
+  /** This node's id, named by its fences. */
+  nodeId?: string;
 }
 
 /**
@@ -50,10 +60,13 @@ export class LogInstanceStore implements InstanceStore {
    * (isCurrent; the others are looked up in the copy).
    */
   private readonly latest = new Map<string, number>();
+  /** Requests taken over by a fence, and the node that fenced them (see fence); the latest FENCES_KEPT. */
+  private readonly fenced = new Map<string, string>();
   /** Where each outbox entry of this copy is, by message id (found without scanning the outbox). */
   private outboxPositions: Map<string, [number, number]> | undefined;
   /** Delivered messages whose sender's commit may not be applied yet: dropped once the watermark reaches `before`. */
   private deliveredLater: Array<{ before: number; messageId: string }> = [];
+  private readonly nodeId: string;
   private readonly shareUsage: LogInstanceStoreOptions['shareUsage'];
 
   constructor(
@@ -62,6 +75,7 @@ export class LogInstanceStore implements InstanceStore {
     private readonly onError: (message: string, error: unknown) => void,
     options: LogInstanceStoreOptions = {},
   ) {
+    this.nodeId = options.nodeId ?? 'node';
     this.shareUsage = options.shareUsage;
   }
 
@@ -153,23 +167,20 @@ export class LogInstanceStore implements InstanceStore {
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
     const entry: LogEntry = { kind: 'create', head: withoutLogSeq(head), history, effects };
     let expected = 0;
-    for (let attempt = 0; attempt < 2; attempt++) {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      this.checkNotTakenOver(head, history, effects);
       try {
         const payload = JSON.stringify(entry);
-        const { seq } = await this.log.append(head.orgId, head.machine, head.name, expected, payload, messageIdOf(head, payload));
+        const { seq } = await this.log.append(head.orgId, head.machine, head.name, expected, payload, messageIdOf(head, payload, expected));
         head.logSeq = seq;
         await this.applyLocally(entry, seq);
         return true;
       } catch (error) {
         if (!(error instanceof LogFencedError)) throw error;
-        // The subject has entries: the instance exists, unless the last one deleted it.
-        const last = await this.log.lastSeq(head.orgId, head.machine, head.name);
-        const stored = last === 0 ? undefined : await this.log.get(last);
-        if (!stored || decode(stored.data).kind !== 'delete') {
-          // (the caller may look at the instance next: let this node's copy have it)
-          await this.caughtUpWith(head);
-          return false;
-        }
+        // The subject has entries: the instance exists, unless its copy here, caught up, says otherwise
+        // (the last one deleted it, or fenced a create retried on another node: see fence).
+        const last = await this.caughtUpStrictly(head);
+        if (this.local.getInstance(head.orgId, head.machine, head.name)) return false;
         expected = last;
       }
     }
@@ -177,6 +188,7 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
+    this.checkNotTakenOver(head, history, effects);
     const entry: LogEntry = { kind: 'commit', head: withoutLogSeq(head), previousSeq: previous.seq, history, effects };
     head.logSeq = await this.append(previous, entry);
     await this.applyLocally(entry, head.logSeq);
@@ -191,6 +203,7 @@ export class LogInstanceStore implements InstanceStore {
   async markReceived(orgId: string, machine: string, name: string, messageId: string): Promise<void> {
     const current = this.local.getInstance(orgId, machine, name);
     if (!current) return;
+    this.checkNotTakenOver(current, [], { receivedMessageId: messageId });
     const entry: LogEntry = { kind: 'received', orgId, machine, name, messageId };
     const seq = await this.append(current, entry);
     await this.applyLocally(entry, seq);
@@ -262,6 +275,43 @@ export class LogInstanceStore implements InstanceStore {
     if (this.latest.size > LATEST_KEPT) this.latest.delete(this.latest.keys().next().value as string);
   }
 
+  /**
+   * Resolves once this node's copy holds every commit of the instance the log has now; unlike the read
+   * barrier (caughtUp) it fails, with a 503, when the log cannot be asked or the copy does not get
+   * there in time. An owner calls it before it serves an instance it may not have served throughout
+   * (a change of members, a reconnect, a pause of its own): what it decides then, a 4xx included, is
+   * decided on the latest state.
+   */
+  async ensureCurrent(orgId: string, machine: string, name: string): Promise<void> {
+    await this.caughtUpStrictly({ orgId, machine, name });
+  }
+
+  /**
+   * Before a request is run again on this node after the node first asked for it did not answer (it may
+   * have applied it, or may still), its id is fenced in the instance's log: an append after the log's
+   * current last entry, which every append still under way elsewhere was made before (so it is refused
+   * by JetStream's expected-sequence check), and after which no node but this one commits that request
+   * (checkNotTakenOver). Once it resolves, this node's copy holds everything before the fence, so the
+   * look for the request in the history (a retry is answered from it) is not made on a stale copy.
+   */
+  async fence(orgId: string, machine: string, name: string, requestId: string): Promise<void> {
+    const entry: LogEntry = { kind: 'fence', orgId, machine, name, requestId, by: this.nodeId };
+    const key = { orgId, machine, name };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const last = await this.caughtUpStrictly(key);
+      try {
+        const payload = JSON.stringify(entry);
+        const { seq } = await this.log.append(orgId, machine, name, last, payload, messageIdOf(key, payload, last));
+        await this.applyLocally(entry, seq);
+        return;
+      } catch (error) {
+        if (!(error instanceof LogFencedError)) throw error;
+        // (another write landed meanwhile: catch up with it and fence after it)
+      }
+    }
+    throw unavailable(`instance ${name} of machine ${machine} is being written by another node; retry`);
+  }
+
   addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now()): Promise<void> {
     return this.shareUsage ? this.shareUsage(orgId, usage, machine, atMs) : this.local.addUsage(orgId, usage, machine, atMs);
   }
@@ -282,8 +332,9 @@ export class LogInstanceStore implements InstanceStore {
     } catch (error) {
       if (!(error instanceof LogFencedError)) throw error;
       // Another node wrote the instance: let this node's copy catch up first, so that the runtime,
-      // which drops its head and may run the request again, reloads the latest one.
-      await this.caughtUpWith(previous);
+      // which drops its head and may run the request again, reloads the latest one (and a 503 when it
+      // cannot: a run again on a stale copy would decide on a state that is not the instance's).
+      await this.caughtUpStrictly(previous);
       throw new SequenceConflictError(previous.seq, undefined);
     }
   }
@@ -298,10 +349,34 @@ export class LogInstanceStore implements InstanceStore {
     await this.watermarkAt(last, CATCH_UP_MS);
   }
 
-  /** Waits (up to CATCH_UP_MS) until the local copy holds the instance's last logged commit. */
-  private async caughtUpWith(head: InstanceHead): Promise<void> {
-    const last = await this.log.lastSeq(head.orgId, head.machine, head.name).catch(() => 0);
+  /**
+   * Waits (up to CATCH_UP_MS) until the local copy holds the instance's last logged entry, whose
+   * position it returns; a 503 when the log cannot be asked or the copy is not there in time.
+   */
+  private async caughtUpStrictly(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): Promise<number> {
+    let last: number;
+    try {
+      last = await this.log.lastSeq(key.orgId, key.machine, key.name);
+    } catch (error) {
+      throw unavailable(`the cluster's log cannot be read now (${error instanceof Error ? error.message : String(error)}); retry`);
+    }
     await this.watermarkAt(last, CATCH_UP_MS);
+    if (this.appliedSeq < last) throw unavailable(`this node's copy of instance ${key.name} of machine ${key.machine} is behind the cluster's log; retry`);
+    return last;
+  }
+
+  /**
+   * Refuses a commit of a request (a history record's request id, or the message it applies) that
+   * another node fenced (see fence): that node runs it now, and this one must not apply it too.
+   */
+  private checkNotTakenOver(head: Pick<InstanceHead, 'name' | 'machine'>, history: TransitionRecord[], effects: CommitEffects): void {
+    if (this.fenced.size === 0) return;
+    const ids = history.map((record) => record.requestId).filter((id): id is string => id !== undefined);
+    if (effects.receivedMessageId !== undefined) ids.push(effects.receivedMessageId);
+    for (const id of ids) {
+      const by = this.fenced.get(id);
+      if (by !== undefined && by !== this.nodeId) throw new RequestMovedError(`request ${id} to instance ${head.name} of machine ${head.machine} was taken over by node ${by}`);
+    }
   }
 
   /**
@@ -309,7 +384,7 @@ export class LogInstanceStore implements InstanceStore {
    * right after appending, and meets it again when following). One at a time per instance.
    */
   private applyLocally(entry: LogEntry, seq: number): Promise<void> {
-    const key = entry.kind === 'create' || entry.kind === 'commit' || entry.kind === 'head' ? keyOf(entry.head) : `${entry.orgId}/${entry.machine}/${entry.name}`;
+    const key = entry.kind === 'create' || entry.kind === 'commit' || entry.kind === 'head' ? keyOf(entry.head) : keyOf(entry);
     const before = this.applying.get(key) ?? Promise.resolve();
     const run = before.then(async () => {
       await this.apply(entry, seq);
@@ -400,6 +475,15 @@ export class LogInstanceStore implements InstanceStore {
         this.dropDelivered(entry.messageId, seq);
         return;
       }
+      case 'fence': {
+        this.fenced.delete(entry.requestId);
+        this.fenced.set(entry.requestId, entry.by);
+        if (this.fenced.size > FENCES_KEPT) this.fenced.delete(this.fenced.keys().next().value as string);
+        const current = this.local.getInstance(entry.orgId, entry.machine, entry.name);
+        // (the head's log position moves, so that the next append expects the fence)
+        if (current && (current.logSeq ?? 0) < seq) await this.local.replaceHead({ ...current, logSeq: seq }, current);
+        return;
+      }
       case 'delete':
         await this.local.deleteInstance(entry.orgId, entry.machine, entry.name);
         return;
@@ -409,6 +493,9 @@ export class LogInstanceStore implements InstanceStore {
 
 /** Instances whose latest log position is kept in memory (isCurrent looks the others up in the copy). */
 const LATEST_KEPT = 100_000;
+
+/** Fenced requests remembered (a fence matters only while the request it fences may still be under way elsewhere: seconds). */
+const FENCES_KEPT = 10_000;
 
 /** TX entries applied side by side at most while following. */
 const MAX_PENDING = 256;
@@ -432,4 +519,3 @@ const withoutLogSeq = (head: InstanceHead): InstanceHead => {
   return rest;
 };
 
-const decode = (data: Uint8Array): LogEntry => JSON.parse(new TextDecoder().decode(data)) as LogEntry;
