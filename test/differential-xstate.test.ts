@@ -1,0 +1,394 @@
+/**
+ * Differential test: generated machines (test/helpers/machine-generator.ts, drawn by fast-check from
+ * a seed) run on statehold and on the test process's own xstate, and after every event the service's
+ * answer (state, public context, tags, done) and its admin view (state, full context) must be what
+ * xstate says. Each machine is uploaded four ways: XState v4 and v5, each bundled in with esbuild as
+ * smply does and importing the service's copy (`npm:xstate`, `npm:xstate@5`). Every upload runs on
+ * three nodes, each disturbing its instances differently: the defaults (pure steps on), `--pure-steps
+ * off`, and `--max-live-actors 1` (two instances interleaved, so nearly every event restores its
+ * instance from storage). Half way through its events every instance is paused (an event must get
+ * 409 and change nothing) and resumed, and every node is restarted on its data dir: the first with
+ * SIGTERM, the others after SIGKILL.
+ *
+ * The reference decides first: an event whose step throws in xstate must get 400 machine-code-error
+ * and leave the instance as it was; an event after the machine is done changes nothing.
+ *
+ * Environment: STATEHOLD_DIFF_SEED (default below), STATEHOLD_DIFF_RUNS (machines, default 8),
+ * STATEHOLD_DIFF_BATCH (machines between restarts, default 8), STATEHOLD_DIFF_EVENTS (events per
+ * instance, default 12), STATEHOLD_DIFF_ONLY (case indices, comma-separated), STATEHOLD_DIFF_FLAVORS
+ * (v4-bundled,v4-import,v5-bundled,v5-import), STATEHOLD_DIFF_SERVERS (default,pure-steps-off,evicting).
+ * A failure prints the seed, the machine's source, every instance's events and how to run that case alone.
+ */
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { gzipSync } from 'node:zlib';
+import { StateBackedClient } from '@statebacked/client';
+import { build } from 'esbuild';
+import fc from 'fast-check';
+import t from 'tap';
+import * as xstate4 from 'xstate';
+import { SimulatedClock as SimulatedClock4 } from 'xstate/lib/SimulatedClock.js';
+import * as xstate5 from 'xstate5';
+import { removeDir, startNode, tempDataDir, type NodeProcess } from './helpers/node-process.js';
+import {
+  buildSpec,
+  caseArbitrary,
+  referenceRun,
+  renderModule,
+  type Expectation,
+  type Features,
+  type MachineSpec,
+  type Major,
+  type Observed,
+  type ReferenceRun,
+  type XstateModules,
+} from './helpers/machine-generator.js';
+
+const env = process.env;
+const SEED = Number(env.STATEHOLD_DIFF_SEED ?? 28);
+const RUNS = Number(env.STATEHOLD_DIFF_RUNS ?? 8);
+const BATCH = Math.max(1, Number(env.STATEHOLD_DIFF_BATCH ?? 8));
+const EVENTS = Number(env.STATEHOLD_DIFF_EVENTS ?? 12);
+const ONLY = env.STATEHOLD_DIFF_ONLY ? new Set(env.STATEHOLD_DIFF_ONLY.split(',').map(Number)) : undefined;
+const listFilter = (value: string | undefined) => (value ? new Set(value.split(',')) : undefined);
+const FLAVOR_FILTER = listFilter(env.STATEHOLD_DIFF_FLAVORS);
+const SERVER_FILTER = listFilter(env.STATEHOLD_DIFF_SERVERS);
+
+const xs: XstateModules = {
+  v4: { ...(xstate4 as any), SimulatedClock: SimulatedClock4 },
+  v5: xstate5 as any,
+};
+
+interface Flavor {
+  name: string;
+  major: Major;
+  bundled: boolean;
+}
+const FLAVORS: Flavor[] = [
+  { name: 'v4-bundled', major: 4, bundled: true },
+  { name: 'v4-import', major: 4, bundled: false },
+  { name: 'v5-bundled', major: 5, bundled: true },
+  { name: 'v5-import', major: 5, bundled: false },
+].filter((f) => !FLAVOR_FILTER || FLAVOR_FILTER.has(f.name)) as Flavor[];
+
+interface ServerKind {
+  name: string;
+  args: string[];
+  restartSignal: NodeJS.Signals;
+}
+const SERVER_KINDS: ServerKind[] = (
+  [
+    { name: 'default', args: [], restartSignal: 'SIGTERM' },
+    { name: 'pure-steps-off', args: ['--pure-steps', 'off'], restartSignal: 'SIGKILL' },
+    { name: 'evicting', args: ['--max-live-actors', '1'], restartSignal: 'SIGKILL' },
+  ] satisfies ServerKind[]
+).filter((s) => !SERVER_FILTER || SERVER_FILTER.has(s.name));
+
+// ---------------------------------------------------------------------------------------------
+// The cases
+
+const specifier = (major: Major) => (major === 4 ? 'npm:xstate' : 'npm:xstate@5');
+const require = createRequire(import.meta.url);
+const xstate5Dir = path.dirname(require.resolve('xstate5/package.json'));
+
+/** Bundled the way smply 0.1.18 builds (wire-protocol §7.3), xstate inside; v5 through an alias to the xstate5 package. */
+const bundle = async (source: string, major: Major): Promise<string> => {
+  const out = await build({
+    stdin: { contents: source, resolveDir: process.cwd(), loader: 'js' },
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    minify: true,
+    keepNames: true,
+    legalComments: 'none',
+    define: { 'process.env.NODE_ENV': '"production"' },
+    drop: ['debugger'],
+    write: false,
+    logLevel: 'silent',
+    ...(major === 5 ? { alias: { xstate: xstate5Dir } } : {}),
+  });
+  return out.outputFiles[0]?.text ?? '';
+};
+
+interface Case {
+  index: number;
+  spec: MachineSpec;
+  references: Map<Major, ReferenceRun[]>;
+}
+
+const raws = fc.sample(caseArbitrary({ minEvents: EVENTS - 2, maxEvents: EVENTS + 2, instances: 2 }), { seed: SEED, numRuns: RUNS });
+const cases: Case[] = raws
+  .map((raw, index) => {
+    const spec = buildSpec(raw);
+    const references = new Map<Major, ReferenceRun[]>();
+    for (const major of new Set(FLAVORS.map((f) => f.major))) references.set(major, spec.instances.map((events) => referenceRun(spec, major, events, xs)));
+    return { index, spec, references };
+  })
+  .filter((c) => !ONLY || ONLY.has(c.index));
+
+interface Upload {
+  case: Case;
+  flavor: Flavor;
+  machine: string;
+  /** What is shown on a failure: the module before bundling. */
+  source: string;
+  code: string;
+}
+
+const uploads: Upload[] = [];
+for (const c of cases) {
+  for (const flavor of FLAVORS) {
+    const source = renderModule(c.spec, flavor.major, flavor.bundled ? 'xstate' : specifier(flavor.major));
+    const code = flavor.bundled ? await bundle(source, flavor.major) : source;
+    uploads.push({ case: c, flavor, machine: `diff-${SEED}-${c.index}-${flavor.name}`, source, code });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving a node
+
+interface Mismatch {
+  server: string;
+  upload: Upload;
+  instance: number;
+  /** -1: the create request. */
+  step: number;
+  afterRestart: boolean;
+  what: string;
+  event?: unknown;
+  expected: unknown;
+  got: unknown;
+}
+
+const mismatches: Mismatch[] = [];
+/** How the service answered events sent after the machine was done, by flavor and answer ('200' or the error's status and code). */
+const afterDoneAnswers = new Map<string, number>();
+
+const answerOf = (o: Observed) => ({ state: o.value, publicContext: o.context.public, tags: o.tags, done: o.done });
+const adminOf = (o: Observed) => ({ state: o.value, context: o.context });
+const errorOf = (e: unknown) => {
+  const err = e as { status?: number; code?: string; message?: string };
+  return { status: err.status, code: err.code, message: err.message };
+};
+
+class Server {
+  node!: NodeProcess;
+  client!: StateBackedClient;
+  readonly dataDir = tempDataDir();
+  restarted = false;
+  constructor(readonly kind: ServerKind) {}
+
+  async start() {
+    this.node = await startNode({ dataDir: this.dataDir, args: this.kind.args });
+    this.client = new StateBackedClient(this.node.adminKey as string, { apiHost: this.node.url });
+  }
+
+  async restart() {
+    await this.node.stop(this.kind.restartSignal);
+    await this.start();
+    this.restarted = true;
+  }
+
+  async stop() {
+    await this.node?.stop();
+    removeDir(this.dataDir);
+  }
+}
+
+/** One upload's instances on one server: the events go out round robin, each checked against the reference. */
+class Drive {
+  readonly broken: boolean[];
+  readonly slugs: string[];
+  constructor(
+    readonly server: Server,
+    readonly upload: Upload,
+  ) {
+    this.slugs = upload.case.spec.instances.map((_, i) => `i${i}`);
+    this.broken = this.slugs.map(() => false);
+  }
+
+  get reference(): ReferenceRun[] {
+    return this.upload.case.references.get(this.upload.flavor.major) as ReferenceRun[];
+  }
+
+  private fail(instance: number, step: number, what: string, expected: unknown, got: unknown) {
+    this.broken[instance] = true;
+    const event = step >= 0 ? this.upload.case.spec.instances[instance]?.[step] : undefined;
+    mismatches.push({ server: this.server.kind.name, upload: this.upload, instance, step, afterRestart: this.server.restarted, what, event, expected, got });
+  }
+
+  private same(instance: number, step: number, what: string, expected: unknown, got: unknown): boolean {
+    if (isDeepStrictEqual(JSON.parse(JSON.stringify(got ?? null)), expected)) return true;
+    this.fail(instance, step, what, expected, got);
+    return false;
+  }
+
+  private async checkAdmin(instance: number, step: number, expected: Observed, what = 'admin state') {
+    const a = await this.server.client.machineInstances.admin.get(this.upload.machine, this.slugs[instance] as string);
+    this.same(instance, step, what, adminOf(expected), { state: a.state, context: a.context });
+  }
+
+  async deploy() {
+    const { client } = this.server;
+    await client.machines.create(this.upload.machine);
+    const code = this.upload.flavor.bundled ? { gzippedCode: gzipSync(this.upload.code) } : { code: this.upload.code };
+    await client.machineVersions.create(this.upload.machine, { clientInfo: 'differential', makeCurrent: true, ...code });
+  }
+
+  async create(instance: number) {
+    const expected = (this.reference[instance] as ReferenceRun).initial;
+    const context = this.upload.case.spec.createContext;
+    try {
+      const r = await this.server.client.machineInstances.create(this.upload.machine, { slug: this.slugs[instance] as string, ...(context ? { context } : {}) });
+      if (!this.same(instance, -1, 'create answer', answerOf(expected), { state: r.state, publicContext: r.publicContext, tags: [...r.tags].sort(), done: r.done })) return;
+      await this.checkAdmin(instance, -1, expected);
+    } catch (e) {
+      this.fail(instance, -1, 'create failed', answerOf(expected), errorOf(e));
+    }
+  }
+
+  private previous(instance: number, step: number): Observed {
+    const ref = this.reference[instance] as ReferenceRun;
+    return step === 0 ? ref.initial : (ref.steps[step - 1] as Expectation).state;
+  }
+
+  /** Pauses the instance, checks that an event is refused with 409 and changes nothing, and resumes it. */
+  async pauseResume(instance: number, step: number) {
+    if (this.broken[instance]) return;
+    const { client } = this.server;
+    const slug = this.slugs[instance] as string;
+    const event = this.upload.case.spec.instances[instance]?.[step];
+    if (event === undefined) return;
+    try {
+      await client.machineInstances.dangerously.setStatus(this.upload.machine, slug, { status: 'paused' });
+      try {
+        const r = await client.machineInstances.sendEvent(this.upload.machine, slug, { event });
+        this.fail(instance, step, 'a paused instance took an event', { status: 409, code: 'invalid-state' }, r);
+      } catch (e) {
+        const err = errorOf(e);
+        this.same(instance, step, 'event to a paused instance', { status: 409, code: 'invalid-state' }, { status: err.status, code: err.code });
+      }
+      await this.checkAdmin(instance, step, this.previous(instance, step), 'admin state while paused');
+      await client.machineInstances.dangerously.setStatus(this.upload.machine, slug, { status: 'running' });
+    } catch (e) {
+      this.fail(instance, step, 'pause/resume failed', 'pause, 409, resume', errorOf(e));
+    }
+  }
+
+  async step(instance: number, step: number) {
+    if (this.broken[instance]) return;
+    const event = this.upload.case.spec.instances[instance]?.[step];
+    const expected = (this.reference[instance] as ReferenceRun).steps[step];
+    if (event === undefined || expected === undefined) return;
+    const { client } = this.server;
+    const slug = this.slugs[instance] as string;
+    let answer: unknown;
+    let error: ReturnType<typeof errorOf> | undefined;
+    try {
+      const r = await client.machineInstances.sendEvent(this.upload.machine, slug, { event });
+      answer = { state: r.state, publicContext: r.publicContext, tags: [...r.tags].sort(), done: r.done };
+    } catch (e) {
+      error = errorOf(e);
+    }
+    if (expected.kind === 'ok') {
+      if (error) return this.fail(instance, step, 'event refused', answerOf(expected.state), error);
+      if (!this.same(instance, step, 'answer', answerOf(expected.state), answer)) return;
+    } else if (expected.kind === 'refused') {
+      if (!error) return this.fail(instance, step, `event taken although xstate threw (${expected.error})`, { status: 400, code: 'machine-code-error' }, answer);
+      if (!this.same(instance, step, `refusal (xstate threw ${expected.error})`, { status: 400, code: 'machine-code-error' }, { status: error.status, code: error.code })) return;
+    } else {
+      // The machine is done: whatever the answer, the instance must not change.
+      const key = `${this.upload.flavor.name}: ${error ? `${error.status} ${error.code}` : '200'}`;
+      afterDoneAnswers.set(key, (afterDoneAnswers.get(key) ?? 0) + 1);
+      if (answer !== undefined && !this.same(instance, step, 'answer after done', answerOf(expected.state), answer)) return;
+    }
+    await this.checkAdmin(instance, step, expected.state);
+  }
+}
+
+const servers = SERVER_KINDS.map((k) => new Server(k));
+t.teardown(async () => {
+  await Promise.all(servers.map((s) => s.stop()));
+});
+
+/** Everything one server does: batches of uploads, each driven half way, the server restarted, the rest driven. */
+const runServer = async (server: Server) => {
+  await server.start();
+  for (let from = 0; from < cases.length; from += BATCH) {
+    const batch = new Set(cases.slice(from, from + BATCH));
+    const drives = uploads.filter((u) => batch.has(u.case)).map((u) => new Drive(server, u));
+    const half = (d: Drive, i: number) => Math.floor((d.upload.case.spec.instances[i]?.length ?? 0) / 2);
+    for (const d of drives) {
+      await d.deploy();
+      for (let i = 0; i < d.slugs.length; i++) await d.create(i);
+      const longest = Math.max(...d.slugs.map((_, i) => half(d, i)));
+      for (let s = 0; s < longest; s++) for (let i = 0; i < d.slugs.length; i++) if (s < half(d, i)) await d.step(i, s);
+    }
+    await server.restart();
+    t.comment(`${server.kind.name}: machines ${from + 1}-${from + batch.size} driven half way, node restarted (${server.kind.restartSignal}); ${mismatches.length} mismatches so far`);
+    for (const d of drives) {
+      await d.pauseResume(0, half(d, 0));
+      const longest = Math.max(...d.upload.case.spec.instances.map((e) => e.length));
+      for (let s = 0; s < longest; s++) for (let i = 0; i < d.slugs.length; i++) if (s >= half(d, i)) await d.step(i, s);
+    }
+  }
+};
+
+const started = Date.now();
+await Promise.all(servers.map((s) => runServer(s)));
+const elapsed = Date.now() - started;
+
+// ---------------------------------------------------------------------------------------------
+// Reporting
+
+const describe = (m: Mismatch): string => {
+  const { upload } = m;
+  const c = upload.case;
+  const only = `STATEHOLD_DIFF_SEED=${SEED} STATEHOLD_DIFF_RUNS=${RUNS} STATEHOLD_DIFF_EVENTS=${EVENTS} STATEHOLD_DIFF_ONLY=${c.index} STATEHOLD_DIFF_FLAVORS=${upload.flavor.name} STATEHOLD_DIFF_SERVERS=${m.server}`;
+  return [
+    `${m.what}: seed ${SEED}, case ${c.index}, ${upload.flavor.name}, server ${m.server}, instance i${m.instance}, ${m.step < 0 ? 'create' : `event #${m.step} ${JSON.stringify(m.event)}`}${m.afterRestart ? ' (after the restart)' : ''}`,
+    `  expected: ${JSON.stringify(m.expected)}`,
+    `  got:      ${JSON.stringify(m.got)}`,
+    ...c.spec.instances.map((events, i) => `  events of i${i}: ${JSON.stringify(events)}`),
+    `  create context: ${JSON.stringify(c.spec.createContext ?? null)}`,
+    `  run alone: ${only} npx tap test/differential-xstate.test.ts`,
+    `  machine (${upload.flavor.bundled ? 'bundled with esbuild as smply does, from this source' : 'uploaded as is'}):`,
+    ...upload.source.split('\n').map((l) => `    ${l}`),
+  ].join('\n');
+};
+
+t.comment(`events sent after done were answered: ${JSON.stringify(Object.fromEntries([...afterDoneAnswers].sort()))}`);
+t.comment(`differential: seed ${SEED}, ${cases.length} machines x ${FLAVORS.length} uploads x ${servers.length} servers in ${(elapsed / 1000).toFixed(1)} s`);
+
+for (const upload of uploads) {
+  t.test(`case ${upload.case.index} ${upload.flavor.name}`, async (t) => {
+    for (const server of servers) {
+      const found = mismatches.filter((m) => m.upload === upload && m.server === server.kind.name);
+      if (found.length === 0) t.pass(`${server.kind.name}: every answer and admin state as xstate's`);
+      for (const m of found) {
+        const text = describe(m);
+        console.error(`\n${text}\n`);
+        t.fail(`${server.kind.name}: ${m.what} (instance i${m.instance}, ${m.step < 0 ? 'create' : `event #${m.step}`}); the machine, events and seed are printed above`, {
+          diagnostic: true,
+          seed: SEED,
+          case: upload.case.index,
+          flavor: upload.flavor.name,
+          server: m.server,
+          expected: m.expected,
+          got: m.got,
+        });
+      }
+    }
+  });
+}
+
+t.test('the generated machines cover what the test is meant to cover', async (t) => {
+  if (ONLY || RUNS < 8) return t.pass('a subset was asked for');
+  const seen = new Set<string>();
+  for (const c of cases) for (const [k, v] of Object.entries(c.spec.features)) if (v) seen.add(k);
+  const all = Object.keys(cases[0]?.spec.features ?? {}) as (keyof Features)[];
+  t.same(all.filter((k) => !seen.has(k)), [], 'no feature missing');
+  const kinds = new Set(cases.flatMap((c) => [...c.references.values()].flatMap((runs) => runs.flatMap((r) => r.steps.map((s) => s.kind)))));
+  t.same([...kinds].sort(), ['after-done', 'ok', 'refused'], 'events taken, refused for throwing, and sent after done');
+});

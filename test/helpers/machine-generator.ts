@@ -1,0 +1,742 @@
+/**
+ * Generated XState machines for the differential test (test/differential-xstate.test.ts): fast-check
+ * draws a raw shape (a state tree, transitions, actions, guards, events), `buildSpec` turns it into a
+ * machine that stays out of the corners where xstate itself answers differently after a restore, and
+ * `renderBody` writes it as v4 or v5 source. `referenceRun` runs the same source on the test process's
+ * own xstate (v4: `interpret`, v5: `createActor`, both on a simulated clock) and says, event by event,
+ * what the service must answer.
+ *
+ * What the builder keeps out, and why:
+ * - Two handlers of one event type that can be active at once in different regions of a parallel
+ *   state (or one in a region and one on the parallel state or above it): xstate 4 takes the regions
+ *   in the state value's key order after `State.create`, in the order last entered when live, and
+ *   conflicting multi-region transitions resolve differently. Eventless (`always`) transitions count
+ *   as one event type for this.
+ * - Actions in a region that write what another region writes: every node inside a region of a
+ *   parallel state writes only its region's own context key (`public.r_<region>`), so the order in
+ *   which regions run never matters.
+ * - Transitions from one region into a sibling region.
+ * - Endless automatic steps: `after`, `always` and `onDone` only go to states after their source's
+ *   whole subtree in document order (never to a history state), so every chain of them ends.
+ * - Two delayed events pending at once (their real-time order could differ from the simulated
+ *   clock's): `after` only on atomic states no two of which can be active together.
+ * - Throwing only where the event asks for it (`event.boom === <site>`), so delayed events never
+ *   throw and initial states never throw.
+ */
+import fc from 'fast-check';
+
+export type Major = 4 | 5;
+
+// ---------------------------------------------------------------------------------------------
+// Raw shapes (what fast-check draws)
+
+interface RawAction {
+  kind: number;
+}
+interface RawGuard {
+  kind: number;
+  k: number;
+  throws: boolean;
+}
+interface RawCandidate {
+  target: number | null;
+  /** Aim at a history state, when the machine has one. */
+  toHistory: boolean;
+  guard: RawGuard | null;
+  actions: RawAction[];
+}
+interface RawAuto {
+  target: number;
+  targetless: boolean;
+  guard: RawGuard | null;
+  actions: RawAction[];
+  delay: number;
+}
+interface RawNode {
+  kind: 'atomic' | 'final' | 'compound' | 'parallel';
+  children: RawNode[];
+  initial: number;
+  history: 'none' | 'shallow' | 'deep';
+  tags: string[];
+  entry: RawAction[];
+  exit: RawAction[];
+  after: RawAuto | null;
+  always: RawAuto | null;
+  onDone: RawAuto | null;
+}
+interface RawTransition {
+  src: number;
+  evt: number;
+  candidates: RawCandidate[];
+}
+export interface RawEvent {
+  type: number;
+  by: number | null;
+  boom: number | null;
+}
+export interface RawCase {
+  root: RawNode;
+  transitions: RawTransition[];
+  rootTransitions: RawTransition[];
+  instances: RawEvent[][];
+  initialSecret: number | null;
+}
+
+export interface GeneratorOptions {
+  /** Events per instance. */
+  minEvents: number;
+  maxEvents: number;
+  /** Instances per machine. */
+  instances: number;
+}
+
+const rawAction: fc.Arbitrary<RawAction> = fc.record({ kind: fc.nat(99) });
+const rawGuard: fc.Arbitrary<RawGuard> = fc.record({ kind: fc.nat(99), k: fc.nat(5), throws: fc.nat(3).map((x) => x === 0) });
+const rawCandidate: fc.Arbitrary<RawCandidate> = fc.record({
+  target: fc.option(fc.nat(999), { freq: 3 }),
+  toHistory: fc.nat(3).map((x) => x === 0),
+  guard: fc.option(rawGuard, { freq: 2 }),
+  actions: fc.array(rawAction, { maxLength: 2 }),
+});
+const rawAuto: fc.Arbitrary<RawAuto> = fc.record({
+  target: fc.nat(999),
+  targetless: fc.nat(3).map((x) => x === 0),
+  guard: fc.option(rawGuard, { freq: 3 }),
+  actions: fc.array(rawAction, { maxLength: 2 }),
+  delay: fc.nat(7),
+});
+const rawTransition: fc.Arbitrary<RawTransition> = fc.record({
+  src: fc.nat(999),
+  evt: fc.nat(5),
+  candidates: fc.array(rawCandidate, { minLength: 1, maxLength: 2 }),
+});
+
+const TAGS = ['t0', 't1', 't2'];
+const MAX_DEPTH = 3;
+
+const nodeFields = {
+  initial: fc.nat(9),
+  history: fc.constantFrom<RawNode['history']>('none', 'none', 'shallow', 'deep'),
+  tags: fc.subarray(TAGS, { maxLength: 2 }),
+  entry: fc.array(rawAction, { maxLength: 2 }),
+  exit: fc.array(rawAction, { maxLength: 2 }),
+  after: fc.option(rawAuto, { freq: 3 }),
+  always: fc.option(rawAuto, { freq: 5 }),
+  onDone: fc.option(rawAuto, { freq: 5 }),
+};
+
+const nodeArbs = new Map<number, fc.Arbitrary<RawNode>>();
+const nodeArb = (depth: number): fc.Arbitrary<RawNode> => {
+  const known = nodeArbs.get(depth);
+  if (known) return known;
+  const leaf = fc.record({ ...nodeFields, kind: fc.constantFrom<RawNode['kind']>('atomic', 'atomic', 'atomic', 'final'), children: fc.constant([] as RawNode[]) });
+  let arb: fc.Arbitrary<RawNode>;
+  if (depth >= MAX_DEPTH) arb = leaf;
+  else {
+    const children = fc.array(nodeArb(depth + 1), { minLength: 2, maxLength: 3 });
+    const compound = fc.record({ ...nodeFields, kind: fc.constant<RawNode['kind']>('compound'), children });
+    const parallel = fc.record({ ...nodeFields, kind: fc.constant<RawNode['kind']>('parallel'), children });
+    arb =
+      depth === 0
+        ? fc.oneof({ arbitrary: compound, weight: 3 }, { arbitrary: parallel, weight: 1 })
+        : fc.oneof({ arbitrary: leaf, weight: 5 }, { arbitrary: compound, weight: 2 }, { arbitrary: parallel, weight: 1 });
+  }
+  nodeArbs.set(depth, arb);
+  return arb;
+};
+
+const rawEvent: fc.Arbitrary<RawEvent> = fc.record({
+  type: fc.nat(999),
+  by: fc.option(fc.nat(5), { freq: 2 }),
+  boom: fc.option(fc.nat(999), { freq: 5 }),
+});
+
+/** The arbitrary of one differential case: a machine and each instance's events. */
+export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> =>
+  fc.record({
+    root: nodeArb(0),
+    transitions: fc.array(rawTransition, { minLength: 6, maxLength: 16 }),
+    rootTransitions: fc.array(rawTransition, { minLength: 0, maxLength: 3 }),
+    instances: fc.array(fc.array(rawEvent, { minLength: options.minEvents, maxLength: options.maxEvents }), { minLength: options.instances, maxLength: options.instances }),
+    initialSecret: fc.option(fc.nat(50), { freq: 2 }),
+  });
+
+// ---------------------------------------------------------------------------------------------
+// The built machine
+
+type ActionSpec =
+  | { kind: 'inc' | 'mix' | 'secret' }
+  | { kind: 'trace'; label: string }
+  | { kind: 'rinc' | 'rmix'; key: string }
+  | { kind: 'throwAction' | 'throwAssign'; site: number };
+
+interface GuardSpec {
+  expr: 'even' | 'odd' | 'byGt' | 'keyLt';
+  k: number;
+  key: string;
+  site: number | null;
+}
+
+interface Candidate {
+  target: SNode | null;
+  guard: GuardSpec | null;
+  actions: ActionSpec[];
+}
+
+interface SNode {
+  index: number;
+  key: string;
+  id: string;
+  kind: 'atomic' | 'final' | 'compound' | 'parallel' | 'history';
+  history?: 'shallow' | 'deep';
+  parent: SNode | null;
+  children: SNode[];
+  initial?: string;
+  /** The context key this node's actions may write: `main` (n, trace, secret) or its region's key. */
+  owner: string;
+  /** The last pre-order index in this node's subtree. */
+  lastIndex: number;
+  tags: string[];
+  entry: ActionSpec[];
+  exit: ActionSpec[];
+  on: Map<string, Candidate[]>;
+  always: Candidate[];
+  after: { delay: number; candidates: Candidate[] } | null;
+  onDone: Candidate[];
+}
+
+export interface Features {
+  targetlessAssign: boolean;
+  targetedTransition: boolean;
+  rootOn: boolean;
+  nested: boolean;
+  parallel: boolean;
+  parallelRoot: boolean;
+  shallowHistory: boolean;
+  deepHistory: boolean;
+  guard: boolean;
+  always: boolean;
+  entry: boolean;
+  exit: boolean;
+  after: boolean;
+  final: boolean;
+  topLevelFinal: boolean;
+  onDone: boolean;
+  tags: boolean;
+  throwingAction: boolean;
+  throwingGuard: boolean;
+  throwingAssign: boolean;
+}
+
+export interface MachineSpec {
+  root: SNode;
+  nodes: SNode[];
+  regionKeys: string[];
+  eventTypes: string[];
+  throwSites: number;
+  initialContext: { public: Record<string, unknown>; secret: { k: number } };
+  /** What a create request passes as `context` (shallow-merged over the default), or undefined. */
+  createContext: Record<string, unknown> | undefined;
+  instances: Array<Array<{ type: string; by?: number; boom?: number }>>;
+  features: Features;
+}
+
+const isAncestor = (a: SNode, b: SNode): boolean => {
+  for (let n = b.parent; n; n = n.parent) if (n === a) return true;
+  return false;
+};
+const isSelfOrAncestor = (a: SNode, b: SNode): boolean => a === b || isAncestor(a, b);
+const lca = (a: SNode, b: SNode): SNode => {
+  const seen = new Set<SNode>();
+  for (let n: SNode | null = a; n; n = n.parent) seen.add(n);
+  for (let n: SNode | null = b; n; n = n.parent) if (seen.has(n)) return n;
+  throw new Error('no common ancestor');
+};
+
+/** Whether handlers of one event type on `a` and on `b` could both be picked in one step (a parallel state between them). */
+const handlersConflict = (a: SNode, b: SNode): boolean => {
+  if (a === b) return false;
+  const l = lca(a, b);
+  if (l.kind === 'parallel') return true;
+  for (const end of [a, b]) for (let n = end.parent; n && n !== l; n = n.parent) if (n.kind === 'parallel') return true;
+  return false;
+};
+
+/** A target that leaves `src`'s region for a sibling region of the same parallel state. */
+const crossesRegions = (src: SNode, target: SNode): boolean => {
+  for (let region: SNode | null = src; region && region.parent; region = region.parent) {
+    const p = region.parent;
+    if (p.kind === 'parallel' && isAncestor(p, target) && !isSelfOrAncestor(region, target)) return true;
+  }
+  return false;
+};
+
+/** Builds the machine a raw case describes, keeping out of the corners listed at the top of this file. */
+export const buildSpec = (raw: RawCase): MachineSpec => {
+  const nodes: SNode[] = [];
+  const make = (r: RawNode, parent: SNode | null, key: string): SNode => {
+    let kind: SNode['kind'] = r.kind;
+    if (parent?.kind === 'parallel' && kind === 'final') kind = 'atomic';
+    const node: SNode = {
+      index: nodes.length,
+      key,
+      id: parent ? `${parent.id}.${key}` : 'm',
+      kind,
+      parent,
+      children: [],
+      owner: parent === null ? 'main' : parent.kind === 'parallel' ? `r_${key}` : parent.owner,
+      lastIndex: nodes.length,
+      tags: r.tags,
+      entry: [],
+      exit: [],
+      on: new Map(),
+      always: [],
+      after: null,
+      onDone: [],
+    };
+    nodes.push(node);
+    if (kind === 'compound' || kind === 'parallel') {
+      for (const c of r.children) node.children.push(make(c, node, `s${nodes.length}`));
+      if (kind === 'compound') {
+        let initial = node.children[r.initial % node.children.length] as SNode;
+        if (initial.kind === 'final' && parent === null) {
+          const other = node.children.find((c) => c.kind !== 'final');
+          if (other) initial = other;
+          else initial.kind = 'atomic';
+        }
+        node.initial = initial.key;
+        if (r.history !== 'none' && parent !== null) {
+          const h: SNode = { ...blankNode(nodes.length, node, `h${nodes.length}`), kind: 'history', history: r.history };
+          nodes.push(h);
+          node.children.push(h);
+        }
+      }
+    }
+    node.lastIndex = nodes.length - 1;
+    return node;
+  };
+  const root = make(raw.root, null, 'm');
+  const rawOf = new Map<SNode, RawNode>();
+  const link = (n: SNode, r: RawNode) => {
+    rawOf.set(n, r);
+    let i = 0;
+    for (const c of n.children) if (c.kind !== 'history') link(c, r.children[i++] as RawNode);
+  };
+  link(root, raw.root);
+
+  const regionKeys = nodes.filter((n) => n.parent?.kind === 'parallel').map((n) => n.owner);
+  let throwSites = 0;
+  const features: Features = {
+    targetlessAssign: false, targetedTransition: false, rootOn: false, nested: false, parallel: false, parallelRoot: root.kind === 'parallel',
+    shallowHistory: false, deepHistory: false, guard: false, always: false, entry: false, exit: false, after: false,
+    final: false, topLevelFinal: false, onDone: false, tags: false, throwingAction: false, throwingGuard: false, throwingAssign: false,
+  };
+
+  const actionsFor = (raws: RawAction[], owner: string, label: string): ActionSpec[] =>
+    raws.map((r, i): ActionSpec => {
+      const main = ['inc', 'mix', 'trace', 'secret', 'inc', 'trace', 'throwAction', 'throwAssign'] as const;
+      const region = ['rinc', 'rmix', 'rinc', 'rmix', 'throwAction', 'throwAssign'] as const;
+      const kind = owner === 'main' ? main[r.kind % main.length] : region[r.kind % region.length];
+      switch (kind) {
+        case 'throwAction':
+        case 'throwAssign':
+          if (kind === 'throwAction') features.throwingAction = true;
+          else features.throwingAssign = true;
+          return { kind, site: throwSites++ };
+        case 'trace':
+          return { kind, label: `${label}${raws.length > 1 ? `#${i}` : ''}` };
+        case 'rinc':
+        case 'rmix':
+          return { kind, key: owner };
+        default:
+          return { kind: kind as 'inc' | 'mix' | 'secret' };
+      }
+    });
+  const guardFor = (r: RawGuard | null, owner: string): GuardSpec | null => {
+    if (r === null) return null;
+    features.guard = true;
+    const exprs = ['even', 'odd', 'byGt', 'keyLt'] as const;
+    let expr = exprs[r.kind % exprs.length] as GuardSpec['expr'];
+    if (expr === 'keyLt' && owner === 'main') expr = 'even';
+    let site: number | null = null;
+    if (r.throws) {
+      site = throwSites++;
+      features.throwingGuard = true;
+    }
+    return { expr, k: r.k, key: owner, site };
+  };
+
+  // entry, exit, tags
+  for (const n of nodes) {
+    if (n.kind === 'history') continue;
+    const r = rawOf.get(n) as RawNode;
+    n.entry = actionsFor(r.entry, n.owner, `in:${n.key}`);
+    n.exit = n === root ? [] : actionsFor(r.exit, n.owner, `out:${n.key}`);
+    if (n.entry.length) features.entry = true;
+    if (n.exit.length) features.exit = true;
+    if (n.tags.length) features.tags = true;
+    if (n.kind === 'final') features.final = true;
+    if (n.kind === 'final' && n.parent === root) features.topLevelFinal = true;
+    if (n.kind === 'parallel') features.parallel = true;
+    if (n.kind === 'compound' && n !== root) features.nested = true;
+  }
+
+  // Handlers per event type ('' stands for eventless transitions).
+  const handlers = new Map<string, SNode[]>();
+  const canHandle = (n: SNode, type: string): boolean => (handlers.get(type) ?? []).every((h) => !handlersConflict(h, n));
+  const addHandler = (n: SNode, type: string) => {
+    const list = handlers.get(type) ?? [];
+    if (!list.includes(n)) list.push(n);
+    handlers.set(type, list);
+  };
+  const sources = nodes.filter((n) => n.kind !== 'history' && n.kind !== 'final');
+  const targetables = nodes.filter((n) => n !== root);
+  /** Targets of automatic steps from `n`: after its subtree, no history state, not into a sibling region. */
+  const autoTargets = (n: SNode): SNode[] => nodes.filter((t) => t.index > n.lastIndex && t.kind !== 'history' && !crossesRegions(n, t));
+
+  const addUserTransition = (src: SNode, r: RawTransition) => {
+    let type: string | undefined;
+    for (let i = 0; i < 6; i++) {
+      const candidate = `E${(r.evt + i) % 6}`;
+      if (canHandle(src, candidate)) {
+        type = candidate;
+        break;
+      }
+    }
+    if (type === undefined) return;
+    const candidates = r.candidates.map((c): Candidate => {
+      const histories = targetables.filter((n) => n.kind === 'history');
+      const pool = c.toHistory && histories.length > 0 ? histories : targetables;
+      let target: SNode | null = c.target === null ? null : (pool[c.target % pool.length] as SNode);
+      if (target && crossesRegions(src, target)) target = null;
+      const cand = { target, guard: guardFor(c.guard, src.owner), actions: actionsFor(c.actions, src.owner, `${type}@${src.key}`) };
+      if (target) {
+        features.targetedTransition = true;
+        if (target.kind === 'history') {
+          if (target.history === 'deep') features.deepHistory = true;
+          else features.shallowHistory = true;
+        }
+      } else if (cand.actions.some((a) => a.kind !== 'throwAction')) features.targetlessAssign = true;
+      return cand;
+    });
+    addHandler(src, type);
+    // Candidates after an unguarded one are never taken (xstate 4 warns about them): drop them.
+    const all = [...(src.on.get(type) ?? []), ...candidates];
+    const open = all.findIndex((c) => c.guard === null);
+    src.on.set(type, open === -1 ? all : all.slice(0, open + 1));
+    if (src === root) features.rootOn = true;
+  };
+  for (const r of raw.rootTransitions) addUserTransition(root, r);
+  for (const r of raw.transitions) addUserTransition(sources[r.src % sources.length] as SNode, r);
+
+  const autoCandidate = (n: SNode, r: RawAuto, allowTargetless: boolean, label: string): Candidate | null => {
+    const options = autoTargets(n);
+    let target: SNode | null = null;
+    if (!(allowTargetless && r.targetless)) {
+      if (options.length === 0) return null;
+      target = options[r.target % options.length] as SNode;
+    }
+    return { target, guard: guardFor(r.guard, n.owner), actions: actionsFor(r.actions, n.owner, label) };
+  };
+
+  // always: eventless transitions count as one event type for the region rule
+  for (const n of nodes) {
+    const r = rawOf.get(n);
+    if (!r?.always || n === root || n.kind === 'final' || n.kind === 'history' || !canHandle(n, '')) continue;
+    const c = autoCandidate(n, r.always, false, `always@${n.key}`);
+    if (!c) continue;
+    n.always = [c];
+    addHandler(n, '');
+    features.always = true;
+  }
+
+  // after: atomic states, no two of which can be active together
+  const timed: SNode[] = [];
+  for (const n of nodes) {
+    const r = rawOf.get(n);
+    if (!r?.after || n.kind !== 'atomic' || timed.some((t) => lca(t, n).kind === 'parallel')) continue;
+    const c = autoCandidate(n, r.after, true, `after@${n.key}`);
+    if (!c) continue;
+    n.after = { delay: 1 + (r.after.delay % 8), candidates: [c] };
+    timed.push(n);
+    features.after = true;
+  }
+
+  // onDone: compound and parallel states that have a final state to reach
+  for (const n of nodes) {
+    const r = rawOf.get(n);
+    if (!r?.onDone || n === root || (n.kind !== 'compound' && n.kind !== 'parallel')) continue;
+    const completes = (s: SNode): boolean =>
+      s.kind === 'compound' ? s.children.some((c) => c.kind === 'final') : s.kind === 'parallel' ? s.children.every((c) => completes(c)) : false;
+    if (!completes(n)) continue;
+    const c = autoCandidate(n, r.onDone, false, `done@${n.key}`);
+    if (!c) continue;
+    n.onDone = [c];
+    features.onDone = true;
+  }
+
+  const eventTypes = [...handlers.keys()].filter((k) => k !== '').sort();
+  const alphabet = [...eventTypes, 'NOPE'];
+  const instances = raw.instances.map((events) =>
+    events.map((e) => {
+      const event: { type: string; by?: number; boom?: number } = { type: alphabet[e.type % alphabet.length] as string };
+      if (e.by !== null) event.by = e.by;
+      if (e.boom !== null && throwSites > 0) event.boom = e.boom % throwSites;
+      return event;
+    }),
+  );
+  const publicContext: Record<string, unknown> = { n: 0, trace: [] };
+  for (const k of regionKeys) publicContext[k] = 0;
+  return {
+    root,
+    nodes,
+    regionKeys,
+    eventTypes,
+    throwSites,
+    initialContext: { public: publicContext, secret: { k: 1 } },
+    createContext: raw.initialSecret === null ? undefined : { secret: { k: raw.initialSecret } },
+    instances,
+    features,
+  };
+};
+
+const blankNode = (index: number, parent: SNode, key: string): SNode => ({
+  index,
+  key,
+  id: `${parent.id}.${key}`,
+  kind: 'atomic',
+  parent,
+  children: [],
+  owner: parent.owner,
+  lastIndex: index,
+  tags: [],
+  entry: [],
+  exit: [],
+  on: new Map(),
+  always: [],
+  after: null,
+  onDone: [],
+});
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+const params = (major: Major): string => (major === 4 ? '(c, e)' : '({ context: c, event: e })');
+
+const renderAction = (a: ActionSpec, major: Major): string => {
+  const p = params(major);
+  switch (a.kind) {
+    case 'inc':
+      return `assign({ public: ${p} => ({ ...c.public, n: c.public.n + (e.by ?? 1) }) })`;
+    case 'mix':
+      return `assign(${p} => ({ public: { ...c.public, n: (c.public.n * 3 + 7) % 101 } }))`;
+    case 'trace':
+      return `assign({ public: ${p} => ({ ...c.public, trace: [...c.public.trace, ${JSON.stringify(a.label)}].slice(-6) }) })`;
+    case 'secret':
+      return `assign({ secret: ${p} => ({ k: (c.secret.k * 2 + (e.by ?? 0)) % 1009 }) })`;
+    case 'rinc':
+      return `assign({ public: ${p} => ({ ...c.public, ${a.key}: c.public.${a.key} + (e.by ?? 1) }) })`;
+    case 'rmix':
+      return `assign(${p} => ({ public: { ...c.public, ${a.key}: (c.public.${a.key} * 5 + 3) % 97 } }))`;
+    case 'throwAction':
+      return `${p} => { if (e.boom === ${a.site}) boom(${a.site}); }`;
+    case 'throwAssign':
+      return `assign({ public: ${p} => (e.boom === ${a.site} ? boom(${a.site}) : c.public) })`;
+  }
+};
+
+const renderGuard = (g: GuardSpec, major: Major): string => {
+  const expr =
+    g.expr === 'even' ? 'c.public.n % 2 === 0' : g.expr === 'odd' ? 'c.public.n % 2 === 1' : g.expr === 'byGt' ? `(e.by ?? 0) > ${g.k % 4}` : `c.public.${g.key} < ${3 + g.k * 4}`;
+  const body = g.site === null ? expr : `e.boom === ${g.site} ? boom(${g.site}) : ${expr}`;
+  return `${major === 4 ? 'cond' : 'guard'}: ${params(major)} => ${body}`;
+};
+
+const renderCandidates = (cands: Candidate[], major: Major): string =>
+  `[${cands
+    .map((c) => {
+      const parts: string[] = [];
+      if (c.target) parts.push(`target: ${JSON.stringify(`#${c.target.id}`)}`);
+      if (c.guard) parts.push(renderGuard(c.guard, major));
+      if (c.actions.length) parts.push(`actions: [${c.actions.map((a) => renderAction(a, major)).join(', ')}]`);
+      return `{ ${parts.join(', ')} }`;
+    })
+    .join(', ')}]`;
+
+const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string): string => {
+  const lines: string[] = [];
+  const inner = `${indent}  `;
+  if (n.parent === null) {
+    lines.push(`${inner}id: "m",`);
+    if (major === 4) lines.push(`${inner}predictableActionArguments: true,`);
+    lines.push(`${inner}context: ${contextExpr},`);
+  }
+  if (n.kind === 'history') {
+    lines.push(`${inner}type: "history", history: ${JSON.stringify(n.history)},`);
+    return `{\n${lines.join('\n')}\n${indent}}`;
+  }
+  if (n.kind === 'parallel' || n.kind === 'final') lines.push(`${inner}type: ${JSON.stringify(n.kind)},`);
+  if (n.initial) lines.push(`${inner}initial: ${JSON.stringify(n.initial)},`);
+  if (n.tags.length) lines.push(`${inner}tags: ${JSON.stringify(n.tags)},`);
+  if (n.entry.length) lines.push(`${inner}entry: [${n.entry.map((a) => renderAction(a, major)).join(', ')}],`);
+  if (n.exit.length) lines.push(`${inner}exit: [${n.exit.map((a) => renderAction(a, major)).join(', ')}],`);
+  if (n.on.size) {
+    lines.push(`${inner}on: {`);
+    for (const [type, cands] of n.on) lines.push(`${inner}  ${type}: ${renderCandidates(cands, major)},`);
+    lines.push(`${inner}},`);
+  }
+  if (n.always.length) lines.push(`${inner}always: ${renderCandidates(n.always, major)},`);
+  if (n.after) lines.push(`${inner}after: { ${n.after.delay}: ${renderCandidates(n.after.candidates, major)} },`);
+  if (n.onDone.length) lines.push(`${inner}onDone: ${renderCandidates(n.onDone, major)},`);
+  if (n.children.length) {
+    lines.push(`${inner}states: {`);
+    for (const c of n.children) lines.push(`${inner}  ${c.key}: ${renderNode(c, major, `${inner}  `, contextExpr)},`);
+    lines.push(`${inner}},`);
+  }
+  return `{\n${lines.join('\n')}\n${indent}}`;
+};
+
+/** The context a new instance starts with: the machine's, with the create request's context shallow-merged over it. */
+export const startingContext = (spec: MachineSpec): Record<string, unknown> => ({ ...spec.initialContext, ...(spec.createContext ?? {}) });
+
+/**
+ * The machine as statements that define `machine` with `createMachine` and `assign` in scope.
+ * `context` replaces the machine's default context (the reference uses the merged starting context).
+ */
+export const renderBody = (spec: MachineSpec, major: Major, context: unknown = spec.initialContext): string =>
+  `function boom(site) { throw new Error("boom " + site); }\nconst machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context))});\n`;
+
+const AUTHORIZERS = 'export const allowRead = () => true;\nexport const allowWrite = () => true;\n';
+
+/** A module for upload (or for bundling): imports `createMachine` and `assign` from `specifier`. */
+export const renderModule = (spec: MachineSpec, major: Major, specifier: string): string =>
+  `import { createMachine, assign } from ${JSON.stringify(specifier)};\n${renderBody(spec, major)}export default machine;\n${AUTHORIZERS}`;
+
+// ---------------------------------------------------------------------------------------------
+// The reference: the test process's own xstate
+
+export interface Observed {
+  value: unknown;
+  context: Record<string, unknown>;
+  tags: string[];
+  done: boolean;
+}
+
+export type Expectation =
+  /** The event was taken: the service must answer this. */
+  | { kind: 'ok'; state: Observed }
+  /** Machine code threw: 400 machine-code-error, the instance unchanged. */
+  | { kind: 'refused'; state: Observed; error: string }
+  /** The machine was already done: the event changes nothing. */
+  | { kind: 'after-done'; state: Observed };
+
+export interface ReferenceRun {
+  initial: Observed;
+  steps: Expectation[];
+}
+
+export interface XstateModules {
+  v4: { createMachine: unknown; assign: unknown; interpret: (m: any, o?: any) => any; SimulatedClock: new () => any };
+  v5: { createMachine: unknown; assign: unknown; createActor: (m: any, o?: any) => any; SimulatedClock: new () => any };
+}
+
+const machineFrom = (body: string, createMachine: unknown, assign: unknown): unknown =>
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval
+  new Function('createMachine', 'assign', `${body}\nreturn machine;`)(createMachine, assign);
+
+const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
+
+/** Fires every pending delayed event (at most one is ever pending, and none is due past the settle window). */
+const flush = (clock: { timeouts: Map<unknown, unknown>; increment(ms: number): void }) => {
+  for (let i = 0; i < 100 && clock.timeouts.size > 0; i++) clock.increment(1000);
+  if (clock.timeouts.size > 0) throw new Error('the reference machine never settled');
+};
+
+interface RefActor {
+  send(event: unknown): void;
+  observe(): Observed;
+  error(): unknown;
+  stop(): void;
+}
+
+const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): RefActor => {
+  const body = renderBody(spec, major, startingContext(spec));
+  if (major === 4) {
+    const machine = machineFrom(body, xs.v4.createMachine, xs.v4.assign);
+    const clock = new xs.v4.SimulatedClock();
+    const service = xs.v4.interpret(machine, { clock });
+    let failure: unknown;
+    service.start();
+    flush(clock);
+    return {
+      send(event) {
+        try {
+          service.send(event);
+          flush(clock);
+        } catch (e) {
+          failure = e;
+        }
+      },
+      observe: () => {
+        const s = service.state;
+        return plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.done === true });
+      },
+      error: () => failure,
+      stop: () => service.stop(),
+    };
+  }
+  const machine = machineFrom(body, xs.v5.createMachine, xs.v5.assign);
+  const clock = new xs.v5.SimulatedClock();
+  const actor = xs.v5.createActor(machine, { clock });
+  actor.subscribe({ error: () => {} });
+  actor.start();
+  flush(clock);
+  return {
+    send(event) {
+      actor.send(event);
+      flush(clock);
+    },
+    observe: () => {
+      const s = actor.getSnapshot();
+      return plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.status === 'done' });
+    },
+    error: () => {
+      const s = actor.getSnapshot();
+      return s.status === 'error' ? s.error : undefined;
+    },
+    stop: () => actor.stop(),
+  };
+};
+
+/**
+ * What the service must answer to each event: each step replays the accepted events on a fresh
+ * interpreter (actor) and then sends the new one, so a step that throws leaves no trace in the
+ * reference, as a refused event must leave none in the service.
+ */
+export const referenceRun = (spec: MachineSpec, major: Major, events: Array<{ type: string }>, xs: XstateModules): ReferenceRun => {
+  const first = startReference(spec, major, xs);
+  const initial = first.observe();
+  first.stop();
+  const accepted: unknown[] = [];
+  let current = initial;
+  const steps: Expectation[] = [];
+  for (const event of events) {
+    if (current.done) {
+      steps.push({ kind: 'after-done', state: current });
+      continue;
+    }
+    const actor = startReference(spec, major, xs);
+    for (const e of accepted) actor.send(e);
+    if (actor.error() !== undefined) throw new Error(`the reference failed replaying accepted events: ${String(actor.error())}`);
+    actor.send(event);
+    const error = actor.error();
+    if (error !== undefined) steps.push({ kind: 'refused', state: current, error: String(error) });
+    else {
+      accepted.push(event);
+      current = actor.observe();
+      steps.push({ kind: 'ok', state: current });
+    }
+    actor.stop();
+  }
+  return { initial, steps };
+};
