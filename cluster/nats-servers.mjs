@@ -32,7 +32,7 @@ export const freePorts = async (count) => {
 
 export const freePort = async () => (await freePorts(1))[0];
 
-const configText = ({ name, port, httpPort, storeDir, cluster }) => {
+const configText = ({ name, port, httpPort, storeDir, cluster, noAdvertise }) => {
   const lines = [
     `server_name: ${name}`,
     `listen: 127.0.0.1:${port}`,
@@ -42,7 +42,9 @@ const configText = ({ name, port, httpPort, storeDir, cluster }) => {
     'max_payload: 8MB',
   ];
   if (cluster) {
-    lines.push(`cluster { name: ${cluster.name}, listen: 127.0.0.1:${cluster.port}, routes: [${cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}] }`);
+    // (no_advertise: clients are not told of the other servers, and keep to the URLs they were given)
+    const advertise = noAdvertise ? ', no_advertise: true' : '';
+    lines.push(`cluster { name: ${cluster.name}, listen: 127.0.0.1:${cluster.port}, routes: [${cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}]${advertise} }`);
   }
   return `${lines.join('\n')}\n`;
 };
@@ -68,7 +70,7 @@ const waitReady = async (httpPort, clustered, deadline) => {
  * Starts `count` nats-servers (1, or 3 for a JetStream cluster). Resolves with their client URLs and a
  * stop(); `dir` holds configs and store dirs (a temp dir unless given; removed by stop unless kept).
  */
-export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs = 20_000, detached = false, log = () => {} } = {}) => {
+export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs = 20_000, detached = false, noAdvertise = false, log = () => {} } = {}) => {
   const root = dir ?? mkdtempSync(join(tmpdir(), 'statehold-nats-'));
   mkdirSync(root, { recursive: true });
   const picked = await freePorts(count * 3);
@@ -79,7 +81,7 @@ export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs =
     mkdirSync(storeDir, { recursive: true });
     const cluster = count > 1 ? { name: 'statehold', port: p.routePort, routes: ports.filter((_, j) => j !== i).map((q) => q.routePort) } : undefined;
     const configPath = join(root, `${name}.conf`);
-    writeFileSync(configPath, configText({ name, port: p.port, httpPort: p.httpPort, storeDir, cluster }));
+    writeFileSync(configPath, configText({ name, port: p.port, httpPort: p.httpPort, storeDir, cluster, noAdvertise }));
     return { name, configPath, ...p, url: `nats://127.0.0.1:${p.port}`, process: undefined, output: '' };
   });
   const start = (server) => {

@@ -17,8 +17,12 @@ export interface NatsServers {
   stop(): Promise<void>;
 }
 
-/** Real nats-server processes with JetStream (1, or a cluster of 3) on loopback ports. */
-export const startNats = (count = 1): Promise<NatsServers> => startNatsServers({ count });
+/**
+ * Real nats-server processes with JetStream (1, or a cluster of 3) on loopback ports. `noAdvertise`:
+ * the servers do not tell clients of each other, so a client keeps to the URLs it was given (one
+ * behind a TCP proxy stays behind it when it reconnects).
+ */
+export const startNats = (count = 1, options: { noAdvertise?: boolean } = {}): Promise<NatsServers> => startNatsServers({ count, ...options });
 
 /** Cluster tests need Debian's nats-server; CI installs it, a laptop may not have it. */
 export const natsMissing = (): string | false => (natsServerAvailable() ? false : 'nats-server is not installed (apt-get install nats-server)');
@@ -44,13 +48,24 @@ export const localNode = async (t: Teardowns, servers: NatsServers, name: string
 };
 
 /** `statehold node` processes on the given NATS servers, with one admin key and one master key, stopped when the test ends. */
-export const startClusterNodes = async (t: Teardowns, servers: NatsServers, ids: string[], options: { adminKey: string; args?: string[] }) => {
+export const startClusterNodes = async (
+  t: Teardowns,
+  servers: NatsServers,
+  ids: string[],
+  options: {
+    adminKey: string;
+    args?: string[];
+    /** The NATS URLs a node connects to (all the servers' when not given): a test puts a TCP proxy in between (tcp-proxy.ts). */
+    natsFor?: (id: string, index: number) => string[];
+  },
+) => {
   const masterKey = Buffer.alloc(32, 7).toString('base64');
   const nodes: NodeProcess[] = [];
-  for (const id of ids) {
+  for (const [index, id] of ids.entries()) {
+    const urls = options.natsFor?.(id, index) ?? servers.urls;
     const node = await startNode({
       command: 'node',
-      args: ['--admin-key', options.adminKey, '--nats', servers.urls.join(','), '--node-id', id, '--replicas', String(servers.urls.length), ...(options.args ?? [])],
+      args: ['--admin-key', options.adminKey, '--nats', urls.join(','), '--node-id', id, '--replicas', String(servers.urls.length), ...(options.args ?? [])],
       env: { STATEHOLD_MASTER_KEY: masterKey },
       generatedAdminKey: true,
     });

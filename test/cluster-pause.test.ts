@@ -1,0 +1,39 @@
+import t from 'tap';
+import { checkInvariants, setUpLedger, startLoad, summary, untilNodesApplied } from './helpers/cluster-load.js';
+import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
+
+/**
+ * A node paused under load: three nodes on a 3-server NATS (R3); the third is stopped (SIGSTOP) for
+ * 5 s, far past its heartbeats (100 ms × 4), while requests reach every node, then resumed (SIGCONT):
+ * what it held or was asked meanwhile runs when it wakes, after the others took its instances over.
+ * Every acknowledged event must be in every node's history exactly once, nothing answered 4xx anywhere,
+ * and every node must answer the same (helpers/cluster-load.ts).
+ */
+
+const skip = natsMissing();
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const ADMIN = 'cluster-pause-admin';
+
+t.test('a node paused past its heartbeats under load: every acknowledged event once everywhere, no 4xx left behind, the nodes agree', { skip, timeout: 150_000 }, async (t) => {
+  const nats = await startNats(3);
+  t.teardown(() => nats.stop());
+  const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], { adminKey: ADMIN, args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'] });
+  const names = Array.from({ length: 9 }, (_, i) => `q${i}`);
+  const orgId = await setUpLedger(nodes, ADMIN, names);
+  const paused = nodes[2]?.child;
+
+  const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 5_000, maxMs: 20_000 });
+  await sleep(2_500);
+  paused?.kill('SIGSTOP');
+  t.teardown(() => paused?.kill('SIGCONT'));
+  await sleep(5_000);
+  paused?.kill('SIGCONT');
+  await sleep(4_000);
+  const report = await load.stop();
+  t.comment(summary(report));
+  t.ok(report.count('ok') > 100, `${report.count('ok')} events acknowledged`);
+
+  await untilNodesApplied(nats.urls, nodes, ADMIN);
+  await checkInvariants(t, { nodes, token: ADMIN, orgId, names, report });
+  if (process.env.STATEHOLD_TEST_VERBOSE) for (const node of nodes) t.comment(node.output().slice(-6_000));
+});

@@ -1,0 +1,307 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { StateBackedClient } from '@statebacked/client';
+import { request } from 'undici';
+import { ledgerMachine } from '../fixtures/ledger-machine.js';
+
+/**
+ * A bounded load of events through every node of a cluster, and the invariants a fault must keep
+ * (design.md §6.2, "Invariants to test"): every acknowledged event in every node's history exactly
+ * once, nothing answered 4xx in any history, every node answering the same histories and heads, the
+ * cluster's usage the sum of what was applied. Used by the fault tests (cluster-partition, cluster-pause).
+ */
+
+/** The part of a tap test the helpers use. */
+interface Checks {
+  ok(value: unknown, message?: string): void;
+  same(found: unknown, wanted: unknown, message?: string): void;
+  equal(found: unknown, wanted: unknown, message?: string): void;
+  comment(...message: unknown[]): void;
+}
+
+export interface ClusterNodeUrl {
+  url: string;
+  output?: () => string;
+}
+
+export const LEDGER = 'ledger';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** One HTTP call with a deadline; a network failure or timeout is status 0. */
+export const callApi = async (
+  url: string,
+  method: 'GET' | 'POST' | 'PUT',
+  path: string,
+  token: string,
+  options: { body?: unknown; orgId?: string; timeoutMs?: number } = {},
+): Promise<{ status: number; body: any }> => {
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+  if (options.orgId) headers['x-statebacked-org-id'] = options.orgId;
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  const timeout = options.timeoutMs ?? 30_000;
+  try {
+    const response = await request(`${url}${path}`, {
+      method,
+      headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+    });
+    const text = await response.body.text();
+    let body: unknown;
+    try {
+      body = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      body = text;
+    }
+    return { status: response.statusCode, body };
+  } catch (error) {
+    return { status: 0, body: { error: error instanceof Error ? error.message : String(error) } };
+  }
+};
+
+/** Makes the ledger machine and `names` instances of it, through the nodes in turn (the real client); returns the org id. */
+export const setUpLedger = async (nodes: ClusterNodeUrl[], token: string, names: string[]): Promise<string> => {
+  const client = (i: number) => new StateBackedClient(token, { apiHost: (nodes[i % nodes.length] as ClusterNodeUrl).url });
+  await client(0).machines.create(LEDGER);
+  await client(1).machineVersions.create(LEDGER, { clientInfo: 'ledger', makeCurrent: true, code: ledgerMachine });
+  for (const [i, name] of names.entries()) await client(i + 2).machineInstances.create(LEDGER, { slug: name });
+  const orgs = await callApi((nodes[0] as ClusterNodeUrl).url, 'GET', '/orgs', token);
+  const orgId = orgs.body?.orgs?.[0]?.id as string;
+  if (!orgId) throw new Error(`no org: ${JSON.stringify(orgs)}`);
+  return orgId;
+};
+
+export type Outcome = 'ok' | 'rejected' | 'failed';
+
+export interface SentEvent {
+  id: string;
+  type: 'INC' | 'BOOM' | 'DENY';
+  name: string;
+  node: number;
+  worker: string;
+  status: number;
+  outcome: Outcome;
+  code?: string;
+  at: number;
+}
+
+export interface LoadReport {
+  events: SentEvent[];
+  startedAt: number;
+  endedAt: number;
+  count(outcome: Outcome): number;
+}
+
+export interface LoadOptions {
+  nodes: ClusterNodeUrl[];
+  token: string;
+  orgId: string;
+  names: string[];
+  /** Workers per node, each sending one event at a time. */
+  workersPerNode: number;
+  /** At most this many events in all. */
+  maxEvents: number;
+  /** And for at most this long. */
+  maxMs: number;
+  /** A node whose workers pause (a paused node would only pile requests up) while this says so. */
+  hold?: (node: number) => boolean;
+}
+
+/**
+ * Sends INC events (every 10th a BOOM, every 10th a DENY) to the instances in turn through every
+ * node, each with a unique id, until stopped, `maxEvents` or `maxMs`; records every answer.
+ */
+export const startLoad = (options: LoadOptions): { stop(): Promise<LoadReport>; sent(): number } => {
+  const events: SentEvent[] = [];
+  const startedAt = Date.now();
+  let stopped = false;
+  let issued = 0;
+  const worker = async (node: number, w: number) => {
+    const name = `n${node}w${w}`;
+    for (let i = 0; !stopped && issued < options.maxEvents && Date.now() - startedAt < options.maxMs; i++) {
+      if (options.hold?.(node)) {
+        await sleep(50);
+        continue;
+      }
+      const serial = issued++;
+      const type = serial % 10 === 3 ? 'BOOM' : serial % 10 === 7 ? 'DENY' : 'INC';
+      const instance = options.names[(node * options.workersPerNode + w + i) % options.names.length] as string;
+      const id = `${name}-${i}`;
+      const { status, body } = await callApi((options.nodes[node] as ClusterNodeUrl).url, 'POST', `/machines/${LEDGER}/i/${instance}/events`, options.token, {
+        orgId: options.orgId,
+        body: { event: { type, id } },
+      });
+      const outcome: Outcome = status >= 200 && status < 300 ? 'ok' : status >= 400 && status < 500 ? 'rejected' : 'failed';
+      events.push({ id, type, name: instance, node, worker: name, status, outcome, ...(body?.code ? { code: String(body.code) } : {}), at: Date.now() - startedAt });
+      if (outcome === 'failed') await sleep(50);
+    }
+  };
+  const running = Promise.all(options.nodes.flatMap((_, node) => Array.from({ length: options.workersPerNode }, (__, w) => worker(node, w))));
+  return {
+    sent: () => issued,
+    async stop() {
+      stopped = true;
+      await running;
+      return { events, startedAt, endedAt: Date.now(), count: (outcome) => events.filter((event) => event.outcome === outcome).length };
+    },
+  };
+};
+
+/**
+ * Waits until every node's copy applied the whole TX stream (its last sequence, asked of JetStream)
+ * and stays there; returns that sequence.
+ */
+export const untilNodesApplied = async (natsUrls: string[], nodes: ClusterNodeUrl[], token: string, withinMs = 20_000, cluster = 'statehold'): Promise<number> => {
+  const nc = await connect({ servers: natsUrls });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const deadline = Date.now() + withinMs;
+    for (;;) {
+      const last = (await jsm.streams.info(`STATEHOLD_${cluster}_TX`)).state.last_seq;
+      const applied = await Promise.all(nodes.map(async (node) => (await callApi(node.url, 'GET', '/cluster', token, { timeoutMs: 5_000 })).body?.appliedSeq?.tx as number | undefined));
+      if (applied.every((seq) => seq === last)) return last;
+      if (Date.now() > deadline) throw new Error(`the nodes did not apply the TX stream in ${withinMs} ms: last ${last}, applied ${applied.join(', ')}`);
+      await sleep(200);
+    }
+  } finally {
+    await nc.close();
+  }
+};
+
+interface NodeView {
+  histories: Map<string, Array<{ type: string; id?: string }>>;
+  heads: Map<string, { n: number; last: string | null; state: unknown }>;
+}
+
+const readView = async (node: ClusterNodeUrl, token: string, orgId: string, names: string[]): Promise<NodeView> => {
+  const histories = new Map<string, Array<{ type: string; id?: string }>>();
+  const heads = new Map<string, { n: number; last: string | null; state: unknown }>();
+  for (const name of names) {
+    const history: Array<{ type: string; id?: string }> = [];
+    let cursor: string | undefined;
+    do {
+      const page = await callApi(node.url, 'GET', `/machines/${LEDGER}/i/${name}/events${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, token, { orgId });
+      if (page.status !== 200) throw new Error(`history of ${name} on ${node.url}: ${page.status} ${JSON.stringify(page.body)}`);
+      for (const record of page.body.transitions as Array<{ event: { type: string; id?: string } }>) history.push({ type: record.event.type, ...(record.event.id ? { id: record.event.id } : {}) });
+      cursor = page.body.cursor;
+    } while (cursor);
+    histories.set(name, history);
+    const admin = await callApi(node.url, 'GET', `/machines/${LEDGER}/i/${name}/admin`, token, { orgId });
+    if (admin.status !== 200) throw new Error(`head of ${name} on ${node.url}: ${admin.status} ${JSON.stringify(admin.body)}`);
+    heads.set(name, { n: admin.body.context.n, last: admin.body.context.last, state: admin.body.state });
+  }
+  return { histories, heads };
+};
+
+const usageOf = async (node: ClusterNodeUrl, token: string, orgId: string): Promise<number> => {
+  const { body } = await callApi(node.url, 'GET', '/usage', token, { orgId });
+  return (body?.usage?.[0]?.machines as Array<{ machine: string; transitions: number }> | undefined)?.find((m) => m.machine === LEDGER)?.transitions ?? 0;
+};
+
+/**
+ * The invariants, on every node: each acknowledged event in the history exactly once, each worker's
+ * in the order it was acknowledged; no event answered 4xx anywhere; no event twice; every node the
+ * same histories; each node's head (read through it) the one its history leads to; the cluster's usage
+ * the records applied (exactly, when no request failed: a failed one may have been applied uncounted),
+ * the same on every node; no node logging a failed apply, nor the same usage failure over and over.
+ */
+export const checkInvariants = async (t: Checks, options: { nodes: ClusterNodeUrl[]; token: string; orgId: string; names: string[]; report: LoadReport }): Promise<void> => {
+  const { nodes, token, orgId, names, report } = options;
+  const views = [];
+  for (const node of nodes) views.push(await readView(node, token, orgId, names));
+  const acked = report.events.filter((event) => event.outcome === 'ok');
+  const rejected = new Map(report.events.filter((event) => event.outcome === 'rejected').map((event) => [event.id, event]));
+  let records = 0;
+  for (const [i, view] of views.entries()) {
+    let missing = 0;
+    let twice = 0;
+    let behindRejected = 0;
+    let disordered = 0;
+    let headsOff = 0;
+    const problems: string[] = [];
+    for (const name of names) {
+      const history = view.histories.get(name) ?? [];
+      if (i === 0) records += history.length;
+      const ids = history.map((record) => record.id).filter((id): id is string => id !== undefined);
+      const position = new Map<string, number>();
+      for (const [at, id] of ids.entries()) {
+        if (position.has(id)) {
+          twice++;
+          problems.push(`${name}: ${id} twice`);
+        }
+        position.set(id, at);
+        const refused = rejected.get(id);
+        if (refused) {
+          behindRejected++;
+          problems.push(`${name}: ${id} answered ${refused.status} ${refused.code ?? ''} yet in the history`);
+        }
+      }
+      const ackedHere = acked.filter((event) => event.name === name);
+      for (const event of ackedHere) {
+        if (!position.has(event.id)) {
+          missing++;
+          problems.push(`${name}: acknowledged ${event.id} missing`);
+        }
+      }
+      // Each worker sends one event at a time: its acknowledged events are applied in that order.
+      const byWorker = new Map<string, number[]>();
+      for (const event of ackedHere) byWorker.set(event.worker, [...(byWorker.get(event.worker) ?? []), position.get(event.id) ?? -1]);
+      for (const [worker, at] of byWorker) {
+        if (at.some((p, k) => k > 0 && p < (at[k - 1] as number))) {
+          disordered++;
+          problems.push(`${name}: ${worker}'s events out of order`);
+        }
+      }
+      const head = view.heads.get(name);
+      const incs = history.filter((record) => record.type === 'INC');
+      const lastInc = incs.at(-1)?.id ?? null;
+      if (!head || head.n !== incs.length || head.last !== lastInc) {
+        headsOff++;
+        problems.push(`${name}: head n=${head?.n} last=${head?.last} but the history has ${incs.length} INC ending ${lastInc}`);
+      }
+    }
+    const node = `node ${i + 1}`;
+    t.equal(missing, 0, `${node}: every acknowledged event is in its history`);
+    t.equal(twice, 0, `${node}: no event twice`);
+    t.equal(behindRejected, 0, `${node}: nothing answered 4xx is in a history`);
+    t.equal(disordered, 0, `${node}: each sender's acknowledged events in the order acknowledged`);
+    t.equal(headsOff, 0, `${node}: each head is the one its history leads to`);
+    if (problems.length > 0) t.comment(`${node}:\n  ${problems.slice(0, 20).join('\n  ')}`);
+  }
+  for (let i = 1; i < views.length; i++) {
+    const differ = names.filter((name) => JSON.stringify(views[i]?.histories.get(name)) !== JSON.stringify(views[0]?.histories.get(name)));
+    t.same(differ, [], `node ${i + 1} answers the same histories as node 1`);
+    const headsDiffer = names.filter((name) => JSON.stringify(views[i]?.heads.get(name)) !== JSON.stringify(views[0]?.heads.get(name)));
+    t.same(headsDiffer, [], `node ${i + 1} answers the same heads as node 1`);
+  }
+
+  // Usage: each node counts what it applied and shares it within about a second.
+  const failed = report.count('failed');
+  let usages: number[] = [];
+  for (let i = 0; i < 40; i++) {
+    usages = await Promise.all(nodes.map((node) => usageOf(node, token, orgId)));
+    if (usages.every((u) => u === usages[0]) && (failed > 0 || usages[0] === records)) break;
+    await sleep(250);
+  }
+  t.ok(usages.every((u) => u === usages[0]), `every node shows the same usage (${usages.join(', ')})`);
+  if (failed === 0) t.equal(usages[0], records, `the usage counts every record applied (${records}), nothing answered 4xx`);
+  else t.ok((usages[0] as number) <= records && (usages[0] as number) >= records - failed, `the usage (${usages[0]}) counts the records applied (${records}) less at most the ${failed} requests that failed`);
+
+  for (const [i, node] of nodes.entries()) {
+    const output = node.output?.() ?? '';
+    const failedApplies = output.split('\n').filter((line) => line.includes('could not apply'));
+    t.same(failedApplies.slice(0, 3), [], `node ${i + 1} applied every log entry it received`);
+    const usageFailures = output.split('\n').filter((line) => line.includes('could not record usage'));
+    t.ok(usageFailures.length <= 2, `node ${i + 1} did not log usage failures over and over (${usageFailures.length} lines)`);
+  }
+};
+
+/** A line for the test's output: what the load did. */
+export const summary = (report: LoadReport): string => {
+  const byStatus = new Map<number, number>();
+  for (const event of report.events) byStatus.set(event.status, (byStatus.get(event.status) ?? 0) + 1);
+  const statuses = [...byStatus].sort((a, b) => a[0] - b[0]).map(([status, n]) => `${status}: ${n}`).join(', ');
+  return `${report.events.length} events in ${((report.endedAt - report.startedAt) / 1000).toFixed(1)} s (${statuses})`;
+};
