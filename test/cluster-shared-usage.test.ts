@@ -1,0 +1,38 @@
+import t from 'tap';
+import { SharedUsage, type UsageBatch } from '../src/store/jetstream/shared-usage.js';
+
+/** Usage counts on their way to the cluster's META log, through an outage of the log. */
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const batch = (transitions: number): UsageBatch => ({ orgId: 'org_a', usage: { transitions, reads: 0 }, machine: 'm', atMs: 0 });
+
+t.test('batches the log does not take are held and sent again with their ids, in order; an outage is logged once', async (t) => {
+  let down = true;
+  const stored = new Map<string, number>();
+  const attempts: string[] = [];
+  const lines: string[] = [];
+  const usage = new SharedUsage({
+    submit: async (b, id) => {
+      attempts.push(id);
+      if (down) throw new Error('jetstream is not enabled');
+      stored.set(id, b.usage.transitions);
+    },
+    log: (level, message) => lines.push(`${level}: ${message}`),
+    retryMs: 20,
+    maxRetryMs: 40,
+  });
+  for (let i = 1; i <= 5; i++) await usage.add(batch(i));
+  t.equal(usage.pending, 5, 'every batch held while the log is down');
+  await sleep(150);
+  t.equal(stored.size, 0);
+  down = false;
+  for (let i = 0; i < 50 && usage.pending > 0; i++) await sleep(20);
+  t.equal(usage.pending, 0, 'all sent once the log takes them');
+  t.same([...stored.values()], [1, 2, 3, 4, 5], 'each once, in order: nothing lost, nothing counted twice');
+  t.ok(new Set(attempts).size === 5 && attempts.length > 5, 'retried under the ids they were first sent with');
+  t.equal(lines.filter((line) => line.startsWith('warn')).length, 1, 'the outage is logged once');
+  t.match(lines.at(-1), /^info: usage recorded in the cluster's log again/, 'and its end');
+  await usage.add(batch(6));
+  t.equal(stored.size, 6, 'later batches go straight through');
+  usage.stop();
+});
