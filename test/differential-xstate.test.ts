@@ -18,6 +18,8 @@
  * instance, default 12), STATEHOLD_DIFF_ONLY (case indices, comma-separated), STATEHOLD_DIFF_FLAVORS
  * (v4-bundled,v4-import,v5-bundled,v5-import), STATEHOLD_DIFF_SERVERS (default,pure-steps-off,evicting).
  * A failure prints the seed, the machine's source, every instance's events and how to run that case alone.
+ * A long run needs tap's file timeout raised: `STATEHOLD_DIFF_RUNS=200 STATEHOLD_DIFF_SEED=7 npx tap
+ * --timeout=7200 test/differential-xstate.test.ts` (≈ 3.5 s a machine on a 2-core host).
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -38,6 +40,7 @@ import {
   renderModule,
   type Expectation,
   type Features,
+  type HistoryRecord,
   type MachineSpec,
   type Major,
   type Observed,
@@ -46,7 +49,7 @@ import {
 } from './helpers/machine-generator.js';
 
 const env = process.env;
-const SEED = Number(env.STATEHOLD_DIFF_SEED ?? 28);
+const SEED = Number(env.STATEHOLD_DIFF_SEED ?? 69);
 const RUNS = Number(env.STATEHOLD_DIFF_RUNS ?? 8);
 const BATCH = Math.max(1, Number(env.STATEHOLD_DIFF_BATCH ?? 8));
 const EVENTS = Number(env.STATEHOLD_DIFF_EVENTS ?? 12);
@@ -152,7 +155,7 @@ interface Mismatch {
   server: string;
   upload: Upload;
   instance: number;
-  /** -1: the create request. */
+  /** -1: the create request; -2: after the last event. */
   step: number;
   afterRestart: boolean;
   what: string;
@@ -276,6 +279,23 @@ class Drive {
     }
   }
 
+  /** The instance's whole history (`GET .../events`, every page) against the reference's records. */
+  async checkHistory(instance: number) {
+    if (this.broken[instance]) return;
+    const ref = this.reference[instance] as ReferenceRun;
+    const expected: HistoryRecord[] = [...ref.initialRecords, ...ref.steps.flatMap((s) => (s.kind === 'refused' ? [] : s.records))];
+    const got: Array<{ event: { type: string }; state: unknown }> = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 50; page++) {
+      const r = await this.server.client.machineInstances.listTransitions(this.upload.machine, this.slugs[instance] as string, cursor ? { cursor } : undefined);
+      got.push(...(r.transitions as typeof got));
+      cursor = (r as { cursor?: string }).cursor;
+      if (!cursor) break;
+    }
+    const shown = got.map((g, i) => ({ event: expected[i]?.full === false ? { type: g.event.type } : g.event, state: g.state }));
+    this.same(instance, -2, 'history (GET .../events) after the last event', expected.map((e) => ({ event: e.event, state: e.state })), shown);
+  }
+
   async step(instance: number, step: number) {
     if (this.broken[instance]) return;
     const event = this.upload.case.spec.instances[instance]?.[step];
@@ -331,6 +351,7 @@ const runServer = async (server: Server) => {
       await d.pauseResume(0, half(d, 0));
       const longest = Math.max(...d.upload.case.spec.instances.map((e) => e.length));
       for (let s = 0; s < longest; s++) for (let i = 0; i < d.slugs.length; i++) if (s >= half(d, i)) await d.step(i, s);
+      for (let i = 0; i < d.slugs.length; i++) await d.checkHistory(i);
     }
   }
 };
@@ -342,12 +363,14 @@ const elapsed = Date.now() - started;
 // ---------------------------------------------------------------------------------------------
 // Reporting
 
+const where = (m: Mismatch): string => (m.step === -1 ? 'create' : m.step === -2 ? 'after the last event' : `event #${m.step}`);
+
 const describe = (m: Mismatch): string => {
   const { upload } = m;
   const c = upload.case;
   const only = `STATEHOLD_DIFF_SEED=${SEED} STATEHOLD_DIFF_RUNS=${RUNS} STATEHOLD_DIFF_EVENTS=${EVENTS} STATEHOLD_DIFF_ONLY=${c.index} STATEHOLD_DIFF_FLAVORS=${upload.flavor.name} STATEHOLD_DIFF_SERVERS=${m.server}`;
   return [
-    `${m.what}: seed ${SEED}, case ${c.index}, ${upload.flavor.name}, server ${m.server}, instance i${m.instance}, ${m.step < 0 ? 'create' : `event #${m.step} ${JSON.stringify(m.event)}`}${m.afterRestart ? ' (after the restart)' : ''}`,
+    `${m.what}: seed ${SEED}, case ${c.index}, ${upload.flavor.name}, server ${m.server}, instance i${m.instance}, ${where(m)}${m.event ? ` ${JSON.stringify(m.event)}` : ''}${m.afterRestart ? ' (after the restart)' : ''}`,
     `  expected: ${JSON.stringify(m.expected)}`,
     `  got:      ${JSON.stringify(m.got)}`,
     ...c.spec.instances.map((events, i) => `  events of i${i}: ${JSON.stringify(events)}`),
@@ -369,7 +392,7 @@ for (const upload of uploads) {
       for (const m of found) {
         const text = describe(m);
         console.error(`\n${text}\n`);
-        t.fail(`${server.kind.name}: ${m.what} (instance i${m.instance}, ${m.step < 0 ? 'create' : `event #${m.step}`}); the machine, events and seed are printed above`, {
+        t.fail(`${server.kind.name}: ${m.what} (instance i${m.instance}, ${where(m)}); the machine, events and seed are printed above`, {
           diagnostic: true,
           seed: SEED,
           case: upload.case.index,

@@ -18,8 +18,11 @@
  * - Transitions from one region into a sibling region.
  * - Endless automatic steps: `after`, `always` and `onDone` only go to states after their source's
  *   whole subtree in document order (never to a history state), so every chain of them ends.
- * - Two delayed events pending at once (their real-time order could differ from the simulated
- *   clock's): `after` only on atomic states no two of which can be active together.
+ * - Two delayed events pending at once whose real-time order could differ from the simulated
+ *   clock's: `after` only on atomic states no two of which can be active together, and a machine has
+ *   either `after` or delayed sends to itself (D0..D2, 5, 25 and 45 ms, sent only by handlers of the
+ *   user's events, so all of one step's are sent at once and due 20 ms apart).
+ * - Endless raising: raised events (I0, I1) go to handlers that raise nothing.
  * - Throwing only where the event asks for it (`event.boom === <site>`), so delayed events never
  *   throw and initial states never throw.
  */
@@ -32,6 +35,10 @@ export type Major = 4 | 5;
 
 interface RawAction {
   kind: number;
+  /** Which raised or delayed event. */
+  k: number;
+  /** Whether this action is one of the event-sending kinds (raise, delayed send, cancel), where they are allowed. */
+  sends: boolean;
 }
 interface RawGuard {
   kind: number;
@@ -42,6 +49,8 @@ interface RawCandidate {
   target: number | null;
   /** Aim at a history state, when the machine has one. */
   toHistory: boolean;
+  /** The non-default entry mode: v4 `internal: true`, v5 `reenter: true`. */
+  flip: boolean;
   guard: RawGuard | null;
   actions: RawAction[];
 }
@@ -78,6 +87,10 @@ export interface RawCase {
   root: RawNode;
   transitions: RawTransition[];
   rootTransitions: RawTransition[];
+  /** Handlers of the raised (I0, I1) and, in delayed-send mode, the delayed (D0..D2) events. */
+  sentTransitions: RawTransition[];
+  /** Delayed sends to self instead of `after` (never both in one machine: two timers pending at once could fire in another order than on the simulated clock). */
+  delayedSends: boolean;
   instances: RawEvent[][];
   initialSecret: number | null;
 }
@@ -90,11 +103,12 @@ export interface GeneratorOptions {
   instances: number;
 }
 
-const rawAction: fc.Arbitrary<RawAction> = fc.record({ kind: fc.nat(99) });
+const rawAction: fc.Arbitrary<RawAction> = fc.record({ kind: fc.nat(99), k: fc.nat(5), sends: fc.nat(2).map((x) => x === 0) });
 const rawGuard: fc.Arbitrary<RawGuard> = fc.record({ kind: fc.nat(99), k: fc.nat(5), throws: fc.nat(3).map((x) => x === 0) });
 const rawCandidate: fc.Arbitrary<RawCandidate> = fc.record({
   target: fc.option(fc.nat(999), { freq: 3 }),
   toHistory: fc.nat(3).map((x) => x === 0),
+  flip: fc.nat(3).map((x) => x === 0),
   guard: fc.option(rawGuard, { freq: 2 }),
   actions: fc.array(rawAction, { maxLength: 2 }),
 });
@@ -157,6 +171,8 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
     root: nodeArb(0),
     transitions: fc.array(rawTransition, { minLength: 6, maxLength: 16 }),
     rootTransitions: fc.array(rawTransition, { minLength: 0, maxLength: 3 }),
+    sentTransitions: fc.array(rawTransition, { minLength: 0, maxLength: 5 }),
+    delayedSends: fc.nat(4).map((x) => x < 2),
     instances: fc.array(fc.array(rawEvent, { minLength: options.minEvents, maxLength: options.maxEvents }), { minLength: options.instances, maxLength: options.instances }),
     initialSecret: fc.option(fc.nat(50), { freq: 2 }),
   });
@@ -166,6 +182,9 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
 
 type ActionSpec =
   | { kind: 'inc' | 'mix' | 'secret' }
+  | { kind: 'raise'; event: string }
+  | { kind: 'schedule'; event: string; delay: number; id: string }
+  | { kind: 'cancel'; id: string }
   | { kind: 'trace'; label: string }
   | { kind: 'rinc' | 'rmix'; key: string }
   | { kind: 'throwAction' | 'throwAssign'; site: number };
@@ -179,6 +198,7 @@ interface GuardSpec {
 
 interface Candidate {
   target: SNode | null;
+  flip: boolean;
   guard: GuardSpec | null;
   actions: ActionSpec[];
 }
@@ -226,6 +246,10 @@ export interface Features {
   throwingAction: boolean;
   throwingGuard: boolean;
   throwingAssign: boolean;
+  raise: boolean;
+  delayedSend: boolean;
+  cancel: boolean;
+  flippedEntry: boolean;
 }
 
 export interface MachineSpec {
@@ -330,10 +354,30 @@ export const buildSpec = (raw: RawCase): MachineSpec => {
     targetlessAssign: false, targetedTransition: false, rootOn: false, nested: false, parallel: false, parallelRoot: root.kind === 'parallel',
     shallowHistory: false, deepHistory: false, guard: false, always: false, entry: false, exit: false, after: false,
     final: false, topLevelFinal: false, onDone: false, tags: false, throwingAction: false, throwingGuard: false, throwingAssign: false,
+    raise: false, delayedSend: false, cancel: false, flippedEntry: false,
   };
+  /** Raised events go to handlers that raise nothing; delayed events to handlers that send nothing delayed. */
+  const RAISED = ['I0', 'I1'];
+  const DELAYED = ['D0', 'D1', 'D2'];
 
-  const actionsFor = (raws: RawAction[], owner: string, label: string): ActionSpec[] =>
+  type Sends = 'raise' | 'schedule' | 'cancel';
+  const actionsFor = (raws: RawAction[], owner: string, label: string, sends: Sends[] = []): ActionSpec[] =>
     raws.map((r, i): ActionSpec => {
+      const allowed = sends.filter((k) => k === 'raise' || raw.delayedSends);
+      if (r.sends && allowed.length > 0) {
+        const kind = allowed[r.kind % allowed.length] as Sends;
+        if (kind === 'raise') {
+          features.raise = true;
+          return { kind, event: RAISED[r.k % RAISED.length] as string };
+        }
+        const d = r.k % DELAYED.length;
+        if (kind === 'cancel') {
+          features.cancel = true;
+          return { kind, id: `d${d}` };
+        }
+        features.delayedSend = true;
+        return { kind, event: DELAYED[d] as string, delay: 5 + 20 * d, id: `d${d}` };
+      }
       const main = ['inc', 'mix', 'trace', 'secret', 'inc', 'trace', 'throwAction', 'throwAssign'] as const;
       const region = ['rinc', 'rmix', 'rinc', 'rmix', 'throwAction', 'throwAssign'] as const;
       const kind = owner === 'main' ? main[r.kind % main.length] : region[r.kind % region.length];
@@ -394,22 +438,24 @@ export const buildSpec = (raw: RawCase): MachineSpec => {
   /** Targets of automatic steps from `n`: after its subtree, no history state, not into a sibling region. */
   const autoTargets = (n: SNode): SNode[] => nodes.filter((t) => t.index > n.lastIndex && t.kind !== 'history' && !crossesRegions(n, t));
 
-  const addUserTransition = (src: SNode, r: RawTransition) => {
+  const addUserTransition = (src: SNode, r: RawTransition, types: string[] = ['E0', 'E1', 'E2', 'E3', 'E4', 'E5']) => {
     let type: string | undefined;
-    for (let i = 0; i < 6; i++) {
-      const candidate = `E${(r.evt + i) % 6}`;
+    for (let i = 0; i < types.length; i++) {
+      const candidate = types[(r.evt + i) % types.length] as string;
       if (canHandle(src, candidate)) {
         type = candidate;
         break;
       }
     }
     if (type === undefined) return;
+    const sends: Sends[] = type.startsWith('E') ? ['raise', 'schedule', 'cancel'] : type.startsWith('D') ? ['raise', 'cancel'] : [];
     const candidates = r.candidates.map((c): Candidate => {
       const histories = targetables.filter((n) => n.kind === 'history');
       const pool = c.toHistory && histories.length > 0 ? histories : targetables;
       let target: SNode | null = c.target === null ? null : (pool[c.target % pool.length] as SNode);
       if (target && crossesRegions(src, target)) target = null;
-      const cand = { target, guard: guardFor(c.guard, src.owner), actions: actionsFor(c.actions, src.owner, `${type}@${src.key}`) };
+      const cand = { target, flip: target !== null && c.flip, guard: guardFor(c.guard, src.owner), actions: actionsFor(c.actions, src.owner, `${type}@${src.key}`, sends) };
+      if (cand.flip) features.flippedEntry = true;
       if (target) {
         features.targetedTransition = true;
         if (target.kind === 'history') {
@@ -428,6 +474,7 @@ export const buildSpec = (raw: RawCase): MachineSpec => {
   };
   for (const r of raw.rootTransitions) addUserTransition(root, r);
   for (const r of raw.transitions) addUserTransition(sources[r.src % sources.length] as SNode, r);
+  for (const r of raw.sentTransitions) addUserTransition(sources[r.src % sources.length] as SNode, r, raw.delayedSends ? [...RAISED, ...DELAYED] : RAISED);
 
   const autoCandidate = (n: SNode, r: RawAuto, allowTargetless: boolean, label: string): Candidate | null => {
     const options = autoTargets(n);
@@ -436,7 +483,7 @@ export const buildSpec = (raw: RawCase): MachineSpec => {
       if (options.length === 0) return null;
       target = options[r.target % options.length] as SNode;
     }
-    return { target, guard: guardFor(r.guard, n.owner), actions: actionsFor(r.actions, n.owner, label) };
+    return { target, flip: false, guard: guardFor(r.guard, n.owner), actions: actionsFor(r.actions, n.owner, label) };
   };
 
   // always: eventless transitions count as one event type for the region rule
@@ -454,7 +501,7 @@ export const buildSpec = (raw: RawCase): MachineSpec => {
   const timed: SNode[] = [];
   for (const n of nodes) {
     const r = rawOf.get(n);
-    if (!r?.after || n.kind !== 'atomic' || timed.some((t) => lca(t, n).kind === 'parallel')) continue;
+    if (!r?.after || raw.delayedSends || n.kind !== 'atomic' || timed.some((t) => lca(t, n).kind === 'parallel')) continue;
     const c = autoCandidate(n, r.after, true, `after@${n.key}`);
     if (!c) continue;
     n.after = { delay: 1 + (r.after.delay % 8), candidates: [c] };
@@ -475,7 +522,7 @@ export const buildSpec = (raw: RawCase): MachineSpec => {
     features.onDone = true;
   }
 
-  const eventTypes = [...handlers.keys()].filter((k) => k !== '').sort();
+  const eventTypes = [...handlers.keys()].filter((k) => k.startsWith('E')).sort();
   const alphabet = [...eventTypes, 'NOPE'];
   const instances = raw.instances.map((events) =>
     events.map((e) => {
@@ -542,6 +589,12 @@ const renderAction = (a: ActionSpec, major: Major): string => {
       return `${p} => { if (e.boom === ${a.site}) boom(${a.site}); }`;
     case 'throwAssign':
       return `assign({ public: ${p} => (e.boom === ${a.site} ? boom(${a.site}) : c.public) })`;
+    case 'raise':
+      return major === 4 ? `raise(${JSON.stringify(a.event)})` : `raise({ type: ${JSON.stringify(a.event)} })`;
+    case 'schedule':
+      return `${major === 4 ? 'send' : 'raise'}({ type: ${JSON.stringify(a.event)} }, { delay: ${a.delay}, id: ${JSON.stringify(a.id)} })`;
+    case 'cancel':
+      return `cancel(${JSON.stringify(a.id)})`;
   }
 };
 
@@ -557,6 +610,7 @@ const renderCandidates = (cands: Candidate[], major: Major): string =>
     .map((c) => {
       const parts: string[] = [];
       if (c.target) parts.push(`target: ${JSON.stringify(`#${c.target.id}`)}`);
+      if (c.flip) parts.push(major === 4 ? 'internal: true' : 'reenter: true');
       if (c.guard) parts.push(renderGuard(c.guard, major));
       if (c.actions.length) parts.push(`actions: [${c.actions.map((a) => renderAction(a, major)).join(', ')}]`);
       return `{ ${parts.join(', ')} }`;
@@ -600,7 +654,8 @@ const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string)
 export const startingContext = (spec: MachineSpec): Record<string, unknown> => ({ ...spec.initialContext, ...(spec.createContext ?? {}) });
 
 /**
- * The machine as statements that define `machine` with `createMachine` and `assign` in scope.
+ * The machine as statements that define `machine` with xstate's `createMachine`, `assign`, `raise`,
+ * `cancel` (and v4's `send`) in scope.
  * `context` replaces the machine's default context (the reference uses the merged starting context).
  */
 export const renderBody = (spec: MachineSpec, major: Major, context: unknown = spec.initialContext): string =>
@@ -608,9 +663,11 @@ export const renderBody = (spec: MachineSpec, major: Major, context: unknown = s
 
 const AUTHORIZERS = 'export const allowRead = () => true;\nexport const allowWrite = () => true;\n';
 
-/** A module for upload (or for bundling): imports `createMachine` and `assign` from `specifier`. */
+const imports = (major: Major) => (major === 4 ? ['createMachine', 'assign', 'send', 'raise', 'cancel'] : ['createMachine', 'assign', 'raise', 'cancel']);
+
+/** A module for upload (or for bundling): imports xstate's functions from `specifier`. */
 export const renderModule = (spec: MachineSpec, major: Major, specifier: string): string =>
-  `import { createMachine, assign } from ${JSON.stringify(specifier)};\n${renderBody(spec, major)}export default machine;\n${AUTHORIZERS}`;
+  `import { ${imports(major).join(', ')} } from ${JSON.stringify(specifier)};\n${renderBody(spec, major)}export default machine;\n${AUTHORIZERS}`;
 
 // ---------------------------------------------------------------------------------------------
 // The reference: the test process's own xstate
@@ -622,33 +679,52 @@ export interface Observed {
   done: boolean;
 }
 
+/**
+ * One record of the instance's history (`GET .../events`): the event and the state after it. Every
+ * event the service took gets one (also one that changed nothing, and one sent after the machine was
+ * done), and so does each delayed event that fired; raised events and eventless transitions are part
+ * of the step of the event that caused them. `full`: the event as sent (a user's), else its type alone.
+ */
+export interface HistoryRecord {
+  event: { type: string; [k: string]: unknown };
+  state: unknown;
+  full: boolean;
+}
+
 export type Expectation =
-  /** The event was taken: the service must answer this. */
-  | { kind: 'ok'; state: Observed }
+  /** The event was taken: the service must answer this, and these are its history records. */
+  | { kind: 'ok'; state: Observed; records: HistoryRecord[] }
   /** Machine code threw: 400 machine-code-error, the instance unchanged. */
   | { kind: 'refused'; state: Observed; error: string }
   /** The machine was already done: the event changes nothing. */
-  | { kind: 'after-done'; state: Observed };
+  | { kind: 'after-done'; state: Observed; records: HistoryRecord[] };
 
 export interface ReferenceRun {
   initial: Observed;
+  /** xstate.init and the delayed events that fired while the new instance settled. */
+  initialRecords: HistoryRecord[];
   steps: Expectation[];
 }
 
 export interface XstateModules {
-  v4: { createMachine: unknown; assign: unknown; interpret: (m: any, o?: any) => any; SimulatedClock: new () => any };
-  v5: { createMachine: unknown; assign: unknown; createActor: (m: any, o?: any) => any; SimulatedClock: new () => any };
+  v4: Record<string, unknown> & { interpret: (m: any, o?: any) => any; SimulatedClock: new () => any };
+  v5: Record<string, unknown> & { createActor: (m: any, o?: any) => any; SimulatedClock: new () => any };
 }
 
-const machineFrom = (body: string, createMachine: unknown, assign: unknown): unknown =>
+const machineFrom = (body: string, major: Major, xs: Record<string, unknown>): unknown => {
+  const names = imports(major);
   // eslint-disable-next-line @typescript-eslint/no-implied-eval
-  new Function('createMachine', 'assign', `${body}\nreturn machine;`)(createMachine, assign);
+  return new Function(...names, `${body}\nreturn machine;`)(...names.map((n) => xs[n]));
+};
 
 const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
-/** Fires every pending delayed event (at most one is ever pending, and none is due past the settle window). */
+/**
+ * Fires every pending delayed event, a millisecond at a time: xstate 4's SimulatedClock fires a timer
+ * cancelled during the same increment anyway. None is due past the settle window.
+ */
 const flush = (clock: { timeouts: Map<unknown, unknown>; increment(ms: number): void }) => {
-  for (let i = 0; i < 100 && clock.timeouts.size > 0; i++) clock.increment(1000);
+  for (let i = 0; i < 5000 && clock.timeouts.size > 0; i++) clock.increment(1);
   if (clock.timeouts.size > 0) throw new Error('the reference machine never settled');
 };
 
@@ -656,26 +732,40 @@ interface RefActor {
   send(event: unknown): void;
   observe(): Observed;
   error(): unknown;
+  /** The history records since the last call. */
+  takeRecords(): HistoryRecord[];
   stop(): void;
 }
+
+const recordOf = (event: { type: string }, value: unknown, user: unknown): HistoryRecord =>
+  event === user ? { event: plain(event), state: plain(value), full: true } : { event: { type: event.type }, state: plain(value), full: false };
 
 const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): RefActor => {
   const body = renderBody(spec, major, startingContext(spec));
   if (major === 4) {
-    const machine = machineFrom(body, xs.v4.createMachine, xs.v4.assign);
+    const machine = machineFrom(body, 4, xs.v4);
     const clock = new xs.v4.SimulatedClock();
     const service = xs.v4.interpret(machine, { clock });
     let failure: unknown;
+    let records: HistoryRecord[] = [];
+    let user: unknown;
+    service.onTransition((state: any) => records.push(recordOf(state.event, state.value, user)));
     service.start();
     flush(clock);
     return {
       send(event) {
+        user = event;
         try {
           service.send(event);
           flush(clock);
         } catch (e) {
           failure = e;
         }
+      },
+      takeRecords: () => {
+        const taken = records;
+        records = [];
+        return taken;
       },
       observe: () => {
         const s = service.state;
@@ -685,16 +775,27 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
       stop: () => service.stop(),
     };
   }
-  const machine = machineFrom(body, xs.v5.createMachine, xs.v5.assign);
+  const machine = machineFrom(body, 5, xs.v5);
   const clock = new xs.v5.SimulatedClock();
-  const actor = xs.v5.createActor(machine, { clock });
+  let records: HistoryRecord[] = [];
+  let user: unknown;
+  const inspect = (ev: any) => {
+    if (ev.type === '@xstate.snapshot' && ev.actorRef === actor && ev.snapshot.status !== 'error') records.push(recordOf(ev.event, ev.snapshot.value, user));
+  };
+  const actor = xs.v5.createActor(machine, { clock, inspect });
   actor.subscribe({ error: () => {} });
   actor.start();
   flush(clock);
   return {
     send(event) {
+      user = event;
       actor.send(event);
       flush(clock);
+    },
+    takeRecords: () => {
+      const taken = records;
+      records = [];
+      return taken;
     },
     observe: () => {
       const s = actor.getSnapshot();
@@ -716,27 +817,29 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
 export const referenceRun = (spec: MachineSpec, major: Major, events: Array<{ type: string }>, xs: XstateModules): ReferenceRun => {
   const first = startReference(spec, major, xs);
   const initial = first.observe();
+  const initialRecords = first.takeRecords();
   first.stop();
   const accepted: unknown[] = [];
   let current = initial;
   const steps: Expectation[] = [];
   for (const event of events) {
     if (current.done) {
-      steps.push({ kind: 'after-done', state: current });
+      steps.push({ kind: 'after-done', state: current, records: [recordOf(event, current.value, event)] });
       continue;
     }
     const actor = startReference(spec, major, xs);
     for (const e of accepted) actor.send(e);
     if (actor.error() !== undefined) throw new Error(`the reference failed replaying accepted events: ${String(actor.error())}`);
+    actor.takeRecords();
     actor.send(event);
     const error = actor.error();
     if (error !== undefined) steps.push({ kind: 'refused', state: current, error: String(error) });
     else {
       accepted.push(event);
       current = actor.observe();
-      steps.push({ kind: 'ok', state: current });
+      steps.push({ kind: 'ok', state: current, records: actor.takeRecords() });
     }
     actor.stop();
   }
-  return { initial, steps };
+  return { initial, initialRecords, steps };
 };
