@@ -19,8 +19,10 @@ node_modules/.installed: package.json $(wildcard package-lock.json)
 
 install: node_modules/.installed
 
+# The host's TypeScript, then the in-isolate JavaScript: checked by its own tsconfig (the isolate's
+# globals only) and copied unchanged beside the host code that reads it (src/sandbox/isolate-sources.ts).
 build: install
-	npx --no-install tsc -p tsconfig.json
+	npm run --silent build
 
 run: build
 	$(NODE) $(SERVE_NODE_ARGS) dist/bin/statehold.js serve --port $(PORT) --data-dir $(DATA_DIR)

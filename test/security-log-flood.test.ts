@@ -1,7 +1,7 @@
 /**
  * SECURITY FINDING (medium): console output of machine code is unbounded per call.
  *
- * Each entry is capped at 64 KiB (globals-source.ts MAX_LOG_CHARS) but nothing caps the number of
+ * Each entry is capped at 64 KiB (isolate/globals.js MAX_LOG_CHARS) but nothing caps the number of
  * entries: one event whose action loops over console.log until the CPU limit hands the host several
  * hundred MB of log entries in a single call (measured: ≈ 5,500 entries / 330 MB in 1 s). The host
  * buffers them all (LogSink.pending, which cannot flush while the synchronous call blocks the event

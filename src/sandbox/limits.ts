@@ -1,6 +1,6 @@
 /**
- * Per-isolate limits of the sandbox, in one place. The in-isolate sources (globals-source.ts,
- * harness-source.ts) have the numbers interpolated when they are built, so host and isolate agree.
+ * Per-isolate limits of the sandbox, in one place. The in-isolate code (isolate/globals.js) gets them
+ * as values when an isolate is made (isolate-sources.ts isolateSettings), so host and isolate agree.
  * (CPU time and memory limits per isolate are load options: version-isolate.ts DEFAULT_*.)
  */
 

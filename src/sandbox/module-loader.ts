@@ -2,6 +2,7 @@
  * Builds the module graph of one isolate:
  *   statehold:entry ──▶ statehold:bundle (user code) ──▶ xstate (shared copy, es/*.js)
  *                   └─▶ statehold:harness ───────────────▶ xstate
+ *                                        └─▶ statehold:upgrade
  *   statehold:entry5 ─▶ xstate@5 (shared v5 copy, dist/*.esm.js), statehold:harness
  * The harness is evaluated before the bundle (it must take the hidden plumbing off the global object
  * before user code runs); the entry module, evaluated last, hands the bundle namespace to the harness.
@@ -14,7 +15,7 @@
 import ivm from 'isolated-vm';
 import { BundleValidationError } from './errors.js';
 import { isXstate5Specifier, resolveUserSpecifier, resolveXstateInternal, xstateSource } from './xstate-sources.js';
-import { HARNESS_SOURCE, ENTRY_SOURCE, ENTRY5_SOURCE } from './harness-source.js';
+import { HARNESS_SOURCE, ENTRY_SOURCE, ENTRY5_SOURCE, UPGRADE_HARNESS_SOURCE } from './isolate-sources.js';
 
 const BUNDLE_FILENAME = 'file:///statehold/bundle.mjs';
 
@@ -32,6 +33,7 @@ export class IsolateModules {
   private readonly fileOf = new Map<ivm.Module, string>();
   private bundleModule: ivm.Module | undefined;
   private harnessModule: ivm.Module | undefined;
+  private upgradeModule: ivm.Module | undefined;
   private xstate5Bound = false;
   /** The bundle imports the shared xstate 5 (known once compiled). */
   bundleImportsXstate5 = false;
@@ -100,6 +102,10 @@ export class IsolateModules {
       const target = resolveXstateInternal(specifier, xstateFile);
       if (target === undefined) throw new Error(`xstate module import not found: ${specifier}`);
       return this.xstateModule(target);
+    }
+    if (referrer === this.harnessModule && specifier === 'statehold:upgrade') {
+      this.upgradeModule ??= this.isolate.compileModuleSync(UPGRADE_HARNESS_SOURCE, { filename: 'file:///statehold/upgrade-harness.mjs' });
+      return this.upgradeModule;
     }
     if (referrer !== this.bundleModule && referrer !== this.harnessModule) {
       // our entry module (the only other referrer)

@@ -34,19 +34,15 @@
 import { randomBytes } from 'node:crypto';
 import ivm from 'isolated-vm';
 import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxTimeoutError, StepTooLargeError } from './errors.js';
-import { GLOBALS_SOURCE } from './globals-source.js';
-import { URL_SOURCE } from './url-source.js';
 import { IsolateModules } from './module-loader.js';
 import { cryptoCallback, fetchCallback, logCallback, LogBudget, randomCallback } from './host-callbacks.js';
 import { MAX_STEP_RESULT_CHARS } from './limits.js';
 import { MAX_STATE_DEPTH, tooDeep } from '../domain/json-depth.js';
 import { callSync, translateIsolateError, type CallArg, type CallLimits } from './isolate-call.js';
-import { FETCH_SOURCE } from './fetch-source.js';
-import { SUBTLE_SOURCE } from './subtle-source.js';
 import { HostCalls, type HostCallOutcome } from './host-calls.js';
 import { defaultEgressOptions, type EgressOptions, type Lookup } from './egress-policy.js';
 import { parseStep, type RawStep, splitStep } from './step-result.js';
-import { TAMPERED_MARKER } from './harness-source.js';
+import { FETCH_SOURCE, GLOBALS_SOURCE, type HarnessArgs, type HarnessFn, SUBTLE_SOURCE, TAMPERED_MARKER, URL_SOURCE, isolateSettings } from './isolate-sources.js';
 import type {
   AuthorizingCaller,
   CapturedLog,
@@ -92,7 +88,7 @@ export interface LoadOptions {
   /**
    * Let the actors of a machine that can leave nothing running but delayed events to itself rest
    * between steps as their state and timers alone, stepped by xstate's pure transition
-   * (harness-source.ts, pure steps); default true.
+   * (isolate/harness.js, pure steps); default true.
    */
   pureSteps?: boolean;
   /** A machine version (the default) or a migration bundle, whose exports are checked instead. */
@@ -135,7 +131,7 @@ type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
 const HARNESS_EXPORTS = [
   'start', 'authorizeAndStart', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'authorizeReads',
   'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census', 'httpCall', 'httpCollect', 'httpDrop', 'migrate', 'rememberedPaths5',
-] as const;
+] as const satisfies readonly HarnessFn[];
 /** Runs a crossing into the isolate, e.g. timed for a watchdog (see httpApiHandler). */
 export type Crossings = <T>(crossing: () => T) => T;
 const runCrossing: Crossings = (crossing) => crossing();
@@ -222,7 +218,7 @@ export class VersionIsolate {
         logs.end();
       }
       const info = JSON.parse(infoJson) as BundleInfo;
-      // A machine of a bundled xstate 5 copy runs on the shared v5 copy's actors (harness-source.ts).
+      // A machine of a bundled xstate 5 copy runs on the shared v5 copy's actors (isolate/harness.js).
       if (opts.kind !== 'migration' && info.machine === 'v5' && !modules.bundleImportsXstate5) modules.bindXstate5(limits.cpuLimitMs);
       const problem = opts.kind === 'migration' ? migrationProblem(info) : bundleProblem(info);
       if (problem !== undefined) throw new BundleValidationError(problem);
@@ -323,7 +319,7 @@ export class VersionIsolate {
 
   /** `around` runs each crossing into the isolate that may run machine code (the sandbox worker times them). */
   private async httpApi(slug: string, fn: 'handler' | 'responseMapper', input: unknown, name: string, deadlineMs: number, around: Crossings): Promise<HttpApiOutcome> {
-    const cross = (harnessFn: 'httpCall' | 'httpCollect', args: CallArg[]): string => around(() => this.call(harnessFn, args));
+    const cross = <K extends 'httpCall' | 'httpCollect'>(harnessFn: K, args: HarnessArgs<K>): string => around(() => this.call(harnessFn, args));
     // Its own key (an actor key always has slashes): what it leaves behind is dropped by it, also when
     // the first crossing is cut short by the CPU limit.
     const key = `http-api:${++this.httpCalls}`;
@@ -462,9 +458,9 @@ export class VersionIsolate {
     return this.healthy ? this.isolate.getHeapStatisticsSync().used_heap_size : 0;
   }
 
-  private step(instanceKey: string, fn: 'start' | 'send' | 'advance', args: (string | number)[]): RawStep;
-  private step(instanceKey: string, fn: 'authorizeAndSend' | 'authorizeAndStart', args: (string | number)[]): RawStep | 'rejected';
-  private step(instanceKey: string, fn: StepFn, args: (string | number)[]): RawStep | 'rejected' {
+  private step<K extends 'start' | 'send' | 'advance'>(instanceKey: string, fn: K, args: HarnessArgs<K>): RawStep;
+  private step<K extends 'authorizeAndSend' | 'authorizeAndStart'>(instanceKey: string, fn: K, args: HarnessArgs<K>): RawStep | 'rejected';
+  private step<K extends StepFn>(instanceKey: string, fn: K, args: HarnessArgs<K>): RawStep | 'rejected' {
     try {
       this.throwDeliveryFailure(instanceKey);
       const stepped = this.callForActor(instanceKey, fn, args);
@@ -556,7 +552,7 @@ export class VersionIsolate {
   }
 
   /** A call on behalf of one actor: if it is cut short, that actor is dropped (it cannot be trusted). */
-  private callForActor(instanceKey: string, fn: keyof HarnessRefs, args: (string | number)[]): string {
+  private callForActor<K extends HarnessFn>(instanceKey: string, fn: K, args: HarnessArgs<K>): string {
     try {
       return this.call(fn, args);
     } catch (e) {
@@ -571,10 +567,10 @@ export class VersionIsolate {
     }
   }
 
-  private call(fn: keyof HarnessRefs, args: CallArg[]): string {
+  private call<K extends HarnessFn>(fn: K, args: HarnessArgs<K>): string {
     this.logs.begin();
     try {
-      return callSync(this.isolate, this.fns[fn], args, this.limits);
+      return callSync(this.isolate, this.fns[fn], args as CallArg[], this.limits);
     } catch (e) {
       if (e instanceof MachineCodeError && e.message.includes(TAMPERED_MARKER)) {
         // Nothing in this isolate can be trusted any more: free it; the version is loaded afresh on
@@ -613,7 +609,7 @@ function installGlobals(isolate: ivm.Isolate, context: ivm.Context, logs: LogBud
     fn.release();
   };
   const nonce = randomBytes(6).toString('hex');
-  runInstaller(GLOBALS_SOURCE, 'file:///statehold/globals.js', [logCallback(logs), randomCallback(), nonce]);
+  runInstaller(GLOBALS_SOURCE, 'file:///statehold/globals.js', [logCallback(logs), randomCallback(), nonce, isolateSettings()]);
   isolate.compileScriptSync(URL_SOURCE, { filename: 'file:///statehold/url.js' }).runSync(context);
   runInstaller(FETCH_SOURCE, 'file:///statehold/fetch.js', [fetchCallback(hostCalls.start)]);
   runInstaller(SUBTLE_SOURCE, 'file:///statehold/subtle.js', [cryptoCallback()]);

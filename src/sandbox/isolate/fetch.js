@@ -12,11 +12,11 @@
  * the host can count an actor's calls in flight and drop them when the actor is stopped.
  * Bodies are buffered: `text()`, `json()`, `arrayBuffer()`, `bytes()` read a copy; a body reads once.
  */
-export const FETCH_SOURCE = String.raw`(function installFetch(hostFetch) {
+(function installFetch(hostFetch) {
   'use strict';
   var G = globalThis;
   var internal = G.__statehold_internal;
-  var I = internal.intrinsics; // built-ins captured before any user code runs (globals-source.ts)
+  var I = internal.intrinsics; // built-ins captured before any user code runs (globals.js)
   var stringify = I.jsonStringify, parse = I.jsonParse;
   function define(name, value) {
     Object.defineProperty(G, name, { value: value, writable: true, configurable: true, enumerable: false });
@@ -275,4 +275,4 @@ export const FETCH_SOURCE = String.raw`(function installFetch(hostFetch) {
     I.mapForEach(pending, function (p, id) { if (p.owner === owner) I.arrayPush(ids, id); });
     for (var i = 0; i < ids.length; i++) I.mapDelete(pending, ids[i]);
   };
-})`;
+})

@@ -8,7 +8,7 @@
  * as ArrayBuffers in already-settled promises. Key bytes stay in this closure (a WeakMap keyed by the
  * opaque CryptoKey object).
  */
-export const SUBTLE_SOURCE = String.raw`(function installSubtle(hostCrypto) {
+(function installSubtle(hostCrypto) {
   'use strict';
   var G = globalThis;
   function named(name, message) { var e = new Error(message); e.name = name; return e; }
@@ -138,4 +138,4 @@ export const SUBTLE_SOURCE = String.raw`(function installSubtle(hostCrypto) {
   });
   Object.defineProperty(G.crypto, 'subtle', { value: subtle, enumerable: true, configurable: true, writable: false });
   Object.defineProperty(G, 'CryptoKey', { value: CryptoKey, writable: true, configurable: true, enumerable: false });
-})`;
+})

@@ -1,7 +1,7 @@
 /**
- * The harness's part of an instance upgrade (wire-protocol §7.5, §8.5; docs/migrations.md), spliced
- * into HARNESS_SOURCE at its top level, so it sees the harness's captured built-ins (I, hasOwn,
- * arrayPush, ...) and machine accessors (machine5). Three jobs, in the order an upgrade needs them:
+ * The harness's part of an instance upgrade (wire-protocol §7.5, §8.5; docs/migrations.md), a module
+ * of its own (statehold:upgrade) that the harness gives what it needs of its own (makeUpgrades: the
+ * captured built-ins, the bundle and machine accessors). Three jobs, in the order an upgrade needs them:
  * - `rememberedPaths5`, on the old version: a v5 snapshot names the states its history states
  *   remember by state node id, which only that version's machine can turn into paths;
  * - `migrate`, in a migration's own isolate: the bundle's upgradeState and upgradeContext;
@@ -10,7 +10,17 @@
  *   remembered paths, and pending `after` events renamed to that major's form.
  * Either major may be on either side: only the value, context, remembered paths and timers cross.
  */
-export const UPGRADE_HARNESS_SOURCE = String.raw`
+/**
+ * The upgrade functions, bound to what they need of the harness (h): its captured built-ins and
+ * helpers, and accessors for what the harness learns as it loads (the bundle, whether it is v5).
+ */
+export function makeUpgrades(h) {
+  const I = h.I, internal = h.internal, $Error = I.Error, $String = I.String;
+  const arrayPush = I.arrayPush, objectKeys = I.objectKeys, hasOwn = I.hasOwn, mapGet = I.mapGet, mapSet = I.mapSet;
+  const jsonStringify = I.jsonStringify, jsonParse = I.jsonParse, getPrototypeOf = Object.getPrototypeOf;
+  const enterCall = h.enterCall, jsonCopy = h.jsonCopy, assignOwn = h.assignOwn, outputOf5 = h.outputOf5, machine5 = h.machine5;
+  const X_toSCXMLEvent = h.X_toSCXMLEvent, X_updateHistoryValue = h.X_updateHistoryValue, PERSISTENT_INVOKE = h.PERSISTENT_INVOKE;
+
 // ---- upgrades ----
 // A new object each time: machine code sees it (state.event) and could change it.
 function upgradeEvent() { return { type: 'statebacked.upgrade' }; }
@@ -28,9 +38,10 @@ function isPath(p) {
  * path a history state remembers, then upgradeContext with the old and new leaf paths. Each function
  * gets JSON copies; what they return must be paths (arrays of state names) and an object.
  */
-export function migrate(inputJson) {
+function migrate(inputJson) {
   enterCall();
   const input = jsonParse(inputJson);
+  const bundle = h.bundle();
   const upgradeState = bundle.upgradeState, upgradeContext = bundle.upgradeContext;
   const mapAll = function (paths, what) {
     const out = [];
@@ -65,9 +76,9 @@ export function migrate(inputJson) {
  * keeps a list of state nodes (the atomic ones below its parent for a deep history, the parent's
  * child for a shallow one), persisted as their ids. Ids this machine does not have are skipped.
  */
-export function rememberedPaths5(snapshotJson) {
+function rememberedPaths5(snapshotJson) {
   enterCall();
-  if (!v5) throw new $Error('rememberedPaths5 is for XState v5 machines');
+  if (!h.isV5()) throw new $Error('rememberedPaths5 is for XState v5 machines');
   const m = machine5();
   const history = jsonParse(snapshotJson).state.historyValue;
   const found = [], seen = new I.Map();
@@ -268,4 +279,6 @@ function afterEventOf(major, type) {
   }
   return undefined;
 }
-`;
+
+  return { migrate, rememberedPaths5, upgradedState4, upgradedState5, keepPersistentInvokes5, timersForMajor };
+}

@@ -1,11 +1,14 @@
 /**
  * In-isolate source that installs the web-standard globals machine code may use (wire-protocol §7.3)
  * and the hidden timer/console plumbing the harness needs. It is a function expression: the host
- * runs it once per isolate with three audited callbacks and nothing else from the host:
+ * runs it once per isolate with two audited callbacks and two strings, nothing else from the host:
  *   hostLog(json: string | number): void — the captured-console sink (a number: that many entries
  *                                          were dropped by the per-call budget, limits.ts)
  *   hostRandom(n: number): string        — n random bytes, hex encoded
- * plus a random nonce that makes timer ids unique across isolates (re-armed timers keep their id).
+ *   nonce                                — random, makes timer ids unique across isolates (re-armed
+ *                                          timers keep their id)
+ *   settingsJson                         — the limits (limits.ts) and the harness's tampering marker,
+ *                                          as JSON (isolate-sources.ts IsolateSettings)
  *
  * It runs first, before any other code of the isolate: it removes `WebAssembly` (wasm memories are
  * allocated outside the V8 heap that the isolate memory limit bounds) and captures the built-ins
@@ -14,7 +17,7 @@
  *
  * The callbacks are captured in this closure and never stored on a global, so machine code can only
  * reach them through console.* and crypto.*, which always pass a string/number.
- * fetch/Headers/Request/Response (fetch-source.ts) and crypto.subtle (subtle-source.ts) are installed
+ * fetch/Headers/Request/Response (fetch.js) and crypto.subtle (subtle.js) are installed
  * by their own installers, each with one audited callback of its own.
  * Timers are driven by the host clock: nothing fires by itself; the harness fires due timers when the
  * host calls advance(key, now). Delays: NaN, negative or non-numeric → 0; +Infinity → never fires
@@ -22,11 +25,12 @@
  * The plumbing object is parked on a global for the harness module to take (and delete) before any
  * user code runs.
  */
-import { MAX_EVENT_TIMERS_PER_OWNER, MAX_LOG_CHARS_PER_CALL, MAX_LOG_ENTRIES_PER_CALL, MAX_LOG_ENTRY_CHARS, MAX_TIMERS_PER_OWNER } from './limits.js';
-
-export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostRandom, nonce) {
+(function installGlobals(/** @type {(entry: string | number) => void} */ hostLog, /** @type {(n: number) => string} */ hostRandom,
+  /** @type {string} */ nonce, /** @type {string} */ settingsJson) {
   'use strict';
   var G = globalThis;
+  /** @type {import('./isolate-settings').IsolateSettings} */
+  var settings = JSON.parse(settingsJson);
   // WebAssembly.Memory backing stores live outside the V8 heap, so isolated-vm's memoryLimit does not
   // bound them: the whole namespace goes before any other code runs (nothing else references it).
   delete G.WebAssembly;
@@ -53,7 +57,7 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     isFinite: Number.isFinite, mathMax: Math.max, mathMin: Math.min, parseInt: parseInt
   });
   var I = intrinsics;
-  var $String = String, $Number = Number, $Error = Error, $TypeError = TypeError;
+  var $Error = Error, $TypeError = TypeError;
 
   function define(name, value) {
     Object.defineProperty(G, name, { value: value, writable: true, configurable: true, enumerable: false });
@@ -69,8 +73,8 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
   // limits (limits.ts) and kept apart so that one actor's are found without walking every live actor's
   var timerCounts = new I.Map();
   var timerSeq = 0;
-  var MAX_TIMERS_PER_OWNER = ${MAX_TIMERS_PER_OWNER};
-  var MAX_EVENT_TIMERS_PER_OWNER = ${MAX_EVENT_TIMERS_PER_OWNER};
+  var MAX_TIMERS_PER_OWNER = settings.maxTimersPerOwner;
+  var MAX_EVENT_TIMERS_PER_OWNER = settings.maxEventTimersPerOwner;
   function nowMs() { return current ? current.now : Date.now(); }
   function countOf(owner) {
     var c = I.mapGet(timerCounts, owner);
@@ -184,13 +188,13 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
       I.arrayPop(seen);
     }
   }
-  var MAX_LOG_CHARS = ${MAX_LOG_ENTRY_CHARS};
+  var MAX_LOG_CHARS = settings.maxLogEntryChars;
   // per-call budget (limits.ts): reset by beginCall, which the harness calls at each of its entries.
   // Once over, the rest of the call's entries are dropped without being serialised or sent: the
   // first drop of a call is signalled to the host (hostLog(1)), which asks for the count when its
   // call returns (takeDroppedLogs) and writes one summary entry.
-  var MAX_LOG_ENTRIES_PER_CALL = ${MAX_LOG_ENTRIES_PER_CALL};
-  var MAX_LOG_CHARS_PER_CALL = ${MAX_LOG_CHARS_PER_CALL};
+  var MAX_LOG_ENTRIES_PER_CALL = settings.maxLogEntriesPerCall;
+  var MAX_LOG_CHARS_PER_CALL = settings.maxLogCharsPerCall;
   var logEntries = 0, logChars = 0, logTruncated = false, logDropped = 0;
   function beginCall() { logEntries = 0; logChars = 0; logTruncated = false; }
   function dropEntry() {
@@ -373,7 +377,7 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     if (v instanceof Map) { out = new Map(); memo.set(v, out); v.forEach(function (val, key) { out.set(clone(key, memo), clone(val, memo)); }); return out; }
     if (v instanceof Set) { out = new Set(); memo.set(v, out); v.forEach(function (val) { out.add(clone(val, memo)); }); return out; }
     if (v instanceof ArrayBuffer) { out = v.slice(0); memo.set(v, out); return out; }
-    if (ArrayBuffer.isView(v)) { out = new v.constructor(clone(v.buffer, memo), v.byteOffset, v instanceof DataView ? v.byteLength : v.length); memo.set(v, out); return out; }
+    if (ArrayBuffer.isView(v)) { var view = /** @type {any} */ (v); out = new view.constructor(clone(view.buffer, memo), view.byteOffset, view instanceof DataView ? view.byteLength : view.length); memo.set(v, out); return out; }
     if (v instanceof Error) { out = new Error(v.message); out.name = v.name; out.stack = v.stack; memo.set(v, out); return out; }
     if (v instanceof Promise || v instanceof WeakMap || v instanceof WeakSet) throw cloneError('object could not be cloned');
     out = {}; memo.set(v, out);
@@ -437,13 +441,15 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     if (!(this instanceof AbortController)) throw new TypeError("Class constructor AbortController cannot be invoked without 'new'");
     Object.defineProperty(this, 'signal', { value: newSignal(), enumerable: true });
   }
-  AbortController.prototype.abort = function (reason) { abortSignal(this.signal, reason); };
+  AbortController.prototype.abort = function (reason) { abortSignal(/** @type {any} */ (this).signal, reason); };
   define('AbortSignal', AbortSignal);
   define('AbortController', AbortController);
 
   // ---- plumbing for the harness (taken and deleted by the harness module before user code runs) ----
   var internal = {
     intrinsics: intrinsics,
+    /** Starts the message of the error the harness throws when machine code tampered with what it relies on. */
+    tamperedMarker: settings.tamperedMarker,
     randomUUID: randomUUID,
     /** Starts a new call into the isolate: the per-call console budget begins afresh. */
     beginCall: beginCall,
@@ -489,6 +495,7 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     /** Fires the owner's timers due at 'now', earliest first, including ones they schedule. */
     fireDue: function (owner, now, onError) {
       for (var guard = 0; guard < 10000; guard++) {
+        /** @type {any} */
         var next = null;
         var c = I.mapGet(timerCounts, owner);
         if (c !== undefined) I.mapForEach(c.byId, function (t) {
@@ -507,4 +514,4 @@ export const GLOBALS_SOURCE = String.raw`(function installGlobals(hostLog, hostR
     }
   };
   define('__statehold_internal', internal);
-})`;
+})

@@ -8,7 +8,7 @@
  * - non-ASCII host names are refused (no IDNA) rather than mis-encoded.
  * A script that defines the two globals; run once per isolate after the other globals.
  */
-export const URL_SOURCE = String.raw`(function installUrl() {
+(function installUrl() {
   'use strict';
   var SPECIAL = { 'http:': '80', 'https:': '443', 'ws:': '80', 'wss:': '443', 'ftp:': '21', 'file:': '' };
   var C0_CONTROL = function (c) { return c <= 0x20 || c >= 0x7f; };
@@ -230,8 +230,8 @@ export const URL_SOURCE = String.raw`(function installUrl() {
     r.fragment = s === '' ? null : encodeSet(s, SETS.fragment); reparse(this, hrefOf(r));
   });
   accessor('searchParams', function () { rec(this); return this._params; });
-  URL.prototype.toString = function () { return this.href; };
-  URL.prototype.toJSON = function () { return this.href; };
+  URL.prototype.toString = function () { return /** @type {any} */ (this).href; };
+  URL.prototype.toJSON = function () { return /** @type {any} */ (this).href; };
 
   // ---- URLSearchParams ----
   var PARAMS_OWNER = new WeakMap();
@@ -300,4 +300,4 @@ export const URL_SOURCE = String.raw`(function installUrl() {
 
   Object.defineProperty(globalThis, 'URL', { value: URL, writable: true, configurable: true });
   Object.defineProperty(globalThis, 'URLSearchParams', { value: URLSearchParams, writable: true, configurable: true });
-})();`;
+})();

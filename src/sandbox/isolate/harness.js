@@ -30,26 +30,23 @@
  *   the children) is replaced by a harness-private one scoped to the actor the call runs for, so
  *   machine code cannot find or drive another instance's interpreters by session id ("x:0", ...);
  *   user bundles cannot import xstate's registry or serviceScope modules (xstate-sources.ts);
- * - the harness uses built-ins captured before any user code ran (globals-source.ts intrinsics,
+ * - the harness uses built-ins captured before any user code ran (globals.js intrinsics,
  *   xstate's Interpreter/State methods at install time), so machine code replacing prototype
  *   methods cannot make it look up, collect or drive another actor; collect refuses to run once
  *   JSON.stringify was replaced (the step fails with an error naming it).
  * - each exported entry starts a new console budget (internal.beginCall).
  */
-import { UPGRADE_HARNESS_SOURCE } from './upgrade-harness-source.js';
-
-/** Starts the message of the error the harness throws when machine code tampered with what it relies on. */
-export const TAMPERED_MARKER = 'statehold: sandbox tampered: ';
-
-export const HARNESS_SOURCE = String.raw`
 import * as X from 'xstate';
 import { registry } from 'xstate/lib/registry';
 import { provide } from 'xstate/lib/serviceScope';
 import { updateHistoryValue as X_updateHistoryValue } from 'xstate/lib/utils';
+import { makeUpgrades } from 'statehold:upgrade';
 
 const internal = globalThis.__statehold_internal;
 delete globalThis.__statehold_internal;
 if (!internal) throw new Error('statehold harness: the globals were not installed');
+/** Starts the message of the error the harness throws when machine code tampered with what it relies on (the host's TAMPERED_MARKER). */
+const TAMPERED_MARKER = internal.tamperedMarker;
 
 // ---- built-ins and xstate methods captured before any user code runs ----
 const I = internal.intrinsics;
@@ -85,7 +82,7 @@ function enterCall() {
     }
   }
   if (what !== undefined) {
-    throw new $Error('${TAMPERED_MARKER}machine code ' + what + ', which the sandbox does not allow (it would run inside the steps of other instances)');
+    throw new $Error(TAMPERED_MARKER + 'machine code ' + what + ', which the sandbox does not allow (it would run inside the steps of other instances)');
   }
 }
 const P = {
@@ -523,6 +520,7 @@ function createActor5(rec, m, options) {
   const schedule = scheduler.schedule, relay = system._relay;
   scheduler.schedule = function (source, target, event, delay, id) {
     if (id === undefined) id = internal.randomUUID();
+    /** @type {{ event: unknown, sendId: string, to?: unknown } | null} */
     let meta = null;
     if (source === actor) {
       const to = describeTarget5(rec, target);
@@ -574,7 +572,7 @@ function checkFailed5(rec) {
 function startActor5(rec, init) {
   const m = machine5();
   if (init.snapshot) {
-    // A snapshot an upgrade made (upgrade-harness-source.ts): rebuilt for this version's machine.
+    // A snapshot an upgrade made (upgrade-harness.js): rebuilt for this version's machine.
     const upgraded = init.snapshot.state.__upgradeHistory !== undefined;
     const s = upgraded ? upgradedState5(m, init.snapshot.state) : init.snapshot.state;
     if (upgraded) keepPersistentInvokes5(m, init.snapshot);
@@ -1018,6 +1016,7 @@ function assignOwn(target, source) {
 
 function enter(rec, now) { active = rec; internal.enter(rec.key, rec.name, now); }
 
+/** @param {string} key @param {string} name @param {string} initJson @param {number} now @returns {string} (a call from the host: version-isolate.ts) */
 export function start(key, name, initJson, now) {
   enterCall();
   startActor(key, name, jsonParse(initJson), now);
@@ -1025,6 +1024,7 @@ export function start(key, name, initJson, now) {
 }
 
 /** allowWrite for a new instance, then its start when it allows: one crossing instead of two. */
+/** @param {string} key @param {string} name @param {string} initJson @param {number} now @param {string} requestJson @returns {string} (a call from the host: version-isolate.ts) */
 export function authorizeAndStart(key, name, initJson, now, requestJson) {
   enterCall();
   if (authorizeWith('write', jsonParse(requestJson)) !== 'true') return 'rejected';
@@ -1067,7 +1067,7 @@ function startActor(key, name, init, now) {
     if (v5) { startActor5(rec, init); return; }
     const base = machine();
     if (init.snapshot) {
-      // A snapshot an upgrade made (upgrade-harness-source.ts): rebuilt for this version's machine.
+      // A snapshot an upgrade made (upgrade-harness.js): rebuilt for this version's machine.
       const upgraded = init.snapshot.state.__upgradeHistory !== undefined;
       const s = upgraded ? upgradedState4(base, init.snapshot) : init.snapshot.state;
       s.actions = []; s.children = {}; delete s.history; delete s._sessionid;
@@ -1108,8 +1108,22 @@ function startActor(key, name, init, now) {
   } catch (e) { fail(rec, e); }
 }
 
-${UPGRADE_HARNESS_SOURCE}
+// ---- upgrades (upgrade-harness.js) ----
+const upgrades = makeUpgrades({
+  I: I, internal: internal, enterCall: enterCall, jsonCopy: jsonCopy, assignOwn: assignOwn, outputOf5: outputOf5, machine5: machine5,
+  X_toSCXMLEvent: X_toSCXMLEvent, X_updateHistoryValue: X_updateHistoryValue, PERSISTENT_INVOKE: PERSISTENT_INVOKE,
+  bundle: function () { return bundle; }, isV5: function () { return v5; }
+});
+const upgradedState4 = upgrades.upgradedState4, upgradedState5 = upgrades.upgradedState5;
+const keepPersistentInvokes5 = upgrades.keepPersistentInvokes5, timersForMajor = upgrades.timersForMajor;
+/** A migration bundle's work (upgrade-harness.js migrate). */
+/** @param {string} inputJson @returns {string} (a call from the host: version-isolate.ts) */
+export function migrate(inputJson) { return upgrades.migrate(inputJson); }
+/** The paths a v5 instance's history states remember (upgrade-harness.js rememberedPaths5). */
+/** @param {string} snapshotJson @returns {string} (a call from the host: version-isolate.ts) */
+export function rememberedPaths5(snapshotJson) { return upgrades.rememberedPaths5(snapshotJson); }
 
+/** @param {string} key @param {string} eventJson @param {number} now @param {string} [restoreJson] @returns {string} (a call from the host: version-isolate.ts) */
 export function send(key, eventJson, now, restoreJson) {
   enterCall();
   restoreIfGiven(key, restoreJson, now);
@@ -1146,6 +1160,7 @@ function unhandledErrorEvent(rec, event) {
 }
 
 /** allowWrite, then the event when it allows: one crossing instead of two on the hot path. */
+/** @param {string} key @param {string} callerJson @param {string} eventJson @param {number} now @param {string} [restoreJson] @returns {string} (a call from the host: version-isolate.ts) */
 export function authorizeAndSend(key, callerJson, eventJson, now, restoreJson) {
   enterCall();
   restoreIfGiven(key, restoreJson, now);
@@ -1168,6 +1183,7 @@ export function authorizeAndSend(key, callerJson, eventJson, now, restoreJson) {
   return sendEvent(key, eventJson, now);
 }
 
+/** @param {string} key @param {number} now @param {string} [restoreJson] @returns {string} (a call from the host: version-isolate.ts) */
 export function advance(key, now, restoreJson) {
   enterCall();
   restoreIfGiven(key, restoreJson, now);
@@ -1184,6 +1200,7 @@ export function advance(key, now, restoreJson) {
   return '';
 }
 
+/** @param {string} key @returns {string} (a call from the host: version-isolate.ts) */
 export function stopChildren(key) {
   enterCall();
   const rec = mapGet(actors, key);
@@ -1205,6 +1222,7 @@ export function stopChildren(key) {
   return jsonStringify(ids);
 }
 
+/** @param {string} key @returns {string} (a call from the host: version-isolate.ts) */
 export function stop(key) {
   internal.beginCall();
   active = null;
@@ -1263,6 +1281,7 @@ function tagsOf(st) {
   return tags;
 }
 
+/** @param {string} key @returns {string} (a call from the host: version-isolate.ts) */
 export function collect(key) {
   enterCall();
   active = null;
@@ -1309,6 +1328,7 @@ export function collect(key) {
  * timers, its spawns), or for none. The promise's reactions run as microtasks once this call returns;
  * the host then calls afterDeliver. Returns 'dropped' when the call was dropped meanwhile.
  */
+/** @param {number} id @param {string} headJson @param {ArrayBuffer | undefined} body @param {number} now @returns {string} (a call from the host: version-isolate.ts) */
 export function deliver(id, headJson, body, now) {
   enterCall();
   const owner = internal.hostCallOwner(id);
@@ -1324,6 +1344,7 @@ export function deliver(id, headJson, body, now) {
   return 'delivered';
 }
 
+/** @returns {string} (a call from the host: version-isolate.ts) */
 export function afterDeliver() {
   enterCall();
   active = null;
@@ -1332,6 +1353,7 @@ export function afterDeliver() {
 }
 
 /** How many live actors rest without an interpreter and how many have one (diagnostics, tests). */
+/** @returns {string} (a call from the host: version-isolate.ts) */
 export function census() {
   let resting = 0, interpreters = 0;
   mapForEach(actors, function (rec) { if (rec.interp !== null || rec.actor !== null) interpreters++; else if (rec.state !== null) resting++; });
@@ -1339,6 +1361,7 @@ export function census() {
 }
 
 /** Settings from the host, once after loading (JSON): { pureSteps: boolean }. */
+/** @param {string} json @returns {string} (a call from the host: version-isolate.ts) */
 export function configure(json) {
   const settings = jsonParse(json);
   if (settings.pureSteps === false) pureSteps = false;
@@ -1346,11 +1369,13 @@ export function configure(json) {
 }
 
 /** How many console entries the per-call budget dropped since the host last asked (not a new call). */
+/** @returns {string} (a call from the host: version-isolate.ts) */
 export function takeDroppedLogs() {
   return $String(internal.takeDropped());
 }
 
 /** Forgets the call context after a call was cut short by the CPU-time limit. */
+/** @returns {string} (a call from the host: version-isolate.ts) */
 export function recover() {
   internal.beginCall();
   active = null;
@@ -1383,6 +1408,7 @@ function httpEntry(slug, out) {
  * JSON: {missing} (no such entry) or {error} (reading the mapper threw), and nothing was kept; or
  * {started: true}: collect it (also when it threw at once, or is not a function).
  */
+/** @param {string} key @param {string} slug @param {string} fn @param {string} inputJson @param {number} now @param {string} name @returns {string} (a call from the host: version-isolate.ts) */
 export function httpCall(key, slug, fn, inputJson, now, name) {
   enterCall();
   active = null;
@@ -1420,6 +1446,7 @@ export function httpCall(key, slug, fn, inputJson, now, name) {
  * {pending, fired: true} when timers of it were due and ran now (collect again at once). A call that
  * finished is forgotten here.
  */
+/** @param {string} key @param {number} now @returns {string} (a call from the host: version-isolate.ts) */
 export function httpCollect(key, now) {
   enterCall();
   active = null;
@@ -1449,6 +1476,7 @@ export function httpCollect(key, now) {
 }
 
 /** Forgets a call, its timers and its fetches (finished, or given up on by the host). */
+/** @param {string} key @returns {string} (a call from the host: version-isolate.ts) */
 export function httpDrop(key) {
   internal.beginCall();
   active = null;
@@ -1494,6 +1522,7 @@ function doneDataOf(input) {
 }
 
 // ---- version-level calls ----
+/** @returns {string} (a call from the host: version-isolate.ts) */
 export function inspect() {
   enterCall();
   // Not bound: the entry module never ran, because the bundle's evaluation is still pending.
@@ -1528,12 +1557,14 @@ export function inspect() {
   }
 }
 
+/** @returns {string} (a call from the host: version-isolate.ts) */
 export function defaultContext() {
   enterCall();
   const c = v5 ? machine().config.context : machine().context;
   return jsonStringify(c !== null && typeof c === 'object' ? c : {});
 }
 
+/** @param {'read' | 'write'} kind @param {string} requestJson @returns {string} (a call from the host: version-isolate.ts) */
 export function authorize(kind, requestJson) {
   enterCall();
   return authorizeRequest(kind, requestJson);
@@ -1541,6 +1572,7 @@ export function authorize(kind, requestJson) {
 
 // allowRead for each auth context of a request, in one crossing; '1' or '0' per auth context. Each
 // authorizer gets its own copy of the state and context, as it would from separate calls.
+/** @param {string} requestJson @param {string} stateJson @param {string} contextJson @returns {string} (a call from the host: version-isolate.ts) */
 export function authorizeReads(requestJson, stateJson, contextJson) {
   enterCall();
   const request = jsonParse(requestJson);
@@ -1566,16 +1598,3 @@ function authorizeWith(kind, request) {
     }
   });
 }
-`;
-
-/** Hands the shared xstate 5 copy to the harness (module-loader.ts says when). */
-export const ENTRY5_SOURCE = `import * as X5 from 'xstate@5';
-import { bindV5 } from 'statehold:harness';
-bindV5(X5);
-`;
-
-/** Binds the harness to the user bundle; evaluated after both. */
-export const ENTRY_SOURCE = `import * as bundle from 'statehold:bundle';
-import { bind } from 'statehold:harness';
-bind(bundle);
-`;
