@@ -48,14 +48,16 @@ const exchange = (parts: string[], { gapMs = 25, waitMs = 3_000 } = {}): Promise
     let data = Buffer.alloc(0);
     let outcome: Outcome['end'] | undefined;
     let error: string | undefined;
-    const socket = connect({ port: node.port, host: '127.0.0.1', noDelay: true }, async () => {
+    const writeParts = async (): Promise<void> => {
       for (const [i, part] of parts.entries()) {
         if (socket.destroyed || socket.writableEnded || outcome) return;
         if (i > 0) await sleep(gapMs);
         if (socket.destroyed || socket.writableEnded || outcome) return;
         socket.write(part);
       }
-    });
+    };
+    // (a write on a socket that failed meanwhile reports through its 'error' handler below)
+    const socket = connect({ port: node.port, host: '127.0.0.1', noDelay: true }, () => void writeParts());
     const timer = setTimeout(() => {
       outcome ??= 'open';
       socket.destroy();

@@ -29,5 +29,4 @@ export const mintStateBackedToken = (
 
 /** JSON.stringify, with every character that could put `-` or `_` into its base64 escaped. */
 export const atobSafeJson = (value: unknown): string =>
-  // eslint-disable-next-line no-control-regex
   JSON.stringify(value).replace(/[>?~\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
