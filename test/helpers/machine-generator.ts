@@ -689,6 +689,8 @@ export interface HistoryRecord {
   event: { type: string; [k: string]: unknown };
   state: unknown;
   full: boolean;
+  /** Everything the machine showed after this event (what the answer says when the step does not wait for delayed events). */
+  observed: Observed;
 }
 
 export type Expectation =
@@ -737,8 +739,13 @@ interface RefActor {
   stop(): void;
 }
 
-const recordOf = (event: { type: string }, value: unknown, user: unknown): HistoryRecord =>
-  event === user ? { event: plain(event), state: plain(value), full: true } : { event: { type: event.type }, state: plain(value), full: false };
+const recordOf = (event: { type: string }, observed: Observed, user: unknown): HistoryRecord =>
+  event === user
+    ? { event: plain(event), state: observed.value, full: true, observed }
+    : { event: { type: event.type }, state: observed.value, full: false, observed };
+
+const observe4 = (s: any): Observed => plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.done === true });
+const observe5 = (s: any): Observed => plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.status === 'done' });
 
 const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): RefActor => {
   const body = renderBody(spec, major, startingContext(spec));
@@ -749,7 +756,7 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
     let failure: unknown;
     let records: HistoryRecord[] = [];
     let user: unknown;
-    service.onTransition((state: any) => records.push(recordOf(state.event, state.value, user)));
+    service.onTransition((state: any) => records.push(recordOf(state.event, observe4(state), user)));
     service.start();
     flush(clock);
     return {
@@ -767,10 +774,7 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
         records = [];
         return taken;
       },
-      observe: () => {
-        const s = service.state;
-        return plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.done === true });
-      },
+      observe: () => observe4(service.state),
       error: () => failure,
       stop: () => service.stop(),
     };
@@ -780,7 +784,7 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
   let records: HistoryRecord[] = [];
   let user: unknown;
   const inspect = (ev: any) => {
-    if (ev.type === '@xstate.snapshot' && ev.actorRef === actor && ev.snapshot.status !== 'error') records.push(recordOf(ev.event, ev.snapshot.value, user));
+    if (ev.type === '@xstate.snapshot' && ev.actorRef === actor && ev.snapshot.status !== 'error') records.push(recordOf(ev.event, observe5(ev.snapshot), user));
   };
   const actor = xs.v5.createActor(machine, { clock, inspect });
   actor.subscribe({ error: () => {} });
@@ -797,10 +801,7 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
       records = [];
       return taken;
     },
-    observe: () => {
-      const s = actor.getSnapshot();
-      return plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.status === 'done' });
-    },
+    observe: () => observe5(actor.getSnapshot()),
     error: () => {
       const s = actor.getSnapshot();
       return s.status === 'error' ? s.error : undefined;
@@ -824,7 +825,7 @@ export const referenceRun = (spec: MachineSpec, major: Major, events: Array<{ ty
   const steps: Expectation[] = [];
   for (const event of events) {
     if (current.done) {
-      steps.push({ kind: 'after-done', state: current, records: [recordOf(event, current.value, event)] });
+      steps.push({ kind: 'after-done', state: current, records: [recordOf(event, current, event)] });
       continue;
     }
     const actor = startReference(spec, major, xs);
