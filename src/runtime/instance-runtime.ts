@@ -1,9 +1,10 @@
-import { conflict, contextTooLarge, machineCodeFailed, noMigrationPath, notFound, rejectedByAuthorizer, ServiceError, stateTooLarge, unavailable } from '../domain/errors.js';
+import { type Clock, systemClock } from '../domain/clock.js';
+import { conflict, machineCodeFailed, noMigrationPath, notFound, rejectedByAuthorizer, ServiceError, unavailable } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import { migrationPath } from '../domain/migration-path.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  type CapturedLog, childStoppedEvent, type LiveHeapReport, MachineCodeError, type MigrationInput, type MigrationOutput, type Restore, restoredSnapshot, type WorkerStats, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxHeldError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, type StepResult, StepTooLargeError,
+  type CapturedLog, childStoppedEvent, type LiveHeapReport, type MigrationInput, type MigrationOutput, type Restore, type WorkerStats, type RemoteVersion, type StepResult,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -17,6 +18,7 @@ import {
 } from '../store/instance-store.js';
 import { changedIndexes } from '../domain/index-values.js';
 import { ActorRegistry } from './actor-registry.js';
+import { billedTransitions, checkedSize, headStateOf, keptTimerAttempts, stampTimes } from './commit-records.js';
 import { HeadIndexer } from './index-values.js';
 import { type InstanceActor, liveActorsIn } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
@@ -26,11 +28,14 @@ import { outboxMessages } from './outbox-messages.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { SandboxPool } from './sandbox-pool.js';
 import { isSettled, settle } from './settle.js';
+import { InstanceUpgrader } from './instance-upgrader.js';
+import { asRequestError, RequestRetries } from './request-retries.js';
 import { StepEffects } from './step-effects.js';
+import { timerRetryPlan } from './timer-retries.js';
 import { UsageMeter } from './usage-meter.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import { type UpdateBus, updateOf } from './update-bus.js';
-import { InvalidUpgradePathError, leafPaths, rememberedPaths, upgradedSnapshot, valueOfPaths } from './upgrade-state.js';
+import { InvalidUpgradePathError } from './upgrade-state.js';
 import type { VersionSource } from './version-source.js';
 
 export interface RuntimeStats {
@@ -58,6 +63,8 @@ export interface InstanceRuntimeDeps {
   /** Where every durable commit (and deletion) is published, in commit order per instance. */
   updates?: UpdateBus;
   fault?: (point: FaultPoint) => void;
+  /** Where the runtime reads the time (the system's by default; tests move their own). */
+  clock?: Clock;
   /** Runs one migration of an upgrade (a migration bundle, in a sandbox worker); what its code logs goes to `onLog`. */
   migrate: (code: string, input: MigrationInput, onLog: (entry: CapturedLog) => void) => Promise<MigrationOutput>;
 }
@@ -68,7 +75,7 @@ type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
 interface FiredTimer {
   event: MachineEvent;
   result: StepResult;
-  /** When it was applied (Date.now()): the settle loop waits for real until each one is due. */
+  /** When it was applied (the runtime's clock): the settle loop waits for real until each one is due. */
   appliedAt: number;
 }
 
@@ -110,64 +117,6 @@ const REQUEST_LOOKBACK = 100;
 const MACHINE_GATE_HOLD_MS = 30_000;
 
 const INIT_EVENT: MachineEvent = { type: 'xstate.init' };
-/** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
-const BILLING_CONTEXT_UNIT = 100 * 1024;
-/** What one index write counts for, in transitions (wire-protocol §8.6). */
-const INDEX_WRITE_TRANSITIONS = 0.5;
-
-const noop = (): void => undefined;
-
-/**
- * Dates the records of one commit. Each carries, in `ts`, when its event was applied (so a delayed
- * event that fired 3 s into a settling step is dated then, not at the commit); `ts` is raised where
- * needed to grow strictly per instance, past `after` (its last), even if the clock steps back.
- */
-const stampTimes = (records: TransitionRecord[], after: number): void => {
-  let previous = after;
-  for (const record of records) {
-    record.ts = Math.max(record.ts, previous + 1);
-    previous = record.ts;
-    record.createdAt = new Date(record.ts).toISOString();
-  }
-};
-
-/**
- * How many times in a row a request is run again because the worker it waited in was retired (see
- * untilNotMoved). One is the usual case; more means stalls one after another, and then the 503 says so.
- */
-const MAX_MOVES = 3;
-
-/** A request failed because the sandbox worker died under it: nothing was applied; see afterCrashOnceMore. */
-class WorkerCrashFailure extends ServiceError {
-  constructor(
-    message: string,
-    /** Killed from outside: retryable (503), and no version is to blame for it. */
-    readonly external: boolean,
-  ) {
-    super(external ? 503 : 400, external ? 'unavailable' : 'machine-code-error', message);
-  }
-}
-
-/**
- * A request's machine code ran its version's isolate out of memory (the isolate is gone): answered
- * 400 like any machine-code failure, but run once more first (see untilNotMoved).
- */
-class IsolateMemoryFailure extends ServiceError {
-  constructor(message: string) {
-    super(400, 'machine-code-error', message);
-  }
-}
-
-/**
- * The stored head moved under the actor (in a cluster: another node wrote the instance while this one
- * did not own it, and this node's copy had not caught up yet). Nothing was written; the task is run
- * once more on the head reloaded from the store.
- */
-class HeadMovedFailure extends ServiceError {
-  constructor() {
-    super(409, 'invalid-state', 'the instance was changed concurrently; retry');
-  }
-}
 
 /**
  * How many actors may stay live in a version whose live actors hold `heldBytes` of its isolate, over
@@ -189,13 +138,18 @@ export class InstanceRuntime {
   /** Instances machine code made, per org (see receive). */
   private readonly madeInstances: TokenBuckets;
   private readonly indexer: HeadIndexer;
-  /** The tail of the one-at-a-time queue of requests run again after a worker crash. */
-  private crashRetries: Promise<unknown> = Promise.resolve();
+  /** Requests run again when what failed under them was not their fault (request-retries.ts). */
+  private readonly retries: RequestRetries;
+  private readonly upgrader: InstanceUpgrader;
+  private readonly clock: Clock;
 
   constructor(private readonly deps: InstanceRuntimeDeps) {
+    this.clock = deps.clock ?? systemClock;
+    this.retries = new RequestRetries({ logger: deps.logger, quarantineVersion: (versionId) => deps.sandboxes.quarantineVersion(versionId, 'crash') });
     this.actors = new ActorRegistry(deps.settings.maxLiveActors, deps.settings.maxLiveActorBytes);
     this.usage = new UsageMeter(deps.instances, deps.logger);
     this.indexer = new HeadIndexer(deps.versions);
+    this.upgrader = new InstanceUpgrader({ ...deps, clock: this.clock, limits: deps.settings, index: (head) => this.indexer.index(head) });
     this.madeInstances = new TokenBuckets(deps.settings.madeInstancesPerSecond, deps.settings.madeInstancesPerSecond * 10);
   }
 
@@ -226,7 +180,7 @@ export class InstanceRuntime {
     const actor = this.actors.obtain(orgId, machine, name);
     return actor.enqueue(async () => {
       try {
-        return await this.afterCrashOnceMore(() => this.createWithin(actor, request), () => request.versionId);
+        return await this.retries.afterCrashOnceMore(() => this.createWithin(actor, request), () => request.versionId);
       } finally {
         if (!actor.head) this.actors.release(actor);
       }
@@ -237,7 +191,7 @@ export class InstanceRuntime {
   async read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead> {
     const head = this.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
-    const allowed = await this.untilNotMoved(async () => {
+    const allowed = await this.retries.untilNotMoved(async () => {
       const sandbox = await this.deps.sandboxes.get(orgId, machine, head.versionId);
       return this.guard(sandbox.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }), orgId, machine, name);
     });
@@ -256,7 +210,7 @@ export class InstanceRuntime {
     authContexts: JsonObject[],
   ): Promise<boolean[]> {
     const { orgId, machine, name } = view;
-    return this.untilNotMoved(async () => {
+    return this.retries.untilNotMoved(async () => {
       const sandbox = this.deps.sandboxes.loaded(view.versionId) ?? (await this.deps.sandboxes.get(orgId, machine, view.versionId));
       return this.guard(sandbox.allowReads({ machineInstanceName: name, state: view.state, context: view.context, authContexts }), orgId, machine, name);
     });
@@ -283,7 +237,7 @@ export class InstanceRuntime {
     const actor = this.actors.obtain(orgId, machine, name);
     let runs = 0;
     return actor.enqueue(() =>
-      this.afterCrashOnceMore(
+      this.retries.afterCrashOnceMore(
         () => {
           const head = this.loadHead(actor);
           const mayBeApplied = retry || runs++ > 0;
@@ -307,78 +261,6 @@ export class InstanceRuntime {
   }
 
   /**
-   * When the sandbox worker dies, every request it was running fails, though usually only one of them
-   * (the one whose machine code crashed it) is at fault. None of them was applied: the crash comes
-   * before the commit and the live actors are rebuilt from their committed heads. So each is run once
-   * more, one at a time, so that the culprit's second run, which crashes the new worker again, takes no
-   * other retry with it and fails alone. Requests that arrive meanwhile run as usual. A retried event
-   * runs its machine code again: a fetch it started before the crash is made a second time.
-   *
-   * A version whose request crashes a worker on its second run too is quarantined, with its org's other
-   * versions (sandbox-pool.ts); not when the worker was killed from outside (SIGKILL), which is answered
-   * 503 to retry.
-   * That second crash is almost surely its own: no other retry ran beside it, only first attempts.
-   */
-  private async afterCrashOnceMore<T>(task: () => Promise<T>, versionOf: () => string | undefined): Promise<T> {
-    try {
-      return await this.untilNotMoved(task);
-    } catch (error) {
-      if (!(error instanceof WorkerCrashFailure)) throw error;
-      const retry = this.crashRetries.then(() => this.untilNotMoved(task));
-      this.crashRetries = retry.then(noop, noop);
-      try {
-        return await retry;
-      } catch (again) {
-        const versionId = versionOf();
-        const blamed = again instanceof WorkerCrashFailure && !again.external && versionId !== undefined;
-        const quarantined = blamed ? this.deps.sandboxes.quarantineVersion(versionId, 'crash') : undefined;
-        if (quarantined) {
-          const org = quarantined.orgId === undefined ? '' : `, and so does every version of org ${quarantined.orgId}`;
-          this.deps.logger.warn(`machine version ${versionId} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on${org}`);
-        }
-        throw again;
-      }
-    }
-  }
-
-  /**
-   * Runs `task` again while it fails with SandboxMovedError: it was waiting in a sandbox worker that
-   * another call held past the stall limit, and was not run there (sandbox-client.ts). It is innocent
-   * by construction, so it goes again at once, not behind crash retries, and nobody is blamed. So does
-   * a task whose version's isolate went away between two of its calls (SandboxDisposedError: the
-   * worker was retired under the culprit itself, or the version was unloaded): nothing was committed.
-   *
-   * A task whose isolate ran out of memory is run once more too, in the version's fresh isolate: what
-   * filled the old one may have been the version's live actors, not this task's machine code (they
-   * are kept within their budget, --live-actor-memory-mb, but only checked every few calls). Machine
-   * code that fills the isolate by itself does so again and gets its 400.
-   *
-   * A task whose own earlier call held its worker past the stall limit (its org is in the quarantine
-   * worker by then) finds its isolate gone with that worker if it had not settled yet (a timer or
-   * interval callback that runs that long, say): it runs once more, and when that stalls too, it fails
-   * with a 400 (SandboxHeldError) instead of being tried until it is a 503.
-   */
-  private async untilNotMoved<T>(task: () => Promise<T>): Promise<T> {
-    let outOfMemory = 0;
-    let headMoved = 0;
-    let heldWorker = 0;
-    for (let moves = 1; ; moves++) {
-      try {
-        return await task();
-      } catch (error) {
-        if (error instanceof HeadMovedFailure && headMoved++ === 0) continue;
-        if (error instanceof SandboxDisposedError && error.ownStall && heldWorker++ > 0) throw machineCodeFailed(new SandboxHeldError(error.ownStall).message);
-        if (error instanceof IsolateMemoryFailure && outOfMemory++ === 0) {
-          this.deps.logger.warn(`a request ran its machine version's isolate out of memory: it runs once more, in a fresh isolate (${error.message})`);
-          continue;
-        }
-        const moved = error instanceof SandboxMovedError || error instanceof SandboxDisposedError;
-        if (!moved || moves >= MAX_MOVES) throw error;
-      }
-    }
-  }
-
-  /**
    * Applies a message from another instance (wire-protocol §7.4): creates a spawned child, or delivers
    * an event (creating the target with its default context when it does not exist yet). A message this
    * instance already applied (redelivered after a crash) is acknowledged without applying it again.
@@ -387,7 +269,7 @@ export class InstanceRuntime {
     const { orgId } = message;
     const { machine, name } = message.to;
     const actor = this.actors.obtain(orgId, machine, name);
-    return actor.enqueue(() => this.untilNotMoved(async () => {
+    return actor.enqueue(() => this.retries.untilNotMoved(async () => {
       if (this.deps.instances.hasReceived(orgId, machine, name, message.id)) return;
       const authContext = { stateBackedSender: { machineName: message.from.machine, machineInstanceName: message.from.name } };
       this.dropStaleHead(actor);
@@ -434,7 +316,7 @@ export class InstanceRuntime {
       await this.deps.instances.replaceHead(next, head);
     } catch (error) {
       this.dropHeadOnConflict(actor, error);
-      throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
+      throw asRequestError(error, `${actor.orgId}/${actor.machine}/${actor.name}`, this.deps.logger);
     }
     actor.head = next;
   }
@@ -479,7 +361,7 @@ export class InstanceRuntime {
         this.actors.release(actor);
         return 'nothing-due';
       }
-      const now = Date.now();
+      const now = this.clock.now();
       const due = head.pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt);
       if (due.length === 0) return 'nothing-due';
       if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
@@ -491,7 +373,7 @@ export class InstanceRuntime {
       let current = head;
       try {
         current = await this.upgradeIfDue(actor, head);
-        await this.untilNotMoved(() => this.transition(actor, current, inputs, {}));
+        await this.retries.untilNotMoved(() => this.transition(actor, current, inputs, {}));
         return 'fired';
       } catch (error) {
         return this.deliveryFailed(actor, current, due, error instanceof Error ? error.message : String(error));
@@ -508,7 +390,7 @@ export class InstanceRuntime {
       } catch (error) {
         // (a cluster's delete fenced by another node's write: the instance changed, so it is kept)
         this.dropHeadOnConflict(actor, error);
-        throw this.asRequestError(error, orgId, machine, name);
+        throw asRequestError(error, `${orgId}/${machine}/${name}`, this.deps.logger);
       }
       actor.head = undefined;
       actor.discardLive();
@@ -523,7 +405,7 @@ export class InstanceRuntime {
    * the next request) and then the isolates of versions no held actor is on. Without this, a node
    * keeps an isolate for every version any instance ever used, until it restarts.
    */
-  sweepIdle(now: number = Date.now()): { actors: number; versions: string[] } {
+  sweepIdle(now: number = this.clock.now()): { actors: number; versions: string[] } {
     const before = now - this.deps.settings.idleUnloadMs;
     const actors = this.actors.evictUnusedSince(before);
     const versions = this.deps.sandboxes.unloadUnusedSince(before, this.actors.versionsInUse());
@@ -623,7 +505,7 @@ export class InstanceRuntime {
     if (existing && request.requestId !== undefined && this.createdBy(existing, request.requestId)) return existing;
     if (existing) throw conflict(`instance ${name} of machine ${machine} already exists`);
     const sandbox = await this.deps.sandboxes.get(orgId, machine, versionId);
-    const now = Date.now();
+    const now = this.clock.now();
     const effects = new StepEffects();
     try {
       actor.sandbox = sandbox;
@@ -635,7 +517,7 @@ export class InstanceRuntime {
       const first = effects.absorb(started);
       const settled = await this.settleStep(actor, sandbox, first, now, effects, seqBeforeFirst);
       const { result, stoppedChildren } = settled;
-      const size = this.checkSize(result);
+      const size = this.sizeOf(result);
       const untilFired = settled.beforeFired ?? result;
       const records: TransitionRecord[] = [
         { seq: 1, createdAt: '', ts: now, event: INIT_EVENT, state: untilFired.state, context: untilFired.context, ...(request.requestId === undefined ? {} : { requestId: request.requestId }) },
@@ -651,7 +533,7 @@ export class InstanceRuntime {
         status: 'running',
         seq: last.seq,
         ts: last.ts,
-        ...this.stateOf(result),
+        ...headStateOf(result),
         stoppedChildren,
         timerAttempts: {},
         ...(request.parent ? { parent: request.parent } : {}),
@@ -670,12 +552,12 @@ export class InstanceRuntime {
         }
         throw conflict(`instance ${name} of machine ${machine} already exists`);
       }
-      this.usage.transitions(orgId, machine, this.billedTransitions(records.length, size.contextBytes, changedIndexes(undefined, head.indexValues)));
+      this.usage.transitions(orgId, machine, billedTransitions(records.length, size.contextBytes, changedIndexes(undefined, head.indexValues)));
       this.committed(actor, head, size.stateBytes, outbox);
       return head;
     } catch (error) {
       actor.discardLive();
-      throw this.asRequestError(error, orgId, machine, name);
+      throw asRequestError(error, `${orgId}/${machine}/${name}`, this.deps.logger);
     }
   }
 
@@ -685,7 +567,7 @@ export class InstanceRuntime {
     if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
     head = await this.upgradeIfDue(actor, head);
     const request = { type: 'event' as const, machineInstanceName: name, state: head.state, context: head.context, event, authContext };
-    const now = Date.now();
+    const now = this.clock.now();
     if (head.stoppedChildren.length === 0) {
       // The usual case: the authorizer and the event in one call into the sandbox.
       const caller = { machineInstanceName: name, authContext };
@@ -719,43 +601,16 @@ export class InstanceRuntime {
     const { orgId, machine, name } = actor;
     const from = head.versionId;
     try {
-      const chain = migrationPath(this.deps.versions.listMigrations(orgId, machine), from, target);
-      if (!chain) throw noMigrationPath(from, target);
-      const old = restoredSnapshot(head.snapshot, head.state, head.context);
-      // A v5 history names state nodes by id: the old version's machine turns them into paths.
-      const remembered = old.xstate === 5 ? await (await this.deps.sandboxes.get(orgId, machine, from)).rememberedPaths5(old) : rememberedPaths(old.state.historyValue);
-      let step: MigrationInput = { paths: leafPaths(head.state), remembered, context: head.context };
-      for (const hop of chain) {
-        const code = this.deps.versions.getMigrationCode(orgId, hop.migrationId);
-        if (code === undefined) throw notFound(`migration ${hop.migrationId} has no code`);
-        // (its console output is the instance's, filed under the version it upgrades to)
-        step = await this.deps.migrate(code, step, (entry) => this.deps.logs.captured(orgId, machine, { ...entry, versionId: target, machineInstanceName: name }));
-      }
-      const value = valueOfPaths(step.paths);
-      const sandbox = await this.deps.sandboxes.get(orgId, machine, target);
-      actor.discardLive();
-      const now = Date.now();
-      const result = await sandbox.start(actor.key, { snapshot: upgradedSnapshot(old, value, step.context, step.remembered), pendingTimers: head.pendingTimers }, { machineInstanceName: name, nowMs: now });
-      actor.sandbox = sandbox;
-      const size = this.checkSize(result);
-      const migrationIds = chain.map((hop) => hop.migrationId);
-      const event: MachineEvent = { type: 'statebacked.upgrade', migrationPath: migrationIds, fromMachineVersionId: from, toMachineVersionId: target };
-      const records: TransitionRecord[] = [{ seq: head.seq + 1, createdAt: '', ts: now, event, state: result.state, context: result.context }];
-      stampTimes(records, head.ts);
-      const { targetVersionId: _reached, ...rest } = head;
-      const state = this.stateOf(result);
-      const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
-      // (indexed by the new version's selectors: an upgrade is one index write per index it changes)
-      const next = this.indexer.index({ ...rest, versionId: target, seq: head.seq + 1, ts: (records[0] as TransitionRecord).ts, ...state, timerAttempts });
+      const { records, next, size, migrationIds } = await this.upgrader.plan(actor, head, target);
       await this.deps.instances.commit(next, head, records, {});
-      this.usage.transitions(orgId, machine, this.billedTransitions(1, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
+      this.usage.transitions(orgId, machine, billedTransitions(1, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
       this.committed(actor, next, size.stateBytes, []);
       this.deps.logs.service(orgId, machine, name, 'info', `upgraded from ${from} to ${target} (migrations ${migrationIds.join(', ')})`, {}, target);
       return next;
     } catch (error) {
       actor.discardLive();
       this.dropHeadOnConflict(actor, error);
-      const failure = error instanceof InvalidUpgradePathError ? machineCodeFailed(error.message) : this.asRequestError(error, orgId, machine, name);
+      const failure = error instanceof InvalidUpgradePathError ? machineCodeFailed(error.message) : asRequestError(error, `${orgId}/${machine}/${name}`, this.deps.logger);
       if (!(failure instanceof ServiceError) || failure.status >= 500) throw failure;
       const message = `upgrading from ${from} to ${target} failed, the instance stays on ${from}: ${failure.message}`;
       this.deps.logs.service(orgId, machine, name, 'error', message, {}, from);
@@ -769,7 +624,7 @@ export class InstanceRuntime {
    * failure the live actor is dropped, so the instance stays exactly as committed.
    */
   private async transition(actor: InstanceActor, head: InstanceHead, inputs: Input[], commitEffects: CommitEffects): Promise<InstanceHead> {
-    const now = Date.now();
+    const now = this.clock.now();
     const effects = new StepEffects();
     try {
       // The usual case (version loaded, actor live) costs no extra turns of the microtask queue.
@@ -782,7 +637,7 @@ export class InstanceRuntime {
       let result: StepResult | undefined;
       const seqBeforeFirst = sandbox.activitySeq;
       for (const input of inputs) {
-        const appliedAt = Date.now();
+        const appliedAt = this.clock.now();
         result = effects.absorb(await input.run(sandbox, actor.key, restore));
         restore = undefined;
         records.push({
@@ -802,13 +657,13 @@ export class InstanceRuntime {
       const last = records.at(-1) as TransitionRecord;
       last.state = settled.result.state;
       last.context = settled.result.context;
-      const size = this.checkSize(settled.result);
+      const size = this.sizeOf(settled.result);
       return await this.commit(actor, head, records, settled.result, settled.stoppedChildren, size, effects, commitEffects);
     } catch (error) {
       // A write the authorizer refused never reached the machine: its live interpreter is intact.
       if (!(error instanceof ServiceError && error.code === 'rejected-by-machine-authorizer')) actor.discardLive();
       this.dropHeadOnConflict(actor, error);
-      throw this.asRequestError(error, actor.orgId, actor.machine, actor.name);
+      throw asRequestError(error, `${actor.orgId}/${actor.machine}/${actor.name}`, this.deps.logger);
     }
   }
 
@@ -818,13 +673,12 @@ export class InstanceRuntime {
   ): Promise<InstanceHead> {
     stampTimes(records, head.ts);
     const last = records.at(-1) as TransitionRecord;
-    const state = this.stateOf(result);
-    // Retry counts are kept only for timers that are still pending.
-    const timerAttempts = Object.fromEntries(Object.entries(head.timerAttempts).filter(([id]) => state.pendingTimers.some((timer) => timer.id === id)));
+    const state = headStateOf(result);
+    const timerAttempts = keptTimerAttempts(head.timerAttempts, state.pendingTimers);
     const next = this.indexer.index({ ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts });
     const outbox = this.outboxOf(next, effects, last.ts);
     await this.deps.instances.commit(next, head, records, { ...commitEffects, outbox });
-    this.usage.transitions(actor.orgId, actor.machine, this.billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
+    this.usage.transitions(actor.orgId, actor.machine, billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
     this.committed(actor, next, size.stateBytes, outbox);
     return next;
   }
@@ -859,32 +713,12 @@ export class InstanceRuntime {
     return record.currentVersionId;
   }
 
-  /** Moves the failed timers a retry delay ahead, or drops those out of retries; the live actor is rebuilt from the result. */
+  /** Moves the failed timers a retry delay ahead, or drops those out of retries (timer-retries.ts); the live actor is rebuilt from the result. */
   private async deliveryFailed(actor: InstanceActor, head: InstanceHead, due: PendingTimer[], reason: string): Promise<TimerFiring> {
     const { timerRetryDelayMs, timerMaxRetries } = this.deps.settings;
-    const retryAt = Date.now() + timerRetryDelayMs;
-    const failed = new Set(due.map((timer) => timer.id));
-    const timerAttempts = { ...head.timerAttempts };
-    const pendingTimers: PendingTimer[] = [];
-    let dropped = false;
-    for (const timer of head.pendingTimers) {
-      if (!failed.has(timer.id)) {
-        pendingTimers.push(timer);
-        continue;
-      }
-      const attempts = (timerAttempts[timer.id] ?? 0) + 1;
-      const label = timer.kind === 'event' ? timer.event.type : timer.id;
-      if (attempts > timerMaxRetries) {
-        delete timerAttempts[timer.id];
-        dropped = true;
-        this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'error', `dropped delayed event ${label} after ${attempts} failed deliveries: ${reason}`, { event: label, attempts });
-      } else {
-        timerAttempts[timer.id] = attempts;
-        pendingTimers.push({ ...timer, dueAt: retryAt });
-        this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'warn', `could not deliver delayed event ${label} (attempt ${attempts}): ${reason}; retrying in ${timerRetryDelayMs} ms`, { event: label, attempts });
-      }
-    }
-    const next: InstanceHead = { ...head, pendingTimers, timerAttempts };
+    const { next, dropped, lines } = timerRetryPlan(head, due, reason, { retryDelayMs: timerRetryDelayMs, maxRetries: timerMaxRetries }, this.clock.now());
+    for (const line of lines) this.deps.logs.service(actor.orgId, actor.machine, actor.name, line.level, line.message, line.attrs);
+    const { pendingTimers } = next;
     try {
       await this.deps.instances.replaceHead(next, head);
     } catch (error) {
@@ -926,7 +760,7 @@ export class InstanceRuntime {
         const at = Math.min(...due.map((timer) => timer.dueAt));
         const before = latest;
         // (a JS timer may wake the loop a hair early; the sandbox is told the due time then)
-        const appliedAt = Math.max(Date.now(), at);
+        const appliedAt = Math.max(this.clock.now(), at);
         latest = effects.absorb(await sandbox.advance(actor.key, at));
         const pending = new Set(latest.pendingTimers.map((timer) => timer.id));
         const firedNow = due.filter((timer) => timer.dueAt === at && !pending.has(timer.id));
@@ -948,7 +782,7 @@ export class InstanceRuntime {
       this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'warn', `stopped child ${id}: the machine did not settle within ${this.deps.settings.settleBudgetMs} ms`, { child: id });
     }
     // The state after stopping the children (read back; a delayed event due by now fires, recorded).
-    const result = await advance(Date.now());
+    const result = await advance(this.clock.now());
     return { result, stoppedChildren: stopped, ...(beforeFired ? { fired, beforeFired } : { fired: [] }) };
   }
 
@@ -962,34 +796,9 @@ export class InstanceRuntime {
     return { name: actor.name, snapshot: head.snapshot, value: head.state, context: head.context, pendingTimers: head.pendingTimers };
   }
 
-  private stateOf(result: StepResult): Pick<InstanceHead, 'state' | 'context' | 'tags' | 'done' | 'snapshot' | 'pendingTimers'> {
-    return {
-      state: result.state,
-      context: result.context,
-      tags: result.tags,
-      done: result.done,
-      snapshot: result.snapshot,
-      pendingTimers: result.pendingTimers.filter((timer) => timer.kind === 'event'),
-    };
-  }
-
-  /**
-   * The context limit (400 KiB, wire-protocol §8.3), and a bound on everything else a commit persists
-   * (snapshot, pending delayed events with their payloads), which machine code also controls.
-   * Returns the context's size and the state's total size (what the actor holds in memory).
-   */
-  private checkSize(result: StepResult): { contextBytes: number; stateBytes: number } {
-    const { maxContextBytes, maxPersistedBytes } = this.deps.settings;
-    // Measured on the JSON texts the harness produced (step-result.ts).
-    const { contextBytes, restBytes } = result.sizes;
-    if (contextBytes > maxContextBytes) throw contextTooLarge(contextBytes, maxContextBytes);
-    if (restBytes > maxPersistedBytes) throw stateTooLarge(restBytes, maxPersistedBytes);
-    return { contextBytes, stateBytes: contextBytes + restBytes };
-  }
-
-  /** Each index whose values the commit changed counts half a transition (wire-protocol §8.6). */
-  private billedTransitions(records: number, contextBytes: number, indexWrites: number): number {
-    return records + Math.floor(contextBytes / BILLING_CONTEXT_UNIT) + indexWrites * INDEX_WRITE_TRANSITIONS;
+  /** The step's sizes within the limits (commit-records.ts checkedSize). */
+  private sizeOf(result: StepResult): { contextBytes: number; stateBytes: number } {
+    return checkedSize(result, this.deps.settings);
   }
 
   /** Authorizers run machine code too: a runaway one fails the request, not the node. */
@@ -997,7 +806,7 @@ export class InstanceRuntime {
     try {
       return await call;
     } catch (error) {
-      throw this.asRequestError(error, orgId, machine, name);
+      throw asRequestError(error, `${orgId}/${machine}/${name}`, this.deps.logger);
     }
   }
 
@@ -1009,16 +818,5 @@ export class InstanceRuntime {
     }
   }
 
-  private asRequestError(error: unknown, orgId: string, machine: string, name: string): unknown {
-    if (error instanceof SandboxCrashedError) return new WorkerCrashFailure(error.message, error.killedFromOutside);
-    if (error instanceof StepTooLargeError) return new ServiceError(400, 'state-too-large', `${error.message}; the event was not applied`);
-    if (error instanceof MachineCodeError) return machineCodeFailed(`machine code threw: ${error.message}`);
-    if (error instanceof SandboxTimeoutError) return machineCodeFailed(error.message);
-    if (error instanceof SandboxMemoryError) return new IsolateMemoryFailure(error.message);
-    if (error instanceof SequenceConflictError) {
-      this.deps.logger.warn('instance head moved under its owner', { instance: `${orgId}/${machine}/${name}`, error: error.message });
-      return new HeadMovedFailure();
-    }
-    return error;
-  }
+
 }
