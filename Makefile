@@ -2,7 +2,7 @@
 NODE      ?= node
 NODE_ARGS := --no-node-snapshot
 # The node's own process: the same flags as bin/statehold.js's first line (test/launch-flags.test.ts);
-# README, Configuration, says why the old-generation floor.
+# docs/configuration.md says why the old-generation floor.
 SERVE_NODE_ARGS ?= --no-node-snapshot --initial-old-space-size=160
 PORT      ?= 8787
 DATA_DIR  ?= ./data

@@ -6,9 +6,9 @@
  * holds it until its idle timeout. Its limits are compiled in (a 4,096-byte buffer for an unfinished
  * request head, 50 header slots, a fixed list of nine methods) and this build reads no environment
  * variable for them (no UWS_HTTP_MAX_HEADERS_SIZE). A front end of our own in front of uWS could answer
- * them, but it would carry every request through JavaScript (README, HTTP limits). So these tests PIN
- * today's behaviour, as README.md documents it: a change of uWS that answers them makes a test here fail,
- * and the README and these pins are then updated together.
+ * them, but it would carry every request through JavaScript (docs/configuration.md, HTTP limits). So these tests PIN
+ * today's behaviour, as docs/configuration.md documents it: a change of uWS that answers them makes a test here fail,
+ * and those docs and these pins are then updated together.
  */
 import { connect } from 'node:net';
 import t, { type Test } from 'tap';

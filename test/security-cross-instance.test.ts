@@ -7,7 +7,7 @@
  * During any event of instance A, machine code can read instance B's context and `send` events to
  * B's interpreter. B's change is not authorised by allowWrite, not recorded as its own transition,
  * and is committed silently with B's next unrelated event (its history entry then misdescribes the
- * change). This breaks the README's "one mailbox, one event at a time, one linear history" and lets
+ * change). This breaks docs/behaviour.md's "one mailbox, one event at a time, one linear history" and lets
  * a bug (or an event payload naming a session) in one instance corrupt others.
  *
  * Fixed: the registry import is refused, and the harness keeps interpreters in a private table

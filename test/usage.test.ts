@@ -56,7 +56,7 @@ t.test('usage counts what was done', async (t) => {
   t.equal(frames.length, 2);
   socket.close();
 
-  // (a cluster node's counts reach the others within a second: README, Usage)
+  // (a cluster node's counts reach the others within a second: docs/behaviour.md, Usage)
   if (testDeployment === 'cluster') await new Promise((resolve) => setTimeout(resolve, 1_500));
   const { body } = await call(node.url, 'GET', '/usage', { token: ADMIN });
   t.same(body.usage, [{

@@ -6,7 +6,7 @@ import type { InstanceHead } from '../../store/instance-store.js';
 import { type ChannelRuntime, InstanceChannel, type RtFanout, type RtPeer, type Subscription } from './instance-channel.js';
 import { BadFrame, type ClientMessage, errorText, parseClientMessage } from './rt-messages.js';
 
-/** The documented bounds of one realtime connection (README, "Realtime"). */
+/** The documented bounds of one realtime connection (docs/realtime.md). */
 export interface RealtimeLimits {
   /** Subscriptions open at once on one socket, duplicates included. */
   maxSubscriptionsPerSocket: number;

@@ -5,7 +5,7 @@ import { newSession, type RealtimeHub, type RealtimeLimits, type RtSession } fro
 import { errorText } from './rt-messages.js';
 
 /**
- * The socket-level bounds of `/rt` (README, "Realtime"). A client's frames are small JSON objects; a
+ * The socket-level bounds of `/rt` (docs/realtime.md). A client's frames are small JSON objects; a
  * frame above `maxFrameBytes` is answered with an in-band 413, one above `hardFrameBytes` makes uWS
  * close the connection (it cannot be read at all).
  */
