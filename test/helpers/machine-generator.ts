@@ -250,6 +250,8 @@ export interface Features {
   delayedSend: boolean;
   cancel: boolean;
   flippedEntry: boolean;
+  /** Only with `regionConflicts`: handlers of one event type that can be picked together across regions. */
+  regionConflict: boolean;
 }
 
 export interface MachineSpec {
@@ -296,7 +298,16 @@ const crossesRegions = (src: SNode, target: SNode): boolean => {
 };
 
 /** Builds the machine a raw case describes, keeping out of the corners listed at the top of this file. */
-export const buildSpec = (raw: RawCase): MachineSpec => {
+export interface BuildOptions {
+  /**
+   * Let regions of a parallel state (and a region and the parallel state or its ancestors) handle the
+   * same event types, and every node write the shared context (n, trace, secret): the corners where
+   * xstate 4 answers differently once restored, kept out of v4 machines.
+   */
+  regionConflicts?: boolean;
+}
+
+export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec => {
   const nodes: SNode[] = [];
   const make = (r: RawNode, parent: SNode | null, key: string): SNode => {
     let kind: SNode['kind'] = r.kind;
@@ -308,7 +319,7 @@ export const buildSpec = (raw: RawCase): MachineSpec => {
       kind,
       parent,
       children: [],
-      owner: parent === null ? 'main' : parent.kind === 'parallel' ? `r_${key}` : parent.owner,
+      owner: parent === null || options.regionConflicts === true ? 'main' : parent.kind === 'parallel' ? `r_${key}` : parent.owner,
       lastIndex: nodes.length,
       tags: r.tags,
       entry: [],
@@ -348,13 +359,13 @@ export const buildSpec = (raw: RawCase): MachineSpec => {
   };
   link(root, raw.root);
 
-  const regionKeys = nodes.filter((n) => n.parent?.kind === 'parallel').map((n) => n.owner);
+  const regionKeys = nodes.filter((n) => n.parent?.kind === 'parallel' && n.owner !== 'main').map((n) => n.owner);
   let throwSites = 0;
   const features: Features = {
     targetlessAssign: false, targetedTransition: false, rootOn: false, nested: false, parallel: false, parallelRoot: root.kind === 'parallel',
     shallowHistory: false, deepHistory: false, guard: false, always: false, entry: false, exit: false, after: false,
     final: false, topLevelFinal: false, onDone: false, tags: false, throwingAction: false, throwingGuard: false, throwingAssign: false,
-    raise: false, delayedSend: false, cancel: false, flippedEntry: false,
+    raise: false, delayedSend: false, cancel: false, flippedEntry: false, regionConflict: false,
   };
   /** Raised events go to handlers that raise nothing; delayed events to handlers that send nothing delayed. */
   const RAISED = ['I0', 'I1'];
@@ -427,9 +438,10 @@ export const buildSpec = (raw: RawCase): MachineSpec => {
 
   // Handlers per event type ('' stands for eventless transitions).
   const handlers = new Map<string, SNode[]>();
-  const canHandle = (n: SNode, type: string): boolean => (handlers.get(type) ?? []).every((h) => !handlersConflict(h, n));
+  const canHandle = (n: SNode, type: string): boolean => options.regionConflicts === true || (handlers.get(type) ?? []).every((h) => !handlersConflict(h, n));
   const addHandler = (n: SNode, type: string) => {
     const list = handlers.get(type) ?? [];
+    if (list.some((h) => handlersConflict(h, n))) features.regionConflict = true;
     if (!list.includes(n)) list.push(n);
     handlers.set(type, list);
   };

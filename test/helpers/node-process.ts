@@ -39,6 +39,8 @@ export interface StartOptions {
    * can signal the whole group as systemd or a terminal does: process.kill(-node.child.pid, signal).
    */
   ownProcessGroup?: boolean;
+  /** How long to wait for the node to listen (default 20 s); past it the node is killed and the start fails. */
+  startTimeoutMs?: number;
 }
 
 export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-test-'));
@@ -78,7 +80,12 @@ export const startNodeProcess = async (options: StartOptions = {}): Promise<Node
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
 
   const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`node did not start in time:\n${output}`)), 20_000);
+    const timeoutMs = options.startTimeoutMs ?? 20_000;
+    const timer = setTimeout(() => {
+      // Not left running: it would hold the data dir (and its port) for nobody.
+      child.kill('SIGKILL');
+      reject(new Error(`node did not start in ${timeoutMs} ms:\n${output}`));
+    }, timeoutMs);
     const check = () => {
       const match = /listening on http:\/\/[^:]+:(\d+)/.exec(output);
       if (match) {
