@@ -15,16 +15,19 @@ export interface EventuallyOptions {
   message?: string;
 }
 
+/** What a truthy value of T can be. */
+type Truthy<T> = Exclude<T, false | 0 | '' | null | undefined>;
+
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
-export const eventually = async <T>(condition: () => T | Promise<T>, options: EventuallyOptions = {}): Promise<NonNullable<T>> => {
+export const eventually = async <T>(condition: () => T | Promise<T>, options: EventuallyOptions = {}): Promise<Truthy<T>> => {
   const { timeoutMs = 15_000, intervalMs = 50, message = 'the condition did not hold in time' } = options;
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
       const value = await condition();
-      if (value) return value as NonNullable<T>;
+      if (value) return value as Truthy<T>;
       last = value;
     } catch (error) {
       last = error;
