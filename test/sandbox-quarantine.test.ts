@@ -10,25 +10,30 @@
  *
  * Without the watchdog, how long a crash takes is how long V8 thrashes before it gives up at the
  * isolate's heap limit (--isolate-memory-mb plus --live-actor-memory-mb): ≈ 3.6 s at 128 MB, ≈ 7.8 s
- * at the default 256, which made this file take 140–160 s of its 180. These tests keep the live-actor
- * budget small (144 MB in all: ≈ 2.2 s). At 32 + 16 MB the bomb thrashed without end.
+ * at the default 256, which made this file take 140–160 s of its 180. These tests use the smallest
+ * heap, 16 + 1 MB (≈ 0.3–1.5 s; smallHeapArgs says which sizes thrash without end), and one node,
+ * with two orgs of their own for each test.
  */
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { call } from './helpers/http.js';
 import { type NodeProcess, startNode } from './helpers/node-process.js';
-import { workerPid } from './helpers/sandbox-workers.js';
+import { smallHeapArgs, workerPid } from './helpers/sandbox-workers.js';
 import { crashOnBoomMachine } from './fixtures/instance-machines.js';
 
-const noWatchdog = { args: ['--sandbox-stall-ms', '0', '--live-actor-memory-mb', '16'] };
+const node = await startNode({ args: ['--sandbox-stall-ms', '0', ...smallHeapArgs] });
+t.teardown(() => node.stop('SIGKILL'));
 
-/** The node's first org and a second one, each with helpers that name it on every call. */
+/** Two new orgs for a test, each with helpers that name it on every call. */
 const twoOrgs = async (node: NodeProcess) => {
   const token = node.adminKey as string;
-  const first = (await call(node.url, 'GET', '/orgs', { token })).body.orgs[0].id as string;
-  const created = await call(node.url, 'POST', '/orgs', { token, body: { name: 'second', allowAnonymousAccess: false } });
-  if (created.status !== 200) throw new Error(`creating an org: ${created.status} ${created.text}`);
-  const second = ((await call(node.url, 'GET', '/orgs', { token })).body.orgs as { id: string }[]).find((org) => org.id !== first)?.id as string;
+  const newOrg = async (name: string) => {
+    const created = await call(node.url, 'POST', '/orgs', { token, body: { name, allowAnonymousAccess: false } });
+    if (created.status !== 200) throw new Error(`creating an org: ${created.status} ${created.text}`);
+    return created.body.id as string;
+  };
+  const first = await newOrg('first');
+  const second = await newOrg('second');
   const inOrg = (orgId: string) => {
     const headers = { 'x-statebacked-org-id': orgId };
     return {
@@ -50,8 +55,6 @@ const twoOrgs = async (node: NodeProcess) => {
 };
 
 t.test("a version that crashes its worker twice in a row runs in the quarantine worker; its later crashes spare the main worker and other orgs' instances", async (t) => {
-  const node = await startNode(noWatchdog);
-  t.teardown(() => node.stop('SIGKILL'));
   const { a, b } = await twoOrgs(node);
   const bad = await a.upload('bad');
   await b.upload('good');
@@ -81,8 +84,6 @@ t.test("a version that crashes its worker twice in a row runs in the quarantine 
 });
 
 t.test("once a version is quarantined, every version of its org runs in the quarantine worker; other orgs' versions stay in the main one", async (t) => {
-  const node = await startNode(noWatchdog);
-  t.teardown(() => node.stop('SIGKILL'));
   const { a, b } = await twoOrgs(node);
   const bad = await a.upload('bad');
   await a.upload('sibling');
