@@ -1,8 +1,9 @@
 import t from 'tap';
+import { type JetStreamClient, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { LogInstanceStore } from '../src/store/jetstream/log-instance-store.js';
 import { JetStreamTransitionLog } from '../src/store/jetstream/transition-log.js';
 import { type InstanceHead, type OutboxMessage, RequestMovedError, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
-import { localNode, type NatsServers, natsMissing, startNats } from './helpers/nats.js';
+import { connectTo, localNode, type NatsServers, natsMissing, startNats } from './helpers/nats.js';
 
 /** Two nodes' instance stores on one TX log (a real nats-server): the owner writes, the other follows. */
 
@@ -17,7 +18,8 @@ const followingNode = async (t: { teardown(fn: () => unknown): void; fail(messag
   if (onTimers) instances.onTimersApplied(onTimers);
   await instances.follow(nc, 1);
   beforeClose(() => instances.stopFollowing());
-  return Object.assign(instances, { local: store.instances });
+  // (`copy`: the LMDB store under it, which the store itself keeps private)
+  return Object.assign(instances, { copy: store.instances });
 };
 
 const headAt = (seq: number, count: number, createdAt = '2026-11-25T00:00:00.000Z'): InstanceHead => ({
@@ -103,8 +105,8 @@ t.test('a delivered message leaves every node\'s outbox, however many entries ar
   const a = await followingNode(t, nats, 'a');
   const b = await followingNode(t, nats, 'b');
   // b's copy holds 10,000 entries older than the one delivered (the earlier code looked at the first 10,000 only).
-  for (let i = 0; i < 10_000; i++) void b.local.updateOutbox(message(`msg_old${i}`, [1, i], `x${i}`));
-  await b.local.updateOutbox(message('msg_last', [1, 10_000], 'x'));
+  for (let i = 0; i < 10_000; i++) void b.copy.updateOutbox(message(`msg_old${i}`, [1, i], `x${i}`));
+  await b.copy.updateOutbox(message('msg_last', [1, 10_000], 'x'));
   const sender = headAt(1, 0);
   await a.createInstance(sender, [record(1, 0)], { outbox: [message('msg_ping', [2, 0])] });
   for (let i = 0; i < 200 && !b.listOutbox(20_000).some((m) => m.id === 'msg_ping'); i++) await sleep(10);
@@ -138,4 +140,62 @@ t.test('a fenced request is committed only by the node that fenced it; an append
   await b.commit(byB, b.getInstance('org_a', 'm', 'i') as InstanceHead, [withR(2)]);
   t.equal(b.listTransitions('org_a', 'm', 'i', 0, 10).filter((r) => r.requestId === 'req_R').length, 1, 'the fencing node commits R, once');
   t.ok(b.isCurrent(byB), 'and its head is current');
+});
+
+t.test('an entry stored after another that named the same position (what a 2.9 server lets through) changes no copy, and its writer is told', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const a = await followingNode(t, nats, 'a');
+  const b = await followingNode(t, nats, 'b');
+  // (another node's writes, made by hand: published as they are stored, without JetStream's check)
+  const nc = await connectTo(nats, 'rival');
+  t.teardown(() => nc.close());
+  const js = jetstream(nc);
+  const subject = 'statehold.c.tx.org_a.m.i';
+  const settled = async (seq: number) => {
+    for (let i = 0; i < 200 && (a.appliedSeq < seq || b.appliedSeq < seq); i++) await sleep(10);
+  };
+  const counts = (store: typeof a) => store.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.context.count);
+  const first = headAt(1, 0);
+  await a.createInstance(first, [record(1, 0)]);
+  const second = headAt(2, 1);
+  await a.commit(second, first, [record(2, 1)]);
+
+  // Another node's commit on the head before `second`, stored after it although it names the same
+  // position (two appends that arrive together at a 2.9 server on a clustered stream): it must not count.
+  const { logSeq: _, ...rivalHead } = headAt(2, 77);
+  const rival = await js.publish(subject, JSON.stringify({ kind: 'commit', head: rivalHead, previousSeq: 1, history: [record(2, 77)], effects: {}, after: first.logSeq }));
+  await settled(rival.seq);
+  for (const [store, node] of [[a, 'a'], [b, 'b']] as const) {
+    t.same(counts(store), [0, 1], `node ${node}: the acknowledged commit stays in the history; the entry after it that named the same position is not applied`);
+    t.same(store.getInstance('org_a', 'm', 'i')?.context, { count: 1 }, `node ${node}: and the head is the acknowledged one`);
+    t.equal(store.getInstance('org_a', 'm', 'i')?.logSeq, rival.seq, `node ${node}: at the log position of the last entry, which the next append names`);
+  }
+  t.notOk(a.isCurrent(second), 'the owner\'s held head is not current: it reloads the copy\'s, at the new position');
+
+  // b's append is stored right after another node's that named the same position, as if the server
+  // had not checked: b is told it did not count (a conflict), and the other node's commit stands.
+  const held = b.getInstance('org_a', 'm', 'i') as InstanceHead;
+  const log = (b as unknown as { log: { js: JetStreamClient } }).log;
+  const publish = log.js.publish.bind(log.js);
+  log.js.publish = async (subj, payload, options) => {
+    const { logSeq: _seq, ...otherHead } = headAt(3, 50);
+    await js.publish(subject, JSON.stringify({ kind: 'commit', head: otherHead, previousSeq: 2, history: [record(3, 50)], effects: {}, after: held.logSeq }));
+    return publish(subj, payload, { msgID: options?.msgID });
+  };
+  await t.rejects(b.commit(headAt(3, 2), held, [record(3, 2)]), SequenceConflictError, 'an append stored after a rival that named the same position does not count: the writer gets a conflict');
+  log.js.publish = publish;
+  const last = await (await jetstreamManager(nc)).streams.getMessage('STATEHOLD_c_TX', { last_by_subj: subject });
+  await settled(last?.seq ?? 0);
+  for (const [store, node] of [[a, 'a'], [b, 'b']] as const) t.same(counts(store), [0, 1, 50], `node ${node}: the rival's commit counts, b's does not`);
+
+  // The writer runs the request again on the reloaded head: it goes through, and every copy agrees.
+  const reloaded = b.getInstance('org_a', 'm', 'i') as InstanceHead;
+  const fourth = headAt(4, 51);
+  await b.commit(fourth, reloaded, [record(4, 51)]);
+  await settled(fourth.logSeq ?? 0);
+  for (const [store, node] of [[a, 'a'], [b, 'b']] as const) {
+    t.same(counts(store), [0, 1, 50, 51], `node ${node}: the history after the retry`);
+    t.same(store.getInstance('org_a', 'm', 'i')?.context, { count: 51 }, `node ${node}: and the head`);
+  }
 });

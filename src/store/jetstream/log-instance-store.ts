@@ -10,8 +10,17 @@ import {
 import { StreamFollower } from './stream-follower.js';
 import { type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
-/** One commit of an instance as the TX log holds it. `head.logSeq` is left out: it is the message's own sequence. */
-export type LogEntry =
+/**
+ * One entry of an instance as the TX log holds it, and the stream sequence of the instance's entry it
+ * follows (`after`: what its append named as JetStream's expected last subject sequence; 0 for the
+ * first). `head.logSeq` is left out: it is the message's own sequence. An entry counts only when it is
+ * the first of its instance after `after` (see transition-log.ts: a 2.9 server can store appends it
+ * should have refused); one that does not changes nothing but the instance's log position, on every copy.
+ * Entries written before 2026-11-28 carry no `after`: their message's header says it.
+ */
+export type LogEntry = LogEntryBody & { after?: number };
+
+type LogEntryBody =
   | { kind: 'create'; head: InstanceHead; history: TransitionRecord[]; effects: CommitEffects }
   | { kind: 'commit'; head: InstanceHead; previousSeq: number; history: TransitionRecord[]; effects: CommitEffects }
   /** A head-only change (status, timer retries) at the same head sequence. */
@@ -41,7 +50,9 @@ export interface LogInstanceStoreOptions {
  * commits other owners make, so each node's LMDB holds every instance within milliseconds: lists,
  * history pages, due timers and outboxes are read locally, and a new owner finds an instance's head
  * there. An owner that lost ownership cannot write: its append is refused and surfaces as
- * SequenceConflictError, which makes the runtime drop the actor.
+ * SequenceConflictError, which makes the runtime drop the actor. So does an append the log stored
+ * after another entry that named the same position (a 2.9 server lets such races through): it counts
+ * on no copy (`apply`), and its writer is told (transition-log.ts).
  */
 export class LogInstanceStore implements InstanceStore {
   /** Local applies of one instance, one after another (the owner's own and the follower's may meet). */
@@ -62,6 +73,17 @@ export class LogInstanceStore implements InstanceStore {
   private readonly latest = new Map<string, number>();
   /** Requests taken over by a fence, and the node that fenced them (see fence); the latest FENCES_KEPT. */
   private readonly fenced = new Map<string, string>();
+  /**
+   * The log position of instances that have entries but no head in this copy (deleted; or written only
+   * by entries that need a head, such as a fence of a create retried before the instance existed),
+   * since this process started; heads hold their own (`logSeq`). Bounded: past HEADLESS_KEPT the one
+   * written longest ago goes, and `headlessForgotten` says so.
+   */
+  private readonly headless = new Map<string, number>();
+  private headlessForgotten = false;
+  /** Whether the follower started at the stream's first entry, so an instance it has no position of has no entry before. */
+  private followedFromStart = false;
+  private stopped = false;
   /** Where each outbox entry of this copy is, by message id (found without scanning the outbox). */
   private outboxPositions: Map<string, [number, number]> | undefined;
   /** Delivered messages whose sender's commit may not be applied yet: dropped once the watermark reaches `before`. */
@@ -127,6 +149,8 @@ export class LogInstanceStore implements InstanceStore {
    */
   async follow(nc: NatsConnection, from: number): Promise<void> {
     this.received = Math.max(this.received, from);
+    this.followedFromStart = this.received <= 1;
+    this.stopped = false;
     this.following = new StreamFollower({
       js: jetstream(nc),
       stream: this.log.stream,
@@ -136,8 +160,10 @@ export class LogInstanceStore implements InstanceStore {
       handle: async (message) => {
         const seq = message.seq;
         this.received = seq + 1;
-        const applied = this.applyLocally(message.json<LogEntry>(), seq)
-          .catch((error: unknown) => this.onError(`could not apply TX log entry ${seq} to the local store`, error))
+        const entry = message.json<LogEntry>();
+        entry.after ??= positionOf(message.headers?.get(EXPECTED_HEADER));
+        const applied = this.applyLocally(entry, seq)
+          .then(() => undefined, (error: unknown) => this.onError(`could not apply TX log entry ${seq} to the local store`, error))
           .finally(() => {
             this.pending.delete(seq);
             this.watermarkMoved();
@@ -152,6 +178,7 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   async stopFollowing(): Promise<void> {
+    this.stopped = true;
     await this.following?.stop();
     this.following = undefined;
   }
@@ -165,15 +192,15 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
-    const entry: LogEntry = { kind: 'create', head: withoutLogSeq(head), history, effects };
     let expected = 0;
     for (let attempt = 0; attempt < 3; attempt++) {
       this.checkNotTakenOver(head, history, effects);
       try {
+        const entry: LogEntry = { kind: 'create', head: withoutLogSeq(head), history, effects, after: expected };
         const payload = JSON.stringify(entry);
         const { seq } = await this.log.append(head.orgId, head.machine, head.name, expected, payload, messageIdOf(head, payload, expected));
         head.logSeq = seq;
-        await this.applyLocally(entry, seq);
+        await this.applyOwn(entry, seq);
         return true;
       } catch (error) {
         if (!(error instanceof LogFencedError)) throw error;
@@ -189,32 +216,30 @@ export class LogInstanceStore implements InstanceStore {
 
   async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
     this.checkNotTakenOver(head, history, effects);
-    const entry: LogEntry = { kind: 'commit', head: withoutLogSeq(head), previousSeq: previous.seq, history, effects };
-    head.logSeq = await this.append(previous, entry);
-    await this.applyLocally(entry, head.logSeq);
+    const { entry, seq } = await this.append(previous, { kind: 'commit', head: withoutLogSeq(head), previousSeq: previous.seq, history, effects });
+    head.logSeq = seq;
+    await this.applyOwn(entry, seq);
   }
 
   async replaceHead(head: InstanceHead, previous: InstanceHead): Promise<void> {
-    const entry: LogEntry = { kind: 'head', head: withoutLogSeq(head) };
-    head.logSeq = await this.append(previous, entry);
-    await this.applyLocally(entry, head.logSeq);
+    const { entry, seq } = await this.append(previous, { kind: 'head', head: withoutLogSeq(head) });
+    head.logSeq = seq;
+    await this.applyOwn(entry, seq);
   }
 
   async markReceived(orgId: string, machine: string, name: string, messageId: string): Promise<void> {
     const current = this.local.getInstance(orgId, machine, name);
     if (!current) return;
     this.checkNotTakenOver(current, [], { receivedMessageId: messageId });
-    const entry: LogEntry = { kind: 'received', orgId, machine, name, messageId };
-    const seq = await this.append(current, entry);
-    await this.applyLocally(entry, seq);
+    const { entry, seq } = await this.append(current, { kind: 'received', orgId, machine, name, messageId });
+    await this.applyOwn(entry, seq);
   }
 
   async deleteInstance(orgId: string, machine: string, name: string): Promise<boolean> {
     const current = this.local.getInstance(orgId, machine, name);
     if (!current) return false;
-    const entry: LogEntry = { kind: 'delete', orgId, machine, name };
-    const seq = await this.append(current, entry);
-    await this.applyLocally(entry, seq);
+    const { entry, seq } = await this.append(current, { kind: 'delete', orgId, machine, name });
+    await this.applyOwn(entry, seq);
     return true;
   }
 
@@ -295,14 +320,14 @@ export class LogInstanceStore implements InstanceStore {
    * look for the request in the history (a retry is answered from it) is not made on a stale copy.
    */
   async fence(orgId: string, machine: string, name: string, requestId: string): Promise<void> {
-    const entry: LogEntry = { kind: 'fence', orgId, machine, name, requestId, by: this.nodeId };
     const key = { orgId, machine, name };
     for (let attempt = 0; attempt < 3; attempt++) {
       const last = await this.caughtUpStrictly(key);
       try {
+        const entry: LogEntry = { kind: 'fence', orgId, machine, name, requestId, by: this.nodeId, after: last };
         const payload = JSON.stringify(entry);
         const { seq } = await this.log.append(orgId, machine, name, last, payload, messageIdOf(key, payload, last));
-        await this.applyLocally(entry, seq);
+        await this.applyOwn(entry, seq);
         return;
       } catch (error) {
         if (!(error instanceof LogFencedError)) throw error;
@@ -324,11 +349,13 @@ export class LogInstanceStore implements InstanceStore {
     return this.local.listUsage(orgId, months);
   }
 
-  /** Appends after `previous`'s log position; a refused append is the runtime's conflict. */
-  private async append(previous: InstanceHead, entry: LogEntry): Promise<number> {
+  /** Appends after `previous`'s log position; a refused append (or one that does not count) is the runtime's conflict. */
+  private async append(previous: InstanceHead, body: LogEntryBody): Promise<{ entry: LogEntry; seq: number }> {
+    const after = previous.logSeq ?? 0;
+    const entry: LogEntry = { ...body, after };
     const payload = JSON.stringify(entry);
     try {
-      return (await this.log.append(previous.orgId, previous.machine, previous.name, previous.logSeq ?? 0, payload, messageIdOf(previous, payload, previous.logSeq ?? 0))).seq;
+      return { entry, seq: (await this.log.append(previous.orgId, previous.machine, previous.name, after, payload, messageIdOf(previous, payload, after))).seq };
     } catch (error) {
       if (!(error instanceof LogFencedError)) throw error;
       // Another node wrote the instance: let this node's copy catch up first, so that the runtime,
@@ -380,15 +407,26 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
-   * Applies one log entry to the local store unless it already holds it (the owner applies its own
-   * right after appending, and meets it again when following). One at a time per instance.
+   * This node's own append, which counts (the log said so): applied to the local store now, unless the
+   * copy is not where the append was made from (it lags the head the owner held); then the follower
+   * applies it in its turn, waited for here (CATCH_UP_MS at most).
    */
-  private applyLocally(entry: LogEntry, seq: number): Promise<void> {
-    const key = entry.kind === 'create' || entry.kind === 'commit' || entry.kind === 'head' ? keyOf(entry.head) : keyOf(entry);
+  private async applyOwn(entry: LogEntry, seq: number): Promise<void> {
+    if (!(await this.applyLocally(entry, seq, true))) await this.watermarkAt(seq, CATCH_UP_MS);
+  }
+
+  /**
+   * Applies one log entry to the local store unless it already holds it (the owner applies its own
+   * right after appending, and meets it again when following). One at a time per instance. Resolves
+   * false for an own entry left to the follower (see applyOwn).
+   */
+  private applyLocally(entry: LogEntry, seq: number, own = false): Promise<boolean> {
+    const key = keyOf(instanceOf(entry));
     const before = this.applying.get(key) ?? Promise.resolve();
     const run = before.then(async () => {
-      await this.apply(entry, seq);
+      const applied = await this.apply(entry, seq, own);
       this.noteLatest(key, seq);
+      return applied;
     });
     const tail = run.catch(() => undefined);
     this.applying.set(key, tail);
@@ -439,54 +477,108 @@ export class LogInstanceStore implements InstanceStore {
     for (const message of effects.outbox) positions.set(message.id, message.position);
   }
 
-  private async apply(entry: LogEntry, seq: number): Promise<void> {
+  /**
+   * Applies one entry at stream sequence `seq`, in its instance's turn. An entry the copy holds already
+   * (its position is there or past it: this node's own write, a replay after a restart) is passed by.
+   * An entry that does not count, because another entry of its instance came between the one it names
+   * and it, only moves the instance's log position (the next append must name it for JetStream to take
+   * it). `own`: this node's append, known to count; false is resolved when it is left to the follower.
+   */
+  private async apply(entry: LogEntry, seq: number, own: boolean): Promise<boolean> {
+    const { orgId, machine, name } = instanceOf(entry);
+    const key = keyOf({ orgId, machine, name });
+    const current = this.local.getInstance(orgId, machine, name);
+    const position = current ? (current.logSeq ?? 0) : this.headless.get(key);
+    if (position !== undefined && position >= seq) return true;
+    if (own) {
+      if (position !== undefined && position !== entry.after) return false;
+    } else if (!(await this.counts(entry, seq, position))) {
+      if (current) await this.local.replaceHead({ ...current, logSeq: seq }, current);
+      else this.noteHeadless(key, seq);
+      return true;
+    }
     switch (entry.kind) {
       case 'create': {
-        const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
-        if (current && (current.logSeq ?? 0) >= seq) return;
+        // (a create that counts finds no head; one that finds it changes nothing but the position)
+        if (current) {
+          await this.local.replaceHead({ ...current, logSeq: seq }, current);
+          return true;
+        }
         this.notePositions(entry.effects);
         await this.local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects);
+        this.headless.delete(key);
         this.dropDelivered(entry.effects.receivedMessageId, seq);
         this.noteTimers(entry.head);
-        return;
+        return true;
       }
       case 'commit': {
-        const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
-        if (!current || (current.logSeq ?? 0) >= seq) return;
+        if (!current) break;
         this.notePositions(entry.effects);
         await this.local.commit({ ...entry.head, logSeq: seq }, current, entry.history, entry.effects);
         this.dropDelivered(entry.effects.receivedMessageId, seq);
         this.noteTimers(entry.head);
-        return;
+        return true;
       }
       case 'head': {
-        const current = this.local.getInstance(entry.head.orgId, entry.head.machine, entry.head.name);
-        if (!current || (current.logSeq ?? 0) >= seq) return;
+        if (!current) break;
         await this.local.replaceHead({ ...entry.head, logSeq: seq }, current);
         this.noteTimers(entry.head);
-        return;
+        return true;
       }
       case 'received': {
-        const current = this.local.getInstance(entry.orgId, entry.machine, entry.name);
-        if (!current || (current.logSeq ?? 0) >= seq) return;
-        await this.local.markReceived(entry.orgId, entry.machine, entry.name, entry.messageId);
+        if (!current) break;
+        await this.local.markReceived(orgId, machine, name, entry.messageId);
         // (the head's log position moves too, so the next append expects this entry)
         await this.local.replaceHead({ ...current, logSeq: seq }, current);
         this.dropDelivered(entry.messageId, seq);
-        return;
+        return true;
       }
       case 'fence': {
         this.fenced.delete(entry.requestId);
         this.fenced.set(entry.requestId, entry.by);
         if (this.fenced.size > FENCES_KEPT) this.fenced.delete(this.fenced.keys().next().value as string);
-        const current = this.local.getInstance(entry.orgId, entry.machine, entry.name);
+        if (!current) break;
         // (the head's log position moves, so that the next append expects the fence)
-        if (current && (current.logSeq ?? 0) < seq) await this.local.replaceHead({ ...current, logSeq: seq }, current);
-        return;
+        await this.local.replaceHead({ ...current, logSeq: seq }, current);
+        return true;
       }
       case 'delete':
-        await this.local.deleteInstance(entry.orgId, entry.machine, entry.name);
-        return;
+        await this.local.deleteInstance(orgId, machine, name);
+        break;
+    }
+    // (no head here now: the instance's position is kept beside the heads)
+    this.noteHeadless(key, seq);
+    return true;
+  }
+
+  /**
+   * Whether an entry counts: it names the instance's entry right before it. That is the copy's position
+   * of the instance when it has one (a head's, or a headless instance's); when it has none, the instance
+   * has no entry before, if the follower started at the stream's start and forgot no position; else the
+   * log is asked (an instance deleted before this process started: rare), again until it answers.
+   */
+  private async counts(entry: LogEntry, seq: number, position: number | undefined): Promise<boolean> {
+    if (entry.after === undefined) return true;
+    if (position !== undefined) return entry.after === position;
+    if (this.followedFromStart && !this.headlessForgotten) return entry.after === 0;
+    const { orgId, machine, name } = instanceOf(entry);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return (await this.log.firstAfter(orgId, machine, name, entry.after)) === seq;
+      } catch (error) {
+        if (this.stopped) throw error;
+        if (attempt === 0) this.onError(`could not ask the TX log whether entry ${seq} of instance ${name} of machine ${machine} counts; asking again`, error);
+        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
+      }
+    }
+  }
+
+  private noteHeadless(key: string, seq: number): void {
+    this.headless.delete(key);
+    this.headless.set(key, seq);
+    if (this.headless.size > HEADLESS_KEPT) {
+      this.headless.delete(this.headless.keys().next().value as string);
+      this.headlessForgotten = true;
     }
   }
 }
@@ -496,6 +588,22 @@ const LATEST_KEPT = 100_000;
 
 /** Fenced requests remembered (a fence matters only while the request it fences may still be under way elsewhere: seconds). */
 const FENCES_KEPT = 10_000;
+
+/** Positions of instances without a head kept in memory (past it, the log is asked; see counts). */
+const HEADLESS_KEPT = 100_000;
+
+/** JetStream's header for the expected last subject sequence: what entries written before 2026-11-28 say instead of `after`. */
+const EXPECTED_HEADER = 'Nats-Expected-Last-Subject-Sequence';
+
+const positionOf = (header: string | undefined): number | undefined => {
+  if (header === undefined || header === '') return undefined;
+  const value = Number(header);
+  return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+};
+
+/** The instance an entry is of. */
+const instanceOf = (entry: LogEntry): Pick<InstanceHead, 'orgId' | 'machine' | 'name'> =>
+  entry.kind === 'create' || entry.kind === 'commit' || entry.kind === 'head' ? entry.head : entry;
 
 /** TX entries applied side by side at most while following. */
 const MAX_PENDING = 256;

@@ -1,4 +1,4 @@
-import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager, JetStreamApiError, type PubAck, RetentionPolicy, StorageType, DiscardPolicy } from '@nats-io/jetstream';
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager, JetStreamApiError, type MsgRequest, type NextMsgRequest, type PubAck, RetentionPolicy, StorageType, DiscardPolicy } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { payloadTooLarge, unavailable } from '../../domain/errors.js';
 
@@ -36,6 +36,15 @@ const WRONG_LAST_SEQUENCE = 10071;
  * so a node that lost ownership cannot write (LogFencedError), and carries a message id, so a retried
  * append inside the duplicate window is stored once. An acknowledgement means the configured replicas
  * have it (NATS 2.9 acknowledges before an fsync; design.md §4).
+ *
+ * JetStream's check is not enough on its own: on a clustered stream a 2.9 server (Debian's 2.9.10;
+ * fixed in 2.9.21, nats-server#4320) checks the expected sequence before it proposes the message, not
+ * as part of the replicated write, so appends that name the same position and arrive together are all
+ * stored (measured here: two or three of three concurrent appends in 40–45 % of rounds on R3); the fix
+ * keeps the check on the stream leader, outside the replicated write (nats-server#8469). So an entry
+ * counts only when it comes right after the entry it names: readers skip the others (LogInstanceStore),
+ * and append resolves only for an entry that counts; one stored after another entry of its instance is
+ * refused like an append JetStream refused (LogFencedError), though it is in the stream.
  */
 export class JetStreamTransitionLog {
   private constructor(
@@ -83,7 +92,9 @@ export class JetStreamTransitionLog {
   /**
    * Appends one commit of an instance. `expectedSeq` is the stream sequence of the instance's previous
    * commit (0 for its first); `messageId` identifies this commit (the instance and its head sequence),
-   * so a retry of an append whose answer was lost is not stored twice.
+   * so a retry of an append whose answer was lost is not stored twice. Resolves only when the entry
+   * counts: it is the instance's first entry after `expectedSeq` (see the class comment); otherwise
+   * LogFencedError, as when JetStream refuses it.
    */
   async append(orgId: string, machine: string, name: string, expectedSeq: number, payload: Uint8Array | string, messageId: string): Promise<Appended> {
     const subject = this.subjectOf(orgId, machine, name);
@@ -100,7 +111,37 @@ export class JetStreamTransitionLog {
       // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
       throw unavailable(`the cluster's log did not take the write (${reason}); it may or may not have been stored: read the instance, then retry`);
     }
+    // (a duplicate's sequence is the first copy's, and whether that one counts is asked the same way;
+    // an acknowledgement that does not place it past the position named is not one to go by)
+    if (ack.seq <= expectedSeq) throw unavailable(`the cluster's log acknowledged the write at sequence ${ack.seq}, not after ${expectedSeq}; it may or may not have been stored: read the instance, then retry`);
+    if (ack.seq !== expectedSeq + 1) {
+      let first: number;
+      try {
+        first = await this.firstAfter(orgId, machine, name, expectedSeq);
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        throw unavailable(`the cluster's log took the write but could not tell whether another one came first (${reason}); it may or may not have been applied: read the instance, then retry`);
+      }
+      // Stored after another entry that named the same position: it changes nothing (a stale entry).
+      if (first !== ack.seq) throw new LogFencedError(subject, expectedSeq);
+    }
     return { seq: ack.seq, duplicate: ack.duplicate };
+  }
+
+  /**
+   * The stream sequence of the instance's first entry after stream sequence `after`, 0 when it has none:
+   * an entry at `seq` that names `after` counts exactly when this is `seq`.
+   */
+  async firstAfter(orgId: string, machine: string, name: string, after: number): Promise<number> {
+    try {
+      // (the client's type leaves out next_by_subj, which a 2.9 server takes: its first message on the subject from seq on)
+      const query: NextMsgRequest = { seq: after + 1, next_by_subj: this.subjectOf(orgId, machine, name) };
+      const message = await this.jsm.streams.getMessage(this.stream, query as unknown as MsgRequest);
+      return message?.seq ?? 0;
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.status === 404) return 0;
+      throw error;
+    }
   }
 
   /** The stream sequence of the instance's last commit, 0 when it has none (what a new owner appends after). */
