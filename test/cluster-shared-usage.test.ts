@@ -36,3 +36,35 @@ t.test('batches the log does not take are held and sent again with their ids, in
   t.equal(stored.size, 6, 'later batches go straight through');
   usage.stop();
 });
+
+t.test('an outage is logged once though submits sent during it fail after the held ones went through', async (t) => {
+  // The log is slow to fail (a request times out): three submits are under way when it goes down, and
+  // fail one after another, the last after the first held batch was already sent again.
+  const failAfter = [10, 60, 200];
+  let down = true;
+  const stored: number[] = [];
+  const lines: string[] = [];
+  const usage = new SharedUsage({
+    submit: async (b) => {
+      if (down) {
+        const wait = failAfter.shift();
+        if (wait !== undefined) {
+          await sleep(wait);
+          throw new Error('timeout');
+        }
+        throw new Error('jetstream is not enabled');
+      }
+      stored.push(b.usage.transitions);
+    },
+    log: (level, message) => lines.push(`${level}: ${message}`),
+    retryMs: 20,
+    maxRetryMs: 20,
+  });
+  const adds = [1, 2, 3].map((n) => usage.add(batch(n)));
+  setTimeout(() => (down = false), 40);
+  await Promise.all(adds);
+  for (let i = 0; i < 50 && usage.pending > 0; i++) await sleep(20);
+  t.same(stored.sort(), [1, 2, 3], 'every batch recorded once');
+  t.same(lines.map((line) => line.split(':')[0]), ['warn', 'info'], 'one line when it began, one when it ended');
+  usage.stop();
+});

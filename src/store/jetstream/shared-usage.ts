@@ -35,6 +35,8 @@ export class SharedUsage {
   private heldSince: number | undefined;
   private dropped = 0;
   private sending = false;
+  /** First submits under way: one sent before an outage may fail after the held ones went through. */
+  private inFlight = 0;
 
   constructor(private readonly options: SharedUsageOptions) {
     this.waitMs = options.retryMs ?? 500;
@@ -53,10 +55,14 @@ export class SharedUsage {
       this.hold({ id, batch }, undefined);
       return;
     }
+    this.inFlight++;
     try {
       await this.options.submit(batch, id);
     } catch (error) {
       this.hold({ id, batch }, error);
+    } finally {
+      this.inFlight--;
+      this.ended();
     }
   }
 
@@ -110,15 +116,24 @@ export class SharedUsage {
         }
         this.held.shift();
       }
-      const since = this.heldSince === undefined ? 0 : Date.now() - this.heldSince;
-      const lost = this.dropped > 0 ? `; ${this.dropped} batches beyond the ${this.options.maxHeld ?? 10_000} kept were dropped` : '';
-      this.options.log('info', `usage recorded in the cluster's log again, after ${(since / 1000).toFixed(1)} s${lost}`);
-      this.heldSince = undefined;
-      this.dropped = 0;
       this.waitMs = this.options.retryMs ?? 500;
     } finally {
       this.sending = false;
       if (this.held.length > 0) this.schedule();
+      else this.ended();
     }
+  }
+
+  /**
+   * Says once that an outage ended: nothing held, nothing being sent again, and no first submit still
+   * under way (one sent during the outage can fail after the held ones went through: the same outage).
+   */
+  private ended(): void {
+    if (this.heldSince === undefined || this.held.length > 0 || this.sending || this.inFlight > 0) return;
+    const since = Date.now() - this.heldSince;
+    const lost = this.dropped > 0 ? `; ${this.dropped} batches beyond the ${this.options.maxHeld ?? 10_000} kept were dropped` : '';
+    this.options.log('info', `usage recorded in the cluster's log again, after ${(since / 1000).toFixed(1)} s${lost}`);
+    this.heldSince = undefined;
+    this.dropped = 0;
   }
 }
