@@ -12,6 +12,7 @@ import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { call } from './helpers/http.js';
 import { type NodeProcess, startNode } from './helpers/node-process.js';
+import { eventually } from './helpers/eventually.js';
 import { workerPids } from './helpers/sandbox-workers.js';
 
 const noisy = `import { createMachine, assign } from 'npm:xstate';
@@ -44,12 +45,16 @@ export default createMachine({ id: 'quiet', initial: 'a', predictableActionArgum
 export const allowRead = () => true;
 export const allowWrite = () => true;`;
 
-/** Org A (the node's first) with the noisy machine, org B (a new one) with the quiet one. */
+/** Org A (a new one) with the noisy machine, org B (a new one) with the quiet one. */
 const twoOrgs = async (node: NodeProcess, noisyCode: string = noisy) => {
   const token = node.adminKey as string;
-  const first = (await call(node.url, 'GET', '/orgs', { token })).body.orgs[0].id as string;
-  await call(node.url, 'POST', '/orgs', { token, body: { name: 'b', allowAnonymousAccess: false } });
-  const second = ((await call(node.url, 'GET', '/orgs', { token })).body.orgs as { id: string }[]).find((org) => org.id !== first)?.id as string;
+  const newOrg = async (name: string) => {
+    const created = await call(node.url, 'POST', '/orgs', { token, body: { name, allowAnonymousAccess: false } });
+    if (created.status !== 200) throw new Error(`creating an org: ${created.status} ${created.text}`);
+    return created.body.id as string;
+  };
+  const first = await newOrg('a');
+  const second = await newOrg('b');
   const org = async (orgId: string, machine: string, code: string, instances: number) => {
     const operator = new StateBackedClient(token, { apiHost: node.url, orgId });
     await operator.machines.create(machine);
@@ -82,17 +87,23 @@ const noting = <T>(order: string[], label: string) => (answer: T): T => {
 };
 
 /** Waits until the main worker's standby is forked (a second process of role main). */
-const standbyReady = async (node: NodeProcess): Promise<boolean> => {
-  for (const until = Date.now() + 15_000; Date.now() < until; await new Promise((resolve) => setTimeout(resolve, 50))) {
-    if (workerPids(node, 'main').length >= 2) return true;
-  }
-  return false;
-};
+const standbyReady = (node: NodeProcess): Promise<boolean> => eventually(() => workerPids(node, 'main').length >= 2).catch(() => false);
+
+/**
+ * The first and the last test share a node (a long CPU limit, and fetch allowed to a local server
+ * whose answer the last test's machine waits for), each with orgs of its own; the others need flags of
+ * their own and count what the node logs.
+ */
+const server = createServer((_req, res) => res.end('{}'));
+await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+const port = (server.address() as AddressInfo).port;
+const shared = await startNode({ args: ['--cpu-limit-ms', '4000', '--fetch-allow', `127.0.0.1:${port}`] });
+t.teardown(() => shared.stop('SIGKILL'));
 
 t.test("a spinning call moves its org aside at its first offence; the other org's requests waiting behind it are answered first", async (t) => {
   // A long CPU limit, so that "before the spin ends" has a wide margin on a loaded host.
-  const node = await startNode({ args: ['--cpu-limit-ms', '4000'] });
-  t.teardown(() => node.stop('SIGKILL'));
+  const node = shared;
   const { a, b } = await twoOrgs(node);
   t.ok(await standbyReady(node), 'a standby worker is forked');
 
@@ -220,10 +231,6 @@ t.test("org B's events all succeed while org A crashes its worker again and agai
 });
 
 t.test("a spin in code that runs when a fetch's answer arrives, outside any request, is caught too", async (t) => {
-  const server = createServer((_req, res) => res.end('{}'));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const port = (server.address() as AddressInfo).port;
   const spinsAfterFetch = `import { createMachine } from 'npm:xstate';
 export default createMachine({ id: 'late', initial: 'idle', predictableActionArguments: true, states: {
   idle: { on: { GO: 'fetching' } },
@@ -231,8 +238,7 @@ export default createMachine({ id: 'late', initial: 'idle', predictableActionArg
 } });
 export const allowRead = () => true;
 export const allowWrite = () => true;`;
-  const node = await startNode({ args: ['--cpu-limit-ms', '4000', '--fetch-allow', `127.0.0.1:${port}`] });
-  t.teardown(() => node.stop('SIGKILL'));
+  const node = shared;
   const { a, b } = await twoOrgs(node, spinsAfterFetch);
   t.ok(await standbyReady(node), 'a standby worker is forked');
 
