@@ -27,7 +27,7 @@ interface AnswerState {
   head?: boolean;
 }
 
-export interface HttpServerOptions {
+interface HttpServerOptions {
   router: Router;
   host: string;
   port: number;

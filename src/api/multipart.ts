@@ -1,7 +1,7 @@
 import busboy from 'busboy';
 import { invalidParameter } from '../domain/errors.js';
 
-export interface MultipartFile {
+interface MultipartFile {
   field: string;
   filename: string | undefined;
   mimeType: string;
@@ -10,13 +10,13 @@ export interface MultipartFile {
   truncated: boolean;
 }
 
-export interface MultipartForm {
+interface MultipartForm {
   /** Every value of every plain field, in order. */
   fields: Map<string, string[]>;
   files: MultipartFile[];
 }
 
-export interface MultipartLimits {
+interface MultipartLimits {
   maxFileBytes: number;
   maxFiles: number;
   maxFields: number;

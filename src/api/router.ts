@@ -2,7 +2,7 @@ import { isPrettyId } from '../domain/ids.js';
 import { clipped, isSlug } from '../domain/names.js';
 import type { ApiRequest, ApiResponse } from './http-types.js';
 
-export type RouteHandler = (request: ApiRequest) => ApiResponse | Promise<ApiResponse>;
+type RouteHandler = (request: ApiRequest) => ApiResponse | Promise<ApiResponse>;
 
 interface Route {
   method: string;
@@ -13,7 +13,7 @@ interface Route {
   handler: RouteHandler;
 }
 
-export type RouteMatch =
+type RouteMatch =
   | { kind: 'found'; handler: RouteHandler; params: Record<string, string> }
   | { kind: 'wrong-method'; allowed: string[] }
   | { kind: 'no-such-thing'; message: string }

@@ -17,7 +17,7 @@ export const STATEBACKED_AUDIENCE = 'https://api.statebacked.dev/';
  * once `exp` is a second behind it (wire-protocol §10.6), so without this a request sent in that
  * second fails; it also absorbs a little clock drift between the client and the nodes.
  */
-export const CLOCK_LEEWAY_SECONDS = 2;
+const CLOCK_LEEWAY_SECONDS = 2;
 
 /**
  * A token without `exp` (the interface spec makes expiry optional) is cached for at most this long,
@@ -25,13 +25,13 @@ export const CLOCK_LEEWAY_SECONDS = 2;
  */
 const NO_EXPIRY_CACHE_MS = 5 * 60_000;
 
-export interface CredentialHeaders {
+interface CredentialHeaders {
   authorization: string | undefined;
   orgId: string | undefined;
   act: string | undefined;
 }
 
-export interface AuthenticatorOptions {
+interface AuthenticatorOptions {
   catalog: Catalog;
   keyRing: KeyRing;
   adminCredential: AdminCredential;

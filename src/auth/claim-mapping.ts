@@ -10,9 +10,9 @@
  * `$.groups.length` with the array's length. Mappings are written by org admins and run for
  * unauthenticated callers, so the grammar is checked up front and evaluation is bounded.
  */
-import { type CompiledPath, compilePath, evaluatePath, MAX_PATH_CHARS, type VisitBudget } from '../domain/json-path.js';
+import { type CompiledPath, compilePath, evaluatePath, type VisitBudget } from '../domain/json-path.js';
 
-export { compilePath, MAX_PATH_CHARS };
+export { compilePath };
 
 /** Deepest nesting of objects in a mapping (the root object is level 1). */
 export const MAX_MAPPING_DEPTH = 16;
@@ -22,9 +22,9 @@ export const MAX_MAPPING_ENTRIES = 1_000;
  * Nodes one `applyMapping` call may visit. `$..*..*` visits every node once per ancestor, so without
  * a budget a large token with a few of those could keep the event loop busy for seconds.
  */
-export const MAX_VISITS = 100_000;
+const MAX_VISITS = 100_000;
 /** Roughly the most JSON one application may select (a minted token's act is at most 8 KiB anyway). */
-export const MAX_OUTPUT_BYTES = 64 * 1024;
+const MAX_OUTPUT_BYTES = 64 * 1024;
 
 const PATH_SUFFIX = '.$';
 

@@ -7,14 +7,14 @@ import { MAX_JSON_DEPTH, tooDeep } from '../domain/json-depth.js';
  * 130–200 µs for jose 6). Only the compact form with `alg: HS256` is accepted; everything else is
  * refused before any key is looked up.
  */
-export interface JwtParts {
+interface JwtParts {
   header: { alg?: unknown; kid?: unknown; [k: string]: unknown };
   payload: Record<string, unknown>;
   signingInput: string;
   signature: Buffer;
 }
 
-export type JwtDecodeResult = { ok: true; parts: JwtParts } | { ok: false; reason: string };
+type JwtDecodeResult = { ok: true; parts: JwtParts } | { ok: false; reason: string };
 
 const segmentPattern = /^[A-Za-z0-9_-]+$/;
 /** The signature of a token whose signature text is not canonical base64url: it never verifies. */

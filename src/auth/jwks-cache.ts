@@ -21,7 +21,7 @@ import { FetchFailure, hostFetch } from '../sandbox/host-fetch.js';
  * fetch may, not through a second copy of the rules.
  */
 
-export type JwksFailureCode =
+type JwksFailureCode =
   /** The URL is not https (or http to an allowed host), or the egress policy refuses its addresses. */
   | 'url-refused'
   /** Network failure, timeout, redirect, or a body over the size limit. */
@@ -47,7 +47,7 @@ export class JwksFailure extends Error {
   }
 }
 
-export interface JwksCacheOptions {
+interface JwksCacheOptions {
   /** The parsed `--fetch-allow` list, the same one machine fetch gets. */
   allow: readonly AllowEntry[];
   /** Whole-fetch budget (DNS, connect, body). */
@@ -61,19 +61,19 @@ export interface JwksCacheOptions {
   now?: () => number;
 }
 
-export interface TokenHeader {
+interface TokenHeader {
   alg: string;
   kid?: string | undefined;
 }
 
 export type VerificationKey = KeyLike | Uint8Array;
 
-export const DEFAULT_JWKS_MAX_BYTES = 256 * 1024;
-export const DEFAULT_JWKS_TTL_MS = 10 * 60_000;
-export const DEFAULT_JWKS_MIN_REFRESH_MS = 30_000;
-export const DEFAULT_JWKS_MAX_URLS = 1_000;
+const DEFAULT_JWKS_MAX_BYTES = 256 * 1024;
+const DEFAULT_JWKS_TTL_MS = 10 * 60_000;
+const DEFAULT_JWKS_MIN_REFRESH_MS = 30_000;
+const DEFAULT_JWKS_MAX_URLS = 1_000;
 /** More keys than any IdP publishes (they rotate through two or three); bounds the work per token. */
-export const MAX_JWKS_KEYS = 100;
+const MAX_JWKS_KEYS = 100;
 
 interface JwksDocument {
   keys: JWK[];

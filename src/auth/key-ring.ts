@@ -2,7 +2,7 @@ import type { Scope } from '../domain/scopes.js';
 import type { Catalog } from '../store/catalog.js';
 import type { SecretSealer } from './secret-sealer.js';
 
-export interface SigningKey {
+interface SigningKey {
   id: string;
   orgId: string;
   scopes: ReadonlySet<Scope>;

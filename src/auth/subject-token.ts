@@ -11,10 +11,10 @@ import { JwksFailure, type JwksCache, type VerificationKey } from './jwks-cache.
  */
 
 /** The algorithms an IdP may list (wire-protocol §3.7); `none` is not one of them. */
-export const SIGNING_ALGORITHMS = signingAlgorithms;
+const SIGNING_ALGORITHMS = signingAlgorithms;
 
 /** Seconds `exp` and `nbf` may be off by: clocks of IdPs and nodes drift a little, tokens live minutes to hours. */
-export const CLOCK_TOLERANCE_SECONDS = 5;
+const CLOCK_TOLERANCE_SECONDS = 5;
 /** Longest subject token, in characters; IdP tokens with generous claims are a few KB. */
 export const MAX_SUBJECT_TOKEN_CHARS = 32 * 1024;
 
@@ -114,7 +114,7 @@ type StaticKey = { kind: 'secret'; secret: Uint8Array } | { kind: 'public'; key:
  * decides which algorithms the key serves, never the token: a public key's bytes used as an HMAC
  * secret would let anyone who has the public key sign (the classic RS256→HS256 confusion).
  */
-export function staticKey(bytes: Uint8Array): StaticKey {
+function staticKey(bytes: Uint8Array): StaticKey {
   if (bytes.byteLength === 0) return { kind: 'unusable', why: 'the key is empty' };
   const text = Buffer.from(bytes).toString('utf8').trim();
   if (text.startsWith('-----BEGIN')) {

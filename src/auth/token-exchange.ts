@@ -19,21 +19,21 @@ export const TOKENS_AUDIENCE_PREFIX = 'https://tokens.statebacked.dev/';
  * can read `exp` from our tokens (token-minter.ts) and exchanges again once it has passed; a token
  * that outlives its subject would keep a revoked identity working.
  */
-export const MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600;
+const MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600;
 /** The `act` of a minted token rides in every request's Authorization header: keep it small. */
-export const MAX_ACT_BYTES = 8 * 1024;
+const MAX_ACT_BYTES = 8 * 1024;
 const LOGGED_REFUSALS_PER_SECOND = 10;
 /** An anonymous session's and device's ids: strings, so authorizers comparing them compare strings. */
 const MAX_SESSION_ID_CHARS = 256;
 const isSessionId = (...ids: unknown[]): boolean => ids.every((id) => typeof id === 'string' && id.length > 0 && id.length <= MAX_SESSION_ID_CHARS);
 
-export interface TokenExchangeRequest {
+interface TokenExchangeRequest {
   orgId: string;
   service: string;
   subjectToken: string;
 }
 
-export interface TokenExchangeOptions {
+interface TokenExchangeOptions {
   catalog: Catalog;
   keyRing: KeyRing;
   sealer: SecretSealer;
@@ -168,7 +168,7 @@ export class TokenExchange {
 const specificity = (idp: IdentityProviderRecord): number => (idp.aud === '' ? 0 : 1) + (idp.iss === '' ? 0 : 1);
 
 /** The record's '' (not configured) as the verifier's absent side. */
-export const idpSides = (idp: Pick<IdentityProviderRecord, 'aud' | 'iss'>): { aud?: string; iss?: string } => ({
+const idpSides = (idp: Pick<IdentityProviderRecord, 'aud' | 'iss'>): { aud?: string; iss?: string } => ({
   ...(idp.aud === '' ? {} : { aud: idp.aud }),
   ...(idp.iss === '' ? {} : { iss: idp.iss }),
 });

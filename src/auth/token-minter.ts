@@ -12,11 +12,6 @@ import { createHmac } from 'node:crypto';
  * can appear only inside JSON strings, where they are written as `\uXXXX` escapes instead, which
  * decode to the same claims.
  */
-export interface MintedToken {
-  token: string;
-  expiresAt: number;
-}
-
 export const mintStateBackedToken = (
   key: { id: string; secret: Buffer },
   claims: { act: Record<string, unknown>; aud: string; iss: string; iat: number; exp: number },
@@ -28,5 +23,5 @@ export const mintStateBackedToken = (
 };
 
 /** JSON.stringify, with every character that could put `-` or `_` into its base64 escaped. */
-export const atobSafeJson = (value: unknown): string =>
+const atobSafeJson = (value: unknown): string =>
   JSON.stringify(value).replace(/[>?~\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);

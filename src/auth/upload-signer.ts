@@ -20,7 +20,7 @@ export interface UploadClaims {
   expiresAt: number;
 }
 
-export type UploadTokenCheck =
+type UploadTokenCheck =
   | { ok: true; claims: UploadClaims }
   /** `malformed` and `bad-signature` mean the token is not one this node signed; `expired` that it was, too long ago. */
   | { ok: false; reason: 'malformed' | 'bad-signature' | 'expired'; claims?: UploadClaims };

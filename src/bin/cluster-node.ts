@@ -28,7 +28,7 @@ const CHECKPOINT_EVERY_MS = 1_000;
 /** How long a metadata write waits for the other nodes to apply it (a node that lags longer is skipped). */
 const META_PEER_WAIT_MS = 2_000;
 
-export interface RunningClusterNode extends RunningNode {
+interface RunningClusterNode extends RunningNode {
   membership: Membership;
 }
 

@@ -40,7 +40,7 @@ export interface RunningNode {
 }
 
 /** What differs between the embedded node and a cluster node; the rest of a node is composed alike. */
-export interface Deployment {
+interface Deployment {
   storage: Pick<NodeStore, 'catalog' | 'versions' | 'instances' | 'logs'>;
   updates: UpdateBus;
   /** How the runtime is reached: writes, timer firings and messages go to each instance's owner. */

@@ -44,7 +44,7 @@ type Reply =
   /** The owner took the request and left, or did not answer in time: it may have run; ask again with the same request id. */
   | { ok: false; lost: true };
 
-export interface ForwarderOptions {
+interface ForwarderOptions {
   cluster: string;
   nodeId: string;
   /** The live members, as this node sees them. */

@@ -1,7 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 
 /** A node as the others see it: its id, the URL it serves the API on, and when it last beat. */
-export interface Member {
+interface Member {
   id: string;
   url: string;
   /** When that node's process started (a restart under the same id shows as a new value). */
@@ -9,7 +9,7 @@ export interface Member {
   lastSeenAt: number;
 }
 
-export interface MembershipOptions {
+interface MembershipOptions {
   /** Names the cluster: nodes on one NATS with different names do not see each other. */
   cluster: string;
   self: { id: string; url: string };

@@ -5,10 +5,10 @@ import { invalidParameter } from './errors.js';
  * Destructive calls prove intent with an HMAC-SHA256 keyed by the machine name (wire-protocol §3.1,
  * §3.4), sent as base64url. We accept it with or without padding.
  */
-export const deletionConfirmation = (machineName: string, message: string): string =>
+const deletionConfirmation = (machineName: string, message: string): string =>
   createHmac('sha256', Buffer.from(machineName, 'utf8')).update(Buffer.from(message, 'utf8')).digest('base64url');
 
-export const isValidDeletionConfirmation = (machineName: string, message: string, given: unknown): boolean => {
+const isValidDeletionConfirmation = (machineName: string, message: string, given: unknown): boolean => {
   if (typeof given !== 'string') return false;
   const expected = Buffer.from(deletionConfirmation(machineName, message));
   const actual = Buffer.from(given.replace(/=+$/, ''));

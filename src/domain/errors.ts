@@ -40,7 +40,7 @@ export class ServiceError extends Error {
  * A refused token exchange (`POST /tokens`), answered the OAuth way (RFC 6749 §5.2, RFC 8693 §2.2.2):
  * `{error: <oauth code>, error_description}`, with `code` the same so the State Backed client keeps it.
  */
-export type OAuthErrorCode = 'invalid_request' | 'unsupported_grant_type' | 'invalid_grant' | 'temporarily_unavailable' | 'slow_down';
+type OAuthErrorCode = 'invalid_request' | 'unsupported_grant_type' | 'invalid_grant' | 'temporarily_unavailable' | 'slow_down';
 
 const oauthStatus: Record<OAuthErrorCode, [number, ErrorCode]> = {
   invalid_request: [400, 'invalid-parameter'],

@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { toBase64Url } from './base64url.js';
 
 /** Prefixes of the pretty ids State Backed uses (wire-protocol §1.6); `mig_` is ours. */
-export type IdPrefix = 'org' | 'ver' | 'usr' | 'sbk' | 'mig' | 'msg';
+type IdPrefix = 'org' | 'ver' | 'usr' | 'sbk' | 'mig' | 'msg';
 
 /** prefix + '_' + unpadded base64url of the 16 bytes of a random UUID: 22 characters after the prefix. */
 export const prettyId = (prefix: IdPrefix): string => {

@@ -7,7 +7,7 @@ import type { JsonObject } from './machine-state.js';
  */
 
 /** Values one instance puts in one index; more are dropped (a commit never fails for its index values). */
-export const MAX_VALUES_PER_INDEX = 100;
+const MAX_VALUES_PER_INDEX = 100;
 /**
  * Longest value indexed, in UTF-8 bytes; longer ones are not indexed. With the org id, machine, index
  * and instance names (≤ 128 characters each) the LMDB key stays well under LMDB's 1,978 bytes.

@@ -10,7 +10,7 @@
 import { JSONPathEnvironment, JSONPathError, type JSONPathQuery, jsonpath, TokenKind } from 'json-p3';
 
 /** Longest JSONPath, in characters. */
-export const MAX_PATH_CHARS = 1_024;
+const MAX_PATH_CHARS = 1_024;
 
 type Selector =
   | { kind: 'name'; name: string }

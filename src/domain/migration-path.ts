@@ -14,7 +14,7 @@ export interface MigrationEdge {
 }
 
 /** One hop of a chain: the migration and the versions it goes between. */
-export interface MigrationStep {
+interface MigrationStep {
   migrationId: string;
   fromVersionId: string;
   toVersionId: string;

@@ -1,7 +1,7 @@
 import { invalidParameter } from './errors.js';
 
 /** Machine, instance, index and token-provider names (wire-protocol §1.6). */
-export const slugPattern = /^[a-zA-Z0-9_-]{1,128}$/;
+const slugPattern = /^[a-zA-Z0-9_-]{1,128}$/;
 
 export const isSlug = (value: unknown): value is string => typeof value === 'string' && slugPattern.test(value);
 

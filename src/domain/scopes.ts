@@ -36,7 +36,7 @@ export const scopePresets = {
   ci: ['machines.read', 'machines.write', 'machines.admin', 'machine-versions.read', 'machine-versions.write'],
 } as const satisfies Record<string, readonly Scope[]>;
 
-export type ScopePreset = keyof typeof scopePresets;
+type ScopePreset = keyof typeof scopePresets;
 
 export const isScopePreset = (value: unknown): value is ScopePreset =>
   value === 'production' || value === 'ci';

@@ -8,9 +8,9 @@ import type { StepResult } from '../sandbox/index.js';
 import type { InstanceHead, TransitionRecord } from '../store/instance-store.js';
 
 /** Each 100 KB of resulting context counts as one more transition (wire-protocol §8.6). */
-export const BILLING_CONTEXT_UNIT = 100 * 1024;
+const BILLING_CONTEXT_UNIT = 100 * 1024;
 /** What one index write counts for, in transitions (wire-protocol §8.6). */
-export const INDEX_WRITE_TRANSITIONS = 0.5;
+const INDEX_WRITE_TRANSITIONS = 0.5;
 
 /**
  * Dates the records of one commit. Each carries, in `ts`, when its event was applied (so a delayed

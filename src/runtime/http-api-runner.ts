@@ -22,7 +22,7 @@ import { TokenBuckets } from './rate-limit.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { SandboxPool } from './sandbox-pool.js';
 
-export interface HttpApiRunnerDeps {
+interface HttpApiRunnerDeps {
   /** The instance runtime's public create, send and head (instance-runtime.ts). */
   runtime: {
     head(orgId: string, machine: string, name: string): InstanceHead | undefined;
@@ -38,7 +38,7 @@ export interface HttpApiRunnerDeps {
   settings: Pick<RuntimeSettings, 'settleBudgetMs' | 'httpApiRequestsPerSecond'>;
 }
 
-export interface HttpApiCall {
+interface HttpApiCall {
   orgId: string;
   machine: string;
   slug: string;
@@ -46,7 +46,7 @@ export interface HttpApiCall {
 }
 
 /** The HTTP answer, ready to write: `body` is the text to send (none when absent). */
-export interface HttpApiAnswer {
+interface HttpApiAnswer {
   status: number;
   headers: Record<string, string>;
   contentType: string;

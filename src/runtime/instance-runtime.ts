@@ -38,7 +38,7 @@ import { type UpdateBus, updateOf } from './update-bus.js';
 import { InvalidUpgradePathError } from './upgrade-state.js';
 import type { VersionSource } from './version-source.js';
 
-export interface RuntimeStats {
+interface RuntimeStats {
   node: { rssBytes: number; heapUsedBytes: number };
   actors: { held: number; live: number; maxHeld: number };
   sandboxWorkers: { main: WorkerStats | null; quarantine: WorkerStats | null };
@@ -47,7 +47,7 @@ export interface RuntimeStats {
 /** Points where tests may stop the process to prove crash safety (see bin/fault-hooks.ts). */
 export type FaultPoint = 'after-sender-commit' | 'after-receiver-commit';
 
-export interface InstanceRuntimeDeps {
+interface InstanceRuntimeDeps {
   instances: InstanceStore;
   sandboxes: SandboxPool;
   versions: VersionSource;
@@ -105,7 +105,7 @@ interface Creation extends CreateRequest {
  * exist yet) may make others in turn, without end: a machine that spawns a child of its own kind on
  * entry made ≈ 240 instances a second until its version was replaced. Chains are cut at this depth.
  */
-export const MAX_MADE_DEPTH = 100;
+const MAX_MADE_DEPTH = 100;
 
 /** One input of a request and what its history record says it was. */
 /** `restore` is given to the first input of a step whose actor is not live in the sandbox (see transition). */

@@ -18,7 +18,7 @@ import type { SandboxPool } from './sandbox-pool.js';
 import { leafPaths, rememberedPaths, upgradedSnapshot, valueOfPaths } from './upgrade-state.js';
 import type { VersionSource } from './version-source.js';
 
-export interface UpgraderDeps {
+interface UpgraderDeps {
   versions: VersionSource;
   sandboxes: SandboxPool;
   logs: LogSink;
@@ -31,7 +31,7 @@ export interface UpgraderDeps {
 }
 
 /** An upgrade ready to commit: its one record, the head it leads to, the sizes of its state. */
-export interface UpgradePlan {
+interface UpgradePlan {
   records: TransitionRecord[];
   next: InstanceHead;
   size: { contextBytes: number; stateBytes: number };

@@ -3,7 +3,7 @@ import type { InstanceStore, OutboxMessage } from '../store/instance-store.js';
 import { actorKey } from './actor-key.js';
 import type { LogSink } from './log-sink.js';
 
-export interface OutboxDispatcherOptions {
+interface OutboxDispatcherOptions {
   store: InstanceStore;
   deliver: (message: OutboxMessage) => Promise<void>;
   logs: LogSink;

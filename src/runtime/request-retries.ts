@@ -34,7 +34,7 @@ export class WorkerCrashFailure extends ServiceError {
  * A request's machine code ran its version's isolate out of memory (the isolate is gone): answered
  * 400 like any machine-code failure, but run once more first (see untilNotMoved).
  */
-export class IsolateMemoryFailure extends ServiceError {
+class IsolateMemoryFailure extends ServiceError {
   constructor(message: string) {
     super(400, 'machine-code-error', message);
   }
@@ -51,7 +51,7 @@ export class HeadMovedFailure extends ServiceError {
   }
 }
 
-export interface RequestRetriesDeps {
+interface RequestRetriesDeps {
   logger: Logger;
   /** Moves a version that crashed its worker twice in a row (with its org) to the quarantine worker (sandbox-pool.ts). */
   quarantineVersion(versionId: string): { orgId: string | undefined } | undefined;

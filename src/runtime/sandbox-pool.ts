@@ -5,9 +5,9 @@ import type { RuntimeSettings } from './runtime-settings.js';
 import type { VersionSource } from './version-source.js';
 
 /** Why a version was moved to the quarantine worker. */
-export type QuarantineCause = 'crash' | 'stall';
+type QuarantineCause = 'crash' | 'stall';
 
-export interface QuarantineRelease {
+interface QuarantineRelease {
   /**
    * An org quarantined for holding a worker (not for crashing one) returns to the main worker after
    * this long without holding a worker again; 0: never.

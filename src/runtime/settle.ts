@@ -1,12 +1,12 @@
 import type { StepResult } from '../sandbox/index.js';
 
 /** How the loop learns that a host call (fetch) of the isolate finished. */
-export interface HostActivity {
+interface HostActivity {
   activitySeq(): number;
   nextActivity(since: number): Promise<void>;
 }
 
-export interface SettleOutcome {
+interface SettleOutcome {
   result: StepResult;
   /** The budget ran out with children still running or delayed events still due inside it. */
   timedOut: boolean;

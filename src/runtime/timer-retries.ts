@@ -7,18 +7,18 @@
 import type { PendingTimer } from '../domain/machine-state.js';
 import type { InstanceHead } from '../store/instance-store.js';
 
-export interface TimerRetrySettings {
+interface TimerRetrySettings {
   retryDelayMs: number;
   maxRetries: number;
 }
 
-export interface TimerRetryLine {
+interface TimerRetryLine {
   level: 'warn' | 'error';
   message: string;
   attrs: { event: string; attempts: number };
 }
 
-export interface TimerRetryPlan {
+interface TimerRetryPlan {
   /** The head with the failed timers moved or dropped and their attempts counted. */
   next: InstanceHead;
   /** Whether one of them ran out of retries. */

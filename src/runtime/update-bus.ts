@@ -2,7 +2,7 @@ import type { InstanceNews, InstanceUpdate, NewsListener, UpdateBus } from '../d
 import type { InstanceHead } from '../store/instance-store.js';
 import { actorKey } from './actor-key.js';
 
-export type { InstanceDeleted, InstanceNews, InstanceUpdate, NewsListener, UpdateBus } from '../domain/instance-news.js';
+export type { InstanceNews, InstanceUpdate, UpdateBus } from '../domain/instance-news.js';
 
 /** What the bus carries of a committed head (the owner's publish, and a realtime channel's starting state). */
 export const updateOf = (head: InstanceHead): InstanceUpdate => ({

@@ -7,7 +7,7 @@
  */
 import type { JsonObject, PersistedSnapshot, StateValue } from '../domain/machine-state.js';
 
-export type StatePath = string[];
+type StatePath = string[];
 
 /** The leaf paths of a state value: `{a: {b: 'x', c: 'y'}}` → `[['a','b','x'], ['a','c','y']]`. */
 export const leafPaths = (value: StateValue, prefix: StatePath = []): StatePath[] => {

@@ -39,7 +39,7 @@ export interface ResolvedAddress {
   family: 4 | 6;
 }
 
-export type AddressClass =
+type AddressClass =
   | 'loopback'
   | 'unspecified'
   | 'private'
@@ -55,7 +55,7 @@ export type AddressClass =
 // Address parsing
 
 /** Strict dotted-decimal IPv4 (no leading zeros, four parts) → 32-bit number, else undefined. */
-export function parseIPv4(text: string): number | undefined {
+function parseIPv4(text: string): number | undefined {
   const parts = text.split('.');
   if (parts.length !== 4) return undefined;
   let n = 0;
@@ -121,7 +121,7 @@ export function parseIPv6(text: string): Uint8Array | undefined {
 const ipv4Text = (n: number): string => [n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff].join('.');
 
 /** Canonical compressed IPv6 text (RFC 5952, without the dotted-quad tail form). */
-export function ipv6Text(bytes: Uint8Array): string {
+function ipv6Text(bytes: Uint8Array): string {
   const groups: number[] = [];
   for (let i = 0; i < 8; i++) groups.push(((bytes[i * 2] ?? 0) << 8) | (bytes[i * 2 + 1] ?? 0));
   let bestStart = -1;
@@ -190,7 +190,7 @@ const V4_COMPILED = V4_RULES.map(([base, prefix, kind]) => {
   return { net: ((parseIPv4(base) ?? 0) & mask) >>> 0, mask, kind };
 });
 
-export function classifyIPv4(n: number): AddressClass | undefined {
+function classifyIPv4(n: number): AddressClass | undefined {
   for (const r of V4_COMPILED) if (((n & r.mask) >>> 0) === r.net) return r.kind;
   return undefined;
 }
@@ -227,7 +227,7 @@ const inPrefix = (bytes: Uint8Array, net: Uint8Array, prefix: number): boolean =
 const v4At = (b: Uint8Array, i: number): number => (((b[i] ?? 0) << 24) | ((b[i + 1] ?? 0) << 16) | ((b[i + 2] ?? 0) << 8) | (b[i + 3] ?? 0)) >>> 0;
 
 /** The IPv4 address an IPv6 address stands for (mapped, compatible, NAT64, 6to4), if any. */
-export function embeddedIPv4(b: Uint8Array): number | undefined {
+function embeddedIPv4(b: Uint8Array): number | undefined {
   const zeros = (from: number, to: number): boolean => b.slice(from, to).every((x) => x === 0);
   if (zeros(0, 10) && b[10] === 0xff && b[11] === 0xff) return v4At(b, 12); // ::ffff:a.b.c.d
   if (zeros(0, 12) && !(zeros(12, 15) && (b[15] === 0 || b[15] === 1))) return v4At(b, 12); // ::a.b.c.d (not :: or ::1)
@@ -236,7 +236,7 @@ export function embeddedIPv4(b: Uint8Array): number | undefined {
   return undefined;
 }
 
-export function classifyIPv6(b: Uint8Array): AddressClass | undefined {
+function classifyIPv6(b: Uint8Array): AddressClass | undefined {
   const v4 = embeddedIPv4(b);
   if (v4 !== undefined) return classifyIPv4(v4);
   for (const r of V6_COMPILED) if (inPrefix(b, r.net, r.prefix)) return r.kind;
@@ -292,7 +292,7 @@ const entryMatches = (e: AllowEntry, host: string, port: number): boolean => e.h
 // ---------------------------------------------------------------------------------------------------
 // Destinations
 
-export interface Destination {
+interface Destination {
   /** The URL's host name (brackets already removed for IPv6), canonical. */
   host: string;
   port: number;

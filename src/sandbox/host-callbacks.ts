@@ -173,7 +173,7 @@ const toArrayBuffer = (b: Uint8Array): ArrayBuffer => {
 };
 
 /** Computes one digest or HMAC; answers an ArrayBuffer, or a string naming what was wrong. */
-export function cryptoOperation(op: unknown, hash: unknown, data: unknown, key: unknown, signature: unknown): ArrayBuffer | string {
+function cryptoOperation(op: unknown, hash: unknown, data: unknown, key: unknown, signature: unknown): ArrayBuffer | string {
   const algorithm = typeof hash === 'string' ? HASHES[hash] : undefined;
   if (algorithm === undefined) return 'unsupported hash';
   if (!(data instanceof Uint8Array) || data.byteLength > MAX_CRYPTO_BYTES) return `data must be at most ${MAX_CRYPTO_BYTES} bytes`;
@@ -200,7 +200,7 @@ export function cryptoCallback(): ivm.Callback {
 }
 
 /** Parses what the in-isolate fetch sends; a string is the reason it was refused. */
-export function parseFetchRequest(headJson: unknown, body: unknown): HostFetchRequest | string {
+function parseFetchRequest(headJson: unknown, body: unknown): HostFetchRequest | string {
   if (typeof headJson !== 'string' || headJson.length > 1024 * 1024) return 'invalid request';
   let raw: unknown;
   try {

@@ -12,7 +12,7 @@ import { FetchFailure, hostFetch, type HostFetchRequest, type HostFetchResponse 
 import { parseAllowList, type EgressOptions, type Lookup } from './egress-policy.js';
 import type { FetchStart } from './host-callbacks.js';
 
-export const MAX_CONCURRENT_FETCHES = 16;
+const MAX_CONCURRENT_FETCHES = 16;
 
 export type HostCallOutcome = { ok: HostFetchResponse } | { error: string };
 

@@ -18,8 +18,8 @@ import type { LookupFunction } from 'node:net';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { destinationOf, resolveDestination, systemLookup, type AllowEntry, type Lookup, type ResolvedAddress } from './egress-policy.js';
 
-export const MAX_REDIRECTS = 5;
-export const MAX_REQUEST_BODY_BYTES = 1024 * 1024;
+const MAX_REDIRECTS = 5;
+const MAX_REQUEST_BODY_BYTES = 1024 * 1024;
 
 export interface HostFetchRequest {
   url: string;
@@ -38,7 +38,7 @@ export interface HostFetchResponse {
   body: Uint8Array;
 }
 
-export interface HostFetchPolicy {
+interface HostFetchPolicy {
   allow: readonly AllowEntry[];
   maxResponseBytes: number;
   lookup?: Lookup;
@@ -114,7 +114,7 @@ function parseUrl(text: string): URL {
 }
 
 /** Validates what the isolate sent; throws FetchFailure. */
-export function checkRequest(req: HostFetchRequest): void {
+function checkRequest(req: HostFetchRequest): void {
   if (!TOKEN.test(req.method)) throw new FetchFailure(`invalid method ${JSON.stringify(req.method.slice(0, 40))}`);
   if (/^(CONNECT|TRACE|TRACK)$/i.test(req.method)) throw new FetchFailure(`method ${req.method.toUpperCase()} is not allowed`);
   if (req.body !== undefined && req.body.byteLength > MAX_REQUEST_BODY_BYTES) {

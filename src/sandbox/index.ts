@@ -1,10 +1,8 @@
 /** The sandbox layer: isolated-vm hosting of machine versions (design.md §5). */
-export { VersionIsolate, DEFAULT_CPU_LIMIT_MS, DEFAULT_MEMORY_LIMIT_MB, bundleProblem, type MigrationInput, type MigrationOutput } from './version-isolate.js';
-export type { LoadOptions, BundleInfo } from './version-isolate.js';
+export { VersionIsolate, type MigrationInput, type MigrationOutput } from './version-isolate.js';
 export { defaultEgressOptions, parseAllowList } from './egress-policy.js';
 export type { EgressOptions } from './egress-policy.js';
-export { runMigration, validateBundle, validateMigrationBundle } from './bundle-validation.js';
-export type { BundleValidation } from './bundle-validation.js';
+export { validateBundle } from './bundle-validation.js';
 export * from './errors.js';
 export { childStoppedEvent, restoredSnapshot } from './snapshot.js';
 export type * from './types.js';

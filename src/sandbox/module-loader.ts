@@ -20,7 +20,7 @@ import { HARNESS_SOURCE, ENTRY_SOURCE, ENTRY5_SOURCE, UPGRADE_HARNESS_SOURCE } f
 const BUNDLE_FILENAME = 'file:///statehold/bundle.mjs';
 
 /** "Unexpected token ';' [file:///statehold/bundle.mjs:2:9]" → "SyntaxError at line 2, column 9: Unexpected token ';'" */
-export function describeCompileError(e: unknown): string {
+function describeCompileError(e: unknown): string {
   const name = e instanceof Error ? e.name : 'Error';
   const message = e instanceof Error ? e.message : String(e);
   const m = /^(.*) \[[^\]]*:(\d+):(\d+)\]$/s.exec(message);

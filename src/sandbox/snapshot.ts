@@ -19,7 +19,7 @@ export const restoredSnapshot = (stored: string | PersistedSnapshot, value: Stat
 };
 
 /** The xstate major a stored snapshot belongs to (the harness writes the marker first). */
-export const xstateMajorOf = (stored: string | PersistedSnapshot): 4 | 5 => {
+const xstateMajorOf = (stored: string | PersistedSnapshot): 4 | 5 => {
   if (typeof stored !== 'string') return stored.xstate === 5 ? 5 : 4;
   if (stored.startsWith('{"xstate":')) return stored.startsWith('{"xstate":5') ? 5 : 4;
   return (JSON.parse(stored) as PersistedSnapshot).xstate === 5 ? 5 : 4;

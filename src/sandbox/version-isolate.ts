@@ -60,10 +60,10 @@ import type {
   WriteRequest,
 } from './types.js';
 
-export const DEFAULT_MEMORY_LIMIT_MB = 128;
-export const DEFAULT_CPU_LIMIT_MS = 1000;
+const DEFAULT_MEMORY_LIMIT_MB = 128;
+const DEFAULT_CPU_LIMIT_MS = 1000;
 
-export interface LoadOptions {
+interface LoadOptions {
   versionId: string;
   code: string;
   /** What machine code may use in one call (and the limit its memory errors name). */
@@ -96,7 +96,7 @@ export interface LoadOptions {
 }
 
 /** What the bundle exports, as seen by the harness. */
-export interface BundleInfo {
+interface BundleInfo {
   /** Set when the exports could not be read at all (then nothing else is). */
   loadError?: string;
   hasDefault: boolean;
@@ -120,7 +120,7 @@ export interface MigrationInput {
 export type MigrationOutput = MigrationInput;
 
 /** Why a migration bundle cannot be used, or undefined when it can. */
-export function migrationProblem(info: BundleInfo): string | undefined {
+function migrationProblem(info: BundleInfo): string | undefined {
   if (typeof info.loadError === 'string') return info.loadError;
   if (!info.upgradeState) return 'upgradeState must be an exported function: upgradeState(oldStatePath, context) → newStatePath';
   if (!info.upgradeContext) return 'upgradeContext must be an exported function: upgradeContext(oldStatePaths, newStatePaths, oldContext) → newContext';
@@ -133,7 +133,7 @@ const HARNESS_EXPORTS = [
   'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census', 'httpCall', 'httpCollect', 'httpDrop', 'migrate', 'rememberedPaths5',
 ] as const satisfies readonly HarnessFn[];
 /** Runs a crossing into the isolate, e.g. timed for a watchdog (see httpApiHandler). */
-export type Crossings = <T>(crossing: () => T) => T;
+type Crossings = <T>(crossing: () => T) => T;
 const runCrossing: Crossings = (crossing) => crossing();
 
 /** Collects in a row that may each run due timers of an http API call before it must wait. */
@@ -142,7 +142,7 @@ type HarnessRefs = Record<(typeof HARNESS_EXPORTS)[number], Fn>;
 type StepFn = 'start' | 'authorizeAndStart' | 'send' | 'authorizeAndSend' | 'advance';
 
 /** The checks smply's validate-bundle makes (wire-protocol §7.1), as one message or undefined. */
-export function bundleProblem(info: BundleInfo): string | undefined {
+function bundleProblem(info: BundleInfo): string | undefined {
   if (typeof info.loadError === 'string') return info.loadError;
   if (!info.hasDefault) return 'the bundle has no default export: it must `export default` an XState machine';
   if (info.machine !== 'v4' && info.machine !== 'v5') {

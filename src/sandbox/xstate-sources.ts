@@ -52,12 +52,12 @@ const XSTATE5_SUBPATHS: Readonly<Record<string, string>> = {
 };
 
 /** Absolute path of xstate 5's entry module (dist/xstate.esm.js). */
-export function xstate5EntryPath(): string {
+function xstate5EntryPath(): string {
   return path.join(xstate5Dir(), 'xstate.esm.js');
 }
 
 /** Absolute path of the entry module (es/index.js). */
-export function xstateEntryPath(): string {
+function xstateEntryPath(): string {
   return path.join(xstateEsDir(), 'index.js');
 }
 
@@ -83,7 +83,7 @@ export function resolveXstateInternal(specifier: string, fromFile: string): stri
   return target;
 }
 
-export type SpecifierResolution = { ok: true; file: string } | { ok: false; error: string };
+type SpecifierResolution = { ok: true; file: string } | { ok: false; error: string };
 
 const XSTATE_SPECIFIER = /^(?:npm:)?xstate(?:@([^/]*))?(?:\/(.*))?$/;
 

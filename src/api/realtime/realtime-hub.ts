@@ -21,9 +21,9 @@ export const defaultRealtimeLimits: RealtimeLimits = { maxSubscriptionsPerSocket
  * Who a socket's token says its owner is, checked again at each subscribe (so an expired token is
  * noticed), and the key that signed it (none for the operator key).
  */
-export type RtAuthenticate = (token: string, orgHeader: string | undefined) => { orgId: string; authContext: JsonObject; keyId?: string };
+type RtAuthenticate = (token: string, orgHeader: string | undefined) => { orgId: string; authContext: JsonObject; keyId?: string };
 
-export interface RealtimeHubDeps {
+interface RealtimeHubDeps {
   runtime: ChannelRuntime & { head(orgId: string, machine: string, name: string): InstanceHead | undefined };
   bus: UpdateBus;
   fanout: RtFanout;

@@ -9,7 +9,7 @@ import { errorText } from './rt-messages.js';
  * frame above `maxFrameBytes` is answered with an in-band 413, one above `hardFrameBytes` makes uWS
  * close the connection (it cannot be read at all).
  */
-export const RT_SOCKET_LIMITS = {
+const RT_SOCKET_LIMITS = {
   maxFrameBytes: 4 * 1024,
   hardFrameBytes: 64 * 1024,
   /** The hard bound on a socket's unsent output: past it uWS skips publishes to it (and drops sends). */

@@ -8,8 +8,8 @@ import { noContent } from '../http-types.js';
 import type { Router } from '../router.js';
 
 /** Bundle limits (wire-protocol §8.7): the uploaded file part, and the code once gunzipped. */
-export const MAX_UPLOAD_BYTES = 1_000_000;
-export const MAX_CODE_BYTES = 10_000_000;
+const MAX_UPLOAD_BYTES = 1_000_000;
+const MAX_CODE_BYTES = 10_000_000;
 
 /** Path of the code upload endpoint; `codeUploadUrl` is the public URL plus this. */
 export const CODE_UPLOAD_PATH = '/uploads/code';

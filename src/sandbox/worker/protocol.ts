@@ -94,7 +94,7 @@ export const MOVED_ERROR = 'SandboxMovedError';
 export const REPORT_FD = 4;
 
 /** What a worker is told on its command line: its role (for `ps`) and its stall limit (0: no watchdog). */
-export interface WorkerArgs {
+interface WorkerArgs {
   role: string;
   stallMs: number;
 }

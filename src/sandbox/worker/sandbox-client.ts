@@ -91,7 +91,7 @@ export interface Stall {
   cpuMs: number | undefined;
 }
 
-export interface SandboxClientOptions {
+interface SandboxClientOptions {
   onLog: (versionId: string, entry: CapturedLog) => void;
   onCrash?: (reason: string) => void;
   /** What this worker is for, passed on its command line so `ps` tells the node's workers apart. */

@@ -18,7 +18,7 @@ import { type JetStreamTransitionLog, LogFencedError } from './transition-log.js
  * should have refused); one that does not changes nothing but the instance's log position, on every copy.
  * Entries written before 2026-11-28 carry no `after`: their message's header says it.
  */
-export type LogEntry = LogEntryBody & { after?: number };
+type LogEntry = LogEntryBody & { after?: number };
 
 type LogEntryBody =
   | { kind: 'create'; head: InstanceHead; history: TransitionRecord[]; effects: CommitEffects }
@@ -35,7 +35,7 @@ type LogEntryBody =
    */
   | { kind: 'fence'; orgId: string; machine: string; name: string; requestId: string; by: string };
 
-export interface LogInstanceStoreOptions {
+interface LogInstanceStoreOptions {
   /** Where usage counts go so that every node sums every node's (the META log); local when not given. */
   shareUsage?: (orgId: string, usage: UsageDelta, machine: string | undefined, atMs: number) => Promise<void>;
   /** This node's id, named by its fences. */

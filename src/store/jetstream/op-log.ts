@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { payloadTooLarge, unavailable } from '../../domain/errors.js';
 import { StreamFollower } from './stream-follower.js';
 
-export interface OpLogOptions {
+interface OpLogOptions {
   cluster: string;
   /** The log's name within the cluster (`META`): its stream is `STATEHOLD_<cluster>_<name>`. */
   name: string;

@@ -9,7 +9,7 @@ export interface UsageBatch {
   atMs: number;
 }
 
-export interface SharedUsageOptions {
+interface SharedUsageOptions {
   /** Puts a batch in the cluster's log; `id` makes a second submit of it (its answer lost) stored once. */
   submit: (batch: UsageBatch, id: string) => Promise<void>;
   /** Told once when batches start being held (the log does not take them), and once when they went through again. */

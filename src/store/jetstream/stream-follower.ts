@@ -1,6 +1,6 @@
 import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
 
-export interface StreamFollowerOptions {
+interface StreamFollowerOptions {
   js: JetStreamClient;
   stream: string;
   /** The first sequence not handled yet: asked again each time the follower (re)starts. */

@@ -10,7 +10,7 @@ export class LogFencedError extends Error {
   }
 }
 
-export interface TransitionLogOptions {
+interface TransitionLogOptions {
   /** Names the cluster: its stream is `STATEHOLD_<cluster>_TX`. */
   cluster: string;
   /** JetStream replicas (1 on one nats-server, 3 on a three-server cluster). */
@@ -19,7 +19,7 @@ export interface TransitionLogOptions {
   duplicateWindowMs?: number;
 }
 
-export interface Appended {
+interface Appended {
   /** The stream sequence of this commit: the instance's next append expects it. */
   seq: number;
   /** True when JetStream had this message id already (a retried append): nothing new was stored. */

@@ -43,7 +43,7 @@ export class DataDirInUseError extends Error {
   }
 }
 
-export interface DataDirLock {
+interface DataDirLock {
   /**
    * Why the data dir could not be locked, when the file system refuses unix sockets (some network
    * and host-mounted file systems do): the node then runs unguarded rather than not at all.

@@ -18,7 +18,7 @@ const JSON_MARK = 0xc1;
  * The encoder of those dbs: lmdb-js's own (msgpackr, made with lmdb-js's options through the `Encoder`
  * hook of `encoder`), whose decode also reads the JSON form.
  */
-export class MsgpackOrJsonEncoder extends Encoder {
+class MsgpackOrJsonEncoder extends Encoder {
   override decode(bytes: Buffer | Uint8Array, options?: unknown): unknown {
     // lmdb-js passes the end of the value (a number), or an options object, or nothing (then the
     // buffer's length is the value's): the bounds msgpackr's own decode reads from them

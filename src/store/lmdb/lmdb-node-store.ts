@@ -8,7 +8,7 @@ import { LmdbLogStore } from './lmdb-log-store.js';
 import { LmdbVersionStore } from './lmdb-version-store.js';
 
 /** How instance commits are made durable, and what the node hears of storage failures (lmdb-instance-store.ts). */
-export type NodeStoreOptions = Omit<InstanceStoreOptions, 'walDir'>;
+type NodeStoreOptions = Omit<InstanceStoreOptions, 'walDir'>;
 
 /**
  * The embedded deployment's storage: one LMDB environment under the data dir, and the write-ahead log

@@ -14,7 +14,7 @@ type TransitionsDb = Database<TransitionRecord, [string, string, string, number]
  * Entries LMDB derives from a head (secondary indexes, the due-time index): `replace` queues, in the
  * write the caller is inside, what takes them from `previous`'s to `next`'s.
  */
-export interface HeadEntries {
+interface HeadEntries {
   replace(previous: InstanceHead | undefined, next: InstanceHead | undefined): void;
 }
 
@@ -29,7 +29,7 @@ const APPLIED_KEY = 'applied';
  * long to flush that the frames waiting behind it made p99 30 and 70 ms. Nothing waits for them:
  * reads get the commits meanwhile from `unapplied`, and a crash applies them from the log.
  */
-export const DEFAULT_APPLY_DELAY_MS = 20;
+const DEFAULT_APPLY_DELAY_MS = 20;
 /** ... unless this many commits are waiting (lmdb-js then holds them, with its own back-pressure). */
 const APPLY_AT_COMMITS = 2000;
 
@@ -52,7 +52,7 @@ const LANDED_MAX = 100_000;
 const MAX_ENCODABLE_DEPTH = 1000;
 
 /** A commit of an instance's head and history (no messages): what goes through the log. */
-export interface HeadCommit {
+interface HeadCommit {
   key: string;
   head: InstanceHead;
   records: TransitionRecord[];
@@ -73,7 +73,7 @@ interface Waiting extends HeadCommit {
   reject: (error: unknown) => void;
 }
 
-export interface WalCommitsOptions {
+interface WalCommitsOptions {
   dir: string;
   segmentBytes?: number;
   /** How long log commits wait before their LMDB writes are queued (tests hold them back). */

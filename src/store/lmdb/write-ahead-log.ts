@@ -34,7 +34,7 @@ const SPARE_NAME = /^[\w-]+\.spare$/;
 const ZERO_CHUNK = 1024 * 1024;
 export const DEFAULT_SEGMENT_BYTES = 32 * 1024 * 1024;
 
-export interface WalFrame {
+interface WalFrame {
   seq: number;
   payload: Buffer;
 }
