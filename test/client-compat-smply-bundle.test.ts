@@ -63,5 +63,5 @@ t.test('a smply-style bundle with xstate inside runs end to end', async (t) => {
   await client.machineInstances.sendEvent('signup', 'u1', { event: 'SUBMIT' });
   t.match(await client.machineInstances.sendEvent('signup', 'u1', { event: 'APPROVE' }), { state: 'done', done: true });
   const impersonated = new StateBackedClient(node.adminKey as string, { apiHost: node.url, actAs: { sub: 'someone-else' } });
-  await t.rejects(impersonated.machineInstances.get('signup', 'u1'), { status: 403 }, 'the bundled authorizers run');
+  await t.rejects(impersonated.machineInstances.get('signup', 'u1'), { status: 403, code: 'rejected-by-machine-authorizer' }, 'the bundled authorizers run');
 });

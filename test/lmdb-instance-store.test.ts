@@ -8,7 +8,7 @@ import { removeDir, tempDataDir } from './helpers/node-process.js';
 const head = (seq: number, extra: Partial<InstanceHead> = {}): InstanceHead => ({
   orgId: 'org_a', machine: 'm', name: 'i', createdAt: new Date(0).toISOString(), versionId: 'ver_x', status: 'running',
   seq, ts: seq, state: 'idle', context: { n: seq }, tags: [], done: false,
-  snapshot: { xstate: 4, state: {} }, pendingTimers: [], stoppedChildren: [], ...extra,
+  snapshot: { xstate: 4, state: {} }, pendingTimers: [], stoppedChildren: [], timerAttempts: {}, ...extra,
 });
 const record = (seq: number) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: `E${seq}` }, state: 'idle', context: { n: seq } });
 

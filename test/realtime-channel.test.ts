@@ -9,7 +9,7 @@ import type { InstanceHead } from '../src/store/instance-store.js';
  * after random delays, fake peers that record what they get, and uWS's topic semantics modelled.
  */
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 class Topics {
   readonly members = new Map<string, Set<FakePeer>>();

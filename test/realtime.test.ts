@@ -6,6 +6,7 @@ import { childMachine, parentMachine } from './fixtures/instance-machines.js';
 import { privateMachine, realtimeMachine } from './fixtures/realtime-machines.js';
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
+import { eventType } from './helpers/transitions.js';
 
 /** The realtime websocket (/rt) through the real client with `ws` as its WebSocket, and raw frames. */
 
@@ -146,7 +147,7 @@ t.test('updates caused by a durable timer and by a message from another instance
   await until('first parent state', () => parentUpdates.length === 1);
   await operator.machineInstances.sendEvent('parent', 'p1', { event: { type: 'START', childName: 'kid' } });
   await until('START and the child\'s PONG', () => parentUpdates.length === 3, 10_000);
-  const transitions = (await operator.machineInstances.listTransitions('parent', 'p1')).transitions.map((tr) => tr.event.type);
+  const transitions = (await operator.machineInstances.listTransitions('parent', 'p1')).transitions.map(eventType);
   t.same(transitions, ['xstate.init', 'START', 'PONG'], 'the third update is the PONG the child sent');
   stopParent();
 });
@@ -162,7 +163,8 @@ t.test('getActor and getOrCreateActor subscribe and send', async (t) => {
   actor.send({ type: 'INC' });
   await until('two increments', () => seen.at(-1) === 2);
   subscription.unsubscribe();
-  actor.unsubscribe?.();
+  // (the client's Actor keeps its own subscription private)
+  (actor as unknown as { unsubscribe?: () => void }).unsubscribe?.();
   const again = await alice.machineInstances.getActor('rt', 'actor-1');
   const last: number[] = [];
   const sub2 = again.subscribe((state: any) => last.push(state.context.public.count));

@@ -4,7 +4,7 @@
  * history rebuilt from mapped paths, its pending `after` events renamed across majors), driven as
  * the runtime drives it, version isolate by version isolate.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { runMigration } from '../src/sandbox/bundle-validation.js';
 import { restoredSnapshot } from '../src/sandbox/snapshot.js';
 import { VersionIsolate } from '../src/sandbox/version-isolate.js';
@@ -38,7 +38,7 @@ const MIGRATION = `const names = { on: 'powered', playing: 'running', paused: 'h
 export const upgradeState = (path) => path.map((name) => names[name] ?? name);
 export const upgradeContext = (oldPaths, newPaths, context) => ({ level: context.volume * 10 });`;
 
-const load = async (t: Tap.Test, versionId: string, code: string): Promise<VersionIsolate> => {
+const load = async (t: Test, versionId: string, code: string): Promise<VersionIsolate> => {
   const vi = await VersionIsolate.load({ versionId, code });
   t.teardown(() => vi.dispose());
   return vi;

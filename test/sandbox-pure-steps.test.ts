@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { VersionIsolate } from '../src/sandbox/version-isolate.js';
 import { restoredSnapshot } from '../src/sandbox/snapshot.js';
 import { delaysMachine, spawningMachine } from './fixtures/pure-step-machines.js';
@@ -11,7 +11,7 @@ import { DELAYED, INVOKED_PROMISE, TOGGLE } from './fixtures/machines.js';
  */
 
 const allowAll = 'export const allowRead = () => true;\nexport const allowWrite = () => true;\n';
-const load = async (t: Tap.Test, code: string, pureSteps = true) => {
+const load = async (t: Test, code: string, pureSteps = true) => {
   const vi = await VersionIsolate.load({ versionId: `v${Math.random()}`, code, pureSteps });
   t.teardown(() => vi.dispose());
   return vi;
@@ -149,7 +149,7 @@ t.test('restores of state values seen before (resolved once per value) give what
   t.same(pure[1], pure[0], 'the second instance, restored from values resolved before, steps as the first');
   t.same(pure[2], pure[0]);
   t.same(pure[0], interpreted[0], 'as an interpreter restored at every step');
-  const seen = pure[0] as { state: unknown; tags: string[]; done: boolean }[];
+  const seen = pure[0] as { state: unknown; tags: string[]; done: boolean; snapshot?: unknown }[];
   t.same(seen[2], { ...seen[2], state: { left: { busy: 'two' }, right: 'on' }, tags: ['late', 'lit', 'loud', 'working'], done: false }, 'tags of nested and parallel states');
   t.same(seen[3], { ...seen[3], context: { n: 1, checked: 1 } }, 'a guard sees the restored state\'s tags');
   t.same(seen[5], { ...seen[5], context: { n: 1, checked: 1 } });
@@ -172,7 +172,7 @@ t.test('a restore with pending delayed events re-arms them (an interpreter, what
  * without its timers' ids (an isolate's own). `restoreEach`: the actor is stopped and restored from
  * its last result before every call, as an evicted instance is.
  */
-const delaysScript = async (t: Tap.Test, predictable: boolean, pureSteps: boolean, restoreEach: boolean, named = false) => {
+const delaysScript = async (t: Test, predictable: boolean, pureSteps: boolean, restoreEach: boolean, named = false) => {
   const vi = await load(t, delaysMachine(predictable, 20, named), pureSteps);
   type Result = ReturnType<typeof vi.start>;
   let last: Result = vi.start('k', { context: {} }, { nowMs: 1_000 });
@@ -197,7 +197,7 @@ const delaysScript = async (t: Tap.Test, predictable: boolean, pureSteps: boolea
 };
 
 t.test('delayed events of a resting instance: set, cancelled, re-armed and fired as an interpreter does', async (t) => {
-  for (const [predictable, named] of [[false, false], [true, false], [true, true]]) {
+  for (const [predictable, named] of [[false, false], [true, false], [true, true]] as const) {
     const interpreted = await delaysScript(t, predictable, false, false, named);
     const pure = await delaysScript(t, predictable, true, false, named);
     const pureRestored = await delaysScript(t, predictable, true, true, named);

@@ -1,6 +1,7 @@
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { startNode } from './helpers/node-process.js';
+import { eventType } from './helpers/transitions.js';
 import { M12, upgradeHelpers, upgradeScenarios } from './helpers/upgrade-scenarios.js';
 import { importing5 } from './fixtures/xstate-v5/machines.js';
 
@@ -49,7 +50,7 @@ t.test('v4 → v5: an instance of a v4 version moves to a v5 one, keeping what i
   t.same((await client.machineInstances.sendEvent('player45', 'p', { event: 'ON' })).state, { powered: 'held' }, 'back where v4 had been, by its v5 name');
   t.match(await client.machineInstances.admin.get('player45', 'p'), { machineVersion: { id: v2 }, context: { level: 30 } });
   const { transitions } = await client.machineInstances.listTransitions('player45', 'p');
-  t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'PAUSE', 'OFF', 'statebacked.upgrade', 'ON']);
+  t.same(transitions.map(eventType), ['xstate.init', 'PAUSE', 'OFF', 'statebacked.upgrade', 'ON']);
   t.same(transitions[3]?.event, { type: 'statebacked.upgrade', migrationPath: [m12], fromMachineVersionId: v1, toMachineVersionId: v2 });
   await client.machineInstances.sendEvent('player45', 'p', { event: 'OFF' });
   t.same((await client.machineInstances.sendEvent('player45', 'p', { event: 'WAKE' })).state, { powered: 'running' }, 'the v5 code runs the next events');

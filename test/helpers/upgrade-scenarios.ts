@@ -1,7 +1,8 @@
 import type { StateBackedClient } from '@statebacked/client';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { call } from './http.js';
 import type { NodeProcess } from './node-process.js';
+import { eventType } from './transitions.js';
 
 /**
  * The upgrade scenarios both xstate majors must pass (test/upgrades.test.ts for v4,
@@ -28,7 +29,7 @@ export const upgradeHelpers = (client: StateBackedClient) => {
   const migrationOf = async (machine: string, from: string, to: string, code: string) =>
     ((await client.machineVersionMigrations.create(machine, { fromMachineVersionId: from, toMachineVersionId: to, code })) as { machineVersionMigrationId: string }).machineVersionMigrationId;
   /** An instance of `machine` on v1, paused then switched off: its history state remembers "paused". */
-  const pausedAndOff = async (t: Tap.Test, machine: string, name: string) => {
+  const pausedAndOff = async (t: Test, machine: string, name: string) => {
     await client.machineInstances.create(machine, { slug: name });
     await client.machineInstances.sendEvent(machine, name, { event: 'PAUSE' });
     t.equal((await client.machineInstances.sendEvent(machine, name, { event: 'OFF' })).state, 'off', 'off, with "paused" remembered');
@@ -60,7 +61,7 @@ export const upgradeScenarios = (node: NodeProcess, client: StateBackedClient, {
     t.notOk((adminView as { desiredMachineVersion?: unknown }).desiredMachineVersion, 'nothing pending any more');
 
     const { transitions } = await client.machineInstances.listTransitions(player, 'p');
-    t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'PAUSE', 'OFF', 'statebacked.upgrade', 'ON']);
+    t.same(transitions.map(eventType), ['xstate.init', 'PAUSE', 'OFF', 'statebacked.upgrade', 'ON']);
     t.same(transitions[3]?.event, { type: 'statebacked.upgrade', migrationPath: [m12, m23], fromMachineVersionId: v1, toMachineVersionId: v3 }, 'the upgrade record names the chain');
     t.equal(transitions[3]?.state, 'standby', 'and the upgraded state, before the event');
 
@@ -88,7 +89,7 @@ export const upgradeContext = (oldPaths, newPaths, context) => context;`;
     t.equal(failed.body.code, 'machine-code-error');
     t.match(failed.body.error, /upgrading from ver_\S+ to ver_\S+ failed, the instance stays on ver_\S+: .*cannot map on\.playing/);
     t.match(await client.machineInstances.admin.get(fragile, 'f'), { state: { on: 'playing' }, machineVersion: { id: v1 }, desiredMachineVersion: { id: v2 } }, 'untouched, still pending');
-    t.same((await client.machineInstances.listTransitions(fragile, 'f')).transitions.map((tr) => tr.event.type), ['xstate.init'], 'nothing in the history');
+    t.same((await client.machineInstances.listTransitions(fragile, 'f')).transitions.map(eventType), ['xstate.init'], 'nothing in the history');
 
     // Cancel it (target = current version), then try a migration whose paths are no state of v2.
     await client.machineInstances.admin.updateDesiredVersion(fragile, 'f', { targetMachineVersionId: v1 });
