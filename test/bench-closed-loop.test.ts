@@ -1,4 +1,5 @@
 /** The closed loop's optional timings: what bench/stall-summary.mjs joins with a perf record. */
+import assert from 'node:assert/strict';
 import t from 'tap';
 import { runClosedLoop } from '../bench/lib/closed-loop.mjs';
 
@@ -15,6 +16,7 @@ t.test('with timings, each recorded answer has its time after the start (CLOCK_M
   const before = process.hrtime.bigint();
   const result = await runClosedLoop({ book, pool: undefined, concurrency: 2, events: 10, capS: 10, timings: true });
   const after = process.hrtime.bigint();
+  assert.ok(result.timings, 'with timings, the result has them');
   const { t0Ns, doneMs, latencyMs } = result.timings;
   t.ok(BigInt(t0Ns) >= before && BigInt(t0Ns) <= after, 'the start on the same clock as process.hrtime');
   t.equal(doneMs.length, 10);

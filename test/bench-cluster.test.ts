@@ -1,4 +1,5 @@
 /** The cluster bench scenario's pure parts: spreading requests, picking the node to kill, CPU per event, the capacity model, the verdict. */
+import assert from 'node:assert/strict';
 import t from 'tap';
 import { capacityModel, clusterFailed, cpuPerEvent, failoverFigures, ownerRouted, pickVictim, roundRobin } from '../bench/lib/cluster.mjs';
 
@@ -62,16 +63,17 @@ t.test('CPU per event: per role, per process, and the node split summed', async 
 t.test('capacity model: exec, apply and forward from three measurements, projected to N nodes', async (t) => {
   // c1 = exec = 500; direct = exec + 2 apply = 900; spread = direct + 2/3 forward = 1100
   const m = capacityModel({ c1Us: 500, directUs: 900, spreadUs: 1100, natsBusiestUs: 200 }, { nodes: [1, 3], coresPerHost: 2 });
+  assert.ok(m, 'three measurements give a model');
   t.equal(m.execUs, 500);
   t.equal(m.applyUs, 200);
   t.equal(m.forwardUs, 300);
   t.equal(m.natsLimitPerSecond, 10_000);
   t.equal(m.applyCeilingPerSecond, 10_000);
   t.same(m.projection[0], { nodes: 1, clusterNodeUsPerEvent: 500, perNodeUsPerEvent: 500, nodesLimitPerSecond: 4000, limitPerSecond: 4000, boundBy: 'nodes' });
-  t.equal(m.projection[1].clusterNodeUsPerEvent, 1100, 'N=3 reproduces the spread measurement');
-  t.equal(m.projection[1].limitPerSecond, 5455);
+  t.equal(m.projection[1]?.clusterNodeUsPerEvent, 1100, 'N=3 reproduces the spread measurement');
+  t.equal(m.projection[1]?.limitPerSecond, 5455);
   const noisy = capacityModel({ c1Us: 700, directUs: 600, spreadUs: 650 });
-  t.same(noisy.clamped, ['apply'], 'a negative part is clamped and named');
+  t.same(noisy?.clamped, ['apply'], 'a negative part is clamped and named');
   t.equal(capacityModel({ c1Us: 700, directUs: undefined, spreadUs: 1300 }), undefined);
 });
 

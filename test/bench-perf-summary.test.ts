@@ -26,7 +26,7 @@ node 100/100
 
 t.test('bench/perf-summary.mjs reads perf script output and places each sample', async (t) => {
   const samples = parsePerfScript(SCRIPT);
-  t.same(samples.map((s: { comm: string; pid: number; tid: number }) => `${s.comm} ${s.pid}/${s.tid}`), ['node 100/100', 'node 100/100', 'node 100/107', 'swapper 0/0', 'node 100/100']);
+  t.same(samples.map((s) => `${s.comm} ${s.pid}/${s.tid}`), ['node 100/100', 'node 100/100', 'node 100/107', 'swapper 0/0', 'node 100/100']);
   t.same(samples.map(placeOf), [
     'commit dist/store/lmdb/lmdb-instance-store.js:130:17',
     '(native) tcp_sendmsg [kernel]',

@@ -97,6 +97,10 @@ export const pickVictim = (owners) => {
  * to [{ id, sample }] with the sampler's summary (cpuPct: 100 = one core; cpuSplitPct: main thread,
  * the node's other threads, its sandbox workers). Returns per role its total and each process's, and
  * for node roles the split summed over the processes.
+ * @template {string} Role
+ * @param {Record<Role, Array<{ id: string, sample?: { cpuPct?: number | null, cpuSplitPct?: { main?: number, nodeOther?: number, worker?: number } } }>>} groups
+ * @param {number} eventsPerSecond
+ * @returns {Record<Role, { totalUs: number | null, cpuPct: number | null, perProcessUs: Record<string, number | null>, splitUs?: { main: number | null, nodeOther: number | null, worker: number | null } }>}
  */
 export const cpuPerEvent = (groups, eventsPerSecond) => {
   const us = (pct) => (pct == null || !eventsPerSecond ? null : round((pct / 100 / eventsPerSecond) * 1e6, 1));
@@ -139,7 +143,9 @@ export const cpuPerEvent = (groups, eventsPerSecond) => {
  *   exec = c1, apply = (direct − c1) / 2, forward = (spread − direct) × 3 / 2.
  * NATS: the busiest nats-server's CPU per event (the TX stream's leader) bounds the cluster at
  * coresPerHost / that, before the fan-out to more followers grows it. Negative parts (noise on a shared
- * host) are clamped to 0 and said so.
+ * host) are clamped to 0 and said so. Undefined unless c1Us, directUs and spreadUs are all measured (> 0).
+ * @param {{ c1Us?: number | null, directUs?: number | null, spreadUs?: number | null, natsBusiestUs?: number | null }} measured
+ * @param {{ nodes?: number[], coresPerHost?: number }} [options]
  */
 export const capacityModel = ({ c1Us, directUs, spreadUs, natsBusiestUs }, { nodes = [1, 3, 5, 9], coresPerHost = 2 } = {}) => {
   if (![c1Us, directUs, spreadUs].every((x) => typeof x === 'number' && x > 0)) return undefined;

@@ -95,10 +95,30 @@ export const inIndexOrder = (entries, descending) => {
 
 const ownerOf = (i) => `user${String((i * 7919) % 1_000_003).padStart(7, '0')}@example.com`;
 
+/**
+ * @typedef {{ requests: number, wallS: number, perSecond: number, statusCounts: Record<string, number>, latencyMs: ReturnType<typeof summarize>, cappedByTime: boolean, cpuPct?: number | null, cpuUsPerEvent?: number | null }} IndexesWindow
+ * What one run gives: the parts measured before an error, and the error (a failed run lacks the rest).
+ * @typedef {{
+ *   scenario: any,
+ *   rounds?: Array<{ round: number, plain?: IndexesWindow, indexed?: IndexesWindow }>,
+ *   events?: ReturnType<typeof compareRounds>,
+ *   checked?: { instances: number, mismatches: number, examples: Array<{ instance: string, indexed: unknown[], context: unknown }> },
+ *   queryCreate?: IndexesWindow,
+ *   queries?: Array<{ index: string, dir: string, op: string, queries: number, meanReturned: number, p50: number | null, p99: number | null, max: number | null }>,
+ *   queryOrder?: { misordered: number, examples: string[] },
+ *   error?: string,
+ *   serverExit?: { code: number | null, signal: string | null },
+ *   serverStderrTail?: string,
+ *   profileFile?: string,
+ * }} IndexesRun
+ */
+
+/** @returns {Promise<IndexesRun>} */
 export const runIndexes = async (scenario, config, { startServer, repoRoot, log }) => {
   const label = 'indexes';
   const server = await startServer({ repoRoot, adminKey: config.adminKey, label, profileDir: config.profile ? join(repoRoot, 'bench/results/prof') : undefined });
   log(`${label}: server pid ${server.pid}`);
+  /** @type {IndexesRun} */
   const out = { scenario };
   const pool = makePool(server.url, Math.max(scenario.concurrency, 16));
   const headers = authHeaders(config.adminKey);
