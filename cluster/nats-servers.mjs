@@ -69,6 +69,7 @@ const waitReady = async (httpPort, clustered, deadline) => {
 /**
  * Starts `count` nats-servers (1, or 3 for a JetStream cluster). Resolves with their client URLs and a
  * stop(); `dir` holds configs and store dirs (a temp dir unless given; removed by stop unless kept).
+ * @param {{ count?: number, dir?: string, keep?: boolean, readyMs?: number, detached?: boolean, noAdvertise?: boolean, log?: (line: string) => void }} [options]
  */
 export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs = 20_000, detached = false, noAdvertise = false, log = () => {} } = {}) => {
   const root = dir ?? mkdtempSync(join(tmpdir(), 'statehold-nats-'));

@@ -5,7 +5,6 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { type NodeProcess, removeDir, type StartOptions, startNodeProcess, tempDataDir } from './node-process.js';
 import { startRoundRobinProxy } from './round-robin-proxy.js';
-// @ts-expect-error: a plain ES module of the cluster tooling, without types
 import { startNatsServers } from '../../cluster/nats-servers.mjs';
 
 const NODE_IDS = ['n1', 'n2', 'n3'];

@@ -1,6 +1,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { StateBackedClient } from '@statebacked/client';
+import type { Test } from 'tap';
 import { request } from 'undici';
 import { ledgerMachine } from '../fixtures/ledger-machine.js';
 
@@ -12,12 +13,7 @@ import { ledgerMachine } from '../fixtures/ledger-machine.js';
  */
 
 /** The part of a tap test the helpers use. */
-interface Checks {
-  ok(value: unknown, message?: string): void;
-  same(found: unknown, wanted: unknown, message?: string): void;
-  equal(found: unknown, wanted: unknown, message?: string): void;
-  comment(...message: unknown[]): void;
-}
+type Checks = Pick<Test, 'ok' | 'same' | 'equal' | 'comment'>;
 
 export interface ClusterNodeUrl {
   url: string;

@@ -1,7 +1,6 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { openLmdbNodeStore } from '../../src/store/lmdb/lmdb-node-store.js';
 import { type NodeProcess, removeDir, startNode, tempDataDir } from './node-process.js';
-// @ts-expect-error: a plain ES module of the cluster tooling, without types
 import { natsServerAvailable, startNatsServers } from '../../cluster/nats-servers.mjs';
 
 /** The part of a tap test the helpers use. */
