@@ -9,7 +9,7 @@ import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { type CommitTexts, commitTexts, framePayload } from '../src/store/lmdb/wal-commits.js';
 import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
-import { logState } from './helpers/wal.js';
+import { lmdbInstances, logState } from './helpers/wal.js';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const HOLD = 600_000; // LMDB gets nothing from the log while a test runs
@@ -282,7 +282,7 @@ t.test('once commits landed in LMDB, fencing refuses stale writers without readi
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
   const store = openLmdbNodeStore(dir, { walApplyDelayMs: 0 });
-  const { instances } = store;
+  const instances = lmdbInstances(store);
   const allLanded = async () => {
     while (instances.hasUnappliedInstances('org_a', 'm')) await new Promise((resolve) => setTimeout(resolve, 2));
   };
@@ -319,7 +319,7 @@ t.test('commits that change pending timers go through the log: the due-time inde
 
   // Held back now: what the scheduler reads of these commits must come from the acknowledged heads.
   const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
-  const { instances } = store;
+  const instances = lmdbInstances(store);
   const due = (upto: number, limit = 10) => instances.listDueTimers(upto, limit).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`);
   t.same(due(1_000), ['i:a@100'], 'LMDB indexed the create\'s timer when its frame landed');
   const i2 = head(2, { pendingTimers: [timer('b', 300)] });

@@ -1,5 +1,7 @@
 import { join } from 'node:path';
 import { open } from 'lmdb';
+import type { NodeStore } from '../../src/store/catalog.js';
+import { LmdbInstanceStore } from '../../src/store/lmdb/lmdb-instance-store.js';
 import { WriteAheadLog } from '../../src/store/lmdb/write-ahead-log.js';
 
 /**
@@ -12,4 +14,10 @@ export const logState = async (dataDir: string): Promise<{ applied: number; only
   await root.close();
   const onlyInLog = WriteAheadLog.read(join(dataDir, 'wal'), applied).map((frame) => frame.seq).filter((seq) => seq > applied);
   return { applied, onlyInLog };
+};
+
+/** The embedded store's instances as the LMDB store they are, for what only it answers (hasUnappliedInstances). */
+export const lmdbInstances = (store: NodeStore): LmdbInstanceStore => {
+  if (!(store.instances instanceof LmdbInstanceStore)) throw new Error('the node store\'s instances are not an LmdbInstanceStore');
+  return store.instances;
 };
