@@ -30,6 +30,13 @@ const { operator } = await machineWithVersion(node, 'orders', ordersMachine);
 await machineWithVersion(node, 'plain', plainMachine);
 await operator.machines.create('versionless');
 
+/**
+ * A node with the default CPU limit and stall watchdog, and a rate of 1 request a second per org: the
+ * rate test uses its first org, the watchdog test an org of its own.
+ */
+const limited = await startNode({ args: ['--http-api-requests-per-second', '1'] });
+t.teardown(() => limited.stop());
+
 const api = (slug: string, rest = '') => `/http-api/${orgId}/machines/orders/${slug}${rest}`;
 const signed = { 'x-signature': 'good' };
 
@@ -218,8 +225,6 @@ t.test('a body over 1 MiB: 413', async (t) => {
 });
 
 t.test('429 past the per-org rate (--http-api-requests-per-second)', async (t) => {
-  const limited = await startNode({ args: ['--http-api-requests-per-second', '1'] });
-  t.teardown(() => limited.stop());
   const limitedOrg = (await call(limited.url, 'GET', '/orgs', { token: limited.adminKey as string })).body.orgs[0].id as string;
   const path = `/http-api/${limitedOrg}/machines/none/x`;
   // The rate is each node's (in a cluster deployment: ask one of them).
@@ -239,10 +244,10 @@ t.test('429 past the per-org rate (--http-api-requests-per-second)', async (t) =
 
 t.test('a handler that spins after it awaited a timer meets the stall watchdog, as other calls do', onlyEmbedded('the watchdog is per node and shown on one: three nodes on two cores can starve the worker until its CPU limit, measured by the clock, ends the call before the watchdog sees 100 ms of CPU'), async (t) => {
   // The default CPU limit (1 s, on the clock) leaves the watchdog (100 ms of CPU) time to act on a busy host.
-  const watched = await startNode();
-  t.teardown(() => watched.stop());
-  const watchedOrg = (await call(watched.url, 'GET', '/orgs', { token: watched.adminKey as string })).body.orgs[0].id as string;
-  await machineWithVersion(watched, 'orders', ordersMachine);
+  // (Its two requests are within its org's burst of 2.)
+  const watched = limited;
+  const watchedOrg = (await call(watched.url, 'POST', '/orgs', { token: watched.adminKey as string, body: { name: 'watched' } })).body.id as string;
+  await machineWithVersion(watched, 'orders', ordersMachine, watchedOrg);
   const spun = await call(watched.url, 'POST', `/http-api/${watchedOrg}/machines/orders/late-spin`);
   t.equal(spun.status, 400);
   t.equal(spun.body.code, 'machine-code-error');
