@@ -96,7 +96,7 @@ t.test('lockDataDir', async (t) => {
       if (asRoot) execFileSync('chattr', ['+i', dir], { stdio: 'ignore' });
       else chmodSync(dir, 0o555);
     } catch {
-      t.skip('cannot make a directory refuse new files here');
+      t.skip('cannot make a directory refuse new files here', () => {});
       removeDir(dir);
       return;
     }
