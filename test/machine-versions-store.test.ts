@@ -5,10 +5,9 @@ import { UploadSigner } from '../src/auth/upload-signer.js';
 import type { MachineVersionRecord } from '../src/domain/records.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { TOGGLE } from './fixtures/machines.js';
+import { eventually } from './helpers/eventually.js';
 import { call } from './helpers/http.js';
 import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 t.test('upload signer: URL-safe, bound to its key and claims, expiring', async (t) => {
   const masterKey = randomBytes(32);
@@ -128,7 +127,10 @@ t.test('expiry and selector defaulting against a node with a 2 s upload TTL', as
   const earlyDone = await finalize(early.machineVersionId, { makeCurrent: true, indexSelectors: { email: '$.email', score: '$.score' } });
   t.equal(earlyDone.status, 200);
 
-  await sleep(3100);
+  // Wait for the TTL to pass (a token expires 1–2 s after it is signed, in whole seconds): a provisional
+  // version asked after the others is uploaded again and again until it is refused as expired.
+  const probe = await provisional();
+  await eventually(async () => (await upload(probe)).status === 403, { intervalMs: 100, message: 'the upload TTL did not pass' }).catch(() => undefined);
   const expiredFinalize = await finalize(late.machineVersionId, {});
   t.equal(expiredFinalize.status, 403);
   t.match(expiredFinalize.body, { code: 'unauthorized', error: /expired/ });
