@@ -4,9 +4,10 @@ import { timersMachine, twelveSecondsMachine } from './fixtures/instance-machine
 import { eventually, sleep } from './helpers/eventually.js';
 import { removeDir, startNode, tempDataDir, testDeployment } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
+import { eventType } from './helpers/transitions.js';
 
 const eventTypes = async (client: StateBackedClient, machine: string, instance: string) =>
-  (await client.machineInstances.listTransitions(machine, instance)).transitions.map((tr) => tr.event.type);
+  (await client.machineInstances.listTransitions(machine, instance)).transitions.map(eventType);
 
 /** One node with a short settling budget (delays are left to the durable timers) and quick timer retries. */
 t.test('a node with a 100 ms settling budget and 150 ms timer retries', async (t) => {
@@ -130,7 +131,7 @@ t.test('a node with a 1 s settling budget', async (t) => {
     t.equal(missing.status, 400);
 
     await operator.machineInstances.create('talky', { slug: 'grumpy' });
-    await t.rejects(operator.machineInstances.get('talky', 'grumpy'), { status: 403 }, 'a throwing authorizer refuses');
+    await t.rejects(operator.machineInstances.get('talky', 'grumpy'), { status: 403, code: 'rejected-by-machine-authorizer' }, 'a throwing authorizer refuses');
     const grumpyLogs = () => operator.logs.retrieve(from, { machineName: 'talky', instanceName: 'grumpy' });
     const grumpy = await eventually(async () => {
       const retrieved = await grumpyLogs();

@@ -11,6 +11,7 @@ import { fetchingMachine, ordersMachine, plainMachine } from './fixtures/http-ap
 import { call } from './helpers/http.js';
 import { onlyEmbedded, startNode } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
+import { eventType } from './helpers/transitions.js';
 
 // What an async handler fetches (allowed by --fetch-allow, as loopback is refused otherwise).
 const upstream = createServer((req, res) => {
@@ -57,7 +58,7 @@ t.test('a JSON webhook creates the instance on its first request, then sends to 
   t.same(paid.body, { state: 'paid', total: 7, owner: 'webhook', result: { receipt: 'r-7', via: 'PAY' } }, 'done: result is the final state data');
 
   const history = await operator.machineInstances.listTransitions('orders', 'o1');
-  t.same(history.transitions.map((tr) => tr.event.type), ['xstate.init', 'ADD', 'ADD', 'PAY'], 'created once, three events, through the normal paths');
+  t.same(history.transitions.map(eventType), ['xstate.init', 'ADD', 'ADD', 'PAY'], 'created once, three events, through the normal paths');
   const state = await operator.machineInstances.admin.get('orders', 'o1');
   t.equal(state.done, true);
 });

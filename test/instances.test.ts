@@ -6,6 +6,7 @@ import { effectsMachine, ownerOnlyMachine, shapesMachine } from './fixtures/inst
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
+import { eventType } from './helpers/transitions.js';
 
 // The isolate's heap limit is --isolate-memory-mb plus --live-actor-memory-mb: both small, so the memory
 // bomb below meets it well within the CPU limit.
@@ -123,7 +124,7 @@ t.test('authorizers: allowWrite on create and send, allowRead on read, with the 
   await t.rejects(ci.machineInstances.get('owned', 'alice'), errors.MissingScopeError);
   await t.rejects(alice.machineInstances.listTransitions('owned', 'alice'), errors.MissingScopeError, 'history needs instances.admin');
   const transitions = await history(operator, 'owned', 'alice');
-  t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'HIT'], 'rejected events left no trace');
+  t.same(transitions.map(eventType), ['xstate.init', 'HIT'], 'rejected events left no trace');
 });
 
 t.test('effects: delays and promises settle inside the budget; a hung child is stopped and reported', async (t) => {
@@ -146,7 +147,7 @@ t.test('effects: delays and promises settle inside the budget; a hung child is s
   const admin1 = await operator.machineInstances.admin.get('effects', 'e');
   t.same(admin1.context.log, [42, 'child-error'], 'the stopped child\'s error event arrived before the next event');
   const transitions = await history(operator, 'effects', 'e');
-  t.same(transitions.slice(-2).map((tr) => tr.event.type), ['error.platform.stuck', 'BACK']);
+  t.same(transitions.slice(-2).map(eventType), ['error.platform.stuck', 'BACK']);
   const long = await operator.machineInstances.sendEvent('effects', 'e', { event: 'LONG' });
   t.equal(long.state, 'long', 'a delay beyond the budget does not hold the answer');
 });
@@ -172,7 +173,7 @@ t.test('failures: throwing action, oversized context, runaway loop, memory bomb 
     t.equal(after.state, 'idle', `${type}: the instance still works`);
   }
   const transitions = await history(operator, 'fails', 'f');
-  t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'NOTE', 'NOTE', 'NOTE', 'NOTE', 'NOTE'], 'failed events are not in the history');
+  t.same(transitions.map(eventType), ['xstate.init', 'NOTE', 'NOTE', 'NOTE', 'NOTE', 'NOTE'], 'failed events are not in the history');
   t.same((await operator.machineInstances.admin.get('fails', 'f')).context.log, ['before', 'BOOM', 'BIG', 'LOOP', 'BOMB']);
 });
 
@@ -264,7 +265,7 @@ t.test('concurrent events to one instance form one linear history', async (t) =>
   await Promise.all(notes.map((note) => operator.machineInstances.sendEvent('counter', 'c', { event: { type: 'NOTE', note } })));
   const log = (await operator.machineInstances.admin.get('counter', 'c')).context.log as string[];
   t.same([...log].sort(), [...notes].sort(), 'every event applied exactly once');
-  const events = (await history(operator, 'counter', 'c')).map((tr) => (tr.event as { note?: string }).note ?? tr.event.type);
+  const events = (await history(operator, 'counter', 'c')).map((tr) => (tr.event as { note?: string }).note ?? eventType(tr));
   t.same(events, ['xstate.init', ...log], 'the history order is the order the context saw');
 });
 

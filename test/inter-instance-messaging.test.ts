@@ -4,6 +4,7 @@ import { childMachine, invokingParentMachine, parentMachine } from './fixtures/i
 import { call } from './helpers/http.js';
 import { eventually, sleep } from './helpers/eventually.js';
 import { type NodeProcess, onlyEmbedded, removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+import { eventType } from './helpers/transitions.js';
 
 const ADMIN = 'messaging-admin';
 
@@ -17,7 +18,7 @@ const setUp = async (node: NodeProcess) => {
 };
 
 const types = async (client: StateBackedClient, machine: string, instance: string) =>
-  (await client.machineInstances.listTransitions(machine, instance)).transitions.map((tr) => tr.event.type);
+  (await client.machineInstances.listTransitions(machine, instance)).transitions.map(eventType);
 
 /** Polls until the parent saw `pongs` PONGs, bounded in time. */
 const waitForPongs = (client: StateBackedClient, parent: string, pongs: number) =>
@@ -48,7 +49,7 @@ t.test('on one node', async (t) => {
     await client.machineInstances.create('parent', { slug: 'p1' });
     await client.machineInstances.sendEvent('parent', 'p1', { event: { type: 'START', childName: 'kid-1' } });
     const parent = await waitForPongs(client, 'p1', 1);
-    t.same(parent.context.child, { type: 'statebacked.instance', id: parent.context.child.id, machineName: 'child', machineInstanceName: 'kid-1' }, 'the ref is stored in the parent');
+    t.same(parent.context.child, { type: 'statebacked.instance', id: (parent.context.child as { id: unknown }).id, machineName: 'child', machineInstanceName: 'kid-1' }, 'the ref is stored in the parent');
     const child = await client.machineInstances.admin.get('child', 'kid-1');
     t.same(child.context, { greeting: 'hello', pings: 1 }, 'the child got the spawn context and one PING');
     await client.machineInstances.sendEvent('parent', 'p1', { event: 'AGAIN' });
