@@ -3,6 +3,7 @@ import t from 'tap';
 import { realtimeMachine } from './fixtures/realtime-machines.js';
 import { call } from './helpers/http.js';
 import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
+import { eventType } from './helpers/transitions.js';
 
 /**
  * Faults in a 3-node cluster on a 3-server NATS (R3), under a steady stream of events: a node paused
@@ -96,7 +97,7 @@ t.test('a paused node does not write when it wakes; a lost nats-server and a kil
       let cursor: string | undefined;
       do {
         const page = await (clients[1] as StateBackedClient).machineInstances.listTransitions('rt', name, cursor ? { cursor } : undefined);
-        history.push(...page.transitions.filter((tr) => tr.event.type === 'INC').map((tr) => (tr.event as { id: string }).id));
+        history.push(...page.transitions.filter((tr) => eventType(tr) === 'INC').map((tr) => (tr.event as { type: string; id: string }).id));
         cursor = page.cursor;
       } while (cursor);
       return history;

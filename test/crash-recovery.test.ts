@@ -5,6 +5,7 @@ import { bundleLikeSmply } from './helpers/bundle.js';
 import { call } from './helpers/http.js';
 import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
+import { eventType } from './helpers/transitions.js';
 import { logState } from './helpers/wal.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
@@ -60,7 +61,7 @@ for (const commitLog of ['wal', 'lmdb']) t.test(`no acknowledged event is lost a
     let cursor: string | undefined;
     do {
       const page = await client.machineInstances.listTransitions('crashy', `w${w}`, cursor ? { cursor } : undefined);
-      notes.push(...page.transitions.slice(notes.length === 0 ? 1 : 0).map((tr) => (tr.event as { note: string }).note));
+      notes.push(...page.transitions.slice(notes.length === 0 ? 1 : 0).map((tr) => (tr.event as { type: string; note: string }).note));
       cursor = page.cursor;
     } while (cursor);
     const expected = acked[w] as string[];
@@ -104,7 +105,7 @@ t.test('events acknowledged from the write-ahead log alone survive kill -9', asy
   let cursor: string | undefined;
   do {
     const page = await client.machineInstances.listTransitions('lone', 'solo', cursor ? { cursor } : undefined);
-    notes.push(...page.transitions.slice(notes.length === 0 ? 1 : 0).map((tr) => (tr.event as { note: string }).note));
+    notes.push(...page.transitions.slice(notes.length === 0 ? 1 : 0).map((tr) => (tr.event as { type: string; note: string }).note));
     cursor = page.cursor;
   } while (cursor);
   t.same(notes, acked, 'the history holds every acknowledged event, in order');
@@ -161,7 +162,7 @@ t.test('delayed events acknowledged from the write-ahead log alone fire on time,
   for (const until = Date.now() + 15_000; b.transitions.length < 3 && Date.now() < until; await sleep(100)) {
     b = await again.machineInstances.listTransitions('nap', 'b');
   }
-  t.same(b.transitions.map((tr) => [tr.event.type, tr.state]), [['xstate.init', 'waiting'], ['TOUCH', 'waiting'], ['xstate.after(1500)#nap.waiting', 'done']], 'the moved delay fired once, after the restart');
+  t.same(b.transitions.map((tr) => [eventType(tr), tr.state]), [['xstate.init', 'waiting'], ['TOUCH', 'waiting'], ['xstate.after(1500)#nap.waiting', 'done']], 'the moved delay fired once, after the restart');
   const bFired = Date.parse(b.transitions[2]?.createdAt ?? '') - (touched + 1_500);
   t.ok(bFired >= 0, `not before its moved due time (${bFired} ms after it; the node was back ${backLate} ms after it), nor at the one the TOUCH replaced`);
 });

@@ -100,7 +100,7 @@ t.test('the real client creates versions from code and gzipped code; machines sh
 
 t.test('provisional creation, manual upload, finalize: URL-safe ids, re-upload, idempotent finalize', async (t) => {
   await client.machines.create('manual');
-  const p = await client.machineVersions.provisionallyCreate('manual');
+  const p = (await client.machineVersions.provisionallyCreate('manual')) as Provisional; // (the client types each field as possibly undefined)
   t.match(p.machineVersionId, /^[A-Za-z0-9._~-]+$/, 'the signed id is URL-safe');
   t.ok(p.codeUploadUrl.startsWith(`${node.url}/uploads/`), p.codeUploadUrl);
   t.same(Object.keys(p.codeUploadFields), ['token']);
