@@ -28,5 +28,7 @@ for (let r = 0; r < rounds; r++) {
   perEventUs.push(((performance.now() - started) * 1000) / events);
 }
 perEventUs.sort((a, b) => a - b);
-console.log(`isolate step (allowWrite + event + result), ${actors} live actors: median ${perEventUs[Math.floor(rounds / 2)].toFixed(1)} µs per event (rounds: ${perEventUs.map((x) => x.toFixed(1)).join(', ')})`);
+console.log(
+  `isolate step (allowWrite + event + result), ${actors} live actors: median ${perEventUs[Math.floor(rounds / 2)].toFixed(1)} µs per event (rounds: ${perEventUs.map((x) => x.toFixed(1)).join(', ')})`,
+);
 isolate.dispose();

@@ -41,7 +41,13 @@ const createInstances = async () => {
   );
   const wallS = Number(process.hrtime.bigint() - t0) / 1e9;
   await pool.close();
-  return { instances: book.count, wallS: Number(wallS.toFixed(3)), perSecond: Number((book.count / wallS).toFixed(1)), statusCounts: counts, latencyMs: summarize(latencies) };
+  return {
+    instances: book.count,
+    wallS: Number(wallS.toFixed(3)),
+    perSecond: Number((book.count / wallS).toFixed(1)),
+    statusCounts: counts,
+    latencyMs: summarize(latencies),
+  };
 };
 
 const main = async () => {
@@ -66,7 +72,14 @@ const main = async () => {
   const cpu0 = process.cpuUsage();
   const measure =
     scenario.kind === 'closed'
-      ? await runClosedLoop({ book, pool, concurrency: scenario.concurrency, events: scenario.events, capS: scenario.capS, timings: Boolean(process.env.BENCH_TIMINGS) })
+      ? await runClosedLoop({
+          book,
+          pool,
+          concurrency: scenario.concurrency,
+          events: scenario.events,
+          capS: scenario.capS,
+          timings: Boolean(process.env.BENCH_TIMINGS),
+        })
       : await runOpenLoop({ book, pool, rate: scenario.rate, durationS: scenario.durationS, capS: scenario.capS });
   const cpu = process.cpuUsage(cpu0);
   await phase('measured');

@@ -71,8 +71,15 @@ export const summarizePerf = (samples, { threads = 4, top = 20 } = {}) => {
       const place = placeOf(sample);
       places.set(place, (places.get(place) ?? 0) + 1);
     }
-    lines.push('', `**${key}**, ${list.length} samples: first JS frame (or native leaf)`, '', '| share of the thread | where |', '|---:|---|');
-    for (const [place, n] of [...places.entries()].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`| ${percent(n, list.length)} | \`${place}\` |`);
+    lines.push(
+      '',
+      `**${key}**, ${list.length} samples: first JS frame (or native leaf)`,
+      '',
+      '| share of the thread | where |',
+      '|---:|---|',
+    );
+    for (const [place, n] of [...places.entries()].sort((a, b) => b[1] - a[1]).slice(0, top))
+      lines.push(`| ${percent(n, list.length)} | \`${place}\` |`);
   }
   return lines.join('\n');
 };

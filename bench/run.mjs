@@ -31,7 +31,10 @@ const log = (...args) => console.error('bench:', ...args);
 const runGenerator = ({ url, token, prefix, scenario, serverPid, sampleMs }) =>
   new Promise((resolvePromise) => {
     const params = { url, token, machine: MACHINE_NAME, prefix, scenario };
-    const child = fork(join(benchDir, 'load-generator.mjs'), [JSON.stringify(params)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    const child = fork(join(benchDir, 'load-generator.mjs'), [JSON.stringify(params)], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      execArgv: [],
+    });
     let sampler;
     let server;
     let result;
@@ -77,7 +80,13 @@ const runScenario = async (scenario, config) => {
     outcome = { scenario, ...figures };
     if (instanceLog) {
       log(`${label}: verifying ${instanceLog.length} histories`);
-      outcome.verify = await verifyScenario({ url: server.url, adminKey: config.adminKey, machine: MACHINE_NAME, prefix, log: instanceLog });
+      outcome.verify = await verifyScenario({
+        url: server.url,
+        adminKey: config.adminKey,
+        machine: MACHINE_NAME,
+        prefix,
+        log: instanceLog,
+      });
     }
   } catch (err) {
     outcome.error = String(err?.stack ?? err);
@@ -95,33 +104,58 @@ const runScenario = async (scenario, config) => {
 };
 
 /** Org B may not see a single failed request, alone or beside org A. */
-const neighboursFailed = (r) => Object.keys({ ...r.neighbours.alone.b.statusCounts, ...r.neighbours.beside.b.statusCounts }).some((key) => key !== '200');
+const neighboursFailed = (r) =>
+  Object.keys({ ...r.neighbours.alone.b.statusCounts, ...r.neighbours.beside.b.statusCounts }).some((key) => key !== '200');
 
 const main = async () => {
   const config = loadConfig();
   if (!existsSync(join(repoRoot, 'dist/bin/statehold.js'))) throw new Error('dist/bin/statehold.js is missing: run `make build` first');
-  const report = { startedAt: new Date().toISOString(), env: describeEnvironment(repoRoot), config: { ...config, adminKey: undefined }, scenarios: [] };
+  const report = {
+    startedAt: new Date().toISOString(),
+    env: describeEnvironment(repoRoot),
+    config: { ...config, adminKey: undefined },
+    scenarios: [],
+  };
   const t0 = Date.now();
   for (const scenario of config.scenarios) {
     log(`${scenario.id}: starting`);
     if (scenario.kind === 'neighbours') {
-      report.scenarios.push(await runNeighbours(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
+      report.scenarios.push(
+        await runNeighbours(scenario, config, { startServer, repoRoot, log }).catch((err) => ({
+          scenario,
+          error: String(err?.stack ?? err),
+        })),
+      );
       continue;
     }
     if (scenario.kind === 'instances') {
-      report.scenarios.push(await runInstances(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
+      report.scenarios.push(
+        await runInstances(scenario, config, { startServer, repoRoot, log }).catch((err) => ({
+          scenario,
+          error: String(err?.stack ?? err),
+        })),
+      );
       continue;
     }
     if (scenario.kind === 'realtime') {
-      report.scenarios.push(await runRealtime(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
+      report.scenarios.push(
+        await runRealtime(scenario, config, { startServer, repoRoot, log }).catch((err) => ({
+          scenario,
+          error: String(err?.stack ?? err),
+        })),
+      );
       continue;
     }
     if (scenario.kind === 'cluster') {
-      report.scenarios.push(await runCluster(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
+      report.scenarios.push(
+        await runCluster(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })),
+      );
       continue;
     }
     if (scenario.kind === 'indexes') {
-      report.scenarios.push(await runIndexes(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })));
+      report.scenarios.push(
+        await runIndexes(scenario, config, { startServer, repoRoot, log }).catch((err) => ({ scenario, error: String(err?.stack ?? err) })),
+      );
       continue;
     }
     report.scenarios.push(await runScenario(scenario, config));
@@ -130,8 +164,16 @@ const main = async () => {
   const { jsonPath, markdown } = writeReport(resultsDir, report);
   process.stdout.write(markdown);
   log(`wrote ${jsonPath} and ${join(resultsDir, 'latest.md')} in ${report.wallS} s`);
-  const failedKind = { neighbours: neighboursFailed, instances: instancesFailed, realtime: realtimeFailed, cluster: clusterFailed, indexes: indexesFailed };
-  const failed = report.scenarios.filter((r) => r.error || (failedKind[r.scenario.kind] ?? ((x) => !x.verify?.ok || x.stateMismatches > 0))(r));
+  const failedKind = {
+    neighbours: neighboursFailed,
+    instances: instancesFailed,
+    realtime: realtimeFailed,
+    cluster: clusterFailed,
+    indexes: indexesFailed,
+  };
+  const failed = report.scenarios.filter(
+    (r) => r.error || (failedKind[r.scenario.kind] ?? ((x) => !x.verify?.ok || x.stateMismatches > 0))(r),
+  );
   if (failed.length > 0) {
     log(`FAILED: ${failed.map((r) => r.scenario.id).join(', ')}`);
     process.exitCode = 1;

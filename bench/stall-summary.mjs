@@ -35,7 +35,9 @@ export const slowClusters = (answers, { quantile = 0.99, fromMs = -Infinity, toM
   if (answers.length === 0) return { threshold: undefined, clusters: [] };
   const sorted = answers.map((a) => a.latencyMs).sort((a, b) => a - b);
   const threshold = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * quantile))];
-  const slow = answers.filter((a) => a.latencyMs >= threshold && a.sentMs >= fromMs && a.doneMs <= toMs).sort((a, b) => a.sentMs - b.sentMs);
+  const slow = answers
+    .filter((a) => a.latencyMs >= threshold && a.sentMs >= fromMs && a.doneMs <= toMs)
+    .sort((a, b) => a.sentMs - b.sentMs);
   const clusters = [];
   for (const answer of slow) {
     const last = clusters.at(-1);
@@ -76,7 +78,11 @@ export const coresDuring = (samples, party, fromMs, toMs, hz) => {
   return [...counts.entries()].map(([who, n]) => [who, n / (hz * seconds)]).sort((a, b) => b[1] - a[1]);
 };
 
-const listCores = (cores) => cores.filter(([, c]) => c >= 0.01).map(([who, c]) => `${who} ${c.toFixed(2)}`).join(' · ');
+const listCores = (cores) =>
+  cores
+    .filter(([, c]) => c >= 0.01)
+    .map(([who, c]) => `${who} ${c.toFixed(2)}`)
+    .join(' · ');
 
 export const summarizeStalls = (timings, samples, serverPid, { hz = 1999, clusters: shown = 8 } = {}) => {
   const timed = samples.filter((s) => s.ms !== undefined);
@@ -95,7 +101,9 @@ export const summarizeStalls = (timings, samples, serverPid, { hz = 1999, cluste
     '|---|---:|---:|---|',
   ];
   for (const c of clusters.slice(0, shown)) {
-    lines.push(`| ${(c.fromMs - fromMs).toFixed(0)} | ${c.answers} | ${(c.toMs - c.fromMs).toFixed(1)} | ${listCores(coresDuring(timed, party, c.fromMs, c.toMs, hz))} |`);
+    lines.push(
+      `| ${(c.fromMs - fromMs).toFixed(0)} | ${c.answers} | ${(c.toMs - c.fromMs).toFixed(1)} | ${listCores(coresDuring(timed, party, c.fromMs, c.toMs, hz))} |`,
+    );
   }
   return lines.join('\n');
 };

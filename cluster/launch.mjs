@@ -63,12 +63,30 @@ const up = async () => {
     const dataDir = join(dir, id);
     mkdirSync(dataDir, { recursive: true });
     const out = openSync(join(dir, `${id}.log`), 'a');
-    const child = spawn(process.execPath, ['--no-node-snapshot', '--initial-old-space-size=160', join(repoRoot, 'dist/bin/statehold.js'), 'node',
-      '--nats', nats.urls.join(','), '--node-id', id, '--replicas', String(natsCount), '--port', String(port), '--data-dir', dataDir], {
-      env: { ...process.env, STATEHOLD_ADMIN_KEY: secrets.adminKey, STATEHOLD_MASTER_KEY: secrets.masterKey },
-      stdio: ['ignore', out, out],
-      detached: true,
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        '--no-node-snapshot',
+        '--initial-old-space-size=160',
+        join(repoRoot, 'dist/bin/statehold.js'),
+        'node',
+        '--nats',
+        nats.urls.join(','),
+        '--node-id',
+        id,
+        '--replicas',
+        String(natsCount),
+        '--port',
+        String(port),
+        '--data-dir',
+        dataDir,
+      ],
+      {
+        env: { ...process.env, STATEHOLD_ADMIN_KEY: secrets.adminKey, STATEHOLD_MASTER_KEY: secrets.masterKey },
+        stdio: ['ignore', out, out],
+        detached: true,
+      },
+    );
     child.unref();
     const url = `http://127.0.0.1:${port}`;
     state.pids.push(child.pid);

@@ -17,12 +17,14 @@ export const natsServerAvailable = () => spawnSync('nats-server', ['--version'],
  */
 export const freePorts = async (count) => {
   const servers = await Promise.all(
-    Array.from({ length: count }, () =>
-      new Promise((resolve, reject) => {
-        const server = createServer();
-        server.once('error', reject);
-        server.listen(0, '127.0.0.1', () => resolve(server));
-      }),
+    Array.from(
+      { length: count },
+      () =>
+        new Promise((resolve, reject) => {
+          const server = createServer();
+          server.once('error', reject);
+          server.listen(0, '127.0.0.1', () => resolve(server));
+        }),
     ),
   );
   const ports = servers.map((server) => server.address().port);
@@ -44,7 +46,9 @@ const configText = ({ name, port, httpPort, storeDir, cluster, noAdvertise }) =>
   if (cluster) {
     // (no_advertise: clients are not told of the other servers, and keep to the URLs they were given)
     const advertise = noAdvertise ? ', no_advertise: true' : '';
-    lines.push(`cluster { name: ${cluster.name}, listen: 127.0.0.1:${cluster.port}, routes: [${cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}]${advertise} }`);
+    lines.push(
+      `cluster { name: ${cluster.name}, listen: 127.0.0.1:${cluster.port}, routes: [${cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}]${advertise} }`,
+    );
   }
   return `${lines.join('\n')}\n`;
 };
@@ -71,16 +75,29 @@ const waitReady = async (httpPort, clustered, deadline) => {
  * stop(); `dir` holds configs and store dirs (a temp dir unless given; removed by stop unless kept).
  * @param {{ count?: number, dir?: string, keep?: boolean, readyMs?: number, detached?: boolean, noAdvertise?: boolean, log?: (line: string) => void }} [options]
  */
-export const startNatsServers = async ({ count = 1, dir, keep = false, readyMs = 20_000, detached = false, noAdvertise = false, log = () => {} } = {}) => {
+export const startNatsServers = async ({
+  count = 1,
+  dir,
+  keep = false,
+  readyMs = 20_000,
+  detached = false,
+  noAdvertise = false,
+  log = () => {},
+} = {}) => {
   const root = dir ?? mkdtempSync(join(tmpdir(), 'statehold-nats-'));
   mkdirSync(root, { recursive: true });
   const picked = await freePorts(count * 3);
-  const ports = Array.from({ length: count }, (_, i) => ({ port: picked[3 * i], httpPort: picked[3 * i + 1], routePort: picked[3 * i + 2] }));
+  const ports = Array.from({ length: count }, (_, i) => ({
+    port: picked[3 * i],
+    httpPort: picked[3 * i + 1],
+    routePort: picked[3 * i + 2],
+  }));
   const servers = ports.map((p, i) => {
     const name = `nats-${i + 1}`;
     const storeDir = join(root, name);
     mkdirSync(storeDir, { recursive: true });
-    const cluster = count > 1 ? { name: 'statehold', port: p.routePort, routes: ports.filter((_, j) => j !== i).map((q) => q.routePort) } : undefined;
+    const cluster =
+      count > 1 ? { name: 'statehold', port: p.routePort, routes: ports.filter((_, j) => j !== i).map((q) => q.routePort) } : undefined;
     const configPath = join(root, `${name}.conf`);
     writeFileSync(configPath, configText({ name, port: p.port, httpPort: p.httpPort, storeDir, cluster, noAdvertise }));
     return { name, configPath, ...p, url: `nats://127.0.0.1:${p.port}`, process: undefined, output: '' };

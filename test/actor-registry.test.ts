@@ -57,7 +57,8 @@ t.test('the idle sweep evicts every idle actor unused since the time, wherever i
 t.test('a cap on the actors live in a sandbox evicts its least recently used idle ones, and holds until lifted', async (t) => {
   const registry = new ActorRegistry(100, 1_000_000);
   const stopped: string[] = [];
-  const sandboxOf = (versionId: string) => ({ versionId, healthy: true, stop: (key: string) => void stopped.push(key) }) as unknown as RemoteVersion;
+  const sandboxOf = (versionId: string) =>
+    ({ versionId, healthy: true, stop: (key: string) => void stopped.push(key) }) as unknown as RemoteVersion;
   const hot = sandboxOf('ver_hot');
   const other = sandboxOf('ver_other');
   for (const name of ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']) registry.obtain('org_1', 'm', name).sandbox = hot;
@@ -68,7 +69,11 @@ t.test('a cap on the actors live in a sandbox evicts its least recently used idl
   const running = registry.peek('org_1', 'm', 'a')!.enqueue(() => new Promise<void>((resolve) => (release = resolve)));
   await new Promise((resolve) => setImmediate(resolve));
   t.equal(registry.capLiveIn(hot, 6), 2);
-  t.same(names(registry), ['a', 'd', 'e', 'f', 'g', 'h', 'x', 'cold'], 'b and c went, the oldest idle ones; the busy a, the other version\'s x and the actor live nowhere stayed');
+  t.same(
+    names(registry),
+    ['a', 'd', 'e', 'f', 'g', 'h', 'x', 'cold'],
+    "b and c went, the oldest idle ones; the busy a, the other version's x and the actor live nowhere stayed",
+  );
   t.same(stopped, ['org_1/m/b', 'org_1/m/c'], 'their live interpreters were stopped in the sandbox');
   t.equal(liveActorsIn(hot), 6);
 

@@ -11,7 +11,11 @@ const admin = node.adminKey as string;
 const bootstrapOrg = (await call(node.url, 'GET', '/orgs', { token: admin })).body.orgs[0].id as string;
 
 const createKey = async (scopes: string[]) => {
-  const created = await call(node.url, 'POST', '/keys', { token: admin, body: { name: `k-${scopes.join('-')}`, scopes }, headers: { 'x-statebacked-org-id': bootstrapOrg } });
+  const created = await call(node.url, 'POST', '/keys', {
+    token: admin,
+    body: { name: `k-${scopes.join('-')}`, scopes },
+    headers: { 'x-statebacked-org-id': bootstrapOrg },
+  });
   if (created.status !== 200) throw new Error(`key creation failed: ${created.text}`);
   return created.body as { id: string; key: string };
 };
@@ -40,7 +44,11 @@ t.test('a key token without exp is accepted (the interface spec makes expiry opt
 });
 
 t.test('bad credentials are refused with 403 and a clear error', async (t) => {
-  const deletedToken = await signToken({ stateBackedKeyId: deleted.id, stateBackedSecretKey: deleted.key }, { sub: 'u1' }, { expires: { in: '1h' } });
+  const deletedToken = await signToken(
+    { stateBackedKeyId: deleted.id, stateBackedSecretKey: deleted.key },
+    { sub: 'u1' },
+    { expires: { in: '1h' } },
+  );
   t.equal((await call(node.url, 'GET', '/machines', { token: deletedToken })).status, 200, 'works before the key is deleted');
   const deletedNoExp = craftJwt({ alg: 'HS256', kid: deleted.id }, { aud: STATEBACKED_AUD, act: { sub: 'u1' } }, deleted.key);
   t.equal((await call(node.url, 'GET', '/machines', { token: deletedNoExp })).status, 200, 'one without exp too');
@@ -55,29 +63,97 @@ t.test('bad credentials are refused with 403 and a clear error', async (t) => {
     { name: 'wrong operator key', token: 'shadm_not-the-key', code: 'unauthorized', message: /invalid credentials/ },
     { name: 'alg none', token: craftJwt({ alg: 'none', kid: reader.id }, base, undefined), code: 'unauthorized', message: /HS256/ },
     { name: 'HS512', token: craftJwt({ alg: 'HS512', kid: reader.id }, base, reader.key), code: 'unauthorized', message: /HS256/ },
-    { name: 'unknown kid', token: craftJwt({ alg: 'HS256', kid: 'sbk_AAAAAAAAAAAAAAAAAAAAAA' }, base, reader.key), code: 'unauthorized', message: /unknown or deleted key/ },
+    {
+      name: 'unknown kid',
+      token: craftJwt({ alg: 'HS256', kid: 'sbk_AAAAAAAAAAAAAAAAAAAAAA' }, base, reader.key),
+      code: 'unauthorized',
+      message: /unknown or deleted key/,
+    },
     { name: 'no kid', token: craftJwt({ alg: 'HS256' }, base, reader.key), code: 'unauthorized', message: /kid/ },
-    { name: 'wrong secret', token: craftJwt({ alg: 'HS256', kid: reader.id }, base, 'sbsec_wrong'), code: 'unauthorized', message: /signature/ },
-    { name: 'tampered payload', token: (() => { const [h, , s] = good.split('.'); return `${h}.${Buffer.from(JSON.stringify({ ...base, act: { sub: 'admin' } })).toString('base64url')}.${s}`; })(), code: 'unauthorized', message: /signature/ },
-    { name: 'expired', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, exp: Math.floor(Date.now() / 1000) - 5 }, reader.key), code: 'unauthorized', message: /expired/ },
-    { name: 'not yet valid', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, nbf: inOneHour() }, reader.key), code: 'unauthorized', message: /not valid yet/ },
-    { name: 'wrong aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, aud: 'https://example.com/' }, reader.key), code: 'unauthorized', message: /aud/ },
-    { name: 'missing aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { exp: inOneHour() }, reader.key), code: 'unauthorized', message: /aud/ },
-    { name: 'no exp, wrong secret', token: craftJwt({ alg: 'HS256', kid: reader.id }, noExp, 'sbsec_wrong'), code: 'unauthorized', message: /signature/ },
+    {
+      name: 'wrong secret',
+      token: craftJwt({ alg: 'HS256', kid: reader.id }, base, 'sbsec_wrong'),
+      code: 'unauthorized',
+      message: /signature/,
+    },
+    {
+      name: 'tampered payload',
+      token: (() => {
+        const [h, , s] = good.split('.');
+        return `${h}.${Buffer.from(JSON.stringify({ ...base, act: { sub: 'admin' } })).toString('base64url')}.${s}`;
+      })(),
+      code: 'unauthorized',
+      message: /signature/,
+    },
+    {
+      name: 'expired',
+      token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, exp: Math.floor(Date.now() / 1000) - 5 }, reader.key),
+      code: 'unauthorized',
+      message: /expired/,
+    },
+    {
+      name: 'not yet valid',
+      token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, nbf: inOneHour() }, reader.key),
+      code: 'unauthorized',
+      message: /not valid yet/,
+    },
+    {
+      name: 'wrong aud',
+      token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, aud: 'https://example.com/' }, reader.key),
+      code: 'unauthorized',
+      message: /aud/,
+    },
+    {
+      name: 'missing aud',
+      token: craftJwt({ alg: 'HS256', kid: reader.id }, { exp: inOneHour() }, reader.key),
+      code: 'unauthorized',
+      message: /aud/,
+    },
+    {
+      name: 'no exp, wrong secret',
+      token: craftJwt({ alg: 'HS256', kid: reader.id }, noExp, 'sbsec_wrong'),
+      code: 'unauthorized',
+      message: /signature/,
+    },
     { name: 'no exp, HS512', token: craftJwt({ alg: 'HS512', kid: reader.id }, noExp, reader.key), code: 'unauthorized', message: /HS256/ },
     { name: 'no exp, no kid', token: craftJwt({ alg: 'HS256' }, noExp, reader.key), code: 'unauthorized', message: /kid/ },
-    { name: 'no exp, wrong aud', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...noExp, aud: 'https://example.com/' }, reader.key), code: 'unauthorized', message: /aud/ },
-    { name: 'no exp, not yet valid', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...noExp, nbf: inOneHour() }, reader.key), code: 'unauthorized', message: /not valid yet/ },
-    { name: 'exp as text', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, exp: String(inOneHour()) }, reader.key), code: 'unauthorized', message: /exp claim is not a number/ },
+    {
+      name: 'no exp, wrong aud',
+      token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...noExp, aud: 'https://example.com/' }, reader.key),
+      code: 'unauthorized',
+      message: /aud/,
+    },
+    {
+      name: 'no exp, not yet valid',
+      token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...noExp, nbf: inOneHour() }, reader.key),
+      code: 'unauthorized',
+      message: /not valid yet/,
+    },
+    {
+      name: 'exp as text',
+      token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, exp: String(inOneHour()) }, reader.key),
+      code: 'unauthorized',
+      message: /exp claim is not a number/,
+    },
     { name: 'deleted key', token: deletedToken, code: 'unauthorized', message: /unknown or deleted key/ },
     { name: 'deleted key, no exp', token: deletedNoExp, code: 'unauthorized', message: /unknown or deleted key/ },
-    { name: 'claims nested 150 deep', token: craftJwt({ alg: 'HS256', kid: reader.id }, { ...base, act: JSON.parse(`${'{"a":'.repeat(150)}1${'}'.repeat(150)}`) }, reader.key), code: 'unauthorized', message: /nest objects and arrays more than \d+ levels deep/ },
+    {
+      name: 'claims nested 150 deep',
+      token: craftJwt(
+        { alg: 'HS256', kid: reader.id },
+        { ...base, act: JSON.parse(`${'{"a":'.repeat(150)}1${'}'.repeat(150)}`) },
+        reader.key,
+      ),
+      code: 'unauthorized',
+      message: /nest objects and arrays more than \d+ levels deep/,
+    },
     { name: 'missing scope', token: good, code: 'missing-scope', message: /machines.write/ },
   ];
   for (const c of cases) {
-    const res = c.name === 'missing scope'
-      ? await call(node.url, 'POST', '/machines', { token: c.token, body: { slug: 'nope' } })
-      : await call(node.url, 'GET', '/machines', { token: c.token, headers: c.headers });
+    const res =
+      c.name === 'missing scope'
+        ? await call(node.url, 'POST', '/machines', { token: c.token, body: { slug: 'nope' } })
+        : await call(node.url, 'GET', '/machines', { token: c.token, headers: c.headers });
     t.equal(res.status, 403, `${c.name}: 403`);
     t.equal(res.body?.code, c.code, `${c.name}: code ${c.code}`);
     t.match(res.body?.error, c.message, `${c.name}: says why`);
@@ -93,7 +169,10 @@ t.test('an operator call with several orgs must name one', async (t) => {
   t.equal(ambiguous.body.code, 'specify-org');
   const named = await call(node.url, 'GET', '/machines', { token: admin, headers: { 'x-statebacked-org-id': created.body.id } });
   t.equal(named.status, 200);
-  const unknown = await call(node.url, 'GET', '/machines', { token: admin, headers: { 'x-statebacked-org-id': 'org_AAAAAAAAAAAAAAAAAAAAAA' } });
+  const unknown = await call(node.url, 'GET', '/machines', {
+    token: admin,
+    headers: { 'x-statebacked-org-id': 'org_AAAAAAAAAAAAAAAAAAAAAA' },
+  });
   t.equal(unknown.status, 403);
   t.equal(unknown.body.code, 'missing-org');
   const keyInOtherOrg = await call(node.url, 'GET', '/machines', { token: good, headers: { 'x-statebacked-org-id': created.body.id } });
@@ -108,7 +187,11 @@ t.test('impersonation needs org.keys.write and a JSON object', async (t) => {
   t.equal(denied.status, 403);
   t.equal(denied.body.code, 'missing-scope');
   const keyWriter = await createKey(['org.keys.write', 'machines.read']);
-  const writerToken = await signToken({ stateBackedKeyId: keyWriter.id, stateBackedSecretKey: keyWriter.key }, { sub: 'boss' }, { expires: { in: '1h' } });
+  const writerToken = await signToken(
+    { stateBackedKeyId: keyWriter.id, stateBackedSecretKey: keyWriter.key },
+    { sub: 'boss' },
+    { expires: { in: '1h' } },
+  );
   t.equal((await call(node.url, 'GET', '/machines', { token: writerToken, headers: { 'x-statebacked-act': '{"sub":"x"}' } })).status, 200);
   const bad = await call(node.url, 'GET', '/machines', { token: writerToken, headers: { 'x-statebacked-act': 'not json' } });
   t.equal(bad.status, 400);

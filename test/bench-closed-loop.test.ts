@@ -22,11 +22,17 @@ t.test('with timings, each recorded answer has its time after the start (CLOCK_M
   t.equal(doneMs.length, 10);
   t.same(latencyMs, Array(10).fill(2));
   // (a 2 ms timer may fire a hair early on CLOCK_MONOTONIC: each answer comes after the start and before the end)
-  t.ok(doneMs.every((ms: number) => ms > 0 && ms <= Number(after - BigInt(t0Ns)) / 1e6), 'each answer inside the loop');
+  t.ok(
+    doneMs.every((ms: number) => ms > 0 && ms <= Number(after - BigInt(t0Ns)) / 1e6),
+    'each answer inside the loop',
+  );
   t.equal(result.acked, 10);
 });
 
 t.test('without them (the default), or for an unrecorded warm-up, none are kept', async (t) => {
   t.equal((await runClosedLoop({ book, pool: undefined, concurrency: 2, events: 4, capS: 10 })).timings, undefined);
-  t.equal((await runClosedLoop({ book, pool: undefined, concurrency: 2, events: 4, capS: 10, record: false, timings: true })).timings, undefined);
+  t.equal(
+    (await runClosedLoop({ book, pool: undefined, concurrency: 2, events: 4, capS: 10, record: false, timings: true })).timings,
+    undefined,
+  );
 });

@@ -21,13 +21,22 @@ t.test('round-robin: each request to the next node in turn, as a load balancer',
 t.test('owner-routed: instance requests to their owner, the rest round-robin', async (t) => {
   const seen: string[] = [];
   const owners: Record<string, number> = { x: 2, y: 0 };
-  const routed = ownerRouted(['a', 'b', 'c'].map((n) => fakePool(n, seen)), (slug: string) => owners[slug]);
+  const routed = ownerRouted(
+    ['a', 'b', 'c'].map((n) => fakePool(n, seen)),
+    (slug: string) => owners[slug],
+  );
   routed.dispatch({ path: '/machines/m/i/x/events' }, {});
   routed.dispatch({ path: '/machines/m/i/y/events' }, {});
   routed.dispatch({ path: '/machines/m/i/x' }, {});
   routed.dispatch({ path: '/machines/m/i/unknown/events' }, {});
   routed.dispatch({ path: '/machines/m' }, {});
-  t.same(seen, ['c /machines/m/i/x/events', 'a /machines/m/i/y/events', 'c /machines/m/i/x', 'a /machines/m/i/unknown/events', 'b /machines/m']);
+  t.same(seen, [
+    'c /machines/m/i/x/events',
+    'a /machines/m/i/y/events',
+    'c /machines/m/i/x',
+    'a /machines/m/i/unknown/events',
+    'b /machines/m',
+  ]);
 });
 
 t.test('the victim owns the most probed instances; its instances are listed', async (t) => {
@@ -69,7 +78,14 @@ t.test('capacity model: exec, apply and forward from three measurements, project
   t.equal(m.forwardUs, 300);
   t.equal(m.natsLimitPerSecond, 10_000);
   t.equal(m.applyCeilingPerSecond, 10_000);
-  t.same(m.projection[0], { nodes: 1, clusterNodeUsPerEvent: 500, perNodeUsPerEvent: 500, nodesLimitPerSecond: 4000, limitPerSecond: 4000, boundBy: 'nodes' });
+  t.same(m.projection[0], {
+    nodes: 1,
+    clusterNodeUsPerEvent: 500,
+    perNodeUsPerEvent: 500,
+    nodesLimitPerSecond: 4000,
+    limitPerSecond: 4000,
+    boundBy: 'nodes',
+  });
   t.equal(m.projection[1]?.clusterNodeUsPerEvent, 1100, 'N=3 reproduces the spread measurement');
   t.equal(m.projection[1]?.limitPerSecond, 5455);
   const noisy = capacityModel({ c1Us: 700, directUs: 600, spreadUs: 650 });
@@ -87,7 +103,15 @@ t.test('failover figures: served, not served, the distribution', async (t) => {
 
 t.test('failed: errors, mismatches, non-200 in steady phases, unserved instances, processes left', async (t) => {
   const ok = {
-    deployments: [{ kind: 'cluster-3', verify: { ok: true }, stateMismatches: 0, c64: { statusCounts: { 200: 10 } }, failover: { failover: { notServed: 0 } } }],
+    deployments: [
+      {
+        kind: 'cluster-3',
+        verify: { ok: true },
+        stateMismatches: 0,
+        c64: { statusCounts: { 200: 10 } },
+        failover: { failover: { notServed: 0 } },
+      },
+    ],
     processes: { started: 7, leftRunningAtEnd: [], stillRunning: [] },
   };
   t.equal(clusterFailed(ok), false);

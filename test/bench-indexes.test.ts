@@ -6,7 +6,12 @@ import { compareRounds, indexesFailed, indexesMarkdown, inIndexOrder, runIndexes
 import { startServer } from '../bench/lib/server-process.mjs';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-const window = (perSecond: number, p99: number, status: Record<string, number> = { 200: 10 }) => ({ perSecond, latencyMs: { p50: 1, p99 }, cpuUsPerEvent: 500, statusCounts: status });
+const window = (perSecond: number, p99: number, status: Record<string, number> = { 200: 10 }) => ({
+  perSecond,
+  latencyMs: { p50: 1, p99 },
+  cpuUsPerEvent: 500,
+  statusCounts: status,
+});
 
 t.test('rounds: medians per machine, indexed over plain', async (t) => {
   const c = compareRounds([
@@ -23,7 +28,12 @@ t.test('rounds: medians per machine, indexed over plain', async (t) => {
 });
 
 t.test('index order: bytes of the value, then the slug, either way', async (t) => {
-  const page = [{ indexValue: 'a', slug: 'x' }, { indexValue: 'a', slug: 'y' }, { indexValue: '\ue000', slug: 'a' }, { indexValue: '😀', slug: 'a' }];
+  const page = [
+    { indexValue: 'a', slug: 'x' },
+    { indexValue: 'a', slug: 'y' },
+    { indexValue: '\ue000', slug: 'a' },
+    { indexValue: '😀', slug: 'a' },
+  ];
   t.ok(inIndexOrder(page, false));
   t.notOk(inIndexOrder(page, true));
   t.ok(inIndexOrder([...page].reverse(), true));
@@ -44,8 +54,13 @@ t.test('failed: errors, non-200 answers, wrong entries, misordered pages', async
 
 t.test('a small run against a real server: both machines measured, entries checked, every op timed', { timeout: 170_000 }, async (t) => {
   const sizes = {
-    BENCH_SCENARIOS: 'indexes', BENCH_IDX_INSTANCES: '64', BENCH_IDX_EVENTS: '300', BENCH_IDX_ROUNDS: '1', BENCH_IDX_WARMUP_EVENTS: '64',
-    BENCH_IDX_QUERY_INSTANCES: '200', BENCH_IDX_QUERIES: '3',
+    BENCH_SCENARIOS: 'indexes',
+    BENCH_IDX_INSTANCES: '64',
+    BENCH_IDX_EVENTS: '300',
+    BENCH_IDX_ROUNDS: '1',
+    BENCH_IDX_WARMUP_EVENTS: '64',
+    BENCH_IDX_QUERY_INSTANCES: '200',
+    BENCH_IDX_QUERIES: '3',
   };
   const saved = Object.fromEntries(Object.keys(sizes).map((key) => [key, process.env[key]]));
   Object.assign(process.env, sizes);
@@ -59,7 +74,11 @@ t.test('a small run against a real server: both machines measured, entries check
     }
   }
   const [scenario] = config.scenarios;
-  t.match(scenario, { kind: 'indexes', instances: 64, events: 300, rounds: 1, queryInstances: 200, queries: 3 }, 'the sizes come from the environment');
+  t.match(
+    scenario,
+    { kind: 'indexes', instances: 64, events: 300, rounds: 1, queryInstances: 200, queries: 3 },
+    'the sizes come from the environment',
+  );
   const r = await runIndexes(scenario, { ...config, keepData: false }, { startServer, repoRoot, log: () => undefined });
   t.equal(r.error, undefined, r.error ?? 'no error');
   t.equal(indexesFailed(r), false);

@@ -26,14 +26,21 @@ node 100/100
 
 t.test('bench/perf-summary.mjs reads perf script output and places each sample', async (t) => {
   const samples = parsePerfScript(SCRIPT);
-  t.same(samples.map((s) => `${s.comm} ${s.pid}/${s.tid}`), ['node 100/100', 'node 100/100', 'node 100/107', 'swapper 0/0', 'node 100/100']);
-  t.same(samples.map(placeOf), [
-    'commit dist/store/lmdb/lmdb-instance-store.js:130:17',
-    '(native) tcp_sendmsg [kernel]',
-    '(native) v8::internal::Scavenger::ScavengePage',
-    '(native) pv_native_safe_halt [kernel]',
-    'commit dist/store/lmdb/lmdb-instance-store.js:130:17',
-  ], 'the first JS frame (tier marks and the repository path dropped), else the native leaf');
+  t.same(
+    samples.map((s) => `${s.comm} ${s.pid}/${s.tid}`),
+    ['node 100/100', 'node 100/100', 'node 100/107', 'swapper 0/0', 'node 100/100'],
+  );
+  t.same(
+    samples.map(placeOf),
+    [
+      'commit dist/store/lmdb/lmdb-instance-store.js:130:17',
+      '(native) tcp_sendmsg [kernel]',
+      '(native) v8::internal::Scavenger::ScavengePage',
+      '(native) pv_native_safe_halt [kernel]',
+      'commit dist/store/lmdb/lmdb-instance-store.js:130:17',
+    ],
+    'the first JS frame (tier marks and the repository path dropped), else the native leaf',
+  );
   const summary = summarizePerf(samples, { threads: 1, top: 5 });
   t.match(summary, /5 samples/);
   t.match(summary, /\| node 100\/100 \| 3 \| 60\.0 % \|/, 'samples per thread, busiest first');

@@ -5,9 +5,19 @@ import { deliveryFigures, median, realtimeFailed, splitRanges, subscribersPerIns
 t.test('subscribers spread over instances (s mod K) and processes (contiguous ranges)', async (t) => {
   t.same(subscribersPerInstance(1000, 100), Array(100).fill(10));
   t.same(subscribersPerInstance(7, 3), [3, 2, 2]);
-  t.same(splitRanges(1000, 2), [{ from: 0, to: 500 }, { from: 500, to: 1000 }]);
+  t.same(splitRanges(1000, 2), [
+    { from: 0, to: 500 },
+    { from: 500, to: 1000 },
+  ]);
   t.same(splitRanges(5, 1), [{ from: 0, to: 5 }]);
-  t.same(splitRanges(2, 4), [{ from: 0, to: 1 }, { from: 1, to: 2 }], 'never more processes than subscribers');
+  t.same(
+    splitRanges(2, 4),
+    [
+      { from: 0, to: 1 },
+      { from: 1, to: 2 },
+    ],
+    'never more processes than subscribers',
+  );
 });
 
 t.test('median of finite numbers', async (t) => {
@@ -51,7 +61,14 @@ const round = (n: number, subsP99: number, deliveryP99: number, missed = 0) => (
   base: window(500, 5, 10),
   subs: window(495, 5, subsP99),
   connect: { opened: 10, failed: 0, firstFrames: 10 },
-  delivery: { expected: 100, missed, unmatched: 0, perSecond: 5000, delayMs: { p50: 1, p99: deliveryP99, max: deliveryP99 * 2 }, sinceCommitMs: { p99: 2 } },
+  delivery: {
+    expected: 100,
+    missed,
+    unmatched: 0,
+    perSecond: 5000,
+    delayMs: { p50: 1, p99: deliveryP99, max: deliveryP99 * 2 },
+    sinceCommitMs: { p99: 2 },
+  },
   problems: { errorFrames: {}, unexpectedCloses: {}, socketErrors: {}, wrongInstance: 0, outOfOrder: 0, unparsable: 0 },
 });
 

@@ -32,16 +32,32 @@ t.test('bench/probes/stages.mjs times the stages of events sent to a real node',
   const { operator } = await machineWithVersion(node, 'toggle', TOGGLE);
   await operator.machineInstances.create('toggle', { slug: 'a' });
   await operator.machineInstances.create('toggle', { slug: 'b' });
-  for (let i = 0; i < 6; i++) await Promise.all([operator.machineInstances.sendEvent('toggle', 'a', { event: 'FLIP' }), operator.machineInstances.sendEvent('toggle', 'b', { event: 'FLIP' })]);
+  for (let i = 0; i < 6; i++)
+    await Promise.all([
+      operator.machineInstances.sendEvent('toggle', 'a', { event: 'FLIP' }),
+      operator.machineInstances.sendEvent('toggle', 'b', { event: 'FLIP' }),
+    ]);
   t.equal((await operator.machineInstances.get('toggle', 'a')).state, 'off', 'the node answers as usual with the probe loaded (six flips)');
   t.equal(await node.stop('SIGTERM'), 0, 'and stops cleanly');
   t.ok(existsSync(out), 'the probe wrote its figures at SIGTERM');
   const summary = JSON.parse(readFileSync(out, 'utf8'));
   t.equal(summary.events, 10, '12 events, less the 2 skipped');
-  for (const stage of ['before the sandbox', 'worker round trip', 'step result parsed', 'head and records built', 'commit', '  of it the log frame', 'answered', 'total']) {
+  for (const stage of [
+    'before the sandbox',
+    'worker round trip',
+    'step result parsed',
+    'head and records built',
+    'commit',
+    '  of it the log frame',
+    'answered',
+    'total',
+  ]) {
     t.ok(summary.stages[stage], `${stage.trim()} is timed`);
     t.ok(summary.stages[stage].p50 >= 0 && summary.stages[stage].p99 >= summary.stages[stage].p50, `${stage.trim()}: p99 >= p50 >= 0`);
   }
-  t.ok(summary.stages.total.mean >= summary.stages['worker round trip'].mean + summary.stages.commit.mean, 'the total holds the round trip and the commit');
+  t.ok(
+    summary.stages.total.mean >= summary.stages['worker round trip'].mean + summary.stages.commit.mean,
+    'the total holds the round trip and the commit',
+  );
   t.match(node.output(), /stages probe: 10 events/, 'and printed a summary');
 });

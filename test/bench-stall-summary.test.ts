@@ -33,16 +33,36 @@ swapper     0/0     1.012000:
 
 t.test('perf samples carry their time when perf script was asked for it', async (t) => {
   const samples = parsePerfScript(SCRIPT) as Sample[];
-  t.same(samples.map((s) => s.ms), [1000, 1002, 1003, 1004, 1010, 1010.5, 1011, 1012]);
+  t.same(
+    samples.map((s) => s.ms),
+    [1000, 1002, 1003, 1004, 1010, 1010.5, 1011, 1012],
+  );
   t.equal((parsePerfScript('node 1/1 \n\t 7f f (/x)\n') as Sample[])[0]?.ms, undefined, 'and none without it');
 });
 
 t.test('each sample is put with its process, main thread or not, and GC or JIT from its stack', async (t) => {
   const samples = parsePerfScript(SCRIPT) as Sample[];
   const party = partiesOf(samples, 10);
-  t.same(samples.map(party), ['node main', 'worker main, GC', 'worker main', 'worker main', 'node threads, GC', 'node threads, JIT', 'generator main', 'idle']);
+  t.same(samples.map(party), [
+    'node main',
+    'worker main, GC',
+    'worker main',
+    'worker main',
+    'node threads, GC',
+    'node threads, JIT',
+    'generator main',
+    'idle',
+  ]);
   const cores = coresDuring(samples, party, 1000, 1005, 1000);
-  t.same(cores, [['worker main', 0.4], ['node main', 0.2], ['worker main, GC', 0.2]], 'samples over rate × duration, most first');
+  t.same(
+    cores,
+    [
+      ['worker main', 0.4],
+      ['node main', 0.2],
+      ['worker main, GC', 0.2],
+    ],
+    'samples over rate × duration, most first',
+  );
 });
 
 t.test('the slowest answers are grouped by the time they were in flight together', async (t) => {
@@ -55,11 +75,19 @@ t.test('the slowest answers are grouped by the time they were in flight together
   t.same(answers[0], { sentMs: 1000, doneMs: 1005, latencyMs: 5 });
   const { threshold, clusters } = slowClusters(answers, { quantile: 0.97 });
   t.equal(threshold, 29);
-  t.same(clusters, [
-    { fromMs: 1100, toMs: 1132, answers: 3 },
-    { fromMs: 1360, toMs: 1400, answers: 1 },
-  ], 'three in flight together, then one alone; largest cluster first');
-  t.same(slowClusters(answers, { quantile: 0.97, toMs: 1200 }).clusters, [{ fromMs: 1100, toMs: 1132, answers: 3 }], 'only those inside a window');
+  t.same(
+    clusters,
+    [
+      { fromMs: 1100, toMs: 1132, answers: 3 },
+      { fromMs: 1360, toMs: 1400, answers: 1 },
+    ],
+    'three in flight together, then one alone; largest cluster first',
+  );
+  t.same(
+    slowClusters(answers, { quantile: 0.97, toMs: 1200 }).clusters,
+    [{ fromMs: 1100, toMs: 1132, answers: 3 }],
+    'only those inside a window',
+  );
 });
 
 t.test('the summary names what used the cores during each cluster', async (t) => {

@@ -1,11 +1,22 @@
 import t from 'tap';
-import { applyMapping, compilePath, MAX_MAPPING_DEPTH, MAX_MAPPING_ENTRIES, MappingError, queryPath, validateMapping } from '../src/auth/claim-mapping.js';
+import {
+  applyMapping,
+  compilePath,
+  MAX_MAPPING_DEPTH,
+  MAX_MAPPING_ENTRIES,
+  MappingError,
+  queryPath,
+  validateMapping,
+} from '../src/auth/claim-mapping.js';
 
 const claims = {
   sub: 'user-1',
   role: { id: 'admin', name: 'Admin' },
   groups: ['a', 'b', 'c'],
-  orgs: [{ id: 'o1', tier: 'free' }, { id: 'o2', tier: 'pro' }],
+  orgs: [
+    { id: 'o1', tier: 'free' },
+    { id: 'o2', tier: 'pro' },
+  ],
   'https://example.com/roles': ['editor'],
   'we]ird': 'w',
 };
@@ -13,7 +24,11 @@ const claims = {
 t.test('the wire-protocol example: paths, a literal, a nested mapping', async (t) => {
   const mapping = { 'sub.$': '$.sub', service: 'my-service', special: { 'role.$': '$.role.id' } };
   t.equal(validateMapping(mapping), undefined);
-  t.same(applyMapping(mapping, { sub: 'user-1', role: { id: 'admin' } }), { sub: 'user-1', service: 'my-service', special: { role: 'admin' } });
+  t.same(applyMapping(mapping, { sub: 'user-1', role: { id: 'admin' } }), {
+    sub: 'user-1',
+    service: 'my-service',
+    special: { role: 'admin' },
+  });
 });
 
 t.test('the anonymous IdP and token provider mappings compose (wire-protocol §4.2)', async (t) => {
@@ -92,7 +107,7 @@ t.test('literals: strings that look like paths, arrays (even of mappings), numbe
 });
 
 t.test('filters and scripts are refused, never evaluated', async (t) => {
-  for (const path of ['$.orgs[?(@.tier == "pro")]', '$.orgs[?@.tier]', '$.orgs[(@.length-1)]', "$.orgs[?(process.exit(1))]"]) {
+  for (const path of ['$.orgs[?(@.tier == "pro")]', '$.orgs[?@.tier]', '$.orgs[(@.length-1)]', '$.orgs[?(process.exit(1))]']) {
     const problem = validateMapping({ 'x.$': path });
     t.match(problem, /not a supported JSONPath \((filter selectors|unexpected token '\('|unexpected filter selector)/, path);
     t.throws(() => applyMapping({ 'x.$': path }, claims), MappingError, `applyMapping refuses ${path} too`);
@@ -144,8 +159,16 @@ t.test('evaluation is bounded: a costly path on a large input fails instead of r
     t.throws(() => applyMapping({ 'x.$': path }, big), /visits more than/, path.slice(0, 30));
     t.ok(performance.now() - started < 1_000, `and stops soon (${Math.round(performance.now() - started)} ms)`);
   }
-  t.throws(() => applyMapping({ 'x.$': '$..[*,*,*,*,*,*,*,*]' }, { a: Array.from({ length: 500 }, () => 'x'.repeat(100)) }), /selects more than 65536 bytes/, 'what is selected is bounded too');
-  t.throws(() => applyMapping({ 'x.$': '$.a' }, JSON.parse('{"a": {"__proto__": {"admin": true}}}')), /__proto__/, 'no __proto__ key reaches the output');
+  t.throws(
+    () => applyMapping({ 'x.$': '$..[*,*,*,*,*,*,*,*]' }, { a: Array.from({ length: 500 }, () => 'x'.repeat(100)) }),
+    /selects more than 65536 bytes/,
+    'what is selected is bounded too',
+  );
+  t.throws(
+    () => applyMapping({ 'x.$': '$.a' }, JSON.parse('{"a": {"__proto__": {"admin": true}}}')),
+    /__proto__/,
+    'no __proto__ key reaches the output',
+  );
   const deep = JSON.parse('['.repeat(5_000) + ']'.repeat(5_000)) as unknown;
   t.equal(queryPath('$..nope', { deep }).length, 0, 'descent through 5,000 levels does not recurse on the stack');
 });

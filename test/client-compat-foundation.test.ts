@@ -35,16 +35,31 @@ t.test('operator: list orgs, create production and ci keys', async (t) => {
     await t.rejects(client.machines.create('orders'), errors.ConflictError);
     await t.rejects(client.machines.create('bad name'), errors.ClientError);
     const { machines } = await client.machines.list();
-    t.same(machines.map((m) => m.slug), ['carts', 'orders']);
+    t.same(
+      machines.map((m) => m.slug),
+      ['carts', 'orders'],
+    );
     const got = await client.machines.get('orders');
     t.match(got, { machine: { createdAt: String, indexes: [] } });
     await t.rejects(client.machines.get('missing'), errors.NotFoundError);
-    const prodToken = await signToken({ stateBackedKeyId: production.id, stateBackedSecretKey: production.key }, { sub: 'u' }, { expires: { in: '1h' } });
+    const prodToken = await signToken(
+      { stateBackedKeyId: production.id, stateBackedSecretKey: production.key },
+      { sub: 'u' },
+      { expires: { in: '1h' } },
+    );
     const prod = new StateBackedClient(prodToken, { apiHost: node.url });
-    await t.rejects(prod.machines.dangerously.delete('carts', { dangerDataWillBeDeletedForever: true }), errors.MissingScopeError, 'production keys cannot delete machines');
+    await t.rejects(
+      prod.machines.dangerously.delete('carts', { dangerDataWillBeDeletedForever: true }),
+      errors.MissingScopeError,
+      'production keys cannot delete machines',
+    );
     await t.rejects(prod.machines.list(), errors.MissingScopeError);
     await client.machines.dangerously.delete('carts', { dangerDataWillBeDeletedForever: true });
-    t.same((await client.machines.list()).machines.map((m) => m.slug), ['orders'], 'the ci token deleted a machine');
+    t.same(
+      (await client.machines.list()).machines.map((m) => m.slug),
+      ['orders'],
+      'the ci token deleted a machine',
+    );
     await t.rejects(client.keys.list(), errors.MissingScopeError);
 
     await scoped.keys.delete(ci.id);

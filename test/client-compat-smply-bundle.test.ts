@@ -51,7 +51,11 @@ t.test('a smply-style bundle with xstate inside runs end to end', async (t) => {
   t.teardown(() => node.stop());
   const client = new StateBackedClient(node.adminKey as string, { apiHost: node.url });
   await client.machines.create('signup');
-  const { machineVersionId } = await client.machineVersions.create('signup', { clientInfo: 'smply-style', makeCurrent: true, gzippedCode: gzipSync(code) });
+  const { machineVersionId } = await client.machineVersions.create('signup', {
+    clientInfo: 'smply-style',
+    makeCurrent: true,
+    gzippedCode: gzipSync(code),
+  });
   t.match(machineVersionId, /^ver_/);
   t.equal((await client.machines.get('signup')).machine.currentVersion?.id, machineVersionId);
 
@@ -59,9 +63,17 @@ t.test('a smply-style bundle with xstate inside runs end to end', async (t) => {
   t.match(await client.machineInstances.sendEvent('signup', 'u1', { event: 'SUBMIT' }), { state: 'review', tags: ['pending'] });
   await client.machineInstances.sendEvent('signup', 'u1', { event: 'REJECT' });
   await client.machineInstances.sendEvent('signup', 'u1', { event: 'SUBMIT' });
-  t.match(await client.machineInstances.sendEvent('signup', 'u1', { event: 'REJECT' }), { state: 'form', publicContext: { step: 'form-again' } }, 'a bundled xstate/lib/actions helper works');
+  t.match(
+    await client.machineInstances.sendEvent('signup', 'u1', { event: 'REJECT' }),
+    { state: 'form', publicContext: { step: 'form-again' } },
+    'a bundled xstate/lib/actions helper works',
+  );
   await client.machineInstances.sendEvent('signup', 'u1', { event: 'SUBMIT' });
   t.match(await client.machineInstances.sendEvent('signup', 'u1', { event: 'APPROVE' }), { state: 'done', done: true });
   const impersonated = new StateBackedClient(node.adminKey as string, { apiHost: node.url, actAs: { sub: 'someone-else' } });
-  await t.rejects(impersonated.machineInstances.get('signup', 'u1'), { status: 403, code: 'rejected-by-machine-authorizer' }, 'the bundled authorizers run');
+  await t.rejects(
+    impersonated.machineInstances.get('signup', 'u1'),
+    { status: 403, code: 'rejected-by-machine-authorizer' },
+    'the bundled authorizers run',
+  );
 });

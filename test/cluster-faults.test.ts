@@ -15,105 +15,123 @@ const skip = natsMissing();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ADMIN = 'cluster-faults-admin';
 
-t.test('a paused node does not write when it wakes; a lost nats-server and a killed owner lose nothing acknowledged, double nothing', { skip, timeout: 300_000 }, async (t) => {
-  const nats = await startNats(3);
-  t.teardown(() => nats.stop());
-  const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], { adminKey: ADMIN, args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'] });
-  const clients = nodes.map((node) => new StateBackedClient(ADMIN, { apiHost: node.url }));
-  await clients[0]?.machines.create('rt');
-  await clients[1]?.machineVersions.create('rt', { clientInfo: 'v1', makeCurrent: true, code: realtimeMachine });
-  const names = Array.from({ length: 9 }, (_, i) => `f${i}`);
-  for (const name of names) await clients[2]?.machineInstances.create('rt', { slug: name });
+t.test(
+  'a paused node does not write when it wakes; a lost nats-server and a killed owner lose nothing acknowledged, double nothing',
+  { skip, timeout: 300_000 },
+  async (t) => {
+    const nats = await startNats(3);
+    t.teardown(() => nats.stop());
+    const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], {
+      adminKey: ADMIN,
+      args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'],
+    });
+    const clients = nodes.map((node) => new StateBackedClient(ADMIN, { apiHost: node.url }));
+    await clients[0]?.machines.create('rt');
+    await clients[1]?.machineVersions.create('rt', { clientInfo: 'v1', makeCurrent: true, code: realtimeMachine });
+    const names = Array.from({ length: 9 }, (_, i) => `f${i}`);
+    for (const name of names) await clients[2]?.machineInstances.create('rt', { slug: name });
 
-  const orgs = (await call(nodes[0]?.url as string, 'GET', '/orgs', { token: ADMIN })).body.orgs;
-  const orgId = orgs[0].id as string;
-  const ownerOf = async (name: string) => (await call(nodes[0]?.url as string, 'GET', `/cluster?instance=${orgId}/rt/${name}`, { token: ADMIN })).body.instance.owner as string;
-  const onN3 = [];
-  for (const name of names) if ((await ownerOf(name)) === 'n3') onN3.push(name);
-  t.ok(onN3.length > 0, `n3 owns ${onN3.join(', ')}`);
+    const orgs = (await call(nodes[0]?.url as string, 'GET', '/orgs', { token: ADMIN })).body.orgs;
+    const orgId = orgs[0].id as string;
+    const ownerOf = async (name: string) =>
+      (await call(nodes[0]?.url as string, 'GET', `/cluster?instance=${orgId}/rt/${name}`, { token: ADMIN })).body.instance.owner as string;
+    const onN3 = [];
+    for (const name of names) if ((await ownerOf(name)) === 'n3') onN3.push(name);
+    t.ok(onN3.length > 0, `n3 owns ${onN3.join(', ')}`);
 
-  // A steady load through n1 and n2: each INC carries an id; the acknowledged ones are remembered.
-  const acked = new Map<string, string[]>(names.map((name) => [name, []]));
-  let sent = 0;
-  const inc = async (client: StateBackedClient, name: string) => {
-    const id = `e${sent++}`;
-    await client.machineInstances.sendEvent('rt', name, { event: { type: 'INC', id } });
-    acked.get(name)?.push(id);
-  };
-  let stop = false;
-  let failures = 0;
-  const load = (async () => {
-    for (let i = 0; !stop; i++) {
-      const name = names[i % names.length] as string;
-      try {
-        await inc(clients[i % 2] as StateBackedClient, name);
-      } catch {
-        failures++;
-        await sleep(20);
-      }
-    }
-  })();
-  await sleep(1_000);
-  nodes[2]?.child.kill('SIGSTOP');
-  await sleep(2_000);
-  nodes[2]?.child.kill('SIGCONT');
-  await sleep(2_000);
-  // n3 is back: requests through it too.
-  t.equal((await call(nodes[2]?.url as string, 'GET', '/health')).status, 200, 'the paused node rejoined');
-  for (const name of onN3) {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await inc(clients[2] as StateBackedClient, name);
-        break;
-      } catch (error) {
-        if (attempt > 50) throw error;
-        await sleep(100);
-      }
-    }
-  }
-  await nats.kill(0);
-  await sleep(3_000);
-  // The owner of a third of the instances dies mid-load: requests it had taken are asked again of
-  // the new owners with their request ids, and applied once.
-  await nodes[2]?.stop('SIGKILL');
-  await sleep(3_000);
-  stop = true;
-  await load;
-  // Reads answer from the node's copy, which follows the log: after the faults, let n2's copy catch up
-  // (its follower may have been on the nats-server that died) before reading histories through it.
-  const appliedOn = async (i: number) => (await call(nodes[i]?.url as string, 'GET', '/cluster', { token: ADMIN })).body.appliedSeq.tx as number;
-  for (let i = 0, steady = 0; i < 150 && steady < 3; i++) {
-    const [n1, n2] = [await appliedOn(0), await appliedOn(1)];
-    steady = n2 >= n1 ? steady + 1 : 0;
-    await sleep(100);
-  }
-
-  let total = 0;
-  for (const name of names) {
-    const ids = acked.get(name) as string[];
-    total += ids.length;
-    const historyOf = async () => {
-      const history: string[] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await (clients[1] as StateBackedClient).machineInstances.listTransitions('rt', name, cursor ? { cursor } : undefined);
-        history.push(...page.transitions.filter((tr) => eventType(tr) === 'INC').map((tr) => (tr.event as { type: string; id: string }).id));
-        cursor = page.cursor;
-      } while (cursor);
-      return history;
+    // A steady load through n1 and n2: each INC carries an id; the acknowledged ones are remembered.
+    const acked = new Map<string, string[]>(names.map((name) => [name, []]));
+    let sent = 0;
+    const inc = async (client: StateBackedClient, name: string) => {
+      const id = `e${sent++}`;
+      await client.machineInstances.sendEvent('rt', name, { event: { type: 'INC', id } });
+      acked.get(name)?.push(id);
     };
-    // A read waits at most 2 s for the node's copy; on a loaded host a follower that was on the dead
-    // nats-server may take longer to resume. Acknowledged events must all be there in the end: read
-    // again for a while (a lost one never appears, and fails below).
-    let history = await historyOf();
-    for (let i = 0; i < 30 && !ids.every((id) => history.includes(id)); i++) {
-      await sleep(500);
-      history = await historyOf();
+    let stop = false;
+    let failures = 0;
+    const load = (async () => {
+      for (let i = 0; !stop; i++) {
+        const name = names[i % names.length] as string;
+        try {
+          await inc(clients[i % 2] as StateBackedClient, name);
+        } catch {
+          failures++;
+          await sleep(20);
+        }
+      }
+    })();
+    await sleep(1_000);
+    nodes[2]?.child.kill('SIGSTOP');
+    await sleep(2_000);
+    nodes[2]?.child.kill('SIGCONT');
+    await sleep(2_000);
+    // n3 is back: requests through it too.
+    t.equal((await call(nodes[2]?.url as string, 'GET', '/health')).status, 200, 'the paused node rejoined');
+    for (const name of onN3) {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await inc(clients[2] as StateBackedClient, name);
+          break;
+        } catch (error) {
+          if (attempt > 50) throw error;
+          await sleep(100);
+        }
+      }
     }
-    // A request that failed may still have been applied: the history holds every acknowledged one, once, in order.
-    t.same(history.filter((id) => ids.includes(id)), ids, `${name}: every acknowledged event is in the history once, in the order acknowledged`);
-    t.equal(new Set(history).size, history.length, `${name}: no event twice`);
-  }
-  t.ok(total > 50, `${total} events acknowledged, ${failures} requests failed (and were retried) during the faults`);
+    await nats.kill(0);
+    await sleep(3_000);
+    // The owner of a third of the instances dies mid-load: requests it had taken are asked again of
+    // the new owners with their request ids, and applied once.
+    await nodes[2]?.stop('SIGKILL');
+    await sleep(3_000);
+    stop = true;
+    await load;
+    // Reads answer from the node's copy, which follows the log: after the faults, let n2's copy catch up
+    // (its follower may have been on the nats-server that died) before reading histories through it.
+    const appliedOn = async (i: number) =>
+      (await call(nodes[i]?.url as string, 'GET', '/cluster', { token: ADMIN })).body.appliedSeq.tx as number;
+    for (let i = 0, steady = 0; i < 150 && steady < 3; i++) {
+      const [n1, n2] = [await appliedOn(0), await appliedOn(1)];
+      steady = n2 >= n1 ? steady + 1 : 0;
+      await sleep(100);
+    }
 
-});
+    let total = 0;
+    for (const name of names) {
+      const ids = acked.get(name) as string[];
+      total += ids.length;
+      const historyOf = async () => {
+        const history: string[] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await (clients[1] as StateBackedClient).machineInstances.listTransitions(
+            'rt',
+            name,
+            cursor ? { cursor } : undefined,
+          );
+          history.push(
+            ...page.transitions.filter((tr) => eventType(tr) === 'INC').map((tr) => (tr.event as { type: string; id: string }).id),
+          );
+          cursor = page.cursor;
+        } while (cursor);
+        return history;
+      };
+      // A read waits at most 2 s for the node's copy; on a loaded host a follower that was on the dead
+      // nats-server may take longer to resume. Acknowledged events must all be there in the end: read
+      // again for a while (a lost one never appears, and fails below).
+      let history = await historyOf();
+      for (let i = 0; i < 30 && !ids.every((id) => history.includes(id)); i++) {
+        await sleep(500);
+        history = await historyOf();
+      }
+      // A request that failed may still have been applied: the history holds every acknowledged one, once, in order.
+      t.same(
+        history.filter((id) => ids.includes(id)),
+        ids,
+        `${name}: every acknowledged event is in the history once, in the order acknowledged`,
+      );
+      t.equal(new Set(history).size, history.length, `${name}: no event twice`);
+    }
+    t.ok(total > 50, `${total} events acknowledged, ${failures} requests failed (and were retried) during the faults`);
+  },
+);

@@ -12,7 +12,7 @@ const skip = natsMissing();
 /** An owner side that records what ran on it and answers a head naming itself. */
 const requestIds: string[] = [];
 const ownerSide = (id: string, ran: string[]): OwnerSide => {
-  const head = (name: string) => ({ name, versionId: id } as unknown as InstanceHead);
+  const head = (name: string) => ({ name, versionId: id }) as unknown as InstanceHead;
   return {
     create: async (request) => (ran.push(`create ${request.name}`), head(request.name)),
     read: async (_o, _m, name) => (ran.push(`read ${name}`), head(name)),
@@ -41,7 +41,7 @@ const ownerSide = (id: string, ran: string[]): OwnerSide => {
   };
 };
 
-t.test('each request runs once, on its owner; errors keep their status and code; a departed owner\'s keys move', { skip }, async (t) => {
+t.test("each request runs once, on its owner; errors keep their status and code; a departed owner's keys move", { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
   let members = ['n1', 'n2'];
@@ -49,7 +49,13 @@ t.test('each request runs once, on its owner; errors keep their status and code;
   const errors: string[] = [];
   const make = async (id: 'n1' | 'n2') => {
     const nc = await connectTo(nats, id);
-    const forwarder = new Forwarder(nc, ownerSide(id, ran[id]), { cluster: 'c', nodeId: id, members: () => members, timeoutMs: 2_000, onError: (m) => errors.push(m) });
+    const forwarder = new Forwarder(nc, ownerSide(id, ran[id]), {
+      cluster: 'c',
+      nodeId: id,
+      members: () => members,
+      timeoutMs: 2_000,
+      onError: (m) => errors.push(m),
+    });
     forwarder.start();
     await nc.flush();
     t.teardown(async () => {
@@ -69,8 +75,16 @@ t.test('each request runs once, on its owner; errors keep their status and code;
   t.ok(ran.n1.length > 5 && ran.n2.length > 5, 'both nodes own some');
 
   const remote = names.find((name) => n1.ownerOf('org_a', 'm', name) === 'n2') as string;
-  await t.rejects(n1.send('org_a', 'm', remote, { type: 'BAD' }, {}), { status: 403, code: 'rejected-by-machine-authorizer' }, 'a typed error crosses as it was');
-  await t.rejects(n1.send('org_a', 'm', remote, { type: 'BUG' }, {}), { status: 500, code: 'internal' }, 'anything else is a 500 without its message');
+  await t.rejects(
+    n1.send('org_a', 'm', remote, { type: 'BAD' }, {}),
+    { status: 403, code: 'rejected-by-machine-authorizer' },
+    'a typed error crosses as it was',
+  );
+  await t.rejects(
+    n1.send('org_a', 'm', remote, { type: 'BUG' }, {}),
+    { status: 500, code: 'internal' },
+    'anything else is a 500 without its message',
+  );
   t.same(errors, ['a forwarded call failed'], 'and is logged on the owner');
 
   // n2 leaves: n1 owns everything in its view; a request for n2's key runs on n1.
@@ -107,7 +121,7 @@ t.test('each request runs once, on its owner; errors keep their status and code;
   void sent;
 });
 
-t.test('a bad message on a node\'s subject costs one error reply, never the process; gate errors keep parameter', { skip }, async (t) => {
+t.test("a bad message on a node's subject costs one error reply, never the process; gate errors keep parameter", { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
   const members = ['n1', 'n2'];
@@ -125,11 +139,23 @@ t.test('a bad message on a node\'s subject costs one error reply, never the proc
     },
   };
   const nc1 = await connectTo(nats, 'n1');
-  const n1 = new Forwarder(nc1, owner, { cluster: 'c', nodeId: 'n1', members: () => members, timeoutMs: 2_000, onError: (m) => errors.push(m) });
+  const n1 = new Forwarder(nc1, owner, {
+    cluster: 'c',
+    nodeId: 'n1',
+    members: () => members,
+    timeoutMs: 2_000,
+    onError: (m) => errors.push(m),
+  });
   n1.start();
   await nc1.flush();
   const nc2 = await connectTo(nats, 'n2');
-  const n2 = new Forwarder(nc2, ownerSide('n2', []), { cluster: 'c', nodeId: 'n2', members: () => members, timeoutMs: 2_000, onError: (m) => errors.push(m) });
+  const n2 = new Forwarder(nc2, ownerSide('n2', []), {
+    cluster: 'c',
+    nodeId: 'n2',
+    members: () => members,
+    timeoutMs: 2_000,
+    onError: (m) => errors.push(m),
+  });
   t.teardown(async () => {
     n1.stop();
     await nc1.close();
@@ -150,8 +176,20 @@ t.test('a bad message on a node\'s subject costs one error reply, never the proc
       return { noReply: String(error) };
     }
   };
-  const bad = ['not json', 'null', '5', '[]', '{}', '{"op":"create"}', '{"op":"create","args":[null]}', '{"op":"receive","args":[{"orgId":"o"}]}',
-    '{"op":"read","args":[]}', '{"op":"read","args":[1,2,3]}', '{"op":"nope","args":["a","b","c"]}', '{"op":"gateMachine","args":["o"]}'];
+  const bad = [
+    'not json',
+    'null',
+    '5',
+    '[]',
+    '{}',
+    '{"op":"create"}',
+    '{"op":"create","args":[null]}',
+    '{"op":"receive","args":[{"orgId":"o"}]}',
+    '{"op":"read","args":[]}',
+    '{"op":"read","args":[1,2,3]}',
+    '{"op":"nope","args":["a","b","c"]}',
+    '{"op":"gateMachine","args":["o"]}',
+  ];
   for (const payload of bad) {
     t.match(await ask(payload), { ok: false, error: { status: 500, code: 'internal' } }, `${payload}: one error reply`);
   }
@@ -160,12 +198,19 @@ t.test('a bad message on a node\'s subject costs one error reply, never the proc
   t.same(unhandled.map(String), [], 'no unhandled rejection');
 
   errors.length = 0;
-  t.match(await ask(JSON.stringify({ op: 'gateMachine', args: ['org_a', 'buggy', true] })), { ok: false, error: { status: 500, code: 'internal' } }, 'a gate that fails with no ServiceError: a 500 reply');
+  t.match(
+    await ask(JSON.stringify({ op: 'gateMachine', args: ['org_a', 'buggy', true] })),
+    { ok: false, error: { status: 500, code: 'internal' } },
+    'a gate that fails with no ServiceError: a 500 reply',
+  );
   t.same(errors, ['a forwarded call failed']);
   t.same(unhandled.map(String), [], 'still no unhandled rejection');
 
   // A machine's deletion asked through n2 relays n1's gate refusal whole, parameter included.
-  await t.rejects(n2.whileDeletingMachine('org_a', 'refused', async () => 'deleted'), { status: 400, code: 'invalid-parameter', parameter: 'machine', message: 'not this machine' });
+  await t.rejects(
+    n2.whileDeletingMachine('org_a', 'refused', async () => 'deleted'),
+    { status: 400, code: 'invalid-parameter', parameter: 'machine', message: 'not this machine' },
+  );
 
   // The node still answers.
   const name = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].find((candidate) => n2.ownerOf('org_a', 'm', candidate) === 'n1') as string;

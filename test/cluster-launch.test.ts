@@ -21,23 +21,31 @@ const alive = (pid: number) => {
   }
 };
 
-t.test('up prints the URLs and the key, every URL serves the same data, down stops every process', { skip, timeout: 120_000 }, async (t) => {
-  const dir = tempDataDir();
-  t.teardown(() => removeDir(dir));
-  const env = { ...process.env, CLUSTER_DIR: dir, NODES: '2' };
-  const up = await run(process.execPath, [launcher, 'up'], { env, timeout: 90_000 });
-  const urls = [...up.stdout.matchAll(/node-\d \(pid \d+\) at (http:\/\/127\.0\.0\.1:\d+)/g)].map((m) => m[1] as string);
-  const key = /operator key: (shadm_\S+)/.exec(up.stdout)?.[1] as string;
-  t.equal(urls.length, 2, 'two node URLs printed');
-  t.ok(key, 'and the operator key');
-  const state = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as { pids: number[] };
-  t.teardown(() => state.pids.forEach((pid) => alive(pid) && process.kill(pid, 'SIGKILL')));
-  const [a, b] = urls.map((url) => new StateBackedClient(key, { apiHost: url })) as [StateBackedClient, StateBackedClient];
-  await a.machines.create('m');
-  t.same((await b.machines.list()).machines.map((m) => m.slug), ['m'], 'made on one node, listed on the other');
-  const again = await run(process.execPath, [launcher, 'up'], { env }).catch((error: { stderr: string }) => error);
-  t.match((again as { stderr: string }).stderr, /still running/, 'a second up while one runs is refused');
-  const down = await run(process.execPath, [launcher, 'down'], { env, timeout: 60_000 });
-  t.match(down.stdout, /stopped 3 processes/);
-  t.same(state.pids.filter(alive), [], 'nothing left running');
-});
+t.test(
+  'up prints the URLs and the key, every URL serves the same data, down stops every process',
+  { skip, timeout: 120_000 },
+  async (t) => {
+    const dir = tempDataDir();
+    t.teardown(() => removeDir(dir));
+    const env = { ...process.env, CLUSTER_DIR: dir, NODES: '2' };
+    const up = await run(process.execPath, [launcher, 'up'], { env, timeout: 90_000 });
+    const urls = [...up.stdout.matchAll(/node-\d \(pid \d+\) at (http:\/\/127\.0\.0\.1:\d+)/g)].map((m) => m[1] as string);
+    const key = /operator key: (shadm_\S+)/.exec(up.stdout)?.[1] as string;
+    t.equal(urls.length, 2, 'two node URLs printed');
+    t.ok(key, 'and the operator key');
+    const state = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as { pids: number[] };
+    t.teardown(() => state.pids.forEach((pid) => alive(pid) && process.kill(pid, 'SIGKILL')));
+    const [a, b] = urls.map((url) => new StateBackedClient(key, { apiHost: url })) as [StateBackedClient, StateBackedClient];
+    await a.machines.create('m');
+    t.same(
+      (await b.machines.list()).machines.map((m) => m.slug),
+      ['m'],
+      'made on one node, listed on the other',
+    );
+    const again = await run(process.execPath, [launcher, 'up'], { env }).catch((error: { stderr: string }) => error);
+    t.match((again as { stderr: string }).stderr, /still running/, 'a second up while one runs is refused');
+    const down = await run(process.execPath, [launcher, 'down'], { env, timeout: 60_000 });
+    t.match(down.stdout, /stopped 3 processes/);
+    t.same(state.pids.filter(alive), [], 'nothing left running');
+  },
+);

@@ -2,7 +2,13 @@ import t from 'tap';
 import { type JetStreamClient, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { LogInstanceStore } from '../src/store/jetstream/log-instance-store.js';
 import { JetStreamTransitionLog } from '../src/store/jetstream/transition-log.js';
-import { type InstanceHead, type OutboxMessage, RequestMovedError, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
+import {
+  type InstanceHead,
+  type OutboxMessage,
+  RequestMovedError,
+  SequenceConflictError,
+  type TransitionRecord,
+} from '../src/store/instance-store.js';
 import { connectTo, localNode, type NatsServers, natsMissing, startNats } from './helpers/nats.js';
 
 /** Two nodes' instance stores on one TX log (a real nats-server): the owner writes, the other follows. */
@@ -11,10 +17,17 @@ const skip = natsMissing();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A node's instance store on the TX log, following it from the start. */
-const followingNode = async (t: { teardown(fn: () => unknown): void; fail(message: string): unknown }, nats: NatsServers, name: string, onTimers?: (dueAt: number) => void) => {
+const followingNode = async (
+  t: { teardown(fn: () => unknown): void; fail(message: string): unknown },
+  nats: NatsServers,
+  name: string,
+  onTimers?: (dueAt: number) => void,
+) => {
   const { store, nc, beforeClose } = await localNode(t, nats, name);
   const log = await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
-  const instances = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), { nodeId: name });
+  const instances = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {
+    nodeId: name,
+  });
   if (onTimers) instances.onTimersApplied(onTimers);
   await instances.follow(nc, 1);
   beforeClose(() => instances.stopFollowing());
@@ -23,12 +36,33 @@ const followingNode = async (t: { teardown(fn: () => unknown): void; fail(messag
 };
 
 const headAt = (seq: number, count: number, createdAt = '2026-11-25T00:00:00.000Z'): InstanceHead => ({
-  orgId: 'org_a', machine: 'm', name: 'i', createdAt, versionId: 'ver_1', status: 'running', seq, ts: 1_000 + seq,
-  state: 'on', context: { count }, tags: [], done: false, snapshot: '{}', pendingTimers: [], stoppedChildren: [], timerAttempts: {},
+  orgId: 'org_a',
+  machine: 'm',
+  name: 'i',
+  createdAt,
+  versionId: 'ver_1',
+  status: 'running',
+  seq,
+  ts: 1_000 + seq,
+  state: 'on',
+  context: { count },
+  tags: [],
+  done: false,
+  snapshot: '{}',
+  pendingTimers: [],
+  stoppedChildren: [],
+  timerAttempts: {},
 });
-const record = (seq: number, count: number): TransitionRecord => ({ seq, createdAt: new Date(1_000 + seq).toISOString(), ts: 1_000 + seq, event: { type: 'INC' }, state: 'on', context: { count } });
+const record = (seq: number, count: number): TransitionRecord => ({
+  seq,
+  createdAt: new Date(1_000 + seq).toISOString(),
+  ts: 1_000 + seq,
+  event: { type: 'INC' },
+  state: 'on',
+  context: { count },
+});
 
-t.test('the owner\'s commits reach the other node; a stale writer is fenced; delete and create again', { skip }, async (t) => {
+t.test("the owner's commits reach the other node; a stale writer is fenced; delete and create again", { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
   const a = await followingNode(t, nats, 'a');
@@ -36,7 +70,11 @@ t.test('the owner\'s commits reach the other node; a stale writer is fenced; del
   const first = headAt(1, 0);
   t.equal(await a.createInstance(first, [record(1, 0)]), true);
   t.ok(first.logSeq, 'the head learnt its log position');
-  t.equal(await b.createInstance(headAt(1, 0, '2026-11-25T00:00:01.000Z'), [record(1, 0)]), false, 'a second create of the name, from another node: refused');
+  t.equal(
+    await b.createInstance(headAt(1, 0, '2026-11-25T00:00:01.000Z'), [record(1, 0)]),
+    false,
+    'a second create of the name, from another node: refused',
+  );
   let head = first;
   for (let seq = 2; seq <= 20; seq++) {
     const next = headAt(seq, seq - 1);
@@ -54,7 +92,7 @@ t.test('the owner\'s commits reach the other node; a stale writer is fenced; del
   // The old owner still holds head 20: its write is fenced.
   await t.rejects(a.commit(headAt(21, 99), head, [record(21, 99)]), SequenceConflictError, 'the old owner cannot write');
   for (let i = 0; i < 100 && a.getInstance('org_a', 'm', 'i')?.seq !== 21; i++) await sleep(10);
-  t.same(a.getInstance('org_a', 'm', 'i')?.context, { count: 20 }, 'the old owner\'s copy follows the new owner\'s commit');
+  t.same(a.getInstance('org_a', 'm', 'i')?.context, { count: 20 }, "the old owner's copy follows the new owner's commit");
 
   await b.replaceHead({ ...byB, status: 'paused' }, byB);
   for (let i = 0; i < 100 && a.getInstance('org_a', 'm', 'i')?.status !== 'paused'; i++) await sleep(10);
@@ -68,11 +106,14 @@ t.test('the owner\'s commits reach the other node; a stale writer is fenced; del
   const second = headAt(2, 101, '2026-11-25T00:00:05.000Z');
   await b.commit(second, reborn, [record(2, 101)]);
   for (let i = 0; i < 100 && a.getInstance('org_a', 'm', 'i')?.seq !== 2; i++) await sleep(10);
-  t.same(a.getInstance('org_a', 'm', 'i')?.context, { count: 101 }, 'its commit 2 is not taken for the old life\'s commit 2');
-  t.same(a.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.context.count), [100, 101]);
+  t.same(a.getInstance('org_a', 'm', 'i')?.context, { count: 101 }, "its commit 2 is not taken for the old life's commit 2");
+  t.same(
+    a.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.context.count),
+    [100, 101],
+  );
 });
 
-t.test('a head with pending timers written by another node is reported to this node\'s timer scheduler', { skip }, async (t) => {
+t.test("a head with pending timers written by another node is reported to this node's timer scheduler", { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
   const node = async (name: string) => {
@@ -92,14 +133,22 @@ t.test('a head with pending timers written by another node is reported to this n
   // (reported once the follower's apply is done, a moment after the head is readable)
   for (let i = 0; i < 200 && (b.instances.getInstance('org_a', 'm', 'i')?.seq !== 3 || b.reported.length < 2); i++) await sleep(10);
   await sleep(50);
-  t.same(b.reported, [4_000, 9_000], 'the follower reports each applied head\'s earliest timer, and nothing for a head without timers');
+  t.same(b.reported, [4_000, 9_000], "the follower reports each applied head's earliest timer, and nothing for a head without timers");
 });
 
 const message = (id: string, position: [number, number], to = 'r'): OutboxMessage => ({
-  id, orgId: 'org_a', position, from: { machine: 'm', name: 'i' }, to: { machine: 'm', name: to }, kind: 'send', event: { type: 'PING' }, attempts: 0, nextAttemptAt: 0,
+  id,
+  orgId: 'org_a',
+  position,
+  from: { machine: 'm', name: 'i' },
+  to: { machine: 'm', name: to },
+  kind: 'send',
+  event: { type: 'PING' },
+  attempts: 0,
+  nextAttemptAt: 0,
 });
 
-t.test('a delivered message leaves every node\'s outbox, however many entries are before it', { skip, timeout: 60_000 }, async (t) => {
+t.test("a delivered message leaves every node's outbox, however many entries are before it", { skip, timeout: 60_000 }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
   const a = await followingNode(t, nats, 'a');
@@ -110,12 +159,18 @@ t.test('a delivered message leaves every node\'s outbox, however many entries ar
   const sender = headAt(1, 0);
   await a.createInstance(sender, [record(1, 0)], { outbox: [message('msg_ping', [2, 0])] });
   for (let i = 0; i < 200 && !b.listOutbox(20_000).some((m) => m.id === 'msg_ping'); i++) await sleep(10);
-  t.ok(b.listOutbox(20_000).some((m) => m.id === 'msg_ping'), 'the sender\'s message is in the other node\'s outbox');
+  t.ok(
+    b.listOutbox(20_000).some((m) => m.id === 'msg_ping'),
+    "the sender's message is in the other node's outbox",
+  );
   // The receiver's commit names the message: every copy drops it.
   const receiver = { ...headAt(1, 0), name: 'r' };
   await a.createInstance(receiver, [record(1, 0)], { receivedMessageId: 'msg_ping' });
   for (let i = 0; i < 200 && b.listOutbox(20_000).some((m) => m.id === 'msg_ping'); i++) await sleep(10);
-  t.notOk(b.listOutbox(20_000).some((m) => m.id === 'msg_ping'), 'dropped on the node that follows');
+  t.notOk(
+    b.listOutbox(20_000).some((m) => m.id === 'msg_ping'),
+    'dropped on the node that follows',
+  );
   t.equal(b.listOutbox(20_000).length, 10_001, 'and nothing else');
 });
 
@@ -131,7 +186,11 @@ t.test('a fenced request is committed only by the node that fenced it; an append
   await b.fence('org_a', 'm', 'i', 'req_R');
   t.notOk(b.isCurrent(first), 'the head held from before the fence is not current on the fencing node');
   const withR = (seq: number): TransitionRecord => ({ ...record(seq, seq - 1), requestId: 'req_R' });
-  await t.rejects(a.commit(headAt(2, 1), first, [record(2, 1)]), SequenceConflictError, 'an append of the old owner from before the fence is refused');
+  await t.rejects(
+    a.commit(headAt(2, 1), first, [record(2, 1)]),
+    SequenceConflictError,
+    'an append of the old owner from before the fence is refused',
+  );
   for (let i = 0; i < 100 && a.isCurrent(first); i++) await sleep(10);
   const fresh = a.getInstance('org_a', 'm', 'i') as InstanceHead;
   t.notOk(a.isCurrent(first), 'the old owner sees that its held head is stale');
@@ -142,60 +201,92 @@ t.test('a fenced request is committed only by the node that fenced it; an append
   t.ok(b.isCurrent(byB), 'and its head is current');
 });
 
-t.test('an entry stored after another that named the same position (what a 2.9 server lets through) changes no copy, and its writer is told', { skip }, async (t) => {
-  const nats = await startNats(1);
-  t.teardown(() => nats.stop());
-  const a = await followingNode(t, nats, 'a');
-  const b = await followingNode(t, nats, 'b');
-  // (another node's writes, made by hand: published as they are stored, without JetStream's check)
-  const nc = await connectTo(nats, 'rival');
-  t.teardown(() => nc.close());
-  const js = jetstream(nc);
-  const subject = 'statehold.c.tx.org_a.m.i';
-  const settled = async (seq: number) => {
-    for (let i = 0; i < 200 && (a.appliedSeq < seq || b.appliedSeq < seq); i++) await sleep(10);
-  };
-  const counts = (store: typeof a) => store.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.context.count);
-  const first = headAt(1, 0);
-  await a.createInstance(first, [record(1, 0)]);
-  const second = headAt(2, 1);
-  await a.commit(second, first, [record(2, 1)]);
+t.test(
+  'an entry stored after another that named the same position (what a 2.9 server lets through) changes no copy, and its writer is told',
+  { skip },
+  async (t) => {
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const a = await followingNode(t, nats, 'a');
+    const b = await followingNode(t, nats, 'b');
+    // (another node's writes, made by hand: published as they are stored, without JetStream's check)
+    const nc = await connectTo(nats, 'rival');
+    t.teardown(() => nc.close());
+    const js = jetstream(nc);
+    const subject = 'statehold.c.tx.org_a.m.i';
+    const settled = async (seq: number) => {
+      for (let i = 0; i < 200 && (a.appliedSeq < seq || b.appliedSeq < seq); i++) await sleep(10);
+    };
+    const counts = (store: typeof a) => store.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.context.count);
+    const first = headAt(1, 0);
+    await a.createInstance(first, [record(1, 0)]);
+    const second = headAt(2, 1);
+    await a.commit(second, first, [record(2, 1)]);
 
-  // Another node's commit on the head before `second`, stored after it although it names the same
-  // position (two appends that arrive together at a 2.9 server on a clustered stream): it must not count.
-  const { logSeq: _, ...rivalHead } = headAt(2, 77);
-  const rival = await js.publish(subject, JSON.stringify({ kind: 'commit', head: rivalHead, previousSeq: 1, history: [record(2, 77)], effects: {}, after: first.logSeq }));
-  await settled(rival.seq);
-  for (const [store, node] of [[a, 'a'], [b, 'b']] as const) {
-    t.same(counts(store), [0, 1], `node ${node}: the acknowledged commit stays in the history; the entry after it that named the same position is not applied`);
-    t.same(store.getInstance('org_a', 'm', 'i')?.context, { count: 1 }, `node ${node}: and the head is the acknowledged one`);
-    t.equal(store.getInstance('org_a', 'm', 'i')?.logSeq, rival.seq, `node ${node}: at the log position of the last entry, which the next append names`);
-  }
-  t.notOk(a.isCurrent(second), 'the owner\'s held head is not current: it reloads the copy\'s, at the new position');
+    // Another node's commit on the head before `second`, stored after it although it names the same
+    // position (two appends that arrive together at a 2.9 server on a clustered stream): it must not count.
+    const { logSeq: _, ...rivalHead } = headAt(2, 77);
+    const rival = await js.publish(
+      subject,
+      JSON.stringify({ kind: 'commit', head: rivalHead, previousSeq: 1, history: [record(2, 77)], effects: {}, after: first.logSeq }),
+    );
+    await settled(rival.seq);
+    for (const [store, node] of [
+      [a, 'a'],
+      [b, 'b'],
+    ] as const) {
+      t.same(
+        counts(store),
+        [0, 1],
+        `node ${node}: the acknowledged commit stays in the history; the entry after it that named the same position is not applied`,
+      );
+      t.same(store.getInstance('org_a', 'm', 'i')?.context, { count: 1 }, `node ${node}: and the head is the acknowledged one`);
+      t.equal(
+        store.getInstance('org_a', 'm', 'i')?.logSeq,
+        rival.seq,
+        `node ${node}: at the log position of the last entry, which the next append names`,
+      );
+    }
+    t.notOk(a.isCurrent(second), "the owner's held head is not current: it reloads the copy's, at the new position");
 
-  // b's append is stored right after another node's that named the same position, as if the server
-  // had not checked: b is told it did not count (a conflict), and the other node's commit stands.
-  const held = b.getInstance('org_a', 'm', 'i') as InstanceHead;
-  const log = (b as unknown as { log: { js: JetStreamClient } }).log;
-  const publish = log.js.publish.bind(log.js);
-  log.js.publish = async (subj, payload, options) => {
-    const { logSeq: _seq, ...otherHead } = headAt(3, 50);
-    await js.publish(subject, JSON.stringify({ kind: 'commit', head: otherHead, previousSeq: 2, history: [record(3, 50)], effects: {}, after: held.logSeq }));
-    return publish(subj, payload, { msgID: options?.msgID });
-  };
-  await t.rejects(b.commit(headAt(3, 2), held, [record(3, 2)]), SequenceConflictError, 'an append stored after a rival that named the same position does not count: the writer gets a conflict');
-  log.js.publish = publish;
-  const last = await (await jetstreamManager(nc)).streams.getMessage('STATEHOLD_c_TX', { last_by_subj: subject });
-  await settled(last?.seq ?? 0);
-  for (const [store, node] of [[a, 'a'], [b, 'b']] as const) t.same(counts(store), [0, 1, 50], `node ${node}: the rival's commit counts, b's does not`);
+    // b's append is stored right after another node's that named the same position, as if the server
+    // had not checked: b is told it did not count (a conflict), and the other node's commit stands.
+    const held = b.getInstance('org_a', 'm', 'i') as InstanceHead;
+    const log = (b as unknown as { log: { js: JetStreamClient } }).log;
+    const publish = log.js.publish.bind(log.js);
+    log.js.publish = async (subj, payload, options) => {
+      const { logSeq: _seq, ...otherHead } = headAt(3, 50);
+      await js.publish(
+        subject,
+        JSON.stringify({ kind: 'commit', head: otherHead, previousSeq: 2, history: [record(3, 50)], effects: {}, after: held.logSeq }),
+      );
+      return publish(subj, payload, { msgID: options?.msgID });
+    };
+    await t.rejects(
+      b.commit(headAt(3, 2), held, [record(3, 2)]),
+      SequenceConflictError,
+      'an append stored after a rival that named the same position does not count: the writer gets a conflict',
+    );
+    log.js.publish = publish;
+    const last = await (await jetstreamManager(nc)).streams.getMessage('STATEHOLD_c_TX', { last_by_subj: subject });
+    await settled(last?.seq ?? 0);
+    for (const [store, node] of [
+      [a, 'a'],
+      [b, 'b'],
+    ] as const)
+      t.same(counts(store), [0, 1, 50], `node ${node}: the rival's commit counts, b's does not`);
 
-  // The writer runs the request again on the reloaded head: it goes through, and every copy agrees.
-  const reloaded = b.getInstance('org_a', 'm', 'i') as InstanceHead;
-  const fourth = headAt(4, 51);
-  await b.commit(fourth, reloaded, [record(4, 51)]);
-  await settled(fourth.logSeq ?? 0);
-  for (const [store, node] of [[a, 'a'], [b, 'b']] as const) {
-    t.same(counts(store), [0, 1, 50, 51], `node ${node}: the history after the retry`);
-    t.same(store.getInstance('org_a', 'm', 'i')?.context, { count: 51 }, `node ${node}: and the head`);
-  }
-});
+    // The writer runs the request again on the reloaded head: it goes through, and every copy agrees.
+    const reloaded = b.getInstance('org_a', 'm', 'i') as InstanceHead;
+    const fourth = headAt(4, 51);
+    await b.commit(fourth, reloaded, [record(4, 51)]);
+    await settled(fourth.logSeq ?? 0);
+    for (const [store, node] of [
+      [a, 'a'],
+      [b, 'b'],
+    ] as const) {
+      t.same(counts(store), [0, 1, 50, 51], `node ${node}: the history after the retry`);
+      t.same(store.getInstance('org_a', 'm', 'i')?.context, { count: 51 }, `node ${node}: and the head`);
+    }
+  },
+);

@@ -13,7 +13,11 @@ t.test('nodes see each other, a leaver at once, a silent one after its missed be
   t.teardown(() => nats.stop());
   const connections = await Promise.all(['a', 'b', 'c'].map((id) => connectTo(nats, id)));
   t.teardown(() => Promise.all(connections.map((nc) => nc.close())));
-  const [a, b, c] = ['a', 'b', 'c'].map((id, i) => new Membership(connections[i] as never, options(`node-${id}`))) as [Membership, Membership, Membership];
+  const [a, b, c] = ['a', 'b', 'c'].map((id, i) => new Membership(connections[i] as never, options(`node-${id}`))) as [
+    Membership,
+    Membership,
+    Membership,
+  ];
   const changes: string[][] = [];
   a.onChange((members) => changes.push([...members]));
   await Promise.all([a.start(), b.start(), c.start()]);

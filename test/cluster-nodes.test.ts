@@ -24,7 +24,10 @@ t.test('a 3-node cluster answers like one node, whichever node a request goes to
 
   await next().machines.create('rt');
   await next().machineVersions.create('rt', { clientInfo: 'v1', makeCurrent: true, code: realtimeMachine });
-  for (const [name, code] of [['parent', parentMachine], ['child', childMachine]] as const) {
+  for (const [name, code] of [
+    ['parent', parentMachine],
+    ['child', childMachine],
+  ] as const) {
     await next().machines.create(name);
     await next().machineVersions.create(name, { clientInfo: name, makeCurrent: true, code });
   }
@@ -72,13 +75,14 @@ t.test('a 3-node cluster answers like one node, whichever node a request goes to
     if (pongs < 1) await sleep(100);
   }
   t.equal(pongs, 1, 'the child got the PING and answered');
-  const outboxes = async () => Promise.all(nodes.map(async (node) => (await call(node.url, 'GET', '/cluster', { token: ADMIN })).body.outboxEntries as number));
+  const outboxes = async () =>
+    Promise.all(nodes.map(async (node) => (await call(node.url, 'GET', '/cluster', { token: ADMIN })).body.outboxEntries as number));
   let left = await outboxes();
   for (let i = 0; i < 50 && left.some((n) => n > 0); i++) {
     await sleep(100);
     left = await outboxes();
   }
-  t.same(left, [0, 0, 0], 'every node let go of the delivered messages, not only the sender\'s owner');
+  t.same(left, [0, 0, 0], "every node let go of the delivered messages, not only the sender's owner");
 
   // Usage: each node counts what it served and shares it; after a flush every node shows the sum.
   const readUsages = () => Promise.all(nodes.map(async (node) => (await call(node.url, 'GET', '/usage', { token: ADMIN })).body.usage[0]));
@@ -86,10 +90,13 @@ t.test('a 3-node cluster answers like one node, whichever node a request goes to
     const rt = usages[0]?.machines.find((m: { machine: string }) => m.machine === 'rt');
     return rt?.transitions >= 12 + 60 + 3 && rt.reads >= 12 && usages.every((usage) => JSON.stringify(usage) === JSON.stringify(usages[0]));
   };
-  const usages = await eventually(async () => {
-    const read = await readUsages();
-    return flushed(read) && read;
-  }, { intervalMs: 100, message: 'the nodes did not show the same usage' }).catch(readUsages);
+  const usages = await eventually(
+    async () => {
+      const read = await readUsages();
+      return flushed(read) && read;
+    },
+    { intervalMs: 100, message: 'the nodes did not show the same usage' },
+  ).catch(readUsages);
   t.same(usages[1], usages[0], 'node 2 shows the same usage as node 1');
   t.same(usages[2], usages[0], 'and node 3');
   const rtUsage = usages[0].machines.find((m: { machine: string }) => m.machine === 'rt');
@@ -97,7 +104,8 @@ t.test('a 3-node cluster answers like one node, whichever node a request goes to
 
   // A node is killed with a delayed event pending on one of its instances, which then fires on the new owner.
   const orgId = (await call(nodes[0]?.url as string, 'GET', '/orgs', { token: ADMIN })).body.orgs[0].id as string;
-  const ownerOf = async (name: string) => (await call(nodes[0]?.url as string, 'GET', `/cluster?instance=${orgId}/rt/${name}`, { token: ADMIN })).body.instance.owner;
+  const ownerOf = async (name: string) =>
+    (await call(nodes[0]?.url as string, 'GET', `/cluster?instance=${orgId}/rt/${name}`, { token: ADMIN })).body.instance.owner;
   let timed: string | undefined;
   for (const name of names) if (!timed && name !== 'i2' && (await ownerOf(name)) === 'n3') timed = name;
   t.ok(timed, `n3 owns ${timed}`);

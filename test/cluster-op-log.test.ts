@@ -32,7 +32,9 @@ t.test('every node applies every operation in one order; a submitter gets its ow
   const b = replica();
   const logA = await JetStreamOpLog.open<Op>(one, { cluster: 'c', name: 'META', replicas: 3, from: 1 }, a.apply, fail);
   const logB = await JetStreamOpLog.open<Op>(two, { cluster: 'c', name: 'META', replicas: 3, from: 1 }, b.apply, fail);
-  const submitted = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? logA : logB).submit({ kind: 'put', key: `k${i % 10}`, value: i })));
+  const submitted = await Promise.all(
+    Array.from({ length: 100 }, (_, i) => (i % 2 ? logA : logB).submit({ kind: 'put', key: `k${i % 10}`, value: i })),
+  );
   t.equal(submitted.length, 100);
   await Promise.all([logA.catchUp(), logB.catchUp()]);
   t.equal(a.values.get('k3'), b.values.get('k3'), 'both copies took the writes in the same order');
@@ -42,7 +44,10 @@ t.test('every node applies every operation in one order; a submitter gets its ow
   // Two nodes race to claim one name: exactly one wins, the other gets the deterministic error.
   const race = await Promise.allSettled([logA.submit({ kind: 'claim', key: 'x' }), logB.submit({ kind: 'claim', key: 'x' })]);
   t.same(race.map((r) => r.status).sort(), ['fulfilled', 'rejected']);
-  t.match(race.find((r) => r.status === 'rejected'), { reason: { message: 'x is taken' } });
+  t.match(
+    race.find((r) => r.status === 'rejected'),
+    { reason: { message: 'x is taken' } },
+  );
   await logB.catchUp();
   t.same([...a.values].sort(), [...b.values].sort(), 'the copies are equal');
 
@@ -50,7 +55,7 @@ t.test('every node applies every operation in one order; a submitter gets its ow
   logA.setPeers({ nodeId: 'a', members: () => ['a', 'b'], waitMs: 5_000 });
   logB.setPeers({ nodeId: 'b', members: () => ['a', 'b'], waitMs: 5_000 });
   await logA.submit({ kind: 'put', key: 'everywhere', value: 1 });
-  t.equal(b.values.get('everywhere'), 1, 'applied on b by the time a\'s submit resolved');
+  t.equal(b.values.get('everywhere'), 1, "applied on b by the time a's submit resolved");
   const started = Date.now();
   logA.setPeers({ nodeId: 'a', members: () => ['a', 'b', 'gone'], waitMs: 300 });
   await logA.submit({ kind: 'put', key: 'late', value: 2 });
@@ -79,7 +84,11 @@ t.test('a change JetStream cannot take (no quorum) is a 503 that says it may or 
   // The client is connected to server 0: the two others gone, the stream has no quorum.
   await Promise.all([nats.kill(1, 'SIGKILL'), nats.kill(2, 'SIGKILL')]);
   const started = Date.now();
-  await t.rejects(log.submit({ kind: 'put', key: 'during', value: 2 }), { status: 503, code: 'unavailable', message: /may or may not have been stored/ });
+  await t.rejects(log.submit({ kind: 'put', key: 'during', value: 2 }), {
+    status: 503,
+    code: 'unavailable',
+    message: /may or may not have been stored/,
+  });
   t.ok(Date.now() - started < 30_000, `answered in ${Date.now() - started} ms`);
   await log.close();
 });

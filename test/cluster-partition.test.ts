@@ -16,41 +16,45 @@ const skip = natsMissing();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ADMIN = 'cluster-partition-admin';
 
-t.test('a node cut off from NATS under load (6 s, then 3 s refused): every acknowledged event once everywhere, no 4xx left behind, the nodes agree', { skip, timeout: 150_000 }, async (t) => {
-  const nats = await startNats(3, { noAdvertise: true });
-  t.teardown(() => nats.stop());
-  const proxy = await startTcpProxy(Number(new URL(nats.urls[2] as string).port));
-  t.teardown(() => proxy.close());
-  const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], {
-    adminKey: ADMIN,
-    args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'],
-    natsFor: (_id, i) => [i === 2 ? `nats://${proxy.address}` : (nats.urls[i] as string)],
-  });
-  const names = Array.from({ length: 9 }, (_, i) => `p${i}`);
-  const orgId = await setUpLedger(nodes, ADMIN, names);
+t.test(
+  'a node cut off from NATS under load (6 s, then 3 s refused): every acknowledged event once everywhere, no 4xx left behind, the nodes agree',
+  { skip, timeout: 150_000 },
+  async (t) => {
+    const nats = await startNats(3, { noAdvertise: true });
+    t.teardown(() => nats.stop());
+    const proxy = await startTcpProxy(Number(new URL(nats.urls[2] as string).port));
+    t.teardown(() => proxy.close());
+    const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], {
+      adminKey: ADMIN,
+      args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'],
+      natsFor: (_id, i) => [i === 2 ? `nats://${proxy.address}` : (nats.urls[i] as string)],
+    });
+    const names = Array.from({ length: 9 }, (_, i) => `p${i}`);
+    const orgId = await setUpLedger(nodes, ADMIN, names);
 
-  const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 6_000, maxMs: 30_000 });
-  await sleep(2_500);
-  t.ok(proxy.connections > 0, `n3 reaches NATS through the proxy (${proxy.connections} connections)`);
-  // A partition: nothing through, nothing closed; what n3 sent meanwhile arrives when it heals.
-  let before = load.sent();
-  proxy.cut('blackhole');
-  await sleep(6_000);
-  proxy.heal();
-  const duringBlackhole = load.sent() - before;
-  await sleep(3_000);
-  // Then its connections are closed and refused for 3 s: n3 sees the disconnect and reconnects.
-  before = load.sent();
-  proxy.cut('reset');
-  await sleep(3_000);
-  proxy.heal();
-  const duringReset = load.sent() - before;
-  await sleep(3_000);
-  const report = await load.stop();
-  t.comment(`${summary(report)}; ${duringBlackhole} sent while n3 was cut off, ${duringReset} while its connections were refused`);
-  t.ok(report.count('ok') > 100, `${report.count('ok')} events acknowledged`);
+    const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 6_000, maxMs: 30_000 });
+    await sleep(2_500);
+    t.ok(proxy.connections > 0, `n3 reaches NATS through the proxy (${proxy.connections} connections)`);
+    // A partition: nothing through, nothing closed; what n3 sent meanwhile arrives when it heals.
+    let before = load.sent();
+    proxy.cut('blackhole');
+    await sleep(6_000);
+    proxy.heal();
+    const duringBlackhole = load.sent() - before;
+    await sleep(3_000);
+    // Then its connections are closed and refused for 3 s: n3 sees the disconnect and reconnects.
+    before = load.sent();
+    proxy.cut('reset');
+    await sleep(3_000);
+    proxy.heal();
+    const duringReset = load.sent() - before;
+    await sleep(3_000);
+    const report = await load.stop();
+    t.comment(`${summary(report)}; ${duringBlackhole} sent while n3 was cut off, ${duringReset} while its connections were refused`);
+    t.ok(report.count('ok') > 100, `${report.count('ok')} events acknowledged`);
 
-  await untilNodesApplied(nats.urls, nodes, ADMIN);
-  await checkInvariants(t, { nodes, token: ADMIN, orgId, names, report });
-  if (process.env.STATEHOLD_TEST_VERBOSE) for (const node of nodes) t.comment(node.output().slice(-6_000));
-});
+    await untilNodesApplied(nats.urls, nodes, ADMIN);
+    await checkInvariants(t, { nodes, token: ADMIN, orgId, names, report });
+    if (process.env.STATEHOLD_TEST_VERBOSE) for (const node of nodes) t.comment(node.output().slice(-6_000));
+  },
+);

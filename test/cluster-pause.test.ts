@@ -14,26 +14,33 @@ const skip = natsMissing();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ADMIN = 'cluster-pause-admin';
 
-t.test('a node paused past its heartbeats under load: every acknowledged event once everywhere, no 4xx left behind, the nodes agree', { skip, timeout: 150_000 }, async (t) => {
-  const nats = await startNats(3);
-  t.teardown(() => nats.stop());
-  const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], { adminKey: ADMIN, args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'] });
-  const names = Array.from({ length: 9 }, (_, i) => `q${i}`);
-  const orgId = await setUpLedger(nodes, ADMIN, names);
-  const paused = nodes[2]?.child;
+t.test(
+  'a node paused past its heartbeats under load: every acknowledged event once everywhere, no 4xx left behind, the nodes agree',
+  { skip, timeout: 150_000 },
+  async (t) => {
+    const nats = await startNats(3);
+    t.teardown(() => nats.stop());
+    const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], {
+      adminKey: ADMIN,
+      args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'],
+    });
+    const names = Array.from({ length: 9 }, (_, i) => `q${i}`);
+    const orgId = await setUpLedger(nodes, ADMIN, names);
+    const paused = nodes[2]?.child;
 
-  const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 5_000, maxMs: 20_000 });
-  await sleep(2_500);
-  paused?.kill('SIGSTOP');
-  t.teardown(() => paused?.kill('SIGCONT'));
-  await sleep(5_000);
-  paused?.kill('SIGCONT');
-  await sleep(4_000);
-  const report = await load.stop();
-  t.comment(summary(report));
-  t.ok(report.count('ok') > 100, `${report.count('ok')} events acknowledged`);
+    const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 5_000, maxMs: 20_000 });
+    await sleep(2_500);
+    paused?.kill('SIGSTOP');
+    t.teardown(() => paused?.kill('SIGCONT'));
+    await sleep(5_000);
+    paused?.kill('SIGCONT');
+    await sleep(4_000);
+    const report = await load.stop();
+    t.comment(summary(report));
+    t.ok(report.count('ok') > 100, `${report.count('ok')} events acknowledged`);
 
-  await untilNodesApplied(nats.urls, nodes, ADMIN);
-  await checkInvariants(t, { nodes, token: ADMIN, orgId, names, report });
-  if (process.env.STATEHOLD_TEST_VERBOSE) for (const node of nodes) t.comment(node.output().slice(-6_000));
-});
+    await untilNodesApplied(nats.urls, nodes, ADMIN);
+    await checkInvariants(t, { nodes, token: ADMIN, orgId, names, report });
+    if (process.env.STATEHOLD_TEST_VERBOSE) for (const node of nodes) t.comment(node.output().slice(-6_000));
+  },
+);

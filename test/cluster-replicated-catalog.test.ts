@@ -14,7 +14,12 @@ const twoNodes = async (t: { teardown(fn: () => unknown): void; fail(message: st
   const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
   const node = async (name: string) => {
     const { store, nc, beforeClose } = await localNode(t, nats, name);
-    const log = await JetStreamOpLog.open<CatalogOp>(nc, { cluster: 'c', name: 'META', replicas: 1, from: 1 }, applyCatalogOp(store.catalog), fail);
+    const log = await JetStreamOpLog.open<CatalogOp>(
+      nc,
+      { cluster: 'c', name: 'META', replicas: 1, from: 1 },
+      applyCatalogOp(store.catalog),
+      fail,
+    );
     beforeClose(() => log.close());
     return { store, log, catalog: new ReplicatedCatalog(store.catalog, log) };
   };
@@ -34,74 +39,124 @@ t.test('writes on either node land on both; racing creates of one machine: exact
   t.equal(b.catalog.getOrg('org_1')?.name, 'one', 'the org made on a is read on b once b wrote after it');
   await a.log.catchUp();
   t.equal(a.catalog.getKey('sbk_1')?.name, 'k', 'the key made on b is on a');
-  t.same(a.catalog.listMachines('org_1', undefined, 10).map((m) => m.slug), ['m']);
+  t.same(
+    a.catalog.listMachines('org_1', undefined, 10).map((m) => m.slug),
+    ['m'],
+  );
   t.equal(await b.catalog.deleteKey('org_1', 'sbk_1'), true);
   await a.log.catchUp();
   t.equal(a.catalog.getKey('sbk_1'), undefined, 'a key deleted on b is gone on a');
   t.equal(await a.catalog.deleteKey('org_1', 'sbk_1'), false, 'deleting it again: false, as locally');
 });
 
-t.test('identity and token providers replicate; racing anonymous provisioning of one org: the first wins everywhere', { skip }, async (t) => {
-  const { SecretSealer } = await import('../src/auth/secret-sealer.js');
-  const { anonymousAccessRecords } = await import('../src/auth/anonymous-access.js');
-  const { a, b } = await twoNodes(t);
-  const sealer = new SecretSealer(Buffer.alloc(32, 7));
-  const createdAt = new Date().toISOString();
-  await a.catalog.createOrg({ id: 'org_1', name: 'one', createdAt, allowAnonymousAccess: true });
-  await b.log.catchUp();
+t.test(
+  'identity and token providers replicate; racing anonymous provisioning of one org: the first wins everywhere',
+  { skip },
+  async (t) => {
+    const { SecretSealer } = await import('../src/auth/secret-sealer.js');
+    const { anonymousAccessRecords } = await import('../src/auth/anonymous-access.js');
+    const { a, b } = await twoNodes(t);
+    const sealer = new SecretSealer(Buffer.alloc(32, 7));
+    const createdAt = new Date().toISOString();
+    await a.catalog.createOrg({ id: 'org_1', name: 'one', createdAt, allowAnonymousAccess: true });
+    await b.log.catchUp();
 
-  // Two nodes start at once and both find the org without its records: each proposes its own.
-  const raced = await Promise.all([a.catalog.provisionAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), b.catalog.provisionAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer))]);
-  t.same(raced.sort(), [false, true], 'one provisioning applies');
-  await a.log.catchUp();
-  await b.log.catchUp();
-  const keyOnA = a.catalog.getOrg('org_1')?.anonymousKeyId;
-  t.ok(keyOnA, 'the org names its anonymous key');
-  t.equal(b.catalog.getOrg('org_1')?.anonymousKeyId, keyOnA, 'the same key on both nodes');
-  t.same(a.catalog.listKeys('org_1', undefined, 10).map((k) => k.id), [keyOnA], 'the losing proposal left no key behind');
-  t.equal(b.catalog.getTokenProvider('org_1', 'anonymous-statebacked-dev')?.keyId, keyOnA);
-  t.equal(a.catalog.listIdentityProviders('org_1', undefined, 10).length, 1);
+    // Two nodes start at once and both find the org without its records: each proposes its own.
+    const raced = await Promise.all([
+      a.catalog.provisionAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)),
+      b.catalog.provisionAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)),
+    ]);
+    t.same(raced.sort(), [false, true], 'one provisioning applies');
+    await a.log.catchUp();
+    await b.log.catchUp();
+    const keyOnA = a.catalog.getOrg('org_1')?.anonymousKeyId;
+    t.ok(keyOnA, 'the org names its anonymous key');
+    t.equal(b.catalog.getOrg('org_1')?.anonymousKeyId, keyOnA, 'the same key on both nodes');
+    t.same(
+      a.catalog.listKeys('org_1', undefined, 10).map((k) => k.id),
+      [keyOnA],
+      'the losing proposal left no key behind',
+    );
+    t.equal(b.catalog.getTokenProvider('org_1', 'anonymous-statebacked-dev')?.keyId, keyOnA);
+    t.equal(a.catalog.listIdentityProviders('org_1', undefined, 10).length, 1);
 
-  const idp = { orgId: 'org_1', aud: 'app', iss: '', algs: ['RS256' as const], jwksUrl: 'https://idp.test/jwks', mapping: { 'sub.$': '$.sub' }, createdAt, updatedAt: createdAt };
-  t.equal(await a.catalog.putIdentityProvider(idp, 2), true);
-  t.equal(await b.catalog.putIdentityProvider({ ...idp, aud: 'other' }, 2), false, 'the per-org limit holds across nodes');
-  t.equal(await b.catalog.putIdentityProvider({ ...idp, mapping: {}, createdAt: 'later', updatedAt: 'later' }, 2), true, 'an upsert of an existing one is no new one');
-  await a.log.catchUp();
-  t.match(a.catalog.listIdentityProviders('org_1', undefined, 10).find((i) => i.aud === 'app'), { mapping: {}, createdAt, updatedAt: 'later' }, 'replaced, its createdAt kept');
-  t.equal(await a.catalog.putTokenProvider({ orgId: 'org_1', service: 'svc', keyId: keyOnA as string, mapping: {}, createdAt, updatedAt: createdAt }, 5), true);
-  await b.log.catchUp();
-  t.same(b.catalog.listTokenProviders('org_1', undefined, 10).map((p) => p.service), ['anonymous-statebacked-dev', 'svc']);
-  t.same(b.catalog.listTokenProviders('org_1', 'anonymous-statebacked-dev', 10).map((p) => p.service), ['svc'], 'paged after a service');
+    const idp = {
+      orgId: 'org_1',
+      aud: 'app',
+      iss: '',
+      algs: ['RS256' as const],
+      jwksUrl: 'https://idp.test/jwks',
+      mapping: { 'sub.$': '$.sub' },
+      createdAt,
+      updatedAt: createdAt,
+    };
+    t.equal(await a.catalog.putIdentityProvider(idp, 2), true);
+    t.equal(await b.catalog.putIdentityProvider({ ...idp, aud: 'other' }, 2), false, 'the per-org limit holds across nodes');
+    t.equal(
+      await b.catalog.putIdentityProvider({ ...idp, mapping: {}, createdAt: 'later', updatedAt: 'later' }, 2),
+      true,
+      'an upsert of an existing one is no new one',
+    );
+    await a.log.catchUp();
+    t.match(
+      a.catalog.listIdentityProviders('org_1', undefined, 10).find((i) => i.aud === 'app'),
+      { mapping: {}, createdAt, updatedAt: 'later' },
+      'replaced, its createdAt kept',
+    );
+    t.equal(
+      await a.catalog.putTokenProvider(
+        { orgId: 'org_1', service: 'svc', keyId: keyOnA as string, mapping: {}, createdAt, updatedAt: createdAt },
+        5,
+      ),
+      true,
+    );
+    await b.log.catchUp();
+    t.same(
+      b.catalog.listTokenProviders('org_1', undefined, 10).map((p) => p.service),
+      ['anonymous-statebacked-dev', 'svc'],
+    );
+    t.same(
+      b.catalog.listTokenProviders('org_1', 'anonymous-statebacked-dev', 10).map((p) => p.service),
+      ['svc'],
+      'paged after a service',
+    );
 
-  // Off: the three records go, on every node; the other providers stay.
-  t.equal(await b.catalog.setAnonymousAccess('org_1', undefined), true);
-  await a.log.catchUp();
-  t.equal(a.catalog.getOrg('org_1')?.allowAnonymousAccess, false);
-  t.equal(a.catalog.getKey(keyOnA as string), undefined);
-  t.equal(a.catalog.getTokenProvider('org_1', 'anonymous-statebacked-dev'), undefined);
-  t.same(a.catalog.listIdentityProviders('org_1', undefined, 10).map((i) => i.aud), ['app']);
-  t.equal(await a.catalog.deleteIdentityProvider('org_1', 'app', ''), true);
-  t.equal(await a.catalog.deleteTokenProvider('org_1', 'svc'), true);
-  await b.log.catchUp();
-  t.same(b.catalog.listIdentityProviders('org_1', undefined, 10), []);
-  t.equal(await b.catalog.setAnonymousAccess('org_missing', undefined), false);
+    // Off: the three records go, on every node; the other providers stay.
+    t.equal(await b.catalog.setAnonymousAccess('org_1', undefined), true);
+    await a.log.catchUp();
+    t.equal(a.catalog.getOrg('org_1')?.allowAnonymousAccess, false);
+    t.equal(a.catalog.getKey(keyOnA as string), undefined);
+    t.equal(a.catalog.getTokenProvider('org_1', 'anonymous-statebacked-dev'), undefined);
+    t.same(
+      a.catalog.listIdentityProviders('org_1', undefined, 10).map((i) => i.aud),
+      ['app'],
+    );
+    t.equal(await a.catalog.deleteIdentityProvider('org_1', 'app', ''), true);
+    t.equal(await a.catalog.deleteTokenProvider('org_1', 'svc'), true);
+    await b.log.catchUp();
+    t.same(b.catalog.listIdentityProviders('org_1', undefined, 10), []);
+    t.equal(await b.catalog.setAnonymousAccess('org_missing', undefined), false);
 
-  // A node provisioning an old org after an admin switched anonymous access off changes nothing.
-  t.equal(await a.catalog.provisionAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), false);
-  await b.log.catchUp();
-  t.equal(b.catalog.getOrg('org_1')?.allowAnonymousAccess, false, 'still off');
-  t.same(b.catalog.listTokenProviders('org_1', undefined, 10), []);
+    // A node provisioning an old org after an admin switched anonymous access off changes nothing.
+    t.equal(await a.catalog.provisionAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), false);
+    await b.log.catchUp();
+    t.equal(b.catalog.getOrg('org_1')?.allowAnonymousAccess, false, 'still off');
+    t.same(b.catalog.listTokenProviders('org_1', undefined, 10), []);
 
-  // On again, then the anonymous key is deleted by hand: switching on again repairs the records.
-  t.equal(await a.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), true);
-  const onKey = a.catalog.getOrg('org_1')?.anonymousKeyId as string;
-  t.equal(await a.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), true);
-  t.equal(a.catalog.getOrg('org_1')?.anonymousKeyId, onKey, 'intact records are kept');
-  await b.catalog.deleteKey('org_1', onKey);
-  t.equal(await b.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), true);
-  await a.log.catchUp();
-  const repaired = a.catalog.getOrg('org_1')?.anonymousKeyId as string;
-  t.not(repaired, onKey, 'a new key');
-  t.equal(a.catalog.getTokenProvider('org_1', 'anonymous-statebacked-dev')?.keyId, repaired, 'the token provider signs with it');
-  t.same(a.catalog.listKeys('org_1', undefined, 10).map((k) => k.id), [repaired]);
-});
+    // On again, then the anonymous key is deleted by hand: switching on again repairs the records.
+    t.equal(await a.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), true);
+    const onKey = a.catalog.getOrg('org_1')?.anonymousKeyId as string;
+    t.equal(await a.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), true);
+    t.equal(a.catalog.getOrg('org_1')?.anonymousKeyId, onKey, 'intact records are kept');
+    await b.catalog.deleteKey('org_1', onKey);
+    t.equal(await b.catalog.setAnonymousAccess('org_1', anonymousAccessRecords('org_1', sealer)), true);
+    await a.log.catchUp();
+    const repaired = a.catalog.getOrg('org_1')?.anonymousKeyId as string;
+    t.not(repaired, onKey, 'a new key');
+    t.equal(a.catalog.getTokenProvider('org_1', 'anonymous-statebacked-dev')?.keyId, repaired, 'the token provider signs with it');
+    t.same(
+      a.catalog.listKeys('org_1', undefined, 10).map((k) => k.id),
+      [repaired],
+    );
+  },
+);

@@ -21,14 +21,32 @@ t.test('versions and their code: written on either node, read on both; races; sw
   const node = async (name: string) => {
     const { store, nc, beforeClose } = await localNode(t, nats, name);
     const code = await openCodeStore(nc, { cluster: 'c', replicas: 1 });
-    const log = await JetStreamOpLog.open<MetaOp>(nc, { cluster: 'c', name: 'META', replicas: 1, from: 1 }, applyMetaOp(store.catalog, store.versions, code, store.instances, fail), fail);
+    const log = await JetStreamOpLog.open<MetaOp>(
+      nc,
+      { cluster: 'c', name: 'META', replicas: 1, from: 1 },
+      applyMetaOp(store.catalog, store.versions, code, store.instances, fail),
+      fail,
+    );
     beforeClose(() => log.close());
-    return { store, log, code, catalog: new ReplicatedCatalog(store.catalog, log), versions: new ReplicatedVersionStore(store.versions, log, code, fail) };
+    return {
+      store,
+      log,
+      code,
+      catalog: new ReplicatedCatalog(store.catalog, log),
+      versions: new ReplicatedVersionStore(store.versions, log, code, fail),
+    };
   };
   const a = await node('a');
   const b = await node('b');
   const objects = async () => (await a.code.list()).map((info) => info.name).sort();
-  const record = (id: string): MachineVersionRecord => ({ id, orgId: 'org_1', machine: 'm', createdAt: new Date().toISOString(), clientInfo: 'test', indexSelectors: {} });
+  const record = (id: string): MachineVersionRecord => ({
+    id,
+    orgId: 'org_1',
+    machine: 'm',
+    createdAt: new Date().toISOString(),
+    clientInfo: 'test',
+    indexSelectors: {},
+  });
 
   await a.catalog.createOrg({ id: 'org_1', name: 'one', createdAt: new Date().toISOString(), allowAnonymousAccess: true });
   await a.catalog.createMachine({ orgId: 'org_1', slug: 'm', createdAt: new Date().toISOString(), indexes: [] });
@@ -40,7 +58,11 @@ t.test('versions and their code: written on either node, read on both; races; sw
   await a.versions.putPendingUpload({ orgId: 'org_1', machine: 'm', versionId: 'ver_1', code: big, expiresAt });
   t.equal(a.versions.getPendingUpload('org_1', 'ver_1')?.code, big, 'the submitter reads its own upload');
   await b.log.catchUp();
-  t.same(b.versions.getPendingUpload('org_1', 'ver_1'), { orgId: 'org_1', machine: 'm', versionId: 'ver_1', code: big, expiresAt }, 'the 3 MB upload made on a is on b');
+  t.same(
+    b.versions.getPendingUpload('org_1', 'ver_1'),
+    { orgId: 'org_1', machine: 'm', versionId: 'ver_1', code: big, expiresAt },
+    'the 3 MB upload made on a is on b',
+  );
 
   const first = record('ver_1');
   const upload = b.versions.getPendingUpload('org_1', 'ver_1');
@@ -53,8 +75,16 @@ t.test('versions and their code: written on either node, read on both; races; sw
   t.equal(a.versions.getPendingUpload('org_1', 'ver_1'), undefined, 'and the pending upload is gone on a');
   t.equal((await objects()).filter((name) => name.startsWith('pending/')).length, 0, 'the finalizer deleted the pending object');
 
-  t.same(await a.versions.finalizeVersion(record('ver_1'), big, false), { kind: 'existing', record: first }, 'a repeated finalize: existing, the first record');
-  t.equal((await objects()).filter((name) => name.startsWith('version/org_1/ver_1/')).length, 1, 'the repeat (same bytes) shares the object and kept it');
+  t.same(
+    await a.versions.finalizeVersion(record('ver_1'), big, false),
+    { kind: 'existing', record: first },
+    'a repeated finalize: existing, the first record',
+  );
+  t.equal(
+    (await objects()).filter((name) => name.startsWith('version/org_1/ver_1/')).length,
+    1,
+    'the repeat (same bytes) shares the object and kept it',
+  );
 
   // Racing finalizes of one id with different bytes: one created, the other existing; both nodes hold the winner's code.
   const [fromA, fromB] = await Promise.all([
@@ -67,10 +97,17 @@ t.test('versions and their code: written on either node, read on both; races; sw
   const winner = fromA.kind === 'created' ? 'export default "a";' : 'export default "b";';
   t.equal(a.versions.getVersionCode('org_1', 'ver_2'), winner, "a holds the winner's code");
   t.equal(b.versions.getVersionCode('org_1', 'ver_2'), winner, "b holds the winner's code");
-  t.equal((await objects()).filter((name) => name.startsWith('version/org_1/ver_2/')).length, 1, "the loser deleted its object, the winner's stays");
+  t.equal(
+    (await objects()).filter((name) => name.startsWith('version/org_1/ver_2/')).length,
+    1,
+    "the loser deleted its object, the winner's stays",
+  );
 
   // Racing repeats with the same bytes (a retried PUT on two nodes).
-  const same = await Promise.all([a.versions.finalizeVersion(record('ver_3'), 'export default 3;', false), b.versions.finalizeVersion(record('ver_3'), 'export default 3;', false)]);
+  const same = await Promise.all([
+    a.versions.finalizeVersion(record('ver_3'), 'export default 3;', false),
+    b.versions.finalizeVersion(record('ver_3'), 'export default 3;', false),
+  ]);
   t.same(same.map((r) => r.kind).sort(), ['created', 'existing']);
   await a.log.catchUp();
   t.equal(a.versions.getVersionCode('org_1', 'ver_3'), 'export default 3;');
@@ -87,16 +124,26 @@ t.test('versions and their code: written on either node, read on both; races; sw
   await b.versions.putPendingUpload({ orgId: 'org_1', machine: 'm', versionId: 'ver_live', code: 'live', expiresAt: now + 60_000 });
   t.equal(await b.versions.sweepExpiredPendingUploads(now), 1, 'one swept');
   await a.log.catchUp();
-  for (const [name, n] of [['a', a], ['b', b]] as const) {
+  for (const [name, n] of [
+    ['a', a],
+    ['b', b],
+  ] as const) {
     t.equal(n.versions.getPendingUpload('org_1', 'ver_old'), undefined, `the expired upload is gone on ${name}`);
     t.equal(n.versions.getPendingUpload('org_1', 'ver_live')?.code, 'live', `the live upload stays on ${name}`);
   }
-  t.same((await objects()).filter((name) => name.startsWith('pending/')), ['pending/org_1/ver_live'], 'the swept object is deleted, the live one kept');
+  t.same(
+    (await objects()).filter((name) => name.startsWith('pending/')),
+    ['pending/org_1/ver_live'],
+    'the swept object is deleted, the live one kept',
+  );
 
   // Deleting the machine's versions on a: gone on both, with their code objects and pending uploads.
   t.same((await a.versions.deleteMachineVersions('org_1', 'm')).sort(), ['ver_1', 'ver_2', 'ver_3'], 'the removed ids');
   await b.log.catchUp();
-  for (const [name, n] of [['a', a], ['b', b]] as const) {
+  for (const [name, n] of [
+    ['a', a],
+    ['b', b],
+  ] as const) {
     t.same(n.versions.listVersions('org_1', 'm', undefined, 10), [], `no versions left on ${name}`);
     t.equal(n.versions.getVersionCode('org_1', 'ver_1'), undefined, `no code left on ${name}`);
     t.equal(n.versions.getPendingUpload('org_1', 'ver_live'), undefined, `no pending upload left on ${name}`);
@@ -109,7 +156,11 @@ t.test('versions and their code: written on either node, read on both; races; sw
   t.same(c.versions.listVersions('org_1', 'm', undefined, 10), []);
   t.equal(c.versions.getPendingUpload('org_1', 'ver_live'), undefined);
   t.equal(c.versions.getPendingUpload('org_1', 'ver_old'), undefined);
-  t.same(c.catalog.getMachine('org_1', 'm'), a.catalog.getMachine('org_1', 'm'), 'the machine record (and its current version pointer) agrees');
+  t.same(
+    c.catalog.getMachine('org_1', 'm'),
+    a.catalog.getMachine('org_1', 'm'),
+    'the machine record (and its current version pointer) agrees',
+  );
 
   // Writes after the replay land everywhere again.
   await c.versions.finalizeVersion(record('ver_4'), 'export default 4;', false);
@@ -121,7 +172,14 @@ t.test('versions and their code: written on either node, read on both; races; sw
   await c.versions.finalizeVersion({ ...record('ver_f1'), machine: 'first' }, 'export default "f1";', false);
   await c.versions.finalizeVersion({ ...record('ver_f2'), machine: 'first' }, 'export default "f2";', false);
   await a.log.catchUp();
-  for (const [name, n] of [['a', a], ['c', c]] as const) {
-    t.equal(n.catalog.getMachine('org_1', 'first')?.currentVersionId, 'ver_f1', `the first version is current on ${name}; the second, without makeCurrent, not`);
+  for (const [name, n] of [
+    ['a', a],
+    ['c', c],
+  ] as const) {
+    t.equal(
+      n.catalog.getMachine('org_1', 'first')?.currentVersionId,
+      'ver_f1',
+      `the first version is current on ${name}; the second, without makeCurrent, not`,
+    );
   }
 });

@@ -65,6 +65,10 @@ t.test('an outage is logged once though submits sent during it fail after the he
   await Promise.all(adds);
   for (let i = 0; i < 50 && usage.pending > 0; i++) await sleep(20);
   t.same(stored.sort(), [1, 2, 3], 'every batch recorded once');
-  t.same(lines.map((line) => line.split(':')[0]), ['warn', 'info'], 'one line when it began, one when it ended');
+  t.same(
+    lines.map((line) => line.split(':')[0]),
+    ['warn', 'info'],
+    'one line when it began, one when it ended',
+  );
   usage.stop();
 });

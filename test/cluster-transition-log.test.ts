@@ -21,7 +21,11 @@ t.test('one server (R1): appends are fenced by the previous sequence and dedupli
   t.equal(other.seq, 2, 'instances share the stream, each on its subject');
   const second = await log.append('org_a', 'm', 'i', first.seq, '{"seq":2}', 'org_a/m/i:2');
   t.equal(second.seq, 3);
-  await t.rejects(log.append('org_a', 'm', 'i', first.seq, '{"seq":2,"stale":true}', 'org_a/m/i:2b'), LogFencedError, 'a writer that missed a commit cannot write');
+  await t.rejects(
+    log.append('org_a', 'm', 'i', first.seq, '{"seq":2,"stale":true}', 'org_a/m/i:2b'),
+    LogFencedError,
+    'a writer that missed a commit cannot write',
+  );
   await t.rejects(log.append('org_a', 'm', 'i', 0, '{"seq":1}', 'org_a/m/i:1x'), LogFencedError, 'nor can a second creator');
   const retried = await log.append('org_a', 'm', 'i', second.seq, '{"seq":3}', 'org_a/m/i:3');
   const again = await log.append('org_a', 'm', 'i', second.seq, '{"seq":3}', 'org_a/m/i:3');
@@ -32,10 +36,17 @@ t.test('one server (R1): appends are fenced by the previous sequence and dedupli
   t.equal(stored?.subject, log.subjectOf('org_a', 'm', 'i'));
   t.equal(await log.headSeq(), retried.seq);
   t.equal(await log.get(999), undefined);
-  await t.rejects(JetStreamTransitionLog.open(nc, { cluster: 'r1', replicas: 3 }), /has 1 replicas/, 'a replica count that does not match the stream is refused');
+  await t.rejects(
+    JetStreamTransitionLog.open(nc, { cluster: 'r1', replicas: 3 }),
+    /has 1 replicas/,
+    'a replica count that does not match the stream is refused',
+  );
   const huge = JSON.stringify({ seq: 4, context: 'x'.repeat(9 * 1024 * 1024) });
-  await t.rejects(log.append('org_a', 'm', 'i', retried.seq, huge, 'org_a/m/i:4'), { status: 413, code: 'payload-too-large', message: /larger than the cluster's log takes in one message/ },
-    'a commit over max_payload is a 413 (no retry would help), not a 503');
+  await t.rejects(
+    log.append('org_a', 'm', 'i', retried.seq, huge, 'org_a/m/i:4'),
+    { status: 413, code: 'payload-too-large', message: /larger than the cluster's log takes in one message/ },
+    'a commit over max_payload is a 413 (no retry would help), not a 503',
+  );
   t.equal(await log.lastSeq('org_a', 'm', 'i'), retried.seq, 'and nothing was stored');
 });
 
@@ -68,49 +79,61 @@ t.test('three servers (R3): acknowledged appends survive the loss of any one ser
   t.equal(last, 100, 'no append was stored twice');
 });
 
-t.test('three servers (R3): of appends naming the same position sent at once, exactly one counts; the others are refused though stored', { skip }, async (t) => {
-  // A 2.9 server checks the expected last subject sequence before it replicates a message, so appends
-  // that arrive together may all be stored (nats-server#4320; Debian's 2.9.10 stores two or three of
-  // three in about half the rounds here). Only the one right after the position they name counts.
-  const nats = await startNats(3);
-  t.teardown(() => nats.stop());
-  const ncs = await Promise.all(nats.urls.map((url, i) => connect({ servers: [url], name: `writer${i}` })));
-  t.teardown(() => Promise.all(ncs.map((nc) => nc.close())));
-  const logs = await Promise.all(ncs.map((nc) => JetStreamTransitionLog.open(nc, { cluster: 'race', replicas: 3 })));
-  const [first] = logs as [JetStreamTransitionLog];
-  const jsm = await jetstreamManager(ncs[0] as NatsConnection);
-  // (what the stream holds of an instance, asked directly)
-  const storedAfter = async (name: string, seq: number) => {
-    const seqs: number[] = [];
-    for (let next = seq + 1; ; ) {
-      const query = { seq: next, next_by_subj: first.subjectOf('org_a', 'm', name) } as unknown as MsgRequest;
-      const message = await jsm.streams.getMessage('STATEHOLD_race_TX', query).catch(() => null);
-      if (!message) return seqs;
-      seqs.push(message.seq);
-      next = message.seq + 1;
+t.test(
+  'three servers (R3): of appends naming the same position sent at once, exactly one counts; the others are refused though stored',
+  { skip },
+  async (t) => {
+    // A 2.9 server checks the expected last subject sequence before it replicates a message, so appends
+    // that arrive together may all be stored (nats-server#4320; Debian's 2.9.10 stores two or three of
+    // three in about half the rounds here). Only the one right after the position they name counts.
+    const nats = await startNats(3);
+    t.teardown(() => nats.stop());
+    const ncs = await Promise.all(nats.urls.map((url, i) => connect({ servers: [url], name: `writer${i}` })));
+    t.teardown(() => Promise.all(ncs.map((nc) => nc.close())));
+    const logs = await Promise.all(ncs.map((nc) => JetStreamTransitionLog.open(nc, { cluster: 'race', replicas: 3 })));
+    const [first] = logs as [JetStreamTransitionLog];
+    const jsm = await jetstreamManager(ncs[0] as NatsConnection);
+    // (what the stream holds of an instance, asked directly)
+    const storedAfter = async (name: string, seq: number) => {
+      const seqs: number[] = [];
+      for (let next = seq + 1; ;) {
+        const query = { seq: next, next_by_subj: first.subjectOf('org_a', 'm', name) } as unknown as MsgRequest;
+        const message = await jsm.streams.getMessage('STATEHOLD_race_TX', query).catch(() => null);
+        if (!message) return seqs;
+        seqs.push(message.seq);
+        next = message.seq + 1;
+      }
+    };
+    let more = 0;
+    let extra = 0;
+    for (let round = 0; round < 40; round++) {
+      const name = `i${round}`;
+      // (the stream's leader may still be settling in on a loaded host: asked again, same id, for up to 30 s)
+      let base: { seq: number } | undefined;
+      for (let attempt = 0; !base; attempt++) {
+        base = await first.append('org_a', 'm', name, 0, '{"seq":1}', `${name}:1`).catch((error: unknown) => {
+          if (error instanceof LogFencedError || attempt > 300) throw error;
+          return new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 100));
+        });
+      }
+      const results = await Promise.allSettled(
+        logs.map((log, i) => log.append('org_a', 'm', name, base.seq, `{"seq":2,"by":${i}}`, `${name}:2:${i}`)),
+      );
+      const counted = results.filter(
+        (result): result is PromiseFulfilledResult<{ seq: number; duplicate: boolean }> => result.status === 'fulfilled',
+      );
+      if (counted.length !== 1) more++;
+      t.ok(
+        results.every((result) => result.status === 'fulfilled' || result.reason instanceof LogFencedError),
+        `round ${round}: the others are refused as fenced`,
+      );
+      const stored = await storedAfter(name, base.seq);
+      if (stored.length > 1) extra++;
+      if (counted.length === 1)
+        t.equal(counted[0]?.value.seq, stored[0], `round ${round}: the one that counts is the first stored after the position named`);
+      t.equal(await first.firstAfter('org_a', 'm', name, base.seq), stored[0], `round ${round}: firstAfter says which`);
     }
-  };
-  let more = 0;
-  let extra = 0;
-  for (let round = 0; round < 40; round++) {
-    const name = `i${round}`;
-    // (the stream's leader may still be settling in on a loaded host: asked again, same id, for up to 30 s)
-    let base: { seq: number } | undefined;
-    for (let attempt = 0; !base; attempt++) {
-      base = await first.append('org_a', 'm', name, 0, '{"seq":1}', `${name}:1`).catch((error: unknown) => {
-        if (error instanceof LogFencedError || attempt > 300) throw error;
-        return new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 100));
-      });
-    }
-    const results = await Promise.allSettled(logs.map((log, i) => log.append('org_a', 'm', name, base.seq, `{"seq":2,"by":${i}}`, `${name}:2:${i}`)));
-    const counted = results.filter((result): result is PromiseFulfilledResult<{ seq: number; duplicate: boolean }> => result.status === 'fulfilled');
-    if (counted.length !== 1) more++;
-    t.ok(results.every((result) => result.status === 'fulfilled' || result.reason instanceof LogFencedError), `round ${round}: the others are refused as fenced`);
-    const stored = await storedAfter(name, base.seq);
-    if (stored.length > 1) extra++;
-    if (counted.length === 1) t.equal(counted[0]?.value.seq, stored[0], `round ${round}: the one that counts is the first stored after the position named`);
-    t.equal(await first.firstAfter('org_a', 'm', name, base.seq), stored[0], `round ${round}: firstAfter says which`);
-  }
-  t.equal(more, 0, 'exactly one append counted in every round');
-  t.comment(`rounds in which the server stored more than one: ${extra} of 40`);
-});
+    t.equal(more, 0, 'exactly one append counted in every round');
+    t.comment(`rounds in which the server stored more than one: ${extra} of 40`);
+  },
+);

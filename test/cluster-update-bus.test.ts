@@ -8,10 +8,20 @@ import { connectTo, natsMissing, startNats } from './helpers/nats.js';
 const skip = natsMissing();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const update = (seq: number, name = 'i'): InstanceNews => ({
-  kind: 'update', orgId: 'org_a', machine: 'm', name, versionId: 'ver_1', seq, ts: 1_000 + seq, state: 'on', context: { seq }, tags: [], done: false,
+  kind: 'update',
+  orgId: 'org_a',
+  machine: 'm',
+  name,
+  versionId: 'ver_1',
+  seq,
+  ts: 1_000 + seq,
+  state: 'on',
+  context: { seq },
+  tags: [],
+  done: false,
 });
 
-t.test('an owner\'s news reach its own listeners at once and other nodes\' in commit order, once', { skip }, async (t) => {
+t.test("an owner's news reach its own listeners at once and other nodes' in commit order, once", { skip }, async (t) => {
   const nats = await startNats(3);
   t.teardown(() => nats.stop());
   const [one, two] = await Promise.all([connectTo(nats, 'one'), connectTo(nats, 'two')]);
@@ -27,9 +37,13 @@ t.test('an owner\'s news reach its own listeners at once and other nodes\' in co
   other.listen('org_a', 'm', 'j', (news) => elsewhere.push(news.kind));
   await two.flush();
   for (let seq = 1; seq <= 500; seq++) owner.publish(update(seq));
-  t.same(local, Array.from({ length: 500 }, (_, i) => i + 1), 'local listeners are told synchronously');
+  t.same(
+    local,
+    Array.from({ length: 500 }, (_, i) => i + 1),
+    'local listeners are told synchronously',
+  );
   for (let i = 0; i < 200 && remote.length < 500; i++) await sleep(10);
-  t.same(remote, local, 'the other node gets every one, in order, and no echo doubles the owner\'s');
+  t.same(remote, local, "the other node gets every one, in order, and no echo doubles the owner's");
   t.same(elsewhere, [], 'a listener of another instance hears nothing');
   stop();
   owner.publish(update(501));

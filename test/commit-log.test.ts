@@ -15,17 +15,41 @@ const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const HOLD = 600_000; // LMDB gets nothing from the log while a test runs
 
 const head = (seq: number, extra: Partial<InstanceHead> = {}): InstanceHead => ({
-  orgId: 'org_a', machine: 'm', name: 'i', createdAt: new Date(0).toISOString(), versionId: 'ver_x', status: 'running',
-  seq, ts: seq, state: 'idle', context: { n: seq }, tags: [], done: false,
-  snapshot: '{"xstate":4,"state":{}}', pendingTimers: [], stoppedChildren: [], timerAttempts: {}, ...extra,
+  orgId: 'org_a',
+  machine: 'm',
+  name: 'i',
+  createdAt: new Date(0).toISOString(),
+  versionId: 'ver_x',
+  status: 'running',
+  seq,
+  ts: seq,
+  state: 'idle',
+  context: { n: seq },
+  tags: [],
+  done: false,
+  snapshot: '{"xstate":4,"state":{}}',
+  pendingTimers: [],
+  stoppedChildren: [],
+  timerAttempts: {},
+  ...extra,
 });
-const record = (seq: number) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: `E${seq}` }, state: 'idle', context: { n: seq } });
+const record = (seq: number) => ({
+  seq,
+  createdAt: new Date(seq).toISOString(),
+  ts: seq,
+  event: { type: `E${seq}` },
+  state: 'idle',
+  context: { n: seq },
+});
 const framesIn = (dataDir: string) => WriteAheadLog.read(join(dataDir, 'wal'));
 /** Instance `i` as a store opened afresh on `dataDir` finds it: its head's sequence and its history's. */
 const reopenedInstance = async (dataDir: string): Promise<{ seq: number | undefined; history: number[] }> => {
   const store = openLmdbNodeStore(dataDir);
   try {
-    return { seq: store.instances.getInstance('org_a', 'm', 'i')?.seq, history: store.instances.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.seq) };
+    return {
+      seq: store.instances.getInstance('org_a', 'm', 'i')?.seq,
+      history: store.instances.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.seq),
+    };
   } finally {
     await store.close();
   }
@@ -57,12 +81,28 @@ t.test('a lone commit is acknowledged from the log, and every read sees it befor
   t.equal(await instances.createInstance(head(1), [record(1)]), true);
   await instances.commit(head(2), head(1), [record(2)]);
   await instances.commit(head(3), head(2), [record(3)]);
-  t.same(framesIn(dir).map((f) => f.seq), [1, 2, 3], 'each lone commit is one frame of the log');
+  t.same(
+    framesIn(dir).map((f) => f.seq),
+    [1, 2, 3],
+    'each lone commit is one frame of the log',
+  );
 
   t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 3, 'the head');
-  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2, 3], 'the history');
-  t.same(instances.listTransitions('org_a', 'm', 'i', 1, 1).map((r) => r.seq), [2], 'pages of it');
-  t.same(instances.listInstances('org_a', 'm', undefined, 10).map((h) => [h.name, h.seq]), [['i', 3]], 'the instance list');
+  t.same(
+    instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq),
+    [1, 2, 3],
+    'the history',
+  );
+  t.same(
+    instances.listTransitions('org_a', 'm', 'i', 1, 1).map((r) => r.seq),
+    [2],
+    'pages of it',
+  );
+  t.same(
+    instances.listInstances('org_a', 'm', undefined, 10).map((h) => [h.name, h.seq]),
+    [['i', 3]],
+    'the instance list',
+  );
   t.equal(catalog.hasInstances('org_a', 'm'), true, 'the catalog (a machine with it cannot be deleted)');
   t.equal(await instances.createInstance(head(1), [record(1)]), false, 'a second create of the name is refused');
   await t.rejects(instances.commit(head(4), head(2), [record(4)]), SequenceConflictError, 'a stale writer is refused against the log too');
@@ -70,8 +110,15 @@ t.test('a lone commit is acknowledged from the log, and every read sees it befor
   // Lists merge LMDB's instances with the log's, in name order.
   await instances.createInstance(head(1, { name: 'a' }), [record(1)]);
   await instances.createInstance(head(1, { name: 'k' }), [record(1)]);
-  t.same(instances.listInstances('org_a', 'm', undefined, 10).map((h) => h.name), ['a', 'i', 'k']);
-  t.same(instances.listInstances('org_a', 'm', 'a', 1).map((h) => h.name), ['i'], 'after a cursor, up to the limit');
+  t.same(
+    instances.listInstances('org_a', 'm', undefined, 10).map((h) => h.name),
+    ['a', 'i', 'k'],
+  );
+  t.same(
+    instances.listInstances('org_a', 'm', 'a', 1).map((h) => h.name),
+    ['i'],
+    'after a cursor, up to the limit',
+  );
   await store.close();
   t.same(framesIn(dir), [], 'a clean close leaves LMDB with everything and no log');
 
@@ -80,7 +127,7 @@ t.test('a lone commit is acknowledged from the log, and every read sees it befor
   t.same(reopened.history, [1, 2, 3]);
 });
 
-t.test("LMDB keeps a log commit as the JSON its frame held, beside msgpack values, and reads both back as written", async (t) => {
+t.test('LMDB keeps a log commit as the JSON its frame held, beside msgpack values, and reads both back as written', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
   const timer = { id: 't1', kind: 'event', dueAt: 5_000, event: { type: 'TICK' } } as unknown as InstanceHead['pendingTimers'][number];
@@ -92,14 +139,20 @@ t.test("LMDB keeps a log commit as the JSON its frame held, beside msgpack value
   const records = [record(1), { ...record(2), event: { type: 'E2', payload: { a: [1, 2, 3] } } }, record(3)];
   const store = openLmdbNodeStore(dir);
   t.equal(await store.instances.createInstance(heads[0] as InstanceHead, [records[0] as TransitionRecord]), true);
-  await store.instances.commit(heads[1] as InstanceHead, heads[0] as InstanceHead, [records[1] as TransitionRecord], { receivedMessageId: 'msg-2' });
+  await store.instances.commit(heads[1] as InstanceHead, heads[0] as InstanceHead, [records[1] as TransitionRecord], {
+    receivedMessageId: 'msg-2',
+  });
   await store.instances.commit(heads[2] as InstanceHead, heads[1] as InstanceHead, [records[2] as TransitionRecord]);
   await store.close();
 
   const raw = open({ path: join(dir, 'statehold.lmdb'), maxDbs: 32, readOnly: true });
   const rawTransitions = raw.openDB({ name: 'transitions', encoding: 'binary' });
   const firstBytes = [1, 2, 3].map((seq) => rawTransitions.getBinary(['org_a', 'm', 'i', seq])?.[0]);
-  t.same(firstBytes.map((b) => b === 0xc1), [true, false, true], 'records from the log are stored as their JSON (0xc1 first), the direct one as msgpack');
+  t.same(
+    firstBytes.map((b) => b === 0xc1),
+    [true, false, true],
+    'records from the log are stored as their JSON (0xc1 first), the direct one as msgpack',
+  );
   const stored = raw.openDB({ name: 'instances', encoding: 'binary', useVersions: true }).getBinary(['org_a', 'm', 'i']) as Buffer;
   t.same(JSON.parse(stored.subarray(1).toString('utf8')), heads[2], 'the head is the JSON of the head committed');
   await raw.close();
@@ -119,25 +172,49 @@ t.test('commits asked together share a frame, fenced in the order asked', async 
   const { instances } = store;
   const names = ['p', 'q', 'r', 's'];
   t.same(await Promise.all(names.map((name) => instances.createInstance(head(1, { name }), [record(1)]))), [true, true, true, true]);
-  t.same(framesIn(dir).map((f) => JSON.parse(f.payload.toString()).length), [4], 'four creates in one frame');
+  t.same(
+    framesIn(dir).map((f) => JSON.parse(f.payload.toString()).length),
+    [4],
+    'four creates in one frame',
+  );
   const outcomes = await Promise.allSettled([
     ...names.map((name) => instances.commit(head(2, { name }), head(1, { name }), [record(2)])),
     instances.commit(head(2, { name: 'p', context: { n: 'again' } }), head(1, { name: 'p' }), [record(2)]),
   ]);
-  t.same(outcomes.map((o) => o.status), ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected'], 'a second writer from the same head is refused');
+  t.same(
+    outcomes.map((o) => o.status),
+    ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected'],
+    'a second writer from the same head is refused',
+  );
   t.type((outcomes[4] as PromiseRejectedResult).reason, SequenceConflictError);
-  t.same(framesIn(dir).map((f) => JSON.parse(f.payload.toString()).length), [4, 4], 'and the four commits in the next');
-  t.same(names.map((name) => instances.getInstance('org_a', 'm', name)?.seq), [2, 2, 2, 2]);
+  t.same(
+    framesIn(dir).map((f) => JSON.parse(f.payload.toString()).length),
+    [4, 4],
+    'and the four commits in the next',
+  );
+  t.same(
+    names.map((name) => instances.getInstance('org_a', 'm', name)?.seq),
+    [2, 2, 2, 2],
+  );
   t.same(instances.getInstance('org_a', 'm', 'p')?.context, { n: 2 }, 'the refused writer left nothing behind');
   // Commits asked while a frame is being written gather into the next one.
   const more = names.map((name) => instances.commit(head(3, { name }), head(2, { name }), [record(3)]));
-  const later = new Promise<void>((resolve) => setImmediate(() => resolve(instances.commit(head(4, { name: 'p' }), head(3, { name: 'p' }), [record(4)]))));
+  const later = new Promise<void>((resolve) =>
+    setImmediate(() => resolve(instances.commit(head(4, { name: 'p' }), head(3, { name: 'p' }), [record(4)]))),
+  );
   await Promise.all([...more, later]);
   t.equal(instances.getInstance('org_a', 'm', 'p')?.seq, 4);
-  t.same(instances.listTransitions('org_a', 'm', 'p', 0, 10).map((r) => r.seq), [1, 2, 3, 4]);
+  t.same(
+    instances.listTransitions('org_a', 'm', 'p', 0, 10).map((r) => r.seq),
+    [1, 2, 3, 4],
+  );
   await store.close();
   const reopened = openLmdbNodeStore(dir);
-  t.same(names.map((name) => reopened.instances.getInstance('org_a', 'm', name)?.seq), [4, 3, 3, 3], 'LMDB has them all after a clean close');
+  t.same(
+    names.map((name) => reopened.instances.getInstance('org_a', 'm', name)?.seq),
+    [4, 3, 3, 3],
+    'LMDB has them all after a clean close',
+  );
   await reopened.close();
 });
 
@@ -157,8 +234,14 @@ t.test("writes that go to LMDB directly land after the log's commits", async (t)
   const timer = { kind: 'event' as const, id: 't', dueAt: 500, event: { type: 'T' } };
   await instances.commit(head(4, { pendingTimers: [timer] }), head(3, { status: 'paused' }), [record(4)], { receivedMessageId: 'msg-4' });
   t.equal(instances.hasReceived('org_a', 'm', 'i', 'msg-4'), true);
-  t.same(instances.listDueTimers(1_000, 10).map((d) => d.timerId), ['t']);
-  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2, 3, 4]);
+  t.same(
+    instances.listDueTimers(1_000, 10).map((d) => d.timerId),
+    ['t'],
+  );
+  t.same(
+    instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq),
+    [1, 2, 3, 4],
+  );
 
   await instances.createInstance(head(1, { name: 'gone' }), [record(1)]);
   await instances.commit(head(2, { name: 'gone' }), head(1, { name: 'gone' }), [record(2)]);
@@ -167,7 +250,10 @@ t.test("writes that go to LMDB directly land after the log's commits", async (t)
   t.same(instances.listTransitions('org_a', 'm', 'gone', 0, 10), [], 'and removes its whole history');
   t.equal(await instances.createInstance(head(1, { name: 'gone' }), [record(1)]), true, 'the name is free again');
   t.equal(await instances.deleteInstance('org_a', 'm', 'gone'), true);
-  t.same(instances.listInstances('org_a', 'm', undefined, 10).map((h) => h.name), ['i']);
+  t.same(
+    instances.listInstances('org_a', 'm', undefined, 10).map((h) => h.name),
+    ['i'],
+  );
   t.equal(catalog.hasInstances('org_a', 'm'), true);
   await store.close();
 });
@@ -188,15 +274,26 @@ t.test('after kill -9, the commits LMDB had not taken are applied from the log a
   `);
   t.equal(crashed.signal, 'SIGKILL', `the writer was killed (${crashed.stderr})`);
   t.equal(crashed.stdout.trim().split('\n').at(-1), '40', 'after all 40 commits were acknowledged');
-  t.same(framesIn(dir).map((f) => f.seq), Array.from({ length: 40 }, (_, i) => i + 1), 'LMDB had none of them: they are all in the log');
+  t.same(
+    framesIn(dir).map((f) => f.seq),
+    Array.from({ length: 40 }, (_, i) => i + 1),
+    'LMDB had none of them: they are all in the log',
+  );
 
   const store = openLmdbNodeStore(dir);
   const after = store.instances.getInstance('org_a', 'm', 'i');
   t.equal(after?.seq, 40, 'the head is the last acknowledged one');
   t.same(after?.context, { n: 40, note: 'é\u2028"' }, 'with its context as committed');
   const history = store.instances.listTransitions('org_a', 'm', 'i', 0, 100);
-  t.same(history.map((r) => r.seq), Array.from({ length: 40 }, (_, i) => i + 1), 'every record, in order');
-  t.same(history.map((r) => r.state), history.map((r) => (r.seq % 2 ? 'odd' : 'even')));
+  t.same(
+    history.map((r) => r.seq),
+    Array.from({ length: 40 }, (_, i) => i + 1),
+    'every record, in order',
+  );
+  t.same(
+    history.map((r) => r.state),
+    history.map((r) => (r.seq % 2 ? 'odd' : 'even')),
+  );
   t.same(framesIn(dir), [], 'the log starts afresh once LMDB holds its frames');
   await store.instances.commit(head(41), head(40), [record(41)]);
   await store.close();
@@ -235,10 +332,17 @@ t.test('segments written over again after LMDB took their frames: a crash recove
   const store = openLmdbNodeStore(dir, { walSegmentBytes: 4096 });
   t.equal(store.instances.getInstance('org_a', 'm', 'i')?.seq, 450, 'the last acknowledged head');
   const history = store.instances.listTransitions('org_a', 'm', 'i', 0, 1000);
-  t.same(history.map((r) => r.seq), Array.from({ length: 450 }, (_, i) => i + 1), 'every record once, in order');
+  t.same(
+    history.map((r) => r.seq),
+    Array.from({ length: 450 }, (_, i) => i + 1),
+    'every record once, in order',
+  );
   t.same(history.at(-1)?.context, { n: 450 });
   await store.instances.commit(head(451), { ...head(450), context: { n: 450, pad: 'x'.repeat(150) } }, [record(451)]);
-  t.same(store.instances.listTransitions('org_a', 'm', 'i', 449, 10).map((r) => r.seq), [450, 451]);
+  t.same(
+    store.instances.listTransitions('org_a', 'm', 'i', 449, 10).map((r) => r.seq),
+    [450, 451],
+  );
   await store.close();
 });
 
@@ -264,17 +368,35 @@ t.test("fencing holds between the log's commits and LMDB's own", async (t) => {
   const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
   const { instances } = store;
   const timer = { kind: 'event' as const, id: 't', dueAt: 500, event: { type: 'T' } };
-  for (const [order, name] of [['log first', 'a'], ['LMDB first', 'b']] as const) {
+  for (const [order, name] of [
+    ['log first', 'a'],
+    ['LMDB first', 'b'],
+  ] as const) {
     await instances.createInstance(head(1, { name }), [record(1)]);
     const viaLog = () => instances.commit(head(2, { name, context: { by: 'log' } }), head(1, { name }), [record(2)]);
     // A commit that applies a message goes to LMDB directly (the inbox is there).
-    const viaLmdb = () => instances.commit(head(2, { name, context: { by: 'lmdb' }, pendingTimers: [timer] }), head(1, { name }), [record(2)], { receivedMessageId: `msg-${name}` });
+    const viaLmdb = () =>
+      instances.commit(head(2, { name, context: { by: 'lmdb' }, pendingTimers: [timer] }), head(1, { name }), [record(2)], {
+        receivedMessageId: `msg-${name}`,
+      });
     const outcomes = await Promise.allSettled(order === 'log first' ? [viaLog(), viaLmdb()] : [viaLmdb(), viaLog()]);
-    t.same(outcomes.map((o) => o.status), ['fulfilled', 'rejected'], `${order}: the second writer from the same head is refused`);
+    t.same(
+      outcomes.map((o) => o.status),
+      ['fulfilled', 'rejected'],
+      `${order}: the second writer from the same head is refused`,
+    );
     t.type((outcomes[1] as PromiseRejectedResult).reason, SequenceConflictError);
-    t.same(instances.getInstance('org_a', 'm', name)?.context, { by: order === 'log first' ? 'log' : 'lmdb' }, `${order}: the first one's head`);
+    t.same(
+      instances.getInstance('org_a', 'm', name)?.context,
+      { by: order === 'log first' ? 'log' : 'lmdb' },
+      `${order}: the first one's head`,
+    );
   }
-  t.same(instances.listDueTimers(1_000, 10).map((d) => d.name), ['b'], 'and only the head that has a timer is indexed');
+  t.same(
+    instances.listDueTimers(1_000, 10).map((d) => d.name),
+    ['b'],
+    'and only the head that has a timer is indexed',
+  );
   await store.close();
 });
 
@@ -296,55 +418,70 @@ t.test('once commits landed in LMDB, fencing refuses stale writers without readi
   await allLanded();
   // A commit that applies a message goes to LMDB directly: LMDB's head moves past what the log landed.
   await instances.commit(head(4, { pendingTimers: [timer] }), head(3), [record(4)], { receivedMessageId: 'msg-4' });
-  await t.rejects(instances.commit(head(4), head(3), [record(4)]), SequenceConflictError, 'after a direct write, a writer from the head before it is refused');
+  await t.rejects(
+    instances.commit(head(4), head(3), [record(4)]),
+    SequenceConflictError,
+    'after a direct write, a writer from the head before it is refused',
+  );
   await instances.commit(head(5, { pendingTimers: [timer] }), head(4, { pendingTimers: [timer] }), [record(5)]);
   await allLanded();
-  t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 5, 'a writer from the direct write\'s head is taken, through the log');
+  t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 5, "a writer from the direct write's head is taken, through the log");
   t.equal(await instances.deleteInstance('org_a', 'm', 'i'), true);
   t.equal(await instances.createInstance(head(1), [record(1)]), true, 'after a delete the name can be created again');
   await allLanded();
-  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1], 'with a history of its own');
+  t.same(
+    instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq),
+    [1],
+    'with a history of its own',
+  );
   await store.close();
 });
 
-t.test('commits that change pending timers go through the log: the due-time index shows them before LMDB has them, and after', async (t) => {
-  const dir = tempDataDir();
-  t.teardown(() => removeDir(dir));
-  const timer = (id: string, dueAt: number) => ({ kind: 'event' as const, id, dueAt, event: { type: 'T' } });
-  const i1 = head(1, { pendingTimers: [timer('a', 100)] });
-  const first = openLmdbNodeStore(dir);
-  await first.instances.createInstance(i1, [record(1)]);
-  t.equal(framesIn(dir).length, 1, 'a create with a timer is a frame of the log');
-  await first.close();
+t.test(
+  'commits that change pending timers go through the log: the due-time index shows them before LMDB has them, and after',
+  async (t) => {
+    const dir = tempDataDir();
+    t.teardown(() => removeDir(dir));
+    const timer = (id: string, dueAt: number) => ({ kind: 'event' as const, id, dueAt, event: { type: 'T' } });
+    const i1 = head(1, { pendingTimers: [timer('a', 100)] });
+    const first = openLmdbNodeStore(dir);
+    await first.instances.createInstance(i1, [record(1)]);
+    t.equal(framesIn(dir).length, 1, 'a create with a timer is a frame of the log');
+    await first.close();
 
-  // Held back now: what the scheduler reads of these commits must come from the acknowledged heads.
-  const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
-  const instances = lmdbInstances(store);
-  const due = (upto: number, limit = 10) => instances.listDueTimers(upto, limit).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`);
-  t.same(due(1_000), ['i:a@100'], 'LMDB indexed the create\'s timer when its frame landed');
-  const i2 = head(2, { pendingTimers: [timer('b', 300)] });
-  await instances.commit(i2, i1, [record(2)]);
-  await instances.createInstance(head(1, { name: 'j', pendingTimers: [timer('c', 200)] }), [record(1)]);
-  await instances.createInstance(head(1, { name: 'k' }), [record(1)]);
-  t.same(framesIn(dir).length, 3, 'each of them a frame of the log');
-  t.same(due(1_000), ['j:c@200', 'i:b@300'], 'the new timers, in due order, and not the one the commit dropped');
-  t.same(due(1_000, 1), ['j:c@200'], 'up to the limit');
-  t.same(due(250), ['j:c@200'], 'up to the time');
-  t.equal(instances.nextTimerDue(), 200, 'the earliest due time is of the acknowledged heads');
-  await instances.commit(head(3), i2, [record(3)]);
-  t.same(due(1_000), ['j:c@200'], 'a commit that leaves no timer drops them at once');
+    // Held back now: what the scheduler reads of these commits must come from the acknowledged heads.
+    const store = openLmdbNodeStore(dir, { walApplyDelayMs: HOLD });
+    const instances = lmdbInstances(store);
+    const due = (upto: number, limit = 10) => instances.listDueTimers(upto, limit).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`);
+    t.same(due(1_000), ['i:a@100'], "LMDB indexed the create's timer when its frame landed");
+    const i2 = head(2, { pendingTimers: [timer('b', 300)] });
+    await instances.commit(i2, i1, [record(2)]);
+    await instances.createInstance(head(1, { name: 'j', pendingTimers: [timer('c', 200)] }), [record(1)]);
+    await instances.createInstance(head(1, { name: 'k' }), [record(1)]);
+    t.same(framesIn(dir).length, 3, 'each of them a frame of the log');
+    t.same(due(1_000), ['j:c@200', 'i:b@300'], 'the new timers, in due order, and not the one the commit dropped');
+    t.same(due(1_000, 1), ['j:c@200'], 'up to the limit');
+    t.same(due(250), ['j:c@200'], 'up to the time');
+    t.equal(instances.nextTimerDue(), 200, 'the earliest due time is of the acknowledged heads');
+    await instances.commit(head(3), i2, [record(3)]);
+    t.same(due(1_000), ['j:c@200'], 'a commit that leaves no timer drops them at once');
 
-  // A direct write queues every frame before it: then LMDB has them all.
-  await instances.replaceHead(head(1, { name: 'k', status: 'paused' }), head(1, { name: 'k' }));
-  while (instances.hasUnappliedInstances('org_a', 'm')) await new Promise((resolve) => setTimeout(resolve, 2));
-  t.same(due(1_000), ['j:c@200'], 'the same once LMDB has them');
-  t.equal(instances.nextTimerDue(), 200);
-  await store.close();
+    // A direct write queues every frame before it: then LMDB has them all.
+    await instances.replaceHead(head(1, { name: 'k', status: 'paused' }), head(1, { name: 'k' }));
+    while (instances.hasUnappliedInstances('org_a', 'm')) await new Promise((resolve) => setTimeout(resolve, 2));
+    t.same(due(1_000), ['j:c@200'], 'the same once LMDB has them');
+    t.equal(instances.nextTimerDue(), 200);
+    await store.close();
 
-  const reopened = openLmdbNodeStore(dir);
-  t.same(reopened.instances.listDueTimers(1_000, 10).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`), ['j:c@200'], 'LMDB alone holds exactly the heads\' timers');
-  await reopened.close();
-});
+    const reopened = openLmdbNodeStore(dir);
+    t.same(
+      reopened.instances.listDueTimers(1_000, 10).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`),
+      ['j:c@200'],
+      "LMDB alone holds exactly the heads' timers",
+    );
+    await reopened.close();
+  },
+);
 
 t.test('after kill -9, the due-time index is rebuilt from the log with the heads', async (t) => {
   const dir = tempDataDir();
@@ -368,7 +505,11 @@ t.test('after kill -9, the due-time index is rebuilt from the log with the heads
   t.match(crashed.stdout, /acked/);
   t.same((await logState(dir)).onlyInLog.length, 4, 'LMDB had none of the four commits');
   const store = openLmdbNodeStore(dir);
-  t.same(store.instances.listDueTimers(1_000, 10).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`), ['k:y@300', 'i:c@400', 'i:d@500'], 'the index is the last heads\' timers, none of the replaced ones');
+  t.same(
+    store.instances.listDueTimers(1_000, 10).map((d) => `${d.name}:${d.timerId}@${d.dueAt}`),
+    ['k:y@300', 'i:c@400', 'i:d@500'],
+    "the index is the last heads' timers, none of the replaced ones",
+  );
   t.equal(store.instances.nextTimerDue(), 300);
   await store.close();
 });
@@ -420,14 +561,20 @@ t.test('if LMDB cannot take what the log acknowledged, writes stop with 503 and 
   t.match((refused as ServiceError).message, /restart the node/);
   await t.rejects(instances.deleteInstance('org_a', 'm', 'i'), ServiceError, 'every kind of write');
   t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 2, 'what was acknowledged is still read');
-  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2]);
+  t.same(
+    instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq),
+    [1, 2],
+  );
   await store.close();
   t.equal(framesIn(dir).length, 3, 'the log is kept');
 
   const restarted = openLmdbNodeStore(dir);
   t.equal(restarted.instances.getInstance('org_a', 'm', 'i')?.seq, 2, 'a restart applies the log again');
   t.equal(restarted.instances.getInstance('org_a', 'm', 'other')?.seq, 1, 'the refused delete did not land');
-  t.same(restarted.instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2]);
+  t.same(
+    restarted.instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq),
+    [1, 2],
+  );
   await restarted.instances.commit(head(3), head(2), [record(3)]);
   t.equal(restarted.instances.getInstance('org_a', 'm', 'i')?.seq, 3, 'and writes go on');
   await restarted.close();

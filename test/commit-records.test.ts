@@ -6,10 +6,13 @@ import type { TransitionRecord } from '../src/store/instance-store.js';
 /** The pure parts of a commit, alone. */
 const record = (seq: number, ts: number): TransitionRecord => ({ seq, createdAt: '', ts, event: { type: 'E' }, state: 'a', context: {} });
 
-t.test('records are dated when applied, strictly after the instance\'s last, even when the clock stepped back', async (t) => {
+t.test("records are dated when applied, strictly after the instance's last, even when the clock stepped back", async (t) => {
   const records = [record(4, 2_000), record(5, 1_500), record(6, 3_000)];
   stampTimes(records, 2_500);
-  t.same(records.map((r) => r.ts), [2_501, 2_502, 3_000]);
+  t.same(
+    records.map((r) => r.ts),
+    [2_501, 2_502, 3_000],
+  );
   t.equal(records[2]?.createdAt, new Date(3_000).toISOString());
 });
 

@@ -16,65 +16,77 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.
  * With the write-ahead log the machine is bundled with xstate inside, as smply uploads it (its
  * instances are restored by its own xstate copy after the restart).
  */
-for (const commitLog of ['wal', 'lmdb']) t.test(`no acknowledged event is lost across kill -9 (--commit-log ${commitLog})`, async (t) => {
-  const dataDir = tempDataDir();
-  t.teardown(() => removeDir(dataDir));
-  const adminKey = 'crash-admin';
-  const first = await startNode({ dataDir, args: ['--admin-key', adminKey, '--commit-log', commitLog], generatedAdminKey: true });
-  await machineWithVersion({ ...first, adminKey }, 'crashy', commitLog === 'wal' ? await bundleLikeSmply(effectsMachine) : effectsMachine);
-  const writers = 8;
-  for (let w = 0; w < writers; w++) await call(first.url, 'POST', '/machines/crashy', { token: adminKey, body: { slug: `w${w}` } });
+for (const commitLog of ['wal', 'lmdb'])
+  t.test(`no acknowledged event is lost across kill -9 (--commit-log ${commitLog})`, async (t) => {
+    const dataDir = tempDataDir();
+    t.teardown(() => removeDir(dataDir));
+    const adminKey = 'crash-admin';
+    const first = await startNode({ dataDir, args: ['--admin-key', adminKey, '--commit-log', commitLog], generatedAdminKey: true });
+    await machineWithVersion(
+      { ...first, adminKey },
+      'crashy',
+      commitLog === 'wal' ? await bundleLikeSmply(effectsMachine) : effectsMachine,
+    );
+    const writers = 8;
+    for (let w = 0; w < writers; w++) await call(first.url, 'POST', '/machines/crashy', { token: adminKey, body: { slug: `w${w}` } });
 
-  const acked: string[][] = Array.from({ length: writers }, () => []);
-  const inFlight: Array<string | undefined> = Array.from({ length: writers }, () => undefined);
-  let killed = false;
-  const deadline = Date.now() + 15_000;
-  const writer = async (w: number) => {
-    for (let n = 0; !killed && n < 100_000 && Date.now() < deadline; n++) {
-      const note = `w${w}-${n}`;
-      inFlight[w] = note;
-      try {
-        const res = await call(first.url, 'POST', `/machines/crashy/i/w${w}/events`, { token: adminKey, body: { event: { type: 'NOTE', note } } });
-        if (res.status === 200) acked[w]?.push(note);
-        else if (!killed) throw new Error(`unexpected ${res.status}: ${res.text}`);
-      } catch (error) {
-        if (!killed) throw error;
-        return;
+    const acked: string[][] = Array.from({ length: writers }, () => []);
+    const inFlight: Array<string | undefined> = Array.from({ length: writers }, () => undefined);
+    let killed = false;
+    const deadline = Date.now() + 15_000;
+    const writer = async (w: number) => {
+      for (let n = 0; !killed && n < 100_000 && Date.now() < deadline; n++) {
+        const note = `w${w}-${n}`;
+        inFlight[w] = note;
+        try {
+          const res = await call(first.url, 'POST', `/machines/crashy/i/w${w}/events`, {
+            token: adminKey,
+            body: { event: { type: 'NOTE', note } },
+          });
+          if (res.status === 200) acked[w]?.push(note);
+          else if (!killed) throw new Error(`unexpected ${res.status}: ${res.text}`);
+        } catch (error) {
+          if (!killed) throw error;
+          return;
+        }
       }
-    }
-  };
-  const running = Array.from({ length: writers }, (_, w) => writer(w));
-  // Kill once a fair amount of work was acknowledged, at a moment the writers do not choose.
-  while (acked.reduce((n, a) => n + a.length, 0) < 400 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 50)));
-  killed = true;
-  t.equal(await first.stop('SIGKILL'), 'SIGKILL');
-  await Promise.allSettled(running);
-  const total = acked.reduce((n, a) => n + a.length, 0);
-  t.ok(total >= 400, `${total} events were acknowledged before the kill`);
+    };
+    const running = Array.from({ length: writers }, (_, w) => writer(w));
+    // Kill once a fair amount of work was acknowledged, at a moment the writers do not choose.
+    while (acked.reduce((n, a) => n + a.length, 0) < 400 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 50)));
+    killed = true;
+    t.equal(await first.stop('SIGKILL'), 'SIGKILL');
+    await Promise.allSettled(running);
+    const total = acked.reduce((n, a) => n + a.length, 0);
+    t.ok(total >= 400, `${total} events were acknowledged before the kill`);
 
-  const second = await startNode({ dataDir, args: ['--admin-key', adminKey, '--commit-log', commitLog], generatedAdminKey: true });
-  t.teardown(() => second.stop());
-  const client = new StateBackedClient(adminKey, { apiHost: second.url });
-  for (let w = 0; w < writers; w++) {
-    const notes: string[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await client.machineInstances.listTransitions('crashy', `w${w}`, cursor ? { cursor } : undefined);
-      notes.push(...page.transitions.slice(notes.length === 0 ? 1 : 0).map((tr) => (tr.event as { type: string; note: string }).note));
-      cursor = page.cursor;
-    } while (cursor);
-    const expected = acked[w] as string[];
-    // The one request in flight at the kill may have committed without its answer arriving.
-    const extra = notes.length === expected.length + 1 ? notes.at(-1) : undefined;
-    t.same(extra === undefined ? notes : notes.slice(0, -1), expected, `w${w}: the history holds exactly the acknowledged events, in order`);
-    if (extra !== undefined) t.equal(extra, inFlight[w], `w${w}: the only extra event is the one in flight at the kill`);
-    const state = await client.machineInstances.admin.get('crashy', `w${w}`);
-    t.same(state.context.log, notes, `w${w}: the committed context agrees with the history`);
-    const after = await client.machineInstances.sendEvent('crashy', `w${w}`, { event: { type: 'NOTE', note: 'after-restart' } });
-    t.equal(after.state, 'idle', `w${w}: the instance goes on after the restart`);
-  }
-});
+    const second = await startNode({ dataDir, args: ['--admin-key', adminKey, '--commit-log', commitLog], generatedAdminKey: true });
+    t.teardown(() => second.stop());
+    const client = new StateBackedClient(adminKey, { apiHost: second.url });
+    for (let w = 0; w < writers; w++) {
+      const notes: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.machineInstances.listTransitions('crashy', `w${w}`, cursor ? { cursor } : undefined);
+        notes.push(...page.transitions.slice(notes.length === 0 ? 1 : 0).map((tr) => (tr.event as { type: string; note: string }).note));
+        cursor = page.cursor;
+      } while (cursor);
+      const expected = acked[w] as string[];
+      // The one request in flight at the kill may have committed without its answer arriving.
+      const extra = notes.length === expected.length + 1 ? notes.at(-1) : undefined;
+      t.same(
+        extra === undefined ? notes : notes.slice(0, -1),
+        expected,
+        `w${w}: the history holds exactly the acknowledged events, in order`,
+      );
+      if (extra !== undefined) t.equal(extra, inFlight[w], `w${w}: the only extra event is the one in flight at the kill`);
+      const state = await client.machineInstances.admin.get('crashy', `w${w}`);
+      t.same(state.context.log, notes, `w${w}: the committed context agrees with the history`);
+      const after = await client.machineInstances.sendEvent('crashy', `w${w}`, { event: { type: 'NOTE', note: 'after-restart' } });
+      t.equal(after.state, 'idle', `w${w}: the instance goes on after the restart`);
+    }
+  });
 
 /**
  * Events sent one at a time are acknowledged from the write-ahead log (lmdb-instance-store.ts); here
@@ -90,7 +102,10 @@ t.test('events acknowledged from the write-ahead log alone survive kill -9', asy
   await call(first.url, 'POST', '/machines/lone', { token: adminKey, body: { slug: 'solo' } });
   const acked: string[] = [];
   for (let n = 0; n < 60; n++) {
-    const res = await call(first.url, 'POST', '/machines/lone/i/solo/events', { token: adminKey, body: { event: { type: 'NOTE', note: `n${n}` } } });
+    const res = await call(first.url, 'POST', '/machines/lone/i/solo/events', {
+      token: adminKey,
+      body: { event: { type: 'NOTE', note: `n${n}` } },
+    });
     t.equal(res.status, 200, res.text);
     acked.push(`n${n}`);
   }
@@ -162,7 +177,18 @@ t.test('delayed events acknowledged from the write-ahead log alone fire on time,
   for (const until = Date.now() + 15_000; b.transitions.length < 3 && Date.now() < until; await sleep(100)) {
     b = await again.machineInstances.listTransitions('nap', 'b');
   }
-  t.same(b.transitions.map((tr) => [eventType(tr), tr.state]), [['xstate.init', 'waiting'], ['TOUCH', 'waiting'], ['xstate.after(1500)#nap.waiting', 'done']], 'the moved delay fired once, after the restart');
+  t.same(
+    b.transitions.map((tr) => [eventType(tr), tr.state]),
+    [
+      ['xstate.init', 'waiting'],
+      ['TOUCH', 'waiting'],
+      ['xstate.after(1500)#nap.waiting', 'done'],
+    ],
+    'the moved delay fired once, after the restart',
+  );
   const bFired = Date.parse(b.transitions[2]?.createdAt ?? '') - (touched + 1_500);
-  t.ok(bFired >= 0, `not before its moved due time (${bFired} ms after it; the node was back ${backLate} ms after it), nor at the one the TOUCH replaced`);
+  t.ok(
+    bFired >= 0,
+    `not before its moved due time (${bFired} ms after it; the node was back ${backLate} ms after it), nor at the one the TOUCH replaced`,
+  );
 });

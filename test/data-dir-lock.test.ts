@@ -12,7 +12,9 @@ const run = promisify(execFile);
 /** `statehold serve` on a data dir that is already held: it must refuse, not start. */
 const serveAgain = async (dataDir: string): Promise<{ code: number; stderr: string }> => {
   try {
-    await run(process.execPath, ['--no-node-snapshot', entryPoint, 'serve', '--port', '0', '--data-dir', dataDir, '--admin-key', 'k'], { timeout: 20_000 });
+    await run(process.execPath, ['--no-node-snapshot', entryPoint, 'serve', '--port', '0', '--data-dir', dataDir, '--admin-key', 'k'], {
+      timeout: 20_000,
+    });
     return { code: 0, stderr: '' };
   } catch (error) {
     const e = error as { code?: number; stderr?: string };
@@ -34,14 +36,22 @@ t.test('one node per data dir: a second serve refuses and names the holder; kill
 
   const second = await serveAgain(dataDir);
   t.equal(second.code, 1, 'the second node exits 1');
-  t.match(second.stderr, `the data dir ${dataDir} is in use by another statehold process (pid ${first.child.pid})`, 'and says who holds it');
+  t.match(
+    second.stderr,
+    `the data dir ${dataDir} is in use by another statehold process (pid ${first.child.pid})`,
+    'and says who holds it',
+  );
   t.notMatch(second.stderr, /\n\s+at /, 'without a stack trace');
   t.equal((await call(first.url, 'GET', '/machines/kept', { token: first.adminKey })).status, 200, 'the holder is untouched');
 
   t.equal(await first.stop('SIGKILL'), 'SIGKILL');
   t.ok(lstatSync(join(dataDir, LOCK_FILE)).isSocket(), 'kill -9 leaves the socket file behind');
   const next = await startNode({ dataDir });
-  t.equal((await call(next.url, 'GET', '/machines/kept', { token: next.adminKey })).status, 200, 'a new node takes over the stale lock, with the data');
+  t.equal(
+    (await call(next.url, 'GET', '/machines/kept', { token: next.adminKey })).status,
+    200,
+    'a new node takes over the stale lock, with the data',
+  );
   t.equal(await next.stop('SIGTERM'), 0);
   t.notOk(existsSync(join(dataDir, LOCK_FILE)), 'a clean stop removes the lock');
 });

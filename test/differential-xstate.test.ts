@@ -145,7 +145,10 @@ const cases: Case[] = raws
     for (const major of new Set(FLAVORS.map((f) => f.major))) {
       const spec = buildSpec(raw, { regionConflicts: major === 5 });
       specs.set(major, spec);
-      references.set(major, spec.instances.map((events) => referenceRun(spec, major, events, xs)));
+      references.set(
+        major,
+        spec.instances.map((events) => referenceRun(spec, major, events, xs)),
+      );
     }
     return { index, specs, references };
   })
@@ -188,7 +191,8 @@ interface Mismatch {
 }
 
 const mismatches: Mismatch[] = [];
-const where = (m: Pick<Mismatch, 'step'>): string => (m.step === -1 ? 'create' : m.step === -2 ? 'after the last event' : `event #${m.step}`);
+const where = (m: Pick<Mismatch, 'step'>): string =>
+  m.step === -1 ? 'create' : m.step === -2 ? 'after the last event' : `event #${m.step}`;
 /** `${server} ${machine}` of every upload driven to its end. */
 const completed = new Set<string>();
 /** What stopped a server's run before its end (a node that did not start, a request that failed outside the checks). */
@@ -222,7 +226,9 @@ class Server {
     try {
       await this.start();
     } catch (e) {
-      throw new Error(`the restart after ${this.kind.restartSignal} failed: ${e instanceof Error ? e.message : String(e)}\nthe node before it said:\n${before.slice(-3000)}`);
+      throw new Error(
+        `the restart after ${this.kind.restartSignal} failed: ${e instanceof Error ? e.message : String(e)}\nthe node before it said:\n${before.slice(-3000)}`,
+      );
     }
     this.restarted = true;
   }
@@ -252,10 +258,22 @@ class Drive {
   private fail(instance: number, step: number, what: string, expected: unknown, got: unknown) {
     this.broken[instance] = true;
     const event = step >= 0 ? this.upload.spec.instances[instance]?.[step] : undefined;
-    const m: Mismatch = { server: this.server.kind.name, upload: this.upload, instance, step, afterRestart: this.server.restarted, what, event, expected, got };
+    const m: Mismatch = {
+      server: this.server.kind.name,
+      upload: this.upload,
+      instance,
+      step,
+      afterRestart: this.server.restarted,
+      what,
+      event,
+      expected,
+      got,
+    };
     mismatches.push(m);
     // At once too (a long run reports at its end): one line.
-    t.comment(`mismatch: ${m.server} ${m.upload.machine} i${instance} ${where(m)}: ${what}; expected ${JSON.stringify(expected)}, got ${JSON.stringify(got)}`);
+    t.comment(
+      `mismatch: ${m.server} ${m.upload.machine} i${instance} ${where(m)}: ${what}; expected ${JSON.stringify(expected)}, got ${JSON.stringify(got)}`,
+    );
   }
 
   private same(instance: number, step: number, what: string, expected: unknown, got: unknown): boolean {
@@ -291,7 +309,11 @@ class Drive {
     const got: Array<{ event: { type: string }; state: unknown }> = [];
     let cursor: string | undefined;
     for (let page = 0; page < 50; page++) {
-      const r = await this.server.client.machineInstances.listTransitions(this.upload.machine, this.slugs[instance] as string, cursor ? { cursor } : undefined);
+      const r = await this.server.client.machineInstances.listTransitions(
+        this.upload.machine,
+        this.slugs[instance] as string,
+        cursor ? { cursor } : undefined,
+      );
       got.push(...(r.transitions as typeof got));
       cursor = (r as { cursor?: string }).cursor;
       if (!cursor) break;
@@ -320,8 +342,19 @@ class Drive {
     const answered = this.durable ? (ref.initialRecords[0]?.observed ?? expected) : expected;
     const context = this.upload.spec.createContext;
     try {
-      const r = await this.server.client.machineInstances.create(this.upload.machine, { slug: this.slugs[instance] as string, ...(context ? { context } : {}) });
-      if (!this.same(instance, -1, 'create answer', answerOf(answered), { state: r.state, publicContext: r.publicContext, tags: [...r.tags].sort(), done: r.done })) return;
+      const r = await this.server.client.machineInstances.create(this.upload.machine, {
+        slug: this.slugs[instance] as string,
+        ...(context ? { context } : {}),
+      });
+      if (
+        !this.same(instance, -1, 'create answer', answerOf(answered), {
+          state: r.state,
+          publicContext: r.publicContext,
+          tags: [...r.tags].sort(),
+          done: r.done,
+        })
+      )
+        return;
       if (this.durable) await this.awaitState(instance, -1, expected);
       else await this.checkAdmin(instance, -1, expected);
     } catch (e) {
@@ -348,7 +381,13 @@ class Drive {
         this.fail(instance, step, 'a paused instance took an event', { status: 409, code: 'invalid-state' }, r);
       } catch (e) {
         const err = errorOf(e);
-        this.same(instance, step, 'event to a paused instance', { status: 409, code: 'invalid-state' }, { status: err.status, code: err.code });
+        this.same(
+          instance,
+          step,
+          'event to a paused instance',
+          { status: 409, code: 'invalid-state' },
+          { status: err.status, code: err.code },
+        );
       }
       await this.checkAdmin(instance, step, this.previous(instance, step), 'admin state while paused');
       await client.machineInstances.dangerously.setStatus(this.upload.machine, slug, { status: 'running' });
@@ -364,7 +403,13 @@ class Drive {
     const expected: HistoryRecord[] = [...ref.initialRecords, ...ref.steps.flatMap((s) => (s.kind === 'refused' ? [] : s.records))];
     const got = await this.history(instance);
     const shown = got.map((g, i) => ({ event: expected[i]?.full === false ? { type: g.event.type } : g.event, state: g.state }));
-    this.same(instance, -2, 'history (GET .../events) after the last event', expected.map((e) => ({ event: e.event, state: e.state })), shown);
+    this.same(
+      instance,
+      -2,
+      'history (GET .../events) after the last event',
+      expected.map((e) => ({ event: e.event, state: e.state })),
+      shown,
+    );
   }
 
   /** `wait: false` (durable timers): leaves the delayed events pending; the caller awaits the state later. */
@@ -392,8 +437,24 @@ class Drive {
         return;
       }
     } else if (expected.kind === 'refused') {
-      if (!error) return this.fail(instance, step, `event taken although xstate threw (${expected.error})`, { status: 400, code: 'machine-code-error' }, answer);
-      if (!this.same(instance, step, `refusal (xstate threw ${expected.error})`, { status: 400, code: 'machine-code-error' }, { status: error.status, code: error.code })) return;
+      if (!error)
+        return this.fail(
+          instance,
+          step,
+          `event taken although xstate threw (${expected.error})`,
+          { status: 400, code: 'machine-code-error' },
+          answer,
+        );
+      if (
+        !this.same(
+          instance,
+          step,
+          `refusal (xstate threw ${expected.error})`,
+          { status: 400, code: 'machine-code-error' },
+          { status: error.status, code: error.code },
+        )
+      )
+        return;
     } else {
       // The machine is done: whatever the answer, the instance must not change.
       const key = `${this.upload.flavor.name}: ${error ? `${error.status} ${error.code}` : '200'}`;
@@ -436,7 +497,9 @@ const runServer = async (server: Server) => {
     }
     await server.restart();
     for (const awaitIt of pending) await awaitIt();
-    t.comment(`${server.kind.name}: machines ${from + 1}-${from + batch.size} driven half way, node restarted (${server.kind.restartSignal}); ${mismatches.length} mismatches so far`);
+    t.comment(
+      `${server.kind.name}: machines ${from + 1}-${from + batch.size} driven half way, node restarted (${server.kind.restartSignal}); ${mismatches.length} mismatches so far`,
+    );
     for (const d of drives) {
       await d.pauseResume(0, half(d, 0));
       const longest = Math.max(...d.upload.spec.instances.map((e) => e.length));
@@ -478,7 +541,9 @@ const describe = (m: Mismatch): string => {
 };
 
 t.comment(`events sent after done were answered: ${JSON.stringify(Object.fromEntries([...afterDoneAnswers].sort()))}`);
-t.comment(`differential: seed ${SEED}, ${cases.length} machines x ${FLAVORS.length} uploads x ${servers.length} servers in ${(elapsed / 1000).toFixed(1)} s`);
+t.comment(
+  `differential: seed ${SEED}, ${cases.length} machines x ${FLAVORS.length} uploads x ${servers.length} servers in ${(elapsed / 1000).toFixed(1)} s`,
+);
 
 for (const [server, failure] of serverFailures) {
   t.test(`the ${server} node's run`, async (t) => {
@@ -491,7 +556,8 @@ for (const upload of uploads) {
   t.test(`case ${upload.case.index} ${upload.flavor.name}`, async (t) => {
     for (const server of servers) {
       const found = mismatches.filter((m) => m.upload === upload && m.server === server.kind.name);
-      if (found.length === 0 && !completed.has(`${server.kind.name} ${upload.machine}`)) t.fail(`${server.kind.name}: not driven to its end (the node's run stopped)`);
+      if (found.length === 0 && !completed.has(`${server.kind.name} ${upload.machine}`))
+        t.fail(`${server.kind.name}: not driven to its end (the node's run stopped)`);
       else if (found.length === 0) t.pass(`${server.kind.name}: every answer, admin state and history as xstate's`);
       for (const m of found) {
         const text = describe(m);
@@ -515,7 +581,13 @@ t.test('the generated machines cover what the test is meant to cover', async (t)
   const seen = new Set<string>();
   for (const u of uploads) for (const [k, v] of Object.entries(u.spec.features)) if (v) seen.add(k);
   const all = Object.keys(uploads[0]?.spec.features ?? {}) as (keyof Features)[];
-  t.same(all.filter((k) => !seen.has(k)), [], 'no feature missing');
-  const kinds = new Set(cases.flatMap((c) => [...c.references.values()].flatMap((runs) => runs.flatMap((r) => r.steps.map((s) => s.kind)))));
+  t.same(
+    all.filter((k) => !seen.has(k)),
+    [],
+    'no feature missing',
+  );
+  const kinds = new Set(
+    cases.flatMap((c) => [...c.references.values()].flatMap((runs) => runs.flatMap((r) => r.steps.map((s) => s.kind)))),
+  );
   t.same([...kinds].sort(), ['after-done', 'ok', 'refused'], 'events taken, refused for throwing, and sent after done');
 });

@@ -20,7 +20,11 @@ t.test('a node with a 100 ms settling budget and 150 ms timer retries', async (t
     t.equal((await operator.machineInstances.sendEvent('timers', 'a', { event: 'SLEEP' })).state, 'sleeping');
     await sleep(1800);
     t.equal((await operator.machineInstances.get('timers', 'a')).state, 'awake', 'no request was needed');
-    t.same(await eventTypes(operator, 'timers', 'a'), ['xstate.init', 'SLEEP', 'xstate.after(1500)#timers.sleeping'], 'the timer is an ordinary history entry');
+    t.same(
+      await eventTypes(operator, 'timers', 'a'),
+      ['xstate.init', 'SLEEP', 'xstate.after(1500)#timers.sleeping'],
+      'the timer is an ordinary history entry',
+    );
 
     await operator.machineInstances.create('timers', { slug: 'b' });
     await operator.machineInstances.sendEvent('timers', 'b', { event: 'ARM' });
@@ -50,26 +54,39 @@ t.test('a node with a 100 ms settling budget and 150 ms timer retries', async (t
     await operator.machineInstances.sendEvent('paused', 'p', { event: 'ARM' });
     await operator.machineInstances.dangerously.setStatus('paused', 'p', { status: 'paused' });
     // PING is due 400 ms after ARM; 5 retries 150 ms apart, then the drop (≈ 1.3 s).
-    const logLines = async () => (await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'paused', instanceName: 'p' })).logs.map((l) => l.log);
-    await eventually(async () => (await logLines()).some((l) => /dropped delayed event PING/.test(l)), { intervalMs: 200, message: 'the delayed event was not dropped' }).catch(() => undefined);
+    const logLines = async () =>
+      (await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'paused', instanceName: 'p' })).logs.map((l) => l.log);
+    await eventually(async () => (await logLines()).some((l) => /dropped delayed event PING/.test(l)), {
+      intervalMs: 200,
+      message: 'the delayed event was not dropped',
+    }).catch(() => undefined);
     await operator.machineInstances.dangerously.setStatus('paused', 'p', { status: 'running' });
     await sleep(500);
     t.equal((await operator.machineInstances.get('paused', 'p')).state, 'armed', 'the event was never delivered');
     const lines = await logLines();
     t.equal(lines.filter((l) => /could not deliver delayed event PING/.test(l)).length, 5, 'five retries were logged');
-    t.ok(lines.some((l) => /dropped delayed event PING after 6 failed deliveries: the instance is paused/.test(l)), 'then the drop, with why');
+    t.ok(
+      lines.some((l) => /dropped delayed event PING after 6 failed deliveries: the instance is paused/.test(l)),
+      'then the drop, with why',
+    );
   });
 
   t.test('a delayed event that fails on the version an upgrade just committed is retried, counted and dropped', async (t) => {
     const { operator } = await machineWithVersion(node, 'upgrading', timersMachine);
     // v2: the same machine, except that PING throws (the delayed event pending from v1 fails there)
-    const v2 = timersMachine.replace('PING: { target: "pinged",', 'PING: { target: "pinged", cond: () => { console.log("v2 tries PING"); throw new Error("v2 refuses PING"); },');
+    const v2 = timersMachine.replace(
+      'PING: { target: "pinged",',
+      'PING: { target: "pinged", cond: () => { console.log("v2 tries PING"); throw new Error("v2 refuses PING"); },',
+    );
     t.not(v2, timersMachine);
     const versions = (await operator.machineVersions.list('upgrading')).versions;
     const v1Id = versions[0]?.id as string;
     const { machineVersionId: v2Id } = await operator.machineVersions.create('upgrading', { clientInfo: 'v2', code: v2 });
-    await operator.machineVersionMigrations.create('upgrading', { fromMachineVersionId: v1Id, toMachineVersionId: v2Id,
-      code: 'export const upgradeState = (path) => path; export const upgradeContext = (oldPaths, newPaths, context) => context;' });
+    await operator.machineVersionMigrations.create('upgrading', {
+      fromMachineVersionId: v1Id,
+      toMachineVersionId: v2Id,
+      code: 'export const upgradeState = (path) => path; export const upgradeContext = (oldPaths, newPaths, context) => context;',
+    });
     await operator.machineInstances.create('upgrading', { slug: 'u' });
     await operator.machineInstances.sendEvent('upgrading', 'u', { event: 'ARM' });
     await operator.machineInstances.admin.updateDesiredVersion('upgrading', 'u', { targetMachineVersionId: v2Id });
@@ -77,10 +94,18 @@ t.test('a node with a 100 ms settling budget and 150 ms timer retries', async (t
     let lines: string[] = [];
     for (let i = 0; i < 40 && !lines.some((l) => /dropped delayed event PING after 6 failed deliveries/.test(l)); i++) {
       await sleep(250);
-      lines = (await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'upgrading', instanceName: 'u' })).logs.map((l) => l.log);
+      lines = (await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'upgrading', instanceName: 'u' })).logs.map(
+        (l) => l.log,
+      );
     }
-    t.ok(lines.some((l) => /could not deliver delayed event PING \(attempt 1\): .*v2 refuses PING/.test(l)), 'the first failure is counted');
-    t.ok(lines.some((l) => /dropped delayed event PING after 6 failed deliveries/.test(l)), 'and after the retries the drop is logged');
+    t.ok(
+      lines.some((l) => /could not deliver delayed event PING \(attempt 1\): .*v2 refuses PING/.test(l)),
+      'the first failure is counted',
+    );
+    t.ok(
+      lines.some((l) => /dropped delayed event PING after 6 failed deliveries/.test(l)),
+      'and after the retries the drop is logged',
+    );
     t.equal(lines.filter((l) => /v2 tries PING/.test(l)).length, 6, 'six deliveries were tried: none went uncounted');
     const view = await operator.machineInstances.admin.get('upgrading', 'u');
     t.match(view, { state: 'armed', machineVersion: { id: v2Id } }, 'the upgrade stays; the event was never taken');
@@ -99,10 +124,13 @@ t.test('a node with a 1 s settling budget', async (t) => {
     await operator.machineInstances.create('talky', { slug: 'y' });
     await operator.machineInstances.sendEvent('talky', 'x', { event: { type: 'LOG', n: 1 } });
     await operator.machineInstances.sendEvent('talky', 'y', { event: { type: 'LOG', n: 2 } });
-    const all = await eventually(async () => {
-      const retrieved = await operator.logs.retrieve(from);
-      return retrieved.logs.length >= 4 && retrieved;
-    }, { message: 'the four lines were not logged' }).catch(() => operator.logs.retrieve(from));
+    const all = await eventually(
+      async () => {
+        const retrieved = await operator.logs.retrieve(from);
+        return retrieved.logs.length >= 4 && retrieved;
+      },
+      { message: 'the four lines were not logged' },
+    ).catch(() => operator.logs.retrieve(from));
     t.equal(all.logs.length, 4);
     const first = all.logs[0];
     t.match(first, { orgId: /^org_/, machineName: 'talky', instanceName: 'x', machineVersionId, outputType: 'stdout', timestamp: String });
@@ -111,11 +139,19 @@ t.test('a node with a 1 s settling budget', async (t) => {
     t.equal(all.logs[1]?.log, 'bad thing 1');
 
     const base = `${node.url}/logs`;
-    const get = async (query: string) => (await fetch(`${base}?${query}`, { headers: { authorization: `Bearer ${node.adminKey}` } })).json() as Promise<any>;
+    const get = async (query: string) =>
+      (await fetch(`${base}?${query}`, { headers: { authorization: `Bearer ${node.adminKey}` } })).json() as Promise<any>;
     const viaClient = await operator.logs.retrieve(from, { machineName: 'talky', instanceName: 'y', machineVersionId });
-    t.same(viaClient.logs.map((l) => l.instanceName), ['y', 'y'], 'the client\'s filters reach the server');
+    t.same(
+      viaClient.logs.map((l) => l.instanceName),
+      ['y', 'y'],
+      "the client's filters reach the server",
+    );
     const onlyY = await get(`from=${from.toISOString()}&instance=y`);
-    t.same(onlyY.logs.map((l: { instanceName: string }) => l.instanceName), ['y', 'y']);
+    t.same(
+      onlyY.logs.map((l: { instanceName: string }) => l.instanceName),
+      ['y', 'y'],
+    );
     t.equal((await get(`from=${from.toISOString()}&version=ver_AAAAAAAAAAAAAAAAAAAAAA`)).logs.length, 0);
     const again = await get(`from=${encodeURIComponent(all.maxTimestamp)}`);
     t.same(again.logs, [], 'continuing from maxTimestamp repeats nothing');
@@ -131,13 +167,24 @@ t.test('a node with a 1 s settling budget', async (t) => {
     t.equal(missing.status, 400);
 
     await operator.machineInstances.create('talky', { slug: 'grumpy' });
-    await t.rejects(operator.machineInstances.get('talky', 'grumpy'), { status: 403, code: 'rejected-by-machine-authorizer' }, 'a throwing authorizer refuses');
+    await t.rejects(
+      operator.machineInstances.get('talky', 'grumpy'),
+      { status: 403, code: 'rejected-by-machine-authorizer' },
+      'a throwing authorizer refuses',
+    );
     const grumpyLogs = () => operator.logs.retrieve(from, { machineName: 'talky', instanceName: 'grumpy' });
-    const grumpy = await eventually(async () => {
-      const retrieved = await grumpyLogs();
-      return retrieved.logs.length > 0 && retrieved;
-    }, { message: 'the throw was not logged' }).catch(grumpyLogs);
-    t.match(grumpy.logs, [{ machineName: 'talky', instanceName: 'grumpy', outputType: 'stderr', log: /allowRead threw: Error: no reads for grumpy/ }], 'and the throw is logged under its machine and instance');
+    const grumpy = await eventually(
+      async () => {
+        const retrieved = await grumpyLogs();
+        return retrieved.logs.length > 0 && retrieved;
+      },
+      { message: 'the throw was not logged' },
+    ).catch(grumpyLogs);
+    t.match(
+      grumpy.logs,
+      [{ machineName: 'talky', instanceName: 'grumpy', outputType: 'stderr', log: /allowRead threw: Error: no reads for grumpy/ }],
+      'and the throw is logged under its machine and instance',
+    );
 
     const iterator = operator.logs.watch(from)[Symbol.asyncIterator]();
     const watched = await iterator.next();
@@ -167,15 +214,35 @@ t.test('a node with a 1 s settling budget', async (t) => {
     for (const until = Date.now() + 10_000; transitions.length < 6 && Date.now() < until; await sleep(200)) {
       transitions = (await operator.machineInstances.listTransitions('pings', 'x')).transitions as typeof transitions;
     }
-    t.same(transitions.map((tr) => tr.event.type), ['xstate.init', 'xstate.after(200)#pings.a', 'SCHED', 'SCHED', 'PING', 'PING']);
-    t.same(transitions.map((tr) => tr.state), ['a', 'b', 'b', 'b', 'b', 'b']);
-    t.same(transitions.slice(4).map((tr) => tr.event.id), ['A', 'B'], 'one record for each delayed event');
+    t.same(
+      transitions.map((tr) => tr.event.type),
+      ['xstate.init', 'xstate.after(200)#pings.a', 'SCHED', 'SCHED', 'PING', 'PING'],
+    );
+    t.same(
+      transitions.map((tr) => tr.state),
+      ['a', 'b', 'b', 'b', 'b', 'b'],
+    );
+    t.same(
+      transitions.slice(4).map((tr) => tr.event.id),
+      ['A', 'B'],
+      'one record for each delayed event',
+    );
     t.same((await operator.machineInstances.admin.get('pings', 'x')).context.pings, ['A', 'B']);
 
     // Five delayed events inside one step's budget: five records, in order.
     await operator.machineInstances.sendEvent('pings', 'x', { event: 'MANY' });
     const after = (await operator.machineInstances.listTransitions('pings', 'x')).transitions as typeof transitions;
-    t.same(after.slice(6).map((tr) => [tr.event.type, tr.event.id]), [['MANY', undefined], ['PING', 'm1'], ['PING', 'm2'], ['PING', 'm3'], ['PING', 'm4'], ['PING', 'm5']]);
+    t.same(
+      after.slice(6).map((tr) => [tr.event.type, tr.event.id]),
+      [
+        ['MANY', undefined],
+        ['PING', 'm1'],
+        ['PING', 'm2'],
+        ['PING', 'm3'],
+        ['PING', 'm4'],
+        ['PING', 'm5'],
+      ],
+    );
   });
 });
 

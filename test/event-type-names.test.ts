@@ -52,7 +52,12 @@ export const allowWrite = () => true;
 const bundled = async (source: string): Promise<Buffer> => {
   const out = await build({
     stdin: { contents: source, resolveDir: process.cwd(), loader: 'js' },
-    bundle: true, platform: 'browser', format: 'esm', minify: true, keepNames: true, write: false,
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    minify: true,
+    keepNames: true,
+    write: false,
     define: { 'process.env.NODE_ENV': '"production"' },
   });
   return gzipSync(out.outputFiles[0]?.text ?? '');
@@ -126,7 +131,9 @@ for (const withOwnXstate of [false, true]) {
       if (other?.length !== 3) await sleep(50);
     }
     t.same(other, ['constructor', '__proto__', 'hasOwnProperty'], 'sent from one instance to another');
-    const types = (await client.machineInstances.listTransitions(machine, 'other')).transitions.map((tr) => (tr.event as { type: string }).type);
+    const types = (await client.machineInstances.listTransitions(machine, 'other')).transitions.map(
+      (tr) => (tr.event as { type: string }).type,
+    );
     t.same(types, ['xstate.init', 'constructor', '__proto__', 'hasOwnProperty']);
   });
 }
@@ -137,7 +144,12 @@ t.test("the runtime's own event types are refused from clients (400 naming event
   await client.machineInstances.create(machine, { slug: 'r' });
   const before = (await client.machineInstances.listTransitions(machine, 'r')).transitions.length;
   const refused = [
-    'xstate.after(86400000)#plain.idle', 'xstate.init', 'done.invoke.pay', 'done.state.plain.idle', 'error.platform.pay', 'error.execution',
+    'xstate.after(86400000)#plain.idle',
+    'xstate.init',
+    'done.invoke.pay',
+    'done.state.plain.idle',
+    'error.platform.pay',
+    'error.execution',
     { type: 'done.invoke.pay', data: { paid: true } },
     { type: 'statebacked.upgrade', migrationPath: [], fromMachineVersionId: 'ver_x', toMachineVersionId: 'ver_y' },
     { type: 'xstate.done.actor.child' },

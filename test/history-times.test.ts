@@ -30,7 +30,10 @@ t.test('a 3 s delay inside the settle window of a create and of an event', async
   const created = await operator.machineInstances.create('slow', { slug: 's' });
   t.equal(created.state, 'idle', 'the create settled through its 3 s delay');
   let history = (await operator.machineInstances.listTransitions('slow', 's')).transitions as Transition[];
-  t.same(history.map((tr) => tr.event.type), ['xstate.init', 'xstate.after(3000)#slow.warming']);
+  t.same(
+    history.map((tr) => tr.event.type),
+    ['xstate.init', 'xstate.after(3000)#slow.warming'],
+  );
   const [init, warmed] = times(history) as [number, number];
   t.ok(init >= createdAt - 5 && init < createdAt + 1_000, 'the first record is dated when the create began');
   t.ok(aboutThreeSeconds(warmed - init), `the delayed event is dated 3 s after it (${warmed - init} ms)`);
@@ -40,10 +43,20 @@ t.test('a 3 s delay inside the settle window of a create and of an event', async
   const answer = await operator.machineInstances.sendEvent('slow', 's', { event: 'START' });
   t.equal(answer.state, 'done');
   history = (await operator.machineInstances.listTransitions('slow', 's')).transitions as Transition[];
-  t.same(history.map((tr) => tr.event.type), ['xstate.init', 'xstate.after(3000)#slow.warming', 'START', 'xstate.after(3000)#slow.waiting']);
-  t.same(history.map((tr) => tr.state), ['warming', 'idle', 'waiting', 'done'], 'each record holds the state its event left');
+  t.same(
+    history.map((tr) => tr.event.type),
+    ['xstate.init', 'xstate.after(3000)#slow.warming', 'START', 'xstate.after(3000)#slow.waiting'],
+  );
+  t.same(
+    history.map((tr) => tr.state),
+    ['warming', 'idle', 'waiting', 'done'],
+    'each record holds the state its event left',
+  );
   const all = times(history);
-  t.ok(all.every((ms, i) => i === 0 || ms > (all[i - 1] as number)), `in order: ${history.map((tr) => tr.createdAt).join(' ')}`);
+  t.ok(
+    all.every((ms, i) => i === 0 || ms > (all[i - 1] as number)),
+    `in order: ${history.map((tr) => tr.createdAt).join(' ')}`,
+  );
   const [, , started, fired] = all as [number, number, number, number];
   t.ok(started >= sentAt - 5 && started < sentAt + 1_000, 'START is dated when it was applied');
   t.ok(aboutThreeSeconds(fired - started), `the delayed event is dated 3 s after START (${fired - started} ms)`);

@@ -23,7 +23,9 @@ const upstreamPort = (upstream.address() as AddressInfo).port;
 t.teardown(() => upstream.close());
 
 // No stall watchdog: the spinning handler below must meet the CPU limit, not move the org to quarantine.
-const node = await startNode({ args: ['--cpu-limit-ms', '300', '--sandbox-stall-ms', '0', '--settle-timeout-ms', '2000', '--fetch-allow', `127.0.0.1:${upstreamPort}`] });
+const node = await startNode({
+  args: ['--cpu-limit-ms', '300', '--sandbox-stall-ms', '0', '--settle-timeout-ms', '2000', '--fetch-allow', `127.0.0.1:${upstreamPort}`],
+});
 t.teardown(() => node.stop());
 const admin = node.adminKey as string;
 const orgId = (await call(node.url, 'GET', '/orgs', { token: admin })).body.orgs[0].id as string;
@@ -41,27 +43,42 @@ t.teardown(() => limited.stop());
 const api = (slug: string, rest = '') => `/http-api/${orgId}/machines/orders/${slug}${rest}`;
 const signed = { 'x-signature': 'good' };
 
-t.test('a JSON webhook creates the instance on its first request, then sends to it; the settled state maps to status, headers, body', async (t) => {
-  const first = await call(node.url, 'POST', api('orders'), { body: { order: 'o1', item: 'apple', price: 3 }, headers: signed });
-  t.equal(first.status, 202);
-  t.equal(first.headers['x-order-state'], 'open');
-  t.equal(first.headers['x-items'], '1', 'a number header value is sent as text; names are lower-cased');
-  t.match(first.headers['content-type'], /^application\/json/);
-  t.same(first.body, { state: 'open', total: 3, owner: 'webhook', result: null }, 'full context (owner from initialContext); not done: result null');
+t.test(
+  'a JSON webhook creates the instance on its first request, then sends to it; the settled state maps to status, headers, body',
+  async (t) => {
+    const first = await call(node.url, 'POST', api('orders'), { body: { order: 'o1', item: 'apple', price: 3 }, headers: signed });
+    t.equal(first.status, 202);
+    t.equal(first.headers['x-order-state'], 'open');
+    t.equal(first.headers['x-items'], '1', 'a number header value is sent as text; names are lower-cased');
+    t.match(first.headers['content-type'], /^application\/json/);
+    t.same(
+      first.body,
+      { state: 'open', total: 3, owner: 'webhook', result: null },
+      'full context (owner from initialContext); not done: result null',
+    );
 
-  const second = await call(node.url, 'POST', api('orders'), { body: { order: 'o1', item: 'pear', price: 4 }, headers: signed });
-  t.equal(second.status, 202);
-  t.same(second.body, { state: 'open', total: 7, owner: 'webhook', result: null });
+    const second = await call(node.url, 'POST', api('orders'), { body: { order: 'o1', item: 'pear', price: 4 }, headers: signed });
+    t.equal(second.status, 202);
+    t.same(second.body, { state: 'open', total: 7, owner: 'webhook', result: null });
 
-  const paid = await call(node.url, 'POST', api('orders'), { body: { order: 'o1', pay: true }, headers: signed });
-  t.equal(paid.status, 201);
-  t.same(paid.body, { state: 'paid', total: 7, owner: 'webhook', result: { receipt: 'r-7', via: 'PAY' } }, 'done: result is the final state data');
+    const paid = await call(node.url, 'POST', api('orders'), { body: { order: 'o1', pay: true }, headers: signed });
+    t.equal(paid.status, 201);
+    t.same(
+      paid.body,
+      { state: 'paid', total: 7, owner: 'webhook', result: { receipt: 'r-7', via: 'PAY' } },
+      'done: result is the final state data',
+    );
 
-  const history = await operator.machineInstances.listTransitions('orders', 'o1');
-  t.same(history.transitions.map(eventType), ['xstate.init', 'ADD', 'ADD', 'PAY'], 'created once, three events, through the normal paths');
-  const state = await operator.machineInstances.admin.get('orders', 'o1');
-  t.equal(state.done, true);
-});
+    const history = await operator.machineInstances.listTransitions('orders', 'o1');
+    t.same(
+      history.transitions.map(eventType),
+      ['xstate.init', 'ADD', 'ADD', 'PAY'],
+      'created once, three events, through the normal paths',
+    );
+    const state = await operator.machineInstances.admin.get('orders', 'o1');
+    t.equal(state.done, true);
+  },
+);
 
 t.test('a form body reaches the handler as an object of strings', async (t) => {
   const res = await call(node.url, 'POST', api('orders'), {
@@ -115,7 +132,9 @@ t.test('HEAD runs the handler like GET and answers without the body; OPTIONS is 
   const seen = ((await operator.machineInstances.admin.get('orders', 'echo')).context as any).seen.at(-1);
   t.equal(seen.method, 'HEAD', 'the handler sees HEAD');
 
-  const options = await call(node.url, 'OPTIONS', api('echo'), { headers: { origin: 'https://example.com', 'access-control-request-method': 'POST' } });
+  const options = await call(node.url, 'OPTIONS', api('echo'), {
+    headers: { origin: 'https://example.com', 'access-control-request-method': 'POST' },
+  });
   t.equal(options.status, 204);
   t.match(options.headers['access-control-allow-methods'], /POST/);
   const after = ((await operator.machineInstances.admin.get('orders', 'echo')).context as any).seen.length;
@@ -157,13 +176,22 @@ t.test('404: unknown org, machine, slug, no httpApiMapper, no current version', 
 });
 
 t.test('400: the handler throws, returns an invalid shape, is missing, or runs past the CPU limit', async (t) => {
-  const threw = await call(node.url, 'POST', api('orders'), { body: { order: 'o3', item: 'a', price: 1 }, headers: { 'x-signature': 'forged' } });
+  const threw = await call(node.url, 'POST', api('orders'), {
+    body: { order: 'o3', item: 'a', price: 1 },
+    headers: { 'x-signature': 'forged' },
+  });
   t.equal(threw.status, 400);
   t.equal(threw.body.code, 'machine-code-error');
   t.match(threw.body.error, /handler failed: Error: bad signature/);
   await t.rejects(operator.machineInstances.admin.get('orders', 'o3'), errors.NotFoundError, 'nothing created');
 
-  for (const [slug, message] of [['no-name', /machineInstanceName/], ['bad-event', /event must be/], ['no-handler', /handler is not a function/], ['never', /nothing of it can settle/], ['spin', /CPU time limit/]] as const) {
+  for (const [slug, message] of [
+    ['no-name', /machineInstanceName/],
+    ['bad-event', /event must be/],
+    ['no-handler', /handler is not a function/],
+    ['never', /nothing of it can settle/],
+    ['spin', /CPU time limit/],
+  ] as const) {
     const res = await call(node.url, 'POST', api(slug));
     t.equal(res.status, 400, slug);
     t.equal(res.body.code, 'machine-code-error', slug);
@@ -187,12 +215,18 @@ t.test('404: the instance is missing and the handler gave no initialContext', as
 });
 
 t.test('403: allowWrite refuses the creation or the event', async (t) => {
-  const creation = await call(node.url, 'POST', api('orders', '?owner=nobody'), { body: { order: 'o5', item: 'a', price: 1 }, headers: signed });
+  const creation = await call(node.url, 'POST', api('orders', '?owner=nobody'), {
+    body: { order: 'o5', item: 'a', price: 1 },
+    headers: signed,
+  });
   t.equal(creation.status, 403);
   t.equal(creation.body.code, 'rejected-by-machine-authorizer');
   await t.rejects(operator.machineInstances.admin.get('orders', 'o5'), errors.NotFoundError, 'not created');
 
-  const event = await call(node.url, 'POST', api('orders'), { body: { order: 'o2', item: 'b', price: 1 }, headers: { ...signed, 'x-user': 'mallory' } });
+  const event = await call(node.url, 'POST', api('orders'), {
+    body: { order: 'o2', item: 'b', price: 1 },
+    headers: { ...signed, 'x-user': 'mallory' },
+  });
   t.equal(event.status, 403);
   t.equal(event.body.code, 'rejected-by-machine-authorizer');
   const state = await operator.machineInstances.admin.get('orders', 'o2');
@@ -220,7 +254,10 @@ t.test('a responseMapper that throws or answers something unusable: 200 {"ok":tr
 });
 
 t.test('a body over 1 MiB: 413', async (t) => {
-  const res = await call(node.url, 'POST', api('echo'), { rawBody: 'x'.repeat(1024 * 1024 + 1), headers: { 'content-type': 'text/plain' } });
+  const res = await call(node.url, 'POST', api('echo'), {
+    rawBody: 'x'.repeat(1024 * 1024 + 1),
+    headers: { 'content-type': 'text/plain' },
+  });
   t.equal(res.status, 413);
   t.equal(res.body.code, 'payload-too-large');
 });
@@ -243,36 +280,64 @@ t.test('429 past the per-org rate (--http-api-requests-per-second)', async (t) =
   t.equal((await call(limited.url, 'POST', path)).status, 404, 'a token back after a second');
 });
 
-t.test('a handler that spins after it awaited a timer meets the stall watchdog, as other calls do', onlyEmbedded('the watchdog is per node and shown on one: three nodes on two cores can starve the worker until its CPU limit, measured by the clock, ends the call before the watchdog sees 100 ms of CPU'), async (t) => {
-  // The default CPU limit (1 s, on the clock) leaves the watchdog (100 ms of CPU) time to act on a busy host.
-  // (Its two requests are within its org's burst of 2.)
-  const watched = limited;
-  const watchedOrg = (await call(watched.url, 'POST', '/orgs', { token: watched.adminKey as string, body: { name: 'watched' } })).body.id as string;
-  await machineWithVersion(watched, 'orders', ordersMachine, watchedOrg);
-  const spun = await call(watched.url, 'POST', `/http-api/${watchedOrg}/machines/orders/late-spin`);
-  t.equal(spun.status, 400);
-  t.equal(spun.body.code, 'machine-code-error');
-  t.match(spun.body.error, /held its sandbox worker|CPU time limit/);
-  for (let i = 0; i < 40 && !/held the sandbox worker/.test(watched.output()); i++) await new Promise((resolve) => setTimeout(resolve, 50));
-  t.match(watched.output(), /held the sandbox worker/, 'the watchdog saw it (and moved the org to the quarantine worker)');
-  const after = await call(watched.url, 'GET', `/http-api/${watchedOrg}/machines/orders/echo`);
-  t.equal(after.status, 200, 'the org still answers, from the quarantine worker');
-});
+t.test(
+  'a handler that spins after it awaited a timer meets the stall watchdog, as other calls do',
+  onlyEmbedded(
+    'the watchdog is per node and shown on one: three nodes on two cores can starve the worker until its CPU limit, measured by the clock, ends the call before the watchdog sees 100 ms of CPU',
+  ),
+  async (t) => {
+    // The default CPU limit (1 s, on the clock) leaves the watchdog (100 ms of CPU) time to act on a busy host.
+    // (Its two requests are within its org's burst of 2.)
+    const watched = limited;
+    const watchedOrg = (await call(watched.url, 'POST', '/orgs', { token: watched.adminKey as string, body: { name: 'watched' } })).body
+      .id as string;
+    await machineWithVersion(watched, 'orders', ordersMachine, watchedOrg);
+    const spun = await call(watched.url, 'POST', `/http-api/${watchedOrg}/machines/orders/late-spin`);
+    t.equal(spun.status, 400);
+    t.equal(spun.body.code, 'machine-code-error');
+    t.match(spun.body.error, /held its sandbox worker|CPU time limit/);
+    for (let i = 0; i < 40 && !/held the sandbox worker/.test(watched.output()); i++)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    t.match(watched.output(), /held the sandbox worker/, 'the watchdog saw it (and moved the org to the quarantine worker)');
+    const after = await call(watched.url, 'GET', `/http-api/${watchedOrg}/machines/orders/echo`);
+    t.equal(after.status, 200, 'the org still answers, from the quarantine worker');
+  },
+);
 
-t.test('a handler that holds the worker past the stall limit and then awaits gets a 400, not a 503', onlyEmbedded('the watchdog is per node and shown on one (see above)'), async (t) => {
-  // Before: the retired worker moved the handler on at its next crossing, and the call was run again
-  // until it failed as 503 unavailable.
-  // A long CPU limit: it is measured by the clock, and a retired worker runs at the lowest priority.
-  const watched = await startNode({ args: ['--cpu-limit-ms', '8000'] });
-  t.teardown(() => watched.stop());
-  const watchedOrg = (await call(watched.url, 'GET', '/orgs', { token: watched.adminKey as string })).body.orgs[0].id as string;
-  await machineWithVersion(watched, 'orders', ordersMachine);
-  const held = await call(watched.url, 'POST', `/http-api/${watchedOrg}/machines/orders/heavy-then-wait`);
-  t.equal(held.status, 400);
-  t.equal(held.body.code, 'machine-code-error');
-  // (or, on a host busy with other work, the spin meets its CPU limit in the retired worker, which runs
-  // at the lowest priority with that limit on the clock: a 400 before the change too)
-  t.match(held.body.error, /held its sandbox worker past the stall limit of 100 ms of CPU \(--sandbox-stall-ms\) and had more to run, which it could not do in the retired worker, on two attempts in a row|CPU time limit of 8000 ms/);
-  t.equal((await call(watched.url, 'GET', `/machines/orders/i/heavy`, { token: watched.adminKey as string, headers: { 'x-statebacked-org-id': watchedOrg } })).status, 404, 'no instance was made');
-  t.equal((await call(watched.url, 'GET', `/http-api/${watchedOrg}/machines/orders/echo`)).status, 200, 'the org still answers, from the quarantine worker');
-});
+t.test(
+  'a handler that holds the worker past the stall limit and then awaits gets a 400, not a 503',
+  onlyEmbedded('the watchdog is per node and shown on one (see above)'),
+  async (t) => {
+    // Before: the retired worker moved the handler on at its next crossing, and the call was run again
+    // until it failed as 503 unavailable.
+    // A long CPU limit: it is measured by the clock, and a retired worker runs at the lowest priority.
+    const watched = await startNode({ args: ['--cpu-limit-ms', '8000'] });
+    t.teardown(() => watched.stop());
+    const watchedOrg = (await call(watched.url, 'GET', '/orgs', { token: watched.adminKey as string })).body.orgs[0].id as string;
+    await machineWithVersion(watched, 'orders', ordersMachine);
+    const held = await call(watched.url, 'POST', `/http-api/${watchedOrg}/machines/orders/heavy-then-wait`);
+    t.equal(held.status, 400);
+    t.equal(held.body.code, 'machine-code-error');
+    // (or, on a host busy with other work, the spin meets its CPU limit in the retired worker, which runs
+    // at the lowest priority with that limit on the clock: a 400 before the change too)
+    t.match(
+      held.body.error,
+      /held its sandbox worker past the stall limit of 100 ms of CPU \(--sandbox-stall-ms\) and had more to run, which it could not do in the retired worker, on two attempts in a row|CPU time limit of 8000 ms/,
+    );
+    t.equal(
+      (
+        await call(watched.url, 'GET', `/machines/orders/i/heavy`, {
+          token: watched.adminKey as string,
+          headers: { 'x-statebacked-org-id': watchedOrg },
+        })
+      ).status,
+      404,
+      'no instance was made',
+    );
+    t.equal(
+      (await call(watched.url, 'GET', `/http-api/${watchedOrg}/machines/orders/echo`)).status,
+      200,
+      'the org still answers, from the quarantine worker',
+    );
+  },
+);

@@ -10,7 +10,11 @@ const admin = node.adminKey as string;
 
 t.test('CORS: preflight and response headers', async (t) => {
   const preflight = await call(node.url, 'OPTIONS', '/machines', {
-    headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, x-statebacked-org-id, x-statebacked-act' },
+    headers: {
+      origin: 'https://app.example.com',
+      'access-control-request-method': 'POST',
+      'access-control-request-headers': 'authorization, content-type, x-statebacked-org-id, x-statebacked-act',
+    },
   });
   t.equal(preflight.status, 204);
   t.equal(preflight.headers['access-control-allow-origin'], '*');
@@ -28,20 +32,39 @@ t.test('CORS: preflight and response headers', async (t) => {
 t.test('bodies: JSON whatever the content type, empty bodies, malformed JSON', async (t) => {
   const noType = await call(node.url, 'POST', '/machines', { token: admin, rawBody: '{"slug":"no-type"}' });
   t.equal(noType.status, 201, 'no content-type still parses as JSON');
-  const textType = await call(node.url, 'POST', '/machines', { token: admin, rawBody: '{"slug":"text-type"}', headers: { 'content-type': 'text/plain' } });
+  const textType = await call(node.url, 'POST', '/machines', {
+    token: admin,
+    rawBody: '{"slug":"text-type"}',
+    headers: { 'content-type': 'text/plain' },
+  });
   t.equal(textType.status, 201);
   const empty = await call(node.url, 'POST', '/orgs', { token: admin, headers: { 'content-type': 'application/json' } });
   t.equal(empty.status, 400, 'an empty JSON body is accepted as {} and then validated');
   t.equal(empty.body.parameter, 'name');
   const emptyGet = await call(node.url, 'GET', '/machines', { token: admin, headers: { 'content-type': 'application/json' } });
   t.equal(emptyGet.status, 200);
-  const malformed = await call(node.url, 'POST', '/machines', { token: admin, rawBody: '{"slug":', headers: { 'content-type': 'application/json' } });
+  const malformed = await call(node.url, 'POST', '/machines', {
+    token: admin,
+    rawBody: '{"slug":',
+    headers: { 'content-type': 'application/json' },
+  });
   t.equal(malformed.status, 400);
   t.same(malformed.body, { error: malformed.body.error, code: 'invalid-parameter', parameter: 'body' });
   t.match(malformed.body.error, /not valid JSON/);
-  const gzipped = await call(node.url, 'POST', '/machines', { token: admin, rawBody: gzipSync('{"slug":"gz"}'), headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
-  t.match(gzipped, { status: 400, body: { code: 'invalid-parameter', parameter: 'content-encoding', error: /gzip is not supported; send the JSON uncompressed/ } });
-  const identity = await call(node.url, 'POST', '/machines', { token: admin, rawBody: '{"slug":"identity"}', headers: { 'content-encoding': 'identity' } });
+  const gzipped = await call(node.url, 'POST', '/machines', {
+    token: admin,
+    rawBody: gzipSync('{"slug":"gz"}'),
+    headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+  });
+  t.match(gzipped, {
+    status: 400,
+    body: { code: 'invalid-parameter', parameter: 'content-encoding', error: /gzip is not supported; send the JSON uncompressed/ },
+  });
+  const identity = await call(node.url, 'POST', '/machines', {
+    token: admin,
+    rawBody: '{"slug":"identity"}',
+    headers: { 'content-encoding': 'identity' },
+  });
   t.equal(identity.status, 201, 'identity is no encoding');
 });
 
@@ -147,7 +170,9 @@ t.test('a HEAD answered does not hold up a graceful stop', async (t) => {
 
 t.test('a preflight with a body is answered and its connection closed, so the body is never read as a request', async (t) => {
   const smuggled = `POST /machines HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${admin}\r\ncontent-length: 17\r\n\r\n{"slug":"opt-1"}`;
-  const answer = await exchange(`OPTIONS /machines HTTP/1.1\r\nhost: x\r\ncontent-length: ${Buffer.byteLength(smuggled)}\r\n\r\n${smuggled}`);
+  const answer = await exchange(
+    `OPTIONS /machines HTTP/1.1\r\nhost: x\r\ncontent-length: ${Buffer.byteLength(smuggled)}\r\n\r\n${smuggled}`,
+  );
   t.match(answer, /^HTTP\/1\.1 204 /);
   t.notMatch(answer, /HTTP\/1\.1 201/, 'the body was not taken for a request');
   t.equal((await call(node.url, 'GET', '/machines/opt-1', { token: admin })).status, 404);
@@ -157,15 +182,26 @@ t.test('conflicting Content-Length headers: the connection is closed, and nothin
   const first = `POST /machines HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${admin}\r\ncontent-length: 15\r\ncontent-length: 200\r\n\r\n{"slug":"cl-1"}`;
   const next = `POST /machines HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${admin}\r\ncontent-length: 15\r\n\r\n{"slug":"cl-2"}`;
   t.equal(await exchange(first + next), '', 'no answer: closed');
-  for (const slug of ['cl-1', 'cl-2']) t.equal((await call(node.url, 'GET', `/machines/${slug}`, { token: admin })).status, 404, `${slug} was not created`);
+  for (const slug of ['cl-1', 'cl-2'])
+    t.equal((await call(node.url, 'GET', `/machines/${slug}`, { token: admin })).status, 404, `${slug} was not created`);
   t.equal((await call(node.url, 'GET', '/health')).status, 200);
 });
 
 t.test('a credential header given twice is a 400 naming it, whichever value comes first', async (t) => {
-  for (const [name, values] of [['authorization', [`Bearer ${admin}`, 'Bearer bogus']], ['x-statebacked-org-id', ['org_a', 'org_b']], ['x-statebacked-act', ['{}', '{}']]] as const) {
+  for (const [name, values] of [
+    ['authorization', [`Bearer ${admin}`, 'Bearer bogus']],
+    ['x-statebacked-org-id', ['org_a', 'org_b']],
+    ['x-statebacked-act', ['{}', '{}']],
+  ] as const) {
     for (const [first, second] of [values, [...values].reverse()]) {
-      const lines = name === 'authorization' ? [`authorization: ${first}`, `authorization: ${second}`] : [`authorization: Bearer ${admin}`, `${name}: ${first}`, `${name}: ${second}`];
-      const answer = await exchange(`POST /machines HTTP/1.1\r\nhost: x\r\n${lines.join('\r\n')}\r\ncontent-length: 17\r\n\r\n{"slug":"dup-hd"}`, 400);
+      const lines =
+        name === 'authorization'
+          ? [`authorization: ${first}`, `authorization: ${second}`]
+          : [`authorization: Bearer ${admin}`, `${name}: ${first}`, `${name}: ${second}`];
+      const answer = await exchange(
+        `POST /machines HTTP/1.1\r\nhost: x\r\n${lines.join('\r\n')}\r\ncontent-length: 17\r\n\r\n{"slug":"dup-hd"}`,
+        400,
+      );
       t.match(answer, /^HTTP\/1\.1 400 /, `${name} twice (${first} first)`);
       t.match(answer, new RegExp(`"parameter":"${name}"`));
     }
@@ -176,7 +212,13 @@ t.test('a credential header given twice is a 400 naming it, whichever value come
 t.test('names, ids and cursors longer than any real one are a 4xx, never a 500', async (t) => {
   const long = 'a'.repeat(5_000);
   await call(node.url, 'POST', '/machines', { token: admin, body: { slug: 'long-1' } });
-  for (const path of [`/machines/${long}`, `/machines/${long}/i`, `/machines/long-1/i/${long}`, `/machines/long-1/i/${long}/events`, `/machines/${long}/v`]) {
+  for (const path of [
+    `/machines/${long}`,
+    `/machines/${long}/i`,
+    `/machines/long-1/i/${long}`,
+    `/machines/long-1/i/${long}/events`,
+    `/machines/${long}/v`,
+  ]) {
     const res = await call(node.url, 'GET', path, { token: admin });
     t.equal(res.status, 404, `GET ${path.slice(0, 40)}…: 404`);
     t.ok(res.text.length < 400, 'and the message does not echo the whole name');

@@ -48,7 +48,10 @@ t.test('idle actors and versions are unloaded; busy ones stay; both come back on
     t.equal((await call(node.url, 'POST', '/machines/busy/i/a/events', { token, body: { event: 'ADD' } })).status, 200);
     busyEvents++;
   }
-  const lines = node.output().split('\n').filter((line) => line.includes('idle for 2 s'));
+  const lines = node
+    .output()
+    .split('\n')
+    .filter((line) => line.includes('idle for 2 s'));
   t.ok(lines.length > 0, 'the node says what it let go');
   const said = lines.join(' | ');
   t.match(said, quietVersion, 'the idle version went');

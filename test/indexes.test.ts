@@ -16,11 +16,13 @@ const admin = 'indexes-admin';
 let node: NodeProcess = await startNode({ dataDir, args: ['--admin-key', admin], generatedAdminKey: true });
 t.teardown(() => node.stop());
 
-const api = (method: string, path: string, body?: unknown) => call(node.url, method, path, { token: admin, ...(body === undefined ? {} : { body }) });
+const api = (method: string, path: string, body?: unknown) =>
+  call(node.url, method, path, { token: admin, ...(body === undefined ? {} : { body }) });
 
 type Entry = { indexValue: string; slug: string };
 /** The reference order, independent of the service's: UTF-8 bytes of the value, then the slug. */
-const byIndexOrder = (a: Entry, b: Entry) => Buffer.compare(Buffer.from(a.indexValue), Buffer.from(b.indexValue)) || (a.slug < b.slug ? -1 : a.slug > b.slug ? 1 : 0);
+const byIndexOrder = (a: Entry, b: Entry) =>
+  Buffer.compare(Buffer.from(a.indexValue), Buffer.from(b.indexValue)) || (a.slug < b.slug ? -1 : a.slug > b.slug ? 1 : 0);
 const passes = (value: string, op: string, operand: string) => {
   const c = Buffer.compare(Buffer.from(value), Buffer.from(operand));
   return { eq: c === 0, ne: c !== 0, gt: c > 0, gte: c >= 0, lt: c < 0, lte: c <= 0 }[op] as boolean;
@@ -33,7 +35,12 @@ const reference = (index: 'email' | 'tags', op?: string, operand?: string, desce
   const out: Entry[] = [];
   for (const [slug, context] of contexts) {
     const selected = context[index];
-    const values = typeof selected === 'string' ? [selected] : Array.isArray(selected) ? [...new Set(selected.filter((v): v is string => typeof v === 'string'))] : [];
+    const values =
+      typeof selected === 'string'
+        ? [selected]
+        : Array.isArray(selected)
+          ? [...new Set(selected.filter((v): v is string => typeof v === 'string'))]
+          : [];
     for (const value of values) if (op === undefined || passes(value, op, operand as string)) out.push({ indexValue: value, slug });
   }
   out.sort(byIndexOrder);
@@ -41,7 +48,12 @@ const reference = (index: 'email' | 'tags', op?: string, operand?: string, desce
 };
 
 /** Every page of a query, following cursors; fails on a repeated entry. */
-const queryAll = async (machine: string, index: string, params: Record<string, string>, limit?: number): Promise<{ entries: Entry[]; pages: number }> => {
+const queryAll = async (
+  machine: string,
+  index: string,
+  params: Record<string, string>,
+  limit?: number,
+): Promise<{ entries: Entry[]; pages: number }> => {
   const entries: Entry[] = [];
   let cursor: string | undefined;
   let pages = 0;
@@ -59,26 +71,38 @@ const queryAll = async (machine: string, index: string, params: Record<string, s
 /** Runs `work` on every item, `width` at a time. */
 const inParallel = async <T>(items: T[], width: number, work: (item: T) => Promise<void>) => {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) await work(items[next++] as T);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) await work(items[next++] as T);
+    }),
+  );
 };
 
 const INSTANCES = 2500;
 const DOMAINS = ['a.com', 'b.org', 'é.fr', 'z.io', '日本.jp'];
 const TAGS = ['red', 'green', 'blue', 'blue-green', 'Red', '😀', '\ue000', ''];
-const emailOf = (i: number): unknown => (i % 50 === 7 ? i : i % 50 === 9 ? { nested: 'x' } : `user${i % 613}@${DOMAINS[i % DOMAINS.length]}`);
-const tagsOf = (i: number): unknown => (i % 11 === 0 ? 'solo' : i % 13 === 0 ? undefined : Array.from({ length: i % 4 }, (_, k) => TAGS[(i * 3 + k * 5) % TAGS.length] as unknown).concat(i % 17 === 0 ? [42, null] : []));
+const emailOf = (i: number): unknown =>
+  i % 50 === 7 ? i : i % 50 === 9 ? { nested: 'x' } : `user${i % 613}@${DOMAINS[i % DOMAINS.length]}`;
+const tagsOf = (i: number): unknown =>
+  i % 11 === 0
+    ? 'solo'
+    : i % 13 === 0
+      ? undefined
+      : Array.from({ length: i % 4 }, (_, k) => TAGS[(i * 3 + k * 5) % TAGS.length] as unknown).concat(i % 17 === 0 ? [42, null] : []);
 const slugOf = (i: number) => `inst-${String(i).padStart(5, '0')}`;
 
 await indexedMachine(api, 'people', ['email', 'tags', 'unselected'], INDEXED_SELECTORS);
 const started = Date.now();
-await inParallel(Array.from({ length: INSTANCES }, (_, i) => i), 32, async (i) => {
-  const context = { email: emailOf(i), tags: tagsOf(i) };
-  const res = await api('POST', '/machines/people', { slug: slugOf(i), context });
-  if (res.status !== 200) throw new Error(`create ${i}: ${res.status} ${res.text}`);
-  contexts.set(slugOf(i), { email: context.email, tags: context.tags });
-});
+await inParallel(
+  Array.from({ length: INSTANCES }, (_, i) => i),
+  32,
+  async (i) => {
+    const context = { email: emailOf(i), tags: tagsOf(i) };
+    const res = await api('POST', '/machines/people', { slug: slugOf(i), context });
+    if (res.status !== 200) throw new Error(`create ${i}: ${res.status} ${res.text}`);
+    contexts.set(slugOf(i), { email: context.email, tags: context.tags });
+  },
+);
 t.comment(`${INSTANCES} instances created in ${Date.now() - started} ms`);
 
 const OPERANDS = { email: ['user1@a.com', 'user5', 'user612@z.io', 'é', ''], tags: ['blue', 'blue-green', 'Red', '😀', ''] } as const;
@@ -87,12 +111,17 @@ const OPERANDS = { email: ['user1@a.com', 'user5', 'user612@z.io', 'é', ''], ta
 const checkEveryOp = async (t: Test, label: string) => {
   for (const index of ['email', 'tags'] as const) {
     for (const dir of ['asc', 'desc'] as const) {
-      t.same((await queryAll('people', index, { dir }, 1000)).entries, reference(index, undefined, undefined, dir === 'desc'), `${label}: ${index} all ${dir}`);
+      t.same(
+        (await queryAll('people', index, { dir }, 1000)).entries,
+        reference(index, undefined, undefined, dir === 'desc'),
+        `${label}: ${index} all ${dir}`,
+      );
       for (const op of ['eq', 'ne', 'gt', 'gte', 'lt', 'lte']) {
         for (const operand of OPERANDS[index]) {
           const want = reference(index, op, operand, dir === 'desc');
           const { entries } = await queryAll('people', index, { op, value: operand, dir }, 1000);
-          if (JSON.stringify(entries) !== JSON.stringify(want)) t.same(entries, want, `${label}: ${index} ${op} ${JSON.stringify(operand)} ${dir}`);
+          if (JSON.stringify(entries) !== JSON.stringify(want))
+            t.same(entries, want, `${label}: ${index} ${op} ${JSON.stringify(operand)} ${dir}`);
           else t.pass(`${label}: ${index} ${op} ${JSON.stringify(operand)} ${dir} (${want.length})`);
         }
       }
@@ -130,7 +159,12 @@ t.test('values follow events; deleted instances disappear', async (t) => {
   await inParallel(changed, 16, async (i) => {
     const slug = slugOf(i);
     const current = contexts.get(slug) as { email: unknown; tags: unknown };
-    const event = i % 3 === 0 ? { type: 'SET', email: `changed${i}@new.net` } : i % 3 === 1 ? { type: 'SET', tags: ['moved', `t${i % 5}`] } : { type: 'SET', email: null, tags: [] };
+    const event =
+      i % 3 === 0
+        ? { type: 'SET', email: `changed${i}@new.net` }
+        : i % 3 === 1
+          ? { type: 'SET', tags: ['moved', `t${i % 5}`] }
+          : { type: 'SET', email: null, tags: [] };
     const res = await api('POST', `/machines/people/i/${slug}/events`, { event });
     if (res.status !== 200) throw new Error(`event ${slug}: ${res.status} ${res.text}`);
     contexts.set(slug, { email: 'email' in event ? event.email : current.email, tags: 'tags' in event ? event.tags : current.tags });
@@ -139,14 +173,22 @@ t.test('values follow events; deleted instances disappear', async (t) => {
   await inParallel(deleted, 8, async (i) => {
     const slug = slugOf(i);
     const hmac = createHmac('sha256', 'people').update(slug).digest('base64url');
-    const res = await api('DELETE', `/machines/people/i/${slug}`, { dangerDataWillBeDeletedForever: true, hmacSha256OfMachineInstanceNameWithMachineNameKey: hmac });
+    const res = await api('DELETE', `/machines/people/i/${slug}`, {
+      dangerDataWillBeDeletedForever: true,
+      hmacSha256OfMachineInstanceNameWithMachineNameKey: hmac,
+    });
     if (res.status !== 204) throw new Error(`delete ${slug}: ${res.status} ${res.text}`);
     contexts.delete(slug);
   });
   const moved = (await queryAll('people', 'tags', { op: 'eq', value: 'moved' })).entries;
   t.equal(moved.length, changed.filter((i) => i % 3 === 1 && !deleted.includes(i)).length, 'new values are found');
-  const names = new Set([...(await queryAll('people', 'email', {}, 1000)).entries, ...(await queryAll('people', 'tags', {}, 1000)).entries].map((e) => e.slug));
-  t.notOk(deleted.some((i) => names.has(slugOf(i))), 'no deleted instance is left in either index');
+  const names = new Set(
+    [...(await queryAll('people', 'email', {}, 1000)).entries, ...(await queryAll('people', 'tags', {}, 1000)).entries].map((e) => e.slug),
+  );
+  t.notOk(
+    deleted.some((i) => names.has(slugOf(i))),
+    'no deleted instance is left in either index',
+  );
   await checkEveryOp(t, 'after events and deletions');
 });
 
@@ -172,14 +214,26 @@ t.test('errors: unknown machine or index 404; bad parameters 400 naming them; mi
     [`op=gt&value=${'x'.repeat(513)}`, 'value'],
   ];
   for (const [query, parameter] of cases) {
-    t.match(await q(`/machines/people/indexes/email/query?${query}`), { status: 400, body: { code: 'invalid-parameter', parameter } }, query);
+    t.match(
+      await q(`/machines/people/indexes/email/query?${query}`),
+      { status: 400, body: { code: 'invalid-parameter', parameter } },
+      query,
+    );
   }
   t.equal((await q('/machines/people/indexes/email/query?limit=1000')).status, 200, 'limit 1000 is the largest');
   const key = await call(node.url, 'POST', '/keys', { token: admin, body: { name: 'reader', scopes: ['state.read', 'instances.read'] } });
-  const reader = await signToken({ stateBackedKeyId: key.body.id, stateBackedSecretKey: key.body.key }, { sub: 'r' }, { expires: { in: '1h' } });
+  const reader = await signToken(
+    { stateBackedKeyId: key.body.id, stateBackedSecretKey: key.body.key },
+    { sub: 'r' },
+    { expires: { in: '1h' } },
+  );
   t.match(await q('/machines/people/indexes/email/query', reader), { status: 403, body: { code: 'missing-scope' } });
   const production = await call(node.url, 'POST', '/keys', { token: admin, body: { name: 'prod', use: 'production' } });
-  const prod = await signToken({ stateBackedKeyId: production.body.id, stateBackedSecretKey: production.body.key }, { sub: 'p' }, { expires: { in: '1h' } });
+  const prod = await signToken(
+    { stateBackedKeyId: production.body.id, stateBackedSecretKey: production.body.key },
+    { sub: 'p' },
+    { expires: { in: '1h' } },
+  );
   t.equal((await q('/machines/people/indexes/email/query?limit=1', prod)).status, 200, 'the production preset has indexes.read');
 });
 
@@ -187,7 +241,11 @@ t.test('usage: a query is one read; each index write half a transition', async (
   await indexedMachine(api, 'billed', ['email', 'tags'], INDEXED_SELECTORS);
   const usageOf = async () => {
     const res = await api('GET', '/usage?months=1');
-    return (res.body.usage[0].machines as Array<{ machine: string; transitions: number; reads: number }>).find((m) => m.machine === 'billed') ?? { transitions: 0, reads: 0 };
+    return (
+      (res.body.usage[0].machines as Array<{ machine: string; transitions: number; reads: number }>).find(
+        (m) => m.machine === 'billed',
+      ) ?? { transitions: 0, reads: 0 }
+    );
   };
   await api('POST', '/machines/billed', { slug: 'b1', context: { email: 'x@y.z', tags: ['a'] } });
   t.same(await usageOf(), { machine: 'billed', transitions: 2, reads: 0 }, 'a create writing two indexes: 1 + 2 × 0.5');
@@ -199,7 +257,10 @@ t.test('usage: a query is one read; each index write half a transition', async (
 });
 
 t.test('entries survive a restart and a kill -9', async (t) => {
-  const before = { email: (await queryAll('people', 'email', {}, 1000)).entries, tags: (await queryAll('people', 'tags', {}, 1000)).entries };
+  const before = {
+    email: (await queryAll('people', 'email', {}, 1000)).entries,
+    tags: (await queryAll('people', 'tags', {}, 1000)).entries,
+  };
   await node.stop();
   node = await startNode({ dataDir, args: ['--admin-key', admin], generatedAdminKey: true });
   t.same((await queryAll('people', 'email', {}, 1000)).entries, before.email, 'after a clean restart: email');
@@ -209,12 +270,18 @@ t.test('entries survive a restart and a kill -9', async (t) => {
   const last = Array.from({ length: 40 }, (_, k) => 1 + k * 53).filter((i) => contexts.has(slugOf(i)));
   await inParallel(last, 8, async (i) => {
     const slug = slugOf(i);
-    const res = await api('POST', `/machines/people/i/${slug}/events`, { event: { type: 'SET', email: `last${i}@kill.io`, tags: ['killed'] } });
+    const res = await api('POST', `/machines/people/i/${slug}/events`, {
+      event: { type: 'SET', email: `last${i}@kill.io`, tags: ['killed'] },
+    });
     if (res.status !== 200) throw new Error(`event ${slug}: ${res.status} ${res.text}`);
     contexts.set(slug, { email: `last${i}@kill.io`, tags: ['killed'] });
   });
   await node.stop('SIGKILL');
   node = await startNode({ dataDir, args: ['--admin-key', admin], generatedAdminKey: true });
-  t.same((await queryAll('people', 'tags', { op: 'eq', value: 'killed' })).entries, reference('tags', 'eq', 'killed'), 'the last acknowledged values are indexed');
+  t.same(
+    (await queryAll('people', 'tags', { op: 'eq', value: 'killed' })).entries,
+    reference('tags', 'eq', 'killed'),
+    'the last acknowledged values are indexed',
+  );
   await checkEveryOp(t, 'after kill -9');
 });

@@ -10,7 +10,20 @@ import { eventType } from './helpers/transitions.js';
 
 // The isolate's heap limit is --isolate-memory-mb plus --live-actor-memory-mb: both small, so the memory
 // bomb below meets it well within the CPU limit.
-const node = await startNode({ args: ['--settle-timeout-ms', '600', '--cpu-limit-ms', '1500', '--isolate-memory-mb', '32', '--live-actor-memory-mb', '16', '--page-size', '2'] });
+const node = await startNode({
+  args: [
+    '--settle-timeout-ms',
+    '600',
+    '--cpu-limit-ms',
+    '1500',
+    '--isolate-memory-mb',
+    '32',
+    '--live-actor-memory-mb',
+    '16',
+    '--page-size',
+    '2',
+  ],
+});
 t.teardown(() => node.stop());
 const admin = node.adminKey as string;
 const confirm = (machine: string, instance: string) => createHmac('sha256', machine).update(instance).digest('base64url');
@@ -33,7 +46,11 @@ t.test('shapes: nested and parallel states, tags, public context, final state', 
   t.match(created, { state: 'idle', tags: ['resting'], done: false, ts: Number });
   t.same(created.publicContext, { count: 0 }, 'only context.public is exposed');
   const admin1 = await operator.machineInstances.admin.get('shapes', 'one');
-  t.same(admin1.context, { count: 5, secret: 's3cret', public: { count: 0 }, extra: true }, 'initial context shallow-merged over the default');
+  t.same(
+    admin1.context,
+    { count: 5, secret: 's3cret', public: { count: 0 }, extra: true },
+    'initial context shallow-merged over the default',
+  );
 
   const working = await operator.machineInstances.sendEvent('shapes', 'one', { event: 'START' });
   t.same(working.state, { working: { left: 'a', right: 'x' } });
@@ -54,7 +71,11 @@ t.test('shapes: nested and parallel states, tags, public context, final state', 
   t.equal(finished.done, true);
 
   const { transitions } = await operator.machineInstances.listTransitions('shapes', 'one');
-  t.same(transitions.map((tr) => tr.event), [{ type: 'xstate.init' }, { type: 'START' }, { type: 'BUMP', by: 1 }, { type: 'FLIP' }, { type: 'NEST' }, { type: 'UP' }].slice(0, 2), 'first page (page size 2)');
+  t.same(
+    transitions.map((tr) => tr.event),
+    [{ type: 'xstate.init' }, { type: 'START' }, { type: 'BUMP', by: 1 }, { type: 'FLIP' }, { type: 'NEST' }, { type: 'UP' }].slice(0, 2),
+    'first page (page size 2)',
+  );
   const all: unknown[] = [];
   let cursor: string | undefined;
   do {
@@ -62,7 +83,11 @@ t.test('shapes: nested and parallel states, tags, public context, final state', 
     all.push(...page.body.transitions);
     cursor = page.body.cursor;
   } while (cursor);
-  t.same(all.map((tr: any) => tr.event.type), ['xstate.init', 'START', 'BUMP', 'FLIP', 'NEST', 'UP'], 'history is linear, oldest first');
+  t.same(
+    all.map((tr: any) => tr.event.type),
+    ['xstate.init', 'START', 'BUMP', 'FLIP', 'NEST', 'UP'],
+    'history is linear, oldest first',
+  );
   t.match(all[5], { createdAt: String, state: 'finished' });
 });
 
@@ -71,13 +96,23 @@ t.test('create: conflicts, unknown machine or version, validation', async (t) =>
   await operator.machineInstances.create('create-rules', { slug: 'a' });
   await t.rejects(operator.machineInstances.create('create-rules', { slug: 'a' }), errors.ConflictError);
   await t.rejects(operator.machineInstances.create('no-such-machine', { slug: 'a' }), errors.NotFoundError);
-  await t.rejects(operator.machineInstances.create('create-rules', { slug: 'b', machineVersionId: 'ver_AAAAAAAAAAAAAAAAAAAAAA' }), errors.NotFoundError);
+  await t.rejects(
+    operator.machineInstances.create('create-rules', { slug: 'b', machineVersionId: 'ver_AAAAAAAAAAAAAAAAAAAAAA' }),
+    errors.NotFoundError,
+  );
   t.match(await operator.machineInstances.create('create-rules', { slug: 'c', machineVersionId }), { state: 'idle' });
   await operator.machines.create('versionless');
   const noVersion = await call(node.url, 'POST', '/machines/versionless', { token: admin, body: { slug: 'x' } });
   t.equal(noVersion.status, 409);
   t.match(noVersion.body.error, /no current version/);
-  for (const [body, parameter] of [[{}, 'slug'], [{ slug: 'bad slug' }, 'slug'], [{ slug: 'ok', context: [1] }, 'context'], [{ slug: 'ok', context: 'x' }, 'context'], [{ slug: 'ok', machineVersionId: 5 }, 'machineVersionId'], [{ slug: 'ok', machineVersionId: ['ver_x'] }, 'machineVersionId']] as const) {
+  for (const [body, parameter] of [
+    [{}, 'slug'],
+    [{ slug: 'bad slug' }, 'slug'],
+    [{ slug: 'ok', context: [1] }, 'context'],
+    [{ slug: 'ok', context: 'x' }, 'context'],
+    [{ slug: 'ok', machineVersionId: 5 }, 'machineVersionId'],
+    [{ slug: 'ok', machineVersionId: ['ver_x'] }, 'machineVersionId'],
+  ] as const) {
     const res = await call(node.url, 'POST', '/machines/create-rules', { token: admin, body });
     t.equal(res.status, 400);
     t.equal(res.body.parameter, parameter);
@@ -98,29 +133,47 @@ t.test('create: conflicts, unknown machine or version, validation', async (t) =>
     listed.push(...page.instances);
     cursor = page.cursor;
   } while (cursor);
-  t.same(listed.map((i) => i.slug), ['a', 'c', 'fresh']);
-  t.match(listed[0], { createdAt: String, status: 'running', machineVersion: { id: machineVersionId, createdAt: String, clientInfo: 'create-rules-v1' } });
+  t.same(
+    listed.map((i) => i.slug),
+    ['a', 'c', 'fresh'],
+  );
+  t.match(listed[0], {
+    createdAt: String,
+    status: 'running',
+    machineVersion: { id: machineVersionId, createdAt: String, clientInfo: 'create-rules-v1' },
+  });
 });
 
 t.test('authorizers: allowWrite on create and send, allowRead on read, with the token act claim', async (t) => {
   const { operator } = await machineWithVersion(node, 'owned', ownerOnlyMachine);
   const key = await operator.keys.create({ name: 'prod', use: 'production' });
-  const tokenFor = (sub: string) => signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub }, { expires: { in: '1h' } });
+  const tokenFor = (sub: string) =>
+    signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub }, { expires: { in: '1h' } });
   const alice = new StateBackedClient(await tokenFor('alice'), { apiHost: node.url });
   const bob = new StateBackedClient(await tokenFor('bob'), { apiHost: node.url });
   t.match(await alice.machineInstances.create('owned', { slug: 'alice' }), { state: 'on' });
   await t.rejects(bob.machineInstances.create('owned', { slug: 'alice2' }), errors.RejectedByMachineAuthorizerError);
   await t.rejects(bob.machineInstances.get('owned', 'alice'), errors.RejectedByMachineAuthorizerError);
   await t.rejects(bob.machineInstances.sendEvent('owned', 'alice', { event: 'HIT' }), errors.RejectedByMachineAuthorizerError);
-  await t.rejects(alice.machineInstances.sendEvent('owned', 'alice', { event: 'FORBIDDEN' }), errors.RejectedByMachineAuthorizerError, 'allowWrite sees the event');
+  await t.rejects(
+    alice.machineInstances.sendEvent('owned', 'alice', { event: 'FORBIDDEN' }),
+    errors.RejectedByMachineAuthorizerError,
+    'allowWrite sees the event',
+  );
   t.match(await alice.machineInstances.sendEvent('owned', 'alice', { event: 'HIT' }), { state: 'on' });
   t.match(await alice.machineInstances.get('owned', 'alice'), { state: 'on' });
   // Impersonation: the operator acts as alice.
   const asAlice = new StateBackedClient(admin, { apiHost: node.url, actAs: { sub: 'alice' } });
   t.match(await asAlice.machineInstances.get('owned', 'alice'), { state: 'on' });
-  await t.rejects(new StateBackedClient(admin, { apiHost: node.url, actAs: { sub: 'mallory' } }).machineInstances.get('owned', 'alice'), errors.RejectedByMachineAuthorizerError);
+  await t.rejects(
+    new StateBackedClient(admin, { apiHost: node.url, actAs: { sub: 'mallory' } }).machineInstances.get('owned', 'alice'),
+    errors.RejectedByMachineAuthorizerError,
+  );
   const ciKey = await operator.keys.create({ name: 'ci', use: 'ci' });
-  const ci = new StateBackedClient(await signToken({ stateBackedKeyId: ciKey.id, stateBackedSecretKey: ciKey.key }, { sub: 'alice' }, { expires: { in: '1h' } }), { apiHost: node.url });
+  const ci = new StateBackedClient(
+    await signToken({ stateBackedKeyId: ciKey.id, stateBackedSecretKey: ciKey.key }, { sub: 'alice' }, { expires: { in: '1h' } }),
+    { apiHost: node.url },
+  );
   await t.rejects(ci.machineInstances.get('owned', 'alice'), errors.MissingScopeError);
   await t.rejects(alice.machineInstances.listTransitions('owned', 'alice'), errors.MissingScopeError, 'history needs instances.admin');
   const transitions = await history(operator, 'owned', 'alice');
@@ -131,21 +184,29 @@ t.test('effects: delays and promises settle inside the budget; a hung child is s
   const { operator } = await machineWithVersion(node, 'effects', effectsMachine);
   await operator.machineInstances.create('effects', { slug: 'e' });
   const started = Date.now();
-  t.equal((await operator.machineInstances.sendEvent('effects', 'e', { event: 'WAIT' })).state, 'waited', 'an after delay inside the budget is waited for');
+  t.equal(
+    (await operator.machineInstances.sendEvent('effects', 'e', { event: 'WAIT' })).state,
+    'waited',
+    'an after delay inside the budget is waited for',
+  );
   t.ok(Date.now() - started >= 190);
   await operator.machineInstances.sendEvent('effects', 'e', { event: 'BACK' });
   const loaded = await operator.machineInstances.sendEvent('effects', 'e', { event: 'FETCH_OK' });
   t.equal(loaded.state, 'loaded', 'an invoked promise resolved');
   t.same((await operator.machineInstances.admin.get('effects', 'e')).context.log, [42]);
   await operator.machineInstances.sendEvent('effects', 'e', { event: 'BACK' });
-  t.equal((await operator.machineInstances.sendEvent('effects', 'e', { event: 'FETCH_FAIL' })).state, 'failed', 'an invoked promise rejected');
+  t.equal(
+    (await operator.machineInstances.sendEvent('effects', 'e', { event: 'FETCH_FAIL' })).state,
+    'failed',
+    'an invoked promise rejected',
+  );
   await operator.machineInstances.sendEvent('effects', 'e', { event: 'BACK' });
   const hung = await operator.machineInstances.sendEvent('effects', 'e', { event: 'HANG' });
   t.equal(hung.state, 'hanging', 'after the settle timeout the latest state is answered');
   const next = await operator.machineInstances.sendEvent('effects', 'e', { event: 'BACK' });
   t.equal(next.state, 'idle');
   const admin1 = await operator.machineInstances.admin.get('effects', 'e');
-  t.same(admin1.context.log, [42, 'child-error'], 'the stopped child\'s error event arrived before the next event');
+  t.same(admin1.context.log, [42, 'child-error'], "the stopped child's error event arrived before the next event");
   const transitions = await history(operator, 'effects', 'e');
   t.same(transitions.slice(-2).map(eventType), ['error.platform.stuck', 'BACK']);
   const long = await operator.machineInstances.sendEvent('effects', 'e', { event: 'LONG' });
@@ -179,7 +240,12 @@ t.test('failures: throwing action, oversized context, runaway loop, memory bomb 
 
 // A thrown value is tested for truth in the sandbox: null, false, 0 and '' once let the step pass as
 // a success (a history record, the context unchanged).
-const falsyThrows: Array<[unknown, RegExp]> = [[null, /null was thrown/], [false, /false was thrown/], [0, /0 was thrown/], ['', /an empty string was thrown/]];
+const falsyThrows: Array<[unknown, RegExp]> = [
+  [null, /null was thrown/],
+  [false, /false was thrown/],
+  [0, /0 was thrown/],
+  ['', /an empty string was thrown/],
+];
 const pureThrower = `import { createMachine, assign } from "xstate";
 export default createMachine({
   id: "thrower", predictableActionArguments: true, initial: "idle", context: { n: 0 },
@@ -190,14 +256,20 @@ export default createMachine({
 });
 export const allowRead = () => true;
 export const allowWrite = () => true;`;
-for (const [machine, code] of [['throws-interp', effectsMachine], ['throws-pure', pureThrower]] as const) {
+for (const [machine, code] of [
+  ['throws-interp', effectsMachine],
+  ['throws-pure', pureThrower],
+] as const) {
   t.test(`a falsy value thrown by an action fails the event like any error (${machine})`, async (t) => {
     const { operator } = await machineWithVersion(node, machine, code);
     await operator.machineInstances.create(machine, { slug: 'z' });
     const before = await operator.machineInstances.admin.get(machine, 'z');
     const historyBefore = (await history(operator, machine, 'z')).length;
     for (const [value, message] of falsyThrows) {
-      const res = await call(node.url, 'POST', `/machines/${machine}/i/z/events`, { token: admin, body: { event: { type: 'THROW', value } } });
+      const res = await call(node.url, 'POST', `/machines/${machine}/i/z/events`, {
+        token: admin,
+        body: { event: { type: 'THROW', value } },
+      });
       t.equal(res.status, 400, `${JSON.stringify(value)}: status`);
       t.equal(res.body.code, 'machine-code-error', `${JSON.stringify(value)}: code`);
       t.match(res.body.error, message, `${JSON.stringify(value)}: says what was thrown`);
@@ -207,25 +279,37 @@ for (const [machine, code] of [['throws-interp', effectsMachine], ['throws-pure'
   });
 }
 
-t.test('an event or a create whose body exceeds 1 MiB is refused with 413 before machine code sees it; one just within is applied', async (t) => {
-  const { operator } = await machineWithVersion(node, 'sized', effectsMachine);
-  await operator.machineInstances.create('sized', { slug: 's' });
-  const before = await operator.machineInstances.admin.get('sized', 's');
-  // A MiB of small objects is the costly shape to parse (see limits.ts): the refusal must come first.
-  const items = (n: number) => Array.from({ length: n }, (_, i) => ({ i }));
-  const over = await call(node.url, 'POST', '/machines/sized/i/s/events', { token: admin, body: { event: { type: 'NOTE', note: 'big', items: items(110_000) } } });
-  t.equal(over.status, 413, 'an event body over 1 MiB: 413');
-  t.equal(over.body.code, 'payload-too-large');
-  t.match(over.body.error, /at most 1048576 bytes/, 'the answer names the limit');
-  t.same(await operator.machineInstances.admin.get('sized', 's'), before, 'the instance is as it was');
-  const create = await call(node.url, 'POST', '/machines/sized', { token: admin, body: { slug: 'huge', context: { items: items(110_000) } } });
-  t.equal(create.status, 413, 'a create body over 1 MiB: 413');
-  t.equal((await call(node.url, 'GET', '/machines/sized/i/huge', { token: admin })).status, 404, 'no instance was made');
-  // Just within the limit (≈ 0.9 MiB): applied; the persisted state keeps the event, below its 2 MiB limit.
-  const within = await call(node.url, 'POST', '/machines/sized/i/s/events', { token: admin, body: { event: { type: 'NOTE', note: 'within', items: items(75_000) } } });
-  t.equal(within.status, 200, 'an event just within the limit is applied');
-  t.same((await operator.machineInstances.admin.get('sized', 's')).context.log, ['within']);
-});
+t.test(
+  'an event or a create whose body exceeds 1 MiB is refused with 413 before machine code sees it; one just within is applied',
+  async (t) => {
+    const { operator } = await machineWithVersion(node, 'sized', effectsMachine);
+    await operator.machineInstances.create('sized', { slug: 's' });
+    const before = await operator.machineInstances.admin.get('sized', 's');
+    // A MiB of small objects is the costly shape to parse (see limits.ts): the refusal must come first.
+    const items = (n: number) => Array.from({ length: n }, (_, i) => ({ i }));
+    const over = await call(node.url, 'POST', '/machines/sized/i/s/events', {
+      token: admin,
+      body: { event: { type: 'NOTE', note: 'big', items: items(110_000) } },
+    });
+    t.equal(over.status, 413, 'an event body over 1 MiB: 413');
+    t.equal(over.body.code, 'payload-too-large');
+    t.match(over.body.error, /at most 1048576 bytes/, 'the answer names the limit');
+    t.same(await operator.machineInstances.admin.get('sized', 's'), before, 'the instance is as it was');
+    const create = await call(node.url, 'POST', '/machines/sized', {
+      token: admin,
+      body: { slug: 'huge', context: { items: items(110_000) } },
+    });
+    t.equal(create.status, 413, 'a create body over 1 MiB: 413');
+    t.equal((await call(node.url, 'GET', '/machines/sized/i/huge', { token: admin })).status, 404, 'no instance was made');
+    // Just within the limit (≈ 0.9 MiB): applied; the persisted state keeps the event, below its 2 MiB limit.
+    const within = await call(node.url, 'POST', '/machines/sized/i/s/events', {
+      token: admin,
+      body: { event: { type: 'NOTE', note: 'within', items: items(75_000) } },
+    });
+    t.equal(within.status, 200, 'an event just within the limit is applied');
+    t.same((await operator.machineInstances.admin.get('sized', 's')).context.log, ['within']);
+  },
+);
 
 t.test('pause, resume and delete', async (t) => {
   const { operator } = await machineWithVersion(node, 'lifecycle', shapesMachine);
@@ -242,19 +326,37 @@ t.test('pause, resume and delete', async (t) => {
   t.equal(badStatus.body.parameter, 'status');
   t.equal((await call(node.url, 'PUT', '/machines/lifecycle/i/nope/status', { token: admin, body: { status: 'paused' } })).status, 404);
 
-  const machineDelete = { dangerDataWillBeDeletedForever: true, hmacSha256OfMachineNameWithMachineNameKey: createHmac('sha256', 'lifecycle').update('lifecycle').digest('base64url') };
+  const machineDelete = {
+    dangerDataWillBeDeletedForever: true,
+    hmacSha256OfMachineNameWithMachineNameKey: createHmac('sha256', 'lifecycle').update('lifecycle').digest('base64url'),
+  };
   const blocked = await call(node.url, 'DELETE', '/machines/lifecycle', { token: admin, body: machineDelete });
   t.equal(blocked.status, 409, 'a machine with instances cannot be deleted');
   t.equal(blocked.body.code, 'invalid-state');
 
-  const wrong = await call(node.url, 'DELETE', '/machines/lifecycle/i/p', { token: admin, body: { dangerDataWillBeDeletedForever: true, hmacSha256OfMachineInstanceNameWithMachineNameKey: confirm('lifecycle', 'q') } });
+  const wrong = await call(node.url, 'DELETE', '/machines/lifecycle/i/p', {
+    token: admin,
+    body: { dangerDataWillBeDeletedForever: true, hmacSha256OfMachineInstanceNameWithMachineNameKey: confirm('lifecycle', 'q') },
+  });
   t.equal(wrong.status, 400);
   t.equal(wrong.body.parameter, 'hmacSha256OfMachineInstanceNameWithMachineNameKey');
   await operator.machineInstances.dangerously.delete('lifecycle', 'p', { dangerDataWillBeDeletedForever: true });
   await t.rejects(operator.machineInstances.get('lifecycle', 'p'), errors.NotFoundError);
   t.equal((await call(node.url, 'GET', '/machines/lifecycle/i/p/events', { token: admin })).status, 404);
-  t.equal((await call(node.url, 'DELETE', '/machines/lifecycle', { token: admin, body: machineDelete })).status, 204, 'once instances are gone the machine can go');
-  t.match(await (async () => { await operator.machines.create('lifecycle'); await operator.machineVersions.create('lifecycle', { clientInfo: 'v', makeCurrent: true, code: shapesMachine }); return operator.machineInstances.create('lifecycle', { slug: 'p' }); })(), { state: 'idle' }, 'a recreated instance starts afresh');
+  t.equal(
+    (await call(node.url, 'DELETE', '/machines/lifecycle', { token: admin, body: machineDelete })).status,
+    204,
+    'once instances are gone the machine can go',
+  );
+  t.match(
+    await (async () => {
+      await operator.machines.create('lifecycle');
+      await operator.machineVersions.create('lifecycle', { clientInfo: 'v', makeCurrent: true, code: shapesMachine });
+      return operator.machineInstances.create('lifecycle', { slug: 'p' });
+    })(),
+    { state: 'idle' },
+    'a recreated instance starts afresh',
+  );
   t.equal((await operator.machineInstances.listTransitions('lifecycle', 'p')).transitions.length, 1, 'with no old history');
 });
 
@@ -282,7 +384,10 @@ export const allowWrite = () => true;`;
   await machineWithVersion(node, 'racy', slow);
   const creating = call(node.url, 'POST', '/machines/racy', { token: admin, body: { slug: 'i' } });
   await new Promise((resolve) => setTimeout(resolve, 300));
-  const body = { dangerDataWillBeDeletedForever: true, hmacSha256OfMachineNameWithMachineNameKey: createHmac('sha256', 'racy').update('racy').digest('base64url') };
+  const body = {
+    dangerDataWillBeDeletedForever: true,
+    hmacSha256OfMachineNameWithMachineNameKey: createHmac('sha256', 'racy').update('racy').digest('base64url'),
+  };
   const deleting = await call(node.url, 'DELETE', '/machines/racy', { token: admin, body });
   t.equal(deleting.status, 409, 'the delete is refused while the create runs');
   t.equal(deleting.body.code, 'invalid-state');

@@ -10,7 +10,10 @@ const ADMIN = 'messaging-admin';
 
 const setUp = async (node: NodeProcess) => {
   const client = new StateBackedClient(ADMIN, { apiHost: node.url });
-  for (const [name, code] of [['parent', parentMachine], ['child', childMachine]] as const) {
+  for (const [name, code] of [
+    ['parent', parentMachine],
+    ['child', childMachine],
+  ] as const) {
     await client.machines.create(name);
     await client.machineVersions.create(name, { clientInfo: name, makeCurrent: true, code });
   }
@@ -49,7 +52,16 @@ t.test('on one node', async (t) => {
     await client.machineInstances.create('parent', { slug: 'p1' });
     await client.machineInstances.sendEvent('parent', 'p1', { event: { type: 'START', childName: 'kid-1' } });
     const parent = await waitForPongs(client, 'p1', 1);
-    t.same(parent.context.child, { type: 'statebacked.instance', id: (parent.context.child as { id: unknown }).id, machineName: 'child', machineInstanceName: 'kid-1' }, 'the ref is stored in the parent');
+    t.same(
+      parent.context.child,
+      {
+        type: 'statebacked.instance',
+        id: (parent.context.child as { id: unknown }).id,
+        machineName: 'child',
+        machineInstanceName: 'kid-1',
+      },
+      'the ref is stored in the parent',
+    );
     const child = await client.machineInstances.admin.get('child', 'kid-1');
     t.same(child.context, { greeting: 'hello', pings: 1 }, 'the child got the spawn context and one PING');
     await client.machineInstances.sendEvent('parent', 'p1', { event: 'AGAIN' });
@@ -66,7 +78,11 @@ t.test('on one node', async (t) => {
     await eventually(async () => (await client.machineInstances.admin.get('child', 'adhoc')).context.pings === 1).catch(() => undefined);
     const adhoc = await client.machineInstances.admin.get('child', 'adhoc');
     t.same(adhoc.context, { greeting: 'default', pings: 1 });
-    const logged = await eventually(async () => (await client.logs.retrieve(new Date(Date.now() - 60_000))).logs.some((l) => /sendParent\(PONG\) has no persistent parent/.test(l.log))).catch(() => false);
+    const logged = await eventually(async () =>
+      (await client.logs.retrieve(new Date(Date.now() - 60_000))).logs.some((l) =>
+        /sendParent\(PONG\) has no persistent parent/.test(l.log),
+      ),
+    ).catch(() => false);
     t.ok(logged, 'a reply with no parent to go to is logged');
   });
 
@@ -82,11 +98,23 @@ t.test('on one node', async (t) => {
     t.ok(Date.now() - sent >= 400, 'delivered after its delay');
 
     await client.machineInstances.sendEvent('parent', 'd', { event: 'GHOST' });
-    const logLines = async () => (await client.logs.retrieve(new Date(sent - 1000), { machineName: 'parent', instanceName: 'd' })).logs.map((l) => l.log);
-    await eventually(async () => (await logLines()).some((l) => /dropped/.test(l)), { message: 'the undeliverable message was not dropped' }).catch(() => undefined);
+    const logLines = async () =>
+      (await client.logs.retrieve(new Date(sent - 1000), { machineName: 'parent', instanceName: 'd' })).logs.map((l) => l.log);
+    await eventually(async () => (await logLines()).some((l) => /dropped/.test(l)), {
+      message: 'the undeliverable message was not dropped',
+    }).catch(() => undefined);
     const lines = await logLines();
-    t.equal(lines.filter((l) => /could not deliver event PING to no-such-machine\/x/.test(l)).length, 5, 'five retries, each logged on the sender');
-    t.ok(lines.some((l) => /dropped event PING to no-such-machine\/x after 6 failed deliveries: machine no-such-machine does not exist/.test(l)), 'then dropped, saying why');
+    t.equal(
+      lines.filter((l) => /could not deliver event PING to no-such-machine\/x/.test(l)).length,
+      5,
+      'five retries, each logged on the sender',
+    );
+    t.ok(
+      lines.some((l) =>
+        /dropped event PING to no-such-machine\/x after 6 failed deliveries: machine no-such-machine does not exist/.test(l),
+      ),
+      'then dropped, saying why',
+    );
   });
 
   t.test('instances made by instances are cut off 100 in a row: a machine that spawns its own kind on entry stops there', async (t) => {
@@ -99,13 +127,18 @@ t.test('on one node', async (t) => {
     await client.machines.create('recur');
     await client.machineVersions.create('recur', { clientInfo: 'recur', makeCurrent: true, code: recur });
     await client.machineInstances.create('recur', { slug: 'd0', context: { depth: 0 } });
-    const last = await eventually(() => client.machineInstances.admin.get('recur', 'd100'), { timeoutMs: 60_000, intervalMs: 250 }).catch(() => undefined);
+    const last = await eventually(() => client.machineInstances.admin.get('recur', 'd100'), { timeoutMs: 60_000, intervalMs: 250 }).catch(
+      () => undefined,
+    );
     t.ok(last, 'the chain reaches 100 instances made in a row');
     // (a bounded wait: what is checked is that nothing more comes)
     await sleep(1_500);
     t.equal((await call(node.url, 'GET', '/machines/recur/i/d101', { token: ADMIN })).status, 404, 'and no further');
     const { logs } = await client.logs.retrieve(new Date(Date.now() - 120_000), { machineName: 'recur', instanceName: 'd100' });
-    t.ok(logs.some((l) => /spawn recur\/d101 refused: instances made by instances are limited to 100 in a row/.test(l.log)), 'the last one logs why');
+    t.ok(
+      logs.some((l) => /spawn recur\/d101 refused: instances made by instances are limited to 100 in a row/.test(l.log)),
+      'the last one logs why',
+    );
   });
 
   t.test('a spawn or send naming an instance no instance could have is refused with a 400 that says so', async (t) => {
@@ -119,7 +152,10 @@ t.test('on one node', async (t) => {
     await client.machines.create('bad');
     await client.machineVersions.create('bad', { clientInfo: 'bad', makeCurrent: true, code });
     await client.machineInstances.create('bad', { slug: 'x' });
-    for (const [event, what] of [['SPAWN', 'a persistent spawn'], ['SEND', 'a send to another instance']] as const) {
+    for (const [event, what] of [
+      ['SPAWN', 'a persistent spawn'],
+      ['SEND', 'a send to another instance'],
+    ] as const) {
       const res = await call(node.url, 'POST', '/machines/bad/i/x/events', { token: ADMIN, body: { event } });
       t.equal(res.status, 400, `${event}: 400`);
       t.match(res.body?.error, `${what} names a machine or instance that is not 1 to 128 characters`);
@@ -127,53 +163,79 @@ t.test('on one node', async (t) => {
     t.same(await types(client, 'bad', 'x'), ['xstate.init'], 'nothing was applied');
   });
 
-  t.test('persistentInvocableSource: the invoke creates the child with its data; sendTo by invoke id reaches it, also after a restart', async (t) => {
-    // In an org of its own (its parent machine is another), on the group's node, which it restarts.
-    const first = node;
-    const orgId = (await call(first.url, 'POST', '/orgs', { token: ADMIN, body: { name: 'invoking' } })).body.id as string;
-    const client = new StateBackedClient(ADMIN, { apiHost: first.url, orgId });
-    for (const [name, code] of [['parent', invokingParentMachine], ['child', childMachine]] as const) {
-      await client.machines.create(name);
-      await client.machineVersions.create(name, { clientInfo: name, makeCurrent: true, code });
-    }
-    await client.machineInstances.create('parent', { slug: 'inv' });
-    await eventually(() => client.machineInstances.admin.get('child', 'worker-1')).catch(() => undefined);
-    t.same((await client.machineInstances.admin.get('child', 'worker-1')).context, { greeting: 'invoked with 0', pings: 0 }, 'created with the invoke data');
-    await client.machineInstances.sendEvent('parent', 'inv', { event: 'PING_WORKER' });
-    await waitForPongs(client, 'inv', 1);
-    t.equal(await first.stop(), 0);
+  t.test(
+    'persistentInvocableSource: the invoke creates the child with its data; sendTo by invoke id reaches it, also after a restart',
+    async (t) => {
+      // In an org of its own (its parent machine is another), on the group's node, which it restarts.
+      const first = node;
+      const orgId = (await call(first.url, 'POST', '/orgs', { token: ADMIN, body: { name: 'invoking' } })).body.id as string;
+      const client = new StateBackedClient(ADMIN, { apiHost: first.url, orgId });
+      for (const [name, code] of [
+        ['parent', invokingParentMachine],
+        ['child', childMachine],
+      ] as const) {
+        await client.machines.create(name);
+        await client.machineVersions.create(name, { clientInfo: name, makeCurrent: true, code });
+      }
+      await client.machineInstances.create('parent', { slug: 'inv' });
+      await eventually(() => client.machineInstances.admin.get('child', 'worker-1')).catch(() => undefined);
+      t.same(
+        (await client.machineInstances.admin.get('child', 'worker-1')).context,
+        { greeting: 'invoked with 0', pings: 0 },
+        'created with the invoke data',
+      );
+      await client.machineInstances.sendEvent('parent', 'inv', { event: 'PING_WORKER' });
+      await waitForPongs(client, 'inv', 1);
+      t.equal(await first.stop(), 0);
 
-    node = await startNode({ dataDir, args: nodeArgs, generatedAdminKey: true });
-    const again = new StateBackedClient(ADMIN, { apiHost: node.url, orgId });
-    await again.machineInstances.sendEvent('parent', 'inv', { event: 'PING_WORKER' });
-    await waitForPongs(again, 'inv', 2);
-    t.same(await types(again, 'child', 'worker-1'), ['xstate.init', 'PING', 'PING'], 'the invoke id still names the child after a restart');
-  });
+      node = await startNode({ dataDir, args: nodeArgs, generatedAdminKey: true });
+      const again = new StateBackedClient(ADMIN, { apiHost: node.url, orgId });
+      await again.machineInstances.sendEvent('parent', 'inv', { event: 'PING_WORKER' });
+      await waitForPongs(again, 'inv', 2);
+      t.same(
+        await types(again, 'child', 'worker-1'),
+        ['xstate.init', 'PING', 'PING'],
+        'the invoke id still names the child after a restart',
+      );
+    },
+  );
 });
 
 for (const fault of ['after-sender-commit', 'after-receiver-commit'] as const) {
-  t.test(`each message applies exactly once when the node is killed ${fault.replaceAll('-', ' ')}`, onlyEmbedded('the fault hook kills one process; the cluster\'s own fault tests kill owners'), async (t) => {
-    const dataDir = tempDataDir();
-    t.teardown(() => removeDir(dataDir));
-    const first = await startNode({ dataDir, args: ['--admin-key', ADMIN], generatedAdminKey: true, env: { STATEHOLD_TEST_FAULT: fault } });
-    const client = await setUp(first);
-    await client.machineInstances.create('parent', { slug: 'p' });
-    await client.machineInstances.sendEvent('parent', 'p', { event: { type: 'START', childName: 'kid' } }).catch(() => undefined);
-    t.equal(await first.stop(), 'SIGKILL', 'the fault hook killed the node');
+  t.test(
+    `each message applies exactly once when the node is killed ${fault.replaceAll('-', ' ')}`,
+    onlyEmbedded("the fault hook kills one process; the cluster's own fault tests kill owners"),
+    async (t) => {
+      const dataDir = tempDataDir();
+      t.teardown(() => removeDir(dataDir));
+      const first = await startNode({
+        dataDir,
+        args: ['--admin-key', ADMIN],
+        generatedAdminKey: true,
+        env: { STATEHOLD_TEST_FAULT: fault },
+      });
+      const client = await setUp(first);
+      await client.machineInstances.create('parent', { slug: 'p' });
+      await client.machineInstances.sendEvent('parent', 'p', { event: { type: 'START', childName: 'kid' } }).catch(() => undefined);
+      t.equal(await first.stop(), 'SIGKILL', 'the fault hook killed the node');
 
-    const second = await startNode({ dataDir, args: ['--admin-key', ADMIN], generatedAdminKey: true });
-    t.teardown(() => second.stop());
-    const again = new StateBackedClient(ADMIN, { apiHost: second.url });
-    await waitForPongs(again, 'p', 1);
-    await sleep(300);
-    t.same(await types(again, 'parent', 'p'), ['xstate.init', 'START', 'PONG'], 'the parent\'s history holds each message once');
-    t.same(await types(again, 'child', 'kid'), ['xstate.init', 'PING'], 'so does the child\'s');
-    t.same((await again.machineInstances.admin.get('child', 'kid')).context, { greeting: 'hello', pings: 1 });
-  });
+      const second = await startNode({ dataDir, args: ['--admin-key', ADMIN], generatedAdminKey: true });
+      t.teardown(() => second.stop());
+      const again = new StateBackedClient(ADMIN, { apiHost: second.url });
+      await waitForPongs(again, 'p', 1);
+      await sleep(300);
+      t.same(await types(again, 'parent', 'p'), ['xstate.init', 'START', 'PONG'], "the parent's history holds each message once");
+      t.same(await types(again, 'child', 'kid'), ['xstate.init', 'PING'], "so does the child's");
+      t.same((await again.machineInstances.admin.get('child', 'kid')).context, { greeting: 'hello', pings: 1 });
+    },
+  );
 }
 
 t.test('instances machine code makes are limited per org per second: a machine that makes two of its own kind is held back', async (t) => {
-  const node = await startNode({ args: ['--admin-key', ADMIN, '--made-instances-per-second', '5', '--timer-retry-ms', '300', '--page-size', '1000'], generatedAdminKey: true });
+  const node = await startNode({
+    args: ['--admin-key', ADMIN, '--made-instances-per-second', '5', '--timer-retry-ms', '300', '--page-size', '1000'],
+    generatedAdminKey: true,
+  });
   t.teardown(() => node.stop());
   const client = new StateBackedClient(ADMIN, { apiHost: node.url });
   const forking = `import { createMachine, assign } from "xstate";
@@ -192,8 +254,14 @@ export const allowWrite = () => true;`;
   const seconds = (Date.now() - started) / 1000;
   // The rate is each node's: a cluster deployment's nodes each let their own through.
   const nodes = node.nodes?.length ?? 1;
-  t.ok(count <= nodes * (1 + 50 + Math.ceil(5 * seconds) + 5), `${count} instances after ${seconds.toFixed(1)} s on ${nodes} node(s): the burst of 50 and 5 a second, not 2^depth`);
+  t.ok(
+    count <= nodes * (1 + 50 + Math.ceil(5 * seconds) + 5),
+    `${count} instances after ${seconds.toFixed(1)} s on ${nodes} node(s): the burst of 50 and 5 a second, not 2^depth`,
+  );
   t.ok(count >= 40, 'the burst was let through');
   const { logs } = await client.logs.retrieve(new Date(started - 1000), { machineName: 'fork' });
-  t.ok(logs.some((l) => /machine code in this org made more than 5 instances a second/.test(l.log)), 'the held-back spawns are logged, to be retried');
+  t.ok(
+    logs.some((l) => /machine code in this org made more than 5 instances a second/.test(l.log)),
+    'the held-back spawns are logged, to be retried',
+  );
 });

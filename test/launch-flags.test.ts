@@ -11,7 +11,10 @@ const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 t.test("the node's Node flags are the same wherever it is started from", async (t) => {
   const fromShim = shimNodeArgs(repoRoot) as string[];
   t.ok(fromShim.includes('--no-node-snapshot'), 'isolated-vm needs --no-node-snapshot');
-  t.ok(fromShim.some((flag) => /^--initial-old-space-size=\d+$/.test(flag)), 'the old-generation floor (docs/configuration.md)');
+  t.ok(
+    fromShim.some((flag) => /^--initial-old-space-size=\d+$/.test(flag)),
+    'the old-generation floor (docs/configuration.md)',
+  );
   const makefile = readFileSync(join(repoRoot, 'Makefile'), 'utf8');
   const serveArgs = /^SERVE_NODE_ARGS \?= (.*)$/m.exec(makefile)?.[1];
   t.same(serveArgs?.split(' '), fromShim, '`make run` passes the flags of bin/statehold.js');

@@ -82,96 +82,114 @@ const failures = (answers: Answer[], count: number): { total: number; kinds: Rec
   return { total, kinds };
 };
 
-t.test(`${INSTANCES} instances of one version and ${EVENTS} events: no request fails, live actors are evicted for their budget`, async (t) => {
-  const node = await startNode({
-    args: ['--isolate-memory-mb', '16', '--max-live-actors', '4000', '--page-size', '200'],
-    env: { STATEHOLD_LIVE_ACTOR_MEMORY_MB: '8' },
-  });
-  t.teardown(() => node.stop('SIGKILL'));
-  const token = node.adminKey as string;
-  await machineWithVersion(node, 'counter', COUNTER);
-  const pool = new Pool(node.url, { connections: IN_FLIGHT });
-  t.teardown(() => pool.close());
-  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-  const post = async (path: string, body: unknown): Promise<Answer> => {
-    const response = await pool.request({ path, method: 'POST', headers, body: JSON.stringify(body) });
-    const text = await response.body.text();
-    let parsed: unknown = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      // kept as text
+t.test(
+  `${INSTANCES} instances of one version and ${EVENTS} events: no request fails, live actors are evicted for their budget`,
+  async (t) => {
+    const node = await startNode({
+      args: ['--isolate-memory-mb', '16', '--max-live-actors', '4000', '--page-size', '200'],
+      env: { STATEHOLD_LIVE_ACTOR_MEMORY_MB: '8' },
+    });
+    t.teardown(() => node.stop('SIGKILL'));
+    const token = node.adminKey as string;
+    await machineWithVersion(node, 'counter', COUNTER);
+    const pool = new Pool(node.url, { connections: IN_FLIGHT });
+    t.teardown(() => pool.close());
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const post = async (path: string, body: unknown): Promise<Answer> => {
+      const response = await pool.request({ path, method: 'POST', headers, body: JSON.stringify(body) });
+      const text = await response.body.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // kept as text
+      }
+      return { status: response.statusCode, body: parsed };
+    };
+    const name = (i: number) => `i${i}`;
+
+    let started = Date.now();
+    const created = await runAll(INSTANCES, (i) => post('/machines/counter', { slug: name(i) }), started + PHASE_LIMIT_MS);
+    const createFailures = failures(created, INSTANCES);
+    t.comment(
+      `${INSTANCES} creates in ${((Date.now() - started) / 1000).toFixed(1)} s; failed: ${createFailures.total} ${JSON.stringify(createFailures.kinds)}`,
+    );
+    t.equal(createFailures.total, 0, 'every create succeeds');
+
+    // Events to random instances; each carries its number, and its answer says which count it made.
+    const targets = Array.from({ length: EVENTS }, () => Math.floor(Math.random() * INSTANCES));
+    started = Date.now();
+    const sent = await runAll(
+      EVENTS,
+      (k) => post(`/machines/counter/i/${name(targets[k] as number)}/events`, { event: { type: 'ADD', k } }),
+      started + PHASE_LIMIT_MS,
+    );
+    const eventFailures = failures(sent, EVENTS);
+    t.comment(
+      `${EVENTS} events in ${((Date.now() - started) / 1000).toFixed(1)} s; failed: ${eventFailures.total} ${JSON.stringify(eventFailures.kinds)}`,
+    );
+    t.equal(eventFailures.total, 0, 'every event succeeds');
+
+    const evictions = node
+      .output()
+      .split('\n')
+      .filter((line) => /live actors of machine version \S+ held .* evicted \d+ least recently used/.test(line));
+    const evicted = evictions.reduce((sum, line) => sum + Number(/evicted (\d+)/.exec(line)?.[1] ?? 0), 0);
+    t.comment(`${evictions.length} eviction reports, ${evicted} live actors evicted for the budget; first: ${evictions[0] ?? 'none'}`);
+    t.ok(evicted > 0, 'live actors were evicted for their memory budget, and the node said so');
+    const outOfMemory = node
+      .output()
+      .split('\n')
+      .filter((line) => line.includes("ran its machine version's isolate out of memory"));
+    t.same(outOfMemory, [], 'the isolate never ran out of memory: no request needed running again, no live actor lost its isolate');
+
+    // Totals: every instance exists once; the acknowledged events add up per instance.
+    let listed = 0;
+    let cursor: string | undefined;
+    do {
+      const page = await call(node.url, 'GET', `/machines/counter/i${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, { token });
+      t.equal(page.status, 200);
+      listed += (page.body.instances as unknown[]).length;
+      cursor = page.body.cursor;
+    } while (cursor);
+    t.equal(listed, INSTANCES, 'the list holds every instance');
+
+    // Where each acknowledged event went: its instance and the count its answer reported.
+    const acked = new Map<number, Map<number, number>>();
+    for (let k = 0; k < EVENTS; k++) {
+      if (sent[k]?.status !== 200) continue;
+      const target = targets[k] as number;
+      if (!acked.has(target)) acked.set(target, new Map());
+      acked.get(target)?.set(sent[k]?.body.publicContext.n as number, k);
     }
-    return { status: response.statusCode, body: parsed };
-  };
-  const name = (i: number) => `i${i}`;
+    let ackedTotal = 0;
+    for (const counts of acked.values()) ackedTotal += counts.size;
+    t.equal(ackedTotal, EVENTS - eventFailures.total, 'no two acknowledged events of an instance reported the same count');
 
-  let started = Date.now();
-  const created = await runAll(INSTANCES, (i) => post('/machines/counter', { slug: name(i) }), started + PHASE_LIMIT_MS);
-  const createFailures = failures(created, INSTANCES);
-  t.comment(`${INSTANCES} creates in ${((Date.now() - started) / 1000).toFixed(1)} s; failed: ${createFailures.total} ${JSON.stringify(createFailures.kinds)}`);
-  t.equal(createFailures.total, 0, 'every create succeeds');
+    // Histories of a sample, half with events and half without: init, then exactly the acknowledged events.
+    const withEvents = [...acked.keys()].slice(0, SAMPLE / 2);
+    const sample = [...withEvents, ...Array.from({ length: SAMPLE / 2 }, () => Math.floor(Math.random() * INSTANCES))];
+    let exact = 0;
+    for (const i of sample) {
+      const history = await call(node.url, 'GET', `/machines/counter/i/${name(i)}/events`, { token });
+      const transitions = history.body?.transitions as { state: unknown; event: { type: string; k?: number } }[] | undefined;
+      const counts = acked.get(i) ?? new Map<number, number>();
+      const expected = [{ type: 'xstate.init' }, ...Array.from({ length: counts.size }, (_, j) => ({ type: 'ADD', k: counts.get(j + 1) }))];
+      const got = (transitions ?? []).map((record) => record.event);
+      const states = (transitions ?? []).map((record) => record.state);
+      const ok =
+        history.status === 200 && JSON.stringify(got) === JSON.stringify(expected) && states.every((state, j) => state === STATES[j % 3]);
+      if (ok) exact++;
+      else t.fail(`history of ${name(i)}`, { got: { states, events: got }, expected });
+    }
+    t.equal(exact, sample.length, `${sample.length} sampled histories are exact`);
 
-  // Events to random instances; each carries its number, and its answer says which count it made.
-  const targets = Array.from({ length: EVENTS }, () => Math.floor(Math.random() * INSTANCES));
-  started = Date.now();
-  const sent = await runAll(EVENTS, (k) => post(`/machines/counter/i/${name(targets[k] as number)}/events`, { event: { type: 'ADD', k } }), started + PHASE_LIMIT_MS);
-  const eventFailures = failures(sent, EVENTS);
-  t.comment(`${EVENTS} events in ${((Date.now() - started) / 1000).toFixed(1)} s; failed: ${eventFailures.total} ${JSON.stringify(eventFailures.kinds)}`);
-  t.equal(eventFailures.total, 0, 'every event succeeds');
-
-  const evictions = node.output().split('\n').filter((line) => /live actors of machine version \S+ held .* evicted \d+ least recently used/.test(line));
-  const evicted = evictions.reduce((sum, line) => sum + Number(/evicted (\d+)/.exec(line)?.[1] ?? 0), 0);
-  t.comment(`${evictions.length} eviction reports, ${evicted} live actors evicted for the budget; first: ${evictions[0] ?? 'none'}`);
-  t.ok(evicted > 0, 'live actors were evicted for their memory budget, and the node said so');
-  const outOfMemory = node.output().split('\n').filter((line) => line.includes("ran its machine version's isolate out of memory"));
-  t.same(outOfMemory, [], 'the isolate never ran out of memory: no request needed running again, no live actor lost its isolate');
-
-  // Totals: every instance exists once; the acknowledged events add up per instance.
-  let listed = 0;
-  let cursor: string | undefined;
-  do {
-    const page = await call(node.url, 'GET', `/machines/counter/i${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, { token });
-    t.equal(page.status, 200);
-    listed += (page.body.instances as unknown[]).length;
-    cursor = page.body.cursor;
-  } while (cursor);
-  t.equal(listed, INSTANCES, 'the list holds every instance');
-
-  // Where each acknowledged event went: its instance and the count its answer reported.
-  const acked = new Map<number, Map<number, number>>();
-  for (let k = 0; k < EVENTS; k++) {
-    if (sent[k]?.status !== 200) continue;
-    const target = targets[k] as number;
-    if (!acked.has(target)) acked.set(target, new Map());
-    acked.get(target)?.set(sent[k]?.body.publicContext.n as number, k);
-  }
-  let ackedTotal = 0;
-  for (const counts of acked.values()) ackedTotal += counts.size;
-  t.equal(ackedTotal, EVENTS - eventFailures.total, 'no two acknowledged events of an instance reported the same count');
-
-  // Histories of a sample, half with events and half without: init, then exactly the acknowledged events.
-  const withEvents = [...acked.keys()].slice(0, SAMPLE / 2);
-  const sample = [...withEvents, ...Array.from({ length: SAMPLE / 2 }, () => Math.floor(Math.random() * INSTANCES))];
-  let exact = 0;
-  for (const i of sample) {
-    const history = await call(node.url, 'GET', `/machines/counter/i/${name(i)}/events`, { token });
-    const transitions = history.body?.transitions as { state: unknown; event: { type: string; k?: number } }[] | undefined;
-    const counts = acked.get(i) ?? new Map<number, number>();
-    const expected = [{ type: 'xstate.init' }, ...Array.from({ length: counts.size }, (_, j) => ({ type: 'ADD', k: counts.get(j + 1) }))];
-    const got = (transitions ?? []).map((record) => record.event);
-    const states = (transitions ?? []).map((record) => record.state);
-    const ok = history.status === 200 && JSON.stringify(got) === JSON.stringify(expected) && states.every((state, j) => state === STATES[j % 3]);
-    if (ok) exact++;
-    else t.fail(`history of ${name(i)}`, { got: { states, events: got }, expected });
-  }
-  t.equal(exact, sample.length, `${sample.length} sampled histories are exact`);
-
-  // The instances' state after everything, read through the API (their actors may have been evicted).
-  const reread = await call(node.url, 'GET', `/machines/counter/i/${name(withEvents[0] as number)}`, { token });
-  t.equal(reread.status, 200);
-  t.equal(reread.body.publicContext.n, acked.get(withEvents[0] as number)?.size);
-});
+    // The instances' state after everything, read through the API (their actors may have been evicted).
+    const reread = await call(node.url, 'GET', `/machines/counter/i/${name(withEvents[0] as number)}`, { token });
+    t.equal(reread.status, 200);
+    t.equal(reread.body.publicContext.n, acked.get(withEvents[0] as number)?.size);
+  },
+);
 
 /** Runs out of memory from its fourth event on in any one isolate: as if the isolate were full of other instances' actors. */
 const FILLS_UP = `import { createMachine, assign } from 'npm:xstate';
@@ -189,7 +207,10 @@ export const allowWrite = () => true;
 t.test('a request whose isolate runs out of memory runs once more in a fresh one: it fails only if it runs out there too', async (t) => {
   // No stall watchdog: the memory error itself is what is tried here. A CPU limit well above what
   // filling 16 MB takes, so a loaded host's slow GC near the limit does not end the call first.
-  const node = await startNode({ args: ['--isolate-memory-mb', '16', '--sandbox-stall-ms', '0', '--cpu-limit-ms', '10000'], env: { STATEHOLD_LIVE_ACTOR_MEMORY_MB: '1' } });
+  const node = await startNode({
+    args: ['--isolate-memory-mb', '16', '--sandbox-stall-ms', '0', '--cpu-limit-ms', '10000'],
+    env: { STATEHOLD_LIVE_ACTOR_MEMORY_MB: '1' },
+  });
   t.teardown(() => node.stop('SIGKILL'));
   const token = node.adminKey as string;
   await machineWithVersion(node, 'fills', FILLS_UP);
@@ -200,8 +221,16 @@ t.test('a request whose isolate runs out of memory runs once more in a fresh one
   const fourth = await send('y');
   t.equal(fourth.status, 200, `the request succeeds on its second run: ${fourth.text}`);
   t.equal(fourth.body.publicContext.n, 2);
-  t.match(node.output(), /a request ran its machine version's isolate out of memory: it runs once more, in a fresh isolate/, 'and the node says so');
+  t.match(
+    node.output(),
+    /a request ran its machine version's isolate out of memory: it runs once more, in a fresh isolate/,
+    'and the node says so',
+  );
   t.equal((await send('x')).body.publicContext.n, 3, 'the other instance goes on from its committed state in the fresh isolate');
   const history = await call(node.url, 'GET', '/machines/fills/i/y/events', { token });
-  t.same((history.body.transitions as { event: { type: string } }[]).map((record) => record.event.type), ['xstate.init', 'ADD', 'ADD'], 'the event was applied once');
+  t.same(
+    (history.body.transitions as { event: { type: string } }[]).map((record) => record.event.type),
+    ['xstate.init', 'ADD', 'ADD'],
+    'the event was applied once',
+  );
 });

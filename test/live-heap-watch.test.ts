@@ -14,7 +14,7 @@ const steps = (watch: LiveHeapWatch, calls: number): number[] => {
   return reports;
 };
 
-t.test('the heap is read every few steps, and what the loaded version held is not the live actors\'', async (t) => {
+t.test("the heap is read every few steps, and what the loaded version held is not the live actors'", async (t) => {
   let heap = 3 * MB;
   let reads = 0;
   const watch = new LiveHeapWatch(8 * MB, () => (reads++, heap));
@@ -33,7 +33,7 @@ t.test('after a report, the next comes when the heap reads within the budget aga
   const watch = new LiveHeapWatch(8 * MB, () => heap);
   heap = 9 * MB;
   t.same(steps(watch, SAMPLE_EVERY), [9 * MB]);
-  t.same(steps(watch, SAMPLE_EVERY * 10), [], 'still over (the evicted actors\' garbage not yet collected): not again at once');
+  t.same(steps(watch, SAMPLE_EVERY * 10), [], "still over (the evicted actors' garbage not yet collected): not again at once");
   heap = 7 * MB;
   t.same(steps(watch, SAMPLE_EVERY * 3), [7 * MB], 'back within: said once (the node lifts its cap)');
   heap = 9 * MB;

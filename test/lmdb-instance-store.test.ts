@@ -6,11 +6,32 @@ import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 
 const head = (seq: number, extra: Partial<InstanceHead> = {}): InstanceHead => ({
-  orgId: 'org_a', machine: 'm', name: 'i', createdAt: new Date(0).toISOString(), versionId: 'ver_x', status: 'running',
-  seq, ts: seq, state: 'idle', context: { n: seq }, tags: [], done: false,
-  snapshot: { xstate: 4, state: {} }, pendingTimers: [], stoppedChildren: [], timerAttempts: {}, ...extra,
+  orgId: 'org_a',
+  machine: 'm',
+  name: 'i',
+  createdAt: new Date(0).toISOString(),
+  versionId: 'ver_x',
+  status: 'running',
+  seq,
+  ts: seq,
+  state: 'idle',
+  context: { n: seq },
+  tags: [],
+  done: false,
+  snapshot: { xstate: 4, state: {} },
+  pendingTimers: [],
+  stoppedChildren: [],
+  timerAttempts: {},
+  ...extra,
 });
-const record = (seq: number) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: `E${seq}` }, state: 'idle', context: { n: seq } });
+const record = (seq: number) => ({
+  seq,
+  createdAt: new Date(seq).toISOString(),
+  ts: seq,
+  event: { type: `E${seq}` },
+  state: 'idle',
+  context: { n: seq },
+});
 
 t.test('commits are sequence-checked, histories ordered, usage counted, deletion complete', async (t) => {
   const dir = tempDataDir();
@@ -23,10 +44,21 @@ t.test('commits are sequence-checked, histories ordered, usage counted, deletion
   t.equal(catalog.hasInstances('org_b', 'm'), false, 'other orgs do not');
 
   await instances.commit(head(3), head(1), [record(2), record(3)]);
-  await t.rejects(instances.commit(head(4), head(1), [record(4)]), SequenceConflictError, 'a writer that lost track of the head cannot write');
+  await t.rejects(
+    instances.commit(head(4), head(1), [record(4)]),
+    SequenceConflictError,
+    'a writer that lost track of the head cannot write',
+  );
   t.equal(instances.getInstance('org_a', 'm', 'i')?.seq, 3);
-  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1, 2, 3]);
-  t.same(instances.listTransitions('org_a', 'm', 'i', 1, 1).map((r) => r.seq), [2], 'pages start after the cursor');
+  t.same(
+    instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq),
+    [1, 2, 3],
+  );
+  t.same(
+    instances.listTransitions('org_a', 'm', 'i', 1, 1).map((r) => r.seq),
+    [2],
+    'pages start after the cursor',
+  );
 
   await instances.addUsage('org_a', { transitions: 3, reads: 0 });
   await instances.addUsage('org_a', { transitions: 0, reads: 5 });
@@ -57,10 +89,22 @@ t.test('a commit whose values cannot be encoded changes nothing: no new head, hi
 
   const outbox = [{ position: [9, 'p'], id: 'msg' }] as unknown as NonNullable<Parameters<typeof instances.commit>[3]>['outbox'];
   const bad = head(2, { pendingTimers: [timer('t2', 2_000)] });
-  await t.rejects(instances.commit(bad, first, [record(2), { ...record(3), context: deep }], { outbox, receivedMessageId: 'm1' }), RangeError, 'the encoding error comes back');
+  await t.rejects(
+    instances.commit(bad, first, [record(2), { ...record(3), context: deep }], { outbox, receivedMessageId: 'm1' }),
+    RangeError,
+    'the encoding error comes back',
+  );
   t.same(instances.getInstance('org_a', 'm', 'i'), first, 'the head is the one before');
-  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq), [1], 'no history record was added');
-  t.same(instances.listDueTimers(10_000, 10).map((d) => d.timerId), ['t1'], "the timer index is the old head's");
+  t.same(
+    instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.seq),
+    [1],
+    'no history record was added',
+  );
+  t.same(
+    instances.listDueTimers(10_000, 10).map((d) => d.timerId),
+    ['t1'],
+    "the timer index is the old head's",
+  );
   t.same(instances.listOutbox(10), [], 'no outbox message');
   t.equal(instances.hasReceived('org_a', 'm', 'i', 'm1'), false, 'no inbox mark');
   await instances.commit(head(2), first, [record(2)]);
@@ -70,7 +114,11 @@ t.test('a commit whose values cannot be encoded changes nothing: no new head, hi
   await t.rejects(instances.createInstance(other, [record(1)]), RangeError);
   t.equal(instances.getInstance('org_a', 'm', 'j'), undefined, 'a failed create leaves no head');
   t.same(instances.listTransitions('org_a', 'm', 'j', 0, 10), [], 'nor history');
-  t.same(instances.listDueTimers(10_000, 10).map((d) => d.timerId), [], 'nor timers');
+  t.same(
+    instances.listDueTimers(10_000, 10).map((d) => d.timerId),
+    [],
+    'nor timers',
+  );
   t.equal(await instances.createInstance({ ...other, context: {} }, [record(1)]), true, 'and the name is free');
   await store.close();
 });
@@ -86,20 +134,34 @@ t.test('two writers racing from the same head: the write thread lets exactly one
     instances.commit(head(2, { context: { n: 'first' } }), head(1), [record(2)]),
     instances.commit(head(2, { context: { n: 'second' } }), head(1), [record(2)]),
   ]);
-  t.same(outcomes.map((o) => o.status), ['fulfilled', 'rejected'], 'the first commits, the second is refused');
+  t.same(
+    outcomes.map((o) => o.status),
+    ['fulfilled', 'rejected'],
+    'the first commits, the second is refused',
+  );
   await t.rejects(instances.commit(head(3), head(1), [record(3)]), SequenceConflictError, 'a lone stale commit is refused too');
   t.type((outcomes[1] as PromiseRejectedResult).reason, SequenceConflictError);
   t.same(instances.getInstance('org_a', 'm', 'i')?.context, { n: 'first' }, 'the refused writer left nothing behind');
-  t.same(instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.context), [{ n: 1 }, { n: 2 }]);
+  t.same(
+    instances.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.context),
+    [{ n: 1 }, { n: 2 }],
+  );
 
   // Timers stay indexed exactly as the head lists them, through commits and replaced heads.
   const timer = (id: string, dueAt: number) => ({ kind: 'event' as const, id, dueAt, event: { type: 'T' } });
   const withTimers = head(3, { pendingTimers: [timer('a', 100), timer('b', 200)] });
   await instances.commit(withTimers, head(2), [record(3)]);
-  t.same(instances.listDueTimers(1_000, 10).map((d) => d.timerId), ['a', 'b']);
+  t.same(
+    instances.listDueTimers(1_000, 10).map((d) => d.timerId),
+    ['a', 'b'],
+  );
   const retried = head(3, { pendingTimers: [timer('b', 300)] });
   await instances.replaceHead(retried, withTimers);
-  t.same(instances.listDueTimers(1_000, 10).map((d) => [d.timerId, d.dueAt]), [['b', 300]], 'the replaced head re-indexed its timers');
+  t.same(
+    instances.listDueTimers(1_000, 10).map((d) => [d.timerId, d.dueAt]),
+    [['b', 300]],
+    'the replaced head re-indexed its timers',
+  );
   await instances.commit(head(4), retried, [record(4)]);
   t.same(instances.listDueTimers(1_000, 10), [], 'and the next commit dropped them');
   await store.close();
@@ -127,7 +189,14 @@ t.test('log retention removes only old entries of the org', async (t) => {
   const entry = (orgId: string, timestamp: number) => ({ orgId, timestamp, level: 'log', args: [`at ${timestamp}`] });
   await store.logs.appendLogs([entry('org_a', 1000), entry('org_a', 2000), entry('org_a', 3000), entry('org_b', 1000)]);
   t.equal(await store.logs.pruneBefore('org_a', 2500), 2);
-  t.same(store.logs.listLogs('org_a', 0, 10_000, 10).map((e) => e.timestamp), [3000]);
-  t.same(store.logs.listLogs('org_b', 0, 10_000, 10).map((e) => e.timestamp), [1000], 'other orgs keep theirs');
+  t.same(
+    store.logs.listLogs('org_a', 0, 10_000, 10).map((e) => e.timestamp),
+    [3000],
+  );
+  t.same(
+    store.logs.listLogs('org_b', 0, 10_000, 10).map((e) => e.timestamp),
+    [1000],
+    'other orgs keep theirs',
+  );
   await store.close();
 });

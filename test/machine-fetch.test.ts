@@ -46,7 +46,10 @@ t.test('machine code fetches through the host: loopback refused by default, allo
   const code = fetchingMachine(`http://127.0.0.1:${port}/data`);
 
   let defaultClient: StateBackedClient | undefined;
-  for (const [label, args] of [['default', []], ['allowed', ['--fetch-allow', `127.0.0.1:${port}`]]] as const) {
+  for (const [label, args] of [
+    ['default', []],
+    ['allowed', ['--fetch-allow', `127.0.0.1:${port}`]],
+  ] as const) {
     const node = await startNode({ args: [...args] });
     t.teardown(() => node.stop());
     const client = new StateBackedClient(node.adminKey as string, { apiHost: node.url });
@@ -70,5 +73,9 @@ t.test('machine code fetches through the host: loopback refused by default, allo
   const client = defaultClient as StateBackedClient;
   await client.machineInstances.create('fetcher', { slug: 'h' });
   await client.machineInstances.sendEvent('fetcher', 'h', { event: 'HASH' });
-  t.equal((await client.machineInstances.admin.get('fetcher', 'h')).context.digest, 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad', 'crypto.subtle.digest works');
+  t.equal(
+    (await client.machineInstances.admin.get('fetcher', 'h')).context.digest,
+    'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad',
+    'crypto.subtle.digest works',
+  );
 });

@@ -34,7 +34,10 @@ t.test('upload signer: URL-safe, bound to its key and claims, expiring', async (
   t.same(Buffer.from(sameBytes, 'base64url'), Buffer.from(mac, 'base64url'), 'a lenient decoder reads the same MAC');
   t.match(signer.verify(`${tag}.${payload}.${sameBytes}`, now), { ok: false, reason: 'bad-signature' });
   t.match(signer.verify('', now), { ok: false, reason: 'malformed' });
-  t.equal(signer.verify(signer.sign({ ...claims, kind: 'version-upload', gzip: false }, now), now).ok && 'version-upload', 'version-upload');
+  t.equal(
+    signer.verify(signer.sign({ ...claims, kind: 'version-upload', gzip: false }, now), now).ok && 'version-upload',
+    'version-upload',
+  );
 });
 
 t.test('LMDB version store', async (t) => {
@@ -47,7 +50,14 @@ t.test('LMDB version store', async (t) => {
   const { catalog, versions } = store;
   await catalog.createMachine({ orgId: 'org_a', slug: 'm', createdAt: '2024-01-01T00:00:00.000Z', indexes: [] });
   await catalog.createMachine({ orgId: 'org_b', slug: 'm', createdAt: '2024-01-01T00:00:00.000Z', indexes: [] });
-  const record = (id: string, createdAt: string, orgId = 'org_a'): MachineVersionRecord => ({ id, orgId, machine: 'm', createdAt, clientInfo: id, indexSelectors: {} });
+  const record = (id: string, createdAt: string, orgId = 'org_a'): MachineVersionRecord => ({
+    id,
+    orgId,
+    machine: 'm',
+    createdAt,
+    clientInfo: id,
+    indexSelectors: {},
+  });
 
   await versions.putPendingUpload({ orgId: 'org_a', machine: 'm', versionId: 'ver_1', code: 'one', expiresAt: 1000 });
   await versions.putPendingUpload({ orgId: 'org_a', machine: 'm', versionId: 'ver_1', code: 'two', expiresAt: 5000 });
@@ -67,10 +77,16 @@ t.test('LMDB version store', async (t) => {
   t.match(versions.getVersion('org_a', 'm', 'ver_1'), { id: 'ver_1', clientInfo: 'ver_1' });
   t.equal(versions.getVersion('org_a', 'other', 'ver_1'), undefined, 'only under its machine');
   t.equal(versions.getVersion('org_b', 'm', 'ver_1'), undefined, 'only in its org');
-  const repeated = await versions.finalizeVersion({ ...record('ver_1', '2024-02-01T00:00:00.000Z'), clientInfo: 'changed' }, 'code changed', false);
+  const repeated = await versions.finalizeVersion(
+    { ...record('ver_1', '2024-02-01T00:00:00.000Z'), clientInfo: 'changed' },
+    'code changed',
+    false,
+  );
   t.match(repeated, { kind: 'existing', record: { clientInfo: 'ver_1' } });
   t.equal(versions.getVersionCode('org_a', 'ver_1'), 'code 1', 'a repeated finalize writes nothing');
-  t.same(await versions.finalizeVersion({ ...record('ver_z', '2024-01-01T00:00:00.000Z'), machine: 'gone' }, 'x', true), { kind: 'no-machine' });
+  t.same(await versions.finalizeVersion({ ...record('ver_z', '2024-01-01T00:00:00.000Z'), machine: 'gone' }, 'x', true), {
+    kind: 'no-machine',
+  });
 
   for (let i = 2; i <= 5; i++) await versions.finalizeVersion(record(`ver_${i}`, `2024-01-01T00:00:0${i}.000Z`), `code ${i}`, false);
   await versions.finalizeVersion(record('ver_same_a', '2024-01-01T00:00:09.000Z'), 'a', false);
@@ -88,15 +104,26 @@ t.test('LMDB version store', async (t) => {
     after = { createdAt: last.createdAt, id: last.id };
   }
   t.same(seen, ['ver_same_b', 'ver_same_a', 'ver_5', 'ver_4', 'ver_3', 'ver_2', 'ver_1'], 'newest first, ties by id, stable cursors');
-  t.same(versions.listVersions('org_b', 'm', undefined, 10).map((v) => v.id), ['ver_b1']);
+  t.same(
+    versions.listVersions('org_b', 'm', undefined, 10).map((v) => v.id),
+    ['ver_b1'],
+  );
 
   await versions.putPendingUpload({ orgId: 'org_a', machine: 'm', versionId: 'ver_p', code: 'p', expiresAt: Date.now() + 60_000 });
   const removed = await versions.deleteMachineVersions('org_a', 'm');
-  t.same([...removed].sort(), ['ver_1', 'ver_2', 'ver_3', 'ver_4', 'ver_5', 'ver_same_a', 'ver_same_b'], 'it names the versions it removed');
+  t.same(
+    [...removed].sort(),
+    ['ver_1', 'ver_2', 'ver_3', 'ver_4', 'ver_5', 'ver_same_a', 'ver_same_b'],
+    'it names the versions it removed',
+  );
   t.same(versions.listVersions('org_a', 'm', undefined, 10), []);
   t.equal(versions.getVersionCode('org_a', 'ver_3'), undefined);
   t.equal(versions.getPendingUpload('org_a', 'ver_p'), undefined);
-  t.same(versions.listVersions('org_b', 'm', undefined, 10).map((v) => v.id), ['ver_b1'], 'the other org keeps its versions');
+  t.same(
+    versions.listVersions('org_b', 'm', undefined, 10).map((v) => v.id),
+    ['ver_b1'],
+    'the other org keeps its versions',
+  );
 });
 
 t.test('expiry and selector defaulting against a node with a 2 s upload TTL', async (t) => {
@@ -106,8 +133,15 @@ t.test('expiry and selector defaulting against a node with a 2 s upload TTL', as
   let stopped = false;
   t.teardown(() => (stopped ? undefined : node.stop()));
   const key = await call(node.url, 'POST', '/keys', { token: node.adminKey, body: { name: 'ci', use: 'ci' } });
-  const token = await signToken({ stateBackedKeyId: key.body.id, stateBackedSecretKey: key.body.key }, { sub: 'ci' }, { expires: { in: '1h' } });
-  t.equal((await call(node.url, 'POST', '/machines', { token, body: { slug: 'indexed', indexes: ['email', 'score', 'name'] } })).status, 201);
+  const token = await signToken(
+    { stateBackedKeyId: key.body.id, stateBackedSecretKey: key.body.key },
+    { sub: 'ci' },
+    { expires: { in: '1h' } },
+  );
+  t.equal(
+    (await call(node.url, 'POST', '/machines', { token, body: { slug: 'indexed', indexes: ['email', 'score', 'name'] } })).status,
+    201,
+  );
 
   const provisional = async () => (await call(node.url, 'POST', '/machines/indexed/v', { token })).body;
   const upload = async (p: { codeUploadUrl: string; codeUploadFields: Record<string, string> }) => {
@@ -130,7 +164,9 @@ t.test('expiry and selector defaulting against a node with a 2 s upload TTL', as
   // Wait for the TTL to pass (a token expires 1–2 s after it is signed, in whole seconds): a provisional
   // version asked after the others is uploaded again and again until it is refused as expired.
   const probe = await provisional();
-  await eventually(async () => (await upload(probe)).status === 403, { intervalMs: 100, message: 'the upload TTL did not pass' }).catch(() => undefined);
+  await eventually(async () => (await upload(probe)).status === 403, { intervalMs: 100, message: 'the upload TTL did not pass' }).catch(
+    () => undefined,
+  );
   const expiredFinalize = await finalize(late.machineVersionId, {});
   t.equal(expiredFinalize.status, 403);
   t.match(expiredFinalize.body, { code: 'unauthorized', error: /expired/ });
@@ -151,7 +187,11 @@ t.test('expiry and selector defaulting against a node with a 2 s upload TTL', as
   const orgId = store.catalog.listOrgs()[0]?.id as string;
   const first = store.versions.getVersion(orgId, 'indexed', earlyDone.body.machineVersionId);
   t.match(first, { machine: 'indexed', clientInfo: '', indexSelectors: { email: '$.email', score: '$.score' } });
-  t.same(store.versions.getVersion(orgId, 'indexed', nextDone.body.machineVersionId)?.indexSelectors, { email: '$.email', score: '$.public.score', name: '$.name' }, 'selectors left out come from the current version');
+  t.same(
+    store.versions.getVersion(orgId, 'indexed', nextDone.body.machineVersionId)?.indexSelectors,
+    { email: '$.email', score: '$.public.score', name: '$.name' },
+    'selectors left out come from the current version',
+  );
   t.equal(store.versions.getVersionCode(orgId, nextDone.body.machineVersionId), TOGGLE, 'the code is stored as uploaded');
   t.equal(store.catalog.getMachine(orgId, 'indexed')?.currentVersionId, earlyDone.body.machineVersionId);
 });

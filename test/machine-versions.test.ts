@@ -27,7 +27,11 @@ interface Provisional {
 }
 
 /** The client's `uploadCode`, by hand: fields, then content-type, then content-encoding, then the file. */
-const upload = async (provisional: Pick<Provisional, 'codeUploadUrl' | 'codeUploadFields'>, code: string | Uint8Array, options: { gzip?: boolean; fields?: Record<string, string>; fileField?: string } = {}) => {
+const upload = async (
+  provisional: Pick<Provisional, 'codeUploadUrl' | 'codeUploadFields'>,
+  code: string | Uint8Array,
+  options: { gzip?: boolean; fields?: Record<string, string>; fileField?: string } = {},
+) => {
   const form = new FormData();
   for (const [key, value] of Object.entries(options.fields ?? provisional.codeUploadFields)) form.append(key, value);
   form.set('content-type', 'application/javascript');
@@ -39,12 +43,16 @@ const upload = async (provisional: Pick<Provisional, 'codeUploadUrl' | 'codeUplo
 };
 
 const provisional = async (machine: string, query = ''): Promise<Provisional> => {
-  const res = await call(node.url, 'POST', `/machines/${machine}/v${query}`, { token: writer, headers: { 'content-type': 'application/json' } });
+  const res = await call(node.url, 'POST', `/machines/${machine}/v${query}`, {
+    token: writer,
+    headers: { 'content-type': 'application/json' },
+  });
   if (res.status !== 200) throw new Error(res.text);
   return res.body;
 };
 
-const finalize = (machine: string, signedId: string, body: unknown = {}) => call(node.url, 'PUT', `/machines/${machine}/v/${signedId}`, { token: writer, body });
+const finalize = (machine: string, signedId: string, body: unknown = {}) =>
+  call(node.url, 'PUT', `/machines/${machine}/v/${signedId}`, { token: writer, body });
 
 const listAll = async (machine: string) => {
   const ids: string[] = [];
@@ -64,19 +72,34 @@ t.test('the real client creates versions from code and gzipped code; machines sh
   const v1 = await client.machineVersions.create('toggle', { clientInfo: 'v1', makeCurrent: true, code: TOGGLE });
   t.match(v1, { machineVersionId: /^ver_[A-Za-z0-9_-]{22}$/ });
   const got = await client.machines.get('toggle');
-  t.match(got.machine, { createdAt: String, currentVersion: { id: v1.machineVersionId, clientInfo: 'v1', createdAt: String }, indexes: [] });
+  t.match(got.machine, {
+    createdAt: String,
+    currentVersion: { id: v1.machineVersionId, clientInfo: 'v1', createdAt: String },
+    indexes: [],
+  });
   t.ok(!Number.isNaN(Date.parse(got.machine.currentVersion?.createdAt ?? '')), 'createdAt is a date');
 
   const v2 = await client.machineVersions.create('toggle', { clientInfo: 'v2 gzipped', makeCurrent: false, gzippedCode: gzipSync(TOGGLE) });
   t.not(v2.machineVersionId, v1.machineVersionId);
-  t.equal((await client.machines.get('toggle')).machine.currentVersion?.id, v1.machineVersionId, 'makeCurrent: false leaves the current version');
+  t.equal(
+    (await client.machines.get('toggle')).machine.currentVersion?.id,
+    v1.machineVersionId,
+    'makeCurrent: false leaves the current version',
+  );
 
   const v3 = await client.machineVersions.create('toggle', { makeCurrent: true, gzippedCode: gzipSync(NESTED_PARALLEL) } as any);
   const current = (await client.machines.get('toggle')).machine.currentVersion;
-  t.same(current && { id: current.id, clientInfo: current.clientInfo }, { id: v3.machineVersionId, clientInfo: '' }, 'clientInfo defaults to ""');
+  t.same(
+    current && { id: current.id, clientInfo: current.clientInfo },
+    { id: v3.machineVersionId, clientInfo: '' },
+    'clientInfo defaults to ""',
+  );
 
   const listed = await client.machines.list();
-  t.match(listed.machines.find((m) => m.slug === 'toggle'), { slug: 'toggle', currentVersion: { id: v3.machineVersionId, clientInfo: '' } });
+  t.match(
+    listed.machines.find((m) => m.slug === 'toggle'),
+    { slug: 'toggle', currentVersion: { id: v3.machineVersionId, clientInfo: '' } },
+  );
 
   const firstPage = await client.machineVersions.list('toggle');
   t.equal(firstPage.versions.length, 2, 'page size 2');
@@ -89,13 +112,24 @@ t.test('the real client creates versions from code and gzipped code; machines sh
   await client.machines.create('fresh');
   t.notOk('currentVersion' in (await client.machines.get('fresh')).machine, 'no version, no currentVersion');
   const first = await client.machineVersions.create('fresh', { clientInfo: 'first', code: TOGGLE });
-  t.equal((await client.machines.get('fresh')).machine.currentVersion?.id, first.machineVersionId, 'a first version is current even without makeCurrent');
+  t.equal(
+    (await client.machines.get('fresh')).machine.currentVersion?.id,
+    first.machineVersionId,
+    'a first version is current even without makeCurrent',
+  );
   const instance = await call(node.url, 'POST', '/machines/fresh', { token: admin, body: { slug: 'one' } });
   t.equal(instance.status, 200, `so an instance can be created: ${instance.text}`);
   t.equal(instance.body?.state, 'off');
   await client.machineVersions.create('fresh', { clientInfo: 'second', code: TOGGLE });
-  t.equal((await client.machines.get('fresh')).machine.currentVersion?.id, first.machineVersionId, 'a later one without makeCurrent leaves it');
-  t.same((await client.machineVersions.list('fresh')).versions.map((v) => v.clientInfo), ['second', 'first']);
+  t.equal(
+    (await client.machines.get('fresh')).machine.currentVersion?.id,
+    first.machineVersionId,
+    'a later one without makeCurrent leaves it',
+  );
+  t.same(
+    (await client.machineVersions.list('fresh')).versions.map((v) => v.clientInfo),
+    ['second', 'first'],
+  );
 });
 
 t.test('provisional creation, manual upload, finalize: URL-safe ids, re-upload, idempotent finalize', async (t) => {
@@ -112,7 +146,11 @@ t.test('provisional creation, manual upload, finalize: URL-safe ids, re-upload, 
   const again = await client.machineVersions.finalize('manual', p.machineVersionId, { clientInfo: 'other', makeCurrent: true });
   t.same(again, done, 'finalizing twice answers the same id');
   const versions = (await client.machineVersions.list('manual')).versions;
-  t.same(versions.map((v) => [v.id, v.clientInfo]), [[done.machineVersionId, 'manual']], 'one version, the first finalize kept');
+  t.same(
+    versions.map((v) => [v.id, v.clientInfo]),
+    [[done.machineVersionId, 'manual']],
+    'one version, the first finalize kept',
+  );
   t.equal((await upload(p, TOGGLE)).status, 204, 'a late upload is accepted');
   t.same(await client.machineVersions.finalize('manual', p.machineVersionId, {}), done, 'but changes nothing');
 
@@ -205,7 +243,9 @@ t.test('forged, tampered and misplaced signed ids and upload tokens', async (t) 
   t.equal(crossOrg.body.parameter, 'signedMachineVersionId');
 
   // Upload side.
-  const tamperedToken = await upload(p, TOGGLE, { fields: { token: `${uploadToken.slice(0, -1)}${uploadToken.endsWith('A') ? 'B' : 'A'}` } });
+  const tamperedToken = await upload(p, TOGGLE, {
+    fields: { token: `${uploadToken.slice(0, -1)}${uploadToken.endsWith('A') ? 'B' : 'A'}` },
+  });
   t.equal(tamperedToken.status, 403);
   t.match(tamperedToken.body, { code: 'unauthorized', error: /codeUploadFields/ });
   const missingToken = await upload(p, TOGGLE, { fields: {} });
@@ -240,7 +280,9 @@ t.test('size limits: 1,000,000 bytes uploaded, 10,000,000 gunzipped', async (t) 
   t.match(exploded.body, { code: 'payload-too-large', error: /10000000 bytes once gunzipped/ });
   t.equal((await upload(gz, gzipSync(Buffer.alloc(10_000_000, 0x20)), { gzip: true })).status, 204, 'exactly 10,000,000 bytes is allowed');
 
-  const viaClient = await client.machineVersions.create('sizes', { code: `${TOGGLE}/*${'x'.repeat(1_000_001)}*/` }).catch((e: unknown) => e);
+  const viaClient = await client.machineVersions
+    .create('sizes', { code: `${TOGGLE}/*${'x'.repeat(1_000_001)}*/` })
+    .catch((e: unknown) => e);
   t.type(viaClient, errors.ApiError);
   t.equal((viaClient as errors.ApiError).status, 413, 'the client reports the upload status');
 });
@@ -266,7 +308,10 @@ t.test('scopes, unknown machines, cursors', async (t) => {
 });
 
 t.test('indexSelectors must name declared indexes', async (t) => {
-  t.equal((await call(node.url, 'POST', '/machines', { token: writer, body: { slug: 'indexed', indexes: ['email', 'score'] } })).status, 201);
+  t.equal(
+    (await call(node.url, 'POST', '/machines', { token: writer, body: { slug: 'indexed', indexes: ['email', 'score'] } })).status,
+    201,
+  );
   const cases: Array<[unknown, number]> = [
     [{ nope: '$.x' }, 400],
     [{ email: 5 }, 400],

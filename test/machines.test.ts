@@ -77,20 +77,29 @@ t.test('validation and conflicts', async (t) => {
 t.test('delete needs machines.admin and the HMAC confirmation', async (t) => {
   const body = { dangerDataWillBeDeletedForever: true, hmacSha256OfMachineNameWithMachineNameKey: confirm('m4') };
   t.equal((await call(node.url, 'DELETE', '/machines/m4', { token: readerOnly, body })).body.code, 'missing-scope');
-  const noDanger = await call(node.url, 'DELETE', '/machines/m4', { token: writer, body: { ...body, dangerDataWillBeDeletedForever: false } });
+  const noDanger = await call(node.url, 'DELETE', '/machines/m4', {
+    token: writer,
+    body: { ...body, dangerDataWillBeDeletedForever: false },
+  });
   t.equal(noDanger.status, 400);
   t.equal(noDanger.body.parameter, 'dangerDataWillBeDeletedForever');
-  const wrongHmac = await call(node.url, 'DELETE', '/machines/m4', { token: writer, body: { ...body, hmacSha256OfMachineNameWithMachineNameKey: confirm('m3') } });
+  const wrongHmac = await call(node.url, 'DELETE', '/machines/m4', {
+    token: writer,
+    body: { ...body, hmacSha256OfMachineNameWithMachineNameKey: confirm('m3') },
+  });
   t.equal(wrongHmac.status, 400);
   t.equal(wrongHmac.body.parameter, 'hmacSha256OfMachineNameWithMachineNameKey');
-  const padded = await call(node.url, 'DELETE', '/machines/m4', { token: writer, body: { ...body, hmacSha256OfMachineNameWithMachineNameKey: `${confirm('m4')}=` } });
+  const padded = await call(node.url, 'DELETE', '/machines/m4', {
+    token: writer,
+    body: { ...body, hmacSha256OfMachineNameWithMachineNameKey: `${confirm('m4')}=` },
+  });
   t.equal(padded.status, 204, 'padding is tolerated');
   t.equal((await call(node.url, 'GET', '/machines/m4', { token: writer })).status, 404);
   t.equal((await call(node.url, 'DELETE', '/machines/m4', { token: writer, body })).status, 404);
   t.equal((await call(node.url, 'POST', '/machines', { token: writer, body: { slug: 'm4' } })).status, 201, 'the name is free again');
 });
 
-t.test('one org never sees another org\'s machines', async (t) => {
+t.test("one org never sees another org's machines", async (t) => {
   const other = await call(node.url, 'POST', '/orgs', { token: admin, body: { name: 'other' } });
   const headers = { 'x-statebacked-org-id': other.body.id };
   t.same((await call(node.url, 'GET', '/machines', { token: admin, headers })).body, { machines: [] });

@@ -9,7 +9,19 @@ import { nodeVersionProblem, SUPPORTED_NODE } from '../src/bin/node-version.js';
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 t.test('Node.js releases without zlib.crc32, or older than undici 7 needs, are refused', async (t) => {
-  for (const version of ['18.20.4', '20.0.0', '20.14.0', '20.15.0', '20.18.0', '21.7.3', '22.0.0', '22.1.0', 'v20.11.1', 'not a version', '']) {
+  for (const version of [
+    '18.20.4',
+    '20.0.0',
+    '20.14.0',
+    '20.15.0',
+    '20.18.0',
+    '21.7.3',
+    '22.0.0',
+    '22.1.0',
+    'v20.11.1',
+    'not a version',
+    '',
+  ]) {
     const problem = nodeVersionProblem(version);
     t.type(problem, 'string', `${version || '(empty)'}: refused`);
     t.match(problem, /needs Node\.js 20\.18\.1 or a later 20, or 22\.2\.0 or later/, 'saying what it needs');
@@ -51,7 +63,11 @@ t.test('the entry point loads nothing that needs a newer Node before the check',
   const importsCrc32 = (file: string) => /^import\s[^;]*\bcrc32\b[^;]*from\s+'node:zlib'/m.test(readFileSync(file, 'utf8'));
 
   const viaNode = [...staticallyReached('src/bin/embedded-node.ts')].filter(importsCrc32);
-  t.same(viaNode.map((file) => file.slice(repoRoot.length + 1)), ['src/store/lmdb/write-ahead-log.ts'], 'the check finds the embedded node\'s crc32 import');
+  t.same(
+    viaNode.map((file) => file.slice(repoRoot.length + 1)),
+    ['src/store/lmdb/write-ahead-log.ts'],
+    "the check finds the embedded node's crc32 import",
+  );
 
   const beforeCheck = staticallyReached('src/bin/statehold.ts');
   t.ok(beforeCheck.size > 3, `follows the entry's imports (${beforeCheck.size} modules)`);

@@ -3,7 +3,16 @@ import { StateBackedClient } from '@statebacked/client';
 import { bundleLikeSmply } from './helpers/bundle.js';
 import { call } from './helpers/http.js';
 import { startNode, type NodeProcess } from './helpers/node-process.js';
-import { childMachinesEvents, childMachinesMachine, delaysEvents, delaysMachine, featuresEvents, featuresMachine, spawningEvents, spawningMachine } from './fixtures/pure-step-machines.js';
+import {
+  childMachinesEvents,
+  childMachinesMachine,
+  delaysEvents,
+  delaysMachine,
+  featuresEvents,
+  featuresMachine,
+  spawningEvents,
+  spawningMachine,
+} from './fixtures/pure-step-machines.js';
 import { effectsMachine, shapesMachine } from './fixtures/instance-machines.js';
 import { DELAYED, INVOKED_PROMISE, NESTED_PARALLEL, TOGGLE } from './fixtures/machines.js';
 
@@ -37,9 +46,17 @@ const cases: Case[] = [
   { machine: 'delays', code: delaysMachine(false), events: delaysEvents },
   { machine: 'delays-predictable', code: delaysMachine(true), events: delaysEvents },
   { machine: 'delays-named', code: delaysMachine(true, 20, true), events: delaysEvents },
-  { machine: 'invoker', code: INVOKED_PROMISE, events: [{ type: 'RUN', outcome: 'resolve', delayMs: 20 }, 'RESET', { type: 'RUN', outcome: 'reject' }, 'RESET'] },
+  {
+    machine: 'invoker',
+    code: INVOKED_PROMISE,
+    events: [{ type: 'RUN', outcome: 'resolve', delayMs: 20 }, 'RESET', { type: 'RUN', outcome: 'reject' }, 'RESET'],
+  },
   { machine: 'children', code: childMachinesMachine, events: childMachinesEvents },
-  { machine: 'effects', code: effectsMachine, events: [{ type: 'NOTE', note: 'a' }, 'WAIT', 'BACK', 'FETCH_OK', 'BACK', 'BOOM', 'FETCH_FAIL', 'BACK'] },
+  {
+    machine: 'effects',
+    code: effectsMachine,
+    events: [{ type: 'NOTE', note: 'a' }, 'WAIT', 'BACK', 'FETCH_OK', 'BACK', 'BOOM', 'FETCH_FAIL', 'BACK'],
+  },
 ];
 // Bundled with their own xstate copy (the spawners excepted: a bundled copy's spawn cannot reach the
 // service's interpreter, README), including a counter shaped as users write it: a targetless assign on
@@ -50,7 +67,13 @@ export default createMachine({ id: "m", predictableActionArguments: true, contex
   on: { E: { actions: assign({ public: (c) => ({ n: c.public.n + 1 }) }) }, THROW: { actions: () => { throw new Error('no'); } } } });`;
 const bundledCases: Case[] = [
   { machine: 'counter', code: counter('initial: "a", states: { a: {} }'), events: ['E', 'E', 'THROW', 'E'] },
-  { machine: 'counter-parallel', code: counter('type: "parallel", states: { r0: { initial: "a", states: { a: { on: { B: "b" } }, b: {} } }, r1: { initial: "a", states: { a: {} } } }'), events: ['E', 'B', 'THROW', 'E', 'E'] },
+  {
+    machine: 'counter-parallel',
+    code: counter(
+      'type: "parallel", states: { r0: { initial: "a", states: { a: { on: { B: "b" } }, b: {} } }, r1: { initial: "a", states: { a: {} } } }',
+    ),
+    events: ['E', 'B', 'THROW', 'E', 'E'],
+  },
   ...cases.filter((c) => !['spawner', 'children'].includes(c.machine)),
 ];
 for (const c of bundledCases) cases.push({ ...c, machine: `${c.machine}-bundled`, code: await bundleLikeSmply(c.code) });
@@ -73,7 +96,8 @@ async function drive(node: NodeProcess, c: Case): Promise<Run> {
   await client.machines.create(c.machine);
   await client.machineVersions.create(c.machine, { clientInfo: 'v1', makeCurrent: true, code: c.code });
   const run: Run = { answers: {}, histories: {} };
-  const admin = async (name: string) => (await call(node.url, 'GET', `/machines/${c.machine}/i/${name}/admin`, { token })).body as { context: unknown };
+  const admin = async (name: string) =>
+    (await call(node.url, 'GET', `/machines/${c.machine}/i/${name}/admin`, { token })).body as { context: unknown };
   for (const name of INSTANCES) {
     const created = await call(node.url, 'POST', `/machines/${c.machine}`, { token, body: { slug: name, context: { id: name } } });
     run.answers[name] = [{ status: created.status, body: untimed(created.body), context: (await admin(name)).context }];
@@ -87,7 +111,10 @@ async function drive(node: NodeProcess, c: Case): Promise<Run> {
   }
   for (const name of INSTANCES) {
     const history = await call(node.url, 'GET', `/machines/${c.machine}/i/${name}/events`, { token });
-    run.histories[name] = (history.body as { transitions: { event: unknown; state: unknown }[] }).transitions.map((tr) => ({ event: tr.event, state: tr.state }));
+    run.histories[name] = (history.body as { transitions: { event: unknown; state: unknown }[] }).transitions.map((tr) => ({
+      event: tr.event,
+      state: tr.state,
+    }));
   }
   return run;
 }
@@ -121,10 +148,22 @@ t.test('the features machine really ran its actions, with the context, event and
     ['on', 'ON', 1, { on: 'low' }],
     ['enter-on', 'ON', 1, { on: 'low' }],
   ]);
-  t.ok(loose.some((e) => JSON.stringify(e) === JSON.stringify(['bumped', 'BUMP', 5, { on: { high: 'h2' } }])), 'BUMP\'s action saw both of its bumps');
+  t.ok(
+    loose.some((e) => JSON.stringify(e) === JSON.stringify(['bumped', 'BUMP', 5, { on: { high: 'h2' } }])),
+    "BUMP's action saw both of its bumps",
+  );
   // With it, each runs during the transition, with the context at its place, and meta has no state.
   const strict = await seenBy('features-predictable');
-  t.same(strict.slice(0, 2), [['enter-off', 'xstate.init', 0, null], ['exit-off', 'ON', 0, null]]);
-  t.ok(strict.some((e) => JSON.stringify(e) === JSON.stringify(['bumped', 'BUMP', 4, null])), 'BUMP\'s action saw its first bump only');
-  t.ok(strict.some((e) => e[0] === 'finished') && strict.some((e) => e[0] === 'check'), 'the actions of done.state and always transitions ran before the final entry assign');
+  t.same(strict.slice(0, 2), [
+    ['enter-off', 'xstate.init', 0, null],
+    ['exit-off', 'ON', 0, null],
+  ]);
+  t.ok(
+    strict.some((e) => JSON.stringify(e) === JSON.stringify(['bumped', 'BUMP', 4, null])),
+    "BUMP's action saw its first bump only",
+  );
+  t.ok(
+    strict.some((e) => e[0] === 'finished') && strict.some((e) => e[0] === 'check'),
+    'the actions of done.state and always transitions ran before the final entry assign',
+  );
 });

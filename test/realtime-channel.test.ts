@@ -38,7 +38,18 @@ class FakePeer implements RtPeer {
 }
 
 const head = (seq: number, count: number): InstanceHead =>
-  ({ orgId: 'org_a', machine: 'm', name: 'i', versionId: 'ver_1', seq, ts: 1_000 + seq, state: 'on', context: { count, public: { count } }, tags: [], done: false }) as unknown as InstanceHead;
+  ({
+    orgId: 'org_a',
+    machine: 'm',
+    name: 'i',
+    versionId: 'ver_1',
+    seq,
+    ts: 1_000 + seq,
+    state: 'on',
+    context: { count, public: { count } },
+    tags: [],
+    done: false,
+  }) as unknown as InstanceHead;
 
 const update = (seq: number, count: number): InstanceUpdate => ({ kind: 'update', ...head(seq, count) }) as InstanceUpdate;
 
@@ -110,7 +121,11 @@ t.test('subscribes racing commits: every subscriber gets a gapless, duplicate-fr
     const seen = counts(peer);
     t.ok(seen.length > 0);
     const first = seen[0] as number;
-    t.same(seen, Array.from({ length: 60 - first }, (_, i) => first + i), `peer ${peer.id} from ${first} to 59, each once`);
+    t.same(
+      seen,
+      Array.from({ length: 60 - first }, (_, i) => first + i),
+      `peer ${peer.id} from ${first} to 59, each once`,
+    );
   }
   t.ok(bus.listenedInstances === 1 && hub.channelCount === 1, 'one channel for the instance, one listener on the bus');
 });
@@ -157,7 +172,10 @@ t.test('a deleted key ends the subscriptions of sockets signed in with it, each 
   deleteKey();
   t.equal(hub.dropRevoked(), 2, 'both subscriptions of the deleted key end');
   const errors = gone.peer.frames.filter((f) => f.type === 'error');
-  t.same(errors.map((f) => [f.requestId, f.status, f.code]).sort(), [['g1', 403, 'unauthorized'], ['g2', 403, 'unauthorized']]);
+  t.same(errors.map((f) => [f.requestId, f.status, f.code]).sort(), [
+    ['g1', 403, 'unauthorized'],
+    ['g2', 403, 'unauthorized'],
+  ]);
   commit(2, 1);
   await waitFor(() => counts(kept.peer).length === 2);
   t.same(counts(gone.peer), [0, 0], 'no update after the key went');
@@ -181,8 +199,14 @@ t.test('a subscribe waits for the local copy; unsubscribed or closed meanwhile, 
   gate = undefined;
   await waitFor(() => counts(a.peer).length === 1);
   await sleep(20);
-  t.same(a.peer.frames.map((f) => f.type === 'error' ? ['error', f.requestId, f.status] : ['update', f.publicContext.count]), [['error', 'x', 400], ['update', 0]],
-    'the repeated requestId refused at once; x unsubscribed while waiting; y admitted');
+  t.same(
+    a.peer.frames.map((f) => (f.type === 'error' ? ['error', f.requestId, f.status] : ['update', f.publicContext.count])),
+    [
+      ['error', 'x', 400],
+      ['update', 0],
+    ],
+    'the repeated requestId refused at once; x unsubscribed while waiting; y admitted',
+  );
   t.same([...a.session.subscriptions.keys()], ['y']);
   t.equal(b.peer.frames.length, 0, 'nothing for the closed socket');
   t.equal(hub.channelCount, 1);
@@ -198,7 +222,10 @@ t.test('a backlog beyond the bound drops the oldest updates, never the latest', 
   await sleep(Math.max(500, last * 3));
   const seen = counts(who.peer);
   t.equal(seen.at(-1), last - 1, 'the latest state arrives');
-  t.ok(seen.every((count, i) => i === 0 || count > (seen[i - 1] as number)), 'in order');
+  t.ok(
+    seen.every((count, i) => i === 0 || count > (seen[i - 1] as number)),
+    'in order',
+  );
   t.ok(seen.length <= MAX_QUEUED_NEWS + 3, `at most the bound (+ what was in hand): ${seen.length}`);
 });
 
@@ -211,6 +238,15 @@ t.test('deletion ends every subscription with 404', async (t) => {
   bus.publish({ kind: 'deleted', orgId: 'org_a', machine: 'm', name: 'i' });
   await waitFor(() => a.peer.frames.filter((f) => f.type === 'error').length === 2);
   // (subscribes wait for the copy to catch up, so they may be admitted, and refused, in either order)
-  t.same(a.peer.frames.filter((f) => f.type === 'error').map((f) => [f.requestId, f.status]).sort(), [['r1', 404], ['r2', 404]]);
+  t.same(
+    a.peer.frames
+      .filter((f) => f.type === 'error')
+      .map((f) => [f.requestId, f.status])
+      .sort(),
+    [
+      ['r1', 404],
+      ['r2', 404],
+    ],
+  );
   t.equal(hub.channelCount, 0);
 });

@@ -13,16 +13,25 @@ import { eventType } from './helpers/transitions.js';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ADMIN = 'rt-admin';
 
-const node = await startNode({ args: ['--admin-key', ADMIN, '--settle-timeout-ms', '500', '--rt-max-subscriptions', '5'], generatedAdminKey: true });
+const node = await startNode({
+  args: ['--admin-key', ADMIN, '--settle-timeout-ms', '500', '--rt-max-subscriptions', '5'],
+  generatedAdminKey: true,
+});
 t.teardown(() => node.stop());
 
 const operator = new StateBackedClient(ADMIN, { apiHost: node.url });
-for (const [name, code] of [['rt', realtimeMachine], ['private', privateMachine], ['parent', parentMachine], ['child', childMachine]] as const) {
+for (const [name, code] of [
+  ['rt', realtimeMachine],
+  ['private', privateMachine],
+  ['parent', parentMachine],
+  ['child', childMachine],
+] as const) {
   await operator.machines.create(name);
   await operator.machineVersions.create(name, { clientInfo: name, makeCurrent: true, code });
 }
 const production = await operator.keys.create({ name: 'prod', use: 'production' });
-const tokenFor = (sub: string) => signToken({ stateBackedKeyId: production.id, stateBackedSecretKey: production.key }, { sub }, { expires: { in: '1h' } });
+const tokenFor = (sub: string) =>
+  signToken({ stateBackedKeyId: production.id, stateBackedSecretKey: production.key }, { sub }, { expires: { in: '1h' } });
 const clientFor = async (sub: string) => new StateBackedClient(await tokenFor(sub), { apiHost: node.url, WebSocket: WebSocket as any });
 
 /** Waits until `check` passes, bounded in time. */
@@ -36,7 +45,9 @@ const until = async (what: string, check: () => boolean, ms = 5_000) => {
 
 // Counted per node: in a cluster deployment, the sum over its nodes.
 const stats = async () => {
-  const all = await Promise.all((node.nodes ?? [node]).map(async ({ url }) => (await call(url, 'GET', '/stats', { token: ADMIN })).body.realtime));
+  const all = await Promise.all(
+    (node.nodes ?? [node]).map(async ({ url }) => (await call(url, 'GET', '/stats', { token: ADMIN })).body.realtime),
+  );
   return { sockets: all.reduce((sum, s) => sum + s.sockets, 0), upgrades: all.reduce((sum, s) => sum + s.upgrades, 0) };
 };
 
@@ -60,15 +71,31 @@ t.test('a subscriber sees every update of 200 rapid events, in order, ending on 
   await alice.machineInstances.create('rt', { slug: 'rapid' });
   const updates: Update[] = [];
   const failures: unknown[] = [];
-  const unsubscribe = alice.machineInstances.subscribe('rt', 'rapid', (update) => updates.push(update as Update), (error) => failures.push(error));
+  const unsubscribe = alice.machineInstances.subscribe(
+    'rt',
+    'rapid',
+    (update) => updates.push(update as Update),
+    (error) => failures.push(error),
+  );
   await until('the first state', () => updates.length === 1);
   t.same(updates[0]?.publicContext, { count: 0 }, 'the current state comes at once');
   const answers: Update[] = [];
   for (let i = 0; i < 200; i++) answers.push((await alice.machineInstances.sendEvent('rt', 'rapid', { event: 'INC' })) as Update);
   await until('200 updates', () => updates.length === 201);
-  t.same(updates.map((u) => u.publicContext.count), Array.from({ length: 201 }, (_, i) => i), 'every count, in order');
-  t.ok(updates.every((u, i) => i === 0 || u.ts > (updates[i - 1] as Update).ts), 'ts strictly increases');
-  t.same(updates.slice(1).map((u) => u.ts), answers.map((a) => a.ts), 'the same ts as each HTTP answer');
+  t.same(
+    updates.map((u) => u.publicContext.count),
+    Array.from({ length: 201 }, (_, i) => i),
+    'every count, in order',
+  );
+  t.ok(
+    updates.every((u, i) => i === 0 || u.ts > (updates[i - 1] as Update).ts),
+    'ts strictly increases',
+  );
+  t.same(
+    updates.slice(1).map((u) => u.ts),
+    answers.map((a) => a.ts),
+    'the same ts as each HTTP answer',
+  );
   t.same(failures, []);
   unsubscribe();
   await until('the socket closes with the last subscriber', () => updates.length > 0);
@@ -84,7 +111,12 @@ t.test('allowRead: refused at subscribe through onError, and revoked later', asy
   const bob = await clientFor('bob');
   const bobUpdates: Update[] = [];
   const bobErrors: any[] = [];
-  const stopBob = bob.machineInstances.subscribe('rt', 'secret', (u) => bobUpdates.push(u as Update), (e) => bobErrors.push(e));
+  const stopBob = bob.machineInstances.subscribe(
+    'rt',
+    'secret',
+    (u) => bobUpdates.push(u as Update),
+    (e) => bobErrors.push(e),
+  );
   await until('bob refused', () => bobErrors.length === 1);
   t.type(bobErrors[0], errors.RejectedByMachineAuthorizerError, 'the client maps the in-band error');
   t.equal(bobUpdates.length, 0, 'no data before or with the refusal');
@@ -96,7 +128,12 @@ t.test('allowRead: refused at subscribe through onError, and revoked later', asy
   const carolUpdates: Update[] = [];
   const carolErrors: any[] = [];
   const ownerUpdates: Update[] = [];
-  const stopCarol = carol.machineInstances.subscribe('rt', 'secret', (u) => carolUpdates.push(u as Update), (e) => carolErrors.push(e));
+  const stopCarol = carol.machineInstances.subscribe(
+    'rt',
+    'secret',
+    (u) => carolUpdates.push(u as Update),
+    (e) => carolErrors.push(e),
+  );
   const stopOwner = owner.machineInstances.subscribe('rt', 'secret', (u) => ownerUpdates.push(u as Update));
   await until('both subscribed', () => carolUpdates.length === 1 && ownerUpdates.length === 1);
   await owner.machineInstances.sendEvent('rt', 'secret', { event: 'INC' });
@@ -111,21 +148,29 @@ t.test('allowRead: refused at subscribe through onError, and revoked later', asy
   stopOwner();
 });
 
-t.test('150 subscribers with distinct auth contexts (two batches of authorizer calls): all updated, then all but the owner refused', async (t) => {
-  const owner = await clientFor('owner');
-  await owner.machineInstances.create('rt', { slug: 'crowd' });
-  const sockets = await Promise.all(Array.from({ length: 150 }, async (_, i) => rawSocket(await tokenFor(i === 0 ? 'owner' : `u${i}`))));
-  sockets.forEach((raw, i) => raw.send({ type: 'subscribe-to-instance', requestId: `c${i}`, machineName: 'rt', machineInstanceName: 'crowd' }));
-  await until('all subscribed', () => sockets.every((raw) => raw.frames.length === 1), 10_000);
-  await owner.machineInstances.sendEvent('rt', 'crowd', { event: 'INC' });
-  await until('all updated', () => sockets.every((raw) => raw.frames.length === 2), 10_000);
-  t.ok(sockets.every((raw) => raw.frames[1].publicContext.count === 1));
-  await owner.machineInstances.sendEvent('rt', 'crowd', { event: 'HIDE' });
-  await until('all told', () => sockets.every((raw) => raw.frames.length === 3), 10_000);
-  t.match(sockets[0]?.frames[2], { type: 'instance-update' }, 'the owner still reads');
-  t.ok(sockets.slice(1).every((raw) => raw.frames[2].type === 'error' && raw.frames[2].status === 403), 'every other one refused');
-  for (const raw of sockets) raw.socket.close();
-});
+t.test(
+  '150 subscribers with distinct auth contexts (two batches of authorizer calls): all updated, then all but the owner refused',
+  async (t) => {
+    const owner = await clientFor('owner');
+    await owner.machineInstances.create('rt', { slug: 'crowd' });
+    const sockets = await Promise.all(Array.from({ length: 150 }, async (_, i) => rawSocket(await tokenFor(i === 0 ? 'owner' : `u${i}`))));
+    sockets.forEach((raw, i) =>
+      raw.send({ type: 'subscribe-to-instance', requestId: `c${i}`, machineName: 'rt', machineInstanceName: 'crowd' }),
+    );
+    await until('all subscribed', () => sockets.every((raw) => raw.frames.length === 1), 10_000);
+    await owner.machineInstances.sendEvent('rt', 'crowd', { event: 'INC' });
+    await until('all updated', () => sockets.every((raw) => raw.frames.length === 2), 10_000);
+    t.ok(sockets.every((raw) => raw.frames[1].publicContext.count === 1));
+    await owner.machineInstances.sendEvent('rt', 'crowd', { event: 'HIDE' });
+    await until('all told', () => sockets.every((raw) => raw.frames.length === 3), 10_000);
+    t.match(sockets[0]?.frames[2], { type: 'instance-update' }, 'the owner still reads');
+    t.ok(
+      sockets.slice(1).every((raw) => raw.frames[2].type === 'error' && raw.frames[2].status === 403),
+      'every other one refused',
+    );
+    for (const raw of sockets) raw.socket.close();
+  },
+);
 
 t.test('updates caused by a durable timer and by a message from another instance', async (t) => {
   const alice = await clientFor('alice');
@@ -137,7 +182,7 @@ t.test('updates caused by a durable timer and by a message from another instance
   await until('waiting', () => updates.length === 2);
   t.same(updates[1]?.state, 'waiting');
   await until('the timer fired', () => updates.length === 3, 10_000);
-  t.same(updates[2]?.state, 'idle', 'the durable timer\'s transition was pushed');
+  t.same(updates[2]?.state, 'idle', "the durable timer's transition was pushed");
   stop();
 
   await operator.machineInstances.create('parent', { slug: 'p1' });
@@ -146,7 +191,7 @@ t.test('updates caused by a durable timer and by a message from another instance
   const stopParent = operatorWs.machineInstances.subscribe('parent', 'p1', (u) => parentUpdates.push(u as Update));
   await until('first parent state', () => parentUpdates.length === 1);
   await operator.machineInstances.sendEvent('parent', 'p1', { event: { type: 'START', childName: 'kid' } });
-  await until('START and the child\'s PONG', () => parentUpdates.length === 3, 10_000);
+  await until("START and the child's PONG", () => parentUpdates.length === 3, 10_000);
   const transitions = (await operator.machineInstances.listTransitions('parent', 'p1')).transitions.map(eventType);
   t.same(transitions, ['xstate.init', 'START', 'PONG'], 'the third update is the PONG the child sent');
   stopParent();
@@ -173,23 +218,32 @@ t.test('getActor and getOrCreateActor subscribe and send', async (t) => {
   t.pass();
 });
 
-t.test('a deleted key ends its sockets\' subscriptions with 403 (a new token is refused too); other keys\' go on', async (t) => {
+t.test("a deleted key ends its sockets' subscriptions with 403 (a new token is refused too); other keys' go on", async (t) => {
   const doomed = await operator.keys.create({ name: 'doomed', use: 'production' });
-  const doomedToken = await signToken({ stateBackedKeyId: doomed.id, stateBackedSecretKey: doomed.key }, { sub: 'owner' }, { expires: { in: '1h' } });
+  const doomedToken = await signToken(
+    { stateBackedKeyId: doomed.id, stateBackedSecretKey: doomed.key },
+    { sub: 'owner' },
+    { expires: { in: '1h' } },
+  );
   const dave = new StateBackedClient(doomedToken, { apiHost: node.url, WebSocket: WebSocket as any });
   const owner = await clientFor('owner');
   await owner.machineInstances.create('rt', { slug: 'revoked-key', context: {} });
   const daveUpdates: Update[] = [];
   const daveErrors: any[] = [];
   const ownerUpdates: Update[] = [];
-  const stopDave = dave.machineInstances.subscribe('rt', 'revoked-key', (u) => daveUpdates.push(u as Update), (e) => daveErrors.push(e));
+  const stopDave = dave.machineInstances.subscribe(
+    'rt',
+    'revoked-key',
+    (u) => daveUpdates.push(u as Update),
+    (e) => daveErrors.push(e),
+  );
   const stopOwner = owner.machineInstances.subscribe('rt', 'revoked-key', (u) => ownerUpdates.push(u as Update));
   await until('both subscribed', () => daveUpdates.length === 1 && ownerUpdates.length === 1);
   await operator.keys.delete(doomed.id);
-  await until('the deleted key\'s subscription ended', () => daveErrors.length === 1);
+  await until("the deleted key's subscription ended", () => daveErrors.length === 1);
   t.type(daveErrors[0], errors.UnauthorizedError, '403 unauthorized, in band');
   await owner.machineInstances.sendEvent('rt', 'revoked-key', { event: 'INC' });
-  await until('the other key\'s subscriber is updated', () => ownerUpdates.length === 2);
+  await until("the other key's subscriber is updated", () => ownerUpdates.length === 2);
   await sleep(200);
   t.equal(daveUpdates.length, 1, 'nothing pushed once the key was deleted');
   stopDave();
@@ -200,7 +254,12 @@ t.test('a bad token gets an in-band error and no reconnect storm', async (t) => 
   const before = (await stats()).upgrades;
   const bad = new StateBackedClient('not-a-real-token', { apiHost: node.url, WebSocket: WebSocket as any, orgId: 'org_x' });
   const failures: any[] = [];
-  const stop = bad.machineInstances.subscribe('rt', 'rapid', () => t.fail('no data for a bad token'), (e) => failures.push(e));
+  const stop = bad.machineInstances.subscribe(
+    'rt',
+    'rapid',
+    () => t.fail('no data for a bad token'),
+    (e) => failures.push(e),
+  );
   await until('the error', () => failures.length === 1);
   t.type(failures[0], errors.UnauthorizedError);
   await sleep(1_000);
@@ -221,19 +280,23 @@ t.test('raw frames: malformed, binary, oversized, unknown; 404; missing scope; l
   await until('six answers', () => raw.frames.length === 6);
   // (a subscribe that passed the first checks waits for the node's copy: its answer may come after later ones)
   const order = (f: any) => `${f.requestId}|${f.status}`;
-  t.match([...raw.frames].sort((a, b) => order(a).localeCompare(order(b))), [
-    { type: 'error', requestId: '', status: 400, code: 'invalid-parameter' },
-    { type: 'error', requestId: '', status: 400 },
-    { type: 'error', requestId: '', status: 413, code: 'payload-too-large' },
-    { type: 'error', requestId: 'r0', status: 400, code: 'invalid-parameter' },
-    { type: 'error', requestId: 'r1', status: 404, code: 'not-found' },
-    { type: 'error', requestId: 'r2', status: 400, code: 'invalid-parameter' },
-  ]);
+  t.match(
+    [...raw.frames].sort((a, b) => order(a).localeCompare(order(b))),
+    [
+      { type: 'error', requestId: '', status: 400, code: 'invalid-parameter' },
+      { type: 'error', requestId: '', status: 400 },
+      { type: 'error', requestId: '', status: 413, code: 'payload-too-large' },
+      { type: 'error', requestId: 'r0', status: 400, code: 'invalid-parameter' },
+      { type: 'error', requestId: 'r1', status: 404, code: 'not-found' },
+      { type: 'error', requestId: 'r2', status: 400, code: 'invalid-parameter' },
+    ],
+  );
   t.equal(raw.socket.readyState, WebSocket.OPEN, 'still open after all that');
 
   // Duplicate subscribes on one socket are allowed; the instance's updates come once per socket.
   await operator.machineInstances.create('private', { slug: 'p' });
-  for (const id of ['d1', 'd2']) raw.send({ type: 'subscribe-to-instance', requestId: id, machineName: 'private', machineInstanceName: 'p' });
+  for (const id of ['d1', 'd2'])
+    raw.send({ type: 'subscribe-to-instance', requestId: id, machineName: 'private', machineInstanceName: 'p' });
   await until('two current states', () => raw.frames.length === 8);
   t.match(raw.frames.slice(6), [
     { type: 'instance-update', machineName: 'private', machineInstanceName: 'p', state: 'a', publicContext: {}, tags: [], done: false },
@@ -249,9 +312,13 @@ t.test('raw frames: malformed, binary, oversized, unknown; 404; missing scope; l
   t.match(raw.frames[9], { type: 'error', requestId: 'd2', status: 400 });
 
   // --rt-max-subscriptions 5: two held, three more fit, the sixth is refused.
-  for (const id of ['l1', 'l2', 'l3', 'l4']) raw.send({ type: 'subscribe-to-instance', requestId: id, machineName: 'private', machineInstanceName: 'p' });
+  for (const id of ['l1', 'l2', 'l3', 'l4'])
+    raw.send({ type: 'subscribe-to-instance', requestId: id, machineName: 'private', machineInstanceName: 'p' });
   await until('four answers', () => raw.frames.length === 14);
-  t.match(raw.frames.slice(10).find((f) => f.requestId === 'l4'), { type: 'error', status: 429, code: 'rate-limited' });
+  t.match(
+    raw.frames.slice(10).find((f) => f.requestId === 'l4'),
+    { type: 'error', status: 429, code: 'rate-limited' },
+  );
   t.equal(raw.frames.slice(10).filter((f) => f.type === 'instance-update').length, 3, 'the three that fit got the current state');
   raw.send({ type: 'unsubscribe-from-instance', requestId: 'l3', machineName: 'private', machineInstanceName: 'p' });
   raw.send({ type: 'subscribe-to-instance', requestId: 'l5', machineName: 'private', machineInstanceName: 'p' });
@@ -261,7 +328,10 @@ t.test('raw frames: malformed, binary, oversized, unknown; 404; missing scope; l
   // Deleting the instance ends every subscription to it with a 404.
   await operator.machineInstances.dangerously.delete('private', 'p', { dangerDataWillBeDeletedForever: true });
   await until('five 404s', () => raw.frames.length === 20);
-  t.ok(raw.frames.slice(15).every((f) => f.type === 'error' && f.status === 404), 'each subscription is told');
+  t.ok(
+    raw.frames.slice(15).every((f) => f.type === 'error' && f.status === 404),
+    'each subscription is told',
+  );
   raw.socket.close();
 
   // A key without state.read: 403 missing-scope, in-band.

@@ -3,7 +3,8 @@ import type { ApiResponse } from '../src/api/http-types.js';
 import { Router } from '../src/api/router.js';
 
 const answer = (name: string) => (): ApiResponse => ({ status: 200, body: { route: name } });
-const routeOf = (match: ReturnType<Router['match']>): unknown => (match.kind === 'found' ? (match.handler({} as never) as ApiResponse).body : match);
+const routeOf = (match: ReturnType<Router['match']>): unknown =>
+  match.kind === 'found' ? (match.handler({} as never) as ApiResponse).body : match;
 
 const router = new Router()
   .add('get', '/machines/:machine/i/:instance', answer('instance'))
@@ -31,7 +32,11 @@ t.test('a literal segment wins over a capture', async (t) => {
 });
 
 t.test('other methods, malformed captures, invalid names and unknown paths', async (t) => {
-  t.same(router.match('DELETE', '/machines/cart/i/one/events'), { kind: 'wrong-method', allowed: ['POST', 'GET'] }, 'the methods the path has');
+  t.same(
+    router.match('DELETE', '/machines/cart/i/one/events'),
+    { kind: 'wrong-method', allowed: ['POST', 'GET'] },
+    'the methods the path has',
+  );
   t.same(router.match('GET', '/things/%E0%A4%A/x'), { kind: 'none' }, 'a capture that does not percent-decode matches nothing');
   t.same(router.match('GET', '/machines/not%20a%20slug'), { kind: 'no-such-thing', message: 'machine not a slug does not exist' });
   t.same(router.match('GET', '/machines/cart/i'), { kind: 'none' }, 'a path no route has that many segments for');

@@ -12,7 +12,8 @@ t.test('idle actors are evicted and rebuilt from their snapshot, timers included
   const names = ['a', 'b', 'c', 'd', 'e'];
   for (const name of names) await operator.machineInstances.create('evict', { slug: name });
   for (let round = 0; round < 3; round++) {
-    for (const name of names) await operator.machineInstances.sendEvent('evict', name, { event: { type: 'NOTE', note: `${name}${round}` } });
+    for (const name of names)
+      await operator.machineInstances.sendEvent('evict', name, { event: { type: 'NOTE', note: `${name}${round}` } });
   }
   for (const name of names) {
     const state = await operator.machineInstances.admin.get('evict', name);
@@ -30,7 +31,11 @@ t.test('a delayed event pending at eviction fires after the actor is reloaded', 
   const { operator } = await machineWithVersion(node, 'later', effectsMachine);
   await operator.machineInstances.create('later', { slug: 'x' });
   await operator.machineInstances.create('later', { slug: 'y' });
-  t.equal((await operator.machineInstances.sendEvent('later', 'x', { event: 'WAIT' })).state, 'waiting', 'the 200 ms delay is beyond this 50 ms budget');
+  t.equal(
+    (await operator.machineInstances.sendEvent('later', 'x', { event: 'WAIT' })).state,
+    'waiting',
+    'the 200 ms delay is beyond this 50 ms budget',
+  );
   await operator.machineInstances.sendEvent('later', 'y', { event: { type: 'NOTE', note: 'evicts x' } });
   await new Promise((r) => setTimeout(r, 250));
   const next = await operator.machineInstances.sendEvent('later', 'x', { event: 'BACK' });
@@ -54,7 +59,7 @@ t.test('reads answer from the committed state while an event is still settling',
   t.equal((await operator.machineInstances.get('slow', 's')).state, 'hanging');
 });
 
-t.test('one org\'s instances are invisible to another org', async (t) => {
+t.test("one org's instances are invisible to another org", async (t) => {
   const node = await startNode();
   t.teardown(() => node.stop());
   const { operator } = await machineWithVersion(node, 'private', shapesMachine);
@@ -66,7 +71,7 @@ t.test('one org\'s instances are invisible to another org', async (t) => {
   await t.rejects(other.machineInstances.list('private'), { status: 404, name: 'NotFoundError' });
 });
 
-t.test('transitions and reads are counted per org and month', onlyEmbedded('it reads the node\'s LMDB file'), async (t) => {
+t.test('transitions and reads are counted per org and month', onlyEmbedded("it reads the node's LMDB file"), async (t) => {
   const { openLmdbNodeStore } = await import('../src/store/lmdb/lmdb-node-store.js');
   const { usageMonth } = await import('../src/store/instance-store.js');
   const dataDir = tempDataDir();
@@ -80,7 +85,11 @@ t.test('transitions and reads are counted per org and month', onlyEmbedded('it r
   for (let i = 0; i < 3; i++) await operator.machineInstances.get('counted', 'c');
   t.equal(await node.stop(), 0);
   const store = openLmdbNodeStore(dataDir);
-  t.same(store.instances.getUsage(orgId, usageMonth(Date.now())), { transitions: 3, reads: 3 }, 'one per transition record, one per state read');
+  t.same(
+    store.instances.getUsage(orgId, usageMonth(Date.now())),
+    { transitions: 3, reads: 3 },
+    'one per transition record, one per state read',
+  );
   await store.close();
 });
 
@@ -112,27 +121,40 @@ export const allowWrite = () => true;`,
   t.match(((await crashed.json()) as { error: string }).error, /crashed its sandbox worker|held its sandbox worker for \d+ ms/);
   t.equal(node.child.exitCode, null, 'the node is still running');
   const after = await operator.machineInstances.sendEvent('steady', 's', { event: { type: 'NOTE', note: 'after' } });
-  t.equal(after.state, 'idle', 'another machine\'s instance goes on in a new worker');
-  t.same((await operator.machineInstances.admin.get('steady', 's')).context.log, ['before', 'after'], 'rebuilt from its snapshot, nothing lost');
+  t.equal(after.state, 'idle', "another machine's instance goes on in a new worker");
+  t.same(
+    (await operator.machineInstances.admin.get('steady', 's')).context.log,
+    ['before', 'after'],
+    'rebuilt from its snapshot, nothing lost',
+  );
   t.equal((await operator.machineInstances.get('crasher', 'c')).state, 'idle', 'the crashing instance is as it was');
   t.same((await operator.machineInstances.listTransitions('crasher', 'c')).transitions.map(eventType), ['xstate.init']);
 });
 
-t.test('a send to a missing instance, queued with its creation and more sends, keeps one mailbox', onlyEmbedded('requests sent at once reach an owner through different nodes, in no set order'), async (t) => {
-  const node = await startNode();
-  t.teardown(() => node.stop());
-  const { operator } = await machineWithVersion(node, 'racing', effectsMachine);
-  const results = await Promise.allSettled([
-    operator.machineInstances.sendEvent('racing', 'r', { event: { type: 'NOTE', note: 'too early' } }),
-    operator.machineInstances.create('racing', { slug: 'r' }),
-    ...['a', 'b', 'c'].map((note) => operator.machineInstances.sendEvent('racing', 'r', { event: { type: 'NOTE', note } })),
-  ]);
-  t.match(results[0], { status: 'rejected', reason: { status: 404 } }, 'the send before the creation is a 404');
-  t.same(results.slice(1).map((r) => r.status), ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled']);
-  const history = (await operator.machineInstances.listTransitions('racing', 'r')).transitions.map((tr) => (tr.event as { note?: string }).note ?? eventType(tr));
-  t.same(history, ['xstate.init', 'a', 'b', 'c'], 'one linear history, in arrival order');
-  t.same((await operator.machineInstances.admin.get('racing', 'r')).context.log, ['a', 'b', 'c']);
-});
+t.test(
+  'a send to a missing instance, queued with its creation and more sends, keeps one mailbox',
+  onlyEmbedded('requests sent at once reach an owner through different nodes, in no set order'),
+  async (t) => {
+    const node = await startNode();
+    t.teardown(() => node.stop());
+    const { operator } = await machineWithVersion(node, 'racing', effectsMachine);
+    const results = await Promise.allSettled([
+      operator.machineInstances.sendEvent('racing', 'r', { event: { type: 'NOTE', note: 'too early' } }),
+      operator.machineInstances.create('racing', { slug: 'r' }),
+      ...['a', 'b', 'c'].map((note) => operator.machineInstances.sendEvent('racing', 'r', { event: { type: 'NOTE', note } })),
+    ]);
+    t.match(results[0], { status: 'rejected', reason: { status: 404 } }, 'the send before the creation is a 404');
+    t.same(
+      results.slice(1).map((r) => r.status),
+      ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled'],
+    );
+    const history = (await operator.machineInstances.listTransitions('racing', 'r')).transitions.map(
+      (tr) => (tr.event as { note?: string }).note ?? eventType(tr),
+    );
+    t.same(history, ['xstate.init', 'a', 'b', 'c'], 'one linear history, in arrival order');
+    t.same((await operator.machineInstances.admin.get('racing', 'r')).context.log, ['a', 'b', 'c']);
+  },
+);
 
 t.test('a child stopped at the settling timeout whose error event the machine does not handle does not block the instance', async (t) => {
   const node = await startNode({ args: ['--settle-timeout-ms', '300'] });
@@ -155,7 +177,11 @@ export const allowWrite = () => true;`;
   t.equal((await operator.machineInstances.admin.get('hang', 'x')).context.n, 1);
   // Logs are written in batches: look for a few seconds.
   let text = '';
-  for (const until = Date.now() + 5_000; !/has no transition/.test(text) && Date.now() < until; await new Promise((r) => setTimeout(r, 200))) {
+  for (
+    const until = Date.now() + 5_000;
+    !/has no transition/.test(text) && Date.now() < until;
+    await new Promise((r) => setTimeout(r, 200))
+  ) {
     text = JSON.stringify((await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'hang', instanceName: 'x' })).logs);
   }
   t.match(text, /error\.platform\.never .* has no transition in this state: ignored/, 'the instance logs say so');

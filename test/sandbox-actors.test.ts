@@ -125,7 +125,9 @@ t.test('snapshot round trip: stop + start from snapshot gives the same state, ke
 t.test('rehydrating does not re-run entry actions', async (t) => {
   const logs: CapturedLog[] = [];
   const vi = await load(
-    importing(`export default createMachine({ id: 'e', initial: 'a', states: { a: { on: { GO: 'b' } }, b: { entry: () => console.log('entered b') } } });`),
+    importing(
+      `export default createMachine({ id: 'e', initial: 'a', states: { a: { on: { GO: 'b' } }, b: { entry: () => console.log('entered b') } } });`,
+    ),
     logs,
   );
   vi.start('k', { context: {} });
@@ -167,7 +169,10 @@ t.test('a promise waiting on setTimeout is driven by the host clock', async (t) 
   let r = vi.send('k', { type: 'SLOW' }, 1000);
   t.equal(r.state, 'slow');
   t.same(r.runningChildren, [{ id: 'timer', kind: 'promise' }]);
-  t.same(r.pendingTimers.map((p) => [p.kind, p.dueAt]), [['callback', 1050]]);
+  t.same(
+    r.pendingTimers.map((p) => [p.kind, p.dueAt]),
+    [['callback', 1050]],
+  );
   r = vi.advance('k', 1050);
   t.match(r, { state: 'idle', context: { result: 'late' }, runningChildren: [], pendingTimers: [] });
 });
@@ -192,7 +197,13 @@ export default createMachine({
 });`),
   );
   const r = vi.start('k', { context: {} });
-  t.same(r.runningChildren.sort((a, b) => a.id.localeCompare(b.id)), [{ id: 'cb', kind: 'callback' }, { id: 'kid', kind: 'machine' }]);
+  t.same(
+    r.runningChildren.sort((a, b) => a.id.localeCompare(b.id)),
+    [
+      { id: 'cb', kind: 'callback' },
+      { id: 'kid', kind: 'machine' },
+    ],
+  );
 });
 
 t.test('a throwing action fails the step, discards the actor, and the snapshot rebuilds it', async (t) => {
@@ -224,7 +235,8 @@ export default createMachine({
 
 t.test('runtime hook: persistent spawns, ephemeral spawns, outbound persistent sends', async (t) => {
   const vi = await load(
-    importing(`
+    importing(
+      `
 const child = createMachine({ id: 'eph', initial: 'w', states: { w: {} } });
 export default createMachine({
   id: 'parent', predictableActionArguments: true, initial: 'a', context: {},
@@ -236,7 +248,9 @@ export default createMachine({
     TELL_LITERAL: { actions: sendTo(() => ({ type: 'statebacked.instance', machineName: 'agg', machineInstanceName: 'one' }), { type: 'COUNT' }) },
     UP: { actions: sendParent({ type: 'TO_PARENT' }) },
   } } },
-});`, { imports: "import { createMachine, assign, sendTo, sendParent } from 'npm:xstate';" }),
+});`,
+      { imports: "import { createMachine, assign, sendTo, sendParent } from 'npm:xstate';" },
+    ),
   );
   t.equal(globalThis.hasOwnProperty('__statebacked_rt'), false, 'nothing leaks to the host');
   vi.start('k', { context: {} });
@@ -295,7 +309,7 @@ export default createMachine({
   t.match(r.persistentSpawns, [{ kind: 'spawn', id: 'p1', machineName: 'p' }]);
 });
 
-t.test('each actor has its own timers: stopping, restoring or firing one leaves the others\' as they were', async (t) => {
+t.test("each actor has its own timers: stopping, restoring or firing one leaves the others' as they were", async (t) => {
   // (the isolate keeps each actor's timers apart, so a step finds its own without walking every actor's)
   const { DELAYED } = await import('./fixtures/machines.js');
   const vi = await load(DELAYED);
@@ -304,34 +318,56 @@ t.test('each actor has its own timers: stopping, restoring or firing one leaves 
     vi.start(key, { context: {} }, { nowMs: 1_000 });
     return vi.send(key, { type: 'START' }, 1_000 + i);
   });
-  t.same(waiting.map((w) => w.pendingTimers.map((timer) => timer.dueAt)), [[1_200], [1_201], [1_202]]);
+  t.same(
+    waiting.map((w) => w.pendingTimers.map((timer) => timer.dueAt)),
+    [[1_200], [1_201], [1_202]],
+  );
   vi.stop('b');
   const a = vi.advance('a', 1_100);
-  t.same(a.pendingTimers, waiting[0]?.pendingTimers, 'another actor stopped: this one\'s timer is still pending');
+  t.same(a.pendingTimers, waiting[0]?.pendingTimers, "another actor stopped: this one's timer is still pending");
   const b = waiting[1] as (typeof waiting)[number];
-  const restored = vi.advance('b', 1_100, { name: 'b', snapshot: b.snapshot, value: b.state, context: b.context, pendingTimers: b.pendingTimers });
+  const restored = vi.advance('b', 1_100, {
+    name: 'b',
+    snapshot: b.snapshot,
+    value: b.state,
+    context: b.context,
+    pendingTimers: b.pendingTimers,
+  });
   t.same(restored.pendingTimers, b.pendingTimers, 'restored with its own timer, once');
   const fired = vi.advance('c', 1_202);
   t.equal(fired.state, 'timedOut');
   t.same(fired.pendingTimers, []);
-  t.same(vi.advance('a', 1_199).pendingTimers, waiting[0]?.pendingTimers, 'another actor\'s timer fired: this one\'s is still pending');
+  t.same(vi.advance('a', 1_199).pendingTimers, waiting[0]?.pendingTimers, "another actor's timer fired: this one's is still pending");
   t.equal(vi.advance('a', 1_200).state, 'timedOut', 'and fires at its time');
   t.equal(vi.advance('b', 1_200).state, 'waiting');
   t.same(vi.send('b', { type: 'CANCEL' }, 1_200).pendingTimers, [], 'cancelled: its timer is gone');
   t.equal(vi.advance('b', 5_000).state, 'idle');
 });
 
-t.test('a fired timer leaves its actor\'s list while another of the same actor is still pending', async (t) => {
-  const vi = await load(importing(`export default createMachine({ id: 't', predictableActionArguments: true, initial: 'idle', context: { ticks: 0 }, states: {
+t.test("a fired timer leaves its actor's list while another of the same actor is still pending", async (t) => {
+  const vi = await load(
+    importing(`export default createMachine({ id: 't', predictableActionArguments: true, initial: 'idle', context: { ticks: 0 }, states: {
   idle: { on: { START: 'waiting' } },
   waiting: { after: { 200: { actions: assign({ ticks: (c) => c.ticks + 1 }) }, 500: 'timedOut' } },
-  timedOut: {} } });`));
+  timedOut: {} } });`),
+  );
   vi.start('a', { context: {} }, { nowMs: 1_000 });
   vi.start('b', { context: {} }, { nowMs: 1_000 });
-  t.same(vi.send('a', { type: 'START' }, 1_000).pendingTimers.map((timer) => timer.dueAt), [1_200, 1_500]);
+  t.same(
+    vi.send('a', { type: 'START' }, 1_000).pendingTimers.map((timer) => timer.dueAt),
+    [1_200, 1_500],
+  );
   vi.send('b', { type: 'START' }, 1_000);
   const ticked = vi.advance('a', 1_300);
-  t.same([ticked.context, ticked.pendingTimers.map((timer) => timer.dueAt)], [{ ticks: 1 }, [1_500]], 'the fired one is gone, the other pending');
-  t.same(vi.advance('b', 1_100).pendingTimers.map((timer) => timer.dueAt), [1_200, 1_500], 'the other actor\'s are its own');
+  t.same(
+    [ticked.context, ticked.pendingTimers.map((timer) => timer.dueAt)],
+    [{ ticks: 1 }, [1_500]],
+    'the fired one is gone, the other pending',
+  );
+  t.same(
+    vi.advance('b', 1_100).pendingTimers.map((timer) => timer.dueAt),
+    [1_200, 1_500],
+    "the other actor's are its own",
+  );
   t.equal(vi.advance('a', 1_500).state, 'timedOut');
 });

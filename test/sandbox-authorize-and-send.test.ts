@@ -26,7 +26,14 @@ t.test('allowWrite gets the committed state, a copy of the context, the event an
   const caller = { machineInstanceName: 'i', authContext: { sub: 'u1' } };
   const stepped = vi.sendAuthorized('org/m/i', caller, { type: 'INC', by: 1 });
   t.not(stepped, 'rejected');
-  t.same(seen[0], { type: 'event', machineInstanceName: 'i', state: 'a', context: { n: 0, public: { n: 0 } }, event: { type: 'INC', by: 1 }, authContext: { sub: 'u1' } });
+  t.same(seen[0], {
+    type: 'event',
+    machineInstanceName: 'i',
+    state: 'a',
+    context: { n: 0, public: { n: 0 } },
+    event: { type: 'INC', by: 1 },
+    authContext: { sub: 'u1' },
+  });
   t.equal(stepped === 'rejected' ? -1 : stepped.context.n, 1, 'the authorizer mutated only its copy of the context');
   t.equal(vi.sendAuthorized('org/m/i', caller, { type: 'OTHER' }), 'rejected');
   const after = vi.sendAuthorized('org/m/i', caller, { type: 'INC' });

@@ -22,7 +22,9 @@ const server = http.createServer((req, res) => {
         return;
       case '/echo':
         res.writeHead(201, 'Made It', { 'content-type': 'application/json', 'set-cookie': ['a=1', 'b=2'] });
-        res.end(JSON.stringify({ method: req.method, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), query: url.search }));
+        res.end(
+          JSON.stringify({ method: req.method, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), query: url.search }),
+        );
         return;
       case '/hang':
         hanging.add(res);
@@ -75,7 +77,12 @@ t.teardown(async () => {
 const ALLOWED: EgressOptions = { allow: [`127.0.0.1:${port}`], timeoutMs: 5000, maxResponseBytes: 100_000 };
 
 async function load(code: string, egress?: EgressOptions, cpuLimitMs?: number): Promise<VersionIsolate> {
-  const vi = await VersionIsolate.load({ versionId: 'v-fetch', code, ...(egress ? { egress } : {}), ...(cpuLimitMs ? { cpuLimitMs } : {}) });
+  const vi = await VersionIsolate.load({
+    versionId: 'v-fetch',
+    code,
+    ...(egress ? { egress } : {}),
+    ...(cpuLimitMs ? { cpuLimitMs } : {}),
+  });
   t.teardown(() => vi.dispose());
   return vi;
 }
@@ -127,26 +134,40 @@ t.test('loopback is refused by default; onError names the reason; nothing of the
   t.equal(error.message, 'fetch failed: destination 127.0.0.1 is a loopback address and not in the allow-list');
   t.equal(error.name, 'TypeError');
   t.equal(error.isTypeError, true, 'an isolate TypeError');
-  t.notMatch(error.stack, /node_modules|\/work\/|host-fetch|undici/, 'the stack is the isolate\'s own');
+  t.notMatch(error.stack, /node_modules|\/work\/|host-fetch|undici/, "the stack is the isolate's own");
 });
 
 t.test('allow-listed 127.0.0.1:<port> succeeds with parsed JSON', async (t) => {
   const vi = await load(FETCH_JSON, ALLOWED);
   const r = await run(vi, `${base}/json`);
   t.equal(r.state, 'done');
-  t.same(r.context.result, { status: 200, ok: true, body: { hello: 'world', n: 42 }, type: 'application/json', url: `${base}/json`, redirected: false });
+  t.same(r.context.result, {
+    status: 200,
+    ok: true,
+    body: { hello: 'world', n: 42 },
+    type: 'application/json',
+    url: `${base}/json`,
+    redirected: false,
+  });
 });
 
 t.test('a host name resolving to loopback (localhost) is refused', async (t) => {
   const vi = await load(FETCH_JSON);
   const r = await run(vi, `http://localhost:${port}/json`);
   t.equal(r.state, 'failed');
-  t.match((r.context.error as { message: string }).message, /^fetch failed: destination localhost \((127\.0\.0\.1|::1)\) is a loopback address and not in the allow-list$/);
+  t.match(
+    (r.context.error as { message: string }).message,
+    /^fetch failed: destination localhost \((127\.0\.0\.1|::1)\) is a loopback address and not in the allow-list$/,
+  );
 });
 
 t.test('odd IPv4 literal forms and mapped IPv6 of loopback are refused', async (t) => {
   const vi = await load(FETCH_JSON);
-  for (const [i, url] of [`http://2130706433:${port}/json`, `http://0x7f.1:${port}/json`, `http://[::ffff:127.0.0.1]:${port}/json`].entries()) {
+  for (const [i, url] of [
+    `http://2130706433:${port}/json`,
+    `http://0x7f.1:${port}/json`,
+    `http://[::ffff:127.0.0.1]:${port}/json`,
+  ].entries()) {
     const r = await run(vi, url, `odd-${i}`);
     t.equal(r.state, 'failed', url);
     t.match((r.context.error as { message: string }).message, /loopback address and not in the allow-list/, url);
@@ -173,8 +194,18 @@ t.test('POST with headers and a JSON body; form bodies; Headers iteration; set-c
   const r = await run(vi, `${base}/echo`);
   t.equal(r.state, 'done', JSON.stringify(r.context.error));
   t.match(r.context.result, {
-    status: 201, statusText: 'Made It', method: 'POST', one: '1', two: '2', ct: 'text/plain;charset=UTF-8', body: '{"a":1}', query: '?q=1',
-    cookies: ['a=1', 'b=2'], has: true, entries: true, used: true,
+    status: 201,
+    statusText: 'Made It',
+    method: 'POST',
+    one: '1',
+    two: '2',
+    ct: 'text/plain;charset=UTF-8',
+    body: '{"a":1}',
+    query: '?q=1',
+    cookies: ['a=1', 'b=2'],
+    has: true,
+    entries: true,
+    used: true,
     form: ['PUT', 'x=y+z&w=%26', 'application/x-www-form-urlencoded;charset=UTF-8'],
     bytes: ['hi', 'application/octet-stream'],
   });
@@ -189,9 +220,15 @@ t.test('gzip bodies are decoded; redirects are followed and re-checked', async (
   t.match(r.context.result, { status: 200, body: { hello: 'world' }, url: `${base}/json`, redirected: true });
   r = await run(vi, `${base}/to-private`, 'priv');
   t.equal(r.state, 'failed');
-  t.equal((r.context.error as { message: string }).message, 'fetch failed: destination 10.0.0.1 is a private address and not in the allow-list');
+  t.equal(
+    (r.context.error as { message: string }).message,
+    'fetch failed: destination 10.0.0.1 is a private address and not in the allow-list',
+  );
   r = await run(vi, `${base}/to-metadata`, 'meta');
-  t.equal((r.context.error as { message: string }).message, 'fetch failed: destination 169.254.169.254 is a metadata address and not in the allow-list');
+  t.equal(
+    (r.context.error as { message: string }).message,
+    'fetch failed: destination 169.254.169.254 is a metadata address and not in the allow-list',
+  );
 });
 
 t.test('the connection is pinned to the checked addresses (DNS answered once, by the checked lookup)', async (t) => {
@@ -203,7 +240,10 @@ t.test('the connection is pinned to the checked addresses (DNS answered once, by
     dnsLookup: async (host) => {
       asked.push(host);
       if (host === 'pinned.invalid') return [{ address: '127.0.0.1', family: 4 }];
-      return [{ address: '93.184.216.34', family: 4 }, { address: '127.0.0.1', family: 4 }];
+      return [
+        { address: '93.184.216.34', family: 4 },
+        { address: '127.0.0.1', family: 4 },
+      ];
     },
   });
   t.teardown(() => vi.dispose());
@@ -212,7 +252,11 @@ t.test('the connection is pinned to the checked addresses (DNS answered once, by
   t.match(r.context.result, { status: 200, body: { hello: 'world' } });
   t.same(asked, ['pinned.invalid'], 'resolved once, by the policy');
   r = await run(vi, `http://rebinding.test:${port}/json`, 'rebind');
-  t.equal((r.context.error as { message: string }).message, 'fetch failed: destination rebinding.test (127.0.0.1) is a loopback address and not in the allow-list', 'one bad address is enough');
+  t.equal(
+    (r.context.error as { message: string }).message,
+    'fetch failed: destination rebinding.test (127.0.0.1) is a loopback address and not in the allow-list',
+    'one bad address is enough',
+  );
 });
 
 t.test('a server that never answers: the per-call timeout rejects', async (t) => {
@@ -242,7 +286,7 @@ t.test('non-http schemes and bodies on GET are refused in the isolate', async (t
   t.match(r.context.error, { name: 'TypeError', message: /GET request cannot have a body/ });
 });
 
-t.test('stopping children drops the actor\'s fetches: results never reach the actor', async (t) => {
+t.test("stopping children drops the actor's fetches: results never reach the actor", async (t) => {
   const vi = await load(FETCH_JSON, ALLOWED);
   const before = slowHits;
   const first = vi.start('k', { context: { url: `${base}/slow` } });
@@ -260,7 +304,7 @@ t.test('stopping children drops the actor\'s fetches: results never reach the ac
   t.equal(again.pendingHostCalls, 1);
   vi.stop('k2');
   const fresh = vi.start('k2', { context: { url: `${base}/json` } });
-  t.equal(fresh.pendingHostCalls, 1, 'only the new actor\'s fetch');
+  t.equal(fresh.pendingHostCalls, 1, "only the new actor's fetch");
   const done = await settle(vi, 'k2', fresh);
   t.match(done.context.result, { body: { hello: 'world' } });
 });
@@ -302,7 +346,10 @@ export default createMachine({ id: 'x', initial: 'a', context: () => ({ r }), st
   );
   const r = (vi.defaultContext() as { r: Record<string, unknown> }).r;
   t.equal(r.top, "fetch failed: fetch is not available while the bundle's top-level code runs");
-  t.same(r.headers, [['a', '1, 3'], ['b', '2']]);
+  t.same(r.headers, [
+    ['a', '1, 3'],
+    ['b', '2'],
+  ]);
   t.same(r.resp, [202, true, 'application/json']);
   t.same(r.json, { x: 1 });
   t.match(r.second, /already been read/);
@@ -332,7 +379,12 @@ t.test('crypto.subtle: digests and HMAC match node:crypto', async (t) => {
   t.equal(r.state, 'done', 'settled in the same step: crypto is synchronous on the host');
   const hash = (alg: string) => createHash(alg).update('abc').digest('hex');
   t.same(r.context.result, {
-    digests: { 'SHA-1': hash('sha1'), 'SHA-256': 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad', 'SHA-384': hash('sha384'), 'SHA-512': hash('sha512') },
+    digests: {
+      'SHA-1': hash('sha1'),
+      'SHA-256': 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad',
+      'SHA-384': hash('sha384'),
+      'SHA-512': hash('sha512'),
+    },
     sig: createHmac('sha256', 'secret-key').update('message').digest('hex'),
     ok: true,
     bad: false,

@@ -70,7 +70,15 @@ t.test('web-standard globals behave', async (t) => {
   t.match(r.btoaRange, /threw InvalidCharacterError/);
   t.same(r.url, [
     'https://User:Pw@example.com/a/c%20d?x=1&y=a+b#frag',
-    'https:', 'User', 'example.com', '', '/a/c%20d', '?x=1&y=a+b', '#frag', 'https://example.com', 'a b',
+    'https:',
+    'User',
+    'example.com',
+    '',
+    '/a/c%20d',
+    '?x=1&y=a+b',
+    '#frag',
+    'https://example.com',
+    'a b',
   ]);
   t.same(r.urlRelative, [
     'http://h.test/a/x?q#h',
@@ -91,8 +99,11 @@ t.test('web-standard globals behave', async (t) => {
   // setInterval inside an actor runs on the host clock
   vi.start('k', { context: {} }, { nowMs: 0 });
   let s = vi.send('k', { type: 'TICK' }, 0);
-  t.same(s.pendingTimers.map((p) => [p.kind, p.dueAt]), [['callback', 100]]);
+  t.same(
+    s.pendingTimers.map((p) => [p.kind, p.dueAt]),
+    [['callback', 100]],
+  );
   s = vi.advance('k', 1000);
   t.same(s.pendingTimers, [], 'cleared after the third tick');
-  t.equal(((vi.defaultContext() as { r: Record<string, unknown> }).r).ticks, 3);
+  t.equal((vi.defaultContext() as { r: Record<string, unknown> }).r.ticks, 3);
 });

@@ -24,7 +24,9 @@ export default createMachine({
     HUGE: { actions: assign({ n: (c) => { const keep = []; for (let i = 0; i < 25; i++) keep.push(new Array(100000).fill(i)); return c.n + keep.length; } }) },
   } } },
 });`,
-  { authorizers: `export function allowRead(r) { if (r.context.loop) for (;;) {} return true; }\nexport function allowWrite() { return true; }` },
+  {
+    authorizers: `export function allowRead(r) { if (r.context.loop) for (;;) {} return true; }\nexport function allowWrite() { return true; }`,
+  },
 );
 
 t.test('an infinite loop fails the call with SandboxTimeoutError; the isolate keeps serving', async (t) => {
@@ -73,7 +75,14 @@ t.test('machine code has its memory limit in each call whatever the live actors 
   shared.start('k', { context: {} });
   t.throws(() => shared.send('k', { type: 'HUGE' }), SandboxMemoryError, 'the live actors took what the call needed');
   // With room for the live actors beside the 16 MB, the same call succeeds.
-  const split = await VersionIsolate.load({ versionId: 'v', code: RUNAWAY, memoryLimitMb: 16, liveActorMemoryMb: 24, cpuLimitMs: 5000, pureSteps: false });
+  const split = await VersionIsolate.load({
+    versionId: 'v',
+    code: RUNAWAY,
+    memoryLimitMb: 16,
+    liveActorMemoryMb: 24,
+    cpuLimitMs: 5000,
+    pureSteps: false,
+  });
   t.teardown(() => split.dispose());
   fill(split, 1500);
   split.start('k', { context: {} });
@@ -136,7 +145,7 @@ t.test('timeouts handed to isolated-vm: never below the limit, gathered on a few
     if (first === undefined) firstOf.set(boundary, deadline);
     else if (deadline <= first) bad++;
   }
-  t.equal(bad, 0, 'every timeout is an integer from the limit to one boundary more, after its boundary\'s first deadline');
+  t.equal(bad, 0, "every timeout is an integer from the limit to one boundary more, after its boundary's first deadline");
   t.ok(firstOf.size <= 8, `300 ms of calls share ${firstOf.size} deadline boundaries`);
   t.ok(timeoutFor(20, 5_000) >= 20, 'short limits get short quanta and still their full limit');
 });

@@ -52,16 +52,23 @@ const upgrade = async (from: VersionIsolate, before: StepResult, migration: stri
   return { remembered, snapshot: upgradedSnapshot(old, valueOfPaths(migrated.paths), migrated.context, migrated.remembered) };
 };
 
-t.test('a v5 instance\'s history is read as paths by its own machine', async (t) => {
+t.test("a v5 instance's history is read as paths by its own machine", async (t) => {
   const v1 = await load(t, 'ver_v1', V1_5);
   v1.start('k', { context: {} });
   v1.send('k', { type: 'PAUSE' });
   const off = v1.send('k', { type: 'OFF' });
   t.same(v1.rememberedPaths5(restoredSnapshot(off.snapshot, off.state, off.context)), [['on', 'paused']]);
-  t.same(v1.rememberedPaths5({ xstate: 5, state: { historyValue: { 'player.on.hist': [{ id: 'player.gone' }, { id: 'player.on' }] } } }), [['on']], 'ids the machine does not have are skipped');
+  t.same(
+    v1.rememberedPaths5({ xstate: 5, state: { historyValue: { 'player.on.hist': [{ id: 'player.gone' }, { id: 'player.on' }] } } }),
+    [['on']],
+    'ids the machine does not have are skipped',
+  );
 });
 
-for (const [major, code] of [['v5', V1_5], ['v4', V1_4]] as const) {
+for (const [major, code] of [
+  ['v5', V1_5],
+  ['v4', V1_4],
+] as const) {
   t.test(`${major} → v5: the upgraded instance goes back where ${major} had been, by its v5 name, and keeps its delay`, async (t) => {
     const v1 = await load(t, 'ver_v1', code);
     const now = Date.now();
@@ -79,8 +86,15 @@ for (const [major, code] of [['v5', V1_5], ['v4', V1_4]] as const) {
     const started = v2.start('k', { snapshot, pendingTimers }, { nowMs: now });
     t.equal(started.state, 'standby');
     t.same(started.context, { level: 30 });
-    t.match(started.pendingTimers, [{ kind: 'event', id: 'timer-1', dueAt: now + 60_000, event: { type: 'xstate.after.60000.player.standby' } }], 'the delay is kept, in v5\'s name');
-    t.match(JSON.parse(started.snapshot), { xstate: 5, state: { status: 'active', historyValue: { 'player.powered.hist': [{ id: 'player.powered.held' }] } } });
+    t.match(
+      started.pendingTimers,
+      [{ kind: 'event', id: 'timer-1', dueAt: now + 60_000, event: { type: 'xstate.after.60000.player.standby' } }],
+      "the delay is kept, in v5's name",
+    );
+    t.match(JSON.parse(started.snapshot), {
+      xstate: 5,
+      state: { status: 'active', historyValue: { 'player.powered.hist': [{ id: 'player.powered.held' }] } },
+    });
 
     t.same(v2.advance('k', now + 60_000).state, { powered: 'running' }, 'the carried delay fires the v5 after transition');
 
@@ -99,16 +113,24 @@ t.test('v5 → v4: history and a pending delay carry over to an xstate 4 machine
   v1.send('k', { type: 'PAUSE' });
   const off = v1.send('k', { type: 'OFF' });
   const { snapshot } = await upgrade(v1, off, MIGRATION);
-  const v2 = await load(t, 'ver_v2', `import { createMachine } from 'xstate';
+  const v2 = await load(
+    t,
+    'ver_v2',
+    `import { createMachine } from 'xstate';
 export default createMachine({ id: 'player', predictableActionArguments: true, initial: 'powered', context: { level: 0 },
   states: {
     powered: { initial: 'running', states: { running: { on: { PAUSE: 'held' } }, held: { on: { PLAY: 'running' } }, hist: { type: 'history' } }, on: { OFF: 'standby' } },
     standby: { after: { 60000: 'powered' }, on: { ON: 'powered.hist' } },
   } });
-${ALLOW}`);
+${ALLOW}`,
+  );
   const now = Date.now();
   const type = 'xstate.after.60000.player.standby';
-  const started = v2.start('k', { snapshot, pendingTimers: [{ kind: 'event', id: 'timer-1', dueAt: now + 60_000, event: { type }, sendId: type }] }, { nowMs: now });
+  const started = v2.start(
+    'k',
+    { snapshot, pendingTimers: [{ kind: 'event', id: 'timer-1', dueAt: now + 60_000, event: { type }, sendId: type }] },
+    { nowMs: now },
+  );
   t.equal(started.state, 'standby');
   t.match(started.pendingTimers, [{ id: 'timer-1', event: { type: 'xstate.after(60000)#player.standby' } }]);
   t.same(v2.advance('k', now + 60_000).state, { powered: 'running' }, 'the carried delay fires the v4 after transition');
@@ -131,7 +153,16 @@ t.test('v5: deep and parallel history rebuilt from paths, keeping only what can 
   const snapshot = {
     xstate: 5 as const,
     // remembered: both regions of a (they fit beside each other), b2 then b1 (one compound: the first is kept)
-    state: { value: 'z', context: {}, __upgradeHistory: [['a', 'x', 'x2'], ['a', 'y', 'y2'], ['b', 'b2'], ['b', 'b1']] },
+    state: {
+      value: 'z',
+      context: {},
+      __upgradeHistory: [
+        ['a', 'x', 'x2'],
+        ['a', 'y', 'y2'],
+        ['b', 'b2'],
+        ['b', 'b1'],
+      ],
+    },
   };
   const started = vi.start('k', { snapshot });
   t.match(JSON.parse(started.snapshot).state.historyValue, {
@@ -139,17 +170,39 @@ t.test('v5: deep and parallel history rebuilt from paths, keeping only what can 
     'm.b.h': [{ id: 'm.b.b2' }],
   });
   t.same(vi.send('k', { type: 'BACK' }).state, { a: { x: 'x2', y: 'y2' } });
-  vi.start('k', { snapshot: { ...snapshot, state: { ...snapshot.state, __upgradeHistory: [['b', 'b2'], ['b', 'b1']] } } });
+  vi.start('k', {
+    snapshot: {
+      ...snapshot,
+      state: {
+        ...snapshot.state,
+        __upgradeHistory: [
+          ['b', 'b2'],
+          ['b', 'b1'],
+        ],
+      },
+    },
+  });
   t.same(vi.send('k', { type: 'B' }).state, { b: 'b2' });
 });
 
 t.test('an upgraded v5 snapshot naming no state of the new machine fails its start, saying which', async (t) => {
   const vi = await load(t, 'ver_v2', V2_5);
-  t.throws(() => vi.start('k', { snapshot: { xstate: 4, state: { value: { nowhere: 'at-all' }, context: {}, __upgradeHistory: [] } } }), { name: 'MachineCodeError', message: /nowhere/ });
-  t.throws(() => vi.start('k', { snapshot: { xstate: 4, state: { value: 'standby', context: {}, __upgradeHistory: [['powered', 'gone']] } } }), {
-    name: 'MachineCodeError', message: /history state remembers to \["powered","gone"\], which names no state of this version/,
+  t.throws(() => vi.start('k', { snapshot: { xstate: 4, state: { value: { nowhere: 'at-all' }, context: {}, __upgradeHistory: [] } } }), {
+    name: 'MachineCodeError',
+    message: /nowhere/,
   });
-  t.throws(() => vi.start('k', { snapshot: { xstate: 4, state: { value: 'standby', context: {}, __upgradeHistory: [['powered', 'hist']] } } }), /names no state/, 'a history pseudo-state is no state to go back to');
+  t.throws(
+    () => vi.start('k', { snapshot: { xstate: 4, state: { value: 'standby', context: {}, __upgradeHistory: [['powered', 'gone']] } } }),
+    {
+      name: 'MachineCodeError',
+      message: /history state remembers to \["powered","gone"\], which names no state of this version/,
+    },
+  );
+  t.throws(
+    () => vi.start('k', { snapshot: { xstate: 4, state: { value: 'standby', context: {}, __upgradeHistory: [['powered', 'hist']] } } }),
+    /names no state/,
+    'a history pseudo-state is no state to go back to',
+  );
 });
 
 t.test('v5 → v5: a persistent invoke is kept where the new version has one at the same place, else dropped', async (t) => {
@@ -161,10 +214,18 @@ t.test('v5 → v5: a persistent invoke is kept where the new version has one at 
 
   const kept = await load(t, 'ver_inv2', invokingParent5);
   kept.start('k', { snapshot: same });
-  t.match(kept.send('k', { type: 'PING_WORKER' }).outboundSends, [{ to: { type: 'statebacked.instance', machineName: 'child5', machineInstanceName: 'worker-1' }, event: { type: 'PING' } }], 'sendTo by invoke id still reaches the instance');
+  t.match(
+    kept.send('k', { type: 'PING_WORKER' }).outboundSends,
+    [{ to: { type: 'statebacked.instance', machineName: 'child5', machineInstanceName: 'worker-1' }, event: { type: 'PING' } }],
+    'sendTo by invoke id still reaches the instance',
+  );
 
   const logs: string[] = [];
-  const moved = await VersionIsolate.load({ versionId: 'ver_inv3', code: invokingParent5.replace("initial: 'working'", "initial: 'busy'").replace('  working: {', '  busy: {'), onLog: (entry) => logs.push(JSON.stringify(entry.args)) });
+  const moved = await VersionIsolate.load({
+    versionId: 'ver_inv3',
+    code: invokingParent5.replace("initial: 'working'", "initial: 'busy'").replace('  working: {', '  busy: {'),
+    onLog: (entry) => logs.push(JSON.stringify(entry.args)),
+  });
   t.teardown(() => moved.dispose());
   const upgraded = moved.start('k', { snapshot: upgradedSnapshot(old, 'busy', { pongs: 1 }, []) });
   t.equal(upgraded.state, 'busy', 'the upgrade does not fail on an invoke the new machine has elsewhere');
@@ -173,9 +234,13 @@ t.test('v5 → v5: a persistent invoke is kept where the new version has one at 
 });
 
 t.test('an upgrade that maps to a top-level final state of a v5 machine leaves it done, with its output', async (t) => {
-  const vi = await load(t, 'ver_final', importing5(`export default createMachine({ id: 'f', initial: 'open', context: { n: 0 },
+  const vi = await load(
+    t,
+    'ver_final',
+    importing5(`export default createMachine({ id: 'f', initial: 'open', context: { n: 0 },
   output: ({ context, event }) => ({ n: context.n, via: event.output }),
-  states: { open: { on: { CLOSE: 'closed' } }, closed: { type: 'final', output: ({ event }) => event.type } } });`));
+  states: { open: { on: { CLOSE: 'closed' } }, closed: { type: 'final', output: ({ event }) => event.type } } });`),
+  );
   const started = vi.start('k', { snapshot: { xstate: 4, state: { value: 'closed', context: { n: 2 }, __upgradeHistory: [] } } });
   t.equal(started.done, true);
   t.match(JSON.parse(started.snapshot).state, { status: 'done', output: { n: 2, via: 'statebacked.upgrade' } });

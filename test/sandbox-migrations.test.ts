@@ -39,14 +39,58 @@ t.test('migrate maps current and remembered paths and the context', async (t) =>
 });
 
 t.test('a migration that throws or answers nonsense fails with what it did', async (t) => {
-  await t.rejects(runMigration('export const upgradeState = () => { throw new Error("nope"); }; export const upgradeContext = (a, b, c) => c;', { paths: [['a']], remembered: [], context: {} }), /nope/);
-  await t.rejects(runMigration('export const upgradeState = () => "a"; export const upgradeContext = (a, b, c) => c;', { paths: [['a']], remembered: [], context: {} }), /upgradeState returned "a" for the state path \["a"\]/);
-  await t.rejects(runMigration('export const upgradeState = (p) => p; export const upgradeContext = () => 7;', { paths: [['a']], remembered: [], context: {} }), /upgradeContext returned 7/);
+  await t.rejects(
+    runMigration('export const upgradeState = () => { throw new Error("nope"); }; export const upgradeContext = (a, b, c) => c;', {
+      paths: [['a']],
+      remembered: [],
+      context: {},
+    }),
+    /nope/,
+  );
+  await t.rejects(
+    runMigration('export const upgradeState = () => "a"; export const upgradeContext = (a, b, c) => c;', {
+      paths: [['a']],
+      remembered: [],
+      context: {},
+    }),
+    /upgradeState returned "a" for the state path \["a"\]/,
+  );
+  await t.rejects(
+    runMigration('export const upgradeState = (p) => p; export const upgradeContext = () => 7;', {
+      paths: [['a']],
+      remembered: [],
+      context: {},
+    }),
+    /upgradeContext returned 7/,
+  );
   // A JSON copy would make each of these {}: the context would be lost without a word.
-  for (const [body, said] of [['async (a, b, c) => c', /returned a Promise/], ['(a, b, c) => Promise.resolve(c)', /returned a Promise/], ['() => new Map([["k", 1]])', /returned \{\}: it must return the new context, a plain object/], ['() => [1]', /returned \[1\]/], ['() => ({ toJSON: () => null })', /returned null: it must return the new context, a plain object/]] as const) {
-    await t.rejects(runMigration(`export const upgradeState = (p) => p; export const upgradeContext = ${body};`, { paths: [['a']], remembered: [], context: { kept: 1 } }), said, body);
+  for (const [body, said] of [
+    ['async (a, b, c) => c', /returned a Promise/],
+    ['(a, b, c) => Promise.resolve(c)', /returned a Promise/],
+    ['() => new Map([["k", 1]])', /returned \{\}: it must return the new context, a plain object/],
+    ['() => [1]', /returned \[1\]/],
+    ['() => ({ toJSON: () => null })', /returned null: it must return the new context, a plain object/],
+  ] as const) {
+    await t.rejects(
+      runMigration(`export const upgradeState = (p) => p; export const upgradeContext = ${body};`, {
+        paths: [['a']],
+        remembered: [],
+        context: { kept: 1 },
+      }),
+      said,
+      body,
+    );
   }
-  t.same((await runMigration('export const upgradeState = (p) => p; export const upgradeContext = (a, b, c) => Object.assign(Object.create(null), c);', { paths: [['a']], remembered: [], context: { kept: 1 } })).context, { kept: 1 }, 'a null-prototype object is a plain one');
+  t.same(
+    (
+      await runMigration(
+        'export const upgradeState = (p) => p; export const upgradeContext = (a, b, c) => Object.assign(Object.create(null), c);',
+        { paths: [['a']], remembered: [], context: { kept: 1 } },
+      )
+    ).context,
+    { kept: 1 },
+    'a null-prototype object is a plain one',
+  );
 });
 
 t.test('an instance upgraded from v1 to v2 keeps what its history state remembers', async (t) => {
@@ -73,7 +117,18 @@ t.test('an instance upgraded from v1 to v2 keeps what its history state remember
 t.test('a remembered path the new version does not have fails the upgraded start, saying which', async (t) => {
   const v2 = await VersionIsolate.load({ versionId: 'ver_v2', code: V2 });
   t.teardown(() => v2.dispose());
-  const snapshot = (remembered: string[][]) => ({ xstate: 4 as const, state: { value: 'standby', context: {}, _event: { name: 'xstate.init', data: { type: 'xstate.init' }, $$type: 'scxml', type: 'external' }, __upgradeHistory: remembered } });
-  t.throws(() => v2.start('k', { snapshot: snapshot([['powered', 'gone']]) }), { name: 'MachineCodeError', message: /\["powered","gone"\], which names no state of this version/ });
+  const snapshot = (remembered: string[][]) => ({
+    xstate: 4 as const,
+    state: {
+      value: 'standby',
+      context: {},
+      _event: { name: 'xstate.init', data: { type: 'xstate.init' }, $$type: 'scxml', type: 'external' },
+      __upgradeHistory: remembered,
+    },
+  });
+  t.throws(() => v2.start('k', { snapshot: snapshot([['powered', 'gone']]) }), {
+    name: 'MachineCodeError',
+    message: /\["powered","gone"\], which names no state of this version/,
+  });
   t.equal(v2.start('k', { snapshot: snapshot([['powered', 'held']]) }).state, 'standby', 'one it has is taken');
 });

@@ -60,7 +60,8 @@ const twoOrgs = async (node: NodeProcess, noisyCode: string = noisy) => {
     await operator.machines.create(machine);
     const { machineVersionId } = await operator.machineVersions.create(machine, { clientInfo: machine, makeCurrent: true, code });
     const headers = { 'x-statebacked-org-id': orgId };
-    const send = (name: string, event: string) => call(node.url, 'POST', `/machines/${machine}/i/${name}/events`, { token, body: { event }, headers });
+    const send = (name: string, event: string) =>
+      call(node.url, 'POST', `/machines/${machine}/i/${name}/events`, { token, body: { event }, headers });
     for (let i = 0; i < instances; i++) {
       const created = await call(node.url, 'POST', `/machines/${machine}`, { token, body: { slug: `i${i}` }, headers });
       if (created.status !== 200) throw new Error(`create: ${created.status} ${created.text}`);
@@ -69,7 +70,12 @@ const twoOrgs = async (node: NodeProcess, noisyCode: string = noisy) => {
       const types: string[] = [];
       let cursor: string | undefined;
       do {
-        const page = await call(node.url, 'GET', `/machines/${machine}/i/${name}/events${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, { token, headers });
+        const page = await call(
+          node.url,
+          'GET',
+          `/machines/${machine}/i/${name}/events${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`,
+          { token, headers },
+        );
         types.push(...(page.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type));
         cursor = page.body.cursor;
       } while (cursor);
@@ -81,10 +87,12 @@ const twoOrgs = async (node: NodeProcess, noisyCode: string = noisy) => {
 };
 
 /** Passes an answer on, noting in `order` that `label` was answered. */
-const noting = <T>(order: string[], label: string) => (answer: T): T => {
-  order.push(label);
-  return answer;
-};
+const noting =
+  <T>(order: string[], label: string) =>
+  (answer: T): T => {
+    order.push(label);
+    return answer;
+  };
 
 /** Waits until the main worker's standby is forked (a second process of role main). */
 const standbyReady = (node: NodeProcess): Promise<boolean> => eventually(() => workerPids(node, 'main').length >= 2).catch(() => false);
@@ -101,54 +109,73 @@ const port = (server.address() as AddressInfo).port;
 const shared = await startNode({ args: ['--cpu-limit-ms', '4000', '--fetch-allow', `127.0.0.1:${port}`] });
 t.teardown(() => shared.stop('SIGKILL'));
 
-t.test("a spinning call moves its org aside at its first offence; the other org's requests waiting behind it are answered first", async (t) => {
-  // A long CPU limit, so that "before the spin ends" has a wide margin on a loaded host.
-  const node = shared;
-  const { a, b } = await twoOrgs(node);
-  t.ok(await standbyReady(node), 'a standby worker is forked');
+t.test(
+  "a spinning call moves its org aside at its first offence; the other org's requests waiting behind it are answered first",
+  async (t) => {
+    // A long CPU limit, so that "before the spin ends" has a wide margin on a loaded host.
+    const node = shared;
+    const { a, b } = await twoOrgs(node);
+    t.ok(await standbyReady(node), 'a standby worker is forked');
 
-  const order: string[] = [];
-  const spin = a.send('i0', 'SPIN').then(noting(order, 'spin'));
-  await new Promise((resolve) => setTimeout(resolve, 20));
-  const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then(noting(order, 'b'))));
-  t.same(quietOnes.map((answer) => answer.status), Array(8).fill(200), "org B's events sent while A's code spun are applied");
-  const spun = await spin;
-  t.equal(spun.status, 400, 'the spinning event fails');
-  t.equal(spun.body?.code, 'machine-code-error');
-  t.match(spun.body?.error, /CPU time limit of 4000 ms/);
-  t.same(order, [...Array(8).fill('b'), 'spin'], "B's events did not wait for A's call to end");
-  t.match(node.output(), new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker until it holds no worker for 600000 ms \\(--quarantine-release-ms\\), and so does every version of org ${a.orgId}`));
+    const order: string[] = [];
+    const spin = a.send('i0', 'SPIN').then(noting(order, 'spin'));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then(noting(order, 'b'))));
+    t.same(
+      quietOnes.map((answer) => answer.status),
+      Array(8).fill(200),
+      "org B's events sent while A's code spun are applied",
+    );
+    const spun = await spin;
+    t.equal(spun.status, 400, 'the spinning event fails');
+    t.equal(spun.body?.code, 'machine-code-error');
+    t.match(spun.body?.error, /CPU time limit of 4000 ms/);
+    t.same(order, [...Array(8).fill('b'), 'spin'], "B's events did not wait for A's call to end");
+    t.match(
+      node.output(),
+      new RegExp(
+        `machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker until it holds no worker for 600000 ms \\(--quarantine-release-ms\\), and so does every version of org ${a.orgId}`,
+      ),
+    );
 
-  // From now on A's code runs in the quarantine worker: its next spin holds nobody else up.
-  t.same(workerPids(node, 'quarantine'), [], 'no quarantine worker yet: nothing ran there');
-  t.equal((await a.send('i0', 'ADD')).status, 200, "A's other events still work");
-  t.equal(workerPids(node, 'quarantine').length, 1, 'in the quarantine worker, which that event started');
-  t.same(await a.history('i0'), ['xstate.init', 'ADD'], 'nothing of the spin was applied');
-  for (let i = 0; i < 8; i++) t.same(await b.history(`i${i}`), ['xstate.init', 'ADD'], `B's i${i} has its event once`);
-});
+    // From now on A's code runs in the quarantine worker: its next spin holds nobody else up.
+    t.same(workerPids(node, 'quarantine'), [], 'no quarantine worker yet: nothing ran there');
+    t.equal((await a.send('i0', 'ADD')).status, 200, "A's other events still work");
+    t.equal(workerPids(node, 'quarantine').length, 1, 'in the quarantine worker, which that event started');
+    t.same(await a.history('i0'), ['xstate.init', 'ADD'], 'nothing of the spin was applied');
+    for (let i = 0; i < 8; i++) t.same(await b.history(`i${i}`), ['xstate.init', 'ADD'], `B's i${i} has its event once`);
+  },
+);
 
-t.test('an event whose machine code holds the worker past the stall limit before the instance settles fails with a 400, not a 503', async (t) => {
-  // Before: the worker was retired under the event's call, the event's next call (for its callback)
-  // found the isolate gone, and the event was run again until it failed as 503 unavailable ("the
-  // sandbox was disposed").
-  const node = await startNode({ args: ['--cpu-limit-ms', '8000'] });
-  t.teardown(() => node.stop('SIGKILL'));
-  const { a, b } = await twoOrgs(node);
-  t.equal((await a.send('i0', 'ADD')).status, 200);
+t.test(
+  'an event whose machine code holds the worker past the stall limit before the instance settles fails with a 400, not a 503',
+  async (t) => {
+    // Before: the worker was retired under the event's call, the event's next call (for its callback)
+    // found the isolate gone, and the event was run again until it failed as 503 unavailable ("the
+    // sandbox was disposed").
+    const node = await startNode({ args: ['--cpu-limit-ms', '8000'] });
+    t.teardown(() => node.stop('SIGKILL'));
+    const { a, b } = await twoOrgs(node);
+    t.equal((await a.send('i0', 'ADD')).status, 200);
 
-  const heavy = await a.send('i0', 'HEAVY');
-  t.equal(heavy.status, 400, 'the event fails as the machine\'s fault');
-  t.equal(heavy.body?.code, 'machine-code-error');
-  // A retired worker runs at the lowest priority and its CPU limit is measured by the clock: on a host
-  // busy with other work the spin can meet that limit first, and fail as such (a 400 before the change too).
-  t.match(heavy.body?.error, /held its sandbox worker past the stall limit of 100 ms of CPU \(--sandbox-stall-ms\) and had more to run, which it could not do in the retired worker, on two attempts in a row; nothing was applied|CPU time limit of 8000 ms/);
-  if (/had more to run/.test(heavy.body?.error ?? '')) t.match(node.output(), /held the quarantine sandbox worker/, 'its second attempt ran in the quarantine worker');
-  else t.comment(`the spin met its CPU limit in the retired worker: ${heavy.body?.error}`);
-  t.same(await a.history('i0'), ['xstate.init', 'ADD'], 'nothing of it was applied');
-  t.equal((await a.send('i0', 'ADD')).status, 200, 'the instance still takes events');
-  t.same(await a.history('i0'), ['xstate.init', 'ADD', 'ADD']);
-  t.equal((await b.send('i0', 'ADD')).status, 200, 'the other org is unaffected');
-});
+    const heavy = await a.send('i0', 'HEAVY');
+    t.equal(heavy.status, 400, "the event fails as the machine's fault");
+    t.equal(heavy.body?.code, 'machine-code-error');
+    // A retired worker runs at the lowest priority and its CPU limit is measured by the clock: on a host
+    // busy with other work the spin can meet that limit first, and fail as such (a 400 before the change too).
+    t.match(
+      heavy.body?.error,
+      /held its sandbox worker past the stall limit of 100 ms of CPU \(--sandbox-stall-ms\) and had more to run, which it could not do in the retired worker, on two attempts in a row; nothing was applied|CPU time limit of 8000 ms/,
+    );
+    if (/had more to run/.test(heavy.body?.error ?? ''))
+      t.match(node.output(), /held the quarantine sandbox worker/, 'its second attempt ran in the quarantine worker');
+    else t.comment(`the spin met its CPU limit in the retired worker: ${heavy.body?.error}`);
+    t.same(await a.history('i0'), ['xstate.init', 'ADD'], 'nothing of it was applied');
+    t.equal((await a.send('i0', 'ADD')).status, 200, 'the instance still takes events');
+    t.same(await a.history('i0'), ['xstate.init', 'ADD', 'ADD']);
+    t.equal((await b.send('i0', 'ADD')).status, 200, 'the other org is unaffected');
+  },
+);
 
 t.test('an org moved aside for a stall returns to the main worker once it held no worker for --quarantine-release-ms', async (t) => {
   // The release counts from each stall, and a loaded host can stretch a spin in the retired worker (nice
@@ -175,12 +202,18 @@ t.test('an org moved aside for a stall returns to the main worker once it held n
   t.equal(mainStalls(), 1, 'the next one ran in the quarantine worker');
   // (which puts the release off; on a host busy with other work the quarantine worker, at the lowest
   // priority, may not get 100 ms of CPU before the clock's CPU limit ends the spin, and no stall is seen)
-  if (!/held the quarantine sandbox worker/.test(node.output())) t.comment('the spin in the quarantine worker met its CPU limit before the watchdog saw a stall');
+  if (!/held the quarantine sandbox worker/.test(node.output()))
+    t.comment('the spin in the quarantine worker met its CPU limit before the watchdog saw a stall');
 
   await new Promise((resolve) => setTimeout(resolve, 6_500));
   t.equal((await a.send('i0', 'ADD')).status, 200);
   applied.push('ADD');
-  t.match(node.output(), new RegExp(`org ${a.orgId} held no sandbox worker for 6000 ms \\(--quarantine-release-ms\\): its versions run in the main worker again`));
+  t.match(
+    node.output(),
+    new RegExp(
+      `org ${a.orgId} held no sandbox worker for 6000 ms \\(--quarantine-release-ms\\): its versions run in the main worker again`,
+    ),
+  );
   t.ok(await standbyReady(node), 'the main worker has its standby again');
   await busy();
   t.equal(mainStalls(), 2, 'back in the main worker, its next stall is there');
@@ -221,7 +254,11 @@ t.test("org B's events all succeed while org A crashes its worker again and agai
 
   t.same(failures, [], "none of B's events failed");
   t.same(noisyAnswers, [400, 400, 400], "each of A's bombs and spins fails alone");
-  t.match(node.output(), /held the quarantine sandbox worker|the quarantine sandbox worker died/, "A's later bombs were stopped in the quarantine worker");
+  t.match(
+    node.output(),
+    /held the quarantine sandbox worker|the quarantine sandbox worker died/,
+    "A's later bombs were stopped in the quarantine worker",
+  );
   t.equal(node.output().match(/held the sandbox worker for/g)?.length, 1, 'the main worker was retired once only, for the first bomb');
   t.same(await a.history('i0'), ['xstate.init'], "nothing of A's failures was applied");
   for (let i = 0; i < 8; i++) {
@@ -246,9 +283,17 @@ export const allowWrite = () => true;`;
   const going = a.send('i0', 'GO').then(noting(order, 'go'));
   await new Promise((resolve) => setTimeout(resolve, 150));
   const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then(noting(order, 'b'))));
-  t.same(quietOnes.map((answer) => answer.status), Array(8).fill(200), "org B's events are applied");
+  t.same(
+    quietOnes.map((answer) => answer.status),
+    Array(8).fill(200),
+    "org B's events are applied",
+  );
   t.equal(order[0], 'b', "B's first answer did not wait for A's spin");
   await going;
-  t.match(node.output(), new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker until`), 'the spinning version is named and moved aside');
+  t.match(
+    node.output(),
+    new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*it runs in the quarantine worker until`),
+    'the spinning version is named and moved aside',
+  );
   for (let i = 0; i < 8; i++) t.same(await b.history(`i${i}`), ['xstate.init', 'ADD'], `B's i${i} has its event once`);
 });

@@ -87,7 +87,11 @@ t.test('a spawn inside an assign gets an interpreter while its child runs, and t
   vi.start('k', { context: {} }, { nowMs: 1_000 });
   t.same(vi.census(), { resting: 1, interpreters: 0 });
   const spawned = vi.send('k', { type: 'SPAWN' }, 1_000);
-  t.same(spawned.runningChildren.map((c) => c.id), ['p'], 'the child runs');
+  t.same(
+    spawned.runningChildren.map((c) => c.id),
+    ['p'],
+    'the child runs',
+  );
   t.same(vi.census(), { resting: 0, interpreters: 1 });
   const due = spawned.pendingTimers[0]?.dueAt as number;
   const done = vi.advance('k', due);
@@ -97,7 +101,7 @@ t.test('a spawn inside an assign gets an interpreter while its child runs, and t
   t.same(vi.send('k', { type: 'INC' }).context, { count: 1, got: 7, ref: null });
 });
 
-t.test('a step may carry its actor\'s snapshot: restored in the same call, as a start would', async (t) => {
+t.test("a step may carry its actor's snapshot: restored in the same call, as a start would", async (t) => {
   for (const pureSteps of [true, false]) {
     const vi = await load(t, TOGGLE, pureSteps);
     vi.start('k', { context: {} });
@@ -137,8 +141,21 @@ t.test('restores of state values seen before (resolved once per value) give what
       let last = vi.start(key, { context: {} });
       for (const type of TAGGED_EVENTS) {
         vi.stop(key);
-        last = vi.send(key, { type }, 1_000, { name: key, snapshot: last.snapshot, value: last.state, context: last.context, pendingTimers: [] });
-        mine.push({ state: last.state, context: last.context, tags: [...last.tags].sort(), done: last.done, snapshot: last.snapshot, pendingTimers: last.pendingTimers });
+        last = vi.send(key, { type }, 1_000, {
+          name: key,
+          snapshot: last.snapshot,
+          value: last.state,
+          context: last.context,
+          pendingTimers: [],
+        });
+        mine.push({
+          state: last.state,
+          context: last.context,
+          tags: [...last.tags].sort(),
+          done: last.done,
+          snapshot: last.snapshot,
+          pendingTimers: last.pendingTimers,
+        });
       }
       results.push(mine);
     }
@@ -150,22 +167,35 @@ t.test('restores of state values seen before (resolved once per value) give what
   t.same(pure[2], pure[0]);
   t.same(pure[0], interpreted[0], 'as an interpreter restored at every step');
   const seen = pure[0] as { state: unknown; tags: string[]; done: boolean; snapshot?: unknown }[];
-  t.same(seen[2], { ...seen[2], state: { left: { busy: 'two' }, right: 'on' }, tags: ['late', 'lit', 'loud', 'working'], done: false }, 'tags of nested and parallel states');
-  t.same(seen[3], { ...seen[3], context: { n: 1, checked: 1 } }, 'a guard sees the restored state\'s tags');
+  t.same(
+    seen[2],
+    { ...seen[2], state: { left: { busy: 'two' }, right: 'on' }, tags: ['late', 'lit', 'loud', 'working'], done: false },
+    'tags of nested and parallel states',
+  );
+  t.same(seen[3], { ...seen[3], context: { n: 1, checked: 1 } }, "a guard sees the restored state's tags");
   t.same(seen[5], { ...seen[5], context: { n: 1, checked: 1 } });
   t.same(seen[9], { ...seen[9], state: { left: 'done', right: 'stopped' }, tags: [], done: true }, 'both regions final: done');
   t.same(seen[10], { ...seen[9], snapshot: seen[10]?.snapshot }, 'a done instance restored takes no more events');
 });
 
-t.test('a restore with pending delayed events re-arms them (an interpreter, whatever the machine); a full snapshot object is taken as it is', async (t) => {
-  const vi = await load(t, DELAYED);
-  vi.start('k', { context: {} }, { nowMs: 1_000 });
-  const waiting = vi.send('k', { type: 'START' }, 1_000);
-  vi.stop('k');
-  const restore = { name: 'k', snapshot: restoredSnapshot(waiting.snapshot, waiting.state, waiting.context), value: 'ignored', context: {}, pendingTimers: waiting.pendingTimers };
-  const fired = vi.advance('k', 1_200, restore);
-  t.equal(fired.state, 'timedOut');
-});
+t.test(
+  'a restore with pending delayed events re-arms them (an interpreter, whatever the machine); a full snapshot object is taken as it is',
+  async (t) => {
+    const vi = await load(t, DELAYED);
+    vi.start('k', { context: {} }, { nowMs: 1_000 });
+    const waiting = vi.send('k', { type: 'START' }, 1_000);
+    vi.stop('k');
+    const restore = {
+      name: 'k',
+      snapshot: restoredSnapshot(waiting.snapshot, waiting.state, waiting.context),
+      value: 'ignored',
+      context: {},
+      pendingTimers: waiting.pendingTimers,
+    };
+    const fired = vi.advance('k', 1_200, restore);
+    t.equal(fired.state, 'timedOut');
+  },
+);
 
 /**
  * One instance of the delays machine through a script of events and clock advances, each result kept
@@ -179,8 +209,14 @@ const delaysScript = async (t: Test, predictable: boolean, pureSteps: boolean, r
   const seen: unknown[] = [];
   const keep = (r: Result) => {
     last = r;
-    seen.push({ state: r.state, context: r.context, done: r.done, snapshot: r.snapshot, census: vi.census(),
-      pendingTimers: r.pendingTimers.map(({ id: _id, ...rest }) => rest) });
+    seen.push({
+      state: r.state,
+      context: r.context,
+      done: r.done,
+      snapshot: r.snapshot,
+      census: vi.census(),
+      pendingTimers: r.pendingTimers.map(({ id: _id, ...rest }) => rest),
+    });
   };
   const restore = () => {
     if (!restoreEach) return undefined;
@@ -188,16 +224,46 @@ const delaysScript = async (t: Test, predictable: boolean, pureSteps: boolean, r
     return { name: 'k', snapshot: last.snapshot, value: last.state, context: last.context, pendingTimers: last.pendingTimers };
   };
   keep(last);
-  const steps: Array<[string, number]> = [['PING_LATER', 1_000], ['@', 1_040], ['START', 1_100], ['@', 1_120], ['TOUCH', 1_200], ['NEXT', 1_210],
-    ['@', 1_220], ['REMIND', 1_300], ['@', 1_320], ['TOUCH', 1_400], ['@', 1_420], ['@', 61_420], ['REMIND_LATER', 61_500], ['LEAVE', 61_600],
-    ['@', 3_700_000], ['PING_LATER', 3_700_100], ['UNPING', 3_700_110], ['@', 3_700_200], ['START', 3_700_300], ['NEXT', 3_700_310],
-    ['@', 3_800_000], ['START', 3_800_100], ['@', 7_500_000], ['START', 7_500_100], ['REMIND_LATER', 7_500_200], ['END', 7_500_300], ['@', 20_000_000], ['TOUCH', 20_000_100]];
+  const steps: Array<[string, number]> = [
+    ['PING_LATER', 1_000],
+    ['@', 1_040],
+    ['START', 1_100],
+    ['@', 1_120],
+    ['TOUCH', 1_200],
+    ['NEXT', 1_210],
+    ['@', 1_220],
+    ['REMIND', 1_300],
+    ['@', 1_320],
+    ['TOUCH', 1_400],
+    ['@', 1_420],
+    ['@', 61_420],
+    ['REMIND_LATER', 61_500],
+    ['LEAVE', 61_600],
+    ['@', 3_700_000],
+    ['PING_LATER', 3_700_100],
+    ['UNPING', 3_700_110],
+    ['@', 3_700_200],
+    ['START', 3_700_300],
+    ['NEXT', 3_700_310],
+    ['@', 3_800_000],
+    ['START', 3_800_100],
+    ['@', 7_500_000],
+    ['START', 7_500_100],
+    ['REMIND_LATER', 7_500_200],
+    ['END', 7_500_300],
+    ['@', 20_000_000],
+    ['TOUCH', 20_000_100],
+  ];
   for (const [what, at] of steps) keep(what === '@' ? vi.advance('k', at, restore()) : vi.send('k', { type: what }, at, restore()));
   return seen;
 };
 
 t.test('delayed events of a resting instance: set, cancelled, re-armed and fired as an interpreter does', async (t) => {
-  for (const [predictable, named] of [[false, false], [true, false], [true, true]] as const) {
+  for (const [predictable, named] of [
+    [false, false],
+    [true, false],
+    [true, true],
+  ] as const) {
     const interpreted = await delaysScript(t, predictable, false, false, named);
     const pure = await delaysScript(t, predictable, true, false, named);
     const pureRestored = await delaysScript(t, predictable, true, true, named);
@@ -205,14 +271,25 @@ t.test('delayed events of a resting instance: set, cancelled, re-armed and fired
     const without = (runs: unknown[]) => runs.map((r) => ({ ...(r as object), census: undefined }));
     const label = `${predictable ? 'predictableActionArguments' : 'actions after the transition'}${named ? ', named delays' : ''}`;
     t.same(without(pure), without(interpreted), `${label}: resting, as an interpreter`);
-    t.same(without(pureRestored), without(interpretedRestored), `${label}: resting and restored before every call, as an interpreter restored so`);
+    t.same(
+      without(pureRestored),
+      without(interpretedRestored),
+      `${label}: resting and restored before every call, as an interpreter restored so`,
+    );
     // (a restored State has no 'changed' until it takes an event: the snapshots of steps that took none differ)
     const unchanged = (runs: unknown[]) => runs.map((r) => ({ ...(r as object), census: undefined, snapshot: undefined }));
     t.same(unchanged(pureRestored), unchanged(interpreted), `${label}: and, but for those snapshots, as one never restored`);
-    t.ok(pure.every((r) => JSON.stringify((r as { census: unknown }).census) === JSON.stringify({ resting: 1, interpreters: 0 })), `${label}: it rested all along`);
+    t.ok(
+      pure.every((r) => JSON.stringify((r as { census: unknown }).census) === JSON.stringify({ resting: 1, interpreters: 0 })),
+      `${label}: it rested all along`,
+    );
     const final = interpreted.at(-1) as { context: { n: number; fired: string[] }; done: boolean; pendingTimers: unknown[] };
     // (the reminder sent at 61,500 fires at 7,261,500: leaving the session does not cancel a send)
-    t.same(final.context, { n: 2, fired: ['ping', 'tick', 'tick', 'ping-in-session', 'tick', 'tick', 'ping-in-session'] }, `${label}: what fired, and not what was cancelled`);
+    t.same(
+      final.context,
+      { n: 2, fired: ['ping', 'tick', 'tick', 'ping-in-session', 'tick', 'tick', 'ping-in-session'] },
+      `${label}: what fired, and not what was cancelled`,
+    );
     t.same([final.done, final.pendingTimers], [true, []], `${label}: done, and the delays it had pending cancelled`);
     const states = interpreted.map((r) => JSON.stringify((r as { state: unknown }).state));
     t.ok(states.includes('"expired"'), `${label}: the long delay expired the session once it was left alone`);
@@ -239,8 +316,13 @@ t.test('a spawn while delayed events are pending: the interpreter takes them ove
     const vi = await load(t, SPAWN_WITH_DELAYS, pureSteps);
     const seen: unknown[] = [];
     const keep = (r: ReturnType<typeof vi.start>) => {
-      seen.push({ state: r.state, context: r.context, children: r.runningChildren.length, census: vi.census(),
-        pendingTimers: r.pendingTimers.map((p) => [p.kind, p.dueAt]) });
+      seen.push({
+        state: r.state,
+        context: r.context,
+        children: r.runningChildren.length,
+        census: vi.census(),
+        pendingTimers: r.pendingTimers.map((p) => [p.kind, p.dueAt]),
+      });
       return r;
     };
     keep(vi.start('k', { context: {} }, { nowMs: 1_000 }));
@@ -254,12 +336,38 @@ t.test('a spawn while delayed events are pending: the interpreter takes them ove
   };
   const pure = (await run(true)) as Array<{ census: unknown; pendingTimers: unknown[]; context: unknown; state: unknown }>;
   const interpreted = (await run(false)) as typeof pure;
-  t.same(pure.map((r) => ({ ...r, census: undefined })), interpreted.map((r) => ({ ...r, census: undefined })), 'as an interpreter all along');
-  t.same(pure.map((r) => r.census), [
-    { resting: 1, interpreters: 0 }, { resting: 0, interpreters: 1 }, { resting: 1, interpreters: 0 },
-    { resting: 1, interpreters: 0 }, { resting: 1, interpreters: 0 }, { resting: 1, interpreters: 0 },
-  ], 'an interpreter only while the child ran');
-  t.same(pure[2]?.pendingTimers, [['event', 1_500], ['event', 101_000]], 'resting again, its delayed events still pending');
-  t.same(pure[4]?.pendingTimers, [['event', 2_100], ['event', 101_600]], 're-entered: the ones it had cancelled, new ones set');
+  t.same(
+    pure.map((r) => ({ ...r, census: undefined })),
+    interpreted.map((r) => ({ ...r, census: undefined })),
+    'as an interpreter all along',
+  );
+  t.same(
+    pure.map((r) => r.census),
+    [
+      { resting: 1, interpreters: 0 },
+      { resting: 0, interpreters: 1 },
+      { resting: 1, interpreters: 0 },
+      { resting: 1, interpreters: 0 },
+      { resting: 1, interpreters: 0 },
+      { resting: 1, interpreters: 0 },
+    ],
+    'an interpreter only while the child ran',
+  );
+  t.same(
+    pure[2]?.pendingTimers,
+    [
+      ['event', 1_500],
+      ['event', 101_000],
+    ],
+    'resting again, its delayed events still pending',
+  );
+  t.same(
+    pure[4]?.pendingTimers,
+    [
+      ['event', 2_100],
+      ['event', 101_600],
+    ],
+    're-entered: the ones it had cancelled, new ones set',
+  );
   t.same([pure[5]?.state, pure[5]?.context], ['late', { got: 7, ref: null, fired: 2 }]);
 });

@@ -11,7 +11,7 @@ export const allowRead = () => true;
 export const allowWrite = () => true;
 `;
 
-t.test('a step\'s snapshot leaves out the value and context it shares with the result, and gets them back', async (t) => {
+t.test("a step's snapshot leaves out the value and context it shares with the result, and gets them back", async (t) => {
   const vi = await VersionIsolate.load({ versionId: 'ver_snap', code: CODE });
   t.teardown(() => vi.dispose());
   vi.start('k', { context: {} });
@@ -37,7 +37,7 @@ t.test('a machine without context keeps none after the round trip', async (t) =>
   const snapshot = JSON.stringify({ xstate: 4, state: { historyValue: {}, __fromHead: { value: true, context: false } } });
   const back = restoredSnapshot(snapshot, 'idle', {});
   t.same(back, { xstate: 4, state: { historyValue: {}, value: 'idle' } });
-  t.notOk('context' in back.state, 'the head\'s {} is not injected');
+  t.notOk('context' in back.state, "the head's {} is not injected");
 });
 
 t.test('snapshots stored as objects before they became text are used as they are', async (t) => {

@@ -55,7 +55,16 @@ t.test('reports syntax errors with line and column', async (t) => {
 
 t.test('refuses unknown imports, naming the specifier', async (t) => {
   // (xstate@5 resolves to the shared v5 copy since v5 machines run: sandbox-xstate-v5.test.ts)
-  for (const spec of ['lodash', 'node:fs', 'npm:xstate@6', 'xstate@3.1.0', 'xstate@5/lib/utils', 'npm:xstate/lib/nope', './local.js', '@statebacked/machine']) {
+  for (const spec of [
+    'lodash',
+    'node:fs',
+    'npm:xstate@6',
+    'xstate@3.1.0',
+    'xstate@5/lib/utils',
+    'npm:xstate/lib/nope',
+    './local.js',
+    '@statebacked/machine',
+  ]) {
     const r = await validateBundle(`import * as x from '${spec}';\n${importing(SIMPLE)}`);
     t.equal(r.ok, false, spec);
     if (!r.ok) t.match(r.error, `"${spec}"`, spec);
@@ -68,13 +77,22 @@ t.test('checks the exports', async (t) => {
     [importing('export default { notAMachine: true };'), /default export is not an XState machine/],
     [importing('export default 42;'), /default export is not an XState machine/],
     [importing(SIMPLE, { authorizers: 'export function allowWrite() { return true; }' }), /allowRead must be an exported function/],
-    [importing(SIMPLE, { authorizers: 'export function allowRead() { return true; }\nexport const allowWrite = true;' }), /allowWrite must be an exported function/],
+    [
+      importing(SIMPLE, { authorizers: 'export function allowRead() { return true; }\nexport const allowWrite = true;' }),
+      /allowWrite must be an exported function/,
+    ],
     [
       importing(`export default { getInitialSnapshot() {}, transition() {}, root: {}, config: {} };`),
       /not a usable XState v5 machine: machine.root.machine is not the machine itself/,
     ],
-    [importing(`export default { __xstatenode: true, get definition() { throw new Error('broken'); } };`), /definition failed with Error: broken/],
-    [importing(`export default { get __xstatenode() { throw new Error('getter'); } };`), /reading the bundle's exports failed: Error: getter/],
+    [
+      importing(`export default { __xstatenode: true, get definition() { throw new Error('broken'); } };`),
+      /definition failed with Error: broken/,
+    ],
+    [
+      importing(`export default { get __xstatenode() { throw new Error('getter'); } };`),
+      /reading the bundle's exports failed: Error: getter/,
+    ],
     [importing(`await new Promise(() => {});\n${SIMPLE}`), /top-level code did not finish/],
   ];
   for (const [code, re] of cases) {
@@ -91,7 +109,12 @@ t.test('top-level code: exceptions and runaway loops are reported', async (t) =>
   for (const thrown of ["Symbol('s')", '{ a: 1 }']) {
     const odd = await validateBundle(importing(`throw ${thrown};\n${SIMPLE}`));
     if (odd.ok) t.fail(`throw ${thrown} passed`);
-    else t.equal(odd.error, 'the bundle threw while loading: a value that is not an Error (an object or a symbol)', `throw ${thrown}: said in our words, not isolated-vm's`);
+    else
+      t.equal(
+        odd.error,
+        'the bundle threw while loading: a value that is not an Error (an object or a symbol)',
+        `throw ${thrown}: said in our words, not isolated-vm's`,
+      );
   }
   const started = Date.now();
   const loop = await validateBundle(importing(`for (;;) {}\n${SIMPLE}`), { cpuLimitMs: 200 });
@@ -105,12 +128,15 @@ t.test('load throws a typed error for invalid code', async (t) => {
 });
 
 t.test('tags that are not strings are left out of the state', async (t) => {
-  const vi = await VersionIsolate.load({ versionId: 'v', code: importing(`export default createMachine({ id: 't', initial: 'a', states: { a: { tags: [1, { x: 1 }, null, 'ok'] } } });`) });
+  const vi = await VersionIsolate.load({
+    versionId: 'v',
+    code: importing(`export default createMachine({ id: 't', initial: 'a', states: { a: { tags: [1, { x: 1 }, null, 'ok'] } } });`),
+  });
   t.teardown(() => vi.dispose());
   t.same(vi.start('o/t/x', { context: {} }).tags, ['ok']);
 });
 
-t.test("a bundle whose top-level code puts toJSON on a built-in prototype is refused, saying why", async (t) => {
+t.test('a bundle whose top-level code puts toJSON on a built-in prototype is refused, saying why', async (t) => {
   const r = await validateBundle(importing(`Object.prototype.toJSON = function () { return this; };\n${SIMPLE}`));
   t.equal(r.ok, false);
   if (!r.ok) t.match(r.error, /^the bundle's top-level code defined toJSON on a built-in prototype, which the sandbox does not allow/);

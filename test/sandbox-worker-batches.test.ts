@@ -30,8 +30,10 @@ t.teardown(() => watched.stop('SIGKILL'));
 t.test('a crash among many requests in flight: the others are run again and succeed; the culprit fails alone', async (t) => {
   const node = noWatchdog;
   await machineWithVersion(node, 'batches', crashOnBoomMachine);
-  const send = (name: string, type: string) => call(node.url, 'POST', `/machines/batches/i/${name}/events`, { token: node.adminKey, body: { event: type } });
-  for (let i = 0; i < INSTANCES; i++) t.equal((await call(node.url, 'POST', '/machines/batches', { token: node.adminKey, body: { slug: `i${i}` } })).status, 200);
+  const send = (name: string, type: string) =>
+    call(node.url, 'POST', `/machines/batches/i/${name}/events`, { token: node.adminKey, body: { event: type } });
+  for (let i = 0; i < INSTANCES; i++)
+    t.equal((await call(node.url, 'POST', '/machines/batches', { token: node.adminKey, body: { slug: `i${i}` } })).status, 200);
 
   // Every instance gets an ADD while another instance crashes the worker, all at once.
   const outcomes = await Promise.all([send('i0', 'BOOM'), ...Array.from({ length: INSTANCES - 1 }, (_, i) => send(`i${i + 1}`, 'ADD'))]);
@@ -39,7 +41,10 @@ t.test('a crash among many requests in flight: the others are run again and succ
   t.equal((outcomes[0]?.body as { code: string }).code, 'machine-code-error');
   t.match((outcomes[0]?.body as { error: string }).error, /crashed its sandbox worker/, 'and says why');
   const statuses = outcomes.slice(1).map((o) => o.status);
-  t.ok(statuses.every((s) => s === 200), `every other event is applied: ${statuses.join(' ')}`);
+  t.ok(
+    statuses.every((s) => s === 200),
+    `every other event is applied: ${statuses.join(' ')}`,
+  );
   t.equal(node.child.exitCode, null, 'the node survives');
 
   // What was acknowledged is in the history, what failed is not; then every instance goes on.
@@ -52,7 +57,11 @@ t.test('a crash among many requests in flight: the others are run again and succ
     t.equal((next.body as { state: unknown }).state, 'a', 'and answers its state');
   }
   const crashed = await call(node.url, 'GET', '/machines/batches/i/i0/events', { token: node.adminKey });
-  t.same((crashed.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type), ['xstate.init'], 'the crashing event left nothing');
+  t.same(
+    (crashed.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type),
+    ['xstate.init'],
+    'the crashing event left nothing',
+  );
 });
 
 t.test('creates in flight when another request crashes the worker are run again and succeed', async (t) => {
@@ -62,10 +71,16 @@ t.test('creates in flight when another request crashes the worker are run again 
   t.equal((await call(node.url, 'POST', '/machines/creates', { token, body: { slug: 'bomb' } })).status, 200);
   const outcomes = await Promise.all([
     call(node.url, 'POST', '/machines/creates/i/bomb/events', { token, body: { event: 'BOOM' } }),
-    ...Array.from({ length: 8 }, (_, i) => call(node.url, 'POST', '/machines/creates', { token, body: { slug: `new${i}`, context: { n: i } } })),
+    ...Array.from({ length: 8 }, (_, i) =>
+      call(node.url, 'POST', '/machines/creates', { token, body: { slug: `new${i}`, context: { n: i } } }),
+    ),
   ]);
   t.equal(outcomes[0]?.status, 400, 'the crashing event fails');
-  t.same(outcomes.slice(1).map((o) => o.status), Array(8).fill(200), 'every create is applied');
+  t.same(
+    outcomes.slice(1).map((o) => o.status),
+    Array(8).fill(200),
+    'every create is applied',
+  );
   for (let i = 0; i < 8; i++) {
     const read = await call(node.url, 'GET', `/machines/creates/i/new${i}`, { token });
     t.equal(read.status, 200, `new${i} exists`);
@@ -79,7 +94,12 @@ t.test('unloading a version frees its isolate in the worker; loading it again wo
   const { SandboxClient, SandboxDisposedError } = await import('../dist/sandbox/index.js');
   const client = new SandboxClient({ onLog: () => undefined });
   t.teardown(() => client.close());
-  const settings = { memoryLimitMb: 64, liveActorMemoryMb: 0, cpuLimitMs: 1000, egress: { allow: [], timeoutMs: 1000, maxResponseBytes: 1000 } };
+  const settings = {
+    memoryLimitMb: 64,
+    liveActorMemoryMb: 0,
+    cpuLimitMs: 1000,
+    egress: { allow: [], timeoutMs: 1000, maxResponseBytes: 1000 },
+  };
   const version = await client.load('ver_unload', crashOnBoomMachine, settings);
   await version.start('k', { context: {} }, { machineInstanceName: 'k' });
   t.equal((await version.send('k', { type: 'ADD' }, Date.now())).context.n, 1);
@@ -103,7 +123,7 @@ t.test('unloading a version frees its isolate in the worker; loading it again wo
   t.equal((await fresh.send('k', { type: 'ADD' }, Date.now())).context.n, 1, 'and the version loads again afterwards');
 });
 
-t.test('deleting a machine frees its versions\' isolates; a machine made again under its name runs', async (t) => {
+t.test("deleting a machine frees its versions' isolates; a machine made again under its name runs", async (t) => {
   // In an org of its own: the first org's versions run in the quarantine worker since its bomb above.
   const node = noWatchdog;
   const org = await call(node.url, 'POST', '/orgs', { token: node.adminKey, body: { name: 'deletes' } });
@@ -118,5 +138,9 @@ t.test('deleting a machine frees its versions\' isolates; a machine made again u
   await operator.machineInstances.create('gone', { slug: 'x' });
   const after = await operator.machineInstances.sendEvent('gone', 'x', { event: 'ADD' });
   t.equal(after.state, 'a', 'the new machine runs');
-  t.same((await operator.machineInstances.listTransitions('gone', 'x')).transitions.map(eventType), ['xstate.init', 'ADD'], 'with its own history only');
+  t.same(
+    (await operator.machineInstances.listTransitions('gone', 'x')).transitions.map(eventType),
+    ['xstate.init', 'ADD'],
+    'with its own history only',
+  );
 });

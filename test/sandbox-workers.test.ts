@@ -22,17 +22,20 @@ t.teardown(() => node.stop('SIGKILL'));
 const noWatchdog = await startNode({ args: ['--sandbox-stall-ms', '0', ...smallHeapArgs] });
 t.teardown(() => noWatchdog.stop('SIGKILL'));
 
-t.test('the main worker boots with the node, before any request; the validation and quarantine workers wait for their first use', async (t) => {
-  const main = await eventually(() => workerPid(node, 'main'), { message: 'no main worker started' }).catch(() => undefined);
-  t.ok(main, 'a main worker runs although no request was made');
-  t.equal(workerPid(node, 'quarantine'), undefined, 'no quarantine worker yet');
-  t.equal(workerPid(node, 'validation'), undefined, 'no validation worker yet');
-  await machineWithVersion(node, 'm', crashOnBoomMachine);
-  t.ok(workerPid(node, 'validation'), 'the upload started the validation worker');
-  t.equal(workerPid(node, 'quarantine'), undefined, 'and not the quarantine worker');
-  t.equal((await call(node.url, 'POST', '/machines/m', { token: node.adminKey, body: { slug: 'a' } })).status, 200);
-  t.equal(workerPid(node, 'main'), main, 'the first instance ran in the worker started at boot');
-});
+t.test(
+  'the main worker boots with the node, before any request; the validation and quarantine workers wait for their first use',
+  async (t) => {
+    const main = await eventually(() => workerPid(node, 'main'), { message: 'no main worker started' }).catch(() => undefined);
+    t.ok(main, 'a main worker runs although no request was made');
+    t.equal(workerPid(node, 'quarantine'), undefined, 'no quarantine worker yet');
+    t.equal(workerPid(node, 'validation'), undefined, 'no validation worker yet');
+    await machineWithVersion(node, 'm', crashOnBoomMachine);
+    t.ok(workerPid(node, 'validation'), 'the upload started the validation worker');
+    t.equal(workerPid(node, 'quarantine'), undefined, 'and not the quarantine worker');
+    t.equal((await call(node.url, 'POST', '/machines/m', { token: node.adminKey, body: { slug: 'a' } })).status, 200);
+    t.equal(workerPid(node, 'main'), main, 'the first instance ran in the worker started at boot');
+  },
+);
 
 t.test('uploads are validated in the validation worker: a bundle whose top-level code crashes it spares the main worker', async (t) => {
   const token = node.adminKey;
@@ -99,5 +102,9 @@ export const allowWrite = () => true;`;
   t.notMatch(node.output(), 'crashed its sandbox worker twice in a row', 'the version was not quarantined');
   t.equal((await call(node.url, 'POST', '/machines/slow/i/x/events', { token, body: { event: 'INC' } })).status, 200, 'and goes on');
   const history = await call(node.url, 'GET', '/machines/slow/i/x/events', { token });
-  t.same(history.body.transitions.map((tr: { event: { type: string } }) => tr.event.type), ['xstate.init', 'INC'], 'the killed request left nothing');
+  t.same(
+    history.body.transitions.map((tr: { event: { type: string } }) => tr.event.type),
+    ['xstate.init', 'INC'],
+    'the killed request left nothing',
+  );
 });

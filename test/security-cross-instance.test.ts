@@ -24,7 +24,11 @@ ${ALLOW_ALL}`;
 
 t.test("xstate's registry of live interpreters cannot be imported", async (t) => {
   for (const specifier of ['npm:xstate/lib/registry', 'xstate/es/registry.js', 'npm:xstate@4/lib/serviceScope']) {
-    await t.rejects(VersionIsolate.load({ versionId: 'v', code: registryImport.replace('npm:xstate/lib/registry', specifier) }), BundleValidationError, specifier);
+    await t.rejects(
+      VersionIsolate.load({ versionId: 'v', code: registryImport.replace('npm:xstate/lib/registry', specifier) }),
+      BundleValidationError,
+      specifier,
+    );
   }
 });
 
@@ -73,30 +77,51 @@ export default createMachine({ id: 'vault', initial: 'open', predictableActionAr
 export const allowRead = ({ machineInstanceName, authContext }) => authContext.sub === machineInstanceName;
 export const allowWrite = ({ machineInstanceName, authContext }) => authContext.sub === machineInstanceName;`;
 
-t.test("a toJSON put on a built-in prototype never runs inside another instance's step: the call fails and the isolate is thrown away", async (t) => {
-  const { startNode } = await import('./helpers/node-process.js');
-  const { machineWithVersion } = await import('./helpers/setup.js');
-  const { call } = await import('./helpers/http.js');
-  const node = await startNode();
-  t.teardown(() => node.stop('SIGKILL'));
-  await machineWithVersion(node, 'vault', vault);
-  const as = (sub: string) => ({ token: node.adminKey, headers: { 'x-statebacked-act': JSON.stringify({ sub }) } });
-  t.equal((await call(node.url, 'POST', '/machines/vault', { ...as('alice'), body: { slug: 'alice', context: { secret: 'alice-pin' } } })).status, 200);
-  t.equal((await call(node.url, 'POST', '/machines/vault', { ...as('mallory'), body: { slug: 'mallory', context: { secret: 'mallory' } } })).status, 200);
+t.test(
+  "a toJSON put on a built-in prototype never runs inside another instance's step: the call fails and the isolate is thrown away",
+  async (t) => {
+    const { startNode } = await import('./helpers/node-process.js');
+    const { machineWithVersion } = await import('./helpers/setup.js');
+    const { call } = await import('./helpers/http.js');
+    const node = await startNode();
+    t.teardown(() => node.stop('SIGKILL'));
+    await machineWithVersion(node, 'vault', vault);
+    const as = (sub: string) => ({ token: node.adminKey, headers: { 'x-statebacked-act': JSON.stringify({ sub }) } });
+    t.equal(
+      (await call(node.url, 'POST', '/machines/vault', { ...as('alice'), body: { slug: 'alice', context: { secret: 'alice-pin' } } }))
+        .status,
+      200,
+    );
+    t.equal(
+      (await call(node.url, 'POST', '/machines/vault', { ...as('mallory'), body: { slug: 'mallory', context: { secret: 'mallory' } } }))
+        .status,
+      200,
+    );
 
-  for (const arm of ['ARM', 'ARM_LATER', 'ARM_CHAIN', 'ARM_GETTER']) {
-    const armed = await call(node.url, 'POST', '/machines/vault/i/mallory/events', { ...as('mallory'), body: { event: arm } });
-    t.equal(armed.status, 400, `${arm}: refused`);
-    t.match(armed.body?.error, /machine code (defined toJSON on|changed the prototype of) a built-in prototype, which the sandbox does not allow/);
-    const deposit = await call(node.url, 'POST', '/machines/vault/i/alice/events', { ...as('alice'), body: { event: { type: 'DEPOSIT', amount: 50 } } });
-    t.equal(deposit.status, 200, `${arm}: the next event of another instance runs in a fresh isolate`);
-  }
-  const loot = await call(node.url, 'POST', '/machines/vault/i/mallory/events', { ...as('mallory'), body: { event: 'LOOT' } });
-  t.equal(loot.status, 200);
-  const mallory = await call(node.url, 'GET', '/machines/vault/i/mallory/admin', { token: node.adminKey });
-  t.same(mallory.body.context.loot, [], 'nothing of alice was seen');
-  const alice = await call(node.url, 'GET', '/machines/vault/i/alice/admin', { token: node.adminKey });
-  t.match(alice.body.context, { secret: 'alice-pin', balance: 200 }, "and alice's state is hers");
-  const history = await call(node.url, 'GET', '/machines/vault/i/mallory/events', { token: node.adminKey });
-  t.same(history.body.transitions.map((tr: { event: { type: string } }) => tr.event.type), ['xstate.init', 'LOOT'], 'the refused events left no trace');
-});
+    for (const arm of ['ARM', 'ARM_LATER', 'ARM_CHAIN', 'ARM_GETTER']) {
+      const armed = await call(node.url, 'POST', '/machines/vault/i/mallory/events', { ...as('mallory'), body: { event: arm } });
+      t.equal(armed.status, 400, `${arm}: refused`);
+      t.match(
+        armed.body?.error,
+        /machine code (defined toJSON on|changed the prototype of) a built-in prototype, which the sandbox does not allow/,
+      );
+      const deposit = await call(node.url, 'POST', '/machines/vault/i/alice/events', {
+        ...as('alice'),
+        body: { event: { type: 'DEPOSIT', amount: 50 } },
+      });
+      t.equal(deposit.status, 200, `${arm}: the next event of another instance runs in a fresh isolate`);
+    }
+    const loot = await call(node.url, 'POST', '/machines/vault/i/mallory/events', { ...as('mallory'), body: { event: 'LOOT' } });
+    t.equal(loot.status, 200);
+    const mallory = await call(node.url, 'GET', '/machines/vault/i/mallory/admin', { token: node.adminKey });
+    t.same(mallory.body.context.loot, [], 'nothing of alice was seen');
+    const alice = await call(node.url, 'GET', '/machines/vault/i/alice/admin', { token: node.adminKey });
+    t.match(alice.body.context, { secret: 'alice-pin', balance: 200 }, "and alice's state is hers");
+    const history = await call(node.url, 'GET', '/machines/vault/i/mallory/events', { token: node.adminKey });
+    t.same(
+      history.body.transitions.map((tr: { event: { type: string } }) => tr.event.type),
+      ['xstate.init', 'LOOT'],
+      'the refused events left no trace',
+    );
+  },
+);

@@ -37,15 +37,24 @@ t.test('deeply nested JSON is refused with a 4xx wherever it comes in, and nothi
   await machineWithVersion(node, 'nest', nester);
   t.equal((await call(node.url, 'POST', '/machines/nest', { token, body: { slug: 'i' } })).status, 200);
   const history = async () =>
-    ((await call(node.url, 'GET', '/machines/nest/i/i/events', { token })).body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type);
+    (
+      (await call(node.url, 'GET', '/machines/nest/i/i/events', { token })).body as { transitions: { event: { type: string } }[] }
+    ).transitions.map((tr) => tr.event.type);
 
   for (const levels of [99, 1_500, 2_000, 5_000]) {
-    const res = await call(node.url, 'POST', '/machines/nest/i/i/events', { token, rawBody: `{"event":{"type":"INC","x":${nested(levels)}}}` });
+    const res = await call(node.url, 'POST', '/machines/nest/i/i/events', {
+      token,
+      rawBody: `{"event":{"type":"INC","x":${nested(levels)}}}`,
+    });
     t.equal(res.status, 400, `an event body ${levels + 2} levels deep: 400`);
     t.equal(res.body?.code, 'invalid-parameter');
     t.match(res.body?.error, 'more than 100 levels deep');
   }
-  t.equal((await call(node.url, 'POST', '/machines/nest/i/i/events', { token, rawBody: `{"event":{"type":"INC","x":${nested(98)}}}` })).status, 200, 'a body exactly 100 levels deep is taken');
+  t.equal(
+    (await call(node.url, 'POST', '/machines/nest/i/i/events', { token, rawBody: `{"event":{"type":"INC","x":${nested(98)}}}` })).status,
+    200,
+    'a body exactly 100 levels deep is taken',
+  );
   t.same(await history(), ['xstate.init', 'INC'], 'only that event was applied');
 
   const create = await call(node.url, 'POST', '/machines/nest', { token, rawBody: `{"slug":"deep","context":{"x":${nested(5_000)}}}` });
@@ -56,7 +65,10 @@ t.test('deeply nested JSON is refused with a 4xx wherever it comes in, and nothi
   t.equal(act.status, 400, 'x-statebacked-act 5,000 levels deep: 400');
   t.equal(act.body?.code, 'invalid-parameter');
 
-  const key = (await call(node.url, 'POST', '/keys', { token, body: { name: 'k', use: 'production' } })).body as { id: string; key: string };
+  const key = (await call(node.url, 'POST', '/keys', { token, body: { name: 'k', use: 'production' } })).body as {
+    id: string;
+    key: string;
+  };
   const claims = { aud: STATEBACKED_AUD, exp: inOneHour() };
   const shallow = craftJwt({ alg: 'HS256', kid: key.id }, { ...claims, act: { sub: 'u', x: JSON.parse(nested(90)) } }, key.key);
   t.equal((await call(node.url, 'GET', '/machines/nest/i/i', { token: shallow })).status, 200, 'a token whose claims nest 90 deep is fine');
@@ -78,7 +90,11 @@ t.test('state that machine code nests too deeply to persist is refused, and the 
   await machineWithVersion(node, 'deep-state', nester);
   t.equal((await call(node.url, 'POST', '/machines/deep-state', { token, body: { slug: 'i' } })).status, 200);
 
-  t.equal((await call(node.url, 'POST', '/machines/deep-state/i/i/events', { token, body: { event: { type: 'NEST', depth: 150 } } })).status, 200, 'a context 150 levels deep is kept');
+  t.equal(
+    (await call(node.url, 'POST', '/machines/deep-state/i/i/events', { token, body: { event: { type: 'NEST', depth: 150 } } })).status,
+    200,
+    'a context 150 levels deep is kept',
+  );
   for (const depth of [300, 1_500]) {
     const res = await call(node.url, 'POST', '/machines/deep-state/i/i/events', { token, body: { event: { type: 'NEST', depth } } });
     t.equal(res.status, 400, `a context ${depth} levels deep: 400`);
@@ -86,12 +102,22 @@ t.test('state that machine code nests too deeply to persist is refused, and the 
     t.match(res.body?.error, 'more than 200 levels deep');
   }
   // Deeper still, the isolate's own JSON.stringify gives up first.
-  const deepest = await call(node.url, 'POST', '/machines/deep-state/i/i/events', { token, body: { event: { type: 'NEST', depth: 20_000 } } });
+  const deepest = await call(node.url, 'POST', '/machines/deep-state/i/i/events', {
+    token,
+    body: { event: { type: 'NEST', depth: 20_000 } },
+  });
   t.equal(deepest.status, 400, 'a context 20,000 levels deep: 400');
   t.match(deepest.body, { code: 'machine-code-error', error: /not JSON-serialisable/ });
-  t.equal((await call(node.url, 'POST', '/machines/deep-state/i/i/events', { token, body: { event: 'INC' } })).status, 200, 'the next event is applied');
+  t.equal(
+    (await call(node.url, 'POST', '/machines/deep-state/i/i/events', { token, body: { event: 'INC' } })).status,
+    200,
+    'the next event is applied',
+  );
   const events = await call(node.url, 'GET', '/machines/deep-state/i/i/events', { token });
-  t.same((events.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type), ['xstate.init', 'NEST', 'INC']);
+  t.same(
+    (events.body as { transitions: { event: { type: string } }[] }).transitions.map((tr) => tr.event.type),
+    ['xstate.init', 'NEST', 'INC'],
+  );
   const state = await call(node.url, 'GET', '/machines/deep-state/i/i/admin', { token });
   t.equal(state.status, 200);
   t.notMatch(node.output().slice(outputBefore), 'sandbox worker died', 'no sandbox worker died');
@@ -106,13 +132,19 @@ export default createMachine({ id: 'esc', initial: 'a', predictableActionArgumen
 export const allowRead = () => true;
 export const allowWrite = (r) => r.type !== 'initialization' || r.context.role === undefined || r.context.role === 'user';`;
   await machineWithVersion(node, 'esc', escalating);
-  for (const rawBody of ['{"slug":"e1","context":{"__proto__":{"role":"admin"}}}', '{"slug":"e2","context":{"\\u005f_proto__":{"role":"admin"}}}']) {
+  for (const rawBody of [
+    '{"slug":"e1","context":{"__proto__":{"role":"admin"}}}',
+    '{"slug":"e2","context":{"\\u005f_proto__":{"role":"admin"}}}',
+  ]) {
     const res = await call(node.url, 'POST', '/machines/esc', { token, rawBody });
     t.equal(res.status, 400, `${rawBody}: 400`);
     t.match(res.body?.error, 'key named __proto__');
   }
   t.equal((await call(node.url, 'POST', '/machines/esc', { token, body: { slug: 'ok' } })).status, 200);
-  const event = await call(node.url, 'POST', '/machines/esc/i/ok/events', { token, rawBody: '{"event":{"type":"ESCALATE","__proto__":{"x":1}}}' });
+  const event = await call(node.url, 'POST', '/machines/esc/i/ok/events', {
+    token,
+    rawBody: '{"event":{"type":"ESCALATE","__proto__":{"x":1}}}',
+  });
   t.equal(event.status, 400, 'in an event too');
 
   // Below the API (a context that reaches the sandbox some other way): a property, not the prototype.

@@ -29,7 +29,9 @@ t.test('an event whose action allocates one huge array fails the request, not th
   const created = await call(node.url, 'POST', '/machines/oom', { token: node.adminKey, body: { slug: 'i1' } });
   t.equal(created.status, 200);
 
-  const sent = await call(node.url, 'POST', '/machines/oom/i/i1/events', { token: node.adminKey, body: { event: 'GO' } }).catch((e: Error) => ({ status: -1, text: e.message }));
+  const sent = await call(node.url, 'POST', '/machines/oom/i/i1/events', { token: node.adminKey, body: { event: 'GO' } }).catch(
+    (e: Error) => ({ status: -1, text: e.message }),
+  );
   t.equal(sent.status, 400, `expected a 400 machine-code-error, got ${sent.status} ${sent.text.slice(0, 120)}`);
   t.equal(node.child.exitCode, null, `the node process must survive (exit code ${node.child.exitCode}, signal ${node.child.signalCode})`);
   const health = await call(node.url, 'GET', '/health').catch(() => ({ status: -1 }));

@@ -40,7 +40,11 @@ t.test('log output captured from one call is bounded', async (t) => {
 
 t.test('(defended) a single oversized log entry is truncated to 64 KiB', async (t) => {
   const logs: CapturedLog[] = [];
-  const vi = await VersionIsolate.load({ versionId: 'v', code: actionMachine('one', `console.log('y'.repeat(5e6));`), onLog: (e) => logs.push(e) });
+  const vi = await VersionIsolate.load({
+    versionId: 'v',
+    code: actionMachine('one', `console.log('y'.repeat(5e6));`),
+    onLog: (e) => logs.push(e),
+  });
   t.teardown(() => vi.dispose());
   vi.start('k', { context: {} });
   vi.send('k', { type: 'GO' });
@@ -67,7 +71,11 @@ t.test('log pages: cut at a millisecond, and never lose entries when more than a
     seen.push(...picked.map((entry) => entry.args[0] as number));
     from = (picked.at(-1)?.timestamp ?? from) + 1;
   }
-  t.same(seen, entries.map((entry) => entry.args[0]), 'every entry once, in order');
+  t.same(
+    seen,
+    entries.map((entry) => entry.args[0]),
+    'every entry once, in order',
+  );
   t.equal(logPage(entries, 100).length, 150, 'the 150 of one millisecond make one page');
   const spread = Array.from({ length: 120 }, (_, i) => at(1_000 + Math.floor(i / 7), i));
   const page = logPage(spread, 100);

@@ -84,7 +84,12 @@ t.test('JSON.stringify tampering gives the host a malformed result, which it ref
 
 t.test('Object.prototype.toJSON cannot rewrite the fetch request past the host egress check', async (t) => {
   const logs: CapturedLog[] = [];
-  const vi = await VersionIsolate.load({ versionId: 'v', code: PROBE_MACHINE, onLog: (e) => logs.push(e), dnsLookup: async () => [{ address: '93.184.216.34', family: 4 }] });
+  const vi = await VersionIsolate.load({
+    versionId: 'v',
+    code: PROBE_MACHINE,
+    onLog: (e) => logs.push(e),
+    dnsLookup: async () => [{ address: '93.184.216.34', family: 4 }],
+  });
   t.teardown(() => vi.dispose());
   vi.start('k', { context: {} });
   vi.send('k', { type: 'TAMPER_TOJSON' });
@@ -109,7 +114,19 @@ t.test('odd timer delays do not produce non-numeric or past due times', async (t
 });
 
 t.test('only xstate specifiers resolve; our own modules and the file system do not', async (t) => {
-  const specifiers = ['statehold:harness', 'statehold:bundle', 'statehold:entry', 'file:///statehold/harness.mjs', 'node:fs', 'fs', 'npm:xstate/../../../package.json', 'xstate/../../etc/passwd', 'data:text/javascript,export default 1', 'isolated-vm', 'npm:lodash'];
+  const specifiers = [
+    'statehold:harness',
+    'statehold:bundle',
+    'statehold:entry',
+    'file:///statehold/harness.mjs',
+    'node:fs',
+    'fs',
+    'npm:xstate/../../../package.json',
+    'xstate/../../etc/passwd',
+    'data:text/javascript,export default 1',
+    'isolated-vm',
+    'npm:lodash',
+  ];
   for (const s of specifiers) {
     const code = `import * as m from ${JSON.stringify(s)};\nexport default m;\n${ALLOW_ALL}`;
     await t.rejects(VersionIsolate.load({ versionId: 'v', code }), { name: 'BundleValidationError' }, s);

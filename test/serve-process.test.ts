@@ -15,7 +15,11 @@ t.test('first start generates the operator key and bootstrap org, printed once; 
   const first = await startNode({ dataDir, generatedAdminKey: true });
   const key = /shown only this once: (shadm_[A-Za-z0-9_-]+)/.exec(first.output())?.[1];
   t.ok(key, 'the key is printed');
-  t.match(first.output(), new RegExp(`curl -H "Authorization: Bearer ${key}" http://127\\.0\\.0\\.1:${first.port}/orgs`), 'with a one-line example');
+  t.match(
+    first.output(),
+    new RegExp(`curl -H "Authorization: Bearer ${key}" http://127\\.0\\.0\\.1:${first.port}/orgs`),
+    'with a one-line example',
+  );
   t.match(first.output(), /created the bootstrap org org_/);
   const orgs = await call(first.url, 'GET', '/orgs', { token: key });
   t.equal(orgs.status, 200);
@@ -70,10 +74,34 @@ t.test('a token with the configured public URL as audience is accepted', async (
 
 t.test('--help documents the settings; bad flags exit 2 with a message', async (t) => {
   const help = await run(process.execPath, ['--no-node-snapshot', entryPoint, '--help']);
-  for (const word of ['serve', '--port', '--host', '--data-dir', '--commit-log', 'STATEHOLD_COMMIT_LOG', '--public-url', '--admin-key', 'STATEHOLD_PORT', 'STATEHOLD_DATA_DIR', 'STATEHOLD_PUBLIC_URL', 'STATEHOLD_ADMIN_KEY', 'STATEHOLD_MASTER_KEY', 'SIGTERM', '/health']) {
+  for (const word of [
+    'serve',
+    '--port',
+    '--host',
+    '--data-dir',
+    '--commit-log',
+    'STATEHOLD_COMMIT_LOG',
+    '--public-url',
+    '--admin-key',
+    'STATEHOLD_PORT',
+    'STATEHOLD_DATA_DIR',
+    'STATEHOLD_PUBLIC_URL',
+    'STATEHOLD_ADMIN_KEY',
+    'STATEHOLD_MASTER_KEY',
+    'SIGTERM',
+    '/health',
+  ]) {
     t.match(help.stdout, word);
   }
-  for (const args of [['serve', '--port', 'eighty'], ['serve', '--bogus'], ['serve', '--public-url', 'ftp://x'], ['serve', '--commit-log', 'fsync'], ['serve', '--admin-key', 'has.a.dot'], ['serve', '--admin-key', 'with space'], ['launch']]) {
+  for (const args of [
+    ['serve', '--port', 'eighty'],
+    ['serve', '--bogus'],
+    ['serve', '--public-url', 'ftp://x'],
+    ['serve', '--commit-log', 'fsync'],
+    ['serve', '--admin-key', 'has.a.dot'],
+    ['serve', '--admin-key', 'with space'],
+    ['launch'],
+  ]) {
     const failed = await run(process.execPath, ['--no-node-snapshot', entryPoint, ...args]).then(
       () => ({ code: 0, stderr: '' }),
       (error: { code: number; stderr: string }) => error,
@@ -92,20 +120,27 @@ t.test('STATEHOLD_SANDBOX_NODE_ARGS reaches the sandbox worker; anything but fla
   let workers: string[][] = [];
   for (let i = 0; i < 100 && workers.length === 0; i++) {
     const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-    workers = children.map((child) => readFileSync(`/proc/${child}/cmdline`, 'utf8').split('\0')).filter((argv) => argv.some((arg) => arg.endsWith('sandbox-worker.js')));
+    workers = children
+      .map((child) => readFileSync(`/proc/${child}/cmdline`, 'utf8').split('\0'))
+      .filter((argv) => argv.some((arg) => arg.endsWith('sandbox-worker.js')));
     if (workers.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
   }
   t.equal(workers.length, 1, 'one sandbox worker runs');
   const argv = workers[0] as string[];
   t.same(
-    argv.slice(1, argv.findIndex((arg) => arg.endsWith('sandbox-worker.js'))),
+    argv.slice(
+      1,
+      argv.findIndex((arg) => arg.endsWith('sandbox-worker.js')),
+    ),
     ['--no-node-snapshot', ...defaultWorkerNodeArgs(), '--stack-size=900', '--max-semi-space-size=2'],
     'with the flags given, after its own (the operator can undo a default)',
   );
   t.equal((await call(node.url, 'GET', '/health')).status, 200);
 
   for (const bad of ['--trace-gc; rm -rf /', '--trace-gc;', 'inspect', '--stack-size=900 -e']) {
-    const failed = await run(process.execPath, ['--no-node-snapshot', entryPoint, 'serve', '--port', '0'], { env: { ...process.env, STATEHOLD_SANDBOX_NODE_ARGS: bad } }).then(
+    const failed = await run(process.execPath, ['--no-node-snapshot', entryPoint, 'serve', '--port', '0'], {
+      env: { ...process.env, STATEHOLD_SANDBOX_NODE_ARGS: bad },
+    }).then(
       () => ({ code: 0, stderr: '' }),
       (error: { code: number; stderr: string }) => error,
     );

@@ -18,7 +18,10 @@ ${ALLOW_ALL}`;
 type Stats = {
   node: { rssBytes: number; heapUsedBytes: number };
   actors: { held: number; live: number; maxHeld: number };
-  sandboxWorkers: { main: { rssBytes: number; isolates: { versionId: string; heapUsedBytes: number; resting: number; interpreters: number }[] } | null; quarantine: unknown };
+  sandboxWorkers: {
+    main: { rssBytes: number; isolates: { versionId: string; heapUsedBytes: number; resting: number; interpreters: number }[] } | null;
+    quarantine: unknown;
+  };
 };
 const stats = async () => {
   const answer = await call(node.url, 'GET', '/stats', { token: admin });
@@ -26,9 +29,9 @@ const stats = async () => {
   return answer.body as Stats;
 };
 
-t.test('the operator sees the node\'s memory, its actors, and each isolate\'s heap and live actors', async (t) => {
+t.test("the operator sees the node's memory, its actors, and each isolate's heap and live actors", async (t) => {
   const before = await stats();
-  t.ok(before.node.rssBytes > 10 * 1024 * 1024 && before.node.heapUsedBytes > 0, 'the node\'s own memory');
+  t.ok(before.node.rssBytes > 10 * 1024 * 1024 && before.node.heapUsedBytes > 0, "the node's own memory");
   t.same(before.actors, { held: 0, live: 0, maxHeld: 30 });
 
   const { operator, machineVersionId: toggle } = await machineWithVersion(node, 'toggle', TOGGLE);
@@ -43,21 +46,28 @@ t.test('the operator sees the node\'s memory, its actors, and each isolate\'s he
   const of = (versionId: string) => isolates.find((i) => i.versionId === versionId);
   t.match(of(toggle), { resting: 20, interpreters: 0 }, 'the toggles rest without interpreters');
   t.match(of(sender), { resting: 0, interpreters: 5 }, 'a machine with a send keeps interpreters');
-  t.ok((of(toggle)?.heapUsedBytes ?? 0) > 1024 * 1024, 'each isolate\'s heap');
-  t.ok((after.sandboxWorkers.main?.rssBytes ?? 0) > 10 * 1024 * 1024, 'the worker\'s memory');
+  t.ok((of(toggle)?.heapUsedBytes ?? 0) > 1024 * 1024, "each isolate's heap");
+  t.ok((after.sandboxWorkers.main?.rssBytes ?? 0) > 10 * 1024 * 1024, "the worker's memory");
 
   // Beyond --max-live-actors, the least recently used are let go: held and live stay within it.
   for (let i = 20; i < 40; i++) await operator.machineInstances.create('toggle', { slug: `t${i}` });
   const bounded = await stats();
   t.ok(bounded.actors.held <= 30 && bounded.actors.live <= 30, `at most 30 held: ${JSON.stringify(bounded.actors)}`);
   const isolate = bounded.sandboxWorkers.main?.isolates.find((i) => i.versionId === toggle);
-  t.ok(isolate !== undefined && isolate.resting + isolate.interpreters <= 30, `the isolate let the evicted go too: ${JSON.stringify(isolate)}`);
+  t.ok(
+    isolate !== undefined && isolate.resting + isolate.interpreters <= 30,
+    `the isolate let the evicted go too: ${JSON.stringify(isolate)}`,
+  );
   t.equal(isolate?.interpreters, 0);
 });
 
 t.test('only the operator may read them', async (t) => {
   const org = (await call(node.url, 'GET', '/orgs', { token: admin })).body.orgs[0].id as string;
-  const created = await call(node.url, 'POST', '/keys', { token: admin, body: { name: 'reader', scopes: ['machines.read', 'org.read'] }, headers: { 'x-statebacked-org-id': org } });
+  const created = await call(node.url, 'POST', '/keys', {
+    token: admin,
+    body: { name: 'reader', scopes: ['machines.read', 'org.read'] },
+    headers: { 'x-statebacked-org-id': org },
+  });
   const key = created.body as { id: string; key: string };
   const token = await signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: 'u1' }, { expires: { in: '1h' } });
   const refused = await call(node.url, 'GET', '/stats', { token });

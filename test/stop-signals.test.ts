@@ -32,7 +32,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     t.teardown(() => node.stop('SIGKILL'));
     const token = node.adminKey as string;
     await machineWithVersion(node, 'counter', counter);
-    for (let i = 0; i < INSTANCES; i++) t.equal((await call(node.url, 'POST', '/machines/counter', { token, body: { slug: `c${i}` } })).status, 200);
+    for (let i = 0; i < INSTANCES; i++)
+      t.equal((await call(node.url, 'POST', '/machines/counter', { token, body: { slug: `c${i}` } })).status, 200);
 
     // Each answered event is remembered by its instance and tag; anything but 200 and 503 is a failure.
     const acknowledged = new Map<string, string[]>();
@@ -49,7 +50,9 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
         const tag = `${k}-${j}`;
         try {
           const response = await dispatcher.request({
-            origin: node.url, path: `/machines/counter/i/${instance}/events`, method: 'POST',
+            origin: node.url,
+            path: `/machines/counter/i/${instance}/events`,
+            method: 'POST',
             headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
             body: JSON.stringify({ event: { type: 'ADD', tag } }),
           });
@@ -66,7 +69,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     };
     const senders = Array.from({ length: IN_FLIGHT }, (_, k) => sender(k));
     // Signal once the load is well under way.
-    for (const until = Date.now() + 10_000; answered < 500 && Date.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const until = Date.now() + 10_000; answered < 500 && Date.now() < until;) await new Promise((resolve) => setTimeout(resolve, 20));
     t.ok(answered >= 500, `load was under way (${answered} answers) when the signal came`);
     process.kill(-(node.child.pid as number), signal);
     const exit = await node.stop(signal);
@@ -74,7 +77,11 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     await Promise.all(senders);
 
     t.equal(exit, 0, `the node exited 0 (output:\n${node.output().slice(-2000)})`);
-    t.same([...statuses.keys()].filter((status) => status !== 200 && status !== 503), [], `only 200 and 503 answers: ${JSON.stringify(Object.fromEntries(statuses))}`);
+    t.same(
+      [...statuses.keys()].filter((status) => status !== 200 && status !== 503),
+      [],
+      `only 200 and 503 answers: ${JSON.stringify(Object.fromEntries(statuses))}`,
+    );
     const output = node.output();
     t.notMatch(output, /quarantine/, 'no version was quarantined');
     t.notMatch(output, /crashed its sandbox worker|sandbox worker died|a new one is starting/, 'no worker died or was started');
@@ -89,9 +96,15 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       const tags: string[] = [];
       let cursor: string | undefined;
       do {
-        const page = await call(restarted.url, 'GET', `/machines/counter/i/${instance}/events${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, { token });
+        const page = await call(
+          restarted.url,
+          'GET',
+          `/machines/counter/i/${instance}/events${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`,
+          { token },
+        );
         t.equal(page.status, 200);
-        for (const transition of page.body.transitions as { event: { type: string; tag?: string } }[]) if (transition.event.type === 'ADD') tags.push(transition.event.tag as string);
+        for (const transition of page.body.transitions as { event: { type: string; tag?: string } }[])
+          if (transition.event.type === 'ADD') tags.push(transition.event.tag as string);
         cursor = page.body.cursor;
       } while (cursor);
       const acked = acknowledged.get(instance) ?? [];
@@ -103,6 +116,9 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       const state = await call(restarted.url, 'GET', `/machines/counter/i/${instance}`, { token });
       t.equal(state.body.publicContext?.n, tags.length, `${instance}: the count matches its history`);
     }
-    t.ok(applied >= [...acknowledged.values()].reduce((sum, tags) => sum + tags.length, 0), 'every acknowledged event is in a history once');
+    t.ok(
+      applied >= [...acknowledged.values()].reduce((sum, tags) => sum + tags.length, 0),
+      'every acknowledged event is in a history once',
+    );
   });
 }

@@ -87,9 +87,19 @@ const sign = async (
 const newCache = (options: Partial<ConstructorParameters<typeof JwksCache>[0]> = {}): JwksCache =>
   new JwksCache({ allow, timeoutMs: 2_000, minRefreshIntervalMs: 60_000, ...options });
 
-const jwksIdp = (path: string, algs: string[] = ['RS256', 'ES256', 'EdDSA']): IdentityProviderVerification => ({ aud: AUD, iss: ISS, algs, jwksUrl: `${base}${path}` });
+const jwksIdp = (path: string, algs: string[] = ['RS256', 'ES256', 'EdDSA']): IdentityProviderVerification => ({
+  aud: AUD,
+  iss: ISS,
+  algs,
+  jwksUrl: `${base}${path}`,
+});
 
-const refused = async (t: Test, p: Promise<unknown>, category: RefusalCategory, reason?: RegExp): Promise<SubjectTokenRefused | undefined> => {
+const refused = async (
+  t: Test,
+  p: Promise<unknown>,
+  category: RefusalCategory,
+  reason?: RegExp,
+): Promise<SubjectTokenRefused | undefined> => {
   try {
     await p;
     t.fail(`expected a ${category} refusal, but it verified`);
@@ -119,19 +129,53 @@ t.test('refusals: wrong key, aud, iss, algorithm, expiry, nbf, missing exp, alg 
   serve('/b', [rsa.jwk, ec.jwk]);
   const cache = newCache();
   const idp = jwksIdp('/b', ['RS256']);
-  await refused(t, verifySubjectToken(await sign(impostor.privateKey, { alg: 'RS256', kid: 'rsa-1' }), idp, cache), 'signature', /signature verification failed/);
-  await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, { aud: 'https://other/' }), idp, cache), 'claims', /aud/);
-  await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, { iss: 'https://other/' }), idp, cache), 'claims', /iss/);
+  await refused(
+    t,
+    verifySubjectToken(await sign(impostor.privateKey, { alg: 'RS256', kid: 'rsa-1' }), idp, cache),
+    'signature',
+    /signature verification failed/,
+  );
+  await refused(
+    t,
+    verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, { aud: 'https://other/' }), idp, cache),
+    'claims',
+    /aud/,
+  );
+  await refused(
+    t,
+    verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, { iss: 'https://other/' }), idp, cache),
+    'claims',
+    /iss/,
+  );
   await refused(t, verifySubjectToken(await sign(ec.privateKey, { alg: 'ES256', kid: 'ec-1' }), idp, cache), 'algorithm');
-  await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, {}, { exp: NOW - 60 }), idp, cache), 'expired');
-  await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, {}, { nbf: NOW + 60 }), idp, cache), 'not-yet-valid');
-  await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, {}, { exp: null }), idp, cache), 'claims', /exp/);
+  await refused(
+    t,
+    verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, {}, { exp: NOW - 60 }), idp, cache),
+    'expired',
+  );
+  await refused(
+    t,
+    verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, {}, { nbf: NOW + 60 }), idp, cache),
+    'not-yet-valid',
+  );
+  await refused(
+    t,
+    verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }, {}, { exp: null }), idp, cache),
+    'claims',
+    /exp/,
+  );
   const valid = await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' });
   const [, payload] = valid.split('.');
   // (by hand: jose will not sign with a crit it does not know; b64 it knows, and would accept)
-  for (const crit of [{ crit: ['x'], x: 1 }, { crit: ['b64'], b64: true }]) {
+  for (const crit of [
+    { crit: ['x'], x: 1 },
+    { crit: ['b64'], b64: true },
+  ]) {
     const critInput = `${Buffer.from(JSON.stringify({ alg: 'RS256', kid: 'rsa-1', ...crit })).toString('base64url')}.${payload}`;
-    const critToken = `${critInput}.${createSign('RSA-SHA256').update(critInput).sign(rsa.privateKey as KeyObject).toString('base64url')}`;
+    const critToken = `${critInput}.${createSign('RSA-SHA256')
+      .update(critInput)
+      .sign(rsa.privateKey as KeyObject)
+      .toString('base64url')}`;
     await refused(t, verifySubjectToken(critToken, idp, cache), 'algorithm', /crit header/);
   }
   const unsigned = `${Buffer.from(JSON.stringify({ alg: 'none', kid: 'rsa-1' })).toString('base64url')}.${payload}.`;
@@ -168,7 +212,10 @@ t.test('an unknown kid refetches once per interval; concurrent callers share one
   t.equal(count('/d'), 1, 'an unknown kid 20 s after the fetch: no refetch');
   now += 11_000;
   const results = await Promise.allSettled(unknown.map((token) => verifySubjectToken(token, idp, cache)));
-  t.ok(results.every((r) => r.status === 'rejected' && (r.reason as SubjectTokenRefused).category === 'signature'), 'all refused');
+  t.ok(
+    results.every((r) => r.status === 'rejected' && (r.reason as SubjectTokenRefused).category === 'signature'),
+    'all refused',
+  );
   t.match((results[0] as PromiseRejectedResult).reason.message, /no key with kid "unknown"/);
   t.equal(count('/d'), 2, '10 concurrent unknown kids: exactly one refetch');
   await refused(t, verifySubjectToken(unknown[0] as string, idp, cache), 'signature');
@@ -190,9 +237,17 @@ t.test('a rotated key is picked up: unknown kid after the interval, and at expir
   t.equal(count('/e'), 2);
   serve('/e', [rotated.jwk]);
   now += 10_000;
-  t.ok(await verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), idp, cache), 'the retired key still verifies until the document expires');
+  t.ok(
+    await verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), idp, cache),
+    'the retired key still verifies until the document expires',
+  );
   now += 600_000;
-  await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), idp, cache), 'signature', /no key with kid "rsa-1"/);
+  await refused(
+    t,
+    verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), idp, cache),
+    'signature',
+    /no key with kid "rsa-1"/,
+  );
   t.equal(count('/e'), 3, 'an expired document is fetched again');
   t.ok(await verifySubjectToken(fresh, idp, cache));
   t.equal(count('/e'), 3);
@@ -207,9 +262,19 @@ t.test('tokens without kid: the one usable key, or refused when several fit', as
   serve('/g', [rsa.jwk, rotated.jwk]);
   await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256' }), jwksIdp('/g'), cache), 'signature', /several keys/);
   serve('/h', [{ ...rsa.jwk, use: 'enc' }]);
-  await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), jwksIdp('/h'), cache), 'signature', /no key/);
+  await refused(
+    t,
+    verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), jwksIdp('/h'), cache),
+    'signature',
+    /no key/,
+  );
   serve('/i', [{ ...rsa.jwk, alg: 'PS256' }]);
-  await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), jwksIdp('/i'), cache), 'signature', /no key/);
+  await refused(
+    t,
+    verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), jwksIdp('/i'), cache),
+    'signature',
+    /no key/,
+  );
 });
 
 t.test('JWKS URLs go through the egress policy', async (t) => {
@@ -217,9 +282,19 @@ t.test('JWKS URLs go through the egress policy', async (t) => {
   const token = await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' });
   const closed = newCache({ allow: [] });
   await refused(t, verifySubjectToken(token, jwksIdp('/j'), closed), 'key-unavailable', /loopback address and not in the allow-list/);
-  await refused(t, verifySubjectToken(token, { ...jwksIdp('/j'), jwksUrl: `https://127.0.0.1:${port}/j` }, closed), 'key-unavailable', /loopback address and not in the allow-list/);
+  await refused(
+    t,
+    verifySubjectToken(token, { ...jwksIdp('/j'), jwksUrl: `https://127.0.0.1:${port}/j` }, closed),
+    'key-unavailable',
+    /loopback address and not in the allow-list/,
+  );
   const rebinding = newCache({ allow: [], lookup: async () => [{ address: '127.0.0.1', family: 4 }] });
-  await refused(t, verifySubjectToken(token, { ...jwksIdp('/j'), jwksUrl: `https://idp.example.com:${port}/j` }, rebinding), 'key-unavailable', /idp\.example\.com \(127\.0\.0\.1\) is a loopback address/);
+  await refused(
+    t,
+    verifySubjectToken(token, { ...jwksIdp('/j'), jwksUrl: `https://idp.example.com:${port}/j` }, rebinding),
+    'key-unavailable',
+    /idp\.example\.com \(127\.0\.0\.1\) is a loopback address/,
+  );
   t.equal(count('/j'), 0, 'nothing reached the server');
   await t.rejects(closed.getKey('file:///etc/passwd', { alg: 'RS256' }), { code: 'url-refused' });
   t.equal(closed.urlProblem(`https://user:pw@idp.example.com/`), 'jwksUrl: URLs with credentials are not allowed');
@@ -254,7 +329,11 @@ t.test('bad documents fail cleanly, and a failure is not retried within the inte
   const before = count('/status-500');
   await expect('/status-500', 'bad-status', /answered 500/);
   t.equal(count('/status-500'), before, 'a failed URL is not fetched again within the interval');
-  await refused(t, verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), jwksIdp('/not-json'), cache), 'key-unavailable');
+  await refused(
+    t,
+    verifySubjectToken(await sign(rsa.privateKey, { alg: 'RS256', kid: 'rsa-1' }), jwksIdp('/not-json'), cache),
+    'key-unavailable',
+  );
 });
 
 t.test('the cache keeps a bounded number of URLs', async (t) => {
@@ -282,7 +361,11 @@ t.test('a configured key: HMAC secret bytes, PEM, DER SPKI or JWK', async (t) =>
     .setExpirationTime('1d')
     .sign(Buffer.from(orgId, 'utf8'));
   t.match(await verifySubjectToken(anonToken, anonIdp, cache), { sid: 's1', did: 'd1' });
-  const refusal = await refused(t, verifySubjectToken(anonToken, { ...anonIdp, key: Buffer.from('org_other', 'utf8') }, cache), 'signature');
+  const refusal = await refused(
+    t,
+    verifySubjectToken(anonToken, { ...anonIdp, key: Buffer.from('org_other', 'utf8') }, cache),
+    'signature',
+  );
   t.notMatch(refusal?.message ?? '', /org_/, 'the reason does not carry the key');
   t.equal(idpKeyProblem(anonIdp), undefined);
 
@@ -295,18 +378,35 @@ t.test('a configured key: HMAC secret bytes, PEM, DER SPKI or JWK', async (t) =>
   t.ok(await verifySubjectToken(rsToken, { ...pemIdp, key: Buffer.from(JSON.stringify(rsa.jwk)) }, cache), 'JWK');
   await refused(t, verifySubjectToken(await sign(impostor.privateKey, { alg: 'RS256' }), pemIdp, cache), 'signature');
   const edPem = await exportSPKI(ed.publicKey);
-  t.ok(await verifySubjectToken(await sign(ed.privateKey, { alg: 'EdDSA' }), { aud: AUD, iss: ISS, algs: ['EdDSA'], key: Buffer.from(edPem) }, cache), 'EdDSA with a PEM key');
+  t.ok(
+    await verifySubjectToken(
+      await sign(ed.privateKey, { alg: 'EdDSA' }),
+      { aud: AUD, iss: ISS, algs: ['EdDSA'], key: Buffer.from(edPem) },
+      cache,
+    ),
+    'EdDSA with a PEM key',
+  );
 
   // RS256→HS256 confusion: an HS256 token whose secret is the public key's PEM text.
   const forged = await sign(Buffer.from(pem), { alg: 'HS256' });
-  await refused(t, verifySubjectToken(forged, { ...pemIdp, algs: ['RS256', 'HS256'] }, cache), 'signature', /public key; the token is signed HS256/);
+  await refused(
+    t,
+    verifySubjectToken(forged, { ...pemIdp, algs: ['RS256', 'HS256'] }, cache),
+    'signature',
+    /public key; the token is signed HS256/,
+  );
   t.match(idpKeyProblem({ ...pemIdp, algs: ['RS256', 'HS256'] }), /public key, so algs may not list HS256/);
   t.match(idpKeyProblem({ ...anonIdp, algs: ['HS256', 'RS256'] }), /HMAC secret, so algs may list only/);
   t.match(idpKeyProblem({ ...pemIdp, key: Buffer.from('-----BEGIN PUBLIC KEY-----\nnope\n-----END PUBLIC KEY-----') }), /looks like PEM/);
   t.match(idpKeyProblem({ aud: AUD, algs: ['HS256'], jwksUrl: 'https://x/' }), /need a key/);
   t.match(idpKeyProblem({ aud: AUD, algs: ['none'], key: Buffer.from('k') }), /unsupported algorithm "none"/);
   t.match(idpKeyProblem({ aud: AUD, algs: ['RS256'] }), /exactly one of key and jwksUrl/);
-  await refused(t, verifySubjectToken(await sign(Buffer.from('s'), { alg: 'HS256' }), { aud: AUD, algs: ['HS256'], jwksUrl: 'https://x/' }, cache), 'algorithm', /cannot be verified with a JWKS/);
+  await refused(
+    t,
+    verifySubjectToken(await sign(Buffer.from('s'), { alg: 'HS256' }), { aud: AUD, algs: ['HS256'], jwksUrl: 'https://x/' }, cache),
+    'algorithm',
+    /cannot be verified with a JWKS/,
+  );
 });
 
 t.test('choosing the IdP from unverified claims', async (t) => {

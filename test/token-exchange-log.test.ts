@@ -18,7 +18,11 @@ t.test('refusals, which anyone can cause, are logged at most ten a second; the n
     now: () => now,
   });
   const token = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2ln';
-  for (let i = 0; i < 25; i++) await t.rejects(exchange.exchange({ orgId: 'org_x', service: 's', subjectToken: token }), { name: 'OAuthError', oauthCode: 'invalid_grant' });
+  for (let i = 0; i < 25; i++)
+    await t.rejects(exchange.exchange({ orgId: 'org_x', service: 's', subjectToken: token }), {
+      name: 'OAuthError',
+      oauthCode: 'invalid_grant',
+    });
   t.equal(lines.length, 10);
   t.match(lines[0], { org: 'org_x', service: 's', reason: 'the org does not exist' });
   now += 1_000;

@@ -72,8 +72,11 @@ await operator.machines.create('notes');
 await operator.machineVersions.create('notes', { clientInfo: 'v1', makeCurrent: true, code: machineCode });
 
 const exchange = (form: Record<string, string>, target = node.url) =>
-  fetch(`${target}/tokens`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form).toString() })
-    .then(async (res) => ({ status: res.status, body: (await res.json()) as Record<string, unknown> }));
+  fetch(`${target}/tokens`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(form).toString(),
+  }).then(async (res) => ({ status: res.status, body: (await res.json()) as Record<string, unknown> }));
 const exchangeForm = (subjectToken: string, service = 'app', org = orgId) => ({
   grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
   audience: `https://tokens.statebacked.dev/${org}/${service}`,
@@ -83,23 +86,37 @@ const exchangeForm = (subjectToken: string, service = 'app', org = orgId) => ({
 const payloadOf = (token: string): Record<string, unknown> => JSON.parse(atob(token.split('.')[1] as string));
 
 t.test('anonymous access: the real client drives an instance its session owns', async (t) => {
-  const anonymous = (sid: string) => new StateBackedClient({ anonymous: { orgId, getSessionId: () => sid, getDeviceId: () => `device-of-${sid}` } }, { apiHost: node.url });
+  const anonymous = (sid: string) =>
+    new StateBackedClient({ anonymous: { orgId, getSessionId: () => sid, getDeviceId: () => `device-of-${sid}` } }, { apiHost: node.url });
   const alice = anonymous('session-a');
   t.match(await alice.machineInstances.create('notes', { slug: 'session-a' }), { state: 'open' });
   t.match(await alice.machineInstances.sendEvent('notes', 'session-a', { event: 'ADD' }), { state: 'open' });
   t.match(await alice.machineInstances.get('notes', 'session-a'), { state: 'open' });
-  await t.rejects(alice.machineInstances.create('notes', { slug: 'session-b' }), errors.RejectedByMachineAuthorizerError, 'not its own instance');
-  await t.rejects(anonymous('session-b').machineInstances.sendEvent('notes', 'session-a', { event: 'ADD' }), errors.RejectedByMachineAuthorizerError, 'another session is refused');
+  await t.rejects(
+    alice.machineInstances.create('notes', { slug: 'session-b' }),
+    errors.RejectedByMachineAuthorizerError,
+    'not its own instance',
+  );
+  await t.rejects(
+    anonymous('session-b').machineInstances.sendEvent('notes', 'session-a', { event: 'ADD' }),
+    errors.RejectedByMachineAuthorizerError,
+    'another session is refused',
+  );
 
   // The three records are ordinary ones: listed, the key without its secret.
   const headers = { 'x-statebacked-org-id': orgId };
   const idps = await call(node.url, 'GET', '/idps', { token: admin, headers });
-  t.match(idps.body.idps, [{ aud: `https://${orgId}.anonymous.auth.statebacked.dev`, iss: `https://${orgId}.anonymous.auth.statebacked.dev`, algs: ['HS256'] }]);
+  t.match(idps.body.idps, [
+    { aud: `https://${orgId}.anonymous.auth.statebacked.dev`, iss: `https://${orgId}.anonymous.auth.statebacked.dev`, algs: ['HS256'] },
+  ]);
   t.notOk('key' in idps.body.idps[0], 'no key material in the listing');
   const providers = await call(node.url, 'GET', '/token-providers', { token: admin, headers });
   t.match(providers.body.tokenProviders, [{ service: 'anonymous-statebacked-dev', keyId: /^sbk_/, mapping: { auth: 'anonymous' } }]);
   const keys = await call(node.url, 'GET', '/keys', { token: admin, headers });
-  t.match(keys.body.keys.find((k: { id: string }) => k.id === providers.body.tokenProviders[0].keyId), { scopes: ['events.write', 'state.read', 'instances.write', 'indexes.read'] });
+  t.match(
+    keys.body.keys.find((k: { id: string }) => k.id === providers.body.tokenProviders[0].keyId),
+    { scopes: ['events.write', 'state.read', 'instances.write', 'indexes.read'] },
+  );
 });
 
 t.test('anonymous access can be switched off and on again', async (t) => {
@@ -108,9 +125,17 @@ t.test('anonymous access can be switched off and on again', async (t) => {
   t.equal(off.status, 200);
   t.equal(off.body.allowAnonymousAccess, false);
   const client = new StateBackedClient({ anonymous: { orgId, getSessionId: () => 'session-c' } }, { apiHost: node.url });
-  await t.rejects(client.machineInstances.create('notes', { slug: 'session-c' }), errors.UnauthorizedError, 'no exchange without anonymous access');
+  await t.rejects(
+    client.machineInstances.create('notes', { slug: 'session-c' }),
+    errors.UnauthorizedError,
+    'no exchange without anonymous access',
+  );
   t.same((await call(node.url, 'GET', '/idps', { token: admin, headers })).body.idps, [], 'its identity provider is gone');
-  t.same((await call(node.url, 'GET', '/token-providers', { token: admin, headers })).body.tokenProviders, [], 'its token provider is gone');
+  t.same(
+    (await call(node.url, 'GET', '/token-providers', { token: admin, headers })).body.tokenProviders,
+    [],
+    'its token provider is gone',
+  );
 
   const on = await call(node.url, 'PATCH', `/orgs/${orgId}`, { token: admin, headers, body: { allowAnonymousAccess: true } });
   t.equal(on.body.allowAnonymousAccess, true);
@@ -134,13 +159,14 @@ t.test('anonymous access can be switched off and on again', async (t) => {
   t.equal(noAnonymous.status, 403);
   t.equal(noAnonymous.body.error, 'invalid_grant');
   const opened = await call(node.url, 'POST', '/orgs', { token: admin, body: { name: 'opened' } });
-  const signedFor = (org: string) => new SignJWT({ sid: 's', did: 's', extra: 'dropped' })
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setIssuer(`https://${org}.anonymous.auth.statebacked.dev`)
-    .setAudience(`https://${org}.anonymous.auth.statebacked.dev`)
-    .setIssuedAt()
-    .setExpirationTime(now() + 600)
-    .sign(new TextEncoder().encode(org));
+  const signedFor = (org: string) =>
+    new SignJWT({ sid: 's', did: 's', extra: 'dropped' })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setIssuer(`https://${org}.anonymous.auth.statebacked.dev`)
+      .setAudience(`https://${org}.anonymous.auth.statebacked.dev`)
+      .setIssuedAt()
+      .setExpirationTime(now() + 600)
+      .sign(new TextEncoder().encode(org));
   const withAnonymous = await exchange(exchangeForm(await signedFor(opened.body.id), 'anonymous-statebacked-dev', opened.body.id));
   t.equal(withAnonymous.status, 200, 'a new org allows anonymous access by default');
   t.same(payloadOf(withAnonymous.body.access_token as string).act, { sid: 's', did: 's', auth: 'anonymous' }, 'only sid, did and auth');
@@ -149,8 +175,18 @@ t.test('anonymous access can be switched off and on again', async (t) => {
 
   // Anyone may make an anonymous token (the org id is its key): it buys the anonymous service's tokens only.
   const openedHeaders = { 'x-statebacked-org-id': opened.body.id };
-  const powerful = (await call(node.url, 'POST', '/keys', { token: admin, headers: openedHeaders, body: { name: 'backend', scopes: ['org.keys.write', 'machines.read'] } })).body;
-  await call(node.url, 'POST', '/token-providers', { token: admin, headers: openedHeaders, body: { service: 'backend', keyId: powerful.id, mapping: { tier: 'employee' } } });
+  const powerful = (
+    await call(node.url, 'POST', '/keys', {
+      token: admin,
+      headers: openedHeaders,
+      body: { name: 'backend', scopes: ['org.keys.write', 'machines.read'] },
+    })
+  ).body;
+  await call(node.url, 'POST', '/token-providers', {
+    token: admin,
+    headers: openedHeaders,
+    body: { service: 'backend', keyId: powerful.id, mapping: { tier: 'employee' } },
+  });
   const escalation = await exchange(exchangeForm(await signedFor(opened.body.id), 'backend', opened.body.id));
   t.equal(escalation.status, 403, 'an anonymous token is not exchanged for another service');
   const objectSid = await new SignJWT({ sid: { __proto__: { admin: true } }, did: 'd' })
@@ -160,22 +196,44 @@ t.test('anonymous access can be switched off and on again', async (t) => {
     .setIssuedAt()
     .setExpirationTime(now() + 600)
     .sign(new TextEncoder().encode(opened.body.id));
-  t.equal((await exchange(exchangeForm(objectSid, 'anonymous-statebacked-dev', opened.body.id))).status, 403, 'an anonymous sid must be a string');
+  t.equal(
+    (await exchange(exchangeForm(objectSid, 'anonymous-statebacked-dev', opened.body.id))).status,
+    403,
+    'an anonymous sid must be a string',
+  );
 
   // Its key deleted by hand, anonymous access is repaired by switching it on.
-  const anonymousKey = (await call(node.url, 'GET', '/token-providers', { token: admin, headers: openedHeaders })).body.tokenProviders.find((p: { service: string }) => p.service === 'anonymous-statebacked-dev').keyId;
+  const anonymousKey = (await call(node.url, 'GET', '/token-providers', { token: admin, headers: openedHeaders })).body.tokenProviders.find(
+    (p: { service: string }) => p.service === 'anonymous-statebacked-dev',
+  ).keyId;
   t.equal((await call(node.url, 'DELETE', `/keys/${anonymousKey}`, { token: admin, headers: openedHeaders })).status, 204);
-  t.equal((await exchange(exchangeForm(await signedFor(opened.body.id), 'anonymous-statebacked-dev', opened.body.id))).status, 403, 'no key, no token');
+  t.equal(
+    (await exchange(exchangeForm(await signedFor(opened.body.id), 'anonymous-statebacked-dev', opened.body.id))).status,
+    403,
+    'no key, no token',
+  );
   await call(node.url, 'PATCH', `/orgs/${opened.body.id}`, { token: admin, headers: openedHeaders, body: { allowAnonymousAccess: true } });
-  t.equal((await exchange(exchangeForm(await signedFor(opened.body.id), 'anonymous-statebacked-dev', opened.body.id))).status, 200, 'repaired');
+  t.equal(
+    (await exchange(exchangeForm(await signedFor(opened.body.id), 'anonymous-statebacked-dev', opened.body.id))).status,
+    200,
+    'repaired',
+  );
 });
 
 t.test('a JWKS identity provider and a token provider: the real client reads and writes', async (t) => {
   const headers = { 'x-statebacked-org-id': orgId };
   const key = (await call(node.url, 'POST', '/keys', { token: admin, headers, body: { name: 'app tokens', use: 'production' } })).body;
-  const provider = await call(node.url, 'POST', '/token-providers', { token: admin, headers, body: { service: 'app', keyId: key.id, mapping: { 'sub.$': '$.sub', 'roles.$': '$.roles', via: 'app' } } });
+  const provider = await call(node.url, 'POST', '/token-providers', {
+    token: admin,
+    headers,
+    body: { service: 'app', keyId: key.id, mapping: { 'sub.$': '$.sub', 'roles.$': '$.roles', via: 'app' } },
+  });
   t.equal(provider.status, 204);
-  const idp = await call(node.url, 'POST', '/idps', { token: admin, headers, body: { iss: ISS, aud: AUD, jwksUrl, algs: ['RS256', 'ES256'], mapping: { 'sub.$': '$.sub', 'roles.$': '$.groups[*]' } } });
+  const idp = await call(node.url, 'POST', '/idps', {
+    token: admin,
+    headers,
+    body: { iss: ISS, aud: AUD, jwksUrl, algs: ['RS256', 'ES256'], mapping: { 'sub.$': '$.sub', 'roles.$': '$.groups[*]' } },
+  });
   t.equal(idp.status, 204);
 
   for (const [name, sign] of [
@@ -187,7 +245,11 @@ t.test('a JWKS identity provider and a token provider: the real client reads and
     t.match(await client.machineInstances.create('notes', { slug: user }), { state: 'open' }, `${name}: create`);
     t.match(await client.machineInstances.sendEvent('notes', user, { event: 'ADD' }), { state: 'open' }, `${name}: send`);
     t.match(await client.machineInstances.get('notes', user), { state: 'open' }, `${name}: read`);
-    await t.rejects(client.machineInstances.get('notes', 'someone-else'), errors.NotFoundError, `${name}: a missing instance is still a 404`);
+    await t.rejects(
+      client.machineInstances.get('notes', 'someone-else'),
+      errors.NotFoundError,
+      `${name}: a missing instance is still a 404`,
+    );
   }
 
   const minted = await exchange(exchangeForm(await idpToken({ sub: 'user-rs', groups: ['a', 'b'], email: 'u@example.test' })));
@@ -226,7 +288,11 @@ t.test('refused subject tokens', async (t) => {
     [{ ...exchangeForm('a.b.c'), grant_type: 'password' }, 400, 'unsupported_grant_type'],
     [{ ...exchangeForm('a.b.c'), audience: 'https://example.com/x/y' }, 400, 'invalid_request'],
     [{ ...exchangeForm('a.b.c'), requested_token_type: 'urn:ietf:params:oauth:token-type:refresh_token' }, 400, 'invalid_request'],
-    [{ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', audience: `https://tokens.statebacked.dev/${orgId}/app` }, 400, 'invalid_request'],
+    [
+      { grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', audience: `https://tokens.statebacked.dev/${orgId}/app` },
+      400,
+      'invalid_request',
+    ],
   ] as const) {
     const res = await exchange(form as Record<string, string>);
     t.equal(res.status, status, JSON.stringify(form).slice(0, 80));
@@ -237,19 +303,38 @@ t.test('refused subject tokens', async (t) => {
 t.test('an HS256 identity provider with a shared secret; upserts and deletions', async (t) => {
   const headers = { 'x-statebacked-org-id': orgId };
   const secret = 'a shared secret of the identity provider';
-  const body = { aud: 'authenticated', iss: 'https://project.supabase.test/auth/v1', key: Buffer.from(secret).toString('base64url'), algs: ['HS256'], mapping: { 'sub.$': 'sub' } };
+  const body = {
+    aud: 'authenticated',
+    iss: 'https://project.supabase.test/auth/v1',
+    key: Buffer.from(secret).toString('base64url'),
+    algs: ['HS256'],
+    mapping: { 'sub.$': 'sub' },
+  };
   t.equal((await call(node.url, 'POST', '/idps', { token: admin, headers, body })).status, 204);
-  const hsToken = () => idpToken({ sub: 'user-hs' }, { key: new TextEncoder().encode(secret), alg: 'HS256', kid: '', iss: body.iss, aud: body.aud });
+  const hsToken = () =>
+    idpToken({ sub: 'user-hs' }, { key: new TextEncoder().encode(secret), alg: 'HS256', kid: '', iss: body.iss, aud: body.aud });
   const ok = await exchange(exchangeForm(await hsToken()));
   t.equal(ok.status, 200, 'HS256 with the shared secret');
   t.same(payloadOf(ok.body.access_token as string).act, { sub: 'user-hs', via: 'app' }, 'a mapping path without $ is taken from the root');
-  const wrongSecret = await exchange(exchangeForm(await idpToken({ sub: 'x' }, { key: new TextEncoder().encode('not it'), alg: 'HS256', kid: '', iss: body.iss, aud: body.aud })));
+  const wrongSecret = await exchange(
+    exchangeForm(
+      await idpToken({ sub: 'x' }, { key: new TextEncoder().encode('not it'), alg: 'HS256', kid: '', iss: body.iss, aud: body.aud }),
+    ),
+  );
   t.equal(wrongSecret.status, 403);
 
   // An upsert with the same aud and iss replaces the provider: now its mapping adds a constant.
-  t.equal((await call(node.url, 'POST', '/idps', { token: admin, headers, body: { ...body, mapping: { 'sub.$': '$.sub', tier: 'gold' } } })).status, 204);
+  t.equal(
+    (await call(node.url, 'POST', '/idps', { token: admin, headers, body: { ...body, mapping: { 'sub.$': '$.sub', tier: 'gold' } } }))
+      .status,
+    204,
+  );
   const replaced = await exchange(exchangeForm(await hsToken()));
-  t.same(payloadOf(replaced.body.access_token as string).act, { sub: 'user-hs', via: 'app' }, 'the token provider mapping decides what reaches act');
+  t.same(
+    payloadOf(replaced.body.access_token as string).act,
+    { sub: 'user-hs', via: 'app' },
+    'the token provider mapping decides what reaches act',
+  );
   const listed = (await call(node.url, 'GET', '/idps', { token: admin, headers })).body.idps as Array<Record<string, unknown>>;
   const hs = listed.filter((i) => i.iss === body.iss);
   t.equal(hs.length, 1, 'one record per aud and iss');
@@ -303,20 +388,48 @@ t.test('validation of identity and token providers', async (t) => {
   t.equal(noScope.status, 403);
 });
 
-t.test('configured through one node, exchanged through another', { skip: node.nodes && node.nodes.length > 1 ? false : 'a cluster only' }, async (t) => {
-  const [first, second] = (node.nodes ?? []).map((n) => n.url);
-  const headers = { 'x-statebacked-org-id': orgId };
-  const key = (await call(first as string, 'POST', '/keys', { token: admin, headers, body: { name: 'cross', use: 'production' } })).body;
-  t.equal((await call(first as string, 'POST', '/token-providers', { token: admin, headers, body: { service: 'cross', keyId: key.id, mapping: { 'sub.$': '$.sub', via: 'app' } } })).status, 204);
-  t.equal((await call(first as string, 'POST', '/idps', { token: admin, headers, body: { aud: 'cross-aud', jwksUrl, algs: ['ES256'], mapping: { 'sub.$': '$.sub' } } })).status, 204);
-  const res = await exchange(exchangeForm(await idpToken({ sub: 'user-x' }, { key: ec.privateKey, alg: 'ES256', kid: 'ec-1', aud: 'cross-aud' }), 'cross'), second as string);
-  t.equal(res.status, 200);
-  const client = new StateBackedClient(res.body.access_token as string, { apiHost: second as string });
-  t.match(await client.machineInstances.create('notes', { slug: 'user-x' }), { state: 'open' });
-  t.equal((await call(first as string, 'DELETE', '/token-providers/cross', { token: admin, headers })).status, 204);
-  const after = await exchange(exchangeForm(await idpToken({ sub: 'user-x' }, { key: ec.privateKey, alg: 'ES256', kid: 'ec-1', aud: 'cross-aud' }), 'cross'), second as string);
-  t.equal(after.status, 403, 'a deletion through one node stops exchanges on the other at once');
-});
+t.test(
+  'configured through one node, exchanged through another',
+  { skip: node.nodes && node.nodes.length > 1 ? false : 'a cluster only' },
+  async (t) => {
+    const [first, second] = (node.nodes ?? []).map((n) => n.url);
+    const headers = { 'x-statebacked-org-id': orgId };
+    const key = (await call(first as string, 'POST', '/keys', { token: admin, headers, body: { name: 'cross', use: 'production' } })).body;
+    t.equal(
+      (
+        await call(first as string, 'POST', '/token-providers', {
+          token: admin,
+          headers,
+          body: { service: 'cross', keyId: key.id, mapping: { 'sub.$': '$.sub', via: 'app' } },
+        })
+      ).status,
+      204,
+    );
+    t.equal(
+      (
+        await call(first as string, 'POST', '/idps', {
+          token: admin,
+          headers,
+          body: { aud: 'cross-aud', jwksUrl, algs: ['ES256'], mapping: { 'sub.$': '$.sub' } },
+        })
+      ).status,
+      204,
+    );
+    const res = await exchange(
+      exchangeForm(await idpToken({ sub: 'user-x' }, { key: ec.privateKey, alg: 'ES256', kid: 'ec-1', aud: 'cross-aud' }), 'cross'),
+      second as string,
+    );
+    t.equal(res.status, 200);
+    const client = new StateBackedClient(res.body.access_token as string, { apiHost: second as string });
+    t.match(await client.machineInstances.create('notes', { slug: 'user-x' }), { state: 'open' });
+    t.equal((await call(first as string, 'DELETE', '/token-providers/cross', { token: admin, headers })).status, 204);
+    const after = await exchange(
+      exchangeForm(await idpToken({ sub: 'user-x' }, { key: ec.privateKey, alg: 'ES256', kid: 'ec-1', aud: 'cross-aud' }), 'cross'),
+      second as string,
+    );
+    t.equal(after.status, 403, 'a deletion through one node stops exchanges on the other at once');
+  },
+);
 
 t.test('POST /tokens is rate-limited per client address', onlyEmbedded('the limits are per node; one node shows them'), async (t) => {
   const limited = await startNode({ args: ['--token-exchanges-per-address', '1'] });
@@ -335,9 +448,16 @@ t.test('identity providers, token providers and anonymous access survive a resta
   const org = (await call(first.url, 'GET', '/orgs', operatorOf(first))).body.orgs[0].id as string;
   const key = (await call(first.url, 'POST', '/keys', { ...operatorOf(first), body: { name: 'k', use: 'production' } })).body;
   const secret = 'restart secret';
-  await call(first.url, 'POST', '/token-providers', { ...operatorOf(first), body: { service: 'svc', keyId: key.id, mapping: { 'sub.$': '$.sub' } } });
-  await call(first.url, 'POST', '/idps', { ...operatorOf(first), body: { iss: 'https://restart.test/', key: Buffer.from(secret).toString('base64url'), algs: ['HS256'], mapping: { 'sub.$': '$.sub' } } });
-  const subject = () => idpToken({ sub: 'u' }, { key: new TextEncoder().encode(secret), alg: 'HS256', kid: '', iss: 'https://restart.test/' });
+  await call(first.url, 'POST', '/token-providers', {
+    ...operatorOf(first),
+    body: { service: 'svc', keyId: key.id, mapping: { 'sub.$': '$.sub' } },
+  });
+  await call(first.url, 'POST', '/idps', {
+    ...operatorOf(first),
+    body: { iss: 'https://restart.test/', key: Buffer.from(secret).toString('base64url'), algs: ['HS256'], mapping: { 'sub.$': '$.sub' } },
+  });
+  const subject = () =>
+    idpToken({ sub: 'u' }, { key: new TextEncoder().encode(secret), alg: 'HS256', kid: '', iss: 'https://restart.test/' });
   t.equal((await exchange(exchangeForm(await subject(), 'svc', org), first.url)).status, 200);
   await first.stop();
 
@@ -347,5 +467,9 @@ t.test('identity providers, token providers and anonymous access survive a resta
   t.equal(again.status, 200, 'the sealed key opens after the restart');
   t.same(payloadOf(again.body.access_token as string).act, { sub: 'u' });
   const anonymous = new StateBackedClient({ anonymous: { orgId: org } }, { apiHost: second.url });
-  await t.rejects(anonymous.machineInstances.get('notes', 'x'), errors.NotFoundError, 'the anonymous token works (the machine does not exist here)');
+  await t.rejects(
+    anonymous.machineInstances.get('notes', 'x'),
+    errors.NotFoundError,
+    'the anonymous token works (the machine does not exist here)',
+  );
 });

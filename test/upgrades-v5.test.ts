@@ -27,7 +27,8 @@ export default createMachine({ predictableActionArguments: true, ...${PLAYER_V1}
 export const allowRead = () => true;
 export const allowWrite = () => true;`;
 // v2 and v3: the same player renamed (powered.{running,held}, standby), with a volume level, and WAKE, which v1 lacks.
-const renamed = (extra: string) => importing5(`export default createMachine({ id: 'player', initial: 'powered', context: { level: 0 },
+const renamed = (extra: string) =>
+  importing5(`export default createMachine({ id: 'player', initial: 'powered', context: { level: 0 },
   states: {
     powered: { initial: 'running', states: { running: { on: { PAUSE: 'held' } }, held: { on: { PLAY: 'running' } }, hist: { type: 'history' } }, on: { OFF: 'standby' } },
     standby: { on: { ON: 'powered.hist', WAKE: { target: 'powered.running', actions: assign({ woken: true }) } } },
@@ -47,12 +48,20 @@ t.test('v4 → v5: an instance of a v4 version moves to a v5 one, keeping what i
   const m12 = await migrationOf('player45', v1, v2, M12);
   await client.machineInstances.admin.updateDesiredVersion('player45', 'p', { targetMachineVersionId: v2 });
 
-  t.same((await client.machineInstances.sendEvent('player45', 'p', { event: 'ON' })).state, { powered: 'held' }, 'back where v4 had been, by its v5 name');
+  t.same(
+    (await client.machineInstances.sendEvent('player45', 'p', { event: 'ON' })).state,
+    { powered: 'held' },
+    'back where v4 had been, by its v5 name',
+  );
   t.match(await client.machineInstances.admin.get('player45', 'p'), { machineVersion: { id: v2 }, context: { level: 30 } });
   const { transitions } = await client.machineInstances.listTransitions('player45', 'p');
   t.same(transitions.map(eventType), ['xstate.init', 'PAUSE', 'OFF', 'statebacked.upgrade', 'ON']);
   t.same(transitions[3]?.event, { type: 'statebacked.upgrade', migrationPath: [m12], fromMachineVersionId: v1, toMachineVersionId: v2 });
   await client.machineInstances.sendEvent('player45', 'p', { event: 'OFF' });
-  t.same((await client.machineInstances.sendEvent('player45', 'p', { event: 'WAKE' })).state, { powered: 'running' }, 'the v5 code runs the next events');
-  t.match((await client.machineInstances.admin.get('player45', 'p')).context, { woken: true, level: 30 }, 'with v5\'s assign');
+  t.same(
+    (await client.machineInstances.sendEvent('player45', 'p', { event: 'WAKE' })).state,
+    { powered: 'running' },
+    'the v5 code runs the next events',
+  );
+  t.match((await client.machineInstances.admin.get('player45', 'p')).context, { woken: true, level: 30 }, "with v5's assign");
 });

@@ -41,7 +41,10 @@ t.test('usage counts what was done', async (t) => {
   await operator.machineInstances.get('alpha', 'a1');
   await operator.machineInstances.get('beta', 'b1');
   await operator.machineInstances.admin.get('beta', 'b1');
-  const refused = await call(node.url, 'GET', '/machines/alpha/i/a1', { token: ADMIN, headers: { 'x-statebacked-act': JSON.stringify({ sub: 'nobody' }) } });
+  const refused = await call(node.url, 'GET', '/machines/alpha/i/a1', {
+    token: ADMIN,
+    headers: { 'x-statebacked-act': JSON.stringify({ sub: 'nobody' }) },
+  });
   t.equal(refused.status, 403, 'a refused read counts nothing');
 
   // A realtime subscription's first state is a read; the updates it pushes are not.
@@ -59,25 +62,38 @@ t.test('usage counts what was done', async (t) => {
   // (a cluster node's counts reach the others within a second: docs/behaviour.md, Usage)
   if (testDeployment === 'cluster') await new Promise((resolve) => setTimeout(resolve, 1_500));
   const { body } = await call(node.url, 'GET', '/usage', { token: ADMIN });
-  t.same(body.usage, [{
-    month,
-    transitions: 2 + 3 + 1 + 1 + 3,
-    reads: 2 + 1 + 1 + 1,
-    machines: [
-      { machine: 'alpha', transitions: 2 + 3 + 1, reads: 3 },
-      { machine: 'beta', transitions: 1 + 3, reads: 2 },
+  t.same(
+    body.usage,
+    [
+      {
+        month,
+        transitions: 2 + 3 + 1 + 1 + 3,
+        reads: 2 + 1 + 1 + 1,
+        machines: [
+          { machine: 'alpha', transitions: 2 + 3 + 1, reads: 3 },
+          { machine: 'beta', transitions: 1 + 3, reads: 2 },
+        ],
+      },
     ],
-  }], 'creates, events (a 250 KB context counts 3), reads, admin reads and a subscription');
+    'creates, events (a 250 KB context counts 3), reads, admin reads and a subscription',
+  );
 
   t.equal((await call(node.url, 'GET', '/usage?months=0', { token: ADMIN })).status, 400);
   t.match((await call(node.url, 'GET', '/usage?months=x', { token: ADMIN })).body, { code: 'invalid-parameter', parameter: 'months' });
   t.equal((await call(node.url, 'GET', '/usage')).status, 403, 'a credential is needed');
   const { signToken } = await import('@statebacked/token');
   const tokenOf = async (scopes: string[] | undefined) => {
-    const key = await operator.keys.create({ name: `k-${scopes?.join('-') ?? 'ci'}`, ...(scopes ? { scopes: scopes as any } : { use: 'ci' }) });
+    const key = await operator.keys.create({
+      name: `k-${scopes?.join('-') ?? 'ci'}`,
+      ...(scopes ? { scopes: scopes as any } : { use: 'ci' }),
+    });
     return signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: 'k' }, { expires: { in: '1h' } });
   };
-  t.match((await call(node.url, 'GET', '/usage', { token: await tokenOf(undefined) })).body, { code: 'missing-scope' }, 'a ci key has no org.read');
+  t.match(
+    (await call(node.url, 'GET', '/usage', { token: await tokenOf(undefined) })).body,
+    { code: 'missing-scope' },
+    'a ci key has no org.read',
+  );
   const reader = await call(node.url, 'GET', '/usage', { token: await tokenOf(['org.read']) });
   t.equal(reader.status, 200);
   t.equal(reader.body.usage[0].transitions, 10, 'the same figures for a key of the org');

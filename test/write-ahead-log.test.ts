@@ -5,7 +5,10 @@ import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 
 const payload = (n: number, size = 40): Buffer => Buffer.from(`frame-${n}-`.padEnd(size, 'x'));
-const segmentsOf = (dir: string): string[] => readdirSync(dir).filter((name) => name.endsWith('.wal')).sort();
+const segmentsOf = (dir: string): string[] =>
+  readdirSync(dir)
+    .filter((name) => name.endsWith('.wal'))
+    .sort();
 const HEADER = 20;
 const sparesIn = (dir: string): string[] => readdirSync(dir).filter((name) => name.endsWith('.spare'));
 /** Waits (up to a second) for the log to have made its spare on libuv's pool. */
@@ -29,8 +32,14 @@ t.test('frames come back in order, across segments, from the number the log star
   t.ok(segmentsOf(dir).length >= 3, `small segments rotate (${segmentsOf(dir).join(', ')})`);
   t.equal(statSync(join(dir, segmentsOf(dir)[0] as string)).size, 200, 'a segment is created at its full size');
   const frames = WriteAheadLog.read(dir);
-  t.same(frames.map((f) => f.seq), seqs);
-  t.same(frames.map((f) => f.payload.toString()), [1, 2, 3, 4, 5, 6, 7].map((n) => payload(n).toString()));
+  t.same(
+    frames.map((f) => f.seq),
+    seqs,
+  );
+  t.same(
+    frames.map((f) => f.payload.toString()),
+    [1, 2, 3, 4, 5, 6, 7].map((n) => payload(n).toString()),
+  );
 
   const big = payload(8, 500);
   t.equal(log.appendSync(big), 48, 'a frame larger than a segment gets a segment of its own size');
@@ -76,16 +85,28 @@ t.test('reading stops at the first frame that is not whole and next: torn, corru
   };
 
   rewrite((data) => data.fill(0, 4 * frameBytes + HEADER + 10, 5 * frameBytes));
-  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [1, 2, 3, 4], 'a torn last frame is not read');
+  t.same(
+    WriteAheadLog.read(dir).map((f) => f.seq),
+    [1, 2, 3, 4],
+    'a torn last frame is not read',
+  );
 
   rewrite((data) => {
     const at = 2 * frameBytes + HEADER + 3;
     data[at] = (data[at] as number) ^ 0xff;
   });
-  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [1, 2], 'a frame whose checksum fails ends the log');
+  t.same(
+    WriteAheadLog.read(dir).map((f) => f.seq),
+    [1, 2],
+    'a frame whose checksum fails ends the log',
+  );
 
   rewrite((data) => data.copy(data, 3 * frameBytes, 0, frameBytes));
-  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [1, 2, 3], 'a frame with an older number (a stale one) ends the log');
+  t.same(
+    WriteAheadLog.read(dir).map((f) => f.seq),
+    [1, 2, 3],
+    'a frame with an older number (a stale one) ends the log',
+  );
 
   rewrite((data) => data.writeUInt32BE(0xdeadbeef, 0));
   t.same(WriteAheadLog.read(dir), [], 'nothing is read past a bad first frame');
@@ -111,7 +132,10 @@ t.test('released segments are written over as the next ones; their old frames ar
   const sparesOf = () => sparesIn(dir);
   await spareMade(dir);
   t.equal(sparesOf().length, 1, 'a zero-filled spare is made ahead of time');
-  t.equal(readFileSync(join(dir, sparesOf()[0] as string)).every((byte) => byte === 0), true);
+  t.equal(
+    readFileSync(join(dir, sparesOf()[0] as string)).every((byte) => byte === 0),
+    true,
+  );
   for (let n = 1; n <= 4; n++) log.appendSync(payload(n));
   log.release(2);
   t.same(sparesOf().length, 1, 'the released segment is kept as the spare');
@@ -119,13 +143,23 @@ t.test('released segments are written over as the next ones; their old frames ar
   t.match(spare.toString('latin1'), /frame-1-/, 'holding its old frames');
   for (let n = 5; n <= 6; n++) log.appendSync(payload(n, 20));
   const frames = WriteAheadLog.read(dir);
-  t.same(frames.map((f) => f.seq), [3, 4, 5, 6], 'the frames written since, and none of the old ones beside them');
-  t.same(frames.slice(2).map((f) => f.payload.toString()), [payload(5, 20).toString(), payload(6, 20).toString()]);
+  t.same(
+    frames.map((f) => f.seq),
+    [3, 4, 5, 6],
+    'the frames written since, and none of the old ones beside them',
+  );
+  t.same(
+    frames.slice(2).map((f) => f.payload.toString()),
+    [payload(5, 20).toString(), payload(6, 20).toString()],
+  );
   await log.close(false);
   const restarted = WriteAheadLog.start(dir, 7, bytes);
   t.same(WriteAheadLog.read(dir), [], 'a new start reuses old segments without reading their frames as its own');
   t.equal(restarted.appendSync(payload(7)), 7);
-  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [7]);
+  t.same(
+    WriteAheadLog.read(dir).map((f) => f.seq),
+    [7],
+  );
   await restarted.close(true);
 });
 
@@ -141,11 +175,18 @@ t.test('a start keeps at most two old files, whatever their names, and never rea
   }
   // Every start found the last one's segment and spares: the files never pile up.
   t.ok(readdirSync(dir).length <= 3, `files: ${readdirSync(dir).join(', ')}`);
-  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [7, 8]);
+  t.same(
+    WriteAheadLog.read(dir).map((f) => f.seq),
+    [7, 8],
+  );
   const log = WriteAheadLog.start(dir, 9, bytes);
   t.same(WriteAheadLog.read(dir), []);
   for (let n = 9; n <= 14; n++) log.appendSync(payload(n));
-  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [9, 10, 11, 12, 13, 14], 'rotating through reused files');
+  t.same(
+    WriteAheadLog.read(dir).map((f) => f.seq),
+    [9, 10, 11, 12, 13, 14],
+    'rotating through reused files',
+  );
   await log.close(true);
 });
 
@@ -167,7 +208,10 @@ t.test('a rotation that fails changes nothing: that frame fails, the next ones g
   await spareMade(dir);
   t.equal(await log.append(payload(3)), 3, 'the next try takes the spare made since');
   t.equal(log.appendSync(payload(4)), 4);
-  t.same(WriteAheadLog.read(dir).map((f) => f.seq), [1, 2, 3, 4]);
+  t.same(
+    WriteAheadLog.read(dir).map((f) => f.seq),
+    [1, 2, 3, 4],
+  );
   await log.close(false);
 });
 
@@ -179,5 +223,9 @@ t.test('a segment missing in the middle of the log is refused, not skipped', asy
   t.equal(segments.length, 3);
   rmSync(join(dir, segments[1] as string));
   t.throws(() => WriteAheadLog.read(dir), /misses frames 3 to 4/);
-  t.same(WriteAheadLog.read(dir, 4).map((f) => f.seq), [5, 6], 'reading from a frame the missing segment held is fine: LMDB has it');
+  t.same(
+    WriteAheadLog.read(dir, 4).map((f) => f.seq),
+    [5, 6],
+    'reading from a frame the missing segment held is fine: LMDB has it',
+  );
 });

@@ -37,11 +37,27 @@ t.test('create, send and read a v5 machine (xstate@5 import): authorizers, settl
   const { operator } = await machineWithVersion(node, 'shop5', shop5(`http://127.0.0.1:${port}/price`));
   const alice = as('alice');
   const bob = as('bob');
-  t.match(await alice.machineInstances.create('shop5', { slug: 'a', context: { owner: 'alice' } }), { state: 'open', done: false, publicContext: undefined });
-  await t.rejects(bob.machineInstances.create('shop5', { slug: 'b', context: { owner: 'alice' } }), errors.RejectedByMachineAuthorizerError, 'allowWrite initialization');
+  t.match(await alice.machineInstances.create('shop5', { slug: 'a', context: { owner: 'alice' } }), {
+    state: 'open',
+    done: false,
+    publicContext: undefined,
+  });
+  await t.rejects(
+    bob.machineInstances.create('shop5', { slug: 'b', context: { owner: 'alice' } }),
+    errors.RejectedByMachineAuthorizerError,
+    'allowWrite initialization',
+  );
   await t.rejects(bob.machineInstances.get('shop5', 'a'), errors.RejectedByMachineAuthorizerError, 'allowRead');
-  await t.rejects(bob.machineInstances.sendEvent('shop5', 'a', { event: 'ADD' }), errors.RejectedByMachineAuthorizerError, 'allowWrite event');
-  await t.rejects(alice.machineInstances.sendEvent('shop5', 'a', { event: 'FORBIDDEN' }), errors.RejectedByMachineAuthorizerError, 'allowWrite sees the event');
+  await t.rejects(
+    bob.machineInstances.sendEvent('shop5', 'a', { event: 'ADD' }),
+    errors.RejectedByMachineAuthorizerError,
+    'allowWrite event',
+  );
+  await t.rejects(
+    alice.machineInstances.sendEvent('shop5', 'a', { event: 'FORBIDDEN' }),
+    errors.RejectedByMachineAuthorizerError,
+    'allowWrite sees the event',
+  );
   await alice.machineInstances.sendEvent('shop5', 'a', { event: 'ADD' });
   await alice.machineInstances.sendEvent('shop5', 'a', { event: 'ADD' });
   const paid = await alice.machineInstances.sendEvent('shop5', 'a', { event: 'CHECKOUT' });
@@ -53,7 +69,9 @@ t.test('create, send and read a v5 machine (xstate@5 import): authorizers, settl
   t.match(await alice.machineInstances.get('shop5', 'a'), { state: 'paid', done: true });
   let logs: string[] = [];
   for (const until = Date.now() + 5_000; logs.length < 2 && Date.now() < until; await sleep(200)) {
-    logs = (await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'shop5', instanceName: 'a' })).logs.map((l) => l.log);
+    logs = (await operator.logs.retrieve(new Date(Date.now() - 60_000), { machineName: 'shop5', instanceName: 'a' })).logs.map(
+      (l) => l.log,
+    );
   }
   t.equal(logs.length, 2, 'console output of v5 actions is captured');
   t.match(logs[1], /added .*"items":2/);
@@ -69,7 +87,10 @@ t.test('a child that does not settle is stopped at the settle timeout; xstate.er
   const next = await alice.machineInstances.sendEvent('hang5', 'h', { event: 'ADD' });
   t.equal(next.state, 'open', 'the error event took the machine back to open, then ADD applied');
   t.same(await types(operator, 'hang5', 'h'), ['xstate.init', 'HANG', 'xstate.error.actor.hanger', 'ADD']);
-  t.match((await operator.machineInstances.admin.get('hang5', 'h')).context, { items: 1, stopped: 'child hanger was stopped: the machine did not settle in time' });
+  t.match((await operator.machineInstances.admin.get('hang5', 'h')).context, {
+    items: 1,
+    stopped: 'child hanger was stopped: the machine did not settle in time',
+  });
 });
 
 t.test('delayed events are durable timers: they fire by themselves and cancel(id) cancels them', async (t) => {
@@ -92,16 +113,26 @@ t.test('a persistent child spawned by a v5 parent: events both ways are delivere
   await operator.machineInstances.create('parent5', { slug: 'p' });
   await operator.machineInstances.sendEvent('parent5', 'p', { event: { type: 'START', childName: 'kid' } });
   let parent = await operator.machineInstances.admin.get('parent5', 'p');
-  for (let i = 0; i < 100 && parent.context.pongs !== 1; i++, await sleep(50)) parent = await operator.machineInstances.admin.get('parent5', 'p');
+  for (let i = 0; i < 100 && parent.context.pongs !== 1; i++, await sleep(50))
+    parent = await operator.machineInstances.admin.get('parent5', 'p');
   t.equal(parent.context.pongs, 1, 'the child got PING and its sendParent reached the parent');
   t.match(parent.context.child, { type: 'statebacked.instance', machineName: 'child5', machineInstanceName: 'kid' });
   t.same((await operator.machineInstances.admin.get('child5', 'kid')).context, { greeting: 'hello', pings: 1 }, 'spawned with its context');
   await operator.machineInstances.sendEvent('parent5', 'p', { event: 'LATER' });
-  t.equal((await operator.machineInstances.admin.get('child5', 'kid')).context.pings, 1, 'the delayed send (beyond the settle budget) waits');
-  for (let i = 0; i < 100 && parent.context.pongs !== 2; i++, await sleep(50)) parent = await operator.machineInstances.admin.get('parent5', 'p');
+  t.equal(
+    (await operator.machineInstances.admin.get('child5', 'kid')).context.pings,
+    1,
+    'the delayed send (beyond the settle budget) waits',
+  );
+  for (let i = 0; i < 100 && parent.context.pongs !== 2; i++, await sleep(50))
+    parent = await operator.machineInstances.admin.get('parent5', 'p');
   t.equal(parent.context.pongs, 2);
   t.same(await types(operator, 'child5', 'kid'), ['xstate.init', 'PING', 'PING']);
-  t.same(await types(operator, 'parent5', 'p'), ['xstate.init', 'START', 'PONG', 'LATER', 'PING', 'PONG'], 'the delayed send is a fired timer of the parent');
+  t.same(
+    await types(operator, 'parent5', 'p'),
+    ['xstate.init', 'START', 'PONG', 'LATER', 'PING', 'PONG'],
+    'the delayed send is a fired timer of the parent',
+  );
 });
 
 t.test('a bundle with its own xstate 5 copy, uploaded through the client', async (t) => {
@@ -117,9 +148,16 @@ t.test('malformed v5 machines are refused at upload with the reason', async (t) 
   const operator = new StateBackedClient(admin, { apiHost: node.url });
   await operator.machines.create('broken5');
   const attempt = (code: string) => operator.machineVersions.create('broken5', { clientInfo: 'x', makeCurrent: true, code });
-  await t.rejects(attempt(importing5(`export default createMachine({ id: 'bad', initial: 'a', states: { a: { on: { GO: 'nowhere' } } } });`)), { message: /Child state 'nowhere' does not exist/ });
-  await t.rejects(attempt(importing5(`export default { getInitialSnapshot() {}, transition() {} };`)), { message: /not an XState machine/ });
-  await t.rejects(attempt(importing5(`export default createMachine({ id: 'x' });`, { specifier: 'xstate@5/lib/utils' })), { message: /xstate 5 does not export/ });
+  await t.rejects(
+    attempt(importing5(`export default createMachine({ id: 'bad', initial: 'a', states: { a: { on: { GO: 'nowhere' } } } });`)),
+    { message: /Child state 'nowhere' does not exist/ },
+  );
+  await t.rejects(attempt(importing5(`export default { getInitialSnapshot() {}, transition() {} };`)), {
+    message: /not an XState machine/,
+  });
+  await t.rejects(attempt(importing5(`export default createMachine({ id: 'x' });`, { specifier: 'xstate@5/lib/utils' })), {
+    message: /xstate 5 does not export/,
+  });
 });
 
 t.test('evicted v5 actors are rebuilt from their snapshot: a pending delayed event fires, and cancel(id) still cancels one', async (t) => {

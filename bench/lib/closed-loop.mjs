@@ -9,7 +9,11 @@ import { byWindow } from './windows.mjs';
  * what bench/stall-summary.mjs joins with a perf record.
  */
 /** What BENCH_TIMINGS keeps of a closed loop's first `count` answers, for bench/stall-summary.mjs. */
-export const timingsOf = (t0, doneAtMs, latencies, count) => ({ t0Ns: String(t0), doneMs: Array.from(doneAtMs.subarray(0, count)), latencyMs: Array.from(latencies.subarray(0, count)) });
+export const timingsOf = (t0, doneAtMs, latencies, count) => ({
+  t0Ns: String(t0),
+  doneMs: Array.from(doneAtMs.subarray(0, count)),
+  latencyMs: Array.from(latencies.subarray(0, count)),
+});
 
 export const runClosedLoop = async ({ book, pool, concurrency, events, capS, record = true, timings = false }) => {
   const latencies = record ? new Float64Array(events) : undefined;

@@ -214,9 +214,28 @@ const sampled = async (processes, sampleMs, fn) => {
 /** Starts one `statehold node`; resolves once it listens and GET /health answers 200. */
 const startClusterNode = async ({ repoRoot, id, natsUrls, replicas, dataDir, adminKey, masterKey, track }) => {
   mkdirSync(dataDir, { recursive: true });
-  const args = [...serverNodeArgs(repoRoot), join(repoRoot, 'dist/bin/statehold.js'), 'node', '--nats', natsUrls.join(','), '--node-id', id,
-    '--replicas', String(replicas), '--port', '0', '--data-dir', dataDir, '--admin-key', adminKey];
-  const child = spawn(process.execPath, args, { cwd: repoRoot, env: { ...process.env, STATEHOLD_MASTER_KEY: masterKey }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = [
+    ...serverNodeArgs(repoRoot),
+    join(repoRoot, 'dist/bin/statehold.js'),
+    'node',
+    '--nats',
+    natsUrls.join(','),
+    '--node-id',
+    id,
+    '--replicas',
+    String(replicas),
+    '--port',
+    '0',
+    '--data-dir',
+    dataDir,
+    '--admin-key',
+    adminKey,
+  ];
+  const child = spawn(process.execPath, args, {
+    cwd: repoRoot,
+    env: { ...process.env, STATEHOLD_MASTER_KEY: masterKey },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   track(child.pid, `node ${id}`);
   let tail = '';
   const keep = (chunk) => (tail = (tail + chunk.toString()).slice(-8_000));
@@ -280,7 +299,10 @@ const waitConverged = async (nodes, adminKey, count, ms = 30_000) => {
     const views = await Promise.all(nodes.map((node) => getJson(node.url, '/cluster', adminKey).catch(() => undefined)));
     const target = Math.max(...views.map((v) => v?.appliedSeq?.meta ?? 0));
     if (views.every((v) => v && v.members.length === count && v.appliedSeq.meta >= target)) return views;
-    if (Date.now() > deadline) throw new Error(`cluster did not converge on ${count} members in ${ms} ms: ${JSON.stringify(views.map((v) => v && { members: v.members.length, meta: v.appliedSeq?.meta }))}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `cluster did not converge on ${count} members in ${ms} ms: ${JSON.stringify(views.map((v) => v && { members: v.members.length, meta: v.appliedSeq?.meta }))}`,
+      );
     await sleep(100);
   }
 };
@@ -296,7 +318,9 @@ const txProgress = async (deployment, adminKey) => {
   let lastSeq = 0;
   const consumers = new Map();
   for (const server of deployment.nats) {
-    const jsz = await fetch(`http://127.0.0.1:${server.httpPort}/jsz?accounts=true&streams=true&consumers=true`).then((r) => r.json()).catch(() => undefined);
+    const jsz = await fetch(`http://127.0.0.1:${server.httpPort}/jsz?accounts=true&streams=true&consumers=true`)
+      .then((r) => r.json())
+      .catch(() => undefined);
     for (const account of jsz?.account_details ?? []) {
       for (const stream of account.stream_detail ?? []) {
         if (!stream.name.endsWith('_TX')) continue;
@@ -310,11 +334,23 @@ const txProgress = async (deployment, adminKey) => {
     }
   }
   const live = deployment.nodes.filter((n) => !n.killed);
-  const views = await Promise.all(live.map((n) => getJson(n.url, '/cluster', adminKey).then((v) => [n.id, v.appliedSeq?.tx ?? 0]).catch(() => [n.id, null])));
+  const views = await Promise.all(
+    live.map((n) =>
+      getJson(n.url, '/cluster', adminKey)
+        .then((v) => [n.id, v.appliedSeq?.tx ?? 0])
+        .catch(() => [n.id, null]),
+    ),
+  );
   // A killed node's consumer stays on the server, stuck, until NATS drops it: the live nodes' are the
   // most advanced ones.
   const list = [...consumers.values()].sort((a, b) => b.delivered - a.delivered).slice(0, live.length);
-  return { lastSeq, followers: list.length, consumers: consumers.size, maxPending: Math.max(0, ...list.map((c) => Math.max(c.pending, lastSeq - c.delivered))), applied: Object.fromEntries(views) };
+  return {
+    lastSeq,
+    followers: list.length,
+    consumers: consumers.size,
+    maxPending: Math.max(0, ...list.map((c) => Math.max(c.pending, lastSeq - c.delivered))),
+    applied: Object.fromEntries(views),
+  };
 };
 
 /** Waits until every follower has been delivered the whole TX stream and every node applied it. */
@@ -323,12 +359,20 @@ const waitCaughtUp = async (deployment, adminKey, timeoutMs) => {
   const first = await txProgress(deployment, adminKey);
   let now = first;
   const live = deployment.nodes.filter((n) => !n.killed).length;
-  while (!(now.followers >= live && now.maxPending === 0 && Object.values(now.applied).every((seq) => seq !== null && seq >= now.lastSeq))) {
+  while (!(
+    now.followers >= live &&
+    now.maxPending === 0 &&
+    Object.values(now.applied).every((seq) => seq !== null && seq >= now.lastSeq)
+  )) {
     if (monoMs() - t0 > timeoutMs) return { atStart: first, end: now, caughtUpS: null, timedOut: true };
     await sleep(50);
     now = await txProgress(deployment, adminKey);
   }
-  return { atStart: { lastSeq: first.lastSeq, maxPending: first.maxPending, applied: first.applied }, caughtUpS: round((monoMs() - t0) / 1000, 2), timedOut: false };
+  return {
+    atStart: { lastSeq: first.lastSeq, maxPending: first.maxPending, applied: first.applied },
+    caughtUpS: round((monoMs() - t0) / 1000, 2),
+    timedOut: false,
+  };
 };
 
 /** Starts a deployment: `embedded`, or `cluster-<n>` (n nats-servers, n nodes, R n). */
@@ -342,7 +386,16 @@ const startDeployment = async (kind, { repoRoot, root, config, deps, track, log 
       nats: [],
       async stop() {
         const stopped = await server.stop({ keepData: config.keepData });
-        return { nodes: [{ id: 'embedded', code: stopped.code, signal: stopped.signal, ...(stopped.code !== 0 ? { stderrTail: stopped.stderrTail } : {}) }] };
+        return {
+          nodes: [
+            {
+              id: 'embedded',
+              code: stopped.code,
+              signal: stopped.signal,
+              ...(stopped.code !== 0 ? { stderrTail: stopped.stderrTail } : {}),
+            },
+          ],
+        };
       },
     };
   }
@@ -357,7 +410,12 @@ const startDeployment = async (kind, { repoRoot, root, config, deps, track, log 
     const out = { nodes: [], nats: [] };
     for (const node of nodes) {
       const stopped = await node.stop();
-      out.nodes.push({ id: node.id, code: stopped.code, signal: stopped.signal, ...(stopped.code !== 0 && !node.killed ? { stderrTail: node.tail().slice(-2000) } : {}) });
+      out.nodes.push({
+        id: node.id,
+        code: stopped.code,
+        signal: stopped.signal,
+        ...(stopped.code !== 0 && !node.killed ? { stderrTail: node.tail().slice(-2000) } : {}),
+      });
     }
     await nats.stop();
     out.nats = nats.servers.map((server) => ({ name: server.name, code: server.process.exitCode, signal: server.process.signalCode }));
@@ -365,7 +423,16 @@ const startDeployment = async (kind, { repoRoot, root, config, deps, track, log 
   };
   try {
     for (let i = 1; i <= count; i++) {
-      const node = await startClusterNode({ repoRoot, id: `node-${i}`, natsUrls: nats.urls, replicas: count, dataDir: join(dir, `node-${i}`), adminKey: config.adminKey, masterKey, track });
+      const node = await startClusterNode({
+        repoRoot,
+        id: `node-${i}`,
+        natsUrls: nats.urls,
+        replicas: count,
+        dataDir: join(dir, `node-${i}`),
+        adminKey: config.adminKey,
+        masterKey,
+        track,
+      });
       nodes.push(node);
       log(`${kind}: node-${i} pid ${node.pid} at ${node.url}`);
     }
@@ -413,7 +480,9 @@ const measuredLoop = async ({ deployment, dispatcher, book, concurrency, events,
   return {
     ...figures,
     afterFirstSecond: overTime?.afterFirstSecond,
-    ...(catchUp ? { catchUp, appliedPerSecond: catchUp.timedOut ? null : round(result.acked / (result.wallS + catchUp.caughtUpS), 1) } : {}),
+    ...(catchUp
+      ? { catchUp, appliedPerSecond: catchUp.timedOut ? null : round(result.acked / (result.wallS + catchUp.caughtUpS), 1) }
+      : {}),
     sampledS,
     generatorCpuPct,
     hostBusyCores: samples[0]?.sample.hostBusyCores ?? null,
@@ -439,7 +508,13 @@ const createInstances = async (book, dispatcher, machine) => {
     }),
   );
   const wallS = (monoMs() - t0) / 1000;
-  return { instances: book.count, wallS: round(wallS), perSecond: round(book.count / wallS, 1), statusCounts: counts, latencyMs: summarize(latencies) };
+  return {
+    instances: book.count,
+    wallS: round(wallS),
+    perSecond: round(book.count / wallS, 1),
+    statusCounts: counts,
+    latencyMs: summarize(latencies),
+  };
 };
 
 /** Owner node id of each named instance, asked of one node. */
@@ -503,7 +578,12 @@ const steadyFigures = (answers, from, to) => {
   const counts = {};
   for (const a of inside) tally(counts, a.key);
   const seconds = (to - from) / 1000;
-  return { answers: inside.length, perSecond: seconds > 0 ? round(inside.filter((a) => a.ok).length / seconds, 1) : null, statusCounts: counts, latencyMs: summarize(inside.map((a) => a.ms)) };
+  return {
+    answers: inside.length,
+    perSecond: seconds > 0 ? round(inside.filter((a) => a.ok).length / seconds, 1) : null,
+    statusCounts: counts,
+    latencyMs: summarize(inside.map((a) => a.ms)),
+  };
 };
 
 const runFailover = async ({ deployment, book, headers, scenario, config, log }) => {
@@ -516,11 +596,21 @@ const runFailover = async ({ deployment, book, headers, scenario, config, log })
   const { victim, counts: ownedBy, instances } = pickVictim(owners);
   const victimNode = deployment.nodes.find((n) => n.id === victim);
   const survivors = deployment.nodes.filter((n) => n.id !== victim);
-  log(`cluster-3: failover: ${victim} (pid ${victimNode.pid}) owns ${instances.length} of ${probeCount} probed instances (${JSON.stringify(ownedBy)})`);
+  log(
+    `cluster-3: failover: ${victim} (pid ${victimNode.pid}) owns ${instances.length} of ${probeCount} probed instances (${JSON.stringify(ownedBy)})`,
+  );
   const survivorPools = roundRobin(survivors.map((n) => makePool(n.url, 16)));
   const probeIndex = instances.map((slug) => Number(slug.slice(slug.lastIndexOf('-') + 1)));
   const others = Array.from({ length: book.count - probeCount }, (_, k) => probeCount + k);
-  const out = { victim, victimPid: victimNode.pid, probed: probeCount, ownedBy, heartbeat: DEFAULT_HEARTBEAT, rate: scenario.failoverRate, retryMs: scenario.failoverRetryMs };
+  const out = {
+    victim,
+    victimPid: victimNode.pid,
+    probed: probeCount,
+    ownedBy,
+    heartbeat: DEFAULT_HEARTBEAT,
+    rate: scenario.failoverRate,
+    retryMs: scenario.failoverRetryMs,
+  };
   try {
     out.beforeLoad = await waitCaughtUp(deployment, adminKey, scenario.catchUpS * 1000);
     const loadStartedAt = monoMs();
@@ -562,14 +652,20 @@ const runFailover = async ({ deployment, book, headers, scenario, config, log })
     const endedAt = monoMs();
     out.failover = failoverFigures(times, probeIndex.length);
     out.probeStatusCounts = probeCounts;
-    out.probeFailedRequests = Object.entries(probeCounts).filter(([key]) => key !== '200').reduce((sum, [, n]) => sum + n, 0);
+    out.probeFailedRequests = Object.entries(probeCounts)
+      .filter(([key]) => key !== '200')
+      .reduce((sum, [, n]) => sum + n, 0);
     out.steady = {
       beforeKill: steadyFigures(steady.answers, loadStartedAt, killedAt),
       duringFailover: steadyFigures(steady.answers, killedAt, lastServedAt + 1),
       afterFailover: steadyFigures(steady.answers, lastServedAt + 1, endedAt),
       statusCounts: steady.counts,
     };
-    out.failedDuringFailover = out.probeFailedRequests + Object.entries(out.steady.duringFailover.statusCounts).filter(([key]) => key !== '200').reduce((sum, [, n]) => sum + n, 0);
+    out.failedDuringFailover =
+      out.probeFailedRequests +
+      Object.entries(out.steady.duringFailover.statusCounts)
+        .filter(([key]) => key !== '200')
+        .reduce((sum, [, n]) => sum + n, 0);
     out.survivorCpuPct = Object.fromEntries(samples.map((s) => [s.id, s.sample.cpuPct]));
     out.victimExit = await victimNode.exited;
     // The victim's sandbox workers: gone with it, or left behind?
@@ -577,7 +673,9 @@ const runFailover = async ({ deployment, book, headers, scenario, config, log })
     out.victimDescendantsLeft = victimFamily.slice(1).filter(alive);
     const view = await getJson(survivors[0].url, '/cluster', adminKey);
     out.membersAfter = view.members.map((m) => m.id ?? m);
-    log(`cluster-3: failover: ${out.failover.served}/${out.failover.instances} served again, p50 ${out.failover.ms.p50} ms, p99 ${out.failover.ms.p99} ms, max ${out.failover.ms.max} ms; failed requests meanwhile ${out.failedDuringFailover} (${JSON.stringify(probeCounts)})`);
+    log(
+      `cluster-3: failover: ${out.failover.served}/${out.failover.instances} served again, p50 ${out.failover.ms.p50} ms, p99 ${out.failover.ms.p99} ms, max ${out.failover.ms.max} ms; failed requests meanwhile ${out.failedDuringFailover} (${JSON.stringify(probeCounts)})`,
+    );
   } finally {
     await survivorPools.close();
   }
@@ -605,13 +703,31 @@ const runDeployment = async (kind, scenario, config, ctx) => {
     try {
       log(`${kind}: creating ${scenario.instances} instances`);
       out.create = await createInstances(book, spread, MACHINE_NAME);
-      if ((out.create.statusCounts['200'] ?? 0) !== book.count) throw new Error(`instance creation failed: ${JSON.stringify(out.create.statusCounts)}`);
+      if ((out.create.statusCounts['200'] ?? 0) !== book.count)
+        throw new Error(`instance creation failed: ${JSON.stringify(out.create.statusCounts)}`);
       log(`${kind}: warm-up, ${scenario.warmupEvents} events at C=${scenario.concurrency}`);
-      const warm = await runClosedLoop({ book, pool: spread, concurrency: scenario.concurrency, events: scenario.warmupEvents, capS: scenario.capS, record: false });
+      const warm = await runClosedLoop({
+        book,
+        pool: spread,
+        concurrency: scenario.concurrency,
+        events: scenario.warmupEvents,
+        capS: scenario.capS,
+        record: false,
+      });
       out.warmup = { throughput: warm.throughput, statusCounts: warm.statusCounts };
       if (deployment.nats.length) out.warmup.catchUp = await waitCaughtUp(deployment, config.adminKey, scenario.catchUpS * 1000);
       const loop = (concurrency, events, dispatcher = spread) =>
-        measuredLoop({ deployment, dispatcher, book, concurrency, events, capS: scenario.capS, sampleMs: config.sampleMs, adminKey: config.adminKey, catchUpS: scenario.catchUpS });
+        measuredLoop({
+          deployment,
+          dispatcher,
+          book,
+          concurrency,
+          events,
+          capS: scenario.capS,
+          sampleMs: config.sampleMs,
+          adminKey: config.adminKey,
+          catchUpS: scenario.catchUpS,
+        });
       if (scenario.idleS > 0) {
         // What the deployment burns with no load at all (heartbeats, consumers, timers): the floor under C=1's CPU per event.
         const procs = processesOf(deployment);
@@ -619,21 +735,35 @@ const runDeployment = async (kind, scenario, config, ctx) => {
         out.idleCpuPct = Object.fromEntries(samples.map((x) => [x.id, x.sample.cpuPct]));
       }
       out.c64 = await loop(scenario.concurrency, scenario.events);
-      log(`${kind}: C=${scenario.concurrency}: ${out.c64.throughput} ev/s, p50 ${out.c64.latencyMs.p50}, p99 ${out.c64.latencyMs.p99} ms, ${JSON.stringify(out.c64.statusCounts)}`);
+      log(
+        `${kind}: C=${scenario.concurrency}: ${out.c64.throughput} ev/s, p50 ${out.c64.latencyMs.p50}, p99 ${out.c64.latencyMs.p99} ms, ${JSON.stringify(out.c64.statusCounts)}`,
+      );
       out.c1 = await loop(1, scenario.c1Events);
-      log(`${kind}: C=1: ${out.c1.throughput} ev/s, p50 ${out.c1.latencyMs.p50}, p99 ${out.c1.latencyMs.p99} ms, ${JSON.stringify(out.c1.statusCounts)}`);
+      log(
+        `${kind}: C=1: ${out.c1.throughput} ev/s, p50 ${out.c1.latencyMs.p50}, p99 ${out.c1.latencyMs.p99} ms, ${JSON.stringify(out.c1.statusCounts)}`,
+      );
       if (deployment.nodes.length > 1 && scenario.directEvents > 0) {
         // The same C=64 loop with every request sent to its instance's owner: no forwarding hop.
         const orgId = (await getJson(urls[0], '/orgs', config.adminKey)).orgs[0].id;
-        const owners = await ownersOf(urls[0], config.adminKey, orgId, Array.from({ length: book.count }, (_, i) => book.slug(i)));
+        const owners = await ownersOf(
+          urls[0],
+          config.adminKey,
+          orgId,
+          Array.from({ length: book.count }, (_, i) => book.slug(i)),
+        );
         const indexOf = Object.fromEntries(deployment.nodes.map((n, k) => [n.id, k]));
-        const direct = ownerRouted(urls.map((url) => makePool(url, scenario.concurrency)), (slug) => indexOf[owners[slug]]);
+        const direct = ownerRouted(
+          urls.map((url) => makePool(url, scenario.concurrency)),
+          (slug) => indexOf[owners[slug]],
+        );
         try {
           out.direct = await loop(scenario.concurrency, scenario.directEvents, direct);
         } finally {
           await direct.close();
         }
-        log(`${kind}: C=${scenario.concurrency} straight to owners: ${out.direct.throughput} ev/s, p50 ${out.direct.latencyMs.p50}, p99 ${out.direct.latencyMs.p99} ms`);
+        log(
+          `${kind}: C=${scenario.concurrency} straight to owners: ${out.direct.throughput} ev/s, p50 ${out.direct.latencyMs.p50}, p99 ${out.direct.latencyMs.p99} ms`,
+        );
       }
     } finally {
       await spread.close();
@@ -698,12 +828,15 @@ export const runCluster = async (scenario, config, deps) => {
 export const clusterFailed = (r) => {
   if (r.error || !r.deployments?.length) return true;
   if (r.processes?.stillRunning?.length || r.processes?.leftRunningAtEnd?.length) return true;
-  return r.deployments.some((d) =>
-    d.error ||
-    !d.verify?.ok ||
-    d.stateMismatches > 0 ||
-    ['create', 'c64', 'c1', 'direct'].some((phase) => d[phase] && Object.keys(d[phase].statusCounts ?? {}).some((key) => key !== '200')) ||
-    (d.failover && d.failover.failover?.notServed !== 0),
+  return r.deployments.some(
+    (d) =>
+      d.error ||
+      !d.verify?.ok ||
+      d.stateMismatches > 0 ||
+      ['create', 'c64', 'c1', 'direct'].some(
+        (phase) => d[phase] && Object.keys(d[phase].statusCounts ?? {}).some((key) => key !== '200'),
+      ) ||
+      (d.failover && d.failover.failover?.notServed !== 0),
   );
 };
 
@@ -728,8 +861,18 @@ export const clusterMarkdown = (r, fmt) => {
     '|---|---|---:|---:|---:|---:|---|---|---|---:|---:|---:|---|',
   ];
   for (const d of r.deployments ?? []) {
-    const verified = d.error ? '**error**' : d.verify ? (d.verify.ok ? `ok (${int(d.verify.historyEvents)} ev)` : `**${d.verify.mismatches} mismatches**`) : '–';
-    for (const [name, p] of [[`C=${s.concurrency}${d.kind === 'cluster-3' ? ' spread' : ''}`, d.c64], [`C=${s.concurrency} owners`, d.direct], ['C=1', d.c1]]) {
+    const verified = d.error
+      ? '**error**'
+      : d.verify
+        ? d.verify.ok
+          ? `ok (${int(d.verify.historyEvents)} ev)`
+          : `**${d.verify.mismatches} mismatches**`
+        : '–';
+    for (const [name, p] of [
+      [`C=${s.concurrency}${d.kind === 'cluster-3' ? ' spread' : ''}`, d.c64],
+      [`C=${s.concurrency} owners`, d.direct],
+      ['C=1', d.c1],
+    ]) {
       if (!p) continue;
       const n = p.cpu?.nodes ?? {};
       const split = n.splitUs ? ` (${fmt(n.splitUs.main, 0)} / ${fmt(n.splitUs.nodeOther, 0)} / ${fmt(n.splitUs.worker, 0)})` : '';
@@ -738,16 +881,35 @@ export const clusterMarkdown = (r, fmt) => {
           `${fmt(n.totalUs, 0)}${split} | ${d.kind === 'embedded' ? '–' : fmt(p.cpu?.nats?.totalUs, 0)} | ${fmt(p.hostBusyCores)} | ${fmt(p.generatorCpuPct, 0)} | ${verified} |`,
       );
     }
-    if (d.create) lines.push(`| ${d.kind} | create (16 in flight) | ${int(d.create.perSecond)} | ${fmt(d.create.latencyMs.p50)} | ${fmt(d.create.latencyMs.p99)} | ${fmt(d.create.latencyMs.max)} | ${failures(d.create.statusCounts)} | | | | | | |`);
+    if (d.create)
+      lines.push(
+        `| ${d.kind} | create (16 in flight) | ${int(d.create.perSecond)} | ${fmt(d.create.latencyMs.p50)} | ${fmt(d.create.latencyMs.p99)} | ${fmt(d.create.latencyMs.max)} | ${failures(d.create.statusCounts)} | | | | | | |`,
+      );
     if (d.error) lines.push('', `**${d.kind} failed:** ${d.error}`, '');
     if (d.verify && !d.verify.ok) lines.push('', `**${d.kind} verification:** ${JSON.stringify(d.verify.examples.slice(0, 3))}`, '');
-    if (d.stateMismatches) lines.push('', `**${d.kind}: ${d.stateMismatches} answers had an unexpected state:** ${JSON.stringify(d.stateMismatchExamples)}`, '');
+    if (d.stateMismatches)
+      lines.push('', `**${d.kind}: ${d.stateMismatches} answers had an unexpected state:** ${JSON.stringify(d.stateMismatchExamples)}`, '');
   }
   const idle = (r.deployments ?? []).filter((d) => d.idleCpuPct);
-  if (idle.length) lines.push('', `Idle CPU (% of a core, ${s.idleS} s without requests, after the warm-up): ${idle.map((d) => `${d.kind}: ${Object.entries(d.idleCpuPct).map(([id, pct]) => `${id} ${fmt(pct, 1)}`).join(', ')}`).join('; ')}.`);
+  if (idle.length)
+    lines.push(
+      '',
+      `Idle CPU (% of a core, ${s.idleS} s without requests, after the warm-up): ${idle
+        .map(
+          (d) =>
+            `${d.kind}: ${Object.entries(d.idleCpuPct)
+              .map(([id, pct]) => `${id} ${fmt(pct, 1)}`)
+              .join(', ')}`,
+        )
+        .join('; ')}.`,
+    );
   const c3 = r.deployments?.find((d) => d.kind === 'cluster-3');
   const natsPer = c3?.c64?.cpu?.nats?.perProcessUs;
-  if (natsPer) lines.push('', `cluster-3 at C=${s.concurrency} spread, CPU µs per event by process: ${[...Object.entries(c3.c64.cpu.nodes.perProcessUs), ...Object.entries(natsPer)].map(([id, us]) => `${id} ${fmt(us, 0)}`).join(', ')}.`);
+  if (natsPer)
+    lines.push(
+      '',
+      `cluster-3 at C=${s.concurrency} spread, CPU µs per event by process: ${[...Object.entries(c3.c64.cpu.nodes.perProcessUs), ...Object.entries(natsPer)].map(([id, us]) => `${id} ${fmt(us, 0)}`).join(', ')}.`,
+    );
   const f = c3?.failover;
   if (f?.failover) {
     const ms = f.failover.ms;
@@ -761,8 +923,14 @@ export const clusterMarkdown = (r, fmt) => {
     );
   }
   const aims = [];
-  if (c3?.c64) aims.push(`3-node R3 at C=${s.concurrency}: ${int(c3.c64.throughput)} durable events/s (aim ≥ 2,000: ${c3.c64.throughput >= 2000 ? 'met' : '**not met**'})`);
-  if (f?.failover?.ms?.p99 != null) aims.push(`failover p99 ${fmt(f.failover.ms.p99, 0)} ms (aim < 3,000: ${f.failover.ms.p99 < 3000 && f.failover.notServed === 0 ? 'met' : '**not met**'})`);
+  if (c3?.c64)
+    aims.push(
+      `3-node R3 at C=${s.concurrency}: ${int(c3.c64.throughput)} durable events/s (aim ≥ 2,000: ${c3.c64.throughput >= 2000 ? 'met' : '**not met**'})`,
+    );
+  if (f?.failover?.ms?.p99 != null)
+    aims.push(
+      `failover p99 ${fmt(f.failover.ms.p99, 0)} ms (aim < 3,000: ${f.failover.ms.p99 < 3000 && f.failover.notServed === 0 ? 'met' : '**not met**'})`,
+    );
   if (aims.length) lines.push('', `Aims (printed, not asserted): ${aims.join('; ')}.`);
   const model = capacityOf(r);
   if (model) {
@@ -772,7 +940,11 @@ export const clusterMarkdown = (r, fmt) => {
         `Projected: ${model.projection.map((p) => `N=${p.nodes}: ${int(p.perNodeUsPerEvent)} µs per event per node, ≈ ${int(p.limitPerSecond)}/s (${p.boundBy})`).join('; ')}; ceiling from apply alone ${int(model.applyCeilingPerSecond)}/s.`,
     );
   }
-  if (r.processes) lines.push('', `Processes started: ${r.processes.started}; running at the end before the final kill: ${r.processes.leftRunningAtEnd.length ? r.processes.leftRunningAtEnd.join(', ') : 'none'}; still running after it: ${r.processes.stillRunning.length || 'none'}.`);
+  if (r.processes)
+    lines.push(
+      '',
+      `Processes started: ${r.processes.started}; running at the end before the final kill: ${r.processes.leftRunningAtEnd.length ? r.processes.leftRunningAtEnd.join(', ') : 'none'}; still running after it: ${r.processes.stillRunning.length || 'none'}.`,
+    );
   if (r.error) lines.push('', `**cluster failed:** ${r.error}`);
   return lines;
 };
@@ -783,5 +955,13 @@ export const capacityOf = (r, options) => {
   const c3 = r.deployments?.find((d) => d.kind === 'cluster-3');
   if (!c1?.c64 || !c3?.c64 || !c3?.direct) return undefined;
   const natsPer = Object.values(c3.c64.cpu?.nats?.perProcessUs ?? {}).filter((x) => typeof x === 'number');
-  return capacityModel({ c1Us: c1.c64.cpu?.nodes?.totalUs, directUs: c3.direct.cpu?.nodes?.totalUs, spreadUs: c3.c64.cpu?.nodes?.totalUs, natsBusiestUs: natsPer.length ? Math.max(...natsPer) : undefined }, options);
+  return capacityModel(
+    {
+      c1Us: c1.c64.cpu?.nodes?.totalUs,
+      directUs: c3.direct.cpu?.nodes?.totalUs,
+      spreadUs: c3.c64.cpu?.nodes?.totalUs,
+      natsBusiestUs: natsPer.length ? Math.max(...natsPer) : undefined,
+    },
+    options,
+  );
 };

@@ -110,7 +110,8 @@ export const loadConfig = () => {
       kind: 'cluster',
       deployments: (process.env.BENCH_CLUSTER_DEPLOYMENTS || 'embedded,cluster-1,cluster-3').split(',').map((d) => {
         const id = d.trim();
-        if (!['embedded', 'cluster-1', 'cluster-3'].includes(id)) throw new Error(`BENCH_CLUSTER_DEPLOYMENTS takes embedded, cluster-1, cluster-3; got ${id}`);
+        if (!['embedded', 'cluster-1', 'cluster-3'].includes(id))
+          throw new Error(`BENCH_CLUSTER_DEPLOYMENTS takes embedded, cluster-1, cluster-3; got ${id}`);
         return id;
       }),
       instances: int('BENCH_CLUSTER_INSTANCES', 1000),
@@ -150,12 +151,18 @@ export const loadConfig = () => {
       capS,
     },
   };
-  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances,cluster,indexes').split(',').map((s) => s.trim()).filter(Boolean);
-  for (const id of wanted) if (!all[id]) throw new Error(`unknown scenario ${id} in BENCH_SCENARIOS (known: ${Object.keys(all).join(', ')})`);
+  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances,cluster,indexes')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const id of wanted)
+    if (!all[id]) throw new Error(`unknown scenario ${id} in BENCH_SCENARIOS (known: ${Object.keys(all).join(', ')})`);
   for (const id of wanted) {
     const s = all[id];
     if ((s.kind === 'closed' || s.kind === 'cluster' || s.kind === 'indexes') && s.instances < s.concurrency) {
-      throw new Error(`${id}: BENCH_INSTANCES (${s.instances}) must be >= concurrency (${s.concurrency}) so that each worker owns its instances`);
+      throw new Error(
+        `${id}: BENCH_INSTANCES (${s.instances}) must be >= concurrency (${s.concurrency}) so that each worker owns its instances`,
+      );
     }
   }
   return {

@@ -5,7 +5,9 @@ import { serverNodeArgs } from './server-process.mjs';
 
 const git = (repoRoot, args) => {
   try {
-    return execFileSync('git', args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    return execFileSync('git', args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
   } catch {
     return undefined;
   }

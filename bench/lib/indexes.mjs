@@ -39,20 +39,29 @@ const closedLoop = async ({ concurrency, total, capS, job }) => {
   let capped = false;
   const t0 = process.hrtime.bigint();
   const deadline = t0 + BigInt(capS) * 1_000_000_000n;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < total) {
-      if (process.hrtime.bigint() > deadline) {
-        capped = true;
-        return;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) {
+        if (process.hrtime.bigint() > deadline) {
+          capped = true;
+          return;
+        }
+        const answer = await job(next++);
+        const key = outcomeKey(answer);
+        counts[key] = (counts[key] ?? 0) + 1;
+        latencies[done++] = answer.ms;
       }
-      const answer = await job(next++);
-      const key = outcomeKey(answer);
-      counts[key] = (counts[key] ?? 0) + 1;
-      latencies[done++] = answer.ms;
-    }
-  }));
+    }),
+  );
   const wallS = Number(process.hrtime.bigint() - t0) / 1e9;
-  return { requests: done, wallS: Number(wallS.toFixed(2)), perSecond: Number(((counts['200'] ?? 0) / wallS).toFixed(1)), statusCounts: counts, latencyMs: summarize(latencies.subarray(0, done)), cappedByTime: capped };
+  return {
+    requests: done,
+    wallS: Number(wallS.toFixed(2)),
+    perSecond: Number(((counts['200'] ?? 0) / wallS).toFixed(1)),
+    statusCounts: counts,
+    latencyMs: summarize(latencies.subarray(0, done)),
+    cappedByTime: capped,
+  };
 };
 
 /** The medians of the rounds of one machine, and the ratio of indexed to plain. */
@@ -116,7 +125,12 @@ const ownerOf = (i) => `user${String((i * 7919) % 1_000_003).padStart(7, '0')}@e
 /** @returns {Promise<IndexesRun>} */
 export const runIndexes = async (scenario, config, { startServer, repoRoot, log }) => {
   const label = 'indexes';
-  const server = await startServer({ repoRoot, adminKey: config.adminKey, label, profileDir: config.profile ? join(repoRoot, 'bench/results/prof') : undefined });
+  const server = await startServer({
+    repoRoot,
+    adminKey: config.adminKey,
+    label,
+    profileDir: config.profile ? join(repoRoot, 'bench/results/prof') : undefined,
+  });
   log(`${label}: server pid ${server.pid}`);
   /** @type {IndexesRun} */
   const out = { scenario };
@@ -145,10 +159,22 @@ export const runIndexes = async (scenario, config, { startServer, repoRoot, log 
     await machine('indexed', { status: '$.status', tags: '$.tags' });
     const k = scenario.instances;
     for (const m of ['plain', 'indexed']) {
-      const created = await closedLoop({ concurrency: 16, total: k, capS: scenario.capS, job: (i) => request(pool, 'POST', `/machines/${m}`, headers, { slug: `k${i}` }) });
-      if (Object.keys(created.statusCounts).some((key) => key !== '200')) throw new Error(`creating ${m}: ${JSON.stringify(created.statusCounts)}`);
-      const warm = await closedLoop({ concurrency: scenario.concurrency, total: scenario.warmupEvents, capS: scenario.capS, job: () => request(pool, 'POST', `/machines/${m}/i/k${(Math.random() * k) | 0}/events`, headers, { event: 'INC' }) });
-      if (Object.keys(warm.statusCounts).some((key) => key !== '200')) throw new Error(`warming ${m}: ${JSON.stringify(warm.statusCounts)}`);
+      const created = await closedLoop({
+        concurrency: 16,
+        total: k,
+        capS: scenario.capS,
+        job: (i) => request(pool, 'POST', `/machines/${m}`, headers, { slug: `k${i}` }),
+      });
+      if (Object.keys(created.statusCounts).some((key) => key !== '200'))
+        throw new Error(`creating ${m}: ${JSON.stringify(created.statusCounts)}`);
+      const warm = await closedLoop({
+        concurrency: scenario.concurrency,
+        total: scenario.warmupEvents,
+        capS: scenario.capS,
+        job: () => request(pool, 'POST', `/machines/${m}/i/k${(Math.random() * k) | 0}/events`, headers, { event: 'INC' }),
+      });
+      if (Object.keys(warm.statusCounts).some((key) => key !== '200'))
+        throw new Error(`warming ${m}: ${JSON.stringify(warm.statusCounts)}`);
     }
     // Instances in turn: with K ≥ C, no instance has two events in flight (each waits in its mailbox otherwise).
     const window = async (m) => {
@@ -162,8 +188,11 @@ export const runIndexes = async (scenario, config, { startServer, repoRoot, log 
       });
       const sampled = sampler.stop();
       result.cpuPct = sampled.cpuPct;
-      result.cpuUsPerEvent = sampled.cpuPct == null || !result.perSecond ? null : Math.round((sampled.cpuPct / 100 / result.perSecond) * 1e6);
-      log(`${label}: ${m}: ${result.perSecond} ev/s, p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, ${JSON.stringify(result.statusCounts)}`);
+      result.cpuUsPerEvent =
+        sampled.cpuPct == null || !result.perSecond ? null : Math.round((sampled.cpuPct / 100 / result.perSecond) * 1e6);
+      log(
+        `${label}: ${m}: ${result.perSecond} ev/s, p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, ${JSON.stringify(result.statusCounts)}`,
+      );
       return result;
     };
     out.rounds = [];
@@ -199,10 +228,15 @@ export const runIndexes = async (scenario, config, { startServer, repoRoot, log 
       concurrency: scenario.concurrency,
       total: q,
       capS: scenario.queryCreateCapS,
-      job: (i) => request(pool, 'POST', '/machines/queried', headers, { slug: `q${i}`, context: { owner: ownerOf(i), status: `s${String(i % 100).padStart(2, '0')}`, tags: [`t${i % 7}`, `u${i % 13}`] } }),
+      job: (i) =>
+        request(pool, 'POST', '/machines/queried', headers, {
+          slug: `q${i}`,
+          context: { owner: ownerOf(i), status: `s${String(i % 100).padStart(2, '0')}`, tags: [`t${i % 7}`, `u${i % 13}`] },
+        }),
     });
     out.queryCreate = created;
-    if (Object.keys(created.statusCounts).some((key) => key !== '200')) throw new Error(`creating queried: ${JSON.stringify(created.statusCounts)}`);
+    if (Object.keys(created.statusCounts).some((key) => key !== '200'))
+      throw new Error(`creating queried: ${JSON.stringify(created.statusCounts)}`);
     out.queries = [];
     const misordered = [];
     for (const index of ['owner']) {
@@ -221,7 +255,16 @@ export const runIndexes = async (scenario, config, { startServer, repoRoot, log 
             latencies.push(answer.ms);
           }
           const summary = summarize(latencies);
-          out.queries.push({ index, dir, op: op ?? 'all', queries: latencies.length, meanReturned: Number((returned / latencies.length).toFixed(1)), p50: summary.p50, p99: summary.p99, max: summary.max });
+          out.queries.push({
+            index,
+            dir,
+            op: op ?? 'all',
+            queries: latencies.length,
+            meanReturned: Number((returned / latencies.length).toFixed(1)),
+            p50: summary.p50,
+            p99: summary.p99,
+            max: summary.max,
+          });
         }
       }
     }
@@ -244,7 +287,9 @@ export const runIndexes = async (scenario, config, { startServer, repoRoot, log 
 export const indexesFailed = (r) =>
   Boolean(r.error) ||
   !r.rounds?.length ||
-  r.rounds.some((round) => ['plain', 'indexed'].some((m) => Object.keys(round[m]?.statusCounts ?? { missing: 1 }).some((key) => key !== '200'))) ||
+  r.rounds.some((round) =>
+    ['plain', 'indexed'].some((m) => Object.keys(round[m]?.statusCounts ?? { missing: 1 }).some((key) => key !== '200')),
+  ) ||
   (r.checked?.mismatches ?? 1) > 0 ||
   (r.queryOrder?.misordered ?? 1) > 0;
 
@@ -274,8 +319,15 @@ export const indexesMarkdown = (r, fmt) => {
   }
   if (r.queryCreate) lines.push('', `Query instances: ${int(r.queryCreate.requests)} created at ${int(r.queryCreate.perSecond)}/s.`);
   if (r.queries?.length) {
-    lines.push('', `Index query latency (ms), one request at a time, limit ${PAGE}, operand a random existing value; ${s.queries} queries per row:`, '', '| index | dir | op | p50 | p99 | max | mean entries |', '|---|---|---|---:|---:|---:|---:|');
-    for (const x of r.queries) lines.push(`| ${x.index} | ${x.dir} | ${x.op} | ${fmt(x.p50)} | ${fmt(x.p99)} | ${fmt(x.max)} | ${fmt(x.meanReturned, 1)} |`);
+    lines.push(
+      '',
+      `Index query latency (ms), one request at a time, limit ${PAGE}, operand a random existing value; ${s.queries} queries per row:`,
+      '',
+      '| index | dir | op | p50 | p99 | max | mean entries |',
+      '|---|---|---|---:|---:|---:|---:|',
+    );
+    for (const x of r.queries)
+      lines.push(`| ${x.index} | ${x.dir} | ${x.op} | ${fmt(x.p50)} | ${fmt(x.p99)} | ${fmt(x.max)} | ${fmt(x.meanReturned, 1)} |`);
   }
   if (r.error) lines.push('', `**indexes failed:** ${r.error}`);
   return lines;

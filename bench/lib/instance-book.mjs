@@ -58,7 +58,8 @@ export class InstanceBook {
     } catch {}
     if (state !== expected) {
       this.stateMismatches++;
-      if (this.stateMismatchExamples.length < 5) this.stateMismatchExamples.push({ instance: this.slug(i), n, expected, got: state ?? text.slice(0, 200) });
+      if (this.stateMismatchExamples.length < 5)
+        this.stateMismatchExamples.push({ instance: this.slug(i), n, expected, got: state ?? text.slice(0, 200) });
     }
   }
 }

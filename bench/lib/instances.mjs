@@ -34,7 +34,14 @@ export const counterCode = async (bundle, repoRoot) => {
   if (bundle === 'service') return COUNTER;
   const out = await build({
     stdin: { contents: COUNTER.replace(/'npm:xstate'/, "'xstate'"), resolveDir: repoRoot, loader: 'js' },
-    bundle: true, platform: 'browser', format: 'esm', minify: true, keepNames: true, legalComments: 'none', write: false, logLevel: 'silent',
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    minify: true,
+    keepNames: true,
+    legalComments: 'none',
+    write: false,
+    logLevel: 'silent',
   });
   return out.outputFiles[0].text;
 };
@@ -111,7 +118,11 @@ const runOneK = async (k, scenario, config, { startServer, repoRoot, log }) => {
   try {
     const admin = new StateBackedClient(config.adminKey, { apiHost: server.url });
     await admin.machines.create(MACHINE);
-    await admin.machineVersions.create(MACHINE, { clientInfo: `bench (${scenario.bundle})`, makeCurrent: true, code: await counterCode(scenario.bundle, repoRoot) });
+    await admin.machineVersions.create(MACHINE, {
+      clientInfo: `bench (${scenario.bundle})`,
+      makeCurrent: true,
+      code: await counterCode(scenario.bundle, repoRoot),
+    });
     const key = await admin.keys.create({ name: 'bench', use: 'production' });
     const token = await signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: 'bench' }, { expires: { in: '4h' } });
     const headers = authHeaders(token);
@@ -119,7 +130,14 @@ const runOneK = async (k, scenario, config, { startServer, repoRoot, log }) => {
     const phase = async (name, total, job) => {
       const sampler = startSampler(server.pid, 500);
       const timingsPath = process.env.BENCH_TIMINGS ? `${process.env.BENCH_TIMINGS}.${label}-${name.split(' ')[0]}.json` : undefined;
-      const result = await closedLoop({ concurrency: scenario.concurrency, total, capS: scenario.capS, job, timingsPath, onProgress: (n) => log(`${label}: ${name} ${n.toLocaleString('en-US')} of ${total.toLocaleString('en-US')}`) });
+      const result = await closedLoop({
+        concurrency: scenario.concurrency,
+        total,
+        capS: scenario.capS,
+        job,
+        timingsPath,
+        onProgress: (n) => log(`${label}: ${name} ${n.toLocaleString('en-US')} of ${total.toLocaleString('en-US')}`),
+      });
       const sampled = sampler.stop();
       result.rssPeakMb = sampled.rssPeakMb;
       result.rssAnonPeakMb = sampled.rssAnonPeakMb;
@@ -129,7 +147,9 @@ const runOneK = async (k, scenario, config, { startServer, repoRoot, log }) => {
       const split = sampled.cpuSplitPct ?? {};
       result.cpuUsPerRequest = { main: perRequest(split.main), nodeOther: perRequest(split.nodeOther), worker: perRequest(split.worker) };
       result.memory = await memoryNow(pool, config.adminKey);
-      log(`${label}: ${name}: ${result.perSecond}/s, p99 ${result.latencyMs.p99} ms, ${JSON.stringify(result.statusCounts)}, RSS peak ${result.rssPeakMb} MB`);
+      log(
+        `${label}: ${name}: ${result.perSecond}/s, p99 ${result.latencyMs.p99} ms, ${JSON.stringify(result.statusCounts)}, RSS peak ${result.rssPeakMb} MB`,
+      );
       return result;
     };
     out.create = await phase('create', k, (i) => request(pool, 'POST', `/machines/${MACHINE}`, headers, { slug: `c${i}` }));
@@ -172,7 +192,12 @@ export const runInstances = async (scenario, config, deps) => {
 /** Whether any request of any K failed, or a checked instance disagreed. */
 export const instancesFailed = (r) =>
   !r.instances ||
-  r.instances.some((run) => run.error || run.checked?.mismatches > 0 || ['create', 'random', 'hot'].some((p) => Object.keys(run[p]?.statusCounts ?? { missing: 1 }).some((key) => key !== '200')));
+  r.instances.some(
+    (run) =>
+      run.error ||
+      run.checked?.mismatches > 0 ||
+      ['create', 'random', 'hot'].some((p) => Object.keys(run[p]?.statusCounts ?? { missing: 1 }).some((key) => key !== '200')),
+  );
 
 export const instancesMarkdown = (r, fmt) => {
   const failures = failureText;
@@ -182,13 +207,17 @@ export const instancesMarkdown = (r, fmt) => {
     `### instances: one version, K instances (C=${s.concurrency}, ${int(s.events)} events per phase)`,
     '',
     'Creates through the API, then events to instances picked at random among all K, then among a hot 1 %. ' +
-      'RSS: the node and its sandbox workers, peak while the phase ran (sampled every 0.5 s); in brackets their own memory (RssAnon), without the pages of mapped files (LMDB\'s database, which the kernel may drop and read again); isolate heap, held and live actors: GET /stats as the phase ended (held: heads in the node\'s memory; live: in an isolate, resting without an interpreter or with one).',
+      "RSS: the node and its sandbox workers, peak while the phase ran (sampled every 0.5 s); in brackets their own memory (RssAnon), without the pages of mapped files (LMDB's database, which the kernel may drop and read again); isolate heap, held and live actors: GET /stats as the phase ended (held: heads in the node's memory; live: in an isolate, resting without an interpreter or with one).",
     '',
     '| K | phase | req/s | p50 | p99 | max | failed | CPU µs/req: main / other / worker | RSS peak MB (own) | node / worker RSS MB | isolate heap MB | held / live actors (resting, interpreters) |',
     '|---:|---|---:|---:|---:|---:|---|---|---:|---|---:|---|',
   ];
   for (const run of r.instances ?? []) {
-    for (const [name, p] of [['create', run.create], ['random', run.random], [`hot 1 % (${int(run.hotInstances)})`, run.hot]]) {
+    for (const [name, p] of [
+      ['create', run.create],
+      ['random', run.random],
+      [`hot 1 % (${int(run.hotInstances)})`, run.hot],
+    ]) {
       if (!p) continue;
       const m = p.memory ?? {};
       lines.push(
@@ -197,7 +226,8 @@ export const instancesMarkdown = (r, fmt) => {
           `${int(p.rssPeakMb)} (${int(p.rssAnonPeakMb)}) | ${int(m.nodeRssMb)} / ${int(m.workerRssMb)} | ${fmt(m.isolateHeapMb, 1)} | ${int(m.heldActors)} / ${int(m.liveActors)} (${int(m.resting)}, ${int(m.interpreters)}) |`,
       );
     }
-    if (run.checked) lines.push(`| ${int(run.k)} | checked | ${run.checked.instances} instances | | | | ${run.checked.mismatches} mismatches | | | | | |`);
+    if (run.checked)
+      lines.push(`| ${int(run.k)} | checked | ${run.checked.instances} instances | | | | ${run.checked.mismatches} mismatches | | | | | |`);
     if (run.error) lines.push('', `**K=${run.k} failed:** ${run.error}`);
   }
   const byK = new Map((r.instances ?? []).map((run) => [run.k, run]));

@@ -100,7 +100,10 @@ const noisyA = ({ url, headers, noise }) => {
       if (left > 0 && !stopped) await sleep(left);
     }
   };
-  const running = Promise.all([noise.includes('spin') ? every('SPIN', 1_000, 0) : undefined, noise.includes('bomb') ? every('BOMB', 10_000, 500) : undefined]);
+  const running = Promise.all([
+    noise.includes('spin') ? every('SPIN', 1_000, 0) : undefined,
+    noise.includes('bomb') ? every('BOMB', 10_000, 500) : undefined,
+  ]);
   return {
     stop: async () => {
       stopped = true;
@@ -119,7 +122,13 @@ const oneRun = async ({ withA, scenario, config, startServer, repoRoot }) => {
     // Warm-up: B's code paths compiled, its instances live.
     await steadyB({ url: server.url, headers: bHeaders, instances: scenario.instances, rate: scenario.rate, durationS: 2 });
     const noisy = withA ? noisyA({ url: server.url, headers: aHeaders, noise: scenario.noise }) : undefined;
-    const b = await steadyB({ url: server.url, headers: bHeaders, instances: scenario.instances, rate: scenario.rate, durationS: scenario.durationS });
+    const b = await steadyB({
+      url: server.url,
+      headers: bHeaders,
+      instances: scenario.instances,
+      rate: scenario.rate,
+      durationS: scenario.durationS,
+    });
     const a = noisy ? await noisy.stop() : undefined;
     return { withA, b, ...(a ? { a } : {}) };
   } finally {
@@ -142,11 +151,24 @@ export const neighboursMarkdown = (r, fmt) => {
   const row = (run, what) => {
     const l = run.b.latencyMs;
     const later = run.b.afterTwoSecondsMs;
-    const bad = Object.entries(run.b.statusCounts).filter(([key]) => key !== '200').map(([key, n]) => `${n}× ${key}`).join(', ') || '0';
+    const bad =
+      Object.entries(run.b.statusCounts)
+        .filter(([key]) => key !== '200')
+        .map(([key, n]) => `${n}× ${key}`)
+        .join(', ') || '0';
     return `| ${what} | ${run.b.events} | ${fmt(l.p50)} | ${fmt(l.p90)} | ${fmt(l.p99)} | ${fmt(l.max)} | ${fmt(later.p99)} | ${bad} |`;
   };
   const aText = beside.a
-    ? Object.entries(beside.a).map(([event, counts]) => `${event}: ${Object.entries(counts).map(([key, n]) => `${n}× ${key}`).join(', ') || 'none sent'}`).join('; ')
+    ? Object.entries(beside.a)
+        .map(
+          ([event, counts]) =>
+            `${event}: ${
+              Object.entries(counts)
+                .map(([key, n]) => `${n}× ${key}`)
+                .join(', ') || 'none sent'
+            }`,
+        )
+        .join('; ')
     : '–';
   return [
     '',

@@ -35,11 +35,15 @@ export const family = (pid) => {
 const summed = (pid, read) => {
   const own = read(pid);
   if (own === undefined) return undefined;
-  return family(pid).slice(1).reduce((total, child) => {
-    const value = read(child);
-    if (value === undefined) return total;
-    return typeof total === 'number' ? total + value : { rssKb: total.rssKb + value.rssKb, hwmKb: total.hwmKb + value.hwmKb, anonKb: total.anonKb + value.anonKb };
-  }, own);
+  return family(pid)
+    .slice(1)
+    .reduce((total, child) => {
+      const value = read(child);
+      if (value === undefined) return total;
+      return typeof total === 'number'
+        ? total + value
+        : { rssKb: total.rssKb + value.rssKb, hwmKb: total.hwmKb + value.hwmKb, anonKb: total.anonKb + value.anonKb };
+    }, own);
 };
 
 /** utime + stime of one process in seconds, or undefined once it is gone. */

@@ -122,17 +122,25 @@ const connect = async ({ timeoutMs }) => {
   }
   const openedMs = mono() - t0;
   while (firstFrames < count && mono() - t0 < timeoutMs) await sleep(5);
-  return { opened: count - failed, failed, firstFrames, openedMs: Number(openedMs.toFixed(1)), subscribedMs: Number((mono() - t0).toFixed(1)) };
+  return {
+    opened: count - failed,
+    failed,
+    firstFrames,
+    openedMs: Number(openedMs.toFixed(1)),
+    subscribedMs: Number((mono() - t0).toFixed(1)),
+  };
 };
 
 const close = async ({ timeoutMs }) => {
   closing = true;
   const t0 = mono();
   const waits = sockets.filter(Boolean).map((ws) =>
-    ws.readyState === WebSocket.CLOSED ? undefined : new Promise((resolve) => {
-      ws.once('close', resolve);
-      ws.close(1000);
-    }),
+    ws.readyState === WebSocket.CLOSED
+      ? undefined
+      : new Promise((resolve) => {
+          ws.once('close', resolve);
+          ws.close(1000);
+        }),
   );
   const all = Promise.all(waits);
   const late = await Promise.race([all.then(() => false), sleep(timeoutMs).then(() => true)]);

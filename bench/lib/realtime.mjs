@@ -96,7 +96,11 @@ export const deliveryFigures = ({ sent, receipts, perInstance, wallS }) => {
 /** One forked subscriber process, driven by request/answer messages; every call is bounded in time. */
 const startSubscribers = ({ params, log }) =>
   new Promise((resolve, reject) => {
-    const child = fork(SUBSCRIBERS_SCRIPT, [JSON.stringify(params)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [], serialization: 'advanced' });
+    const child = fork(SUBSCRIBERS_SCRIPT, [JSON.stringify(params)], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      execArgv: [],
+      serialization: 'advanced',
+    });
     const pending = new Map();
     let nextId = 1;
     let exited = false;
@@ -152,7 +156,12 @@ const windowFigures = (loop, server) => {
     server: {
       cpuPct: server.cpuPct,
       cpuSplitPct: server.cpuSplitPct,
-      cpuUsPerEvent: { main: perEvent(split.main), nodeOther: perEvent(split.nodeOther), worker: perEvent(split.worker), total: perEvent(server.cpuPct) },
+      cpuUsPerEvent: {
+        main: perEvent(split.main),
+        nodeOther: perEvent(split.nodeOther),
+        worker: perEvent(split.worker),
+        total: perEvent(server.cpuPct),
+      },
       waitingForCpuPct: server.waitingForCpuPct,
       rssPeakMb: server.rssPeakMb,
       rssEndMb: server.rssEndMb,
@@ -191,7 +200,9 @@ export const runRealtime = async (scenario, config, { startServer, repoRoot, log
     const key = await admin.keys.create({ name: 'bench', use: 'production' });
     // One token per auth context: the sender uses the first; subscribers of an instance take them in turn.
     const tokens = await Promise.all(
-      Array.from({ length: scenario.authContexts }, (_, j) => signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: `bench-${j}` }, { expires: { in: '2h' } })),
+      Array.from({ length: scenario.authContexts }, (_, j) =>
+        signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: `bench-${j}` }, { expires: { in: '2h' } }),
+      ),
     );
     const headers = authHeaders(tokens[0]);
     const t0 = mono();
@@ -253,7 +264,9 @@ export const runRealtime = async (scenario, config, { startServer, repoRoot, log
       round_.base = windowFigures(loop, sampler.stop());
       round_.base.senderCpuPct = cpuPctSince(senderCpu0, loop.wallS);
       round_.base.realtime = await rtStats();
-      log(`${label}: round ${r + 1}: without: ${loop.throughput}/s, p50 ${loop.latencyMs.p50} ms, p99 ${loop.latencyMs.p99} ms, ${JSON.stringify(loop.statusCounts)}`);
+      log(
+        `${label}: round ${r + 1}: without: ${loop.throughput}/s, p50 ${loop.latencyMs.p50} ms, p99 ${loop.latencyMs.p99} ms, ${JSON.stringify(loop.statusCounts)}`,
+      );
 
       // With subscribers.
       const connected = await everyChild('connect', { timeoutMs: 30_000 }, 45_000);
@@ -263,7 +276,9 @@ export const runRealtime = async (scenario, config, { startServer, repoRoot, log
         firstFrames: connected.reduce((a, c) => a + c.firstFrames, 0),
         subscribedMs: Math.max(...connected.map((c) => c.subscribedMs)),
       };
-      log(`${label}: round ${r + 1}: ${round_.connect.opened} sockets open, ${round_.connect.firstFrames} first states in ${round_.connect.subscribedMs} ms`);
+      log(
+        `${label}: round ${r + 1}: ${round_.connect.opened} sockets open, ${round_.connect.firstFrames} first states in ${round_.connect.subscribedMs} ms`,
+      );
       // A short unrecorded warm-up with subscribers (the publish path's first runs), then the window.
       await openLoop(Math.min(2, scenario.seconds));
       await sleep(200);
@@ -346,7 +361,8 @@ const mergeProblems = (list) => {
   const merged = { errorFrames: {}, wrongInstance: 0, outOfOrder: 0, unparsable: 0, unexpectedCloses: {}, socketErrors: {} };
   for (const p of list) {
     for (const key of ['wrongInstance', 'outOfOrder', 'unparsable']) merged[key] += p[key];
-    for (const key of ['errorFrames', 'unexpectedCloses', 'socketErrors']) for (const [k, n] of Object.entries(p[key])) merged[key][k] = (merged[key][k] ?? 0) + n;
+    for (const key of ['errorFrames', 'unexpectedCloses', 'socketErrors'])
+      for (const [k, n] of Object.entries(p[key])) merged[key][k] = (merged[key][k] ?? 0) + n;
   }
   return merged;
 };
@@ -379,7 +395,12 @@ export const summarizeRounds = (rounds) => {
     rounds: done.length,
     base,
     subs,
-    ratio: { throughput: ratio(subs.throughput, base.throughput), p50: ratio(subs.p50, base.p50), p99: ratio(subs.p99, base.p99), cpuUsPerEvent: ratio(subs.cpuUsPerEvent, base.cpuUsPerEvent) },
+    ratio: {
+      throughput: ratio(subs.throughput, base.throughput),
+      p50: ratio(subs.p50, base.p50),
+      p99: ratio(subs.p99, base.p99),
+      cpuUsPerEvent: ratio(subs.cpuUsPerEvent, base.cpuUsPerEvent),
+    },
     delivery: {
       p50: med((r) => r.delivery.delayMs.p50),
       p99: med((r) => r.delivery.delayMs.p99),
@@ -422,7 +443,11 @@ const hostText = (w) => {
 /** The report's lines for this scenario. */
 export const realtimeMarkdown = (r, fmt) => {
   const s = r.scenario;
-  const bad = (counts = {}) => Object.entries(counts).filter(([key]) => key !== '200').map(([key, n]) => `${n}× ${key}`).join(', ') || '0';
+  const bad = (counts = {}) =>
+    Object.entries(counts)
+      .filter(([key]) => key !== '200')
+      .map(([key, n]) => `${n}× ${key}`)
+      .join(', ') || '0';
   const lines = [
     '',
     `### realtime: ${int(s.subscribers)} websocket subscribers over ${int(s.instances)} instances, ${int(s.rate)} events/s`,
@@ -431,20 +456,25 @@ export const realtimeMarkdown = (r, fmt) => {
       `alternately without any websocket and with ${int(s.subscribers)} subscribers (one \`ws\` socket each, ${int(s.subscribers / s.instances)} per instance, ` +
       `${s.processes} subscriber process${s.processes === 1 ? '' : 'es'}, ${s.authContexts} auth context${s.authContexts === 1 ? '' : 's'}). ` +
       'Delivery delay: from the sender having the HTTP answer to each subscriber receiving the update with the same `ts` (CLOCK_MONOTONIC in both processes); ' +
-      'negative when the update came first (or the sender\'s event loop was late to read its answer). Server CPU µs/event: the server and its workers over the window ÷ events. ' +
+      "negative when the update came first (or the sender's event loop was late to read its answer). Server CPU µs/event: the server and its workers over the window ÷ events. " +
       'Host busy cores: every process on the host; in brackets what neither the server, the sender nor the subscriber processes used: above ≈ 0.1 other work disturbed the figures.',
     '',
     '| round | window | HTTP ev/s | p50 | p99 | max | non-200 | server CPU % | CPU µs/ev | RSS peak MB | host busy cores (others) | delivery p50 | p99 | max | updates/s | missed / expected | subscriber CPU % |',
     '|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
   ];
   for (const round_ of r.rounds ?? []) {
-    for (const [name, w] of [['without', round_.base], ['with', round_.subs]]) {
+    for (const [name, w] of [
+      ['without', round_.base],
+      ['with', round_.subs],
+    ]) {
       if (!w) continue;
       const d = name === 'with' ? round_.delivery : undefined;
       lines.push(
         `| ${round_.round} | ${name} | ${int(w.throughput)} | ${fmt(w.latencyMs.p50)} | ${fmt(w.latencyMs.p99)} | ${fmt(w.latencyMs.max)} | ${bad(w.statusCounts)}${w.cappedByTime ? ' (time cap)' : ''} | ` +
           `${fmt(w.server.cpuPct, 0)} | ${int(w.server.cpuUsPerEvent.total)} | ${int(w.server.rssPeakMb)} | ${hostText(w)} | ` +
-          (d ? `${fmt(d.delayMs.p50)} | ${fmt(d.delayMs.p99)} | ${fmt(d.delayMs.max)} | ${int(d.perSecond)} | ${int(d.missed)} / ${int(d.expected)} | ${(w.subscriberCpuPct ?? []).map((x) => fmt(x, 0)).join(' + ')} |` : '| | | | | |'),
+          (d
+            ? `${fmt(d.delayMs.p50)} | ${fmt(d.delayMs.p99)} | ${fmt(d.delayMs.max)} | ${int(d.perSecond)} | ${int(d.missed)} / ${int(d.expected)} | ${(w.subscriberCpuPct ?? []).map((x) => fmt(x, 0)).join(' + ')} |`
+            : '| | | | | |'),
       );
     }
   }
@@ -465,16 +495,26 @@ export const realtimeMarkdown = (r, fmt) => {
     );
   }
   const stats = (r.rounds ?? []).map((x) => x.subs?.realtime).filter(Boolean);
-  if (stats.length) lines.push('', `GET /stats at the end of each subscribed window: ${stats.map((x) => `${x.sockets} sockets, ${x.subscribedInstances} instances, ${x.upgrades} upgrades`).join('; ')}.`);
+  if (stats.length)
+    lines.push(
+      '',
+      `GET /stats at the end of each subscribed window: ${stats.map((x) => `${x.sockets} sockets, ${x.subscribedInstances} instances, ${x.upgrades} upgrades`).join('; ')}.`,
+    );
   for (const round_ of r.rounds ?? []) {
     const p = round_.problems;
     if (!p) continue;
     const parts = [];
-    for (const key of ['errorFrames', 'unexpectedCloses', 'socketErrors']) if (Object.keys(p[key]).length) parts.push(`${key} ${JSON.stringify(p[key])}`);
+    for (const key of ['errorFrames', 'unexpectedCloses', 'socketErrors'])
+      if (Object.keys(p[key]).length) parts.push(`${key} ${JSON.stringify(p[key])}`);
     for (const key of ['wrongInstance', 'outOfOrder', 'unparsable']) if (p[key]) parts.push(`${key} ${p[key]}`);
-    if (round_.connect && (round_.connect.failed || round_.connect.firstFrames !== round_.connect.opened)) parts.push(`connect ${JSON.stringify(round_.connect)}`);
+    if (round_.connect && (round_.connect.failed || round_.connect.firstFrames !== round_.connect.opened))
+      parts.push(`connect ${JSON.stringify(round_.connect)}`);
     if (parts.length) lines.push('', `**realtime round ${round_.round}:** ${parts.join('; ')}`);
   }
-  if (r.checked) lines.push('', `Counts checked on ${r.checked.instances} instances: ${r.checked.mismatches} mismatches${r.checked.mismatches ? ` ${JSON.stringify(r.checked.examples)}` : ''}.`);
+  if (r.checked)
+    lines.push(
+      '',
+      `Counts checked on ${r.checked.instances} instances: ${r.checked.mismatches} mismatches${r.checked.mismatches ? ` ${JSON.stringify(r.checked.examples)}` : ''}.`,
+    );
   return lines;
 };

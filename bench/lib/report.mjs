@@ -12,7 +12,9 @@ import { failureText, int } from './markdown-format.mjs';
 const fmt = (x, digits = 2) => (x === null || x === undefined ? '–' : typeof x === 'number' ? x.toFixed(digits) : String(x));
 
 const describeLoad = (s) =>
-  s.kind === 'closed' ? `closed, C=${s.concurrency}, E=${s.events}, K=${s.instances}` : `open, ${s.rate}/s × ${s.durationS} s, K=${s.instances}`;
+  s.kind === 'closed'
+    ? `closed, C=${s.concurrency}, E=${s.events}, K=${s.instances}`
+    : `open, ${s.rate}/s × ${s.durationS} s, K=${s.instances}`;
 
 const errorText = failureText;
 
@@ -51,7 +53,7 @@ export const renderMarkdown = (report) => {
   if (split.length) {
     lines.push(
       '',
-      'Server CPU per acknowledged event (µs; CPU time over the measured phase ÷ events), by where it ran: the node\'s main thread, its other threads (LMDB writer, libuv, GC helpers), the sandbox workers. "Waiting for a CPU": the share of the measured phase the node\'s and the workers\' JavaScript threads were ready to run but had no core (from schedstat).',
+      "Server CPU per acknowledged event (µs; CPU time over the measured phase ÷ events), by where it ran: the node's main thread, its other threads (LMDB writer, libuv, GC helpers), the sandbox workers. \"Waiting for a CPU\": the share of the measured phase the node's and the workers' JavaScript threads were ready to run but had no core (from schedstat).",
       '',
       '| scenario | main thread | node, other threads | sandbox worker | total | waiting for a CPU: node / worker |',
       '|---|---:|---:|---:|---:|---:|',
@@ -62,7 +64,12 @@ export const renderMarkdown = (report) => {
       const parts = [perEvent(c.main), perEvent(c.nodeOther), perEvent(c.worker)];
       const w = r.server.waitingForCpuPct ?? {};
       const waiting = w.main == null ? '–' : `${fmt(w.main, 0)} % / ${fmt(w.worker, 0)} %`;
-      lines.push(`| ${r.scenario.id} | ${parts.map((x) => fmt(x, 0)).join(' | ')} | ${fmt(parts.reduce((a, b) => a + (b ?? 0), 0), 0)} | ${waiting} |`);
+      lines.push(
+        `| ${r.scenario.id} | ${parts.map((x) => fmt(x, 0)).join(' | ')} | ${fmt(
+          parts.reduce((a, b) => a + (b ?? 0), 0),
+          0,
+        )} | ${waiting} |`,
+      );
     }
   }
   const timed = scenarios.filter((r) => r.measure?.overTime?.windows?.length);
@@ -75,7 +82,8 @@ export const renderMarkdown = (report) => {
     for (const r of timed) {
       const t = r.measure.overTime;
       const windows = t.windows.map((w) => `${int(w.perSecond)} / ${fmt(w.p99, 1)}`).join(' · ');
-      const rest = t.afterFirstSecond.count > 0 ? `; after 1 s: p50 ${fmt(t.afterFirstSecond.p50)}, p99 ${fmt(t.afterFirstSecond.p99)}` : '';
+      const rest =
+        t.afterFirstSecond.count > 0 ? `; after 1 s: p50 ${fmt(t.afterFirstSecond.p50)}, p99 ${fmt(t.afterFirstSecond.p99)}` : '';
       lines.push(`- \`${r.scenario.id}\`, ${t.windowMs} ms windows: ${windows}${rest}.`);
     }
   }
@@ -97,14 +105,27 @@ export const renderMarkdown = (report) => {
   for (const r of scenarios) if (r.scenario.kind === 'indexes') lines.push(...indexesMarkdown(r, fmt));
   const creates = scenarios.filter((r) => r.create);
   if (creates.length) {
-    lines.push('', 'Instance creation (16 at a time, before each scenario): ' +
-      creates.map((r) => `${r.scenario.id} ${int(r.create.perSecond)}/s, p50 ${fmt(r.create.latencyMs.p50)}, p99 ${fmt(r.create.latencyMs.p99)}`).join('; ') + '.');
+    lines.push(
+      '',
+      'Instance creation (16 at a time, before each scenario): ' +
+        creates
+          .map(
+            (r) => `${r.scenario.id} ${int(r.create.perSecond)}/s, p50 ${fmt(r.create.latencyMs.p50)}, p99 ${fmt(r.create.latencyMs.p99)}`,
+          )
+          .join('; ') +
+        '.',
+    );
   }
   for (const r of scenarios) {
-    if (r.measure?.cappedByTime && r.measure.kind === 'closed') lines.push('', `**${r.scenario.id} stopped by the ${r.scenario.capS} s time cap** after ${r.measure.issued} events.`);
+    if (r.measure?.cappedByTime && r.measure.kind === 'closed')
+      lines.push('', `**${r.scenario.id} stopped by the ${r.scenario.capS} s time cap** after ${r.measure.issued} events.`);
     if (r.error) lines.push('', `**${r.scenario.id} failed:** ${r.error}`);
     if (r.verify && !r.verify.ok) lines.push('', `**${r.scenario.id} verification:** ${JSON.stringify(r.verify.examples.slice(0, 3))}`);
-    if (r.stateMismatches) lines.push('', `**${r.scenario.id}: ${r.stateMismatches} responses had an unexpected state**: ${JSON.stringify(r.stateMismatchExamples)}`);
+    if (r.stateMismatches)
+      lines.push(
+        '',
+        `**${r.scenario.id}: ${r.stateMismatches} responses had an unexpected state**: ${JSON.stringify(r.stateMismatchExamples)}`,
+      );
   }
   for (const r of scenarios) if (r.profile) lines.push('', `### Server profile during ${r.scenario.id}`, '', profileMarkdown(r.profile));
   return lines.join('\n') + '\n';

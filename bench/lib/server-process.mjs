@@ -22,7 +22,10 @@ export const shimNodeArgs = (repoRoot) => {
  * The server's own Node flags: the shim's, then BENCH_SERVER_NODE_ARGS (more for the server's process,
  * not its sandbox workers, not the load generator; a later V8 flag wins), e.g. to compare GC settings.
  */
-export const serverNodeArgs = (repoRoot) => [...shimNodeArgs(repoRoot), ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean)];
+export const serverNodeArgs = (repoRoot) => [
+  ...shimNodeArgs(repoRoot),
+  ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean),
+];
 
 export const startServer = async ({ repoRoot, adminKey, label, profileDir, args: extraArgs = [] }) => {
   const dataDir = mkdtempSync(join(tmpdir(), `statehold-bench-${label}-`));
@@ -34,7 +37,18 @@ export const startServer = async ({ repoRoot, adminKey, label, profileDir, args:
     profileFile = join(profileDir, name);
     nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}`);
   }
-  const args = [...nodeArgs, join(repoRoot, 'dist/bin/statehold.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--admin-key', adminKey, ...extraArgs];
+  const args = [
+    ...nodeArgs,
+    join(repoRoot, 'dist/bin/statehold.js'),
+    'serve',
+    '--port',
+    '0',
+    '--data-dir',
+    dataDir,
+    '--admin-key',
+    adminKey,
+    ...extraArgs,
+  ];
   const child = spawn(process.execPath, args, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   const stderrTail = [];
   child.stderr.on('data', (chunk) => {
@@ -44,7 +58,10 @@ export const startServer = async ({ repoRoot, adminKey, label, profileDir, args:
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const url = await new Promise((resolve, reject) => {
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`server did not start within ${START_TIMEOUT_MS} ms:\n${stderrTail.join('')}`)), START_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => reject(new Error(`server did not start within ${START_TIMEOUT_MS} ms:\n${stderrTail.join('')}`)),
+      START_TIMEOUT_MS,
+    );
     child.stdout.on('data', (chunk) => {
       out += chunk.toString();
       const match = /listening on (http:\/\/\S+)/.exec(out);

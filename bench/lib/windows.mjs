@@ -20,7 +20,13 @@ export const byWindow = (doneAtMs, latencies, wallMs) => {
   const windows = buckets.map((values, w) => {
     const spanMs = w === count - 1 ? wallMs - w * lengthMs : lengthMs;
     const s = summarize(values);
-    return { fromS: round((w * lengthMs) / 1000), events: values.length, perSecond: spanMs > 0 ? round((values.length * 1000) / spanMs, 1) : null, p50: s.p50, p99: s.p99 };
+    return {
+      fromS: round((w * lengthMs) / 1000),
+      events: values.length,
+      perSecond: spanMs > 0 ? round((values.length * 1000) / spanMs, 1) : null,
+      p50: s.p50,
+      p99: s.p99,
+    };
   });
   const later = [];
   for (let k = 0; k < doneAtMs.length; k++) if (doneAtMs[k] >= 1000) later.push(latencies[k]);

@@ -45,12 +45,20 @@ for (let round = 0; round < ROUNDS; round++) {
     const base = usedAfterGc(vi);
     const start = usPerStep(N, (i) => vi.start(`k${i}`, { context: {} }));
     const heads = [];
-    const live = usPerStep(N, (i) => { heads[i] = vi.send(`k${i}`, { type: 'INC' }); });
+    const live = usPerStep(N, (i) => {
+      heads[i] = vi.send(`k${i}`, { type: 'INC' });
+    });
     const bytes = Math.round((usedAfterGc(vi) - base) / N);
     for (let i = 0; i < N; i++) vi.stop(`k${i}`);
     const restored = usPerStep(N, (i) => {
       const h = heads[i];
-      vi.send(`k${i}`, { type: 'INC' }, Date.now(), { name: `k${i}`, snapshot: h.snapshot, value: h.state, context: h.context, pendingTimers: h.pendingTimers });
+      vi.send(`k${i}`, { type: 'INC' }, Date.now(), {
+        name: `k${i}`,
+        snapshot: h.snapshot,
+        value: h.state,
+        context: h.context,
+        pendingTimers: h.pendingTimers,
+      });
     });
     runs[pureSteps].push({ bytes, start, live, restored });
     vi.dispose();
@@ -59,5 +67,16 @@ for (let round = 0; round < ROUNDS; round++) {
 for (const pureSteps of [true, false]) {
   const r = runs[pureSteps];
   const m = (key) => median(r.map((x) => x[key]));
-  console.log(JSON.stringify({ machine: MACHINE, pureSteps, instances: N, rounds: ROUNDS, bytesPerLiveInstance: m('bytes'), startUs: m('start'), liveStepUs: m('live'), restoreAndStepUs: m('restored') }));
+  console.log(
+    JSON.stringify({
+      machine: MACHINE,
+      pureSteps,
+      instances: N,
+      rounds: ROUNDS,
+      bytesPerLiveInstance: m('bytes'),
+      startUs: m('start'),
+      liveStepUs: m('live'),
+      restoreAndStepUs: m('restored'),
+    }),
+  );
 }

@@ -36,19 +36,32 @@ for (let round = 0; round < ROUNDS; round++) {
     const heads = [];
     for (let i = 0; i < n; i++) heads[i] = vi.start(`k${i}`, { context: {} }, { nowMs: now });
     for (let i = 0; i < 200; i++) heads[i] = vi.sendAuthorized(`k${i}`, caller, { type: 'INC' }, now); // warm-up
-    const live = usPer(STEPS, (i) => { const k = i % n; heads[k] = vi.sendAuthorized(`k${k}`, caller, { type: 'INC' }, now); });
+    const live = usPer(STEPS, (i) => {
+      const k = i % n;
+      heads[k] = vi.sendAuthorized(`k${k}`, caller, { type: 'INC' }, now);
+    });
     // an evicted actor: one actor stopped, another restored from its head in the step's call
     const restored = usPer(STEPS, (i) => {
       const k = i % n;
       vi.stop(`k${k}`);
       const h = heads[k];
-      heads[k] = vi.sendAuthorized(`k${k}`, caller, { type: 'INC' }, now, { name: `k${k}`, snapshot: h.snapshot, value: h.state, context: h.context, pendingTimers: h.pendingTimers });
+      heads[k] = vi.sendAuthorized(`k${k}`, caller, { type: 'INC' }, now, {
+        name: `k${k}`,
+        snapshot: h.snapshot,
+        value: h.state,
+        context: h.context,
+        pendingTimers: h.pendingTimers,
+      });
     });
     (runs[n] ??= []).push({ live, restored });
     vi.dispose();
   }
 }
-const rows = NS.map((n) => ({ liveActors: n, liveStepUs: Number(median(runs[n].map((r) => r.live)).toFixed(1)), restoreStepUs: Number(median(runs[n].map((r) => r.restored)).toFixed(1)) }));
+const rows = NS.map((n) => ({
+  liveActors: n,
+  liveStepUs: Number(median(runs[n].map((r) => r.live)).toFixed(1)),
+  restoreStepUs: Number(median(runs[n].map((r) => r.restored)).toFixed(1)),
+}));
 console.log(`live actors with a pending delayed event each; µs per step (whole call), medians of ${ROUNDS} rounds (${dist})`);
 for (const r of rows) console.log(`  ${String(r.liveActors).padStart(7)}: live ${r.liveStepUs}, restored ${r.restoreStepUs}`);
 const out = writeProbeReport('live-timers', { dist, rounds: ROUNDS, steps: STEPS, rows, runs });

@@ -41,74 +41,109 @@ const wrap = (proto, name, around) => {
   proto[name] = around(original);
 };
 
-wrap(HttpServer.prototype, 'handle', (original) => function (res, req) {
-  const match = req.getMethod() === 'post' || req.getMethod() === 'POST' ? EVENT_PATH.exec(req.getUrl()) : null;
-  if (match) {
-    const marks = { name: decodeURIComponent(match[1]), handle: performance.now() };
-    inFlight.set(marks.name, marks);
-    startedBy.set(res, marks);
-  }
-  return original.call(this, res, req);
-});
+wrap(
+  HttpServer.prototype,
+  'handle',
+  (original) =>
+    function (res, req) {
+      const match = req.getMethod() === 'post' || req.getMethod() === 'POST' ? EVENT_PATH.exec(req.getUrl()) : null;
+      if (match) {
+        const marks = { name: decodeURIComponent(match[1]), handle: performance.now() };
+        inFlight.set(marks.name, marks);
+        startedBy.set(res, marks);
+      }
+      return original.call(this, res, req);
+    },
+);
 
-wrap(HttpServer.prototype, 'respond', (original) => function (res, state, ...rest) {
-  const marks = startedBy.get(res);
-  const result = original.call(this, res, state, ...rest);
-  if (marks && marks.respond === undefined) {
-    marks.respond = performance.now();
-    if (inFlight.get(marks.name) === marks) inFlight.delete(marks.name);
-    finished.push(marks);
-  }
-  return result;
-});
+wrap(
+  HttpServer.prototype,
+  'respond',
+  (original) =>
+    function (res, state, ...rest) {
+      const marks = startedBy.get(res);
+      const result = original.call(this, res, state, ...rest);
+      if (marks && marks.respond === undefined) {
+        marks.respond = performance.now();
+        if (inFlight.get(marks.name) === marks) inFlight.delete(marks.name);
+        finished.push(marks);
+      }
+      return result;
+    },
+);
 
-wrap(RemoteVersion.prototype, 'sendAuthorized', (original) => async function (key, caller, ...rest) {
-  const marks = inFlight.get(caller?.machineInstanceName);
-  if (marks) marks.sandboxCall = performance.now();
-  const result = await original.call(this, key, caller, ...rest);
-  if (marks) marks.answer = performance.now();
-  return result;
-});
+wrap(
+  RemoteVersion.prototype,
+  'sendAuthorized',
+  (original) =>
+    async function (key, caller, ...rest) {
+      const marks = inFlight.get(caller?.machineInstanceName);
+      if (marks) marks.sandboxCall = performance.now();
+      const result = await original.call(this, key, caller, ...rest);
+      if (marks) marks.answer = performance.now();
+      return result;
+    },
+);
 
-wrap(SandboxClient.prototype, 'request', (original) => function (request) {
-  const marks = request.op === 'sendAuthorized' ? inFlight.get(request.caller?.machineInstanceName) : undefined;
-  if (marks) {
-    marks.request = performance.now();
-    byRequestId.set(this.nextId, marks);
-  }
-  return original.call(this, request);
-});
+wrap(
+  SandboxClient.prototype,
+  'request',
+  (original) =>
+    function (request) {
+      const marks = request.op === 'sendAuthorized' ? inFlight.get(request.caller?.machineInstanceName) : undefined;
+      if (marks) {
+        marks.request = performance.now();
+        byRequestId.set(this.nextId, marks);
+      }
+      return original.call(this, request);
+    },
+);
 
-wrap(SandboxClient.prototype, 'received', (original) => function (worker, message) {
-  if (message.kind === 'response') {
-    const marks = byRequestId.get(message.id);
-    if (marks) {
-      byRequestId.delete(message.id);
-      marks.received = performance.now();
-    }
-  }
-  return original.call(this, worker, message);
-});
+wrap(
+  SandboxClient.prototype,
+  'received',
+  (original) =>
+    function (worker, message) {
+      if (message.kind === 'response') {
+        const marks = byRequestId.get(message.id);
+        if (marks) {
+          byRequestId.delete(message.id);
+          marks.received = performance.now();
+        }
+      }
+      return original.call(this, worker, message);
+    },
+);
 
-wrap(LmdbInstanceStore.prototype, 'commit', (original) => async function (head, ...rest) {
-  const marks = inFlight.get(head.name);
-  if (marks) marks.commit = performance.now();
-  try {
-    return await original.call(this, head, ...rest);
-  } finally {
-    if (marks) marks.committed = performance.now();
-  }
-});
+wrap(
+  LmdbInstanceStore.prototype,
+  'commit',
+  (original) =>
+    async function (head, ...rest) {
+      const marks = inFlight.get(head.name);
+      if (marks) marks.commit = performance.now();
+      try {
+        return await original.call(this, head, ...rest);
+      } finally {
+        if (marks) marks.committed = performance.now();
+      }
+    },
+);
 
-wrap(WalCommits.prototype, 'write', (original) => async function (commit, ...rest) {
-  const marks = inFlight.get(commit.head?.name);
-  if (marks) marks.log = performance.now();
-  try {
-    return await original.call(this, commit, ...rest);
-  } finally {
-    if (marks) marks.logged = performance.now();
-  }
-});
+wrap(
+  WalCommits.prototype,
+  'write',
+  (original) =>
+    async function (commit, ...rest) {
+      const marks = inFlight.get(commit.head?.name);
+      if (marks) marks.log = performance.now();
+      try {
+        return await original.call(this, commit, ...rest);
+      } finally {
+        if (marks) marks.logged = performance.now();
+      }
+    },
+);
 
 new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) gcPauses.push({ at: entry.startTime, ms: entry.duration, kind: entry.detail?.kind });
@@ -142,7 +177,10 @@ const summarize = () => {
   const slow = events.filter((m) => m.respond - m.handle >= slowCut);
   const stages = {};
   for (const [label, a, b] of STAGES) {
-    const spans = events.filter((m) => m[a] !== undefined && m[b] !== undefined).map((m) => m[b] - m[a]).sort((x, y) => x - y);
+    const spans = events
+      .filter((m) => m[a] !== undefined && m[b] !== undefined)
+      .map((m) => m[b] - m[a])
+      .sort((x, y) => x - y);
     if (spans.length === 0) continue;
     const slowSpans = slow.filter((m) => m[a] !== undefined && m[b] !== undefined).map((m) => m[b] - m[a]);
     stages[label] = {
@@ -172,6 +210,8 @@ process.once('SIGTERM', () => {
   const summary = summarize();
   const out = process.env.STAGES_OUT ?? join(repoRoot, 'bench', 'results', `stages-${process.pid}.json`);
   writeFileSync(out, JSON.stringify(summary, null, 2));
-  const lines = Object.entries(summary.stages ?? {}).map(([label, s]) => `  ${label.padEnd(24)} p50 ${s.p50}  p90 ${s.p90}  p99 ${s.p99}  mean ${s.mean}  (slowest 2 %: ${s.meanInSlowest2pc})`);
+  const lines = Object.entries(summary.stages ?? {}).map(
+    ([label, s]) => `  ${label.padEnd(24)} p50 ${s.p50}  p90 ${s.p90}  p99 ${s.p99}  mean ${s.mean}  (slowest 2 %: ${s.meanInSlowest2pc})`,
+  );
   process.stdout.write(`stages probe: ${summary.events} events, written to ${out}\n${lines.join('\n')}\n`);
 });

@@ -51,9 +51,17 @@ export const allowWrite = () => true;`;
 const PLAIN = SESSION.replace("after: { 3600000: 'expired' },", '');
 
 /** What is measured: each event type on its machine ('NOTE plain': NOTE on the machine without a timer). */
-const ALL_KINDS = [['TOUCH', 'session'], ['NOTE', 'session'], ['NOTE plain', 'plain']];
+const ALL_KINDS = [
+  ['TOUCH', 'session'],
+  ['NOTE', 'session'],
+  ['NOTE plain', 'plain'],
+];
 /** TIMER_EVENTS_KINDS=TOUCH,NOTE measures only those (e.g. to profile one). */
-const KINDS = process.env.TIMER_EVENTS_KINDS ? process.env.TIMER_EVENTS_KINDS.split(',').map((kind) => ALL_KINDS.find(([k]) => k === kind)).filter(Boolean) : ALL_KINDS;
+const KINDS = process.env.TIMER_EVENTS_KINDS
+  ? process.env.TIMER_EVENTS_KINDS.split(',')
+      .map((kind) => ALL_KINDS.find(([k]) => k === kind))
+      .filter(Boolean)
+  : ALL_KINDS;
 
 const median = (xs) => summarize(xs).p50;
 
@@ -86,7 +94,10 @@ const runOnce = async (repoRoot, round) => {
   const server = await startServer({ repoRoot, adminKey, label: `timer-events-${round}` });
   try {
     const client = new StateBackedClient(adminKey, { apiHost: server.url });
-    for (const [machine, code] of [['session', SESSION], ['plain', PLAIN]]) {
+    for (const [machine, code] of [
+      ['session', SESSION],
+      ['plain', PLAIN],
+    ]) {
       await client.machines.create(machine);
       await client.machineVersions.create(machine, { clientInfo: 'bench', makeCurrent: true, code });
     }
@@ -97,10 +108,12 @@ const runOnce = async (repoRoot, round) => {
     const names = Array.from({ length: N }, (_, i) => `s${i}`);
     for (const machine of ['session', 'plain']) {
       for (let i = 0; i < N; i += 16) {
-        await Promise.all(names.slice(i, i + 16).map(async (slug) => {
-          const answer = await request(pool, 'POST', `/machines/${machine}`, headers, { slug });
-          if (answer.status !== 200) throw new Error(`create ${slug}: ${answer.status} ${answer.error ?? answer.text}`);
-        }));
+        await Promise.all(
+          names.slice(i, i + 16).map(async (slug) => {
+            const answer = await request(pool, 'POST', `/machines/${machine}`, headers, { slug });
+            if (answer.status !== 200) throw new Error(`create ${slug}: ${answer.status} ${answer.error ?? answer.text}`);
+          }),
+        );
       }
     }
     // Warm-up: every kind of event, both loops (what is measured first was ≈ 40 % slower with one event per instance).
@@ -112,7 +125,10 @@ const runOnce = async (repoRoot, round) => {
     // Each round starts with another kind, so that none is always measured first.
     for (const [kind, machine] of [...KINDS.slice(round % KINDS.length), ...KINDS.slice(0, round % KINDS.length)]) {
       const type = kind.split(' ')[0];
-      figures[kind] = { c1: await drive(pool, headers, names, type, C1, 1, machine), c64: await drive(pool, headers, names, type, C64, 64, machine) };
+      figures[kind] = {
+        c1: await drive(pool, headers, names, type, C1, 1, machine),
+        c64: await drive(pool, headers, names, type, C64, 64, machine),
+      };
     }
     const sample = await client.machineInstances.get('session', names[0]);
     if (sample.state !== 'active') throw new Error(`unexpected state ${JSON.stringify(sample.state)}`);
@@ -145,8 +161,18 @@ for (const [repo, list] of Object.entries(runs)) {
 console.log('\nmedians (TOUCH changes the pending timer, NOTE does not; NOTE plain: a machine without timers):');
 for (const [repo, byType] of Object.entries(medians)) {
   for (const [type, byLoop] of Object.entries(byType)) {
-    console.log(`${repo} ${type}: c1 p50 ${byLoop.c1.p50} ms p99 ${byLoop.c1.p99} ms (${byLoop.c1.perS}/s); c64 ${byLoop.c64.perS}/s p50 ${byLoop.c64.p50} p99 ${byLoop.c64.p99} ms`);
+    console.log(
+      `${repo} ${type}: c1 p50 ${byLoop.c1.p50} ms p99 ${byLoop.c1.p99} ms (${byLoop.c1.perS}/s); c64 ${byLoop.c64.perS}/s p50 ${byLoop.c64.p50} p99 ${byLoop.c64.p99} ms`,
+    );
   }
 }
-const file = writeProbeReport('timer-events', { at: new Date().toISOString(), n: N, c1Events: C1, c64Events: C64, rounds: ROUNDS, runs, medians });
+const file = writeProbeReport('timer-events', {
+  at: new Date().toISOString(),
+  n: N,
+  c1Events: C1,
+  c64Events: C64,
+  rounds: ROUNDS,
+  runs,
+  medians,
+});
 console.log(`written to ${file}`);

@@ -27,43 +27,106 @@ await new Promise((resolve) => jwksServer.listen(0, '127.0.0.1', resolve));
 const jwksPort = jwksServer.address().port;
 
 const quantile = (values, q) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];
-const server = await startServer({ repoRoot, adminKey, label: 'token-exchange', args: ['--fetch-allow', `127.0.0.1:${jwksPort}`, '--token-exchanges-per-address', '1000000', '--token-exchanges-per-second', '1000000'] });
+const server = await startServer({
+  repoRoot,
+  adminKey,
+  label: 'token-exchange',
+  args: ['--fetch-allow', `127.0.0.1:${jwksPort}`, '--token-exchanges-per-address', '1000000', '--token-exchanges-per-second', '1000000'],
+});
 try {
   const api = (method, path, body) =>
-    fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' }, body: body && JSON.stringify(body) }).then(async (res) => (res.status === 204 ? undefined : res.json()));
+    fetch(`${server.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+      body: body && JSON.stringify(body),
+    }).then(async (res) => (res.status === 204 ? undefined : res.json()));
   const orgId = (await api('GET', '/orgs')).orgs[0].id;
   const key = await api('POST', '/keys', { name: 'bench', use: 'production' });
   await api('POST', '/token-providers', { service: 'app', keyId: key.id, mapping: { 'sub.$': '$.sub', 'roles.$': '$.roles' } });
   const secret = new TextEncoder().encode('bench shared secret');
-  await api('POST', '/idps', { iss: 'https://hs.bench/', key: Buffer.from(secret).toString('base64url'), algs: ['HS256'], mapping: { 'sub.$': '$.sub', 'roles.$': '$.groups' } });
-  await api('POST', '/idps', { iss: 'https://rs.bench/', jwksUrl: `http://127.0.0.1:${jwksPort}/jwks.json`, algs: ['RS256'], mapping: { 'sub.$': '$.sub', 'roles.$': '$.groups' } });
+  await api('POST', '/idps', {
+    iss: 'https://hs.bench/',
+    key: Buffer.from(secret).toString('base64url'),
+    algs: ['HS256'],
+    mapping: { 'sub.$': '$.sub', 'roles.$': '$.groups' },
+  });
+  await api('POST', '/idps', {
+    iss: 'https://rs.bench/',
+    jwksUrl: `http://127.0.0.1:${jwksPort}/jwks.json`,
+    algs: ['RS256'],
+    mapping: { 'sub.$': '$.sub', 'roles.$': '$.groups' },
+  });
 
   const anonymousAudience = `https://${orgId}.anonymous.auth.statebacked.dev`;
   const kinds = {
-    anonymous: { service: 'anonymous-statebacked-dev', sign: (i) => new SignJWT({ sid: `s${i}`, did: `d${i}` }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setIssuer(anonymousAudience).setAudience(anonymousAudience).setIssuedAt().setExpirationTime('1h').sign(new TextEncoder().encode(orgId)) },
-    'HS256 IdP': { service: 'app', sign: (i) => new SignJWT({ sub: `u${i}`, groups: ['a', 'b'] }).setProtectedHeader({ alg: 'HS256' }).setIssuer('https://hs.bench/').setIssuedAt().setExpirationTime('1h').sign(secret) },
-    'RS256 IdP (JWKS)': { service: 'app', sign: (i) => new SignJWT({ sub: `u${i}`, groups: ['a', 'b'] }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer('https://rs.bench/').setIssuedAt().setExpirationTime('1h').sign(rsa.privateKey) },
+    anonymous: {
+      service: 'anonymous-statebacked-dev',
+      sign: (i) =>
+        new SignJWT({ sid: `s${i}`, did: `d${i}` })
+          .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+          .setIssuer(anonymousAudience)
+          .setAudience(anonymousAudience)
+          .setIssuedAt()
+          .setExpirationTime('1h')
+          .sign(new TextEncoder().encode(orgId)),
+    },
+    'HS256 IdP': {
+      service: 'app',
+      sign: (i) =>
+        new SignJWT({ sub: `u${i}`, groups: ['a', 'b'] })
+          .setProtectedHeader({ alg: 'HS256' })
+          .setIssuer('https://hs.bench/')
+          .setIssuedAt()
+          .setExpirationTime('1h')
+          .sign(secret),
+    },
+    'RS256 IdP (JWKS)': {
+      service: 'app',
+      sign: (i) =>
+        new SignJWT({ sub: `u${i}`, groups: ['a', 'b'] })
+          .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+          .setIssuer('https://rs.bench/')
+          .setIssuedAt()
+          .setExpirationTime('1h')
+          .sign(rsa.privateKey),
+    },
   };
   const results = {};
   for (const [name, kind] of Object.entries(kinds)) {
     const tokens = await Promise.all(Array.from({ length: N }, (_, i) => kind.sign(i)));
-    const body = (token) => new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', audience: `https://tokens.statebacked.dev/${orgId}/${kind.service}`, subject_token: token }).toString();
+    const body = (token) =>
+      new URLSearchParams({
+        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+        audience: `https://tokens.statebacked.dev/${orgId}/${kind.service}`,
+        subject_token: token,
+      }).toString();
     const latencies = [];
     let failed = 0;
     let next = 0;
     const started = performance.now();
-    await Promise.all(Array.from({ length: C }, async () => {
-      while (next < N) {
-        const token = tokens[next++];
-        const t0 = performance.now();
-        const res = await fetch(`${server.url}/tokens`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: body(token) });
-        await res.arrayBuffer();
-        latencies.push(performance.now() - t0);
-        if (res.status !== 200) failed++;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: C }, async () => {
+        while (next < N) {
+          const token = tokens[next++];
+          const t0 = performance.now();
+          const res = await fetch(`${server.url}/tokens`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: body(token),
+          });
+          await res.arrayBuffer();
+          latencies.push(performance.now() - t0);
+          if (res.status !== 200) failed++;
+        }
+      }),
+    );
     const seconds = (performance.now() - started) / 1000;
-    results[name] = { exchangesPerSecond: Math.round(N / seconds), p50Ms: +quantile(latencies, 0.5).toFixed(2), p99Ms: +quantile(latencies, 0.99).toFixed(2), failed };
+    results[name] = {
+      exchangesPerSecond: Math.round(N / seconds),
+      p50Ms: +quantile(latencies, 0.5).toFixed(2),
+      p99Ms: +quantile(latencies, 0.99).toFixed(2),
+      failed,
+    };
   }
   const report = { at: new Date().toISOString(), exchanges: N, concurrency: C, jwksFetches, results };
   console.log(JSON.stringify(report, null, 2));

@@ -38,18 +38,31 @@ const quantile = (values, q) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 };
-const summary = (values) => ({ p50: +quantile(values, 0.5).toFixed(2), p90: +quantile(values, 0.9).toFixed(2), max: +Math.max(...values).toFixed(2) });
+const summary = (values) => ({
+  p50: +quantile(values, 0.5).toFixed(2),
+  p90: +quantile(values, 0.9).toFixed(2),
+  max: +Math.max(...values).toFixed(2),
+});
 
 const server = await startServer({ repoRoot, adminKey, label: 'upgrade-cost' });
 try {
   const client = new StateBackedClient(adminKey, { apiHost: server.url });
   await client.machines.create('player');
-  const version = async (code, makeCurrent = false) => (await client.machineVersions.create('player', { clientInfo: 'bench', makeCurrent, code })).machineVersionId;
+  const version = async (code, makeCurrent = false) =>
+    (await client.machineVersions.create('player', { clientInfo: 'bench', makeCurrent, code })).machineVersionId;
   const v1 = await version(machineCode(v1Names), true);
   const v2 = await version(machineCode(v2Names));
   const v3 = await version(machineCode(v2Names, 'export const third = true;'));
-  await client.machineVersionMigrations.create('player', { fromMachineVersionId: v1, toMachineVersionId: v2, code: rename(v1Names, v2Names) });
-  await client.machineVersionMigrations.create('player', { fromMachineVersionId: v2, toMachineVersionId: v3, code: rename(v2Names, v2Names) });
+  await client.machineVersionMigrations.create('player', {
+    fromMachineVersionId: v1,
+    toMachineVersionId: v2,
+    code: rename(v1Names, v2Names),
+  });
+  await client.machineVersionMigrations.create('player', {
+    fromMachineVersionId: v2,
+    toMachineVersionId: v3,
+    code: rename(v2Names, v2Names),
+  });
   const names = Array.from({ length: N }, (_, i) => `p${i}`);
   for (const name of names) await client.machineInstances.create('player', { slug: name });
   const timed = async (name) => {
@@ -69,7 +82,12 @@ try {
     for (const name of names) upgrade.push(await timed(name));
     const after = [];
     for (const name of names) after.push(await timed(name));
-    rounds[label] = { ordinary: summary(ordinary), upgrade: summary(upgrade), afterUpgrade: summary(after), ratioP50: +(quantile(upgrade, 0.5) / quantile(ordinary, 0.5)).toFixed(1) };
+    rounds[label] = {
+      ordinary: summary(ordinary),
+      upgrade: summary(upgrade),
+      afterUpgrade: summary(after),
+      ratioP50: +(quantile(upgrade, 0.5) / quantile(ordinary, 0.5)).toFixed(1),
+    };
   };
   await round('one migration (v1 → v2)', v2);
   // (back on v1 is not possible without a migration v2 → v1: the second round goes on from v2 to v3)

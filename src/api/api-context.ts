@@ -88,7 +88,13 @@ export const requireMachine = (context: ApiContext, orgId: string, slug: string)
  * a string, and a version of this machine. An unknown one is a 400 naming the parameter, not a 404:
  * the resource the path names exists; one of the request's parameters is wrong.
  */
-export const requireVersionParameter = (context: ApiContext, orgId: string, machine: MachineRecord, value: unknown, parameter: string): string => {
+export const requireVersionParameter = (
+  context: ApiContext,
+  orgId: string,
+  machine: MachineRecord,
+  value: unknown,
+  parameter: string,
+): string => {
   if (value === undefined || value === null) throw invalidParameter(parameter, `${parameter} is required`);
   if (typeof value !== 'string') throw invalidParameter(parameter, `${parameter} must be a string (a ver_ id)`);
   if (!isPrettyId(value, 'ver') || !context.versions.getVersion(orgId, machine.slug, value)) {

@@ -8,7 +8,11 @@ import type { ApiResponse } from './http-types.js';
  */
 export const errorResponse = (error: unknown, log: (message: string, error: unknown) => void): ApiResponse => {
   if (error instanceof OAuthError) {
-    return { status: error.status, body: { error: error.oauthCode, error_description: error.message, code: error.oauthCode }, headers: { 'cache-control': 'no-store' } };
+    return {
+      status: error.status,
+      body: { error: error.oauthCode, error_description: error.message, code: error.oauthCode },
+      headers: { 'cache-control': 'no-store' },
+    };
   }
   if (error instanceof ServiceError) {
     const body: Record<string, string> = { error: error.message, code: error.code };

@@ -145,11 +145,21 @@ export class HttpServer {
       return;
     }
     if (repeatedCredential !== undefined) {
-      this.respond(res, state, errorResponse(invalidParameter(repeatedCredential, `the ${repeatedCredential} header may be given only once`), this.logError), hasBody);
+      this.respond(
+        res,
+        state,
+        errorResponse(invalidParameter(repeatedCredential, `the ${repeatedCredential} header may be given only once`), this.logError),
+        hasBody,
+      );
       return;
     }
     if (declaredLength !== undefined && declaredLength > this.options.maxBodyBytes) {
-      this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError), true);
+      this.respond(
+        res,
+        state,
+        errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError),
+        true,
+      );
       return;
     }
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString('utf8');
@@ -164,7 +174,12 @@ export class HttpServer {
       if (state.aborted) return;
       received += chunk.byteLength;
       if (received > this.options.maxBodyBytes) {
-        this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError), true);
+        this.respond(
+          res,
+          state,
+          errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError),
+          true,
+        );
         return;
       }
       // uWS reuses the chunk's memory once this callback returns: copy it.
@@ -192,7 +207,14 @@ export class HttpServer {
       if (match.kind === 'no-such-thing') throw new ServiceError(404, 'not-found', match.message);
       if (match.kind === 'wrong-method') {
         const allow = match.allowed.includes('GET') ? [...match.allowed, 'HEAD'] : match.allowed;
-        const refused = errorResponse(new ServiceError(405, 'invalid-parameter', `${request.method} is not allowed on ${clipped(request.path)}; use ${allow.join(', ')}`), this.logError);
+        const refused = errorResponse(
+          new ServiceError(
+            405,
+            'invalid-parameter',
+            `${request.method} is not allowed on ${clipped(request.path)}; use ${allow.join(', ')}`,
+          ),
+          this.logError,
+        );
         this.respond(res, state, { ...refused, headers: { ...refused.headers, allow: allow.join(', ') } });
         return;
       }
@@ -241,6 +263,6 @@ export class HttpServer {
   }
 
   private readonly logError = (message: string, error: unknown): void => {
-    this.options.logger.error(message, { error: error instanceof Error ? error.stack ?? error.message : String(error) });
+    this.options.logger.error(message, { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
   };
 }

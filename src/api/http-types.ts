@@ -34,7 +34,10 @@ export const noContent = (status: 201 | 204 = 204): ApiResponse => ({ status });
 export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
   const encoding = request.headers['content-encoding']?.trim().toLowerCase();
   if (encoding && encoding !== 'identity' && request.body.length > 0) {
-    throw invalidParameter('content-encoding', `the request body is read as sent: content-encoding ${encoding.slice(0, 64)} is not supported; send the JSON uncompressed`);
+    throw invalidParameter(
+      'content-encoding',
+      `the request body is read as sent: content-encoding ${encoding.slice(0, 64)} is not supported; send the JSON uncompressed`,
+    );
   }
   // Decoding would turn invalid bytes into U+FFFD, and the text stored would not be the text sent.
   if (!isUtf8(request.body)) throw invalidParameter('body', 'the request body is not valid UTF-8');

@@ -36,7 +36,13 @@ export const parseMultipart = (body: Buffer, contentType: string | undefined, li
   try {
     parser = busboy({
       headers: { 'content-type': contentType },
-      limits: { fileSize: limits.maxFileBytes, files: limits.maxFiles, fields: limits.maxFields, fieldSize: limits.maxFieldBytes, parts: limits.maxFiles + limits.maxFields },
+      limits: {
+        fileSize: limits.maxFileBytes,
+        files: limits.maxFiles,
+        fields: limits.maxFields,
+        fieldSize: limits.maxFieldBytes,
+        parts: limits.maxFiles + limits.maxFields,
+      },
     });
   } catch (error) {
     return Promise.reject(invalidParameter('body', `the upload is not valid multipart/form-data: ${(error as Error).message}`));

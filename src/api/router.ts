@@ -78,7 +78,8 @@ export class Router {
 const splitPath = (path: string): string[] => path.split('/').filter((s) => s !== '');
 
 /** More segments first, then literals before captures from the left. */
-const specificity = (route: Route): number => route.literals.reduce((n: number, s) => n * 2 + (s === undefined ? 0 : 1), route.literals.length);
+const specificity = (route: Route): number =>
+  route.literals.reduce((n: number, s) => n * 2 + (s === undefined ? 0 : 1), route.literals.length);
 
 const literalsMatch = (route: Route, actual: string[]): boolean => {
   for (let i = 0; i < route.literals.length; i++) {

@@ -18,7 +18,14 @@ export const anonymousAccessRecords = (orgId: string, sealer: SecretSealer, now 
   const audience = anonymousAudience(orgId);
   const idp = { orgId, aud: audience, iss: audience };
   return {
-    key: { id: keyId, orgId, name: 'anonymous access', scopes: [...scopePresets.production], createdAt, sealedSecret: sealer.seal(newKeySecret(), keyId) },
+    key: {
+      id: keyId,
+      orgId,
+      name: 'anonymous access',
+      scopes: [...scopePresets.production],
+      createdAt,
+      sealedSecret: sealer.seal(newKeySecret(), keyId),
+    },
     identityProvider: {
       ...idp,
       algs: ['HS256'],

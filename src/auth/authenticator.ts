@@ -56,9 +56,7 @@ export class Authenticator {
   authenticate(headers: CredentialHeaders): Caller {
     const bearer = parseBearer(headers.authorization);
     const requestedOrgId = headers.orgId || undefined;
-    const caller: Caller = bearer.includes('.')
-      ? this.verifyKeyToken(bearer, requestedOrgId)
-      : this.verifyOperator(bearer, requestedOrgId);
+    const caller: Caller = bearer.includes('.') ? this.verifyKeyToken(bearer, requestedOrgId) : this.verifyOperator(bearer, requestedOrgId);
     return headers.act === undefined ? caller : impersonate(caller, headers.act);
   }
 
@@ -150,7 +148,8 @@ const parseBearer = (authorization: string | undefined): string => {
 /** A time claim (`exp`, `nbf`): absent, or seconds since the epoch. */
 const secondsClaim = (payload: Record<string, unknown>, name: 'exp' | 'nbf'): number | undefined => {
   const value = payload[name];
-  if (value !== undefined && typeof value !== 'number') throw unauthorized(`the token's ${name} claim is not a number of seconds since the epoch`);
+  if (value !== undefined && typeof value !== 'number')
+    throw unauthorized(`the token's ${name} claim is not a number of seconds since the epoch`);
   return value;
 };
 
@@ -161,7 +160,10 @@ const audienceAccepted = (aud: unknown, ownAudience: string): boolean => {
 
 /** The `act` claim, with the top-level `sub` as the fallback subject (wire-protocol §2.2). */
 const authContextOf = (payload: Record<string, unknown>): Record<string, unknown> => {
-  const act = typeof payload.act === 'object' && payload.act !== null && !Array.isArray(payload.act) ? { ...(payload.act as Record<string, unknown>) } : {};
+  const act =
+    typeof payload.act === 'object' && payload.act !== null && !Array.isArray(payload.act)
+      ? { ...(payload.act as Record<string, unknown>) }
+      : {};
   if (act.sub === undefined && typeof payload.sub === 'string') act.sub = payload.sub;
   return act;
 };
@@ -169,7 +171,8 @@ const authContextOf = (payload: Record<string, unknown>): Record<string, unknown
 /** `x-statebacked-act` replaces the auth context; only callers who may create keys may use it (§2.5). */
 const impersonate = (caller: Caller, actHeader: string): Caller => {
   requireScope(caller, 'org.keys.write');
-  if (tooDeep(actHeader)) throw invalidParameter('x-statebacked-act', `x-statebacked-act nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);
+  if (tooDeep(actHeader))
+    throw invalidParameter('x-statebacked-act', `x-statebacked-act nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);
   let act: unknown;
   try {
     act = JSON.parse(actHeader);

@@ -158,7 +158,8 @@ export function validateMapping(mapping: unknown): string | undefined {
       const isPath = key.endsWith(PATH_SUFFIX);
       const output = isPath ? key.slice(0, -PATH_SUFFIX.length) : key;
       if (isPath && output === '') return `the key ${JSON.stringify(key)} names no output key`;
-      if (outputs.has(output)) return `the output key ${JSON.stringify(output)} is given twice (${JSON.stringify(output)} and ${JSON.stringify(output + PATH_SUFFIX)})`;
+      if (outputs.has(output))
+        return `the output key ${JSON.stringify(output)} is given twice (${JSON.stringify(output)} and ${JSON.stringify(output + PATH_SUFFIX)})`;
       outputs.add(output);
       if (isPath) {
         if (typeof value !== 'string') return `the value of ${at} must be a JSONPath string (keys ending in .$ are paths)`;

@@ -29,7 +29,8 @@ export const decodeJwt = (token: string): JwtDecodeResult => {
   }
   const header = parseJsonObject(h);
   const payload = parseJsonObject(p);
-  if (header === TOO_DEEP || payload === TOO_DEEP) return { ok: false, reason: `the bearer token's claims nest objects and arrays more than ${MAX_JSON_DEPTH} levels deep` };
+  if (header === TOO_DEEP || payload === TOO_DEEP)
+    return { ok: false, reason: `the bearer token's claims nest objects and arrays more than ${MAX_JSON_DEPTH} levels deep` };
   if (!header || !payload) return { ok: false, reason: 'the bearer token is not a JWT' };
   return { ok: true, parts: { header, payload, signingInput: `${h}.${p}`, signature: fromBase64Url(s) ?? NOT_CANONICAL } };
 };

@@ -151,7 +151,8 @@ export class JwksCache {
     const allowed = this.options.allow.some((a) => a.host === dest.host && (a.port === undefined || a.port === dest.port));
     // What can be told without DNS is told when the IdP is saved: an address (or localhost) the egress
     // policy refuses would make every exchange fail later. Names are checked as they resolve, at fetch.
-    if (!allowed && (dest.host === 'localhost' || dest.host.endsWith('.localhost'))) return `jwksUrl: ${dest.host} is a loopback name and not in the allow-list`;
+    if (!allowed && (dest.host === 'localhost' || dest.host.endsWith('.localhost')))
+      return `jwksUrl: ${dest.host} is a loopback name and not in the allow-list`;
     if (isIP(dest.host) !== 0) {
       const why = refusal(dest, dest.host, this.options.allow);
       if (why !== undefined) return `jwksUrl: ${why}`;
@@ -179,16 +180,23 @@ export class JwksCache {
       fetchedForThisCall = true;
     }
     let found = pick(document, header);
-    if (found.kind === 'none' && !fetchedForThisCall && (entry.inFlight !== undefined || this.now() - entry.lastFetchAt >= this.minRefreshMs)) {
+    if (
+      found.kind === 'none' &&
+      !fetchedForThisCall &&
+      (entry.inFlight !== undefined || this.now() - entry.lastFetchAt >= this.minRefreshMs)
+    ) {
       // A kid (or algorithm) the document lacks: the IdP may have rotated its keys since we fetched.
       document = await this.refresh(jwksUrl, entry);
       found = pick(document, header);
     }
     switch (found.kind) {
       case 'none':
-        throw new JwksFailure('no-matching-key', header.kid !== undefined
-          ? `no key with kid ${JSON.stringify(header.kid.slice(0, 100))} for ${header.alg} in ${jwksUrl}`
-          : `no key for ${header.alg} in ${jwksUrl}`);
+        throw new JwksFailure(
+          'no-matching-key',
+          header.kid !== undefined
+            ? `no key with kid ${JSON.stringify(header.kid.slice(0, 100))} for ${header.alg} in ${jwksUrl}`
+            : `no key for ${header.alg} in ${jwksUrl}`,
+        );
       case 'several':
         throw new JwksFailure('ambiguous-key', `the token has no kid and ${jwksUrl} has several keys for ${header.alg}`);
       case 'one':
@@ -256,7 +264,10 @@ export class JwksCache {
       if (why !== undefined) throw new JwksFailure('url-refused', `${jwksUrl}: ${why}`);
     }
     const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new FetchFailure(`timed out after ${this.options.timeoutMs} ms`)), this.options.timeoutMs);
+    const timer = setTimeout(
+      () => controller.abort(new FetchFailure(`timed out after ${this.options.timeoutMs} ms`)),
+      this.options.timeoutMs,
+    );
     let response;
     try {
       response = await hostFetch(
@@ -288,7 +299,9 @@ export class JwksCache {
     const keys = typeof parsed === 'object' && parsed !== null ? (parsed as { keys?: unknown }).keys : undefined;
     if (!Array.isArray(keys)) throw new JwksFailure('bad-document', `${jwksUrl} answered JSON without a "keys" array`);
     if (keys.length > MAX_JWKS_KEYS) throw new JwksFailure('bad-document', `${jwksUrl} has more than ${MAX_JWKS_KEYS} keys`);
-    const jwks = keys.filter((k): k is JWK => typeof k === 'object' && k !== null && !Array.isArray(k) && typeof (k as JWK).kty === 'string');
+    const jwks = keys.filter(
+      (k): k is JWK => typeof k === 'object' && k !== null && !Array.isArray(k) && typeof (k as JWK).kty === 'string',
+    );
     return { keys: jwks, fetchedAt: this.now(), imported: new Map() };
   }
 

@@ -93,7 +93,10 @@ export function idpMatches(idp: { aud?: string | undefined; iss?: string | undef
  * The IdP to verify a token with: among those that match, one configuring both `aud` and `iss` before
  * one configuring a single side (the more specific configuration is the one meant), else the first.
  */
-export function pickIdp<T extends { aud?: string | undefined; iss?: string | undefined }>(idps: Iterable<T>, claims: Record<string, unknown>): T | undefined {
+export function pickIdp<T extends { aud?: string | undefined; iss?: string | undefined }>(
+  idps: Iterable<T>,
+  claims: Record<string, unknown>,
+): T | undefined {
   let best: T | undefined;
   for (const idp of idps) {
     if (!idpMatches(idp, claims)) continue;
@@ -135,7 +138,9 @@ function staticKey(bytes: Uint8Array): StaticKey {
     if (typeof jwk === 'object' && jwk !== null && typeof (jwk as { kty?: unknown }).kty === 'string') {
       const { kty, k, crv, n, e, x, y } = jwk as Record<string, unknown>;
       if (kty === 'oct') {
-        return typeof k === 'string' && k !== '' ? { kind: 'secret', secret: Buffer.from(k, 'base64url') } : { kind: 'unusable', why: 'the oct JWK has no k' };
+        return typeof k === 'string' && k !== ''
+          ? { kind: 'secret', secret: Buffer.from(k, 'base64url') }
+          : { kind: 'unusable', why: 'the oct JWK has no k' };
       }
       try {
         const publicJwk = Object.fromEntries(Object.entries({ kty, crv, n, e, x, y }).filter(([, v]) => typeof v === 'string'));
@@ -167,17 +172,21 @@ export function idpKeyProblem(idp: IdentityProviderVerification): string | undef
   }
   const key = staticKey(idp.key as Uint8Array);
   if (key.kind === 'unusable') return key.why;
-  if (key.kind === 'secret' && idp.algs.some((a) => !isHmac(a))) return 'the key is an HMAC secret, so algs may list only HS256, HS384 and HS512 (give a public key as PEM, DER SPKI or JWK for the others)';
+  if (key.kind === 'secret' && idp.algs.some((a) => !isHmac(a)))
+    return 'the key is an HMAC secret, so algs may list only HS256, HS384 and HS512 (give a public key as PEM, DER SPKI or JWK for the others)';
   if (key.kind === 'public' && idp.algs.some(isHmac)) return 'the key is a public key, so algs may not list HS256, HS384 or HS512';
   return undefined;
 }
 
 function checkShape(token: string): void {
-  if (token.length > MAX_SUBJECT_TOKEN_CHARS) throw new SubjectTokenRefused('malformed', `the subject token is longer than ${MAX_SUBJECT_TOKEN_CHARS} characters`);
+  if (token.length > MAX_SUBJECT_TOKEN_CHARS)
+    throw new SubjectTokenRefused('malformed', `the subject token is longer than ${MAX_SUBJECT_TOKEN_CHARS} characters`);
   const parts = token.split('.');
-  if (parts.length !== 3 || parts.some((p) => !/^[A-Za-z0-9_-]*$/.test(p))) throw new SubjectTokenRefused('malformed', 'the subject token is not a compact JWS');
+  if (parts.length !== 3 || parts.some((p) => !/^[A-Za-z0-9_-]*$/.test(p)))
+    throw new SubjectTokenRefused('malformed', 'the subject token is not a compact JWS');
   // Claims go on through mappings into minted tokens: no deeper than any other JSON we take in.
-  if (tooDeep(Buffer.from(parts[1] as string, 'base64url').toString('utf8'))) throw new SubjectTokenRefused('malformed', 'the subject token claims nest too deeply');
+  if (tooDeep(Buffer.from(parts[1] as string, 'base64url').toString('utf8')))
+    throw new SubjectTokenRefused('malformed', 'the subject token claims nest too deeply');
 }
 
 /** The key for this token from the IdP's configuration. */
@@ -198,8 +207,10 @@ async function keyFor(idp: IdentityProviderVerification, header: JWTHeaderParame
   // Not cached: parsing a PEM costs tens of microseconds, and an exchange is rarer than a request.
   const key = staticKey(idp.key);
   if (key.kind === 'unusable') throw new SubjectTokenRefused('key-unavailable', key.why);
-  if (key.kind === 'secret' && !isHmac(header.alg)) throw new SubjectTokenRefused('signature', `the identity provider has an HMAC secret; the token is signed ${header.alg}`);
-  if (key.kind === 'public' && isHmac(header.alg)) throw new SubjectTokenRefused('signature', `the identity provider has a public key; the token is signed ${header.alg}`);
+  if (key.kind === 'secret' && !isHmac(header.alg))
+    throw new SubjectTokenRefused('signature', `the identity provider has an HMAC secret; the token is signed ${header.alg}`);
+  if (key.kind === 'public' && isHmac(header.alg))
+    throw new SubjectTokenRefused('signature', `the identity provider has a public key; the token is signed ${header.alg}`);
   return key.kind === 'secret' ? key.secret : key.key;
 }
 

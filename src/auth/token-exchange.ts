@@ -25,7 +25,8 @@ const MAX_ACT_BYTES = 8 * 1024;
 const LOGGED_REFUSALS_PER_SECOND = 10;
 /** An anonymous session's and device's ids: strings, so authorizers comparing them compare strings. */
 const MAX_SESSION_ID_CHARS = 256;
-const isSessionId = (...ids: unknown[]): boolean => ids.every((id) => typeof id === 'string' && id.length > 0 && id.length <= MAX_SESSION_ID_CHARS);
+const isSessionId = (...ids: unknown[]): boolean =>
+  ids.every((id) => typeof id === 'string' && id.length > 0 && id.length <= MAX_SESSION_ID_CHARS);
 
 interface TokenExchangeRequest {
   orgId: string;
@@ -104,7 +105,13 @@ export class TokenExchange {
     const subjectExp = typeof verifiedClaims.exp === 'number' ? Math.floor(verifiedClaims.exp) : undefined;
     const exp = Math.min(nowSeconds + MAX_TOKEN_LIFETIME_SECONDS, subjectExp ?? Number.POSITIVE_INFINITY);
     if (exp <= nowSeconds) throw new OAuthError('invalid_grant', 'the subject token has expired');
-    const accessToken = mintStateBackedToken(key, { act, aud: STATEBACKED_AUDIENCE, iss: `${TOKENS_AUDIENCE_PREFIX}${orgId}/${service}`, iat: nowSeconds, exp });
+    const accessToken = mintStateBackedToken(key, {
+      act,
+      aud: STATEBACKED_AUDIENCE,
+      iss: `${TOKENS_AUDIENCE_PREFIX}${orgId}/${service}`,
+      iat: nowSeconds,
+      exp,
+    });
     return { accessToken, expiresIn: exp - nowSeconds };
   }
 
@@ -112,7 +119,10 @@ export class TokenExchange {
    * The matching identity providers are tried most specific first (both `aud` and `iss` configured
    * before one of them): the first that verifies the token is the one whose mapping applies.
    */
-  private async verified(request: TokenExchangeRequest, unverified: Record<string, unknown>): Promise<{ identityProvider: IdentityProviderRecord; verifiedClaims: Record<string, unknown> }> {
+  private async verified(
+    request: TokenExchangeRequest,
+    unverified: Record<string, unknown>,
+  ): Promise<{ identityProvider: IdentityProviderRecord; verifiedClaims: Record<string, unknown> }> {
     // The anonymous identity provider's key is the org id, which anyone may know (wire-protocol §4.1):
     // its tokens are exchanged for the anonymous service's only, and that service takes no others.
     const anonymous = anonymousAudience(request.orgId);
@@ -121,12 +131,20 @@ export class TokenExchange {
       .listIdentityProviders(request.orgId, undefined, this.options.maxIdentityProviders)
       .filter((idp) => isAnonymous(idp) === (request.service === ANONYMOUS_SERVICE) && idpMatches(idpSides(idp), unverified))
       .sort((a, b) => specificity(b) - specificity(a));
-    if (candidates.length === 0) throw this.refused(request, 'no identity provider of the org matches the token\'s aud and iss');
+    if (candidates.length === 0) throw this.refused(request, "no identity provider of the org matches the token's aud and iss");
     let firstRefusal: SubjectTokenRefused | undefined;
     for (const idp of candidates) {
       try {
-        const key = idp.sealedKey === undefined ? undefined : Buffer.from(this.options.sealer.open(idp.sealedKey, identityProviderSealId(idp)), 'base64url');
-        const verifiedClaims = await verifySubjectToken(request.subjectToken, { ...idpSides(idp), algs: idp.algs, ...(key ? { key } : {}), ...(idp.jwksUrl ? { jwksUrl: idp.jwksUrl } : {}) }, this.options.jwks, this.now() / 1000);
+        const key =
+          idp.sealedKey === undefined
+            ? undefined
+            : Buffer.from(this.options.sealer.open(idp.sealedKey, identityProviderSealId(idp)), 'base64url');
+        const verifiedClaims = await verifySubjectToken(
+          request.subjectToken,
+          { ...idpSides(idp), algs: idp.algs, ...(key ? { key } : {}), ...(idp.jwksUrl ? { jwksUrl: idp.jwksUrl } : {}) },
+          this.options.jwks,
+          this.now() / 1000,
+        );
         return { identityProvider: idp, verifiedClaims };
       } catch (error) {
         if (!(error instanceof SubjectTokenRefused)) throw error;
@@ -137,7 +155,7 @@ export class TokenExchange {
     if (refusal.category === 'expired') throw new OAuthError('invalid_grant', 'the subject token has expired');
     if (refusal.category === 'key-unavailable') {
       this.log(request, refusal.message);
-      throw new OAuthError('temporarily_unavailable', 'the identity provider\'s keys could not be fetched; retry later');
+      throw new OAuthError('temporarily_unavailable', "the identity provider's keys could not be fetched; retry later");
     }
     throw this.refused(request, refusal.message);
   }
@@ -161,7 +179,12 @@ export class TokenExchange {
     this.logWindow.logged++;
     const skipped = this.logWindow.skipped;
     this.logWindow.skipped = 0;
-    this.options.logger.info('token exchange refused', { org: request.orgId, service: request.service, reason, ...(skipped > 0 ? { notLoggedBefore: skipped } : {}) });
+    this.options.logger.info('token exchange refused', {
+      org: request.orgId,
+      service: request.service,
+      reason,
+      ...(skipped > 0 ? { notLoggedBefore: skipped } : {}),
+    });
   }
 }
 

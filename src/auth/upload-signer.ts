@@ -47,7 +47,9 @@ export class UploadSigner {
 
   sign(claims: Omit<UploadClaims, 'expiresAt'> & { expiresAt?: number }, now = Date.now()): string {
     const expiresAt = claims.expiresAt ?? Math.floor(now / 1000) + this.ttlSeconds;
-    const payload = Buffer.from(JSON.stringify([claims.kind, claims.orgId, claims.machine, claims.id, claims.gzip ? 1 : 0, expiresAt])).toString('base64url');
+    const payload = Buffer.from(
+      JSON.stringify([claims.kind, claims.orgId, claims.machine, claims.id, claims.gzip ? 1 : 0, expiresAt]),
+    ).toString('base64url');
     const signingInput = `${VERSION_TAG}.${payload}`;
     return `${signingInput}.${this.mac(signingInput).toString('base64url')}`;
   }

@@ -38,26 +38,60 @@ interface RunningClusterNode extends RunningNode {
  * LMDB is its copy, fed from those logs; NATS carries membership, forwarding to owners and realtime
  * news (cluster/README.md).
  */
-export const startClusterNode = async (config: ServeConfig & ClusterConfig, logger: Logger, announce: (line: string) => void): Promise<RunningClusterNode> => {
-  if (!config.masterKey) throw new ConfigError('statehold node needs STATEHOLD_MASTER_KEY, the same on every node (key secrets are sealed under it)');
+export const startClusterNode = async (
+  config: ServeConfig & ClusterConfig,
+  logger: Logger,
+  announce: (line: string) => void,
+): Promise<RunningClusterNode> => {
+  if (!config.masterKey)
+    throw new ConfigError('statehold node needs STATEHOLD_MASTER_KEY, the same on every node (key secrets are sealed under it)');
   if (!config.adminKey) throw new ConfigError('statehold node needs --admin-key (or STATEHOLD_ADMIN_KEY), the same on every node');
   const lock = await lockDataDir(config.dataDir);
   if (lock.unguarded) logger.warn(`${lock.unguarded}: nothing stops a second node on this data dir; run one only`);
-  const onError = (message: string, error: unknown) => logger.error(message, { error: error instanceof Error ? error.stack ?? error.message : String(error) });
+  const onError = (message: string, error: unknown) =>
+    logger.error(message, { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
   // JetStream is the durability: the local copy needs no write-ahead log of its own.
   const local = openLmdbNodeStore(config.dataDir, { commitLog: 'lmdb' });
   const checkpointPath = join(config.dataDir, CHECKPOINT_FILE);
   const from = readCheckpoint(checkpointPath);
-  const nc = await connect({ servers: config.nats, name: `statehold-${config.cluster}-${config.nodeId}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+  const nc = await connect({
+    servers: config.nats,
+    name: `statehold-${config.cluster}-${config.nodeId}`,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+  });
   const { cluster, replicas } = config;
   const code = await untilJetStream('the code store', () => openCodeStore(nc, { cluster, replicas }), announce);
-  const meta = await untilJetStream('the META log', () => JetStreamOpLog.open<MetaOp>(nc, { cluster, name: 'META', replicas, from: from.meta + 1 }, applyMetaOp(local.catalog, local.versions, code, local.instances, onError), onError), announce);
-  const logs = await untilJetStream('the LOGS log', () => JetStreamOpLog.open<LogsOp>(nc, { cluster, name: 'LOGS', replicas, from: from.logs + 1, maxAgeMs: config.logRetentionDays * 86_400_000 }, applyLogsOp(local.logs), onError), announce);
+  const meta = await untilJetStream(
+    'the META log',
+    () =>
+      JetStreamOpLog.open<MetaOp>(
+        nc,
+        { cluster, name: 'META', replicas, from: from.meta + 1 },
+        applyMetaOp(local.catalog, local.versions, code, local.instances, onError),
+        onError,
+      ),
+    announce,
+  );
+  const logs = await untilJetStream(
+    'the LOGS log',
+    () =>
+      JetStreamOpLog.open<LogsOp>(
+        nc,
+        { cluster, name: 'LOGS', replicas, from: from.logs + 1, maxAgeMs: config.logRetentionDays * 86_400_000 },
+        applyLogsOp(local.logs),
+        onError,
+      ),
+    announce,
+  );
   const txLog = await untilJetStream('the TX log', () => JetStreamTransitionLog.open(nc, { cluster, replicas }), announce);
   const usage = new SharedUsage({
     // (counts need no read-your-writes on other nodes: no waiting for them)
     submit: async ({ orgId, usage: counts, machine, atMs }, id) => {
-      await meta.submit({ store: 'usage', method: 'addUsage', args: [orgId, counts, machine ?? null, atMs] }, { everywhere: false, msgId: `usage:${id}` });
+      await meta.submit(
+        { store: 'usage', method: 'addUsage', args: [orgId, counts, machine ?? null, atMs] },
+        { everywhere: false, msgId: `usage:${id}` },
+      );
     },
     log: (level, message) => logger[level](message),
   });
@@ -77,10 +111,18 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
       announce(`catching up with the cluster's log: ${instances.appliedSeq} of ${txHead} commits applied`);
     }
   }
-  const checkpointing = setInterval(() => writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq, logs: logs.appliedSeq }), CHECKPOINT_EVERY_MS);
+  const checkpointing = setInterval(
+    () => writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq, logs: logs.appliedSeq }),
+    CHECKPOINT_EVERY_MS,
+  );
   checkpointing.unref();
 
-  const membership = new Membership(nc, { cluster, self: { id: config.nodeId, url: '' }, heartbeatMs: config.heartbeatMs, missedHeartbeats: config.missedHeartbeats });
+  const membership = new Membership(nc, {
+    cluster,
+    self: { id: config.nodeId, url: '' },
+    heartbeatMs: config.heartbeatMs,
+    missedHeartbeats: config.missedHeartbeats,
+  });
   await membership.start();
   // A write to orgs, keys, machines or versions answers once every live node has it.
   meta.setPeers({ nodeId: config.nodeId, members: () => membership.current(), waitMs: META_PEER_WAIT_MS });
@@ -94,7 +136,9 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
   membership.onChange(unverify);
   membership.onStall(() => {
     unverify();
-    logger.warn(`this node did not beat for more than ${config.heartbeatMs * config.missedHeartbeats} ms (stopped or stalled): it checks each instance against the log before it serves it again`);
+    logger.warn(
+      `this node did not beat for more than ${config.heartbeatMs * config.missedHeartbeats} ms (stopped or stalled): it checks each instance against the log before it serves it again`,
+    );
   });
   void (async () => {
     for await (const status of nc.status()) {
@@ -112,7 +156,12 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
    * did); the first request for an instance since this node could have missed writes waits for its copy
    * to hold the instance's last logged entry, so that nothing, a 4xx included, is decided on a stale head.
    */
-  const prepare = async (orgId: string, machine: string, name: string, request: { retried: boolean; requestId?: string }): Promise<void> => {
+  const prepare = async (
+    orgId: string,
+    machine: string,
+    name: string,
+    request: { retried: boolean; requestId?: string },
+  ): Promise<void> => {
     if (membership.stalled()) {
       unverify();
       throw new RequestMovedError(`node ${config.nodeId} was stalled past its heartbeats; ask the owner again`);
@@ -125,7 +174,12 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
     verified.add(key);
   };
   const node = await composeNode(config, logger, announce, {
-    storage: { catalog: new ReplicatedCatalog(local.catalog, meta), versions: new ReplicatedVersionStore(local.versions, meta, code, onError), instances, logs: new ReplicatedLogStore(local.logs, logs) },
+    storage: {
+      catalog: new ReplicatedCatalog(local.catalog, meta),
+      versions: new ReplicatedVersionStore(local.versions, meta, code, onError),
+      instances,
+      logs: new ReplicatedLogStore(local.logs, logs),
+    },
     updates: new NatsUpdateBus(nc, { cluster, nodeId: config.nodeId, onError }),
     bootstrapOrgId: bootstrapOrgIdOf(cluster),
     listening: (url) => membership.setUrl(url),
@@ -134,7 +188,13 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
         const members = membership.current();
         const joined = members.includes(config.nodeId);
         const ready = natsState === 'connected' && joined;
-        return { ready, ...(ready ? {} : { reason: natsState !== 'connected' ? `NATS ${natsState}` : 'not joined' }), nodeId: config.nodeId, members: members.length, nats: natsState };
+        return {
+          ready,
+          ...(ready ? {} : { reason: natsState !== 'connected' ? `NATS ${natsState}` : 'not joined' }),
+          nodeId: config.nodeId,
+          members: members.length,
+          nats: natsState,
+        };
       },
       status: (instance) => ({
         nodeId: config.nodeId,
@@ -145,11 +205,20 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
         appliedSeq: { tx: instances.appliedSeq, meta: meta.appliedSeq, logs: logs.appliedSeq },
         /** Messages between instances this node's copy still holds (delivered ones go within milliseconds). */
         outboxEntries: local.instances.listOutbox(10_000).length,
-        ...(instance && forwarder ? { instance: { ...instance, owner: forwarder.ownerOf(instance.orgId, instance.machine, instance.name) } } : {}),
+        ...(instance && forwarder
+          ? { instance: { ...instance, owner: forwarder.ownerOf(instance.orgId, instance.machine, instance.name) } }
+          : {}),
       }),
     },
     attach: (runtime) => {
-      const owner = new Forwarder(nc, runtime, { cluster, nodeId: config.nodeId, members: () => membership.current(), timeoutMs: config.settleTimeoutMs + 10_000, onError, prepare });
+      const owner = new Forwarder(nc, runtime, {
+        cluster,
+        nodeId: config.nodeId,
+        members: () => membership.current(),
+        timeoutMs: config.settleTimeoutMs + 10_000,
+        onError,
+        prepare,
+      });
       owner.start();
       forwarder = owner;
       membership.onChange((members) => {
@@ -158,7 +227,8 @@ export const startClusterNode = async (config: ServeConfig & ClusterConfig, logg
       });
       return {
         writes: owner,
-        fire: (orgId, machine, name) => (owner.owns(orgId, machine, name) ? runtime.fireTimers(orgId, machine, name) : Promise.resolve('not-owner' as const)),
+        fire: (orgId, machine, name) =>
+          owner.owns(orgId, machine, name) ? runtime.fireTimers(orgId, machine, name) : Promise.resolve('not-owner' as const),
         deliver: (message) => owner.receive(message),
         shouldDispatch: (message) => owner.owns(message.orgId, message.from.machine, message.from.name),
         onReplicatedTimers: (listener) => instances.onTimersApplied(listener),
@@ -211,7 +281,8 @@ const untilJetStream = async <T>(what: string, open: () => Promise<T>, announce:
 };
 
 /** One org id per cluster name, so nodes that start together on an empty cluster make a single bootstrap org. */
-const bootstrapOrgIdOf = (cluster: string): string => `org_${toBase64Url(createHash('sha256').update(`statehold bootstrap org of ${cluster}`).digest().subarray(0, 16))}`;
+const bootstrapOrgIdOf = (cluster: string): string =>
+  `org_${toBase64Url(createHash('sha256').update(`statehold bootstrap org of ${cluster}`).digest().subarray(0, 16))}`;
 
 interface Applied {
   meta: number;

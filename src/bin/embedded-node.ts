@@ -15,7 +15,11 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   const store = openLmdbNodeStore(config.dataDir, {
     commitLog: config.commitLog,
     walApplyDelayMs: config.walApplyDelayMs,
-    onStorageFailure: (error) => logger.error('LMDB did not take writes the write-ahead log acknowledged: writes are refused until the node is restarted, which applies the log again', { error: error.message }),
+    onStorageFailure: (error) =>
+      logger.error(
+        'LMDB did not take writes the write-ahead log acknowledged: writes are refused until the node is restarted, which applies the log again',
+        { error: error.message },
+      ),
   });
   return composeNode(config, logger, announce, {
     storage: store,
@@ -31,4 +35,3 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
     },
   });
 };
-

@@ -70,7 +70,12 @@ interface Deployment {
  * and realtime front end, over a deployment's storage and bus (design.md §6.1: nothing below bin/
  * branches on the deployment).
  */
-export const composeNode = async (config: ServeConfig, logger: Logger, announce: (line: string) => void, deployment: Deployment): Promise<RunningNode> => {
+export const composeNode = async (
+  config: ServeConfig,
+  logger: Logger,
+  announce: (line: string) => void,
+  deployment: Deployment,
+): Promise<RunningNode> => {
   const store = deployment.storage;
   const { catalog } = store;
   const masterKey = loadMasterKey(config.dataDir, config.masterKey);
@@ -88,7 +93,9 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     tokenExchangesPerSecond: config.tokenExchangesPerSecond,
     tokenExchangesPerAddress: config.tokenExchangesPerAddress,
   };
-  await provisionAnonymousAccess(catalog, sealer).then((orgs) => orgs.length > 0 && announce(`anonymous access records made for ${orgs.join(', ')}`));
+  await provisionAnonymousAccess(catalog, sealer).then(
+    (orgs) => orgs.length > 0 && announce(`anonymous access records made for ${orgs.join(', ')}`),
+  );
   const keyRing = new KeyRing(catalog, sealer);
   const authenticator = new Authenticator({
     catalog,
@@ -126,8 +133,13 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     onStall: (stall) => {
       const moved = stall.versionId === undefined ? undefined : sandboxes.quarantineVersion(stall.versionId, 'stall');
       const org = moved?.orgId === undefined ? '' : `, and so does every version of org ${moved.orgId}`;
-      const until = config.quarantineReleaseMs > 0 ? ` until it holds no worker for ${config.quarantineReleaseMs} ms (--quarantine-release-ms)` : ' from now on';
-      logger.warn(`${stallText(stall, config.sandboxStallMs, 'sandbox worker')}${moved ? `; it runs in the quarantine worker${until}${org}` : ''}`);
+      const until =
+        config.quarantineReleaseMs > 0
+          ? ` until it holds no worker for ${config.quarantineReleaseMs} ms (--quarantine-release-ms)`
+          : ' from now on';
+      logger.warn(
+        `${stallText(stall, config.sandboxStallMs, 'sandbox worker')}${moved ? `; it runs in the quarantine worker${until}${org}` : ''}`,
+      );
     },
     onLiveHeap: (report) => runtime.relieveLiveHeap(report),
   });
@@ -162,7 +174,10 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
   });
   const sandboxes = new SandboxPool(sandboxClient, quarantineClient, store.versions, logs, runtimeSettings, {
     afterMs: config.quarantineReleaseMs,
-    onRelease: (orgId) => logger.info(`org ${orgId} held no sandbox worker for ${config.quarantineReleaseMs} ms (--quarantine-release-ms): its versions run in the main worker again`),
+    onRelease: (orgId) =>
+      logger.info(
+        `org ${orgId} held no sandbox worker for ${config.quarantineReleaseMs} ms (--quarantine-release-ms): its versions run in the main worker again`,
+      ),
   });
   const { updates } = deployment;
   const runtime: InstanceRuntime = new InstanceRuntime({
@@ -216,7 +231,17 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     logs: store.logs,
     runtime,
     writes: attached.writes,
-    httpApis: new HttpApiRunner({ runtime: { head: (o, m, n) => runtime.head(o, m, n), create: (r) => attached.writes.create(r), send: (o, m, n, e, a) => attached.writes.send(o, m, n, e, a) }, sandboxes, catalog, logs, settings: runtimeSettings }),
+    httpApis: new HttpApiRunner({
+      runtime: {
+        head: (o, m, n) => runtime.head(o, m, n),
+        create: (r) => attached.writes.create(r),
+        send: (o, m, n, e, a) => attached.writes.send(o, m, n, e, a),
+      },
+      sandboxes,
+      catalog,
+      logs,
+      settings: runtimeSettings,
+    }),
     ...(deployment.cluster ? { cluster: deployment.cluster } : {}),
     realtimeStats: () => ({ ...server.websockets, subscribedInstances: hub.channelCount }),
   };
@@ -224,7 +249,12 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
   scheduler.start();
   dispatcher.start();
   const pruneLogs = () =>
-    logs.prune(catalog.listOrgs().map((org) => org.id), config.logRetentionDays * 86_400_000).catch((error: unknown) => logger.error('log pruning failed', { error: String(error) }));
+    logs
+      .prune(
+        catalog.listOrgs().map((org) => org.id),
+        config.logRetentionDays * 86_400_000,
+      )
+      .catch((error: unknown) => logger.error('log pruning failed', { error: String(error) }));
   void pruneLogs();
   const pruning = setInterval(() => void pruneLogs(), 3_600_000);
   pruning.unref();
@@ -239,12 +269,16 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     authenticate: (token, orgHeader) => {
       const caller = authenticator.authenticate({ authorization: `Bearer ${token}`, orgId: orgHeader, act: undefined });
       requireScope(caller, 'state.read');
-      return { orgId: authenticator.resolveOrg(caller), authContext: caller.authContext, ...(caller.kind === 'key' ? { keyId: caller.keyId } : {}) };
+      return {
+        orgId: authenticator.resolveOrg(caller),
+        authContext: caller.authContext,
+        ...(caller.kind === 'key' ? { keyId: caller.keyId } : {}),
+      };
     },
     keyExists: (keyId) => keyRing.find(keyId) !== undefined,
     caughtUp: (orgId, machine, name) => store.instances.caughtUp(orgId, machine, name),
     limits: realtimeLimits,
-    logError: (message, error) => logger.error(message, { error: error instanceof Error ? error.stack ?? error.message : String(error) }),
+    logError: (message, error) => logger.error(message, { error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
   });
   // Keys deleted through this node end their sockets' subscriptions at once; through another node
   // (the META log deletes them here), within a second.
@@ -252,14 +286,21 @@ export const composeNode = async (config: ServeConfig, logger: Logger, announce:
     try {
       hub.dropRevoked();
     } catch (error) {
-      logger.error('realtime subscriptions of deleted keys could not be ended', { error: error instanceof Error ? error.stack ?? error.message : String(error) });
+      logger.error('realtime subscriptions of deleted keys could not be ended', {
+        error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+      });
     }
   };
   authenticator.onKeysChanged(dropRevoked);
   const revoking = setInterval(dropRevoked, 1_000);
   revoking.unref();
   const server: HttpServer = await HttpServer.start({
-    router, host: config.host, port: config.port, maxBodyBytes: config.maxBodyBytes, logger, realtime: { hub, limits: realtimeLimits },
+    router,
+    host: config.host,
+    port: config.port,
+    maxBodyBytes: config.maxBodyBytes,
+    logger,
+    realtime: { hub, limits: realtimeLimits },
   });
   // Booted now, once listening (so it does not slow startup down): the first request that runs machine
   // code would otherwise wait ≈ 0.4 s for it.
@@ -314,7 +355,10 @@ const QUARANTINE_NICENESS = 19;
 const JWKS_TIMEOUT_MS = 5_000;
 
 /** Configured key (never stored), else the stored hash, else a new key printed once. */
-const operatorCredential = async (catalog: Catalog, config: ServeConfig): Promise<{ credential: AdminCredential; generatedSecret?: string }> => {
+const operatorCredential = async (
+  catalog: Catalog,
+  config: ServeConfig,
+): Promise<{ credential: AdminCredential; generatedSecret?: string }> => {
   if (config.adminKey) return { credential: AdminCredential.fromSecret(config.adminKey) };
   const stored = catalog.getAdminKey();
   if (stored) return { credential: AdminCredential.fromRecord(stored) };

@@ -15,11 +15,31 @@ export interface ClusterConfig {
 
 export const clusterSettings = [
   { flag: 'nats', env: 'STATEHOLD_NATS', fallback: undefined, help: 'NATS server URLs, comma-separated (nats://host:4222,...); required' },
-  { flag: 'node-id', env: 'STATEHOLD_NODE_ID', fallback: undefined, help: 'this node\'s id in the cluster, [a-zA-Z0-9_-]; required, stable across restarts' },
-  { flag: 'cluster', env: 'STATEHOLD_CLUSTER', fallback: 'statehold', help: 'the cluster\'s name (its NATS subjects and JetStream streams); every node of a cluster uses the same' },
-  { flag: 'replicas', env: 'STATEHOLD_REPLICAS', fallback: '1', help: 'JetStream replicas of the cluster\'s streams: 1 (one nats-server) or 3 (three)' },
+  {
+    flag: 'node-id',
+    env: 'STATEHOLD_NODE_ID',
+    fallback: undefined,
+    help: "this node's id in the cluster, [a-zA-Z0-9_-]; required, stable across restarts",
+  },
+  {
+    flag: 'cluster',
+    env: 'STATEHOLD_CLUSTER',
+    fallback: 'statehold',
+    help: "the cluster's name (its NATS subjects and JetStream streams); every node of a cluster uses the same",
+  },
+  {
+    flag: 'replicas',
+    env: 'STATEHOLD_REPLICAS',
+    fallback: '1',
+    help: "JetStream replicas of the cluster's streams: 1 (one nats-server) or 3 (three)",
+  },
   { flag: 'heartbeat-ms', env: 'STATEHOLD_HEARTBEAT_MS', fallback: '250', help: 'how often a node says it is alive' },
-  { flag: 'missed-heartbeats', env: 'STATEHOLD_MISSED_HEARTBEATS', fallback: '4', help: 'a node not heard from for this many beats leaves the cluster (its instances move)' },
+  {
+    flag: 'missed-heartbeats',
+    env: 'STATEHOLD_MISSED_HEARTBEATS',
+    fallback: '4',
+    help: 'a node not heard from for this many beats leaves the cluster (its instances move)',
+  },
 ] as const;
 
 type ClusterFlag = (typeof clusterSettings)[number]['flag'];
@@ -48,7 +68,8 @@ export const parseNodeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeCo
   const integer = (flag: ClusterFlag, min: number, max: number): number => {
     const text = pick(flag) ?? '';
     const value = Number(text);
-    if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`--${flag} must be an integer from ${min} to ${max}, not "${text}"`);
+    if (!Number.isInteger(value) || value < min || value > max)
+      throw new ConfigError(`--${flag} must be an integer from ${min} to ${max}, not "${text}"`);
     return value;
   };
   const token = (flag: ClusterFlag): string => {
@@ -57,7 +78,10 @@ export const parseNodeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeCo
     if (!/^[a-zA-Z0-9_-]{1,64}$/.test(text)) throw new ConfigError(`--${flag} must be 1 to 64 characters of [a-zA-Z0-9_-], not "${text}"`);
     return text;
   };
-  const nats = (pick('nats') ?? '').split(',').map((url) => url.trim()).filter((url) => url !== '');
+  const nats = (pick('nats') ?? '')
+    .split(',')
+    .map((url) => url.trim())
+    .filter((url) => url !== '');
   if (nats.length === 0) throw new ConfigError('--nats is required for statehold node (nats://host:4222[,...])');
   for (const url of nats) if (!/^(nats|tls):\/\/[^/\s]+$/.test(url)) throw new ConfigError(`--nats takes nats:// URLs, not "${url}"`);
   const replicas = integer('replicas', 1, 5);

@@ -50,36 +50,161 @@ export const serveSettings = [
   { flag: 'port', env: 'STATEHOLD_PORT', fallback: '8787', help: 'TCP port to listen on (0 picks a free one)' },
   { flag: 'host', env: 'STATEHOLD_HOST', fallback: '127.0.0.1', help: 'address to listen on' },
   { flag: 'data-dir', env: 'STATEHOLD_DATA_DIR', fallback: './data', help: 'where the LMDB files and the master key live' },
-  { flag: 'commit-log', env: 'STATEHOLD_COMMIT_LOG', fallback: 'wal', help: 'how an event is made durable before it is acknowledged: wal (one write to a write-ahead log in the data dir, shared by the events committed together, LMDB written within 20 ms behind it) or lmdb (LMDB\'s own synced commit)' },
-  { flag: 'public-url', env: 'STATEHOLD_PUBLIC_URL', fallback: undefined, help: 'the URL clients use, e.g. https://statehold.example.com (default http://<host>:<port>); tokens with aud "<public-url>/" are accepted' },
-  { flag: 'admin-key', env: 'STATEHOLD_ADMIN_KEY', fallback: undefined, help: 'the operator credential (Authorization: Bearer <key>); generated and printed once on first start when not given' },
-  { flag: 'billing-url', env: 'STATEHOLD_BILLING_URL', fallback: undefined, help: 'the link GET /billing returns (default <public-url>/billing-portal)' },
+  {
+    flag: 'commit-log',
+    env: 'STATEHOLD_COMMIT_LOG',
+    fallback: 'wal',
+    help: "how an event is made durable before it is acknowledged: wal (one write to a write-ahead log in the data dir, shared by the events committed together, LMDB written within 20 ms behind it) or lmdb (LMDB's own synced commit)",
+  },
+  {
+    flag: 'public-url',
+    env: 'STATEHOLD_PUBLIC_URL',
+    fallback: undefined,
+    help: 'the URL clients use, e.g. https://statehold.example.com (default http://<host>:<port>); tokens with aud "<public-url>/" are accepted',
+  },
+  {
+    flag: 'admin-key',
+    env: 'STATEHOLD_ADMIN_KEY',
+    fallback: undefined,
+    help: 'the operator credential (Authorization: Bearer <key>); generated and printed once on first start when not given',
+  },
+  {
+    flag: 'billing-url',
+    env: 'STATEHOLD_BILLING_URL',
+    fallback: undefined,
+    help: 'the link GET /billing returns (default <public-url>/billing-portal)',
+  },
   { flag: 'page-size', env: 'STATEHOLD_PAGE_SIZE', fallback: String(limits.defaultPageSize), help: 'items per page of list endpoints' },
-  { flag: 'max-body-bytes', env: 'STATEHOLD_MAX_BODY_BYTES', fallback: String(limits.defaultMaxBodyBytes), help: 'largest request body accepted (413 above it)' },
-  { flag: 'settle-timeout-ms', env: 'STATEHOLD_SETTLE_TIMEOUT_MS', fallback: '10000', help: 'how long creating an instance or sending an event waits for the machine to settle' },
-  { flag: 'isolate-memory-mb', env: 'STATEHOLD_ISOLATE_MEMORY_MB', fallback: '128', help: 'memory machine code may use in one call into its version\'s isolate, beyond what the live instances hold there (more fails the call: 400 machine-code-error)' },
-  { flag: 'live-actor-memory-mb', env: 'STATEHOLD_LIVE_ACTOR_MEMORY_MB', fallback: '128', help: 'memory a machine version\'s live instances may hold in its isolate (≈ 7 KB each for a small machine); beyond, the least recently used are evicted and reload from their snapshot on demand. The isolate\'s heap limit is this plus --isolate-memory-mb' },
+  {
+    flag: 'max-body-bytes',
+    env: 'STATEHOLD_MAX_BODY_BYTES',
+    fallback: String(limits.defaultMaxBodyBytes),
+    help: 'largest request body accepted (413 above it)',
+  },
+  {
+    flag: 'settle-timeout-ms',
+    env: 'STATEHOLD_SETTLE_TIMEOUT_MS',
+    fallback: '10000',
+    help: 'how long creating an instance or sending an event waits for the machine to settle',
+  },
+  {
+    flag: 'isolate-memory-mb',
+    env: 'STATEHOLD_ISOLATE_MEMORY_MB',
+    fallback: '128',
+    help: "memory machine code may use in one call into its version's isolate, beyond what the live instances hold there (more fails the call: 400 machine-code-error)",
+  },
+  {
+    flag: 'live-actor-memory-mb',
+    env: 'STATEHOLD_LIVE_ACTOR_MEMORY_MB',
+    fallback: '128',
+    help: "memory a machine version's live instances may hold in its isolate (≈ 7 KB each for a small machine); beyond, the least recently used are evicted and reload from their snapshot on demand. The isolate's heap limit is this plus --isolate-memory-mb",
+  },
   { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
-  { flag: 'sandbox-stall-ms', env: 'STATEHOLD_SANDBOX_STALL_MS', fallback: '100', help: 'a call into machine code that holds the sandbox worker for this much CPU time moves its org to the quarantine worker and every other request to a fresh worker (0: never)' },
-  { flag: 'quarantine-release-ms', env: 'STATEHOLD_QUARANTINE_RELEASE_MS', fallback: '600000', help: 'an org moved to the quarantine worker for holding the sandbox worker returns to the main worker after this long without holding a worker again (0: never); an org whose code crashed a worker stays until the node restarts' },
-  { flag: 'max-live-actors', env: 'STATEHOLD_MAX_LIVE_ACTORS', fallback: '20000', help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand' },
-  { flag: 'pure-steps', env: 'STATEHOLD_PURE_STEPS', fallback: 'on', help: 'on: instances of a machine that can leave nothing running but delayed events to itself (no invoke, activity, or send to another actor or without a fixed delay) rest between events as their state and timers alone, stepped by xstate\'s pure transition (≈ 2–4 KB each instead of ≈ 9–11 KB with an interpreter); off: every live instance keeps an interpreter' },
-  { flag: 'rt-max-subscriptions', env: 'STATEHOLD_RT_MAX_SUBSCRIPTIONS', fallback: '1000', help: 'subscriptions one /rt websocket may hold at once (duplicates count); one more gets an in-band 429 error' },
-  { flag: 'idle-seconds', env: 'STATEHOLD_IDLE_SECONDS', fallback: '600', help: 'live instances no request took for this long are evicted (reloaded on demand), and the isolates of versions no live instance is on are freed' },
-  { flag: 'timer-retry-ms', env: 'STATEHOLD_TIMER_RETRY_MS', fallback: '30000', help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)' },
-  { flag: 'made-instances-per-second', env: 'STATEHOLD_MADE_INSTANCES_PER_SECOND', fallback: '50', help: 'instances machine code may make per org per second (spawns, sends creating their target), ten times as many in a burst; beyond, they are retried later' },
-  { flag: 'http-api-requests-per-second', env: 'STATEHOLD_HTTP_API_REQUESTS_PER_SECOND', fallback: '100', help: 'requests to machines\' http APIs (/http-api/...) each org may make per second, twice as many in a burst; beyond, 429' },
-  { flag: 'token-exchanges-per-second', env: 'STATEHOLD_TOKEN_EXCHANGES_PER_SECOND', fallback: '100', help: 'token exchanges (POST /tokens, which takes no credential) each org may have per second, twice as many in a burst; beyond, 429' },
-  { flag: 'token-exchanges-per-address', env: 'STATEHOLD_TOKEN_EXCHANGES_PER_ADDRESS', fallback: '10', help: 'token exchanges one client address may make per second, twice as many in a burst; beyond, 429' },
-  { flag: 'log-retention-days', env: 'STATEHOLD_LOG_RETENTION_DAYS', fallback: '7', help: 'machine logs older than this are deleted (checked at start and hourly)' },
-  { flag: 'fetch-allow', env: 'STATEHOLD_FETCH_ALLOW', fallback: undefined, help: 'comma-separated hosts machine code\'s fetch may reach although they are loopback/private (host, host:port, 127.0.0.1:8080, [::1]:8080); default none' },
-  { flag: 'fetch-timeout-ms', env: 'STATEHOLD_FETCH_TIMEOUT_MS', fallback: '10000', help: 'time limit of one fetch by machine code (DNS, connect, redirects, body)' },
-  { flag: 'fetch-max-bytes', env: 'STATEHOLD_FETCH_MAX_BYTES', fallback: String(5 * 1024 * 1024), help: 'largest response body a fetch by machine code may read' },
-  { flag: 'drain-timeout-ms', env: 'STATEHOLD_DRAIN_TIMEOUT_MS', fallback: '30000', help: 'on SIGTERM, how long to wait for requests in flight' },
+  {
+    flag: 'sandbox-stall-ms',
+    env: 'STATEHOLD_SANDBOX_STALL_MS',
+    fallback: '100',
+    help: 'a call into machine code that holds the sandbox worker for this much CPU time moves its org to the quarantine worker and every other request to a fresh worker (0: never)',
+  },
+  {
+    flag: 'quarantine-release-ms',
+    env: 'STATEHOLD_QUARANTINE_RELEASE_MS',
+    fallback: '600000',
+    help: 'an org moved to the quarantine worker for holding the sandbox worker returns to the main worker after this long without holding a worker again (0: never); an org whose code crashed a worker stays until the node restarts',
+  },
+  {
+    flag: 'max-live-actors',
+    env: 'STATEHOLD_MAX_LIVE_ACTORS',
+    fallback: '20000',
+    help: 'instances kept live in memory; idle ones beyond it are evicted and reloaded on demand',
+  },
+  {
+    flag: 'pure-steps',
+    env: 'STATEHOLD_PURE_STEPS',
+    fallback: 'on',
+    help: "on: instances of a machine that can leave nothing running but delayed events to itself (no invoke, activity, or send to another actor or without a fixed delay) rest between events as their state and timers alone, stepped by xstate's pure transition (≈ 2–4 KB each instead of ≈ 9–11 KB with an interpreter); off: every live instance keeps an interpreter",
+  },
+  {
+    flag: 'rt-max-subscriptions',
+    env: 'STATEHOLD_RT_MAX_SUBSCRIPTIONS',
+    fallback: '1000',
+    help: 'subscriptions one /rt websocket may hold at once (duplicates count); one more gets an in-band 429 error',
+  },
+  {
+    flag: 'idle-seconds',
+    env: 'STATEHOLD_IDLE_SECONDS',
+    fallback: '600',
+    help: 'live instances no request took for this long are evicted (reloaded on demand), and the isolates of versions no live instance is on are freed',
+  },
+  {
+    flag: 'timer-retry-ms',
+    env: 'STATEHOLD_TIMER_RETRY_MS',
+    fallback: '30000',
+    help: 'wait before retrying a delayed event whose delivery failed (5 retries, then it is dropped)',
+  },
+  {
+    flag: 'made-instances-per-second',
+    env: 'STATEHOLD_MADE_INSTANCES_PER_SECOND',
+    fallback: '50',
+    help: 'instances machine code may make per org per second (spawns, sends creating their target), ten times as many in a burst; beyond, they are retried later',
+  },
+  {
+    flag: 'http-api-requests-per-second',
+    env: 'STATEHOLD_HTTP_API_REQUESTS_PER_SECOND',
+    fallback: '100',
+    help: "requests to machines' http APIs (/http-api/...) each org may make per second, twice as many in a burst; beyond, 429",
+  },
+  {
+    flag: 'token-exchanges-per-second',
+    env: 'STATEHOLD_TOKEN_EXCHANGES_PER_SECOND',
+    fallback: '100',
+    help: 'token exchanges (POST /tokens, which takes no credential) each org may have per second, twice as many in a burst; beyond, 429',
+  },
+  {
+    flag: 'token-exchanges-per-address',
+    env: 'STATEHOLD_TOKEN_EXCHANGES_PER_ADDRESS',
+    fallback: '10',
+    help: 'token exchanges one client address may make per second, twice as many in a burst; beyond, 429',
+  },
+  {
+    flag: 'log-retention-days',
+    env: 'STATEHOLD_LOG_RETENTION_DAYS',
+    fallback: '7',
+    help: 'machine logs older than this are deleted (checked at start and hourly)',
+  },
+  {
+    flag: 'fetch-allow',
+    env: 'STATEHOLD_FETCH_ALLOW',
+    fallback: undefined,
+    help: "comma-separated hosts machine code's fetch may reach although they are loopback/private (host, host:port, 127.0.0.1:8080, [::1]:8080); default none",
+  },
+  {
+    flag: 'fetch-timeout-ms',
+    env: 'STATEHOLD_FETCH_TIMEOUT_MS',
+    fallback: '10000',
+    help: 'time limit of one fetch by machine code (DNS, connect, redirects, body)',
+  },
+  {
+    flag: 'fetch-max-bytes',
+    env: 'STATEHOLD_FETCH_MAX_BYTES',
+    fallback: String(5 * 1024 * 1024),
+    help: 'largest response body a fetch by machine code may read',
+  },
+  {
+    flag: 'drain-timeout-ms',
+    env: 'STATEHOLD_DRAIN_TIMEOUT_MS',
+    fallback: '30000',
+    help: 'on SIGTERM, how long to wait for requests in flight',
+  },
 ] as const;
 
 /** Only from the environment: a secret on the command line shows in `ps`. */
-export const environmentOnly = [{ env: 'STATEHOLD_MASTER_KEY', help: '32 bytes (base64 or hex) sealing key secrets at rest; default: <data-dir>/master.key, created on first start' }] as const;
+export const environmentOnly = [
+  {
+    env: 'STATEHOLD_MASTER_KEY',
+    help: '32 bytes (base64 or hex) sealing key secrets at rest; default: <data-dir>/master.key, created on first start',
+  },
+] as const;
 
 export class ConfigError extends Error {}
 
@@ -101,11 +226,13 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
   const integer = (flag: (typeof serveSettings)[number]['flag'], min: number, max: number): number => {
     const text = pick(flag) ?? '';
     const value = Number(text);
-    if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`--${flag} must be an integer from ${min} to ${max}, not "${text}"`);
+    if (!Number.isInteger(value) || value < min || value > max)
+      throw new ConfigError(`--${flag} must be an integer from ${min} to ${max}, not "${text}"`);
     return value;
   };
   const publicUrl = pick('public-url');
-  if (publicUrl !== undefined && !/^https?:\/\/[^/]+/.test(publicUrl)) throw new ConfigError(`--public-url must be an http(s) URL, not "${publicUrl}"`);
+  if (publicUrl !== undefined && !/^https?:\/\/[^/]+/.test(publicUrl))
+    throw new ConfigError(`--public-url must be an http(s) URL, not "${publicUrl}"`);
   return {
     host: pick('host') ?? '127.0.0.1',
     port: integer('port', 0, 65535),
@@ -150,7 +277,9 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
 const adminKey = (text: string | undefined): string | undefined => {
   if (text === undefined) return undefined;
   if (!/^[A-Za-z0-9_~+/=-]{1,512}$/.test(text)) {
-    throw new ConfigError('--admin-key may hold only letters, digits and - _ ~ + / = (at most 512; no dot: a bearer token with a dot is read as a JWT)');
+    throw new ConfigError(
+      '--admin-key may hold only letters, digits and - _ ~ + / = (at most 512; no dot: a bearer token with a dot is read as a JWT)',
+    );
   }
   return text;
 };
@@ -167,7 +296,10 @@ const onOff = (flag: string, text: string | undefined): boolean => {
 };
 
 const fetchAllow = (text: string | undefined): string[] => {
-  const entries = (text ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '');
+  const entries = (text ?? '')
+    .split(',')
+    .map((e) => e.trim())
+    .filter((e) => e !== '');
   try {
     parseAllowList(entries);
   } catch (e) {
@@ -180,7 +312,8 @@ const fetchAllow = (text: string | undefined): string[] => {
 const uploadTtlSeconds = (text: string | undefined): number => {
   if (text === undefined || text === '') return 3600;
   const value = Number(text);
-  if (!Number.isInteger(value) || value < 1 || value > 7 * 24 * 3600) throw new ConfigError(`STATEHOLD_UPLOAD_TTL_SECONDS must be an integer from 1 to 604800, not "${text}"`);
+  if (!Number.isInteger(value) || value < 1 || value > 7 * 24 * 3600)
+    throw new ConfigError(`STATEHOLD_UPLOAD_TTL_SECONDS must be an integer from 1 to 604800, not "${text}"`);
   return value;
 };
 
@@ -191,7 +324,8 @@ const uploadTtlSeconds = (text: string | undefined): number => {
 const sandboxNodeArgs = (text: string | undefined): string[] => {
   const args = (text ?? '').split(/\s+/).filter((arg) => arg !== '');
   const notFlag = args.find((arg) => !/^--[a-z0-9][a-z0-9_-]*(=\S+)?$/.test(arg));
-  if (notFlag !== undefined) throw new ConfigError(`STATEHOLD_SANDBOX_NODE_ARGS takes Node flags (--name or --name=value) separated by spaces, not "${notFlag}"`);
+  if (notFlag !== undefined)
+    throw new ConfigError(`STATEHOLD_SANDBOX_NODE_ARGS takes Node flags (--name or --name=value) separated by spaces, not "${notFlag}"`);
   return args;
 };
 
@@ -199,6 +333,7 @@ const sandboxNodeArgs = (text: string | undefined): string[] => {
 const walApplyDelayMs = (text: string | undefined): number | undefined => {
   if (text === undefined || text === '') return undefined;
   const value = Number(text);
-  if (!Number.isInteger(value) || value < 0 || value > 3_600_000) throw new ConfigError(`STATEHOLD_WAL_APPLY_DELAY_MS must be an integer from 0 to 3600000, not "${text}"`);
+  if (!Number.isInteger(value) || value < 0 || value > 3_600_000)
+    throw new ConfigError(`STATEHOLD_WAL_APPLY_DELAY_MS must be an integer from 0 to 3600000, not "${text}"`);
   return value;
 };

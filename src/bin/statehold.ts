@@ -55,7 +55,9 @@ const clusterNode = async (argv: string[]): Promise<void> => {
   const config = parseNodeConfig(argv, process.env);
   const { startClusterNode } = await import('./cluster-node.js');
   const node = await startClusterNode(config, logger, (line) => process.stdout.write(`statehold: ${line}\n`));
-  process.stdout.write(`statehold: listening on ${node.url} (node ${config.nodeId} of cluster ${config.cluster}, data in ${config.dataDir})\n`);
+  process.stdout.write(
+    `statehold: listening on ${node.url} (node ${config.nodeId} of cluster ${config.cluster}, data in ${config.dataDir})\n`,
+  );
   stopOnSignals(node, logger);
 };
 

@@ -10,7 +10,15 @@ import { ownerOf } from './rendezvous.js';
 export interface OwnerSide {
   create(request: CreateRequest): Promise<InstanceHead>;
   read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead>;
-  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject, requestId?: string, retry?: boolean): Promise<InstanceHead>;
+  send(
+    orgId: string,
+    machine: string,
+    name: string,
+    event: MachineEvent,
+    authContext: JsonObject,
+    requestId?: string,
+    retry?: boolean,
+  ): Promise<InstanceHead>;
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
   setTargetVersion(orgId: string, machine: string, name: string, targetVersionId: string): Promise<void>;
   delete(orgId: string, machine: string, name: string): Promise<boolean>;
@@ -19,7 +27,6 @@ export interface OwnerSide {
   whileDeletingMachine<T>(orgId: string, machine: string, work: () => Promise<T>): Promise<T>;
   gateMachine(orgId: string, machine: string, closed: boolean): void;
 }
-
 
 /** `retry`: asked again after a lost answer (see call); the owner fences the request before it runs it (ForwarderOptions.prepare). */
 type Call = { retry?: boolean } & (
@@ -126,7 +133,10 @@ export class Forwarder {
 
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
     // The request id makes a retry after a lost answer safe: the owner applies the event once.
-    return this.call(orgId, machine, name, { op: 'send', args: [orgId, machine, name, event, authContext, randomUUID(), false] }) as Promise<InstanceHead>;
+    return this.call(orgId, machine, name, {
+      op: 'send',
+      args: [orgId, machine, name, event, authContext, randomUUID(), false],
+    }) as Promise<InstanceHead>;
   }
 
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
@@ -165,10 +175,12 @@ export class Forwarder {
       throw unavailable(`node ${nodeId} did not answer: machine ${machine} cannot be deleted now; retry`);
     };
     try {
-      const results = await Promise.allSettled(others.map(async (nodeId) => {
-        await gate(nodeId, true);
-        closed.push(nodeId);
-      }));
+      const results = await Promise.allSettled(
+        others.map(async (nodeId) => {
+          await gate(nodeId, true);
+          closed.push(nodeId);
+        }),
+      );
       const refused = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
       if (refused) throw refused.reason;
       return await this.local.whileDeletingMachine(orgId, machine, work);
@@ -202,7 +214,10 @@ export class Forwarder {
         // Asked again with the same request id, of whoever owns the instance now: creates and sends
         // carry an id the owner finds in the instance's history if it did apply them; the other calls
         // come to the same state when repeated.
-        if (++lost > MAX_LOST) throw unavailable(`the owner of instance ${name} of machine ${machine} took the request and did not answer; it may or may not have been applied`);
+        if (++lost > MAX_LOST)
+          throw unavailable(
+            `the owner of instance ${name} of machine ${machine} took the request and did not answer; it may or may not have been applied`,
+          );
         if (call.op === 'send') call.args[6] = true;
         call.retry = true;
         deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
@@ -229,7 +244,12 @@ export class Forwarder {
         return answer.json<Reply>();
       } catch (error) {
         const cause = error instanceof RequestError ? error.cause : error;
-        if (error instanceof NoRespondersError || cause instanceof NoRespondersError || (error instanceof RequestError && error.isNoResponders())) return { ok: false, moved: true };
+        if (
+          error instanceof NoRespondersError ||
+          cause instanceof NoRespondersError ||
+          (error instanceof RequestError && error.isNoResponders())
+        )
+          return { ok: false, moved: true };
         if (error instanceof TimeoutError || cause instanceof TimeoutError) return { ok: false, lost: true };
         throw error;
       }
@@ -275,7 +295,15 @@ export class Forwarder {
   private failed(error: unknown): Reply {
     if (error instanceof RequestMovedError) return { ok: false, moved: true };
     if (error instanceof ServiceError) {
-      return { ok: false, error: { status: error.status, code: error.code, message: error.message, ...(error.parameter === undefined ? {} : { parameter: error.parameter }) } };
+      return {
+        ok: false,
+        error: {
+          status: error.status,
+          code: error.code,
+          message: error.message,
+          ...(error.parameter === undefined ? {} : { parameter: error.parameter }),
+        },
+      };
     }
     this.options.onError('a forwarded call failed', error);
     return { ok: false, error: { status: 500, code: 'internal', message: 'internal error' } };
@@ -285,7 +313,14 @@ export class Forwarder {
     const local = this.local;
     if (call.op !== 'gateMachine' && this.options.prepare) {
       const [orgId, machine, name] = keyOfCall(call);
-      const requestId = call.op === 'send' ? call.args[5] : call.op === 'create' ? call.args[0].requestId : call.op === 'receive' ? call.args[0].id : undefined;
+      const requestId =
+        call.op === 'send'
+          ? call.args[5]
+          : call.op === 'create'
+            ? call.args[0].requestId
+            : call.op === 'receive'
+              ? call.args[0].id
+              : undefined;
       await this.options.prepare(orgId, machine, name, { retried: call.retry === true, ...(requestId === undefined ? {} : { requestId }) });
     }
     switch (call.op) {
@@ -321,7 +356,10 @@ const DEPARTURE_CHECK_MS = 100;
 const MAX_LOST = 3;
 
 /** The answer to a message that is not a call: nothing ran (a sender of another release, or not a node at all). */
-const UNREADABLE_CALL: Reply = { ok: false, error: { status: 500, code: 'internal', message: 'a node could not read a call forwarded to it' } };
+const UNREADABLE_CALL: Reply = {
+  ok: false,
+  error: { status: 500, code: 'internal', message: 'a node could not read a call forwarded to it' },
+};
 
 /** The ops whose first three arguments name the instance (orgId, machine, name). */
 const KEYED_OPS = new Set(['read', 'send', 'setStatus', 'setTargetVersion', 'delete', 'fireTimers']);
@@ -338,8 +376,12 @@ const callOf = (value: unknown): Call | undefined => {
   const { op, args } = value;
   const first = args[0];
   if (op === 'create') return isObject(first) && areStrings([first.orgId, first.machine, first.name]) ? (value as Call) : undefined;
-  if (op === 'receive') return isObject(first) && isObject(first.to) && areStrings([first.orgId, first.to.machine, first.to.name]) ? (value as Call) : undefined;
-  if (op === 'gateMachine') return areStrings(args.slice(0, 2)) && args.length === 3 && typeof args[2] === 'boolean' ? (value as Call) : undefined;
+  if (op === 'receive')
+    return isObject(first) && isObject(first.to) && areStrings([first.orgId, first.to.machine, first.to.name])
+      ? (value as Call)
+      : undefined;
+  if (op === 'gateMachine')
+    return areStrings(args.slice(0, 2)) && args.length === 3 && typeof args[2] === 'boolean' ? (value as Call) : undefined;
   return KEYED_OPS.has(op) && args.length >= 3 && areStrings(args.slice(0, 3)) ? (value as Call) : undefined;
 };
 

@@ -19,7 +19,13 @@ const isValidDeletionConfirmation = (machineName: string, message: string, given
  * The body of a destructive call must say `dangerDataWillBeDeletedForever: true` and carry the HMAC of
  * `message` keyed by the machine name in `field`; a 400 names whichever parameter is wrong.
  */
-export const requireDeletionConfirmation = (body: Record<string, unknown>, machineName: string, message: string, field: string, what: string): void => {
+export const requireDeletionConfirmation = (
+  body: Record<string, unknown>,
+  machineName: string,
+  message: string,
+  field: string,
+  what: string,
+): void => {
   if (body.dangerDataWillBeDeletedForever !== true) {
     throw invalidParameter('dangerDataWillBeDeletedForever', 'dangerDataWillBeDeletedForever must be true');
   }

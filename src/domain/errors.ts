@@ -68,7 +68,11 @@ export const specifyOrg = (): ServiceError =>
   new ServiceError(400, 'specify-org', 'this credential spans several orgs: set the x-statebacked-org-id header');
 
 export const noMigrationPath = (from: string, to: string): ServiceError =>
-  new ServiceError(400, 'no-migration-path', `no chain of migrations leads from version ${from} to version ${to}: create migrations between them first`);
+  new ServiceError(
+    400,
+    'no-migration-path',
+    `no chain of migrations leads from version ${from} to version ${to}: create migrations between them first`,
+  );
 
 export const unauthorized = (message: string): ServiceError => new ServiceError(403, 'unauthorized', message);
 
@@ -97,7 +101,15 @@ export const rejectedByAuthorizer = (which: 'allowRead' | 'allowWrite'): Service
 export const machineCodeFailed = (message: string): ServiceError => new ServiceError(400, 'machine-code-error', message);
 
 export const contextTooLarge = (bytes: number, limit: number): ServiceError =>
-  new ServiceError(400, 'context-too-large', `the transition would leave a context of ${bytes} bytes of JSON, above the limit of ${limit} bytes; the event was not applied`);
+  new ServiceError(
+    400,
+    'context-too-large',
+    `the transition would leave a context of ${bytes} bytes of JSON, above the limit of ${limit} bytes; the event was not applied`,
+  );
 
 export const stateTooLarge = (bytes: number, limit: number): ServiceError =>
-  new ServiceError(400, 'state-too-large', `the transition would leave ${bytes} bytes of state to persist (snapshot and pending delayed events), above the limit of ${limit} bytes; the event was not applied`);
+  new ServiceError(
+    400,
+    'state-too-large',
+    `the transition would leave ${bytes} bytes of state to persist (snapshot and pending delayed events), above the limit of ${limit} bytes; the event was not applied`,
+  );

@@ -35,7 +35,8 @@ const UNINDEXABLE = /[\u0000-\u001f]|\p{Cs}/u;
  * use bytes below 0x20 as separators (U+001E splits key parts); ill-formed UTF-16 (a lone surrogate)
  * because it would not come back from the key as it went in; longer ones because keys are bounded.
  */
-export const isIndexableValue = (value: string): boolean => !UNINDEXABLE.test(value) && Buffer.byteLength(value, 'utf8') <= MAX_INDEX_VALUE_BYTES;
+export const isIndexableValue = (value: string): boolean =>
+  !UNINDEXABLE.test(value) && Buffer.byteLength(value, 'utf8') <= MAX_INDEX_VALUE_BYTES;
 
 /**
  * Values of a context one selector may visit (walked, looked at or taken) at a commit; past it, that
@@ -105,7 +106,8 @@ export const selectIndexValues = (context: JsonObject, selectors: Record<string,
 /** The indexes whose values differ between two heads' index values (each such index write is billed). */
 export const changedIndexes = (before: IndexValues | undefined, after: IndexValues | undefined): number => {
   if (before === undefined && after === undefined) return 0;
-  const differs = (a: string[] | undefined, b: string[] | undefined) => (a?.length ?? 0) !== (b?.length ?? 0) || (a ?? []).some((value) => !b?.includes(value));
+  const differs = (a: string[] | undefined, b: string[] | undefined) =>
+    (a?.length ?? 0) !== (b?.length ?? 0) || (a ?? []).some((value) => !b?.includes(value));
   let changed = 0;
   for (const index in before) if (differs(before[index], after?.[index])) changed++;
   // (indexes only the new head has values in)

@@ -42,4 +42,3 @@ export interface UpdateBus {
   /** Listens to one instance; returns what stops listening. */
   listen(orgId: string, machine: string, name: string, listener: NewsListener): () => void;
 }
-

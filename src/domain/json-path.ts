@@ -63,7 +63,8 @@ export function compilePath(text: string): { ok: true; path: CompiledPath } | { 
       if (selector instanceof jsonpath.selectors.NameSelector) selectors.push({ kind: 'name', name: selector.name });
       else if (selector instanceof jsonpath.selectors.IndexSelector) selectors.push({ kind: 'index', index: selector.index });
       else if (selector instanceof jsonpath.selectors.WildcardSelector) selectors.push({ kind: 'wildcard' });
-      else if (selector instanceof jsonpath.selectors.SliceSelector) selectors.push({ kind: 'slice', start: selector.start, end: selector.stop, step: selector.step ?? 1 });
+      else if (selector instanceof jsonpath.selectors.SliceSelector)
+        selectors.push({ kind: 'slice', start: selector.start, end: selector.stop, step: selector.step ?? 1 });
       else return { ok: false, problem: 'filter selectors ([?...]) are not supported' };
     }
     segments.push({ descendants: segment.token.kind === TokenKind.DDOT, selectors });

@@ -56,4 +56,3 @@ export interface PersistentActorRef {
   machineName: string;
   machineInstanceName: string;
 }
-

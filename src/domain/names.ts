@@ -21,9 +21,11 @@ export const requireDisplayName = (value: unknown, parameter: string): string =>
   if (typeof value !== 'string' || value.trim() === '' || value.length > 256) {
     throw invalidParameter(parameter, `${parameter} must be a non-empty string of at most 256 characters`);
   }
-  if (/[\p{Cc}\p{Cs}]/u.test(value)) throw invalidParameter(parameter, `${parameter} must not contain control characters or unpaired surrogates`);
+  if (/[\p{Cc}\p{Cs}]/u.test(value))
+    throw invalidParameter(parameter, `${parameter} must not contain control characters or unpaired surrogates`);
   return value;
 };
 
 /** A caller-given name or id as error messages quote it: whole if short, else its start and its length. */
-export const clipped = (value: string, max = 100): string => (value.length <= max ? value : `${value.slice(0, max)}… (${value.length} characters)`);
+export const clipped = (value: string, max = 100): string =>
+  value.length <= max ? value : `${value.slice(0, max)}… (${value.length} characters)`;

@@ -59,7 +59,21 @@ export interface MachineVersionMigrationRecord {
 }
 
 /** JWS algorithms an identity provider may allow (wire-protocol §3.7). */
-export const signingAlgorithms = ['HS256', 'HS384', 'HS512', 'PS256', 'PS384', 'PS512', 'RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const;
+export const signingAlgorithms = [
+  'HS256',
+  'HS384',
+  'HS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'RS256',
+  'RS384',
+  'RS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+] as const;
 export type SigningAlgorithm = (typeof signingAlgorithms)[number];
 
 /**

@@ -9,7 +9,8 @@ const RESERVED_PREFIXES = ['xstate.', 'done.invoke.', 'done.state.', 'error.plat
 const RESERVED_NAMES = ['error.execution', 'error.communication'] as const;
 
 const reservedPrefixOf = (type: string): string | undefined =>
-  RESERVED_PREFIXES.find((prefix) => type.startsWith(prefix)) ?? RESERVED_NAMES.find((name) => type === name || type.startsWith(`${name}.`));
+  RESERVED_PREFIXES.find((prefix) => type.startsWith(prefix)) ??
+  RESERVED_NAMES.find((name) => type === name || type.startsWith(`${name}.`));
 
 /** Why a client (or an http API's handler, passing on its caller's) may not send an event of `type`, if it may not. */
 export const reservedEventProblem = (type: string): string | undefined => {

@@ -38,5 +38,4 @@ export const scopePresets = {
 
 type ScopePreset = keyof typeof scopePresets;
 
-export const isScopePreset = (value: unknown): value is ScopePreset =>
-  value === 'production' || value === 'ci';
+export const isScopePreset = (value: unknown): value is ScopePreset => value === 'production' || value === 'ci';

@@ -27,7 +27,9 @@ export const stampTimes = (records: TransitionRecord[], after: number): void => 
 };
 
 /** What the head keeps of a step's result (only delayed events are persisted timers). */
-export const headStateOf = (result: StepResult): Pick<InstanceHead, 'state' | 'context' | 'tags' | 'done' | 'snapshot' | 'pendingTimers'> => ({
+export const headStateOf = (
+  result: StepResult,
+): Pick<InstanceHead, 'state' | 'context' | 'tags' | 'done' | 'snapshot' | 'pendingTimers'> => ({
   state: result.state,
   context: result.context,
   tags: result.tags,
@@ -37,7 +39,10 @@ export const headStateOf = (result: StepResult): Pick<InstanceHead, 'state' | 'c
 });
 
 /** Retry counts are kept only for timers that are still pending. */
-export const keptTimerAttempts = (attempts: InstanceHead['timerAttempts'], pendingTimers: InstanceHead['pendingTimers']): InstanceHead['timerAttempts'] =>
+export const keptTimerAttempts = (
+  attempts: InstanceHead['timerAttempts'],
+  pendingTimers: InstanceHead['pendingTimers'],
+): InstanceHead['timerAttempts'] =>
   Object.fromEntries(Object.entries(attempts).filter(([id]) => pendingTimers.some((timer) => timer.id === id)));
 
 /**
@@ -45,7 +50,10 @@ export const keptTimerAttempts = (attempts: InstanceHead['timerAttempts'], pendi
  * (snapshot, pending delayed events with their payloads), which machine code also controls.
  * Returns the context's size and the state's total size (what the actor holds in memory).
  */
-export const checkedSize = (result: StepResult, limits: { maxContextBytes: number; maxPersistedBytes: number }): { contextBytes: number; stateBytes: number } => {
+export const checkedSize = (
+  result: StepResult,
+  limits: { maxContextBytes: number; maxPersistedBytes: number },
+): { contextBytes: number; stateBytes: number } => {
   // Measured on the JSON texts the harness produced (step-result.ts).
   const { contextBytes, restBytes } = result.sizes;
   if (contextBytes > limits.maxContextBytes) throw contextTooLarge(contextBytes, limits.maxContextBytes);

@@ -13,7 +13,16 @@ import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import { clipped, isSlug } from '../domain/names.js';
 import { reservedEventProblem } from '../domain/reserved-events.js';
 import {
-  type HttpApiOutcome, type HttpApiRequest, MachineCodeError, type RemoteVersion, SandboxCrashedError, SandboxDisposedError, SandboxHeldError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError,
+  type HttpApiOutcome,
+  type HttpApiRequest,
+  MachineCodeError,
+  type RemoteVersion,
+  SandboxCrashedError,
+  SandboxDisposedError,
+  SandboxHeldError,
+  SandboxMemoryError,
+  SandboxMovedError,
+  SandboxTimeoutError,
 } from '../sandbox/index.js';
 import type { InstanceHead } from '../store/instance-store.js';
 import type { CreateRequest } from './instance-runtime.js';
@@ -89,7 +98,9 @@ export class HttpApiRunner {
     if (!isPrettyId(orgId, 'org') || this.deps.catalog.getOrg(orgId) === undefined) throw notFound(`org ${clipped(orgId)} does not exist`);
     if (!this.buckets.take(orgId)) {
       const perSecond = this.deps.settings.httpApiRequestsPerSecond;
-      throw rateLimited(`this org's http APIs take at most ${perSecond} requests a second (${perSecond * 2} in a burst; --http-api-requests-per-second): retry later`);
+      throw rateLimited(
+        `this org's http APIs take at most ${perSecond} requests a second (${perSecond * 2} in a burst; --http-api-requests-per-second): retry later`,
+      );
     }
     const record = this.deps.catalog.getMachine(orgId, machine);
     if (!record) throw notFound(`machine ${machine} does not exist`);
@@ -104,7 +115,9 @@ export class HttpApiRunner {
 
     if (!this.deps.runtime.head(orgId, machine, name)) {
       if (initialContext === undefined) {
-        throw notFound(`instance ${name} of machine ${machine} does not exist, and the http API's handler gave no initialContext to create it with`);
+        throw notFound(
+          `instance ${name} of machine ${machine} does not exist, and the http API's handler gave no initialContext to create it with`,
+        );
       }
       try {
         await this.deps.runtime.create({ orgId, machine, name, versionId, context: initialContext, authContext });
@@ -138,14 +151,26 @@ export class HttpApiRunner {
 
   /** Told in the machine's logs: the HTTP caller sees only {"ok":true}. */
   private fellBack(orgId: string, machine: string, name: string, slug: string, why: string): void {
-    this.deps.logs.service(orgId, machine, name, 'warn', `httpApiMapper.${slug}.responseMapper failed, so the http API answered 200 {"ok":true}: ${why}`, { httpApi: slug });
+    this.deps.logs.service(
+      orgId,
+      machine,
+      name,
+      'warn',
+      `httpApiMapper.${slug}.responseMapper failed, so the http API answered 200 {"ok":true}: ${why}`,
+      { httpApi: slug },
+    );
   }
 
   /**
    * Runs a call into the version's isolate, again (up to MAX_MOVES times) when its worker was replaced
    * or its isolate reloaded under it (nothing ran then); the sandbox's failures become request errors.
    */
-  private async inSandbox(orgId: string, machine: string, versionId: string, run: (version: RemoteVersion) => Promise<HttpApiOutcome>): Promise<HttpApiOutcome> {
+  private async inSandbox(
+    orgId: string,
+    machine: string,
+    versionId: string,
+    run: (version: RemoteVersion) => Promise<HttpApiOutcome>,
+  ): Promise<HttpApiOutcome> {
     let heldWorker = 0;
     for (let moves = 1; ; moves++) {
       try {
@@ -153,7 +178,8 @@ export class HttpApiRunner {
       } catch (error) {
         // Its own machine code held the worker past the stall limit before it was done: once more (in
         // the quarantine worker by then), and a 400 when that holds it too, as for an instance's event.
-        if (error instanceof SandboxDisposedError && error.ownStall && heldWorker++ > 0) throw machineCodeFailed(new SandboxHeldError(error.ownStall).message);
+        if (error instanceof SandboxDisposedError && error.ownStall && heldWorker++ > 0)
+          throw machineCodeFailed(new SandboxHeldError(error.ownStall).message);
         const moved = error instanceof SandboxMovedError || error instanceof SandboxDisposedError;
         if (moved && moves < MAX_MOVES) continue;
         throw asRequestError(error);
@@ -179,12 +205,14 @@ const handlerResponse = (value: unknown, slug: string): HandlerResponse => {
   if (!isSlug(machineInstanceName)) throw invalid('machineInstanceName must be 1 to 128 characters of A-Z, a-z, 0-9, _ and -');
   const raw = value.event;
   const event = typeof raw === 'string' ? { type: raw } : raw;
-  if (!isObject(event) || typeof event.type !== 'string' || event.type === '') throw invalid('event must be a string or an object with a string type');
+  if (!isObject(event) || typeof event.type !== 'string' || event.type === '')
+    throw invalid('event must be a string or an object with a string type');
   // Handlers often pass on what their caller sent: the runtime's own types are refused as from any client.
   const reserved = reservedEventProblem(event.type);
   if (reserved !== undefined) throw invalid(reserved);
   if (!isObject(authContext)) throw invalid('authContext must be an object');
-  if (initialContext !== undefined && initialContext !== null && !isObject(initialContext)) throw invalid('initialContext must be an object when given');
+  if (initialContext !== undefined && initialContext !== null && !isObject(initialContext))
+    throw invalid('initialContext must be an object when given');
   return {
     machineInstanceName,
     event: event as MachineEvent,
@@ -197,7 +225,8 @@ const handlerResponse = (value: unknown, slug: string): HandlerResponse => {
 const httpAnswer = (value: unknown): HttpApiAnswer | string => {
   if (!isObject(value)) return 'it must return an object { statusCode, headers, body }';
   const { statusCode, headers, body } = value;
-  if (typeof statusCode !== 'number' || !Number.isInteger(statusCode) || statusCode < 200 || statusCode > 599) return 'statusCode must be an integer from 200 to 599';
+  if (typeof statusCode !== 'number' || !Number.isInteger(statusCode) || statusCode < 200 || statusCode > 599)
+    return 'statusCode must be an integer from 200 to 599';
   if (headers !== undefined && headers !== null && !isObject(headers)) return 'headers must be an object of strings';
   const out: Record<string, string> = {};
   let contentType: string | undefined;
@@ -210,8 +239,8 @@ const httpAnswer = (value: unknown): HttpApiAnswer | string => {
     if (name === 'content-type') contentType = text;
     else out[name] = text;
   }
-  if (BODYLESS.has(statusCode) || body === undefined || body === null) return { status: statusCode, headers: out, contentType: contentType ?? 'application/json' };
+  if (BODYLESS.has(statusCode) || body === undefined || body === null)
+    return { status: statusCode, headers: out, contentType: contentType ?? 'application/json' };
   if (typeof body === 'string') return { status: statusCode, headers: out, contentType: contentType ?? 'text/plain; charset=utf-8', body };
   return { status: statusCode, headers: out, contentType: contentType ?? 'application/json', body: JSON.stringify(body) };
 };
-

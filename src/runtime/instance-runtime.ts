@@ -1,10 +1,26 @@
 import { type Clock, systemClock } from '../domain/clock.js';
-import { conflict, machineCodeFailed, noMigrationPath, notFound, rejectedByAuthorizer, ServiceError, unavailable } from '../domain/errors.js';
+import {
+  conflict,
+  machineCodeFailed,
+  noMigrationPath,
+  notFound,
+  rejectedByAuthorizer,
+  ServiceError,
+  unavailable,
+} from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import { migrationPath } from '../domain/migration-path.js';
 import type { JsonObject, MachineEvent, PendingTimer } from '../domain/machine-state.js';
 import {
-  type CapturedLog, childStoppedEvent, type LiveHeapReport, type MigrationInput, type MigrationOutput, type Restore, type WorkerStats, type RemoteVersion, type StepResult,
+  type CapturedLog,
+  childStoppedEvent,
+  type LiveHeapReport,
+  type MigrationInput,
+  type MigrationOutput,
+  type Restore,
+  type WorkerStats,
+  type RemoteVersion,
+  type StepResult,
 } from '../sandbox/index.js';
 import {
   type CommitEffects,
@@ -109,7 +125,11 @@ const MAX_MADE_DEPTH = 100;
 
 /** One input of a request and what its history record says it was. */
 /** `restore` is given to the first input of a step whose actor is not live in the sandbox (see transition). */
-type Input = { event: MachineEvent; requestId?: string; run: (sandbox: RemoteVersion, key: string, restore: Restore | undefined) => Promise<StepResult> };
+type Input = {
+  event: MachineEvent;
+  requestId?: string;
+  run: (sandbox: RemoteVersion, key: string, restore: Restore | undefined) => Promise<StepResult>;
+};
 
 /** How far back in an instance's history a retried request is looked for (it is retried within seconds). */
 const REQUEST_LOOKBACK = 100;
@@ -145,7 +165,10 @@ export class InstanceRuntime {
 
   constructor(private readonly deps: InstanceRuntimeDeps) {
     this.clock = deps.clock ?? systemClock;
-    this.retries = new RequestRetries({ logger: deps.logger, quarantineVersion: (versionId) => deps.sandboxes.quarantineVersion(versionId, 'crash') });
+    this.retries = new RequestRetries({
+      logger: deps.logger,
+      quarantineVersion: (versionId) => deps.sandboxes.quarantineVersion(versionId, 'crash'),
+    });
     this.actors = new ActorRegistry(deps.settings.maxLiveActors, deps.settings.maxLiveActorBytes);
     this.usage = new UsageMeter(deps.instances, deps.logger);
     this.indexer = new HeadIndexer(deps.versions);
@@ -180,7 +203,10 @@ export class InstanceRuntime {
     const actor = this.actors.obtain(orgId, machine, name);
     return actor.enqueue(async () => {
       try {
-        return await this.retries.afterCrashOnceMore(() => this.createWithin(actor, request), () => request.versionId);
+        return await this.retries.afterCrashOnceMore(
+          () => this.createWithin(actor, request),
+          () => request.versionId,
+        );
       } finally {
         if (!actor.head) this.actors.release(actor);
       }
@@ -193,7 +219,12 @@ export class InstanceRuntime {
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
     const allowed = await this.retries.untilNotMoved(async () => {
       const sandbox = await this.deps.sandboxes.get(orgId, machine, head.versionId);
-      return this.guard(sandbox.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }), orgId, machine, name);
+      return this.guard(
+        sandbox.allowRead({ machineInstanceName: name, state: head.state, context: head.context, authContext }),
+        orgId,
+        machine,
+        name,
+      );
     });
     if (!allowed) throw rejectedByAuthorizer('allowRead');
     this.usage.read(orgId, machine);
@@ -206,13 +237,25 @@ export class InstanceRuntime {
    * as a request error. Counts nothing.
    */
   async allowsRead(
-    view: { orgId: string; machine: string; name: string; versionId: string; state: InstanceHead['state']; context: InstanceHead['context'] },
+    view: {
+      orgId: string;
+      machine: string;
+      name: string;
+      versionId: string;
+      state: InstanceHead['state'];
+      context: InstanceHead['context'];
+    },
     authContexts: JsonObject[],
   ): Promise<boolean[]> {
     const { orgId, machine, name } = view;
     return this.retries.untilNotMoved(async () => {
       const sandbox = this.deps.sandboxes.loaded(view.versionId) ?? (await this.deps.sandboxes.get(orgId, machine, view.versionId));
-      return this.guard(sandbox.allowReads({ machineInstanceName: name, state: view.state, context: view.context, authContexts }), orgId, machine, name);
+      return this.guard(
+        sandbox.allowReads({ machineInstanceName: name, state: view.state, context: view.context, authContexts }),
+        orgId,
+        machine,
+        name,
+      );
     });
   }
 
@@ -233,7 +276,15 @@ export class InstanceRuntime {
    * moved under this one (another node applied this very request meanwhile: a stale owner woke up).
    * A first run of a first attempt reads no history.
    */
-  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject, requestId?: string, retry = false): Promise<InstanceHead> {
+  send(
+    orgId: string,
+    machine: string,
+    name: string,
+    event: MachineEvent,
+    authContext: JsonObject,
+    requestId?: string,
+    retry = false,
+  ): Promise<InstanceHead> {
     const actor = this.actors.obtain(orgId, machine, name);
     let runs = 0;
     return actor.enqueue(() =>
@@ -257,7 +308,9 @@ export class InstanceRuntime {
   /** Whether one of the instance's latest records applied the request with that id. */
   private applied(head: InstanceHead, requestId: string): boolean {
     const from = Math.max(0, head.seq - REQUEST_LOOKBACK);
-    return this.deps.instances.listTransitions(head.orgId, head.machine, head.name, from, REQUEST_LOOKBACK).some((record) => record.requestId === requestId);
+    return this.deps.instances
+      .listTransitions(head.orgId, head.machine, head.name, from, REQUEST_LOOKBACK)
+      .some((record) => record.requestId === requestId);
   }
 
   /**
@@ -269,35 +322,66 @@ export class InstanceRuntime {
     const { orgId } = message;
     const { machine, name } = message.to;
     const actor = this.actors.obtain(orgId, machine, name);
-    return actor.enqueue(() => this.retries.untilNotMoved(async () => {
-      if (this.deps.instances.hasReceived(orgId, machine, name, message.id)) return;
-      const authContext = { stateBackedSender: { machineName: message.from.machine, machineInstanceName: message.from.name } };
-      this.dropStaleHead(actor);
-      let head = actor.head ?? this.deps.instances.getInstance(orgId, machine, name);
-      if (message.kind === 'spawn' && head) {
-        await this.deps.instances.markReceived(orgId, machine, name, message.id);
-        return;
-      }
-      const madeDepth = head ? 0 : (message.fromMadeDepth ?? this.head(orgId, message.from.machine, message.from.name)?.madeDepth ?? 0) + 1;
-      // Depth alone does not bound a machine that makes two of its own kind: the org's rate does.
-      if (!head && !this.madeInstances.take(orgId)) {
-        throw unavailable(`machine code in this org made more than ${this.deps.settings.madeInstancesPerSecond} instances a second (--made-instances-per-second)`);
-      }
-      if (madeDepth > MAX_MADE_DEPTH) {
-        const what = message.kind === 'spawn' ? 'spawn' : `message ${(message.event as MachineEvent | undefined)?.type ?? ''} to a new instance`;
-        this.deps.logs.service(orgId, message.from.machine, message.from.name, 'warn',
-          `${what} ${machine}/${name} refused: instances made by instances are limited to ${MAX_MADE_DEPTH} in a row`, { machine, instance: name });
-        await this.deps.instances.markReceived(orgId, machine, name, message.id);
-        return;
-      }
-      if (message.kind === 'spawn') {
-        const versionId = this.versionFor(orgId, machine, message.spawn?.versionId);
-        await this.createWithin(actor, { orgId, machine, name, versionId, context: message.spawn?.context ?? {}, authContext, parent: message.from, receivedMessageId: message.id, madeDepth });
-        return;
-      }
-      head ??= await this.createWithin(actor, { orgId, machine, name, versionId: this.versionFor(orgId, machine, undefined), context: {}, authContext, madeDepth });
-      await this.deliverEvent(actor, head, message.event as MachineEvent, authContext, { receivedMessageId: message.id });
-    }));
+    return actor.enqueue(() =>
+      this.retries.untilNotMoved(async () => {
+        if (this.deps.instances.hasReceived(orgId, machine, name, message.id)) return;
+        const authContext = { stateBackedSender: { machineName: message.from.machine, machineInstanceName: message.from.name } };
+        this.dropStaleHead(actor);
+        let head = actor.head ?? this.deps.instances.getInstance(orgId, machine, name);
+        if (message.kind === 'spawn' && head) {
+          await this.deps.instances.markReceived(orgId, machine, name, message.id);
+          return;
+        }
+        const madeDepth = head
+          ? 0
+          : (message.fromMadeDepth ?? this.head(orgId, message.from.machine, message.from.name)?.madeDepth ?? 0) + 1;
+        // Depth alone does not bound a machine that makes two of its own kind: the org's rate does.
+        if (!head && !this.madeInstances.take(orgId)) {
+          throw unavailable(
+            `machine code in this org made more than ${this.deps.settings.madeInstancesPerSecond} instances a second (--made-instances-per-second)`,
+          );
+        }
+        if (madeDepth > MAX_MADE_DEPTH) {
+          const what =
+            message.kind === 'spawn' ? 'spawn' : `message ${(message.event as MachineEvent | undefined)?.type ?? ''} to a new instance`;
+          this.deps.logs.service(
+            orgId,
+            message.from.machine,
+            message.from.name,
+            'warn',
+            `${what} ${machine}/${name} refused: instances made by instances are limited to ${MAX_MADE_DEPTH} in a row`,
+            { machine, instance: name },
+          );
+          await this.deps.instances.markReceived(orgId, machine, name, message.id);
+          return;
+        }
+        if (message.kind === 'spawn') {
+          const versionId = this.versionFor(orgId, machine, message.spawn?.versionId);
+          await this.createWithin(actor, {
+            orgId,
+            machine,
+            name,
+            versionId,
+            context: message.spawn?.context ?? {},
+            authContext,
+            parent: message.from,
+            receivedMessageId: message.id,
+            madeDepth,
+          });
+          return;
+        }
+        head ??= await this.createWithin(actor, {
+          orgId,
+          machine,
+          name,
+          versionId: this.versionFor(orgId, machine, undefined),
+          context: {},
+          authContext,
+          madeDepth,
+        });
+        await this.deliverEvent(actor, head, message.event as MachineEvent, authContext, { receivedMessageId: message.id });
+      }),
+    );
   }
 
   setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
@@ -362,12 +446,17 @@ export class InstanceRuntime {
         return 'nothing-due';
       }
       const now = this.clock.now();
-      const due = head.pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now).sort((a, b) => a.dueAt - b.dueAt);
+      const due = head.pendingTimers
+        .filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now)
+        .sort((a, b) => a.dueAt - b.dueAt);
       if (due.length === 0) return 'nothing-due';
       if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
       // Timers due at the same moment fire in the first advance to that moment; the later advances
       // find nothing left to fire, so each timer still gets its own history record.
-      const inputs: Input[] = due.map((timer) => ({ event: timer.event, run: (sandbox, key, restore) => sandbox.advance(key, timer.dueAt, restore) }));
+      const inputs: Input[] = due.map((timer) => ({
+        event: timer.event,
+        run: (sandbox, key, restore) => sandbox.advance(key, timer.dueAt, restore),
+      }));
       // An upgrade that commits before the delivery fails moves the head on: the failure is recorded
       // against that head (the one before it would fail its fenced replace, and the attempt go uncounted).
       let current = head;
@@ -511,8 +600,18 @@ export class InstanceRuntime {
       actor.sandbox = sandbox;
       const seqBeforeFirst = sandbox.activitySeq;
       // allowWrite (initialization) and the start in one round trip, as events do
-      const authorization = { type: 'initialization' as const, machineInstanceName: name, context: request.context, authContext: request.authContext };
-      const started = await sandbox.startAuthorized(actor.key, { context: request.context }, { machineInstanceName: name, nowMs: now }, authorization);
+      const authorization = {
+        type: 'initialization' as const,
+        machineInstanceName: name,
+        context: request.context,
+        authContext: request.authContext,
+      };
+      const started = await sandbox.startAuthorized(
+        actor.key,
+        { context: request.context },
+        { machineInstanceName: name, nowMs: now },
+        authorization,
+      );
       if (started === 'rejected') throw rejectedByAuthorizer('allowWrite');
       const first = effects.absorb(started);
       const settled = await this.settleStep(actor, sandbox, first, now, effects, seqBeforeFirst);
@@ -520,7 +619,15 @@ export class InstanceRuntime {
       const size = this.sizeOf(result);
       const untilFired = settled.beforeFired ?? result;
       const records: TransitionRecord[] = [
-        { seq: 1, createdAt: '', ts: now, event: INIT_EVENT, state: untilFired.state, context: untilFired.context, ...(request.requestId === undefined ? {} : { requestId: request.requestId }) },
+        {
+          seq: 1,
+          createdAt: '',
+          ts: now,
+          event: INIT_EVENT,
+          state: untilFired.state,
+          context: untilFired.context,
+          ...(request.requestId === undefined ? {} : { requestId: request.requestId }),
+        },
         ...this.firedRecords(settled, 1),
       ];
       const last = records.at(-1) as TransitionRecord;
@@ -528,7 +635,10 @@ export class InstanceRuntime {
       last.context = result.context;
       stampTimes(records, now - 1);
       const head: InstanceHead = this.indexer.index({
-        orgId, machine, name, versionId,
+        orgId,
+        machine,
+        name,
+        versionId,
         createdAt: new Date(now).toISOString(),
         status: 'running',
         seq: last.seq,
@@ -540,7 +650,10 @@ export class InstanceRuntime {
         ...(request.madeDepth ? { madeDepth: request.madeDepth } : {}),
       });
       const outbox = this.outboxOf(head, effects, now);
-      const commitEffects: CommitEffects = { outbox, ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}) };
+      const commitEffects: CommitEffects = {
+        outbox,
+        ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}),
+      };
       const created = await this.deps.instances.createInstance(head, records, commitEffects);
       if (!created) {
         // A retried create whose first attempt did land (its answer was lost) answers that instance.
@@ -552,7 +665,11 @@ export class InstanceRuntime {
         }
         throw conflict(`instance ${name} of machine ${machine} already exists`);
       }
-      this.usage.transitions(orgId, machine, billedTransitions(records.length, size.contextBytes, changedIndexes(undefined, head.indexValues)));
+      this.usage.transitions(
+        orgId,
+        machine,
+        billedTransitions(records.length, size.contextBytes, changedIndexes(undefined, head.indexValues)),
+      );
       this.committed(actor, head, size.stateBytes, outbox);
       return head;
     } catch (error) {
@@ -562,7 +679,14 @@ export class InstanceRuntime {
   }
 
   /** Runs inside the mailbox: allowWrite for an event, then the event with what is owed before it. */
-  private async deliverEvent(actor: InstanceActor, head: InstanceHead, event: MachineEvent, authContext: JsonObject, effects: CommitEffects, requestId?: string): Promise<InstanceHead> {
+  private async deliverEvent(
+    actor: InstanceActor,
+    head: InstanceHead,
+    event: MachineEvent,
+    authContext: JsonObject,
+    effects: CommitEffects,
+    requestId?: string,
+  ): Promise<InstanceHead> {
     const { orgId, machine, name } = actor;
     if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
     head = await this.upgradeIfDue(actor, head);
@@ -605,12 +729,23 @@ export class InstanceRuntime {
       await this.deps.instances.commit(next, head, records, {});
       this.usage.transitions(orgId, machine, billedTransitions(1, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
       this.committed(actor, next, size.stateBytes, []);
-      this.deps.logs.service(orgId, machine, name, 'info', `upgraded from ${from} to ${target} (migrations ${migrationIds.join(', ')})`, {}, target);
+      this.deps.logs.service(
+        orgId,
+        machine,
+        name,
+        'info',
+        `upgraded from ${from} to ${target} (migrations ${migrationIds.join(', ')})`,
+        {},
+        target,
+      );
       return next;
     } catch (error) {
       actor.discardLive();
       this.dropHeadOnConflict(actor, error);
-      const failure = error instanceof InvalidUpgradePathError ? machineCodeFailed(error.message) : asRequestError(error, `${orgId}/${machine}/${name}`, this.deps.logger);
+      const failure =
+        error instanceof InvalidUpgradePathError
+          ? machineCodeFailed(error.message)
+          : asRequestError(error, `${orgId}/${machine}/${name}`, this.deps.logger);
       if (!(failure instanceof ServiceError) || failure.status >= 500) throw failure;
       const message = `upgrading from ${from} to ${target} failed, the instance stays on ${from}: ${failure.message}`;
       this.deps.logs.service(orgId, machine, name, 'error', message, {}, from);
@@ -628,7 +763,8 @@ export class InstanceRuntime {
     const effects = new StepEffects();
     try {
       // The usual case (version loaded, actor live) costs no extra turns of the microtask queue.
-      const sandbox = this.deps.sandboxes.loaded(head.versionId) ?? (await this.deps.sandboxes.get(actor.orgId, actor.machine, head.versionId));
+      const sandbox =
+        this.deps.sandboxes.loaded(head.versionId) ?? (await this.deps.sandboxes.get(actor.orgId, actor.machine, head.versionId));
       // Not live there (evicted, or a new worker): the first call restores it from the head it already
       // holds, in the same round trip, so a reload costs no more sandbox work than an ordinary event.
       let restore = actor.sandbox !== sandbox || !sandbox.healthy ? this.restoreOf(actor, head) : undefined;
@@ -641,7 +777,12 @@ export class InstanceRuntime {
         result = effects.absorb(await input.run(sandbox, actor.key, restore));
         restore = undefined;
         records.push({
-          seq: head.seq + records.length + 1, createdAt: '', ts: appliedAt, event: input.event, state: result.state, context: result.context,
+          seq: head.seq + records.length + 1,
+          createdAt: '',
+          ts: appliedAt,
+          event: input.event,
+          state: result.state,
+          context: result.context,
           ...(input.requestId === undefined ? {} : { requestId: input.requestId }),
         });
       }
@@ -668,8 +809,14 @@ export class InstanceRuntime {
   }
 
   private async commit(
-    actor: InstanceActor, head: InstanceHead, records: TransitionRecord[], result: StepResult, stoppedChildren: string[],
-    size: { contextBytes: number; stateBytes: number }, effects: StepEffects, commitEffects: CommitEffects,
+    actor: InstanceActor,
+    head: InstanceHead,
+    records: TransitionRecord[],
+    result: StepResult,
+    stoppedChildren: string[],
+    size: { contextBytes: number; stateBytes: number },
+    effects: StepEffects,
+    commitEffects: CommitEffects,
   ): Promise<InstanceHead> {
     stampTimes(records, head.ts);
     const last = records.at(-1) as TransitionRecord;
@@ -678,7 +825,11 @@ export class InstanceRuntime {
     const next = this.indexer.index({ ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts });
     const outbox = this.outboxOf(next, effects, last.ts);
     await this.deps.instances.commit(next, head, records, { ...commitEffects, outbox });
-    this.usage.transitions(actor.orgId, actor.machine, billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
+    this.usage.transitions(
+      actor.orgId,
+      actor.machine,
+      billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)),
+    );
     this.committed(actor, next, size.stateBytes, outbox);
     return next;
   }
@@ -697,7 +848,14 @@ export class InstanceRuntime {
 
   private outboxOf(sender: InstanceHead, effects: StepEffects, now: number): OutboxMessage[] {
     return outboxMessages(sender, effects, now, (type) =>
-      this.deps.logs.service(sender.orgId, sender.machine, sender.name, 'warn', `sendParent(${type}) has no persistent parent to go to; dropped`, { event: type }),
+      this.deps.logs.service(
+        sender.orgId,
+        sender.machine,
+        sender.name,
+        'warn',
+        `sendParent(${type}) has no persistent parent to go to; dropped`,
+        { event: type },
+      ),
     );
   }
 
@@ -716,7 +874,13 @@ export class InstanceRuntime {
   /** Moves the failed timers a retry delay ahead, or drops those out of retries (timer-retries.ts); the live actor is rebuilt from the result. */
   private async deliveryFailed(actor: InstanceActor, head: InstanceHead, due: PendingTimer[], reason: string): Promise<TimerFiring> {
     const { timerRetryDelayMs, timerMaxRetries } = this.deps.settings;
-    const { next, dropped, lines } = timerRetryPlan(head, due, reason, { retryDelayMs: timerRetryDelayMs, maxRetries: timerMaxRetries }, this.clock.now());
+    const { next, dropped, lines } = timerRetryPlan(
+      head,
+      due,
+      reason,
+      { retryDelayMs: timerRetryDelayMs, maxRetries: timerMaxRetries },
+      this.clock.now(),
+    );
     for (const line of lines) this.deps.logs.service(actor.orgId, actor.machine, actor.name, line.level, line.message, line.attrs);
     const { pendingTimers } = next;
     try {
@@ -743,7 +907,12 @@ export class InstanceRuntime {
   }
 
   private async settleStep(
-    actor: InstanceActor, sandbox: RemoteVersion, first: StepResult, startedAt: number, effects: StepEffects, seqBeforeFirst: number,
+    actor: InstanceActor,
+    sandbox: RemoteVersion,
+    first: StepResult,
+    startedAt: number,
+    effects: StepEffects,
+    seqBeforeFirst: number,
   ): Promise<Settled> {
     // Delayed events that come due while settling are processed events like any other (interface-spec,
     // Events 2): each gets its own history record. So the clock is advanced to one due time after
@@ -779,7 +948,14 @@ export class InstanceRuntime {
     if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [], ...firedPart };
     const stopped = (await sandbox.stopChildren(actor.key)).map((child) => child.id);
     for (const id of stopped) {
-      this.deps.logs.service(actor.orgId, actor.machine, actor.name, 'warn', `stopped child ${id}: the machine did not settle within ${this.deps.settings.settleBudgetMs} ms`, { child: id });
+      this.deps.logs.service(
+        actor.orgId,
+        actor.machine,
+        actor.name,
+        'warn',
+        `stopped child ${id}: the machine did not settle within ${this.deps.settings.settleBudgetMs} ms`,
+        { child: id },
+      );
     }
     // The state after stopping the children (read back; a delayed event due by now fires, recorded).
     const result = await advance(this.clock.now());
@@ -788,7 +964,14 @@ export class InstanceRuntime {
 
   /** History records for the delayed events that fired while settling, numbered on from `lastSeq`. */
   private firedRecords(settled: Settled, lastSeq: number): TransitionRecord[] {
-    return settled.fired.map((f, i) => ({ seq: lastSeq + i + 1, createdAt: '', ts: f.appliedAt, event: f.event, state: f.result.state, context: f.result.context }));
+    return settled.fired.map((f, i) => ({
+      seq: lastSeq + i + 1,
+      createdAt: '',
+      ts: f.appliedAt,
+      event: f.event,
+      state: f.result.state,
+      context: f.result.context,
+    }));
   }
 
   /** What restores the actor's live state from its committed head (after eviction, a failure or a new worker). */
@@ -817,6 +1000,4 @@ export class InstanceRuntime {
       actor.discardLive();
     }
   }
-
-
 }

@@ -52,30 +52,53 @@ export class InstanceUpgrader {
     if (!chain) throw noMigrationPath(from, target);
     const old = restoredSnapshot(head.snapshot, head.state, head.context);
     // A v5 history names state nodes by id: the old version's machine turns them into paths.
-    const remembered = old.xstate === 5 ? await (await this.deps.sandboxes.get(orgId, machine, from)).rememberedPaths5(old) : rememberedPaths(old.state.historyValue);
+    const remembered =
+      old.xstate === 5
+        ? await (await this.deps.sandboxes.get(orgId, machine, from)).rememberedPaths5(old)
+        : rememberedPaths(old.state.historyValue);
     let step: MigrationInput = { paths: leafPaths(head.state), remembered, context: head.context };
     for (const hop of chain) {
       const code = this.deps.versions.getMigrationCode(orgId, hop.migrationId);
       if (code === undefined) throw notFound(`migration ${hop.migrationId} has no code`);
       // (its console output is the instance's, filed under the version it upgrades to)
-      step = await this.deps.migrate(code, step, (entry) => this.deps.logs.captured(orgId, machine, { ...entry, versionId: target, machineInstanceName: name }));
+      step = await this.deps.migrate(code, step, (entry) =>
+        this.deps.logs.captured(orgId, machine, { ...entry, versionId: target, machineInstanceName: name }),
+      );
     }
     const value = valueOfPaths(step.paths);
     const sandbox = await this.deps.sandboxes.get(orgId, machine, target);
     actor.discardLive();
     const now = this.deps.clock.now();
-    const result = await sandbox.start(actor.key, { snapshot: upgradedSnapshot(old, value, step.context, step.remembered), pendingTimers: head.pendingTimers }, { machineInstanceName: name, nowMs: now });
+    const result = await sandbox.start(
+      actor.key,
+      { snapshot: upgradedSnapshot(old, value, step.context, step.remembered), pendingTimers: head.pendingTimers },
+      { machineInstanceName: name, nowMs: now },
+    );
     actor.sandbox = sandbox;
     const size = checkedSize(result, this.deps.limits);
     const migrationIds = chain.map((hop) => hop.migrationId);
-    const event: MachineEvent = { type: 'statebacked.upgrade', migrationPath: migrationIds, fromMachineVersionId: from, toMachineVersionId: target };
-    const records: TransitionRecord[] = [{ seq: head.seq + 1, createdAt: '', ts: now, event, state: result.state, context: result.context }];
+    const event: MachineEvent = {
+      type: 'statebacked.upgrade',
+      migrationPath: migrationIds,
+      fromMachineVersionId: from,
+      toMachineVersionId: target,
+    };
+    const records: TransitionRecord[] = [
+      { seq: head.seq + 1, createdAt: '', ts: now, event, state: result.state, context: result.context },
+    ];
     stampTimes(records, head.ts);
     const { targetVersionId: _reached, ...rest } = head;
     const state = headStateOf(result);
     const timerAttempts = keptTimerAttempts(head.timerAttempts, state.pendingTimers);
     // (indexed by the new version's selectors: an upgrade is one index write per index it changes)
-    const next = this.deps.index({ ...rest, versionId: target, seq: head.seq + 1, ts: (records[0] as TransitionRecord).ts, ...state, timerAttempts });
+    const next = this.deps.index({
+      ...rest,
+      versionId: target,
+      seq: head.seq + 1,
+      ts: (records[0] as TransitionRecord).ts,
+      ...state,
+      timerAttempts,
+    });
     return { records, next, size, migrationIds };
   }
 }

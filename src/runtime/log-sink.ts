@@ -22,12 +22,36 @@ export class LogSink {
   captured(orgId: string, machine: string, log: CapturedLog): void {
     const actor = log.instanceKey ? parseActorKey(log.instanceKey) : undefined;
     const instance = actor?.name ?? log.machineInstanceName;
-    this.add({ orgId, timestamp: log.timestamp, level: log.level, versionId: log.versionId, machine, ...(instance !== undefined ? { instance } : {}), args: log.args });
+    this.add({
+      orgId,
+      timestamp: log.timestamp,
+      level: log.level,
+      versionId: log.versionId,
+      machine,
+      ...(instance !== undefined ? { instance } : {}),
+      args: log.args,
+    });
   }
 
   /** A line of the service's own about an instance (child stopped, authorizer threw, ...), with the version it concerns when known. */
-  service(orgId: string, machine: string, instance: string, level: 'info' | 'warn' | 'error', message: string, fields: Record<string, unknown> = {}, versionId?: string): void {
-    this.add({ orgId, timestamp: Date.now(), level, machine, instance, ...(versionId !== undefined ? { versionId } : {}), args: [{ source: 'statehold', message, ...fields }] });
+  service(
+    orgId: string,
+    machine: string,
+    instance: string,
+    level: 'info' | 'warn' | 'error',
+    message: string,
+    fields: Record<string, unknown> = {},
+    versionId?: string,
+  ): void {
+    this.add({
+      orgId,
+      timestamp: Date.now(),
+      level,
+      machine,
+      instance,
+      ...(versionId !== undefined ? { versionId } : {}),
+      args: [{ source: 'statehold', message, ...fields }],
+    });
   }
 
   /** Drops entries older than the retention, org by org. */
@@ -45,7 +69,9 @@ export class LogSink {
     const batch = this.pending;
     this.pending = [];
     if (batch.length > 0) {
-      this.flushing = this.flushing.then(() => this.store.appendLogs(batch)).catch((error: unknown) => this.logger.error('could not store machine logs', { error: String(error) }));
+      this.flushing = this.flushing
+        .then(() => this.store.appendLogs(batch))
+        .catch((error: unknown) => this.logger.error('could not store machine logs', { error: String(error) }));
     }
     await this.flushing;
   }

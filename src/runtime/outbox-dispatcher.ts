@@ -81,7 +81,9 @@ export class OutboxDispatcher {
         nextWake = Math.min(nextWake ?? Infinity, message.nextAttemptAt);
         continue;
       }
-      void this.work(target).catch((error: unknown) => this.options.logger.error('outbox delivery failed', { target, error: String(error) }));
+      void this.work(target).catch((error: unknown) =>
+        this.options.logger.error('outbox delivery failed', { target, error: String(error) }),
+      );
     }
     if (nextWake !== undefined) this.schedule(nextWake - now);
   }
@@ -119,14 +121,31 @@ export class OutboxDispatcher {
   private async failed(message: OutboxMessage, error: unknown): Promise<void> {
     const reason = error instanceof Error ? error.message : String(error);
     const attempts = message.attempts + 1;
-    const what = message.kind === 'spawn' ? `spawn of ${message.to.machine}/${message.to.name}` : `event ${String(message.event?.type)} to ${message.to.machine}/${message.to.name}`;
+    const what =
+      message.kind === 'spawn'
+        ? `spawn of ${message.to.machine}/${message.to.name}`
+        : `event ${String(message.event?.type)} to ${message.to.machine}/${message.to.name}`;
     const { logs } = this.options;
     if (attempts > this.options.maxRetries) {
-      logs.service(message.orgId, message.from.machine, message.from.name, 'error', `dropped ${what} after ${attempts} failed deliveries: ${reason}`, { messageId: message.id });
+      logs.service(
+        message.orgId,
+        message.from.machine,
+        message.from.name,
+        'error',
+        `dropped ${what} after ${attempts} failed deliveries: ${reason}`,
+        { messageId: message.id },
+      );
       await this.options.store.removeOutbox(message);
       return;
     }
-    logs.service(message.orgId, message.from.machine, message.from.name, 'warn', `could not deliver ${what} (attempt ${attempts}): ${reason}; retrying in ${this.options.retryDelayMs} ms`, { messageId: message.id });
+    logs.service(
+      message.orgId,
+      message.from.machine,
+      message.from.name,
+      'warn',
+      `could not deliver ${what} (attempt ${attempts}): ${reason}; retrying in ${this.options.retryDelayMs} ms`,
+      { messageId: message.id },
+    );
     await this.options.store.updateOutbox({ ...message, attempts, nextAttemptAt: Date.now() + this.options.retryDelayMs });
   }
 }

@@ -9,7 +9,12 @@ let counter = 0;
  * exist before messages reach it), then sends in the order the machine made them. `sendParent` goes to
  * the instance that spawned this one; without one it has nowhere to go and is reported.
  */
-export const outboxMessages = (sender: InstanceHead, effects: StepEffects, now: number, orphan: (type: string) => void): OutboxMessage[] => {
+export const outboxMessages = (
+  sender: InstanceHead,
+  effects: StepEffects,
+  now: number,
+  orphan: (type: string) => void,
+): OutboxMessage[] => {
   const base = (to: { machine: string; name: string }) => ({
     id: prettyId('msg'),
     orgId: sender.orgId,

@@ -7,7 +7,14 @@
 import { machineCodeFailed, ServiceError } from '../domain/errors.js';
 import type { Logger } from '../domain/logger.js';
 import {
-  MachineCodeError, SandboxCrashedError, SandboxDisposedError, SandboxHeldError, SandboxMemoryError, SandboxMovedError, SandboxTimeoutError, StepTooLargeError,
+  MachineCodeError,
+  SandboxCrashedError,
+  SandboxDisposedError,
+  SandboxHeldError,
+  SandboxMemoryError,
+  SandboxMovedError,
+  SandboxTimeoutError,
+  StepTooLargeError,
 } from '../sandbox/index.js';
 import { SequenceConflictError } from '../store/instance-store.js';
 
@@ -91,7 +98,9 @@ export class RequestRetries {
         const quarantined = blamed ? this.deps.quarantineVersion(versionId) : undefined;
         if (quarantined) {
           const org = quarantined.orgId === undefined ? '' : `, and so does every version of org ${quarantined.orgId}`;
-          this.deps.logger.warn(`machine version ${versionId} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on${org}`);
+          this.deps.logger.warn(
+            `machine version ${versionId} crashed its sandbox worker twice in a row: it runs in the quarantine worker from now on${org}`,
+          );
         }
         throw again;
       }
@@ -124,9 +133,12 @@ export class RequestRetries {
         return await task();
       } catch (error) {
         if (error instanceof HeadMovedFailure && headMoved++ === 0) continue;
-        if (error instanceof SandboxDisposedError && error.ownStall && heldWorker++ > 0) throw machineCodeFailed(new SandboxHeldError(error.ownStall).message);
+        if (error instanceof SandboxDisposedError && error.ownStall && heldWorker++ > 0)
+          throw machineCodeFailed(new SandboxHeldError(error.ownStall).message);
         if (error instanceof IsolateMemoryFailure && outOfMemory++ === 0) {
-          this.deps.logger.warn(`a request ran its machine version's isolate out of memory: it runs once more, in a fresh isolate (${error.message})`);
+          this.deps.logger.warn(
+            `a request ran its machine version's isolate out of memory: it runs once more, in a fresh isolate (${error.message})`,
+          );
           continue;
         }
         const moved = error instanceof SandboxMovedError || error instanceof SandboxDisposedError;

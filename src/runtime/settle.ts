@@ -45,7 +45,10 @@ export const settle = async (
     if (wakeAt > now) {
       // Wait on host activity only while this actor has host calls out: the isolate's other actors
       // finishing theirs wake us spuriously, which costs one harmless advance.
-      woke = result.pendingHostCalls > 0 && host ? await sleepOrActivity(wakeAt - now, host.nextActivity(seq)) : (await sleep(wakeAt - now), 'time');
+      woke =
+        result.pendingHostCalls > 0 && host
+          ? await sleepOrActivity(wakeAt - now, host.nextActivity(seq))
+          : (await sleep(wakeAt - now), 'time');
     }
     const t = Date.now();
     seq = host?.activitySeq() ?? 0;

@@ -27,7 +27,13 @@ interface TimerRetryPlan {
   lines: TimerRetryLine[];
 }
 
-export const timerRetryPlan = (head: InstanceHead, due: PendingTimer[], reason: string, settings: TimerRetrySettings, now: number): TimerRetryPlan => {
+export const timerRetryPlan = (
+  head: InstanceHead,
+  due: PendingTimer[],
+  reason: string,
+  settings: TimerRetrySettings,
+  now: number,
+): TimerRetryPlan => {
   const retryAt = now + settings.retryDelayMs;
   const failed = new Set(due.map((timer) => timer.id));
   const timerAttempts = { ...head.timerAttempts };
@@ -44,11 +50,19 @@ export const timerRetryPlan = (head: InstanceHead, due: PendingTimer[], reason: 
     if (attempts > settings.maxRetries) {
       delete timerAttempts[timer.id];
       dropped = true;
-      lines.push({ level: 'error', message: `dropped delayed event ${label} after ${attempts} failed deliveries: ${reason}`, attrs: { event: label, attempts } });
+      lines.push({
+        level: 'error',
+        message: `dropped delayed event ${label} after ${attempts} failed deliveries: ${reason}`,
+        attrs: { event: label, attempts },
+      });
     } else {
       timerAttempts[timer.id] = attempts;
       pendingTimers.push({ ...timer, dueAt: retryAt });
-      lines.push({ level: 'warn', message: `could not deliver delayed event ${label} (attempt ${attempts}): ${reason}; retrying in ${settings.retryDelayMs} ms`, attrs: { event: label, attempts } });
+      lines.push({
+        level: 'warn',
+        message: `could not deliver delayed event ${label} (attempt ${attempts}): ${reason}; retrying in ${settings.retryDelayMs} ms`,
+        attrs: { event: label, attempts },
+      });
     }
   }
   return { next: { ...head, pendingTimers, timerAttempts }, dropped, lines };

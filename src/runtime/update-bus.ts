@@ -6,8 +6,17 @@ export type { InstanceNews, InstanceUpdate, UpdateBus } from '../domain/instance
 
 /** What the bus carries of a committed head (the owner's publish, and a realtime channel's starting state). */
 export const updateOf = (head: InstanceHead): InstanceUpdate => ({
-  kind: 'update', orgId: head.orgId, machine: head.machine, name: head.name, versionId: head.versionId,
-  seq: head.seq, ts: head.ts, state: head.state, context: head.context, tags: head.tags, done: head.done,
+  kind: 'update',
+  orgId: head.orgId,
+  machine: head.machine,
+  name: head.name,
+  versionId: head.versionId,
+  seq: head.seq,
+  ts: head.ts,
+  state: head.state,
+  context: head.context,
+  tags: head.tags,
+  done: head.done,
 });
 
 /**

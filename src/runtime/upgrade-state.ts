@@ -50,12 +50,18 @@ export const valueOfPaths = (paths: StatePath[]): StateValue => {
   if (paths.length === 1 && paths[0]!.length === 1) return paths[0]![0]!;
   const root: Record<string, unknown> = {};
   for (const path of paths) {
-    if (path.length < 2) throw new InvalidUpgradePathError(`state path ${JSON.stringify(path)} cannot stand beside ${JSON.stringify(paths.filter((p) => p !== path)[0])}: a top-level state has no parallel siblings`);
+    if (path.length < 2)
+      throw new InvalidUpgradePathError(
+        `state path ${JSON.stringify(path)} cannot stand beside ${JSON.stringify(paths.filter((p) => p !== path)[0])}: a top-level state has no parallel siblings`,
+      );
     let node = root;
     for (let i = 0; i < path.length - 2; i++) {
       const key = path[i]!;
       const next = node[key];
-      if (typeof next === 'string') throw new InvalidUpgradePathError(`state paths disagree at ${JSON.stringify(path.slice(0, i + 1))}: one ends there, another goes on`);
+      if (typeof next === 'string')
+        throw new InvalidUpgradePathError(
+          `state paths disagree at ${JSON.stringify(path.slice(0, i + 1))}: one ends there, another goes on`,
+        );
       node = (next as Record<string, unknown> | undefined) ?? (node[key] = {});
     }
     const parent = path[path.length - 2]!;
@@ -63,7 +69,9 @@ export const valueOfPaths = (paths: StatePath[]): StateValue => {
     const existing = node[parent];
     if (existing === undefined) node[parent] = leaf;
     else if (existing !== leaf) {
-      throw new InvalidUpgradePathError(`state paths disagree at ${JSON.stringify(path.slice(0, -1))}: ${JSON.stringify(existing)} or ${JSON.stringify(leaf)}`);
+      throw new InvalidUpgradePathError(
+        `state paths disagree at ${JSON.stringify(path.slice(0, -1))}: ${JSON.stringify(existing)} or ${JSON.stringify(leaf)}`,
+      );
     }
   }
   return root as StateValue;
@@ -75,7 +83,12 @@ export const valueOfPaths = (paths: StatePath[]): StateValue => {
  * remembered paths (the harness reads `__upgradeHistory`: it needs the new machine's states, and its
  * xstate major, which may differ from the old one's: `xstate` still names the old one's).
  */
-export const upgradedSnapshot = (old: PersistedSnapshot, value: StateValue, context: JsonObject, remembered: StatePath[]): PersistedSnapshot => {
+export const upgradedSnapshot = (
+  old: PersistedSnapshot,
+  value: StateValue,
+  context: JsonObject,
+  remembered: StatePath[],
+): PersistedSnapshot => {
   const { historyValue: _history, done: _done, __fromHead: _marker, ...rest } = old.state;
   return {
     ...old,

@@ -52,7 +52,9 @@ export class UsageMeter {
     this.pending.clear();
     await Promise.all(
       batch.map(({ orgId, machine, usage }) =>
-        this.store.addUsage(orgId, usage, machine).catch((error: unknown) => this.logger.error('could not record usage', { error: String(error) })),
+        this.store
+          .addUsage(orgId, usage, machine)
+          .catch((error: unknown) => this.logger.error('could not record usage', { error: String(error) })),
       ),
     );
   }

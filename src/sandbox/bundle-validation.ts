@@ -15,7 +15,10 @@ export async function validateBundle(code: string, opts: IsolateLimits = {}): Pr
 }
 
 /** Upload-time check of a migration bundle: it loads, and exports upgradeState and upgradeContext. */
-export async function validateMigrationBundle(code: string, opts: IsolateLimits = {}): Promise<{ ok: true } | { ok: false; error: string }> {
+export async function validateMigrationBundle(
+  code: string,
+  opts: IsolateLimits = {},
+): Promise<{ ok: true } | { ok: false; error: string }> {
   return checked(code, 'migration', opts, () => ({ ok: true }));
 }
 
@@ -23,7 +26,11 @@ export async function validateMigrationBundle(code: string, opts: IsolateLimits 
  * Runs one migration over an instance's paths and context, in a throw-away isolate (an upgrade is
  * rare; a migration's code is trusted no more than a version's). Machine code errors propagate.
  */
-export async function runMigration(code: string, input: MigrationInput, opts: IsolateLimits & { onLog?: (entry: CapturedLog) => void } = {}): Promise<MigrationOutput> {
+export async function runMigration(
+  code: string,
+  input: MigrationInput,
+  opts: IsolateLimits & { onLog?: (entry: CapturedLog) => void } = {},
+): Promise<MigrationOutput> {
   const vi = await VersionIsolate.load({ versionId: 'migration', code, kind: 'migration', ...opts });
   try {
     return vi.migrate(input);
@@ -32,16 +39,23 @@ export async function runMigration(code: string, input: MigrationInput, opts: Is
   }
 }
 
-async function checked<T>(code: string, kind: 'version' | 'migration', opts: IsolateLimits, ok: (vi: VersionIsolate) => T): Promise<T | { ok: false; error: string }> {
+async function checked<T>(
+  code: string,
+  kind: 'version' | 'migration',
+  opts: IsolateLimits,
+  ok: (vi: VersionIsolate) => T,
+): Promise<T | { ok: false; error: string }> {
   let vi: VersionIsolate | undefined;
   try {
     vi = await VersionIsolate.load({ versionId: 'validation', code, kind, ...opts });
     return ok(vi);
   } catch (e) {
     if (e instanceof BundleValidationError) return { ok: false, error: e.message };
-    if (e instanceof SandboxMemoryError) return { ok: false, error: `the bundle's top-level code ${e.message.replace(/^machine code /, '')}` };
+    if (e instanceof SandboxMemoryError)
+      return { ok: false, error: `the bundle's top-level code ${e.message.replace(/^machine code /, '')}` };
     // Whatever else the bundle's own code makes fail is the bundle's problem too, not the node's.
-    if (e instanceof MachineCodeError || e instanceof SandboxTimeoutError) return { ok: false, error: `the bundle could not be loaded: ${e.message}` };
+    if (e instanceof MachineCodeError || e instanceof SandboxTimeoutError)
+      return { ok: false, error: `the bundle could not be loaded: ${e.message}` };
     throw e;
   } finally {
     vi?.dispose();

@@ -126,7 +126,7 @@ function ipv6Text(bytes: Uint8Array): string {
   for (let i = 0; i < 8; i++) groups.push(((bytes[i * 2] ?? 0) << 8) | (bytes[i * 2 + 1] ?? 0));
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;
@@ -191,7 +191,7 @@ const V4_COMPILED = V4_RULES.map(([base, prefix, kind]) => {
 });
 
 function classifyIPv4(n: number): AddressClass | undefined {
-  for (const r of V4_COMPILED) if (((n & r.mask) >>> 0) === r.net) return r.kind;
+  for (const r of V4_COMPILED) if ((n & r.mask) >>> 0 === r.net) return r.kind;
   return undefined;
 }
 
@@ -224,7 +224,8 @@ const inPrefix = (bytes: Uint8Array, net: Uint8Array, prefix: number): boolean =
   return true;
 };
 
-const v4At = (b: Uint8Array, i: number): number => (((b[i] ?? 0) << 24) | ((b[i + 1] ?? 0) << 16) | ((b[i + 2] ?? 0) << 8) | (b[i + 3] ?? 0)) >>> 0;
+const v4At = (b: Uint8Array, i: number): number =>
+  (((b[i] ?? 0) << 24) | ((b[i + 1] ?? 0) << 16) | ((b[i + 2] ?? 0) << 8) | (b[i + 3] ?? 0)) >>> 0;
 
 /** The IPv4 address an IPv6 address stands for (mapped, compatible, NAT64, 6to4), if any. */
 function embeddedIPv4(b: Uint8Array): number | undefined {
@@ -300,7 +301,8 @@ interface Destination {
 
 /** Parses a fetch URL on the host (WHATWG parser: canonicalises odd IPv4 forms). Throws a TypeError with a reason. */
 export function destinationOf(url: URL): Destination {
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`only http: and https: URLs are allowed, not ${url.protocol}`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new TypeError(`only http: and https: URLs are allowed, not ${url.protocol}`);
   if (url.username !== '' || url.password !== '') throw new TypeError('URLs with credentials are not allowed');
   const host = canonicalHost(url.hostname);
   if (host === '') throw new TypeError('the URL has no host');
@@ -337,7 +339,11 @@ export const systemLookup: Lookup = async (host) => {
  * Resolves the destination and checks every address. Resolves to the addresses the connection must be
  * pinned to; rejects with a TypeError whose message is the reason.
  */
-export async function resolveDestination(dest: Destination, allow: readonly AllowEntry[], lookup: Lookup = systemLookup): Promise<ResolvedAddress[]> {
+export async function resolveDestination(
+  dest: Destination,
+  allow: readonly AllowEntry[],
+  lookup: Lookup = systemLookup,
+): Promise<ResolvedAddress[]> {
   let addresses: ResolvedAddress[];
   const literal = isIP(dest.host);
   if (literal !== 0) {

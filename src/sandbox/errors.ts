@@ -78,7 +78,11 @@ export class StepTooLargeError extends MachineCodeError {
  */
 export class SandboxMovedError extends ServiceError {
   constructor() {
-    super(503, 'unavailable', "the sandbox worker was replaced while this request waited behind another call's machine code; nothing was applied: retry");
+    super(
+      503,
+      'unavailable',
+      "the sandbox worker was replaced while this request waited behind another call's machine code; nothing was applied: retry",
+    );
     this.name = 'SandboxMovedError';
   }
 }

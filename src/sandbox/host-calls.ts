@@ -43,7 +43,8 @@ export class HostCalls {
   readonly start: FetchStart = (owner: string | null, request: HostFetchRequest) => {
     if (this.closed) return { error: 'the sandbox is shutting down' };
     if (!this.ready) return { error: "fetch is not available while the bundle's top-level code runs" };
-    if (this.ops.size >= MAX_CONCURRENT_FETCHES) return { error: `too many fetches in flight (at most ${MAX_CONCURRENT_FETCHES} per machine version)` };
+    if (this.ops.size >= MAX_CONCURRENT_FETCHES)
+      return { error: `too many fetches in flight (at most ${MAX_CONCURRENT_FETCHES} per machine version)` };
     const id = ++this.seq;
     const controller = new AbortController();
     const timeoutMs = this.egress.timeoutMs;

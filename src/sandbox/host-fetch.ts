@@ -53,8 +53,17 @@ export class FetchFailure extends Error {
 }
 
 const DROPPED_REQUEST_HEADERS = new Set([
-  'host', 'connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'content-length', 'te', 'trailer', 'expect',
-  'proxy-authorization', 'proxy-connection',
+  'host',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+  'te',
+  'trailer',
+  'expect',
+  'proxy-authorization',
+  'proxy-connection',
 ]);
 const CROSS_ORIGIN_DROPPED = new Set(['authorization', 'cookie', 'proxy-authorization']);
 const BODY_HEADERS = new Set(['content-type', 'content-encoding', 'content-language', 'content-location']);
@@ -72,7 +81,11 @@ export function pinnedLookup(addresses: readonly ResolvedAddress[]): LookupFunct
       cb(Object.assign(new Error('no checked address of the requested family'), { code: 'ENOTFOUND' }), undefined);
       return;
     }
-    if (opts.all === true) cb(null, list.map((a) => ({ address: a.address, family: a.family })));
+    if (opts.all === true)
+      cb(
+        null,
+        list.map((a) => ({ address: a.address, family: a.family })),
+      );
     else cb(null, list[0]?.address, list[0]?.family);
   }) as LookupFunction;
 }
@@ -85,14 +98,24 @@ function describeNetworkError(e: unknown): string {
     const code = (cur as { code?: unknown }).code;
     if (typeof code === 'string') {
       switch (code) {
-        case 'ECONNREFUSED': return 'connection refused';
-        case 'ECONNRESET': return 'connection reset';
-        case 'ENOTFOUND': return 'could not resolve the host';
-        case 'ETIMEDOUT': case 'UND_ERR_CONNECT_TIMEOUT': return 'connect timed out';
-        case 'EHOSTUNREACH': case 'ENETUNREACH': return 'host unreachable';
-        case 'UND_ERR_SOCKET': return 'the connection closed unexpectedly';
-        case 'UND_ERR_HEADERS_OVERFLOW': return 'response headers too large';
-        case 'UND_ERR_INVALID_ARG': return 'invalid request';
+        case 'ECONNREFUSED':
+          return 'connection refused';
+        case 'ECONNRESET':
+          return 'connection reset';
+        case 'ENOTFOUND':
+          return 'could not resolve the host';
+        case 'ETIMEDOUT':
+        case 'UND_ERR_CONNECT_TIMEOUT':
+          return 'connect timed out';
+        case 'EHOSTUNREACH':
+        case 'ENETUNREACH':
+          return 'host unreachable';
+        case 'UND_ERR_SOCKET':
+          return 'the connection closed unexpectedly';
+        case 'UND_ERR_HEADERS_OVERFLOW':
+          return 'response headers too large';
+        case 'UND_ERR_INVALID_ARG':
+          return 'invalid request';
         default:
           if (/^(ERR_TLS|CERT_|UNABLE_TO|DEPTH_ZERO|SELF_SIGNED|ERR_SSL)/.test(code)) return `TLS error (${code})`;
           if (/^[A-Z0-9_]{2,40}$/.test(code)) return `network error (${code})`;

@@ -15,7 +15,13 @@
 import { readFileSync } from 'node:fs';
 import type ivm from 'isolated-vm';
 import type * as Harness from './isolate/harness.js';
-import { MAX_EVENT_TIMERS_PER_OWNER, MAX_LOG_CHARS_PER_CALL, MAX_LOG_ENTRIES_PER_CALL, MAX_LOG_ENTRY_CHARS, MAX_TIMERS_PER_OWNER } from './limits.js';
+import {
+  MAX_EVENT_TIMERS_PER_OWNER,
+  MAX_LOG_CHARS_PER_CALL,
+  MAX_LOG_ENTRIES_PER_CALL,
+  MAX_LOG_ENTRY_CHARS,
+  MAX_TIMERS_PER_OWNER,
+} from './limits.js';
 
 const read = (name: string): string => readFileSync(new URL(`./isolate/${name}`, import.meta.url), 'utf8');
 

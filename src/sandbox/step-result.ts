@@ -32,7 +32,10 @@ export function splitStep(text: string, pendingHostCalls: number): RawStep | und
   const snapshot = text.slice(second + 1);
   // What a commit persists: the context (limited on its own), and the snapshot plus the pending
   // timers (bounded here by the whole rest of the result, which holds them).
-  const sizes = { contextBytes: Buffer.byteLength(context, 'utf8'), restBytes: Buffer.byteLength(snapshot, 'utf8') + Buffer.byteLength(rest, 'utf8') };
+  const sizes = {
+    contextBytes: Buffer.byteLength(context, 'utf8'),
+    restBytes: Buffer.byteLength(snapshot, 'utf8') + Buffer.byteLength(rest, 'utf8'),
+  };
   return { rest, context, snapshot, pendingHostCalls, sizes };
 }
 
@@ -93,7 +96,9 @@ function checkEffects(rest: Record<string, unknown[]>): void {
   for (const spawn of rest.persistentSpawns as unknown[]) {
     if (!isObject(spawn)) throw malformed();
     if (!isSlugText(spawn.machineName) || !isSlugText(spawn.machineInstanceName)) {
-      throw new MachineCodeError('a persistent spawn names a machine or instance that is not 1 to 128 characters of A-Z, a-z, 0-9, _ and -');
+      throw new MachineCodeError(
+        'a persistent spawn names a machine or instance that is not 1 to 128 characters of A-Z, a-z, 0-9, _ and -',
+      );
     }
     if (spawn.machineVersionId !== undefined && typeof spawn.machineVersionId !== 'string') throw malformed();
     if (spawn.context !== undefined && !isObject(spawn.context)) throw malformed();
@@ -103,7 +108,9 @@ function checkEffects(rest: Record<string, unknown[]>): void {
     if (send.to === 'parent') continue;
     if (!isObject(send.to)) throw malformed();
     if (!isSlugText(send.to.machineName) || !isSlugText(send.to.machineInstanceName)) {
-      throw new MachineCodeError('a send to another instance names a machine or instance that is not 1 to 128 characters of A-Z, a-z, 0-9, _ and -');
+      throw new MachineCodeError(
+        'a send to another instance names a machine or instance that is not 1 to 128 characters of A-Z, a-z, 0-9, _ and -',
+      );
     }
   }
   for (const timer of rest.pendingTimers as unknown[]) {

@@ -161,6 +161,4 @@ export interface HttpApiSettled {
  * nothing), it threw (or did not finish in time), or the version has no such entry.
  */
 export type HttpApiOutcome =
-  | { kind: 'returned'; value: unknown }
-  | { kind: 'threw'; message: string }
-  | { kind: 'missing'; message: string };
+  { kind: 'returned'; value: unknown } | { kind: 'threw'; message: string } | { kind: 'missing'; message: string };

@@ -33,7 +33,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import ivm from 'isolated-vm';
-import { BundleValidationError, MachineCodeError, NoLiveActorError, SandboxDisposedError, SandboxTimeoutError, StepTooLargeError } from './errors.js';
+import {
+  BundleValidationError,
+  MachineCodeError,
+  NoLiveActorError,
+  SandboxDisposedError,
+  SandboxTimeoutError,
+  StepTooLargeError,
+} from './errors.js';
 import { IsolateModules } from './module-loader.js';
 import { cryptoCallback, fetchCallback, logCallback, LogBudget, randomCallback } from './host-callbacks.js';
 import { MAX_STEP_RESULT_CHARS } from './limits.js';
@@ -42,7 +49,16 @@ import { callSync, translateIsolateError, type CallArg, type CallLimits } from '
 import { HostCalls, type HostCallOutcome } from './host-calls.js';
 import { defaultEgressOptions, type EgressOptions, type Lookup } from './egress-policy.js';
 import { parseStep, type RawStep, splitStep } from './step-result.js';
-import { FETCH_SOURCE, GLOBALS_SOURCE, type HarnessArgs, type HarnessFn, SUBTLE_SOURCE, TAMPERED_MARKER, URL_SOURCE, isolateSettings } from './isolate-sources.js';
+import {
+  FETCH_SOURCE,
+  GLOBALS_SOURCE,
+  type HarnessArgs,
+  type HarnessFn,
+  SUBTLE_SOURCE,
+  TAMPERED_MARKER,
+  URL_SOURCE,
+  isolateSettings,
+} from './isolate-sources.js';
 import type {
   AuthorizingCaller,
   CapturedLog,
@@ -123,14 +139,36 @@ export type MigrationOutput = MigrationInput;
 function migrationProblem(info: BundleInfo): string | undefined {
   if (typeof info.loadError === 'string') return info.loadError;
   if (!info.upgradeState) return 'upgradeState must be an exported function: upgradeState(oldStatePath, context) → newStatePath';
-  if (!info.upgradeContext) return 'upgradeContext must be an exported function: upgradeContext(oldStatePaths, newStatePaths, oldContext) → newContext';
+  if (!info.upgradeContext)
+    return 'upgradeContext must be an exported function: upgradeContext(oldStatePaths, newStatePaths, oldContext) → newContext';
   return undefined;
 }
 
 type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
 const HARNESS_EXPORTS = [
-  'start', 'authorizeAndStart', 'send', 'authorizeAndSend', 'advance', 'stopChildren', 'stop', 'collect', 'recover', 'inspect', 'defaultContext', 'authorize', 'authorizeReads',
-  'deliver', 'afterDeliver', 'takeDroppedLogs', 'configure', 'census', 'httpCall', 'httpCollect', 'httpDrop', 'migrate', 'rememberedPaths5',
+  'start',
+  'authorizeAndStart',
+  'send',
+  'authorizeAndSend',
+  'advance',
+  'stopChildren',
+  'stop',
+  'collect',
+  'recover',
+  'inspect',
+  'defaultContext',
+  'authorize',
+  'authorizeReads',
+  'deliver',
+  'afterDeliver',
+  'takeDroppedLogs',
+  'configure',
+  'census',
+  'httpCall',
+  'httpCollect',
+  'httpDrop',
+  'migrate',
+  'rememberedPaths5',
 ] as const satisfies readonly HarnessFn[];
 /** Runs a crossing into the isolate, e.g. timed for a watchdog (see httpApiHandler). */
 type Crossings = <T>(crossing: () => T) => T;
@@ -231,7 +269,8 @@ export class VersionIsolate {
       hostCalls.close();
       if (!isolate.isDisposed) isolate.dispose();
       // The bundle's top-level code tampered with what the harness relies on (see enterCall).
-      if (e instanceof MachineCodeError && e.message.includes(TAMPERED_MARKER)) throw new BundleValidationError(`the bundle's top-level code ${untampered(e.message).replace(/^machine code /, '')}`);
+      if (e instanceof MachineCodeError && e.message.includes(TAMPERED_MARKER))
+        throw new BundleValidationError(`the bundle's top-level code ${untampered(e.message).replace(/^machine code /, '')}`);
       throw e;
     }
   }
@@ -292,7 +331,13 @@ export class VersionIsolate {
    * allowWrite for `event` against the live actor's state (which is the committed state), then the
    * event when it allows, in one crossing; `'rejected'` when it refuses (the actor is untouched).
    */
-  sendAuthorized(instanceKey: string, caller: AuthorizingCaller, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now(), restore?: Restore): StepResult | 'rejected' {
+  sendAuthorized(
+    instanceKey: string,
+    caller: AuthorizingCaller,
+    event: { type: string; [key: string]: unknown },
+    nowMs: number = Date.now(),
+    restore?: Restore,
+  ): StepResult | 'rejected' {
     const raw = this.sendAuthorizedRaw(instanceKey, caller, event, nowMs, restore);
     return raw === 'rejected' ? raw : parseStep(raw);
   }
@@ -318,15 +363,27 @@ export class VersionIsolate {
   }
 
   /** `around` runs each crossing into the isolate that may run machine code (the sandbox worker times them). */
-  private async httpApi(slug: string, fn: 'handler' | 'responseMapper', input: unknown, name: string, deadlineMs: number, around: Crossings): Promise<HttpApiOutcome> {
-    const cross = <K extends 'httpCall' | 'httpCollect'>(harnessFn: K, args: HarnessArgs<K>): string => around(() => this.call(harnessFn, args));
+  private async httpApi(
+    slug: string,
+    fn: 'handler' | 'responseMapper',
+    input: unknown,
+    name: string,
+    deadlineMs: number,
+    around: Crossings,
+  ): Promise<HttpApiOutcome> {
+    const cross = <K extends 'httpCall' | 'httpCollect'>(harnessFn: K, args: HarnessArgs<K>): string =>
+      around(() => this.call(harnessFn, args));
     // Its own key (an actor key always has slashes): what it leaves behind is dropped by it, also when
     // the first crossing is cut short by the CPU limit.
     const key = `http-api:${++this.httpCalls}`;
     const deadline = Date.now() + deadlineMs;
     let finished = false;
     try {
-      const started = JSON.parse(cross('httpCall', [key, slug, fn, JSON.stringify(input), Date.now(), name])) as { missing?: string; error?: string; started?: true };
+      const started = JSON.parse(cross('httpCall', [key, slug, fn, JSON.stringify(input), Date.now(), name])) as {
+        missing?: string;
+        error?: string;
+        started?: true;
+      };
       if (started.started !== true) {
         finished = true;
         if (typeof started.missing === 'string') return { kind: 'missing', message: started.missing };
@@ -337,20 +394,31 @@ export class VersionIsolate {
         if (failed !== undefined) throw failed;
         let text = cross('httpCollect', [key, Date.now()]);
         for (let round = 0; text === '{"pending":true,"fired":true}'; round++) {
-          if (round >= MAX_HTTP_TIMER_ROUNDS) return { kind: 'threw', message: `its timers kept firing (${MAX_HTTP_TIMER_ROUNDS} rounds) without it finishing` };
+          if (round >= MAX_HTTP_TIMER_ROUNDS)
+            return { kind: 'threw', message: `its timers kept firing (${MAX_HTTP_TIMER_ROUNDS} rounds) without it finishing` };
           text = cross('httpCollect', [key, Date.now()]);
         }
-        if (text.length > MAX_STEP_RESULT_CHARS) return { kind: 'threw', message: `its result is too large: ${text.length} characters of JSON (at most ${MAX_STEP_RESULT_CHARS})` };
-        if (tooDeep(text, MAX_STATE_DEPTH + 1)) return { kind: 'threw', message: `its result nests objects and arrays more than ${MAX_STATE_DEPTH} levels deep` };
+        if (text.length > MAX_STEP_RESULT_CHARS)
+          return {
+            kind: 'threw',
+            message: `its result is too large: ${text.length} characters of JSON (at most ${MAX_STEP_RESULT_CHARS})`,
+          };
+        if (tooDeep(text, MAX_STATE_DEPTH + 1))
+          return { kind: 'threw', message: `its result nests objects and arrays more than ${MAX_STATE_DEPTH} levels deep` };
         const collected = JSON.parse(text) as { value?: unknown; error?: string; pending?: true; nextDueAt?: number | null };
         if (collected.pending !== true) {
           finished = true;
-          return typeof collected.error === 'string' ? { kind: 'threw', message: collected.error } : { kind: 'returned', value: collected.value };
+          return typeof collected.error === 'string'
+            ? { kind: 'threw', message: collected.error }
+            : { kind: 'returned', value: collected.value };
         }
         const now = Date.now();
         if (now >= deadline) return { kind: 'threw', message: `it did not finish within ${deadlineMs} ms` };
         if ((collected.nextDueAt ?? null) === null && this.hostCalls.pendingFor(key) === 0) {
-          return { kind: 'threw', message: 'it returned a promise that nothing of it can settle any more (it has no timer or fetch pending)' };
+          return {
+            kind: 'threw',
+            message: 'it returned a promise that nothing of it can settle any more (it has no timer or fetch pending)',
+          };
         }
         // Read right after the collect (nothing is delivered in between): a completion after it wakes us.
         const seq = this.hostCalls.activitySeq;
@@ -386,15 +454,33 @@ export class VersionIsolate {
   startAuthorizedRaw(instanceKey: string, init: StartInit, request: WriteRequest, opts: StartOptions = {}): RawStep | 'rejected' {
     this.forgetPast(instanceKey);
     const name = opts.machineInstanceName ?? instanceKey;
-    return this.step(instanceKey, 'authorizeAndStart', [instanceKey, name, JSON.stringify(init), opts.nowMs ?? Date.now(), JSON.stringify(request)]);
+    return this.step(instanceKey, 'authorizeAndStart', [
+      instanceKey,
+      name,
+      JSON.stringify(init),
+      opts.nowMs ?? Date.now(),
+      JSON.stringify(request),
+    ]);
   }
 
   sendRaw(instanceKey: string, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now(), restore?: Restore): RawStep {
     return this.step(instanceKey, 'send', [instanceKey, JSON.stringify(event), nowMs, this.restoring(instanceKey, restore)]);
   }
 
-  sendAuthorizedRaw(instanceKey: string, caller: AuthorizingCaller, event: { type: string; [key: string]: unknown }, nowMs: number = Date.now(), restore?: Restore): RawStep | 'rejected' {
-    return this.step(instanceKey, 'authorizeAndSend', [instanceKey, JSON.stringify(caller), JSON.stringify(event), nowMs, this.restoring(instanceKey, restore)]);
+  sendAuthorizedRaw(
+    instanceKey: string,
+    caller: AuthorizingCaller,
+    event: { type: string; [key: string]: unknown },
+    nowMs: number = Date.now(),
+    restore?: Restore,
+  ): RawStep | 'rejected' {
+    return this.step(instanceKey, 'authorizeAndSend', [
+      instanceKey,
+      JSON.stringify(caller),
+      JSON.stringify(event),
+      nowMs,
+      this.restoring(instanceKey, restore),
+    ]);
   }
 
   advanceRaw(instanceKey: string, nowMs: number, restore?: Restore): RawStep {
@@ -498,13 +584,17 @@ export class VersionIsolate {
     if (json.length > MAX_STEP_RESULT_CHARS) {
       // checked before parsing: the actor was not discarded inside the isolate, so drop it too
       this.dropActor(instanceKey);
-      throw new StepTooLargeError(`the machine's state is too large to persist: ${Buffer.byteLength(json)} bytes (at most ${MAX_STEP_RESULT_CHARS})`);
+      throw new StepTooLargeError(
+        `the machine's state is too large to persist: ${Buffer.byteLength(json)} bytes (at most ${MAX_STEP_RESULT_CHARS})`,
+      );
     }
     const raw = splitStep(json, this.hostCalls.pendingFor(instanceKey));
     if (raw) {
       if (tooDeep(raw.rest, MAX_STATE_DEPTH) || tooDeep(raw.context, MAX_STATE_DEPTH) || tooDeep(raw.snapshot, MAX_STATE_DEPTH)) {
         this.dropActor(instanceKey);
-        throw new StepTooLargeError(`the machine's state nests objects and arrays more than ${MAX_STATE_DEPTH} levels deep, which cannot be persisted`);
+        throw new StepTooLargeError(
+          `the machine's state nests objects and arrays more than ${MAX_STATE_DEPTH} levels deep, which cannot be persisted`,
+        );
       }
       return raw;
     }
@@ -521,9 +611,16 @@ export class VersionIsolate {
   /** Hands a completed host call's outcome (copied data only) to the isolate; see the class comment. */
   private deliver(id: number, owner: string | null, outcome: HostCallOutcome): void {
     if (!this.healthy) return;
-    const head = 'error' in outcome
-      ? { error: outcome.error }
-      : { status: outcome.ok.status, statusText: outcome.ok.statusText, url: outcome.ok.url, redirected: outcome.ok.redirected, headers: outcome.ok.headers };
+    const head =
+      'error' in outcome
+        ? { error: outcome.error }
+        : {
+            status: outcome.ok.status,
+            statusText: outcome.ok.statusText,
+            url: outcome.ok.url,
+            redirected: outcome.ok.redirected,
+            headers: outcome.ok.headers,
+          };
     try {
       let body: ivm.Copy<ArrayBuffer> | undefined;
       if ('ok' in outcome) {
@@ -604,7 +701,9 @@ export class VersionIsolate {
 
 function installGlobals(isolate: ivm.Isolate, context: ivm.Context, logs: LogBudget, hostCalls: HostCalls): void {
   const runInstaller = (source: string, filename: string, args: (ivm.Callback | string)[]): void => {
-    const fn = isolate.compileScriptSync(source, { filename }).runSync(context, { reference: true }) as ivm.Reference<(...a: (ivm.Callback | string)[]) => void>;
+    const fn = isolate.compileScriptSync(source, { filename }).runSync(context, { reference: true }) as ivm.Reference<
+      (...a: (ivm.Callback | string)[]) => void
+    >;
     fn.applySync(undefined, args);
     fn.release();
   };

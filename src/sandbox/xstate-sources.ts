@@ -119,18 +119,27 @@ export function isXstate5Specifier(specifier: string): boolean {
 export function resolveUserSpecifier(specifier: string, allowPrivate = false): SpecifierResolution {
   const m = XSTATE_SPECIFIER.exec(specifier);
   if (!m) {
-    return { ok: false, error: `the bundle imports "${specifier}", which is not available: only xstate (4.x, or 5.x as xstate@5) may be imported, everything else must be bundled` };
+    return {
+      ok: false,
+      error: `the bundle imports "${specifier}", which is not available: only xstate (4.x, or 5.x as xstate@5) may be imported, everything else must be bundled`,
+    };
   }
   const major = majorOfRange(m[1] ?? '');
   if (major === undefined) {
-    return { ok: false, error: `the bundle imports "${specifier}", but this server provides xstate 4.38 (xstate, xstate@4) and xstate 5 (xstate@5) only` };
+    return {
+      ok: false,
+      error: `the bundle imports "${specifier}", but this server provides xstate 4.38 (xstate, xstate@4) and xstate 5 (xstate@5) only`,
+    };
   }
   const sub = m[2];
   if (major === 5) {
     if (sub === undefined || sub === '') return { ok: true, file: xstate5EntryPath() };
     const file = XSTATE5_SUBPATHS[sub];
     if (file === undefined || !Object.hasOwn(XSTATE5_SUBPATHS, sub)) {
-      return { ok: false, error: `the bundle imports "${specifier}", which xstate 5 does not export (its subpaths: ${Object.keys(XSTATE5_SUBPATHS).join(', ')})` };
+      return {
+        ok: false,
+        error: `the bundle imports "${specifier}", which xstate 5 does not export (its subpaths: ${Object.keys(XSTATE5_SUBPATHS).join(', ')})`,
+      };
     }
     return { ok: true, file: path.join(xstate5Dir(), file) };
   }

@@ -1,6 +1,14 @@
 import type { InstanceStore } from './instance-store.js';
 import type { LogStore } from './log-store.js';
-import type { AdminKeyRecord, AnonymousAccessRecords, IdentityProviderRecord, KeyRecord, MachineRecord, OrgRecord, TokenProviderRecord } from '../domain/records.js';
+import type {
+  AdminKeyRecord,
+  AnonymousAccessRecords,
+  IdentityProviderRecord,
+  KeyRecord,
+  MachineRecord,
+  OrgRecord,
+  TokenProviderRecord,
+} from '../domain/records.js';
 import type { VersionStore } from './version-store.js';
 
 /** Position in the org list: orgs are listed oldest first by (createdAt, id). */

@@ -132,7 +132,10 @@ export interface IndexQuery {
 
 /** Thrown when a commit does not follow the sequence it names: someone else wrote the instance. */
 export class SequenceConflictError extends Error {
-  constructor(readonly expectedSeq: number, readonly actualSeq: number | undefined) {
+  constructor(
+    readonly expectedSeq: number,
+    readonly actualSeq: number | undefined,
+  ) {
     super(`instance head moved: expected seq ${expectedSeq}, found ${actualSeq ?? 'none'}`);
     this.name = 'SequenceConflictError';
   }

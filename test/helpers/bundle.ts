@@ -9,7 +9,9 @@ const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
  * `xstate@5`, `npm:xstate@5`) are taken from this repository's node_modules instead (`xstate`, `xstate5`).
  */
 export async function bundleLikeSmply(code: string): Promise<string> {
-  const local = code.replace(/(['"])(?:npm:)?xstate@5(\/[^'"]*)?\1/g, '$1xstate5$2$1').replace(/(['"])npm:xstate(\/[^'"]*)?\1/g, '$1xstate$2$1');
+  const local = code
+    .replace(/(['"])(?:npm:)?xstate@5(\/[^'"]*)?\1/g, '$1xstate5$2$1')
+    .replace(/(['"])npm:xstate(\/[^'"]*)?\1/g, '$1xstate$2$1');
   const out = await build({
     stdin: { contents: local, resolveDir: repoRoot, loader: 'js' },
     bundle: true,

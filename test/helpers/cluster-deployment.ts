@@ -41,7 +41,18 @@ export const startClusterDeployment = async (options: StartOptions): Promise<Nod
             generatedAdminKey: true,
             nodeArgs: options.nodeArgs,
             env: { STATEHOLD_MASTER_KEY: MASTER_KEY, ...options.env },
-            args: [...(args.includes('--admin-key') ? [] : ['--admin-key', adminKey]), '--public-url', proxy.url, '--nats', nats.urls.join(','), '--node-id', id, '--replicas', '3', ...args],
+            args: [
+              ...(args.includes('--admin-key') ? [] : ['--admin-key', adminKey]),
+              '--public-url',
+              proxy.url,
+              '--nats',
+              nats.urls.join(','),
+              '--node-id',
+              id,
+              '--replicas',
+              '3',
+              ...args,
+            ],
           }),
         ),
       )),
@@ -121,10 +132,11 @@ const clusterFormed = async (nodes: NodeProcess[], adminKey: string): Promise<vo
   for (const node of nodes) {
     for (;;) {
       const members = await fetch(`${node.url}/cluster`, { headers: { authorization: `Bearer ${adminKey}` } })
-        .then(async (response) => (response.ok ? ((await response.json()) as { members?: unknown[] }).members?.length ?? 0 : 0))
+        .then(async (response) => (response.ok ? (((await response.json()) as { members?: unknown[] }).members?.length ?? 0) : 0))
         .catch(() => 0);
       if (members === nodes.length) break;
-      if (Date.now() > deadline) throw new Error(`the cluster did not form in 30 s:\n${nodes.map((n) => n.output().slice(-2_000)).join('\n')}`);
+      if (Date.now() > deadline)
+        throw new Error(`the cluster did not form in 30 s:\n${nodes.map((n) => n.output().slice(-2_000)).join('\n')}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }

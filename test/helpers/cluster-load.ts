@@ -125,16 +125,34 @@ export const startLoad = (options: LoadOptions): { stop(): Promise<LoadReport>; 
       const type = serial % 10 === 3 ? 'BOOM' : serial % 10 === 7 ? 'DENY' : 'INC';
       const instance = options.names[(node * options.workersPerNode + w + i) % options.names.length] as string;
       const id = `${name}-${i}`;
-      const { status, body } = await callApi((options.nodes[node] as ClusterNodeUrl).url, 'POST', `/machines/${LEDGER}/i/${instance}/events`, options.token, {
-        orgId: options.orgId,
-        body: { event: { type, id } },
-      });
+      const { status, body } = await callApi(
+        (options.nodes[node] as ClusterNodeUrl).url,
+        'POST',
+        `/machines/${LEDGER}/i/${instance}/events`,
+        options.token,
+        {
+          orgId: options.orgId,
+          body: { event: { type, id } },
+        },
+      );
       const outcome: Outcome = status >= 200 && status < 300 ? 'ok' : status >= 400 && status < 500 ? 'rejected' : 'failed';
-      events.push({ id, type, name: instance, node, worker: name, status, outcome, ...(body?.code ? { code: String(body.code) } : {}), at: Date.now() - startedAt });
+      events.push({
+        id,
+        type,
+        name: instance,
+        node,
+        worker: name,
+        status,
+        outcome,
+        ...(body?.code ? { code: String(body.code) } : {}),
+        at: Date.now() - startedAt,
+      });
       if (outcome === 'failed') await sleep(50);
     }
   };
-  const running = Promise.all(options.nodes.flatMap((_, node) => Array.from({ length: options.workersPerNode }, (__, w) => worker(node, w))));
+  const running = Promise.all(
+    options.nodes.flatMap((_, node) => Array.from({ length: options.workersPerNode }, (__, w) => worker(node, w))),
+  );
   return {
     sent: () => issued,
     async stop() {
@@ -149,16 +167,28 @@ export const startLoad = (options: LoadOptions): { stop(): Promise<LoadReport>; 
  * Waits until every node's copy applied the whole TX stream (its last sequence, asked of JetStream)
  * and stays there; returns that sequence.
  */
-export const untilNodesApplied = async (natsUrls: string[], nodes: ClusterNodeUrl[], token: string, withinMs = 20_000, cluster = 'statehold'): Promise<number> => {
+export const untilNodesApplied = async (
+  natsUrls: string[],
+  nodes: ClusterNodeUrl[],
+  token: string,
+  withinMs = 20_000,
+  cluster = 'statehold',
+): Promise<number> => {
   const nc = await connect({ servers: natsUrls });
   try {
     const jsm = await jetstreamManager(nc);
     const deadline = Date.now() + withinMs;
     for (;;) {
       const last = (await jsm.streams.info(`STATEHOLD_${cluster}_TX`)).state.last_seq;
-      const applied = await Promise.all(nodes.map(async (node) => (await callApi(node.url, 'GET', '/cluster', token, { timeoutMs: 5_000 })).body?.appliedSeq?.tx as number | undefined));
+      const applied = await Promise.all(
+        nodes.map(
+          async (node) =>
+            (await callApi(node.url, 'GET', '/cluster', token, { timeoutMs: 5_000 })).body?.appliedSeq?.tx as number | undefined,
+        ),
+      );
       if (applied.every((seq) => seq === last)) return last;
-      if (Date.now() > deadline) throw new Error(`the nodes did not apply the TX stream in ${withinMs} ms: last ${last}, applied ${applied.join(', ')}`);
+      if (Date.now() > deadline)
+        throw new Error(`the nodes did not apply the TX stream in ${withinMs} ms: last ${last}, applied ${applied.join(', ')}`);
       await sleep(200);
     }
   } finally {
@@ -178,9 +208,16 @@ const readView = async (node: ClusterNodeUrl, token: string, orgId: string, name
     const history: Array<{ type: string; id?: string }> = [];
     let cursor: string | undefined;
     do {
-      const page = await callApi(node.url, 'GET', `/machines/${LEDGER}/i/${name}/events${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`, token, { orgId });
+      const page = await callApi(
+        node.url,
+        'GET',
+        `/machines/${LEDGER}/i/${name}/events${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`,
+        token,
+        { orgId },
+      );
       if (page.status !== 200) throw new Error(`history of ${name} on ${node.url}: ${page.status} ${JSON.stringify(page.body)}`);
-      for (const record of page.body.transitions as Array<{ event: { type: string; id?: string } }>) history.push({ type: record.event.type, ...(record.event.id ? { id: record.event.id } : {}) });
+      for (const record of page.body.transitions as Array<{ event: { type: string; id?: string } }>)
+        history.push({ type: record.event.type, ...(record.event.id ? { id: record.event.id } : {}) });
       cursor = page.body.cursor;
     } while (cursor);
     histories.set(name, history);
@@ -193,7 +230,10 @@ const readView = async (node: ClusterNodeUrl, token: string, orgId: string, name
 
 const usageOf = async (node: ClusterNodeUrl, token: string, orgId: string): Promise<number> => {
   const { body } = await callApi(node.url, 'GET', '/usage', token, { orgId });
-  return (body?.usage?.[0]?.machines as Array<{ machine: string; transitions: number }> | undefined)?.find((m) => m.machine === LEDGER)?.transitions ?? 0;
+  return (
+    (body?.usage?.[0]?.machines as Array<{ machine: string; transitions: number }> | undefined)?.find((m) => m.machine === LEDGER)
+      ?.transitions ?? 0
+  );
 };
 
 /**
@@ -203,7 +243,10 @@ const usageOf = async (node: ClusterNodeUrl, token: string, orgId: string): Prom
  * the records applied (exactly, when no request failed: a failed one may have been applied uncounted),
  * the same on every node; no node logging a failed apply, nor the same usage failure over and over.
  */
-export const checkInvariants = async (t: Checks, options: { nodes: ClusterNodeUrl[]; token: string; orgId: string; names: string[]; report: LoadReport }): Promise<void> => {
+export const checkInvariants = async (
+  t: Checks,
+  options: { nodes: ClusterNodeUrl[]; token: string; orgId: string; names: string[]; report: LoadReport },
+): Promise<void> => {
   const { nodes, token, orgId, names, report } = options;
   const views: NodeView[] = [];
   for (const node of nodes) views.push(await readView(node, token, orgId, names));
@@ -284,9 +327,16 @@ export const checkInvariants = async (t: Checks, options: { nodes: ClusterNodeUr
     if (usages.every((u) => u === usages[0]) && within(usages[0] as number)) break;
     await sleep(250);
   }
-  t.ok(usages.every((u) => u === usages[0]), `every node shows the same usage (${usages.join(', ')})`);
+  t.ok(
+    usages.every((u) => u === usages[0]),
+    `every node shows the same usage (${usages.join(', ')})`,
+  );
   if (failed === 0) t.equal(usages[0], records, `the usage counts every record applied (${records}), nothing answered 4xx`);
-  else t.ok((usages[0] as number) <= records && (usages[0] as number) >= records - failed, `the usage (${usages[0]}) counts the records applied (${records}) less at most the ${failed} requests that failed`);
+  else
+    t.ok(
+      (usages[0] as number) <= records && (usages[0] as number) >= records - failed,
+      `the usage (${usages[0]}) counts the records applied (${records}) less at most the ${failed} requests that failed`,
+    );
 
   for (const [i, node] of nodes.entries()) {
     const output = node.output?.() ?? '';
@@ -301,6 +351,9 @@ export const checkInvariants = async (t: Checks, options: { nodes: ClusterNodeUr
 export const summary = (report: LoadReport): string => {
   const byStatus = new Map<number, number>();
   for (const event of report.events) byStatus.set(event.status, (byStatus.get(event.status) ?? 0) + 1);
-  const statuses = [...byStatus].sort((a, b) => a[0] - b[0]).map(([status, n]) => `${status}: ${n}`).join(', ');
+  const statuses = [...byStatus]
+    .sort((a, b) => a[0] - b[0])
+    .map(([status, n]) => `${status}: ${n}`)
+    .join(', ');
   return `${report.events.length} events in ${((report.endedAt - report.startedAt) / 1000).toFixed(1)} s (${statuses})`;
 };

@@ -143,7 +143,11 @@ const nodeArbs = new Map<number, fc.Arbitrary<RawNode>>();
 const nodeArb = (depth: number): fc.Arbitrary<RawNode> => {
   const known = nodeArbs.get(depth);
   if (known) return known;
-  const leaf = fc.record({ ...nodeFields, kind: fc.constantFrom<RawNode['kind']>('atomic', 'atomic', 'atomic', 'final'), children: fc.constant([] as RawNode[]) });
+  const leaf = fc.record({
+    ...nodeFields,
+    kind: fc.constantFrom<RawNode['kind']>('atomic', 'atomic', 'atomic', 'final'),
+    children: fc.constant([] as RawNode[]),
+  });
   let arb: fc.Arbitrary<RawNode>;
   if (depth >= MAX_DEPTH) arb = leaf;
   else {
@@ -173,7 +177,10 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
     rootTransitions: fc.array(rawTransition, { minLength: 0, maxLength: 3 }),
     sentTransitions: fc.array(rawTransition, { minLength: 0, maxLength: 5 }),
     delayedSends: fc.nat(4).map((x) => x < 2),
-    instances: fc.array(fc.array(rawEvent, { minLength: options.minEvents, maxLength: options.maxEvents }), { minLength: options.instances, maxLength: options.instances }),
+    instances: fc.array(fc.array(rawEvent, { minLength: options.minEvents, maxLength: options.maxEvents }), {
+      minLength: options.instances,
+      maxLength: options.instances,
+    }),
     initialSecret: fc.option(fc.nat(50), { freq: 2 }),
   });
 
@@ -362,10 +369,31 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
   const regionKeys = nodes.filter((n) => n.parent?.kind === 'parallel' && n.owner !== 'main').map((n) => n.owner);
   let throwSites = 0;
   const features: Features = {
-    targetlessAssign: false, targetedTransition: false, rootOn: false, nested: false, parallel: false, parallelRoot: root.kind === 'parallel',
-    shallowHistory: false, deepHistory: false, guard: false, always: false, entry: false, exit: false, after: false,
-    final: false, topLevelFinal: false, onDone: false, tags: false, throwingAction: false, throwingGuard: false, throwingAssign: false,
-    raise: false, delayedSend: false, cancel: false, flippedEntry: false, regionConflict: false,
+    targetlessAssign: false,
+    targetedTransition: false,
+    rootOn: false,
+    nested: false,
+    parallel: false,
+    parallelRoot: root.kind === 'parallel',
+    shallowHistory: false,
+    deepHistory: false,
+    guard: false,
+    always: false,
+    entry: false,
+    exit: false,
+    after: false,
+    final: false,
+    topLevelFinal: false,
+    onDone: false,
+    tags: false,
+    throwingAction: false,
+    throwingGuard: false,
+    throwingAssign: false,
+    raise: false,
+    delayedSend: false,
+    cancel: false,
+    flippedEntry: false,
+    regionConflict: false,
   };
   /** Raised events go to handlers that raise nothing; delayed events to handlers that send nothing delayed. */
   const RAISED = ['I0', 'I1'];
@@ -438,7 +466,8 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
 
   // Handlers per event type ('' stands for eventless transitions).
   const handlers = new Map<string, SNode[]>();
-  const canHandle = (n: SNode, type: string): boolean => options.regionConflicts === true || (handlers.get(type) ?? []).every((h) => !handlersConflict(h, n));
+  const canHandle = (n: SNode, type: string): boolean =>
+    options.regionConflicts === true || (handlers.get(type) ?? []).every((h) => !handlersConflict(h, n));
   const addHandler = (n: SNode, type: string) => {
     const list = handlers.get(type) ?? [];
     if (list.some((h) => handlersConflict(h, n))) features.regionConflict = true;
@@ -466,7 +495,12 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
       const pool = c.toHistory && histories.length > 0 ? histories : targetables;
       let target: SNode | null = c.target === null ? null : (pool[c.target % pool.length] as SNode);
       if (target && crossesRegions(src, target)) target = null;
-      const cand = { target, flip: target !== null && c.flip, guard: guardFor(c.guard, src.owner), actions: actionsFor(c.actions, src.owner, `${type}@${src.key}`, sends) };
+      const cand = {
+        target,
+        flip: target !== null && c.flip,
+        guard: guardFor(c.guard, src.owner),
+        actions: actionsFor(c.actions, src.owner, `${type}@${src.key}`, sends),
+      };
       if (cand.flip) features.flippedEntry = true;
       if (target) {
         features.targetedTransition = true;
@@ -486,7 +520,8 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
   };
   for (const r of raw.rootTransitions) addUserTransition(root, r);
   for (const r of raw.transitions) addUserTransition(sources[r.src % sources.length] as SNode, r);
-  for (const r of raw.sentTransitions) addUserTransition(sources[r.src % sources.length] as SNode, r, raw.delayedSends ? [...RAISED, ...DELAYED] : RAISED);
+  for (const r of raw.sentTransitions)
+    addUserTransition(sources[r.src % sources.length] as SNode, r, raw.delayedSends ? [...RAISED, ...DELAYED] : RAISED);
 
   const autoCandidate = (n: SNode, r: RawAuto, allowTargetless: boolean, label: string): Candidate | null => {
     const options = autoTargets(n);
@@ -526,7 +561,11 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     const r = rawOf.get(n);
     if (!r?.onDone || n === root || (n.kind !== 'compound' && n.kind !== 'parallel')) continue;
     const completes = (s: SNode): boolean =>
-      s.kind === 'compound' ? s.children.some((c) => c.kind === 'final') : s.kind === 'parallel' ? s.children.every((c) => completes(c)) : false;
+      s.kind === 'compound'
+        ? s.children.some((c) => c.kind === 'final')
+        : s.kind === 'parallel'
+          ? s.children.every((c) => completes(c))
+          : false;
     if (!completes(n)) continue;
     const c = autoCandidate(n, r.onDone, false, `done@${n.key}`);
     if (!c) continue;
@@ -612,7 +651,13 @@ const renderAction = (a: ActionSpec, major: Major): string => {
 
 const renderGuard = (g: GuardSpec, major: Major): string => {
   const expr =
-    g.expr === 'even' ? 'c.public.n % 2 === 0' : g.expr === 'odd' ? 'c.public.n % 2 === 1' : g.expr === 'byGt' ? `(e.by ?? 0) > ${g.k % 4}` : `c.public.${g.key} < ${3 + g.k * 4}`;
+    g.expr === 'even'
+      ? 'c.public.n % 2 === 0'
+      : g.expr === 'odd'
+        ? 'c.public.n % 2 === 1'
+        : g.expr === 'byGt'
+          ? `(e.by ?? 0) > ${g.k % 4}`
+          : `c.public.${g.key} < ${3 + g.k * 4}`;
   const body = g.site === null ? expr : `e.boom === ${g.site} ? boom(${g.site}) : ${expr}`;
   return `${major === 4 ? 'cond' : 'guard'}: ${params(major)} => ${body}`;
 };
@@ -675,7 +720,8 @@ export const renderBody = (spec: MachineSpec, major: Major, context: unknown = s
 
 const AUTHORIZERS = 'export const allowRead = () => true;\nexport const allowWrite = () => true;\n';
 
-const imports = (major: Major) => (major === 4 ? ['createMachine', 'assign', 'send', 'raise', 'cancel'] : ['createMachine', 'assign', 'raise', 'cancel']);
+const imports = (major: Major) =>
+  major === 4 ? ['createMachine', 'assign', 'send', 'raise', 'cancel'] : ['createMachine', 'assign', 'raise', 'cancel'];
 
 /** A module for upload (or for bundling): imports xstate's functions from `specifier`. */
 export const renderModule = (spec: MachineSpec, major: Major, specifier: string): string =>
@@ -796,7 +842,8 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
   let records: HistoryRecord[] = [];
   let user: unknown;
   const inspect = (ev: any) => {
-    if (ev.type === '@xstate.snapshot' && ev.actorRef === actor && ev.snapshot.status !== 'error') records.push(recordOf(ev.event, observe5(ev.snapshot), user));
+    if (ev.type === '@xstate.snapshot' && ev.actorRef === actor && ev.snapshot.status !== 'error')
+      records.push(recordOf(ev.event, observe5(ev.snapshot), user));
   };
   const actor = xs.v5.createActor(machine, { clock, inspect });
   actor.subscribe({ error: () => {} });

@@ -21,12 +21,15 @@ export interface NatsServers {
  * the servers do not tell clients of each other, so a client keeps to the URLs it was given (one
  * behind a TCP proxy stays behind it when it reconnects).
  */
-export const startNats = (count = 1, options: { noAdvertise?: boolean } = {}): Promise<NatsServers> => startNatsServers({ count, ...options });
+export const startNats = (count = 1, options: { noAdvertise?: boolean } = {}): Promise<NatsServers> =>
+  startNatsServers({ count, ...options });
 
 /** Cluster tests need Debian's nats-server; CI installs it, a laptop may not have it. */
-export const natsMissing = (): string | false => (natsServerAvailable() ? false : 'nats-server is not installed (apt-get install nats-server)');
+export const natsMissing = (): string | false =>
+  natsServerAvailable() ? false : 'nats-server is not installed (apt-get install nats-server)';
 
-export const connectTo = (servers: NatsServers, name: string): Promise<NatsConnection> => connect({ servers: servers.urls, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+export const connectTo = (servers: NatsServers, name: string): Promise<NatsConnection> =>
+  connect({ servers: servers.urls, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
 
 /**
  * A node's local side for store tests: a temp LMDB node store and a NATS connection, closed (after
@@ -64,7 +67,17 @@ export const startClusterNodes = async (
     const urls = options.natsFor?.(id, index) ?? servers.urls;
     const node = await startNode({
       command: 'node',
-      args: ['--admin-key', options.adminKey, '--nats', urls.join(','), '--node-id', id, '--replicas', String(servers.urls.length), ...(options.args ?? [])],
+      args: [
+        '--admin-key',
+        options.adminKey,
+        '--nats',
+        urls.join(','),
+        '--node-id',
+        id,
+        '--replicas',
+        String(servers.urls.length),
+        ...(options.args ?? []),
+      ],
       env: { STATEHOLD_MASTER_KEY: masterKey },
       generatedAdminKey: true,
     });

@@ -53,7 +53,9 @@ export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-t
 export const testDeployment: 'embedded' | 'cluster' = process.env.STATEHOLD_TEST_DEPLOYMENT === 'cluster' ? 'cluster' : 'embedded';
 
 /** For a test that checks what only one deployment has (an LMDB file, a fault hook): tap's `skip` option. */
-export const onlyEmbedded = (why: string): { skip: string | false } => ({ skip: testDeployment === 'cluster' ? `embedded node only: ${why}` : false });
+export const onlyEmbedded = (why: string): { skip: string | false } => ({
+  skip: testDeployment === 'cluster' ? `embedded node only: ${why}` : false,
+});
 
 /**
  * Starts `statehold serve` as a user would (or, in the cluster deployment, a whole cluster that
@@ -71,9 +73,23 @@ export const startNode = async (options: StartOptions = {}): Promise<NodeProcess
 export const startNodeProcess = async (options: StartOptions = {}): Promise<NodeProcess> => {
   const dataDir = options.dataDir ?? tempDataDir();
   const adminKey = options.generatedAdminKey ? undefined : `test-admin-${Math.random().toString(36).slice(2)}`;
-  const serveArgs = [options.command ?? 'serve', '--port', '0', '--data-dir', dataDir, ...(adminKey ? ['--admin-key', adminKey] : []), ...(options.args ?? [])];
-  const [command, args] = options.viaShim ? [shim, serveArgs] : [process.execPath, ['--no-node-snapshot', ...(options.nodeArgs ?? []), entryPoint, ...serveArgs]];
-  const child = spawn(command, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: options.ownProcessGroup === true });
+  const serveArgs = [
+    options.command ?? 'serve',
+    '--port',
+    '0',
+    '--data-dir',
+    dataDir,
+    ...(adminKey ? ['--admin-key', adminKey] : []),
+    ...(options.args ?? []),
+  ];
+  const [command, args] = options.viaShim
+    ? [shim, serveArgs]
+    : [process.execPath, ['--no-node-snapshot', ...(options.nodeArgs ?? []), entryPoint, ...serveArgs]];
+  const child = spawn(command, args, {
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.ownProcessGroup === true,
+  });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));

@@ -65,7 +65,9 @@ export const startRoundRobinProxy = async (targets: () => number[]): Promise<Rou
     socket.on('close', () => sockets.delete(socket));
   });
 
-  const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+  const port = await new Promise<number>((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)),
+  );
   return {
     url: `http://127.0.0.1:${port}`,
     port,

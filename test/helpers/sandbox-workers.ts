@@ -12,7 +12,8 @@ export const workerPids = (node: NodeProcess, role: string): number[] => {
       const ppid = Number(fields[1]);
       const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
       // Field 22 of stat (the 20th after the command): start time in clock ticks since boot.
-      if (ppid === node.child.pid && argv.some((a) => a.endsWith('sandbox-worker.js')) && argv.includes(role)) found.push({ pid: Number(entry), startedAt: Number(fields[19]) });
+      if (ppid === node.child.pid && argv.some((a) => a.endsWith('sandbox-worker.js')) && argv.includes(role))
+        found.push({ pid: Number(entry), startedAt: Number(fields[19]) });
     } catch {
       // the process ended while we looked
     }

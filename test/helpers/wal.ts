@@ -12,12 +12,14 @@ export const logState = async (dataDir: string): Promise<{ applied: number; only
   const root = open({ path: join(dataDir, 'statehold.lmdb'), compression: false, maxDbs: 32, overlappingSync: false });
   const applied = root.openDB<boolean, string>({ name: 'wal', encoding: 'msgpack', useVersions: true }).getEntry('applied')?.version ?? 0;
   await root.close();
-  const onlyInLog = WriteAheadLog.read(join(dataDir, 'wal'), applied).map((frame) => frame.seq).filter((seq) => seq > applied);
+  const onlyInLog = WriteAheadLog.read(join(dataDir, 'wal'), applied)
+    .map((frame) => frame.seq)
+    .filter((seq) => seq > applied);
   return { applied, onlyInLog };
 };
 
 /** The embedded store's instances as the LMDB store they are, for what only it answers (hasUnappliedInstances). */
 export const lmdbInstances = (store: NodeStore): LmdbInstanceStore => {
-  if (!(store.instances instanceof LmdbInstanceStore)) throw new Error('the node store\'s instances are not an LmdbInstanceStore');
+  if (!(store.instances instanceof LmdbInstanceStore)) throw new Error("the node store's instances are not an LmdbInstanceStore");
   return store.instances;
 };

@@ -208,17 +208,23 @@ export class InstanceChannel {
     for (let i = 0; i < groups.length; i += AUTHORIZE_BATCH) batches.push(groups.slice(i, i + AUTHORIZE_BATCH));
     const answers = await Promise.all(
       batches.map((batch) =>
-        this.runtime.allowsRead(news, batch.map((group) => group.authContext)).then(
-          (allowed) => batch.map((_, i) => allowed[i] === true || rejectedByAuthorizer('allowRead')),
-          (error: unknown) => batch.map(() => error),
-        ),
+        this.runtime
+          .allowsRead(
+            news,
+            batch.map((group) => group.authContext),
+          )
+          .then(
+            (allowed) => batch.map((_, i) => allowed[i] === true || rejectedByAuthorizer('allowRead')),
+            (error: unknown) => batch.map(() => error),
+          ),
       ),
     );
     return answers.flat();
   }
 
   private refuseGroup(group: AuthGroup, error: unknown): void {
-    for (const subscriptions of [...group.members.values()]) for (const subscription of [...subscriptions]) this.refuse(subscription, error);
+    for (const subscriptions of [...group.members.values()])
+      for (const subscription of [...subscriptions]) this.refuse(subscription, error);
   }
 
   private refuse(subscription: Subscription, error: unknown): void {

@@ -56,7 +56,14 @@ export interface RtSession {
 }
 
 export const newSession = (peer: RtPeer, token: string, orgHeader: string | undefined, limits: RealtimeLimits): RtSession => ({
-  peer, token, orgHeader, subscriptions: new Map(), subscribeTokens: limits.subscribeBurst, tokensAt: Date.now(), waiting: new Map(), closed: false,
+  peer,
+  token,
+  orgHeader,
+  subscriptions: new Map(),
+  subscribeTokens: limits.subscribeBurst,
+  tokensAt: Date.now(),
+  waiting: new Map(),
+  closed: false,
 });
 
 /**
@@ -127,7 +134,7 @@ export class RealtimeHub {
       let live = exists.get(keyId);
       if (live === undefined) exists.set(keyId, (live = this.deps.keyExists(keyId)));
       if (live) continue;
-      const revoked = unauthorized('the key that signed this connection\'s token was deleted');
+      const revoked = unauthorized("the key that signed this connection's token was deleted");
       for (const [requestId, { subscription, channel }] of session.subscriptions) {
         if (session.peer.open) session.peer.send(errorText(requestId, revoked));
         channel.unsubscribe(subscription);
@@ -149,25 +156,41 @@ export class RealtimeHub {
       throw invalidParameter('requestId', `requestId ${requestId} is already used by a subscription on this connection`);
     }
     if (session.subscriptions.size + session.waiting.size >= limits.maxSubscriptionsPerSocket) {
-      throw rateLimited(`a connection may hold at most ${limits.maxSubscriptionsPerSocket} subscriptions; unsubscribe some or open another connection`);
+      throw rateLimited(
+        `a connection may hold at most ${limits.maxSubscriptionsPerSocket} subscriptions; unsubscribe some or open another connection`,
+      );
     }
     if (!takeSubscribeToken(session, limits)) {
-      throw rateLimited(`a connection may subscribe at most ${limits.subscribesPerSecond} times a second (${limits.subscribeBurst} at once)`);
+      throw rateLimited(
+        `a connection may subscribe at most ${limits.subscribesPerSecond} times a second (${limits.subscribeBurst} at once)`,
+      );
     }
     const { orgId, authContext, keyId } = this.deps.authenticate(session.token, session.orgHeader);
     const waiting = { cancelled: false };
     session.waiting.set(requestId, waiting);
-    return this.deps.caughtUp(orgId, machine, name).finally(() => {
-      if (session.waiting.get(requestId) === waiting) session.waiting.delete(requestId);
-    }).then(() => {
-      if (waiting.cancelled || session.closed) return;
-      // (checked again: the key may have been deleted while this subscribe waited)
-      if (keyId !== undefined && !this.deps.keyExists(keyId)) throw unauthorized('the key that signed this connection\'s token was deleted');
-      this.admit(session, orgId, authContext, keyId, machine, name, requestId);
-    });
+    return this.deps
+      .caughtUp(orgId, machine, name)
+      .finally(() => {
+        if (session.waiting.get(requestId) === waiting) session.waiting.delete(requestId);
+      })
+      .then(() => {
+        if (waiting.cancelled || session.closed) return;
+        // (checked again: the key may have been deleted while this subscribe waited)
+        if (keyId !== undefined && !this.deps.keyExists(keyId))
+          throw unauthorized("the key that signed this connection's token was deleted");
+        this.admit(session, orgId, authContext, keyId, machine, name, requestId);
+      });
   }
 
-  private admit(session: RtSession, orgId: string, authContext: JsonObject, keyId: string | undefined, machine: string, name: string, requestId: string): void {
+  private admit(
+    session: RtSession,
+    orgId: string,
+    authContext: JsonObject,
+    keyId: string | undefined,
+    machine: string,
+    name: string,
+    requestId: string,
+  ): void {
     if (keyId !== undefined) {
       session.keyId = keyId;
       this.keyed.add(session);
@@ -207,7 +230,14 @@ export class RealtimeHub {
     // The starting state and the listening begin in the same tick: no commit falls between them.
     const head = this.deps.runtime.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
-    const channel = new InstanceChannel(key, updateOf(head), this.deps.runtime, this.deps.fanout, (empty) => this.forget(empty), this.deps.logError);
+    const channel = new InstanceChannel(
+      key,
+      updateOf(head),
+      this.deps.runtime,
+      this.deps.fanout,
+      (empty) => this.forget(empty),
+      this.deps.logError,
+    );
     const stopListening = this.deps.bus.listen(orgId, machine, name, (news) => channel.news(news));
     this.channels.set(key, { channel, stopListening });
     return channel;
@@ -221,10 +251,12 @@ export class RealtimeHub {
   }
 }
 
-
 const takeSubscribeToken = (session: RtSession, limits: RealtimeLimits): boolean => {
   const now = Date.now();
-  session.subscribeTokens = Math.min(limits.subscribeBurst, session.subscribeTokens + ((now - session.tokensAt) / 1000) * limits.subscribesPerSecond);
+  session.subscribeTokens = Math.min(
+    limits.subscribeBurst,
+    session.subscribeTokens + ((now - session.tokensAt) / 1000) * limits.subscribesPerSecond,
+  );
   session.tokensAt = now;
   if (session.subscribeTokens < 1) return false;
   session.subscribeTokens -= 1;

@@ -21,7 +21,10 @@ const MAX_FIELD_CHARS = 256;
 const field = (message: Record<string, unknown>, name: string, requestId: string): string => {
   const value = message[name];
   if (typeof value !== 'string' || value === '' || value.length > MAX_FIELD_CHARS) {
-    throw new BadFrame(new ServiceError(400, 'invalid-parameter', `${name} must be a non-empty string of at most ${MAX_FIELD_CHARS} characters`, name), requestId);
+    throw new BadFrame(
+      new ServiceError(400, 'invalid-parameter', `${name} must be a non-empty string of at most ${MAX_FIELD_CHARS} characters`, name),
+      requestId,
+    );
   }
   return value;
 };

@@ -70,7 +70,12 @@ export interface RealtimeEndpoint {
  * refused upgrade leaves the real client without retries (and, with Node's `ws`, an uncaught error),
  * so a bad token is reported on each subscribe instead (wire-protocol §6.5).
  */
-export const attachRealtime = (app: uWS.TemplatedApp, hub: RealtimeHub, limits: RealtimeLimits, logError: (message: string, error: unknown) => void): RealtimeEndpoint => {
+export const attachRealtime = (
+  app: uWS.TemplatedApp,
+  hub: RealtimeHub,
+  limits: RealtimeLimits,
+  logError: (message: string, error: unknown) => void,
+): RealtimeEndpoint => {
   const sockets = new Set<uWS.WebSocket<SocketData>>();
   let upgrades = 0;
 
@@ -84,7 +89,13 @@ export const attachRealtime = (app: uWS.TemplatedApp, hub: RealtimeHub, limits: 
       const query = new URLSearchParams(req.getQuery() ?? '');
       const data: SocketData = { token: query.get('token') ?? '', orgHeader: query.get('x-statebacked-org-id') || undefined };
       upgrades++;
-      res.upgrade(data, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
+      res.upgrade(
+        data,
+        req.getHeader('sec-websocket-key'),
+        req.getHeader('sec-websocket-protocol'),
+        req.getHeader('sec-websocket-extensions'),
+        context,
+      );
     },
     open: (ws) => {
       const data = ws.getUserData();

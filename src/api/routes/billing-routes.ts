@@ -17,6 +17,9 @@ export const registerBillingRoutes = (router: Router, context: ApiContext): void
 export const registerBillingPortalRoute = (router: Router): void => {
   router.add('GET', '/billing-portal', () => ({
     status: 200,
-    raw: { contentType: 'text/html; charset=utf-8', data: '<!doctype html><title>Statehold billing</title><p>This Statehold node is self-hosted: there is nothing to pay. Operators can point this link elsewhere with STATEHOLD_BILLING_URL.</p>' },
+    raw: {
+      contentType: 'text/html; charset=utf-8',
+      data: '<!doctype html><title>Statehold billing</title><p>This Statehold node is self-hosted: there is nothing to pay. Operators can point this link elsewhere with STATEHOLD_BILLING_URL.</p>',
+    },
   }));
 };

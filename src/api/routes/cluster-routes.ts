@@ -17,7 +17,8 @@ export const registerClusterRoutes = (router: Router, context: ApiContext): void
     let key: { orgId: string; machine: string; name: string } | undefined;
     if (instance !== null) {
       const [orgId, machine, name, ...more] = instance.split('/');
-      if (!orgId || !machine || !name || more.length > 0) throw invalidParameter('instance', 'instance must be <org id>/<machine>/<instance name>');
+      if (!orgId || !machine || !name || more.length > 0)
+        throw invalidParameter('instance', 'instance must be <org id>/<machine>/<instance name>');
       key = { orgId, machine, name };
     }
     return json(context.cluster.status(key));

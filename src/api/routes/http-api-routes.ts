@@ -14,7 +14,8 @@ import type { Router } from '../router.js';
 export const registerHttpApiRoutes = (router: Router, context: ApiContext): void => {
   const handle = async (request: ApiRequest): Promise<ApiResponse> => {
     const { orgId, machine, httpApi } = request.params as { orgId: string; machine: string; httpApi: string };
-    if (request.body.length > limits.maxHttpApiBodyBytes) throw payloadTooLarge(`an http API request body may have at most ${limits.maxHttpApiBodyBytes} bytes`);
+    if (request.body.length > limits.maxHttpApiBodyBytes)
+      throw payloadTooLarge(`an http API request body may have at most ${limits.maxHttpApiBodyBytes} bytes`);
     const answer = await context.httpApis.run({
       orgId,
       machine,
@@ -28,7 +29,8 @@ export const registerHttpApiRoutes = (router: Router, context: ApiContext): void
     };
   };
   for (const prefix of ['http-api', 'http-apis']) {
-    for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) router.add(method, `/${prefix}/:orgId/machines/:machine/:httpApi`, handle);
+    for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'])
+      router.add(method, `/${prefix}/:orgId/machines/:machine/:httpApi`, handle);
   }
 };
 

@@ -35,16 +35,26 @@ export const registerIdentityProviderRoutes = (router: Router, context: ApiConte
     const mapping = checkMapping(body.mapping);
     const hasKey = body.key !== undefined && body.key !== null;
     const hasUrl = body.jwksUrl !== undefined && body.jwksUrl !== null;
-    if (hasKey === hasUrl) throw invalidParameter(hasKey ? 'jwksUrl' : 'key', 'give exactly one of key (base64url of the raw verification key) and jwksUrl');
+    if (hasKey === hasUrl)
+      throw invalidParameter(hasKey ? 'jwksUrl' : 'key', 'give exactly one of key (base64url of the raw verification key) and jwksUrl');
     const now = new Date().toISOString();
     const record: IdentityProviderRecord = { orgId, aud, iss, algs, mapping, createdAt: now, updatedAt: now };
     const key = hasKey ? verificationKey(body.key) : undefined;
     if (hasUrl) record.jwksUrl = jwksUrl(body.jwksUrl);
-    const problem = context.tokenExchange.configurationProblem({ algs, ...(key ? { key } : {}), ...(record.jwksUrl ? { jwksUrl: record.jwksUrl } : {}) });
+    const problem = context.tokenExchange.configurationProblem({
+      algs,
+      ...(key ? { key } : {}),
+      ...(record.jwksUrl ? { jwksUrl: record.jwksUrl } : {}),
+    });
     if (problem !== undefined) throw invalidParameter(key ? 'key' : 'jwksUrl', problem);
     if (key) record.sealedKey = context.sealer.seal(key.toString('base64url'), identityProviderSealId(record));
     const stored = await context.catalog.putIdentityProvider(record, limits.maxIdentityProvidersPerOrg);
-    if (!stored) throw new ServiceError(409, 'invalid-state', `an org may trust at most ${limits.maxIdentityProvidersPerOrg} identity providers: delete one first`);
+    if (!stored)
+      throw new ServiceError(
+        409,
+        'invalid-state',
+        `an org may trust at most ${limits.maxIdentityProvidersPerOrg} identity providers: delete one first`,
+      );
     return noContent(204);
   });
 
@@ -66,7 +76,8 @@ const view = (idp: IdentityProviderRecord) => ({
   mapping: idp.mapping,
 });
 
-const describe = (aud: string, iss: string): string => [aud && `aud ${JSON.stringify(aud)}`, iss && `iss ${JSON.stringify(iss)}`].filter(Boolean).join(' and ');
+const describe = (aud: string, iss: string): string =>
+  [aud && `aud ${JSON.stringify(aud)}`, iss && `iss ${JSON.stringify(iss)}`].filter(Boolean).join(' and ');
 
 /** `aud` and `iss`, '' for a side not given; at least one must be. */
 const identity = (body: Record<string, unknown>): { aud: string; iss: string } => {
@@ -80,7 +91,7 @@ const identity = (body: Record<string, unknown>): { aud: string; iss: string } =
   };
   const aud = side('aud');
   const iss = side('iss');
-  if (aud === '' && iss === '') throw invalidParameter('aud', 'give aud, iss or both: they identify the identity provider\'s tokens');
+  if (aud === '' && iss === '') throw invalidParameter('aud', "give aud, iss or both: they identify the identity provider's tokens");
   return { aud, iss };
 };
 
@@ -94,7 +105,8 @@ const algorithms = (value: unknown): SigningAlgorithm[] => {
 
 /** smply sends base64url; standard base64 (with or without padding) is taken too. */
 const verificationKey = (value: unknown): Buffer => {
-  if (typeof value !== 'string' || !/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) throw invalidParameter('key', 'key must be the base64url of the raw verification key');
+  if (typeof value !== 'string' || !/^[A-Za-z0-9+/_-]+={0,2}$/.test(value))
+    throw invalidParameter('key', 'key must be the base64url of the raw verification key');
   const bytes = Buffer.from(value, 'base64url');
   if (bytes.length === 0 || bytes.length > MAX_KEY_BYTES) throw invalidParameter('key', `key must decode to 1 to ${MAX_KEY_BYTES} bytes`);
   return bytes;
@@ -121,4 +133,3 @@ const cursorPosition = (cursor: string | null): [string, string] | undefined => 
   }
   return position as [string, string];
 };
-

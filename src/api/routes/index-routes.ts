@@ -29,7 +29,15 @@ export const registerIndexRoutes = (router: Router, context: ApiContext): void =
     const after = positionOf(query.get('cursor'));
     // (on a cluster node: every commit acknowledged before this query, through any node, applied here first)
     await context.instances.caughtUp(orgId);
-    const found = context.instances.queryIndex({ orgId, machine: machine.slug, index, ...(filter ? { filter } : {}), descending, ...(after ? { after } : {}), limit: limit + 1 });
+    const found = context.instances.queryIndex({
+      orgId,
+      machine: machine.slug,
+      index,
+      ...(filter ? { filter } : {}),
+      descending,
+      ...(after ? { after } : {}),
+      limit: limit + 1,
+    });
     context.runtime.countRead(orgId, machine.slug);
     const { items, cursor } = pageOf(found, limit, (last) => [last.value, last.name]);
     return json({ instances: items.map((entry) => ({ indexValue: entry.value, slug: entry.name })), cursor });
@@ -43,7 +51,8 @@ const filterOf = (op: string | null, value: string | null): { op: IndexOp; value
   if (!indexOps.includes(op as IndexOp)) throw invalidParameter('op', `op must be one of ${indexOps.join(', ')}`);
   if (value === null) throw invalidParameter('value', `value is required with op ${op}`);
   // Nothing else can be in an index, and range reads start from the value as a key.
-  if (!isIndexableValue(value)) throw invalidParameter('value', `value must be at most ${MAX_INDEX_VALUE_BYTES} bytes of UTF-8 without control characters`);
+  if (!isIndexableValue(value))
+    throw invalidParameter('value', `value must be at most ${MAX_INDEX_VALUE_BYTES} bytes of UTF-8 without control characters`);
   return { op: op as IndexOp, value };
 };
 
@@ -67,6 +76,7 @@ const positionOf = (cursor: string | null): IndexPosition | undefined => {
   if (position === undefined) return undefined;
   if (!Array.isArray(position) || position.length !== 2) throw invalidParameter('cursor', 'cursor is not one this service returned');
   const [value, name] = position as unknown[];
-  if (typeof value !== 'string' || !isIndexableValue(value) || !isSlug(name)) throw invalidParameter('cursor', 'cursor is not one this service returned');
+  if (typeof value !== 'string' || !isIndexableValue(value) || !isSlug(name))
+    throw invalidParameter('cursor', 'cursor is not one this service returned');
   return { value, name };
 };

@@ -28,7 +28,10 @@ export const buildRouter = (context: ApiContext): Router => {
   registerKeyRoutes(router, context);
   registerIdentityProviderRoutes(router, context);
   registerTokenProviderRoutes(router, context);
-  registerTokenExchangeRoutes(router, context, { perOrgPerSecond: context.settings.tokenExchangesPerSecond, perAddressPerSecond: context.settings.tokenExchangesPerAddress });
+  registerTokenExchangeRoutes(router, context, {
+    perOrgPerSecond: context.settings.tokenExchangesPerSecond,
+    perAddressPerSecond: context.settings.tokenExchangesPerAddress,
+  });
   registerBillingRoutes(router, context);
   registerBillingPortalRoute(router);
   registerMachineRoutes(router, context);

@@ -30,10 +30,12 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const body = jsonBody(withinEventLimit(request, 'a request that creates an instance'));
     const name = requireSlug(body.slug, 'slug');
     const initial = body.context ?? {};
-    if (typeof initial !== 'object' || initial === null || Array.isArray(initial)) throw invalidParameter('context', 'context must be a JSON object');
+    if (typeof initial !== 'object' || initial === null || Array.isArray(initial))
+      throw invalidParameter('context', 'context must be a JSON object');
     let versionId: string;
     if (body.machineVersionId !== undefined && body.machineVersionId !== null) {
-      if (typeof body.machineVersionId !== 'string') throw invalidParameter('machineVersionId', 'machineVersionId must be a string (a ver_ id)');
+      if (typeof body.machineVersionId !== 'string')
+        throw invalidParameter('machineVersionId', 'machineVersionId must be a string (a ver_ id)');
       if (!isPrettyId(body.machineVersionId, 'ver') || !versions.getVersion(orgId, machine.slug, body.machineVersionId)) {
         throw notFound(`machine ${machine.slug} has no version ${clipped(body.machineVersionId)}`);
       }
@@ -43,7 +45,14 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     } else {
       throw conflict(`machine ${machine.slug} has no current version: finalize a version first (the first one becomes current)`);
     }
-    const head = await writes.create({ orgId, machine: machine.slug, name, versionId, context: initial as JsonObject, authContext: caller.authContext });
+    const head = await writes.create({
+      orgId,
+      machine: machine.slug,
+      name,
+      versionId,
+      context: initial as JsonObject,
+      authContext: caller.authContext,
+    });
     return json(stateView(head));
   });
 
@@ -83,10 +92,18 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const { machine, instance } = request.params as { machine: string; instance: string };
     await instanceOf(orgId, machine, instance);
     const after = decodeCursor(request.query.get('cursor')) ?? 0;
-    if (typeof after !== 'number' || !Number.isInteger(after) || after < 0) throw invalidParameter('cursor', 'cursor is not one this service returned');
+    if (typeof after !== 'number' || !Number.isInteger(after) || after < 0)
+      throw invalidParameter('cursor', 'cursor is not one this service returned');
     const pageSize = context.settings.pageSize;
-    const { items, cursor } = pageOf(instances.listTransitions(orgId, machine, instance, after, pageSize + 1), pageSize, (last) => last.seq);
-    return json({ transitions: items.map((record) => ({ createdAt: record.createdAt, state: record.state, event: record.event })), cursor });
+    const { items, cursor } = pageOf(
+      instances.listTransitions(orgId, machine, instance, after, pageSize + 1),
+      pageSize,
+      (last) => last.seq,
+    );
+    return json({
+      transitions: items.map((record) => ({ createdAt: record.createdAt, state: record.state, event: record.event })),
+      cursor,
+    });
   });
 
   router.add('GET', '/machines/:machine/i/:instance/admin', async (request) => {
@@ -153,6 +170,7 @@ const eventOf = (raw: unknown): MachineEvent => {
 
 /** The request, if its body is within the limit of what is handed to machine code (limits.ts); else 413. */
 const withinEventLimit = (request: ApiRequest, what: string): ApiRequest => {
-  if (request.body.length > limits.maxEventBodyBytes) throw payloadTooLarge(`${what} may have a body of at most ${limits.maxEventBodyBytes} bytes; this one has ${request.body.length}`);
+  if (request.body.length > limits.maxEventBodyBytes)
+    throw payloadTooLarge(`${what} may have a body of at most ${limits.maxEventBodyBytes} bytes; this one has ${request.body.length}`);
   return request;
 };

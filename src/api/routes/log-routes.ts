@@ -26,7 +26,9 @@ export const registerLogRoutes = (router: Router, context: ApiContext): void => 
     const instance = request.query.get('instance') ?? undefined;
     const version = request.query.get('version') ?? undefined;
     const matches = (entry: LogEntry) =>
-      (machine === undefined || entry.machine === machine) && (instance === undefined || entry.instance === instance) && (version === undefined || entry.versionId === version);
+      (machine === undefined || entry.machine === machine) &&
+      (instance === undefined || entry.instance === instance) &&
+      (version === undefined || entry.versionId === version);
 
     const scanned = context.logs.listLogs(orgId, fromMs, toMs, MAX_SCANNED);
     const picked = logPage(scanned.filter(matches), MAX_LOGS);
@@ -76,4 +78,4 @@ const parseTime = (text: string, parameter: string): number => {
 };
 
 /** Strings print as they are; everything else as JSON, so a structured log line stays parseable. */
-const formatArg = (arg: unknown): string => (typeof arg === 'string' ? arg : JSON.stringify(arg) ?? String(arg));
+const formatArg = (arg: unknown): string => (typeof arg === 'string' ? arg : (JSON.stringify(arg) ?? String(arg)));

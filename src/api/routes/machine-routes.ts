@@ -15,7 +15,9 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
   const { catalog } = context;
   /** `currentVersion` when the machine has one (wire-protocol §3.1). */
   const currentVersion = (machine: MachineRecord) => {
-    const version = machine.currentVersionId ? context.versions.getVersion(machine.orgId, machine.slug, machine.currentVersionId) : undefined;
+    const version = machine.currentVersionId
+      ? context.versions.getVersion(machine.orgId, machine.slug, machine.currentVersionId)
+      : undefined;
     return version ? { currentVersion: versionInfo(version) } : {};
   };
 
@@ -24,7 +26,10 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
     const after = decodeStringCursor(request.query.get('cursor'));
     const pageSize = context.settings.pageSize;
     const { items, cursor } = pageOf(catalog.listMachines(orgId, after, pageSize + 1), pageSize, (last) => last.slug);
-    return json({ machines: items.map((machine) => ({ slug: machine.slug, createdAt: machine.createdAt, ...currentVersion(machine) })), cursor });
+    return json({
+      machines: items.map((machine) => ({ slug: machine.slug, createdAt: machine.createdAt, ...currentVersion(machine) })),
+      cursor,
+    });
   });
 
   router.add('POST', '/machines', async (request) => {
@@ -69,9 +74,11 @@ const requestedIndexes = (indexes: unknown): string[] => {
   if (!Array.isArray(indexes) || !indexes.every(isSlug)) {
     throw invalidParameter('indexes', 'indexes must be an array of names of 1 to 128 characters of A-Z, a-z, 0-9, _ and -');
   }
-  if (indexes.length > limits.maxIndexesPerMachine) throw invalidParameter('indexes', `a machine may declare at most ${limits.maxIndexesPerMachine} indexes`);
+  if (indexes.length > limits.maxIndexesPerMachine)
+    throw invalidParameter('indexes', `a machine may declare at most ${limits.maxIndexesPerMachine} indexes`);
   if (new Set(indexes).size !== indexes.length) throw invalidParameter('indexes', 'indexes must not repeat a name');
   // A version names its selectors in a JSON object, where a key __proto__ is refused (http-types.ts).
-  if (indexes.includes('__proto__')) throw invalidParameter('indexes', 'an index may not be named __proto__: no version could give it a selector');
+  if (indexes.includes('__proto__'))
+    throw invalidParameter('indexes', 'an index may not be named __proto__: no version could give it a selector');
   return indexes;
 };

@@ -23,7 +23,8 @@ export const registerMigrationRoutes = (router: Router, context: ApiContext): vo
     const body = jsonBody(request);
     const fromVersionId = requireVersionParameter(context, orgId, machine, body.fromMachineVersionId, 'fromMachineVersionId');
     const toVersionId = requireVersionParameter(context, orgId, machine, body.toMachineVersionId, 'toMachineVersionId');
-    if (fromVersionId === toVersionId) throw invalidParameter('toMachineVersionId', 'toMachineVersionId must differ from fromMachineVersionId');
+    if (fromVersionId === toVersionId)
+      throw invalidParameter('toMachineVersionId', 'toMachineVersionId must differ from fromMachineVersionId');
 
     // The two version ids ride in the signed id's `id` field (`mig_...:ver_...:ver_...`): the finalize
     // step then needs no stored provisional record, as with versions.
@@ -45,19 +46,33 @@ export const registerMigrationRoutes = (router: Router, context: ApiContext): vo
 
     const existing = versions.getMigration(orgId, machine.slug, migrationId);
     if (existing) return finalized(existing.id);
-    if (expired) throw unauthorized('signedMachineVersionMigrationId has expired: provisionally create the migration again and finalize it within the time allowed');
+    if (expired)
+      throw unauthorized(
+        'signedMachineVersionMigrationId has expired: provisionally create the migration again and finalize it within the time allowed',
+      );
 
     const upload = versions.getPendingUpload(orgId, pendingUploadId(claims));
     if (!upload || upload.machine !== machine.slug) {
-      throw invalidParameter('signedMachineVersionMigrationId', 'no code was uploaded for this migration: POST it to codeUploadUrl with codeUploadFields first');
+      throw invalidParameter(
+        'signedMachineVersionMigrationId',
+        'no code was uploaded for this migration: POST it to codeUploadUrl with codeUploadFields first',
+      );
     }
     for (const versionId of [fromVersionId, toVersionId]) {
-      if (!versions.getVersion(orgId, machine.slug, versionId)) throw notFound(`machine ${machine.slug} has no version ${versionId} any more`);
+      if (!versions.getVersion(orgId, machine.slug, versionId))
+        throw notFound(`machine ${machine.slug} has no version ${versionId} any more`);
     }
     const validation = await context.validateMigrationBundle(upload.code);
     if (!validation.ok) throw invalidParameter('code', `the uploaded code is not a valid migration: ${validation.error}`);
 
-    const record: MachineVersionMigrationRecord = { id: migrationId, orgId, machine: machine.slug, fromVersionId, toVersionId, createdAt: new Date().toISOString() };
+    const record: MachineVersionMigrationRecord = {
+      id: migrationId,
+      orgId,
+      machine: machine.slug,
+      fromVersionId,
+      toVersionId,
+      createdAt: new Date().toISOString(),
+    };
     const result = await versions.finalizeMigration(record, upload.code);
     if (result.kind === 'no-machine') throw notFound(`machine ${machine.slug} does not exist`);
     return finalized(result.record.id);
@@ -70,23 +85,39 @@ const finalized = (id: string) => json({ machineVersionMigrationId: id, machineV
 const migrationOf = (claims: UploadClaims): { migrationId: string; fromVersionId: string; toVersionId: string } => {
   const [migrationId, fromVersionId, toVersionId, ...rest] = claims.id.split(':');
   if (!migrationId || !fromVersionId || !toVersionId || rest.length > 0) {
-    throw invalidParameter('signedMachineVersionMigrationId', 'signedMachineVersionMigrationId is not one the provisional creation returned');
+    throw invalidParameter(
+      'signedMachineVersionMigrationId',
+      'signedMachineVersionMigrationId is not one the provisional creation returned',
+    );
   }
   return { migrationId, fromVersionId, toVersionId };
 };
 
 /** As version-routes.ts's, for `migration` tokens. */
-const provisionalClaims = (context: ApiContext, token: string, orgId: string, machine: string): { claims: UploadClaims; expired: boolean } => {
+const provisionalClaims = (
+  context: ApiContext,
+  token: string,
+  orgId: string,
+  machine: string,
+): { claims: UploadClaims; expired: boolean } => {
   const check = context.uploadSigner.verify(token);
   if (!check.ok && check.reason !== 'expired') {
-    throw unauthorized('signedMachineVersionMigrationId is not one this service signed: use the machineVersionMigrationId the provisional creation returned');
+    throw unauthorized(
+      'signedMachineVersionMigrationId is not one this service signed: use the machineVersionMigrationId the provisional creation returned',
+    );
   }
   const claims = check.claims as UploadClaims;
   if (claims.kind !== 'migration') {
-    throw invalidParameter('signedMachineVersionMigrationId', 'signedMachineVersionMigrationId must be the machineVersionMigrationId the provisional creation returned');
+    throw invalidParameter(
+      'signedMachineVersionMigrationId',
+      'signedMachineVersionMigrationId must be the machineVersionMigrationId the provisional creation returned',
+    );
   }
   if (claims.orgId !== orgId || claims.machine !== machine) {
-    throw invalidParameter('signedMachineVersionMigrationId', `signedMachineVersionMigrationId was issued for another machine, not ${machine}`);
+    throw invalidParameter(
+      'signedMachineVersionMigrationId',
+      `signedMachineVersionMigrationId was issued for another machine, not ${machine}`,
+    );
   }
   return { claims, expired: !check.ok };
 };

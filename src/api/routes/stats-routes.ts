@@ -11,7 +11,7 @@ import type { Router } from '../router.js';
 export const registerStatsRoutes = (router: Router, context: ApiContext): void => {
   router.add('GET', '/stats', async (request) => {
     const caller = authenticate(context, request);
-    if (caller.kind !== 'operator') throw missingUser('the node\'s stats need the operator credential, not a key token');
+    if (caller.kind !== 'operator') throw missingUser("the node's stats need the operator credential, not a key token");
     return json({ ...(await context.runtime.stats()), realtime: context.realtimeStats?.() ?? null });
   });
 };

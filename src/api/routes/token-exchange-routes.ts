@@ -10,7 +10,11 @@ import type { Router } from '../router.js';
 
 const GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
-const SUBJECT_TOKEN_TYPES = new Set([ACCESS_TOKEN_TYPE, 'urn:ietf:params:oauth:token-type:jwt', 'urn:ietf:params:oauth:token-type:id_token']);
+const SUBJECT_TOKEN_TYPES = new Set([
+  ACCESS_TOKEN_TYPE,
+  'urn:ietf:params:oauth:token-type:jwt',
+  'urn:ietf:params:oauth:token-type:id_token',
+]);
 const SERVICE_PATTERN = /^[a-zA-Z0-9_-]{1,128}$/;
 
 /**
@@ -20,7 +24,11 @@ const SERVICE_PATTERN = /^[a-zA-Z0-9_-]{1,128}$/;
  * --token-exchanges-per-second. Only minted tokens count against the org: requests that fail (anyone
  * who knows the org id can send them, from many addresses) must not use up its real users' budget.
  */
-export const registerTokenExchangeRoutes = (router: Router, context: ApiContext, limits: { perOrgPerSecond: number; perAddressPerSecond: number }): void => {
+export const registerTokenExchangeRoutes = (
+  router: Router,
+  context: ApiContext,
+  limits: { perOrgPerSecond: number; perAddressPerSecond: number },
+): void => {
   const perAddress = new TokenBuckets(limits.perAddressPerSecond, limits.perAddressPerSecond * 2);
   const perOrg = new TokenBuckets(limits.perOrgPerSecond, limits.perOrgPerSecond * 2);
 
@@ -30,18 +38,23 @@ export const registerTokenExchangeRoutes = (router: Router, context: ApiContext,
     }
     const form = formOf(request);
     const grantType = form.get('grant_type');
-    if (grantType !== GRANT_TYPE) throw new OAuthError(grantType === null ? 'invalid_request' : 'unsupported_grant_type', `grant_type must be ${GRANT_TYPE}`);
+    if (grantType !== GRANT_TYPE)
+      throw new OAuthError(grantType === null ? 'invalid_request' : 'unsupported_grant_type', `grant_type must be ${GRANT_TYPE}`);
     // (the client spells it requested_token_type, the State Backed spec requested_token-type)
     const requested = form.get('requested_token_type') ?? form.get('requested_token-type');
-    if (requested !== null && requested !== ACCESS_TOKEN_TYPE) throw new OAuthError('invalid_request', `requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
+    if (requested !== null && requested !== ACCESS_TOKEN_TYPE)
+      throw new OAuthError('invalid_request', `requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
     const subjectTokenType = form.get('subject_token_type');
-    if (subjectTokenType !== null && !SUBJECT_TOKEN_TYPES.has(subjectTokenType)) throw new OAuthError('invalid_request', 'subject_token_type must name a JWT, an access token or an id token');
+    if (subjectTokenType !== null && !SUBJECT_TOKEN_TYPES.has(subjectTokenType))
+      throw new OAuthError('invalid_request', 'subject_token_type must name a JWT, an access token or an id token');
     const subjectToken = form.get('subject_token');
-    if (!subjectToken || subjectToken.length > MAX_SUBJECT_TOKEN_CHARS) throw new OAuthError('invalid_request', `subject_token must be a JWT of at most ${MAX_SUBJECT_TOKEN_CHARS} characters`);
+    if (!subjectToken || subjectToken.length > MAX_SUBJECT_TOKEN_CHARS)
+      throw new OAuthError('invalid_request', `subject_token must be a JWT of at most ${MAX_SUBJECT_TOKEN_CHARS} characters`);
     const { orgId, service } = audienceOf(form.get('audience'));
 
     const { accessToken, expiresIn } = await context.tokenExchange.exchange({ orgId, service, subjectToken });
-    if (!perOrg.take(orgId)) throw new OAuthError('slow_down', `at most ${limits.perOrgPerSecond} token exchanges a second for one org: retry later`);
+    if (!perOrg.take(orgId))
+      throw new OAuthError('slow_down', `at most ${limits.perOrgPerSecond} token exchanges a second for one org: retry later`);
     return {
       ...json({ access_token: accessToken, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: expiresIn }),
       headers: { 'cache-control': 'no-store' },

@@ -36,7 +36,11 @@ export const registerTokenProviderRoutes = (router: Router, context: ApiContext)
     const now = new Date().toISOString();
     const record: TokenProviderRecord = { orgId, service, keyId, mapping, createdAt: now, updatedAt: now };
     if (!(await context.catalog.putTokenProvider(record, limits.maxTokenProvidersPerOrg))) {
-      throw new ServiceError(409, 'invalid-state', `an org may have at most ${limits.maxTokenProvidersPerOrg} token providers: delete one first`);
+      throw new ServiceError(
+        409,
+        'invalid-state',
+        `an org may have at most ${limits.maxTokenProvidersPerOrg} token providers: delete one first`,
+      );
     }
     return noContent(204);
   });
@@ -55,6 +59,7 @@ export const registerTokenProviderRoutes = (router: Router, context: ApiContext)
 export const checkMapping = (value: unknown): Record<string, unknown> => {
   const problem = validateMapping(value);
   if (problem !== undefined) throw invalidParameter('mapping', `mapping: ${problem}`);
-  if (Buffer.byteLength(JSON.stringify(value)) > MAX_MAPPING_BYTES) throw invalidParameter('mapping', `mapping must be at most ${MAX_MAPPING_BYTES} bytes of JSON`);
+  if (Buffer.byteLength(JSON.stringify(value)) > MAX_MAPPING_BYTES)
+    throw invalidParameter('mapping', `mapping must be at most ${MAX_MAPPING_BYTES} bytes of JSON`);
   return value as Record<string, unknown>;
 };

@@ -34,7 +34,8 @@ export const registerUploadRoutes = (router: Router, context: ApiContext): void 
     const claims = verifiedUploadClaims(context, form.fields.get(UPLOAD_TOKEN_FIELD));
     const file = form.files[0];
     if (!file || file.field !== 'file') throw invalidParameter('file', 'the upload needs the code as a file part named "file"');
-    if (file.truncated || file.data.length > MAX_UPLOAD_BYTES) throw payloadTooLarge(`the uploaded code exceeds ${MAX_UPLOAD_BYTES} bytes (the limit applies to the gzipped bytes when gzipped)`);
+    if (file.truncated || file.data.length > MAX_UPLOAD_BYTES)
+      throw payloadTooLarge(`the uploaded code exceeds ${MAX_UPLOAD_BYTES} bytes (the limit applies to the gzipped bytes when gzipped)`);
 
     const encoding = form.fields.get('content-encoding')?.at(-1)?.trim().toLowerCase();
     if (encoding !== undefined && encoding !== '' && encoding !== 'gzip' && encoding !== 'identity') {
@@ -45,7 +46,13 @@ export const registerUploadRoutes = (router: Router, context: ApiContext): void 
     const code = decodeUtf8(bytes);
 
     if (!context.catalog.getMachine(claims.orgId, claims.machine)) throw notFound(`machine ${claims.machine} does not exist`);
-    await context.versions.putPendingUpload({ orgId: claims.orgId, machine: claims.machine, versionId: pendingUploadId(claims), code, expiresAt: claims.expiresAt * 1000 });
+    await context.versions.putPendingUpload({
+      orgId: claims.orgId,
+      machine: claims.machine,
+      versionId: pendingUploadId(claims),
+      code,
+      expiresAt: claims.expiresAt * 1000,
+    });
     context.versions.sweepExpiredPendingUploads(Date.now()).catch((error: unknown) => {
       context.logger.warn('sweeping expired pending uploads failed', { error: String(error) });
     });
@@ -61,7 +68,8 @@ export const pendingUploadId = (claims: UploadClaims): string =>
   claims.kind === 'migration' || claims.kind === 'migration-upload' ? (claims.id.split(':')[0] as string) : claims.id;
 
 const verifiedUploadClaims = (context: ApiContext, values: string[] | undefined): UploadClaims => {
-  if (!values || values.length === 0) throw invalidParameter(UPLOAD_TOKEN_FIELD, `the upload needs the "${UPLOAD_TOKEN_FIELD}" field from codeUploadFields`);
+  if (!values || values.length === 0)
+    throw invalidParameter(UPLOAD_TOKEN_FIELD, `the upload needs the "${UPLOAD_TOKEN_FIELD}" field from codeUploadFields`);
   if (values.length > 1) throw invalidParameter(UPLOAD_TOKEN_FIELD, `the "${UPLOAD_TOKEN_FIELD}" field must be given once`);
   const check = context.uploadSigner.verify(values[0] as string);
   if (!check.ok) {
@@ -71,7 +79,10 @@ const verifiedUploadClaims = (context: ApiContext, values: string[] | undefined)
     throw unauthorized('the upload token is not one this service signed (were codeUploadFields changed?)');
   }
   if (check.claims.kind !== 'version-upload' && check.claims.kind !== 'migration-upload') {
-    throw invalidParameter(UPLOAD_TOKEN_FIELD, `the "${UPLOAD_TOKEN_FIELD}" field must be the value given in codeUploadFields, not a signed version id`);
+    throw invalidParameter(
+      UPLOAD_TOKEN_FIELD,
+      `the "${UPLOAD_TOKEN_FIELD}" field must be the value given in codeUploadFields, not a signed version id`,
+    );
   }
   return check.claims;
 };

@@ -23,7 +23,8 @@ export const registerUsageRoutes = (router: Router, context: ApiContext): void =
     const current = usageMonth(Date.now());
     const found = await context.runtime.usageMonths(orgId, months);
     // The current month is always shown, with zeros when nothing was counted yet.
-    const usage = found[0]?.month === current ? found : [{ month: current, transitions: 0, reads: 0, machines: [] }, ...found].slice(0, months);
+    const usage =
+      found[0]?.month === current ? found : [{ month: current, transitions: 0, reads: 0, machines: [] }, ...found].slice(0, months);
     return json({
       currentMonth: current,
       usage,

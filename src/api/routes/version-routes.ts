@@ -29,13 +29,15 @@ export const versionInfo = (record: MachineVersionRecord): { id: string; created
 export const registerVersionRoutes = (router: Router, context: ApiContext): void => {
   const { versions } = context;
 
-
   router.add('GET', '/machines/:machine/v', (request) => {
     const { orgId } = callerInOrg(context, request, 'machine-versions.read');
     const machine = requireMachine(context, orgId, request.params.machine as string);
     const after = versionCursor(request.query.get('cursor'));
     const pageSize = context.settings.pageSize;
-    const { items, cursor } = pageOf(versions.listVersions(orgId, machine.slug, after, pageSize + 1), pageSize, (last) => [last.createdAt, last.id]);
+    const { items, cursor } = pageOf(versions.listVersions(orgId, machine.slug, after, pageSize + 1), pageSize, (last) => [
+      last.createdAt,
+      last.id,
+    ]);
     return json({ versions: items.map(versionInfo), cursor });
   });
 
@@ -64,17 +66,25 @@ export const registerVersionRoutes = (router: Router, context: ApiContext): void
     const { claims, expired } = provisionalClaims(context, request.params.signedMachineVersionId as string, orgId, machine.slug);
     const existing = versions.getVersion(orgId, machine.slug, claims.id);
     if (existing) return json({ machineVersionId: existing.id });
-    if (expired) throw unauthorized('signedMachineVersionId has expired: provisionally create the version again and finalize it within the time allowed');
+    if (expired)
+      throw unauthorized(
+        'signedMachineVersionId has expired: provisionally create the version again and finalize it within the time allowed',
+      );
 
     const upload = versions.getPendingUpload(orgId, claims.id);
     if (!upload || upload.machine !== machine.slug) {
-      throw invalidParameter('signedMachineVersionId', 'no code was uploaded for this version: POST it to codeUploadUrl with codeUploadFields first');
+      throw invalidParameter(
+        'signedMachineVersionId',
+        'no code was uploaded for this version: POST it to codeUploadUrl with codeUploadFields first',
+      );
     }
     const validation = await context.validateBundle(upload.code);
     if (!validation.ok) throw invalidParameter('code', `the uploaded code is not a valid machine version: ${validation.error}`);
 
     const current = machine.currentVersionId ? versions.getVersion(orgId, machine.slug, machine.currentVersionId) : undefined;
-    const inherited = Object.fromEntries(Object.entries(current?.indexSelectors ?? {}).filter(([index]) => machine.indexes.includes(index)));
+    const inherited = Object.fromEntries(
+      Object.entries(current?.indexSelectors ?? {}).filter(([index]) => machine.indexes.includes(index)),
+    );
     const record: MachineVersionRecord = {
       id: claims.id,
       orgId,
@@ -103,14 +113,22 @@ export const gzipFlag = (value: string | null): boolean => {
  * org or machine, or an upload token instead of a version id: 400 naming `signedMachineVersionId`.
  * Expiry is reported, not thrown, so a repeated finalize of a version that exists still succeeds.
  */
-const provisionalClaims = (context: ApiContext, token: string, orgId: string, machine: string): { claims: UploadClaims; expired: boolean } => {
+const provisionalClaims = (
+  context: ApiContext,
+  token: string,
+  orgId: string,
+  machine: string,
+): { claims: UploadClaims; expired: boolean } => {
   const check = context.uploadSigner.verify(token);
   if (!check.ok && check.reason !== 'expired') {
     throw unauthorized('signedMachineVersionId is not one this service signed: use the machineVersionId the provisional creation returned');
   }
   const claims = check.claims as UploadClaims;
   if (claims.kind !== 'version') {
-    throw invalidParameter('signedMachineVersionId', 'signedMachineVersionId must be the machineVersionId the provisional creation returned, not an upload token');
+    throw invalidParameter(
+      'signedMachineVersionId',
+      'signedMachineVersionId must be the machineVersionId the provisional creation returned, not an upload token',
+    );
   }
   if (claims.orgId !== orgId || claims.machine !== machine) {
     throw invalidParameter('signedMachineVersionId', `signedMachineVersionId was issued for another machine, not ${machine}`);
@@ -130,7 +148,8 @@ const versionCursor = (cursor: string | null): VersionCursor | undefined => {
 const optionalClientInfo = (value: unknown): string => {
   if (value === undefined || value === null) return '';
   if (typeof value !== 'string') throw invalidParameter('clientInfo', 'clientInfo must be a string');
-  if (value.length > MAX_CLIENT_INFO_CHARS) throw invalidParameter('clientInfo', `clientInfo may be at most ${MAX_CLIENT_INFO_CHARS} characters`);
+  if (value.length > MAX_CLIENT_INFO_CHARS)
+    throw invalidParameter('clientInfo', `clientInfo may be at most ${MAX_CLIENT_INFO_CHARS} characters`);
   return value;
 };
 
@@ -153,10 +172,14 @@ const optionalSelectors = (value: unknown, machine: MachineRecord): Record<strin
       throw invalidParameter('indexSelectors', `machine ${machine.slug} has no index named ${index} (${declared})`);
     }
     if (typeof selector !== 'string' || !selector.startsWith('$') || selector.length > MAX_SELECTOR_CHARS) {
-      throw invalidParameter('indexSelectors', `the selector for index ${index} must be a JSONPath string starting with $ (at most ${MAX_SELECTOR_CHARS} characters)`);
+      throw invalidParameter(
+        'indexSelectors',
+        `the selector for index ${index} must be a JSONPath string starting with $ (at most ${MAX_SELECTOR_CHARS} characters)`,
+      );
     }
     const problem = selectorProblem(selector);
-    if (problem !== undefined) throw invalidParameter('indexSelectors', `the selector for index ${index} is not a supported JSONPath (${problem}; docs/indexes.md)`);
+    if (problem !== undefined)
+      throw invalidParameter('indexSelectors', `the selector for index ${index} is not a supported JSONPath (${problem}; docs/indexes.md)`);
     selectors[index] = selector;
   }
   return selectors;

@@ -25,8 +25,12 @@
  * The plumbing object is parked on a global for the harness module to take (and delete) before any
  * user code runs.
  */
-(function installGlobals(/** @type {(entry: string | number) => void} */ hostLog, /** @type {(n: number) => string} */ hostRandom,
-  /** @type {string} */ nonce, /** @type {string} */ settingsJson) {
+(function installGlobals(
+  /** @type {(entry: string | number) => void} */ hostLog,
+  /** @type {(n: number) => string} */ hostRandom,
+  /** @type {string} */ nonce,
+  /** @type {string} */ settingsJson,
+) {
   'use strict';
   var G = globalThis;
   /** @type {import('./isolate-settings').IsolateSettings} */
@@ -39,25 +43,47 @@
   var uncurry = Function.prototype.bind.bind(Function.prototype.call);
   var intrinsics = Object.freeze({
     apply: Reflect.apply,
-    mapGet: uncurry(Map.prototype.get), mapSet: uncurry(Map.prototype.set), mapHas: uncurry(Map.prototype.has),
-    mapDelete: uncurry(Map.prototype.delete), mapForEach: uncurry(Map.prototype.forEach),
+    mapGet: uncurry(Map.prototype.get),
+    mapSet: uncurry(Map.prototype.set),
+    mapHas: uncurry(Map.prototype.has),
+    mapDelete: uncurry(Map.prototype.delete),
+    mapForEach: uncurry(Map.prototype.forEach),
     mapSize: uncurry(Object.getOwnPropertyDescriptor(Map.prototype, 'size').get),
     setForEach: uncurry(Set.prototype.forEach),
-    weakMapGet: uncurry(WeakMap.prototype.get), weakMapSet: uncurry(WeakMap.prototype.set),
-    arrayPush: uncurry(Array.prototype.push), arrayPop: uncurry(Array.prototype.pop),
-    arraySlice: uncurry(Array.prototype.slice), arraySort: uncurry(Array.prototype.sort),
-    arrayMap: uncurry(Array.prototype.map), arrayIndexOf: uncurry(Array.prototype.indexOf),
-    arrayJoin: uncurry(Array.prototype.join), isArray: Array.isArray,
-    stringSlice: uncurry(String.prototype.slice), stringSplit: uncurry(String.prototype.split),
-    objectKeys: Object.keys, objectAssign: Object.assign, objectDefineProperty: Object.defineProperty,
-    objectFreeze: Object.freeze, getOwnPropertyDescriptor: Object.getOwnPropertyDescriptor,
-    hasOwn: uncurry(Object.prototype.hasOwnProperty), objectToString: uncurry(Object.prototype.toString),
-    jsonStringify: JSON.stringify, jsonParse: JSON.parse,
-    String: String, Number: Number, Error: Error, TypeError: TypeError, Map: Map,
-    isFinite: Number.isFinite, mathMax: Math.max, mathMin: Math.min, parseInt: parseInt
+    weakMapGet: uncurry(WeakMap.prototype.get),
+    weakMapSet: uncurry(WeakMap.prototype.set),
+    arrayPush: uncurry(Array.prototype.push),
+    arrayPop: uncurry(Array.prototype.pop),
+    arraySlice: uncurry(Array.prototype.slice),
+    arraySort: uncurry(Array.prototype.sort),
+    arrayMap: uncurry(Array.prototype.map),
+    arrayIndexOf: uncurry(Array.prototype.indexOf),
+    arrayJoin: uncurry(Array.prototype.join),
+    isArray: Array.isArray,
+    stringSlice: uncurry(String.prototype.slice),
+    stringSplit: uncurry(String.prototype.split),
+    objectKeys: Object.keys,
+    objectAssign: Object.assign,
+    objectDefineProperty: Object.defineProperty,
+    objectFreeze: Object.freeze,
+    getOwnPropertyDescriptor: Object.getOwnPropertyDescriptor,
+    hasOwn: uncurry(Object.prototype.hasOwnProperty),
+    objectToString: uncurry(Object.prototype.toString),
+    jsonStringify: JSON.stringify,
+    jsonParse: JSON.parse,
+    String: String,
+    Number: Number,
+    Error: Error,
+    TypeError: TypeError,
+    Map: Map,
+    isFinite: Number.isFinite,
+    mathMax: Math.max,
+    mathMin: Math.min,
+    parseInt: parseInt,
   });
   var I = intrinsics;
-  var $Error = Error, $TypeError = TypeError;
+  var $Error = Error,
+    $TypeError = TypeError;
 
   function define(name, value) {
     Object.defineProperty(G, name, { value: value, writable: true, configurable: true, enumerable: false });
@@ -75,10 +101,15 @@
   var timerSeq = 0;
   var MAX_TIMERS_PER_OWNER = settings.maxTimersPerOwner;
   var MAX_EVENT_TIMERS_PER_OWNER = settings.maxEventTimersPerOwner;
-  function nowMs() { return current ? current.now : Date.now(); }
+  function nowMs() {
+    return current ? current.now : Date.now();
+  }
   function countOf(owner) {
     var c = I.mapGet(timerCounts, owner);
-    if (c === undefined) { c = { all: 0, events: 0, byId: new I.Map() }; I.mapSet(timerCounts, owner, c); }
+    if (c === undefined) {
+      c = { all: 0, events: 0, byId: new I.Map() };
+      I.mapSet(timerCounts, owner, c);
+    }
     return c;
   }
   function removeTimer(id) {
@@ -87,7 +118,8 @@
     I.mapDelete(timers, id);
     var c = I.mapGet(timerCounts, t.owner);
     if (c === undefined) return;
-    c.all--; if (t.meta) c.events--;
+    c.all--;
+    if (t.meta) c.events--;
     I.mapDelete(c.byId, id);
     if (c.all <= 0) I.mapDelete(timerCounts, t.owner);
   }
@@ -98,7 +130,7 @@
    */
   function addTimer(owner, fn, delay, args, interval, meta, fixedId, fixedDueAt) {
     var n = ++timerSeq;
-    var id = fixedId || (nonce + ':' + n);
+    var id = fixedId || nonce + ':' + n;
     var ms = I.Number(delay);
     if (ms === Infinity) return id;
     if (!I.isFinite(ms) || ms < 0) ms = 0;
@@ -113,17 +145,28 @@
     if (meta && c.events >= MAX_EVENT_TIMERS_PER_OWNER) {
       throw new $Error('too many pending delayed events (at most ' + MAX_EVENT_TIMERS_PER_OWNER + ' per actor)');
     }
-    c.all++; if (meta) c.events++;
+    c.all++;
+    if (meta) c.events++;
     var timer = {
-      id: id, n: n, owner: owner, fn: fn, args: args || [], interval: interval ? I.mathMax(ms, 1) : 0,
-      dueAt: dueAt, meta: meta || null
+      id: id,
+      n: n,
+      owner: owner,
+      fn: fn,
+      args: args || [],
+      interval: interval ? I.mathMax(ms, 1) : 0,
+      dueAt: dueAt,
+      meta: meta || null,
     };
     I.mapSet(timers, id, timer);
     I.mapSet(c.byId, id, timer);
     return id;
   }
-  function webTimerId(id) { return I.Number(I.stringSplit(I.String(id), ':')[1]); }
-  function fromWebTimerId(n) { return nonce + ':' + n; }
+  function webTimerId(id) {
+    return I.Number(I.stringSplit(I.String(id), ':')[1]);
+  }
+  function fromWebTimerId(n) {
+    return nonce + ':' + n;
+  }
   function setTimeoutImpl(fn, delay) {
     if (typeof fn !== 'function') throw new $TypeError('setTimeout: callback must be a function');
     var args = I.arraySlice(arguments, 2);
@@ -134,25 +177,36 @@
     var args = I.arraySlice(arguments, 2);
     return webTimerId(addTimer(current ? current.key : null, fn, delay, args, true, null));
   }
-  function clearTimerImpl(n) { if (n !== undefined && n !== null) removeTimer(fromWebTimerId(n)); }
+  function clearTimerImpl(n) {
+    if (n !== undefined && n !== null) removeTimer(fromWebTimerId(n));
+  }
   define('setTimeout', setTimeoutImpl);
   define('setInterval', setIntervalImpl);
   define('clearTimeout', clearTimerImpl);
   define('clearInterval', clearTimerImpl);
   define('queueMicrotask', function queueMicrotask(fn) {
     if (typeof fn !== 'function') throw new TypeError('queueMicrotask: callback must be a function');
-    Promise.resolve().then(function () { fn(); });
+    Promise.resolve().then(function () {
+      fn();
+    });
   });
 
   // ---- console capture ----
   function logSafe(value, depth, seen) {
     switch (typeof value) {
-      case 'string': case 'boolean': return value;
-      case 'number': return I.isFinite(value) ? value : I.String(value);
-      case 'bigint': return value.toString() + 'n';
-      case 'undefined': return null;
-      case 'symbol': return value.toString();
-      case 'function': return '[Function ' + (value.name || 'anonymous') + ']';
+      case 'string':
+      case 'boolean':
+        return value;
+      case 'number':
+        return I.isFinite(value) ? value : I.String(value);
+      case 'bigint':
+        return value.toString() + 'n';
+      case 'undefined':
+        return null;
+      case 'symbol':
+        return value.toString();
+      case 'function':
+        return '[Function ' + (value.name || 'anonymous') + ']';
     }
     if (value === null) return null;
     if (I.arrayIndexOf(seen, value) >= 0) return '[Circular]';
@@ -163,22 +217,33 @@
         return { name: String(value.name), message: String(value.message), stack: String(value.stack || '') };
       }
       if (value instanceof Date) return isNaN(value.getTime()) ? 'Invalid Date' : value.toISOString();
-      if (I.isArray(value)) return I.arrayMap(I.arraySlice(value, 0, 1000), function (v) { return logSafe(v, depth + 1, seen); });
+      if (I.isArray(value))
+        return I.arrayMap(I.arraySlice(value, 0, 1000), function (v) {
+          return logSafe(v, depth + 1, seen);
+        });
       if (value instanceof Map) {
         var m = {};
-        value.forEach(function (v, k) { m[String(k)] = logSafe(v, depth + 1, seen); });
+        value.forEach(function (v, k) {
+          m[String(k)] = logSafe(v, depth + 1, seen);
+        });
         return m;
       }
       if (value instanceof Set) {
         var s = [];
-        value.forEach(function (v) { s.push(logSafe(v, depth + 1, seen)); });
+        value.forEach(function (v) {
+          s.push(logSafe(v, depth + 1, seen));
+        });
         return s;
       }
       var out = {};
       var keys = I.arraySlice(I.objectKeys(value), 0, 1000);
       for (var i = 0; i < keys.length; i++) {
         var item;
-        try { item = logSafe(value[keys[i]], depth + 1, seen); } catch (e) { item = '[Unserialisable]'; }
+        try {
+          item = logSafe(value[keys[i]], depth + 1, seen);
+        } catch (e) {
+          item = '[Unserialisable]';
+        }
         out[keys[i]] = item;
       }
       return out;
@@ -195,22 +260,45 @@
   // call returns (takeDroppedLogs) and writes one summary entry.
   var MAX_LOG_ENTRIES_PER_CALL = settings.maxLogEntriesPerCall;
   var MAX_LOG_CHARS_PER_CALL = settings.maxLogCharsPerCall;
-  var logEntries = 0, logChars = 0, logTruncated = false, logDropped = 0;
-  function beginCall() { logEntries = 0; logChars = 0; logTruncated = false; }
+  var logEntries = 0,
+    logChars = 0,
+    logTruncated = false,
+    logDropped = 0;
+  function beginCall() {
+    logEntries = 0;
+    logChars = 0;
+    logTruncated = false;
+  }
   function dropEntry() {
     logDropped++;
-    if (!logTruncated) { logTruncated = true; hostLog(1); }
+    if (!logTruncated) {
+      logTruncated = true;
+      hostLog(1);
+    }
   }
-  function takeDropped() { var n = logDropped; logDropped = 0; return n; }
+  function takeDropped() {
+    var n = logDropped;
+    logDropped = 0;
+    return n;
+  }
   function emit(level, argsLike) {
-    if (logTruncated || logEntries >= MAX_LOG_ENTRIES_PER_CALL) { dropEntry(); return; }
+    if (logTruncated || logEntries >= MAX_LOG_ENTRIES_PER_CALL) {
+      dropEntry();
+      return;
+    }
     var args = [];
     for (var i = 0; i < argsLike.length; i++) I.arrayPush(args, logSafe(argsLike[i], 0, []));
     var entry = { level: level, args: args };
-    if (current) { entry.instanceKey = current.key; if (current.name) entry.machineInstanceName = current.name; }
-    else if (versionLogContext) entry.machineInstanceName = versionLogContext.machineInstanceName;
+    if (current) {
+      entry.instanceKey = current.key;
+      if (current.name) entry.machineInstanceName = current.name;
+    } else if (versionLogContext) entry.machineInstanceName = versionLogContext.machineInstanceName;
     var json;
-    try { json = I.jsonStringify(entry); } catch (e) { json = undefined; }
+    try {
+      json = I.jsonStringify(entry);
+    } catch (e) {
+      json = undefined;
+    }
     if (typeof json !== 'string') json = I.jsonStringify({ level: level, args: ['[Unserialisable log entry]'] });
     if (json.length > MAX_LOG_CHARS) {
       // escaping can double the sliced text once it is a JSON string itself: retry with half
@@ -221,14 +309,19 @@
         json = I.jsonStringify(entry);
       }
     }
-    if (logChars + json.length > MAX_LOG_CHARS_PER_CALL) { dropEntry(); return; }
+    if (logChars + json.length > MAX_LOG_CHARS_PER_CALL) {
+      dropEntry();
+      return;
+    }
     logEntries++;
     logChars += json.length;
     hostLog(json);
   }
   var consoleObject = {};
   ['log', 'info', 'warn', 'error', 'debug'].forEach(function (level) {
-    consoleObject[level] = function () { emit(level, arguments); };
+    consoleObject[level] = function () {
+      emit(level, arguments);
+    };
   });
   consoleObject.trace = consoleObject.debug;
   define('console', consoleObject);
@@ -242,8 +335,17 @@
     }
     return I.arrayPop(pool);
   }
-  var INTEGER_ARRAYS = ['Int8Array', 'Uint8Array', 'Uint8ClampedArray', 'Int16Array', 'Uint16Array',
-    'Int32Array', 'Uint32Array', 'BigInt64Array', 'BigUint64Array'];
+  var INTEGER_ARRAYS = [
+    'Int8Array',
+    'Uint8Array',
+    'Uint8ClampedArray',
+    'Int16Array',
+    'Uint16Array',
+    'Int32Array',
+    'Uint32Array',
+    'BigInt64Array',
+    'BigUint64Array',
+  ];
   function getRandomValues(array) {
     var tag = I.stringSlice(I.objectToString(array), 8, -1);
     if (I.arrayIndexOf(INTEGER_ARRAYS, tag) < 0) throw new $TypeError('getRandomValues: argument must be an integer typed array');
@@ -268,7 +370,11 @@
 
   // ---- TextEncoder / TextDecoder (UTF-8 only) ----
   function TextEncoder() {}
-  Object.defineProperty(TextEncoder.prototype, 'encoding', { get: function () { return 'utf-8'; } });
+  Object.defineProperty(TextEncoder.prototype, 'encoding', {
+    get: function () {
+      return 'utf-8';
+    },
+  });
   TextEncoder.prototype.encode = function (input) {
     var str = input === undefined ? '' : String(input);
     var out = [];
@@ -276,8 +382,10 @@
       var c = str.charCodeAt(i);
       if (c >= 0xd800 && c <= 0xdbff && i + 1 < str.length) {
         var d = str.charCodeAt(i + 1);
-        if (d >= 0xdc00 && d <= 0xdfff) { c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00); i++; }
-        else c = 0xfffd;
+        if (d >= 0xdc00 && d <= 0xdfff) {
+          c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+          i++;
+        } else c = 0xfffd;
       } else if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
       if (c < 0x80) out.push(c);
       else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
@@ -301,35 +409,69 @@
     this.fatal = !!(options && options.fatal);
     this.ignoreBOM = !!(options && options.ignoreBOM);
   }
-  Object.defineProperty(TextDecoder.prototype, 'encoding', { get: function () { return 'utf-8'; } });
+  Object.defineProperty(TextDecoder.prototype, 'encoding', {
+    get: function () {
+      return 'utf-8';
+    },
+  });
   TextDecoder.prototype.decode = function (input) {
     if (input === undefined) return '';
-    var bytes = input instanceof ArrayBuffer ? new Uint8Array(input)
-      : ArrayBuffer.isView(input) ? new Uint8Array(input.buffer, input.byteOffset, input.byteLength) : null;
+    var bytes =
+      input instanceof ArrayBuffer
+        ? new Uint8Array(input)
+        : ArrayBuffer.isView(input)
+          ? new Uint8Array(input.buffer, input.byteOffset, input.byteLength)
+          : null;
     if (!bytes) throw new TypeError('TextDecoder.decode: expected an ArrayBuffer or a view');
     var fatal = this.fatal;
     var out = '';
     var chunk = [];
-    function bad() { if (fatal) throw new TypeError('The encoded data was not valid utf-8'); return 0xfffd; }
+    function bad() {
+      if (fatal) throw new TypeError('The encoded data was not valid utf-8');
+      return 0xfffd;
+    }
     var i = 0;
     if (!this.ignoreBOM && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) i = 3;
     for (; i < bytes.length;) {
       var b = bytes[i];
-      var cp, need = 0, min = 0;
-      if (b < 0x80) { cp = b; }
-      else if (b >= 0xc2 && b <= 0xdf) { cp = b & 0x1f; need = 1; min = 0x80; }
-      else if (b >= 0xe0 && b <= 0xef) { cp = b & 0x0f; need = 2; min = 0x800; }
-      else if (b >= 0xf0 && b <= 0xf4) { cp = b & 0x07; need = 3; min = 0x10000; }
-      else { cp = bad(); }
+      var cp,
+        need = 0,
+        min = 0;
+      if (b < 0x80) {
+        cp = b;
+      } else if (b >= 0xc2 && b <= 0xdf) {
+        cp = b & 0x1f;
+        need = 1;
+        min = 0x80;
+      } else if (b >= 0xe0 && b <= 0xef) {
+        cp = b & 0x0f;
+        need = 2;
+        min = 0x800;
+      } else if (b >= 0xf0 && b <= 0xf4) {
+        cp = b & 0x07;
+        need = 3;
+        min = 0x10000;
+      } else {
+        cp = bad();
+      }
       i++;
       if (need) {
         var k = 0;
-        while (k < need && i < bytes.length && (bytes[i] & 0xc0) === 0x80) { cp = (cp << 6) | (bytes[i] & 0x3f); i++; k++; }
+        while (k < need && i < bytes.length && (bytes[i] & 0xc0) === 0x80) {
+          cp = (cp << 6) | (bytes[i] & 0x3f);
+          i++;
+          k++;
+        }
         if (k < need || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) cp = bad();
       }
-      if (cp > 0xffff) { cp -= 0x10000; chunk.push(0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff)); }
-      else chunk.push(cp);
-      if (chunk.length > 8192) { out += String.fromCharCode.apply(null, chunk); chunk = []; }
+      if (cp > 0xffff) {
+        cp -= 0x10000;
+        chunk.push(0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+      } else chunk.push(cp);
+      if (chunk.length > 8192) {
+        out += String.fromCharCode.apply(null, chunk);
+        chunk = [];
+      }
     }
     return out + String.fromCharCode.apply(null, chunk);
   };
@@ -338,14 +480,23 @@
 
   // ---- atob / btoa ----
   var B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
-  function invalidChar(msg) { var e = new Error(msg); e.name = 'InvalidCharacterError'; return e; }
+  function invalidChar(msg) {
+    var e = new Error(msg);
+    e.name = 'InvalidCharacterError';
+    return e;
+  }
   define('btoa', function btoa(input) {
-    var s = String(input), out = '';
-    for (var i = 0; i < s.length; i++) if (s.charCodeAt(i) > 255) throw invalidChar('btoa: the string contains characters outside of the Latin1 range');
+    var s = String(input),
+      out = '';
+    for (var i = 0; i < s.length; i++)
+      if (s.charCodeAt(i) > 255) throw invalidChar('btoa: the string contains characters outside of the Latin1 range');
     for (var j = 0; j < s.length; j += 3) {
-      var a = s.charCodeAt(j), b = s.charCodeAt(j + 1), c = s.charCodeAt(j + 2);
+      var a = s.charCodeAt(j),
+        b = s.charCodeAt(j + 1),
+        c = s.charCodeAt(j + 2);
       var n = (a << 16) | ((b || 0) << 8) | (c || 0);
-      out += B64[(n >> 18) & 63] + B64[(n >> 12) & 63] + (j + 1 < s.length ? B64[(n >> 6) & 63] : '=') + (j + 2 < s.length ? B64[n & 63] : '=');
+      out +=
+        B64[(n >> 18) & 63] + B64[(n >> 12) & 63] + (j + 1 < s.length ? B64[(n >> 6) & 63] : '=') + (j + 2 < s.length ? B64[n & 63] : '=');
     }
     return out;
   });
@@ -353,16 +504,26 @@
     var s = String(input).replace(/[\t\n\f\r ]/g, '');
     if (s.length % 4 === 0) s = s.replace(/==?$/, '');
     if (s.length % 4 === 1 || /[^A-Za-z0-9+/]/.test(s)) throw invalidChar('atob: the string to be decoded is not correctly encoded');
-    var out = '', bits = 0, acc = 0;
+    var out = '',
+      bits = 0,
+      acc = 0;
     for (var i = 0; i < s.length; i++) {
-      acc = (acc << 6) | B64.indexOf(s[i]); bits += 6;
-      if (bits >= 8) { bits -= 8; out += String.fromCharCode((acc >> bits) & 255); }
+      acc = (acc << 6) | B64.indexOf(s[i]);
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out += String.fromCharCode((acc >> bits) & 255);
+      }
     }
     return out;
   });
 
   // ---- structuredClone (JSON-like values, Map, Set, Date, RegExp, ArrayBuffer, typed arrays, Error) ----
-  function cloneError(msg) { var e = new Error(msg); e.name = 'DataCloneError'; return e; }
+  function cloneError(msg) {
+    var e = new Error(msg);
+    e.name = 'DataCloneError';
+    return e;
+  }
   function clone(v, memo) {
     if (v === null || (typeof v !== 'object' && typeof v !== 'function')) {
       if (typeof v === 'symbol') throw cloneError('Symbol could not be cloned');
@@ -371,27 +532,78 @@
     if (typeof v === 'function') throw cloneError('function could not be cloned');
     if (memo.has(v)) return memo.get(v);
     var out;
-    if (Array.isArray(v)) { out = []; memo.set(v, out); for (var i = 0; i < v.length; i++) out[i] = clone(v[i], memo); return out; }
-    if (v instanceof Date) { out = new Date(v.getTime()); memo.set(v, out); return out; }
-    if (v instanceof RegExp) { out = new RegExp(v.source, v.flags); memo.set(v, out); return out; }
-    if (v instanceof Map) { out = new Map(); memo.set(v, out); v.forEach(function (val, key) { out.set(clone(key, memo), clone(val, memo)); }); return out; }
-    if (v instanceof Set) { out = new Set(); memo.set(v, out); v.forEach(function (val) { out.add(clone(val, memo)); }); return out; }
-    if (v instanceof ArrayBuffer) { out = v.slice(0); memo.set(v, out); return out; }
-    if (ArrayBuffer.isView(v)) { var view = /** @type {any} */ (v); out = new view.constructor(clone(view.buffer, memo), view.byteOffset, view instanceof DataView ? view.byteLength : view.length); memo.set(v, out); return out; }
-    if (v instanceof Error) { out = new Error(v.message); out.name = v.name; out.stack = v.stack; memo.set(v, out); return out; }
+    if (Array.isArray(v)) {
+      out = [];
+      memo.set(v, out);
+      for (var i = 0; i < v.length; i++) out[i] = clone(v[i], memo);
+      return out;
+    }
+    if (v instanceof Date) {
+      out = new Date(v.getTime());
+      memo.set(v, out);
+      return out;
+    }
+    if (v instanceof RegExp) {
+      out = new RegExp(v.source, v.flags);
+      memo.set(v, out);
+      return out;
+    }
+    if (v instanceof Map) {
+      out = new Map();
+      memo.set(v, out);
+      v.forEach(function (val, key) {
+        out.set(clone(key, memo), clone(val, memo));
+      });
+      return out;
+    }
+    if (v instanceof Set) {
+      out = new Set();
+      memo.set(v, out);
+      v.forEach(function (val) {
+        out.add(clone(val, memo));
+      });
+      return out;
+    }
+    if (v instanceof ArrayBuffer) {
+      out = v.slice(0);
+      memo.set(v, out);
+      return out;
+    }
+    if (ArrayBuffer.isView(v)) {
+      var view = /** @type {any} */ (v);
+      out = new view.constructor(clone(view.buffer, memo), view.byteOffset, view instanceof DataView ? view.byteLength : view.length);
+      memo.set(v, out);
+      return out;
+    }
+    if (v instanceof Error) {
+      out = new Error(v.message);
+      out.name = v.name;
+      out.stack = v.stack;
+      memo.set(v, out);
+      return out;
+    }
     if (v instanceof Promise || v instanceof WeakMap || v instanceof WeakSet) throw cloneError('object could not be cloned');
-    out = {}; memo.set(v, out);
+    out = {};
+    memo.set(v, out);
     var keys = Object.keys(v);
     for (var k = 0; k < keys.length; k++) out[keys[k]] = clone(v[keys[k]], memo);
     return out;
   }
-  define('structuredClone', function structuredClone(value) { return clone(value, new Map()); });
+  define('structuredClone', function structuredClone(value) {
+    return clone(value, new Map());
+  });
 
   // ---- AbortController / AbortSignal (xstate 5 hands a signal to every fromPromise actor) ----
   // The state of a signal is kept here, not on it, so machine code cannot abort one without its controller.
   var signalStates = new WeakMap();
-  function abortError(name, message) { var e = new Error(message); e.name = name; return e; }
-  function AbortSignal() { throw new TypeError('Illegal constructor'); }
+  function abortError(name, message) {
+    var e = new Error(message);
+    e.name = name;
+    return e;
+  }
+  function AbortSignal() {
+    throw new TypeError('Illegal constructor');
+  }
   function newSignal() {
     var s = Object.create(AbortSignal.prototype);
     signalStates.set(s, { aborted: false, reason: undefined, listeners: [] });
@@ -412,15 +624,34 @@
     var listeners = st.listeners;
     st.listeners = [];
     if (typeof s.onabort === 'function') {
-      try { s.onabort(event); } catch (e) { emit('error', ['uncaught exception in an abort listener: ' + String(e && e.message)]); }
+      try {
+        s.onabort(event);
+      } catch (e) {
+        emit('error', ['uncaught exception in an abort listener: ' + String(e && e.message)]);
+      }
     }
     for (var i = 0; i < listeners.length; i++) {
-      try { listeners[i].call(s, event); } catch (e) { emit('error', ['uncaught exception in an abort listener: ' + String(e && e.message)]); }
+      try {
+        listeners[i].call(s, event);
+      } catch (e) {
+        emit('error', ['uncaught exception in an abort listener: ' + String(e && e.message)]);
+      }
     }
   }
-  Object.defineProperty(AbortSignal.prototype, 'aborted', { get: function () { return stateOfSignal(this).aborted; } });
-  Object.defineProperty(AbortSignal.prototype, 'reason', { get: function () { return stateOfSignal(this).reason; } });
-  AbortSignal.prototype.throwIfAborted = function () { var st = stateOfSignal(this); if (st.aborted) throw st.reason; };
+  Object.defineProperty(AbortSignal.prototype, 'aborted', {
+    get: function () {
+      return stateOfSignal(this).aborted;
+    },
+  });
+  Object.defineProperty(AbortSignal.prototype, 'reason', {
+    get: function () {
+      return stateOfSignal(this).reason;
+    },
+  });
+  AbortSignal.prototype.throwIfAborted = function () {
+    var st = stateOfSignal(this);
+    if (st.aborted) throw st.reason;
+  };
   AbortSignal.prototype.addEventListener = function (type, listener) {
     var st = stateOfSignal(this);
     if (type !== 'abort' || typeof listener !== 'function' || st.aborted) return;
@@ -431,17 +662,25 @@
     var i = st.listeners.indexOf(listener);
     if (type === 'abort' && i >= 0) st.listeners.splice(i, 1);
   };
-  AbortSignal.abort = function (reason) { var s = newSignal(); abortSignal(s, reason); return s; };
+  AbortSignal.abort = function (reason) {
+    var s = newSignal();
+    abortSignal(s, reason);
+    return s;
+  };
   AbortSignal.timeout = function (ms) {
     var s = newSignal();
-    setTimeoutImpl(function () { abortSignal(s, abortError('TimeoutError', 'The operation timed out')); }, ms);
+    setTimeoutImpl(function () {
+      abortSignal(s, abortError('TimeoutError', 'The operation timed out'));
+    }, ms);
     return s;
   };
   function AbortController() {
     if (!(this instanceof AbortController)) throw new TypeError("Class constructor AbortController cannot be invoked without 'new'");
     Object.defineProperty(this, 'signal', { value: newSignal(), enumerable: true });
   }
-  AbortController.prototype.abort = function (reason) { abortSignal(/** @type {any} */ (this).signal, reason); };
+  AbortController.prototype.abort = function (reason) {
+    abortSignal(/** @type {any} */ (this).signal, reason);
+  };
   define('AbortSignal', AbortSignal);
   define('AbortController', AbortController);
 
@@ -455,21 +694,44 @@
     beginCall: beginCall,
     /** Console entries dropped since the host last asked (the host's summary counts them). */
     takeDropped: takeDropped,
-    enter: function (key, name, now) { current = { key: key, name: name, now: now }; },
-    leave: function () { current = null; },
+    enter: function (key, name, now) {
+      current = { key: key, name: name, now: now };
+    },
+    leave: function () {
+      current = null;
+    },
     /** The actor key the code currently runs for (host calls are attributed to it), or null. */
-    currentKey: function () { return current ? current.key : null; },
+    currentKey: function () {
+      return current ? current.key : null;
+    },
     /** After a CPU-time limit fired (finally blocks do not run then), forget any call context. */
-    reset: function () { current = null; versionLogContext = null; },
-    setNow: function (now) { if (current) current.now = now; },
+    reset: function () {
+      current = null;
+      versionLogContext = null;
+    },
+    setNow: function (now) {
+      if (current) current.now = now;
+    },
     withLogContext: function (machineInstanceName, fn) {
       versionLogContext = { machineInstanceName: machineInstanceName };
-      try { return fn(); } finally { versionLogContext = null; }
+      try {
+        return fn();
+      } finally {
+        versionLogContext = null;
+      }
     },
-    logError: function () { emit('error', arguments); },
-    addTimer: function (owner, fn, delay, meta) { return addTimer(owner, fn, delay, [], false, meta); },
-    rearmTimer: function (owner, fn, id, dueAt, meta) { return addTimer(owner, fn, 0, [], false, meta, id, dueAt); },
-    clearTimer: function (id) { removeTimer(id); },
+    logError: function () {
+      emit('error', arguments);
+    },
+    addTimer: function (owner, fn, delay, meta) {
+      return addTimer(owner, fn, delay, [], false, meta);
+    },
+    rearmTimer: function (owner, fn, id, dueAt, meta) {
+      return addTimer(owner, fn, 0, [], false, meta, id, dueAt);
+    },
+    clearTimer: function (id) {
+      removeTimer(id);
+    },
     clearOwner: function (owner, kind) {
       var c = I.mapGet(timerCounts, owner);
       if (c === undefined) return;
@@ -482,8 +744,13 @@
     timersOf: function (owner) {
       var list = [];
       var c = I.mapGet(timerCounts, owner);
-      if (c !== undefined) I.mapForEach(c.byId, function (t) { I.arrayPush(list, t); });
-      I.arraySort(list, function (a, b) { return a.dueAt - b.dueAt || a.n - b.n; });
+      if (c !== undefined)
+        I.mapForEach(c.byId, function (t) {
+          I.arrayPush(list, t);
+        });
+      I.arraySort(list, function (a, b) {
+        return a.dueAt - b.dueAt || a.n - b.n;
+      });
       return I.arrayMap(list, function (t) {
         if (!t.meta) return { kind: 'callback', id: t.id, dueAt: t.dueAt };
         var e = { kind: 'event', id: t.id, dueAt: t.dueAt, event: t.meta.event };
@@ -498,20 +765,25 @@
         /** @type {any} */
         var next = null;
         var c = I.mapGet(timerCounts, owner);
-        if (c !== undefined) I.mapForEach(c.byId, function (t) {
-          if (t.dueAt <= now && (!next || t.dueAt < next.dueAt || (t.dueAt === next.dueAt && t.n < next.n))) next = t;
-        });
+        if (c !== undefined)
+          I.mapForEach(c.byId, function (t) {
+            if (t.dueAt <= now && (!next || t.dueAt < next.dueAt || (t.dueAt === next.dueAt && t.n < next.n))) next = t;
+          });
         if (!next) return;
         var firedAt = next.dueAt;
-        if (next.interval) next.dueAt += next.interval; else removeTimer(next.id);
+        if (next.interval) next.dueAt += next.interval;
+        else removeTimer(next.id);
         // timers scheduled by this callback count from its due time, so a late advance catches up
         // on a chain of delays exactly as a punctual clock would have
         if (current) current.now = firedAt;
-        try { I.apply(next.fn, undefined, next.args); }
-        catch (e) { if (onError(e, next) === false) break; }
+        try {
+          I.apply(next.fn, undefined, next.args);
+        } catch (e) {
+          if (onError(e, next) === false) break;
+        }
       }
       if (current) current.now = now;
-    }
+    },
   };
   define('__statehold_internal', internal);
-})
+});

@@ -50,9 +50,19 @@ const TAMPERED_MARKER = internal.tamperedMarker;
 
 // ---- built-ins and xstate methods captured before any user code runs ----
 const I = internal.intrinsics;
-const apply = I.apply, mapGet = I.mapGet, mapSet = I.mapSet, mapDelete = I.mapDelete, mapForEach = I.mapForEach;
-const arrayPush = I.arrayPush, objectKeys = I.objectKeys, hasOwn = I.hasOwn, $String = I.String, $Error = I.Error;
-const jsonStringify = I.jsonStringify, jsonParse = I.jsonParse, JSON_OBJECT = JSON;
+const apply = I.apply,
+  mapGet = I.mapGet,
+  mapSet = I.mapSet,
+  mapDelete = I.mapDelete,
+  mapForEach = I.mapForEach;
+const arrayPush = I.arrayPush,
+  objectKeys = I.objectKeys,
+  hasOwn = I.hasOwn,
+  $String = I.String,
+  $Error = I.Error;
+const jsonStringify = I.jsonStringify,
+  jsonParse = I.jsonParse,
+  JSON_OBJECT = JSON;
 const proto = X.Interpreter.prototype;
 
 // ---- tampering that would reach into the steps of other instances ----
@@ -61,39 +71,74 @@ const proto = X.Interpreter.prototype;
 // machine code puts on a built-in prototype would run inside other instances' steps, seeing and
 // changing their state. Checked as every call from the host begins (collect included, so right after
 // the step that did it); the host then throws this isolate away and loads the version afresh.
-const GUARDED_PROTOTYPES = [Object.prototype, Array.prototype, Function.prototype, Error.prototype, RegExp.prototype,
-  Map.prototype, Set.prototype, WeakMap.prototype, WeakSet.prototype, Promise.prototype, BigInt.prototype,
-  Symbol.prototype, String.prototype, Number.prototype, Boolean.prototype];
-const DATE_PROTOTYPE = Date.prototype, DATE_TO_JSON = Date.prototype.toJSON;
+const GUARDED_PROTOTYPES = [
+  Object.prototype,
+  Array.prototype,
+  Function.prototype,
+  Error.prototype,
+  RegExp.prototype,
+  Map.prototype,
+  Set.prototype,
+  WeakMap.prototype,
+  WeakSet.prototype,
+  Promise.prototype,
+  BigInt.prototype,
+  Symbol.prototype,
+  String.prototype,
+  Number.prototype,
+  Boolean.prototype,
+];
+const DATE_PROTOTYPE = Date.prototype,
+  DATE_TO_JSON = Date.prototype.toJSON;
 // Their own prototypes too: an object (or a Proxy) slipped into the chain would carry a toJSON past
 // the own-property check.
 const getPrototypeOf = Object.getPrototypeOf;
-const GUARDED_PARENTS = GUARDED_PROTOTYPES.map(function (p) { return getPrototypeOf(p); });
+const GUARDED_PARENTS = GUARDED_PROTOTYPES.map(function (p) {
+  return getPrototypeOf(p);
+});
 function enterCall() {
   internal.beginCall();
   let what;
   const dateToJson = I.getOwnPropertyDescriptor(DATE_PROTOTYPE, 'toJSON');
   if (JSON_OBJECT.stringify !== jsonStringify || globalThis.JSON !== JSON_OBJECT) what = 'replaced JSON.stringify';
-  else if (!dateToJson || dateToJson.value !== DATE_TO_JSON || getPrototypeOf(DATE_PROTOTYPE) !== GUARDED_PROTOTYPES[0]) what = 'replaced Date.prototype.toJSON';
+  else if (!dateToJson || dateToJson.value !== DATE_TO_JSON || getPrototypeOf(DATE_PROTOTYPE) !== GUARDED_PROTOTYPES[0])
+    what = 'replaced Date.prototype.toJSON';
   else {
     for (let i = 0; i < GUARDED_PROTOTYPES.length; i++) {
-      if (hasOwn(GUARDED_PROTOTYPES[i], 'toJSON')) { what = 'defined toJSON on a built-in prototype'; break; }
-      if (getPrototypeOf(GUARDED_PROTOTYPES[i]) !== GUARDED_PARENTS[i]) { what = 'changed the prototype of a built-in prototype'; break; }
+      if (hasOwn(GUARDED_PROTOTYPES[i], 'toJSON')) {
+        what = 'defined toJSON on a built-in prototype';
+        break;
+      }
+      if (getPrototypeOf(GUARDED_PROTOTYPES[i]) !== GUARDED_PARENTS[i]) {
+        what = 'changed the prototype of a built-in prototype';
+        break;
+      }
     }
   }
   if (what !== undefined) {
-    throw new $Error(TAMPERED_MARKER + 'machine code ' + what + ', which the sandbox does not allow (it would run inside the steps of other instances)');
+    throw new $Error(
+      TAMPERED_MARKER + 'machine code ' + what + ', which the sandbox does not allow (it would run inside the steps of other instances)',
+    );
   }
 }
 const P = {
-  defer: proto.defer, _stop: proto._stop,
-  start: proto.start, onTransition: proto.onTransition, removeChild: proto.removeChild, update: proto.update,
-  state: I.getOwnPropertyDescriptor(proto, 'state').get
+  defer: proto.defer,
+  _stop: proto._stop,
+  start: proto.start,
+  onTransition: proto.onTransition,
+  removeChild: proto.removeChild,
+  update: proto.update,
+  state: I.getOwnPropertyDescriptor(proto, 'state').get,
 };
-const X_interpret = X.interpret, X_spawn = X.spawn, X_toSCXMLEvent = X.toSCXMLEvent;
+const X_interpret = X.interpret,
+  X_spawn = X.spawn,
+  X_toSCXMLEvent = X.toSCXMLEvent;
 const LOGGER = X.Interpreter.defaultOptions.logger;
-const ActionTypes_Start = X.ActionTypes.Start, ActionTypes_Invoke = X.ActionTypes.Invoke, SpecialTargets_Parent = X.SpecialTargets.Parent;
-const objectDefineProperty = I.objectDefineProperty, $WeakMap = WeakMap;
+const ActionTypes_Start = X.ActionTypes.Start,
+  ActionTypes_Invoke = X.ActionTypes.Invoke,
+  SpecialTargets_Parent = X.SpecialTargets.Parent;
+const objectDefineProperty = I.objectDefineProperty,
+  $WeakMap = WeakMap;
 
 // ---- event types named like Object.prototype members ----
 // xstate 4 keeps a state node's transitions per event type in plain objects (__cache.candidates, read
@@ -130,21 +175,25 @@ function protectEventLookups(nodeProto) {
     }
     return apply(getCandidates, this, [eventName]);
   };
-  objectDefineProperty(p, 'on', { configurable: true, enumerable: on.enumerable, get: function () {
-    const cache = this.__cache;
-    if (cache !== null && typeof cache === 'object' && !cache.on) {
-      // what xstate's getter builds, on an object without a prototype
-      const map = objectCreate(null);
-      const transitions = this.transitions;
-      for (let i = 0; i < transitions.length; i++) {
-        const type = transitions[i].eventType;
-        if (!hasOwn(map, type)) map[type] = [];
-        arrayPush(map[type], transitions[i]);
+  objectDefineProperty(p, 'on', {
+    configurable: true,
+    enumerable: on.enumerable,
+    get: function () {
+      const cache = this.__cache;
+      if (cache !== null && typeof cache === 'object' && !cache.on) {
+        // what xstate's getter builds, on an object without a prototype
+        const map = objectCreate(null);
+        const transitions = this.transitions;
+        for (let i = 0; i < transitions.length; i++) {
+          const type = transitions[i].eventType;
+          if (!hasOwn(map, type)) map[type] = [];
+          arrayPush(map[type], transitions[i]);
+        }
+        cache.on = map;
       }
-      cache.on = map;
-    }
-    return apply(originalOn, this, []);
-  } });
+      return apply(originalOn, this, []);
+    },
+  });
 }
 protectEventLookups(X.StateNode.prototype);
 
@@ -161,7 +210,10 @@ registry.register = function (id, actor) {
   if (previous !== undefined) forgetSession(previous.owner, id);
   mapSet(sessions, id, { owner: active.key, actor: actor });
   let ids = mapGet(sessionsByOwner, active.key);
-  if (ids === undefined) { ids = new I.Map(); mapSet(sessionsByOwner, active.key, ids); }
+  if (ids === undefined) {
+    ids = new I.Map();
+    mapSet(sessionsByOwner, active.key, ids);
+  }
   mapSet(ids, id, true);
   return id;
 };
@@ -185,7 +237,9 @@ function freeSessionsOf(key) {
   const ids = mapGet(sessionsByOwner, key);
   if (ids === undefined) return;
   mapDelete(sessionsByOwner, key);
-  mapForEach(ids, function (_, id) { mapDelete(sessions, id); });
+  mapForEach(ids, function (_, id) {
+    mapDelete(sessions, id);
+  });
 }
 
 let bundle = null;
@@ -196,7 +250,9 @@ export function bind(ns) {
     const m = ns.default;
     v5 = isV5Machine(m);
     if (!v5 && m !== null && typeof m === 'object' && m.__xstatenode === true) protectEventLookups(getPrototypeOf(m));
-  } catch (_) { /* inspect() reports an unreadable default export */ }
+  } catch (_) {
+    /* inspect() reports an unreadable default export */
+  }
 }
 
 const actors = new I.Map();
@@ -206,12 +262,21 @@ function errorText(e) {
   try {
     if (e && typeof e === 'object' && 'message' in e) return $String(e.name || 'Error') + ': ' + $String(e.message);
     return 'thrown value: ' + $String(e);
-  } catch (_) { return 'unprintable thrown value'; }
+  } catch (_) {
+    return 'unprintable thrown value';
+  }
 }
-function jsonCopy(v) { return v === undefined ? undefined : jsonParse(jsonStringify(v)); }
+function jsonCopy(v) {
+  return v === undefined ? undefined : jsonParse(jsonStringify(v));
+}
 function isPersistentRef(to) {
-  return to !== null && typeof to === 'object' && to.type === 'statebacked.instance' &&
-    typeof to.machineName === 'string' && typeof to.machineInstanceName === 'string';
+  return (
+    to !== null &&
+    typeof to === 'object' &&
+    to.type === 'statebacked.instance' &&
+    typeof to.machineName === 'string' &&
+    typeof to.machineInstanceName === 'string'
+  );
 }
 function refOf(to) {
   const ref = { type: 'statebacked.instance', machineName: to.machineName, machineInstanceName: to.machineInstanceName };
@@ -223,7 +288,7 @@ function refOf(to) {
 const rt = {
   spawn(entity, nameOrOptions) {
     if (entity !== null && typeof entity === 'object' && typeof entity.machineName === 'string' && !entity.__xstatenode) {
-      const opts = typeof nameOrOptions === 'string' ? { name: nameOrOptions } : (nameOrOptions || {});
+      const opts = typeof nameOrOptions === 'string' ? { name: nameOrOptions } : nameOrOptions || {};
       const id = typeof opts.name === 'string' ? opts.name : internal.randomUUID();
       const machineInstanceName = typeof entity.machineInstanceName === 'string' ? entity.machineInstanceName : internal.randomUUID();
       const request = { kind: 'spawn', id, machineName: entity.machineName, machineInstanceName };
@@ -233,32 +298,66 @@ const rt = {
       arrayPush(active.spawns, request);
       return { type: 'statebacked.instance', id, machineName: entity.machineName, machineInstanceName };
     }
-    if (v5) throw new $Error('spawnEphemeralInstance is for XState v4 machines: an XState v5 machine spawns with the spawn argument of assign, or spawnChild');
+    if (v5)
+      throw new $Error(
+        'spawnEphemeralInstance is for XState v4 machines: an XState v5 machine spawns with the spawn argument of assign, or spawnChild',
+      );
     return X_spawn(entity, nameOrOptions);
-  }
+  },
 };
 for (const name of ['__statebacked_rt', '__statebaked_rt']) {
   objectDefineProperty(globalThis, name, { value: rt, writable: true, configurable: true, enumerable: false });
 }
 
-function machine() { return bundle.default; }
+function machine() {
+  return bundle.default;
+}
 
 // ---- actors ----
-const CHILD_KINDS = [['spawnPromise', 'promise'], ['spawnCallback', 'callback'], ['spawnMachine', 'machine'],
-  ['spawnObservable', 'observable'], ['spawnBehavior', 'behavior'], ['spawnActor', 'actor']];
-const SPAWNS = CHILD_KINDS.map(function (pair) { return [pair[0], pair[1], proto[pair[0]]]; });
+const CHILD_KINDS = [
+  ['spawnPromise', 'promise'],
+  ['spawnCallback', 'callback'],
+  ['spawnMachine', 'machine'],
+  ['spawnObservable', 'observable'],
+  ['spawnBehavior', 'behavior'],
+  ['spawnActor', 'actor'],
+];
+const SPAWNS = CHILD_KINDS.map(function (pair) {
+  return [pair[0], pair[1], proto[pair[0]]];
+});
 
 function newRecord(key, name) {
   // interp: the live interpreter, or null while the actor rests (state: its State; see pure steps);
   // delayed: while it rests, its delayed events' timer ids by send id (the interpreter's delayedEventsMap)
-  return { key, name, interp: null, state: null, failure: null, transitions: 0, changed: false, spawns: [], outbound: [], invokes: {},
-    kinds: null, pendingMeta: null, actor: null, rearm: null, last: null, invokeSources: {}, delayed: null };
+  return {
+    key,
+    name,
+    interp: null,
+    state: null,
+    failure: null,
+    transitions: 0,
+    changed: false,
+    spawns: [],
+    outbound: [],
+    invokes: {},
+    kinds: null,
+    pendingMeta: null,
+    actor: null,
+    rearm: null,
+    last: null,
+    invokeSources: {},
+    delayed: null,
+  };
 }
 /** The actor's current State, live or resting. */
-function stateOf(rec) { return rec.interp !== null ? apply(P.state, rec.interp, []) : rec.actor !== null ? apply(P5.getSnapshot, rec.actor, []) : rec.state; }
+function stateOf(rec) {
+  return rec.interp !== null ? apply(P.state, rec.interp, []) : rec.actor !== null ? apply(P5.getSnapshot, rec.actor, []) : rec.state;
+}
 // rec.failure is tested for truth: a falsy thrown value (undefined, null, false, 0, '') is kept as an
 // Error saying what was thrown, or the step would pass as a success.
-function fail(rec, e) { if (!rec.failure) rec.failure = e ? e : new $Error((e === '' ? 'an empty string' : $String(e)) + ' was thrown'); }
+function fail(rec, e) {
+  if (!rec.failure) rec.failure = e ? e : new $Error((e === '' ? 'an empty string' : $String(e)) + ' was thrown');
+}
 
 function describeTarget(to) {
   if (to === undefined || to === null) return undefined;
@@ -271,73 +370,126 @@ function describeTarget(to) {
 function createInterpreter(rec, m) {
   const key = rec.key;
   const clock = {
-    setTimeout(fn, ms) { const meta = rec.pendingMeta; rec.pendingMeta = null; return internal.addTimer(key, fn, ms, meta); },
-    clearTimeout(id) { internal.clearTimer(id); }
+    setTimeout(fn, ms) {
+      const meta = rec.pendingMeta;
+      rec.pendingMeta = null;
+      return internal.addTimer(key, fn, ms, meta);
+    },
+    clearTimeout(id) {
+      internal.clearTimer(id);
+    },
   };
   const interp = X_interpret(m, { clock, devTools: false });
   interp.defer = function (sendAction) {
     // (as xstate's defer tells them apart) a delayed event to itself is delivered to whatever the
     // actor is when it fires, so the actor may rest meanwhile
-    if (!sendAction.to) { deferToSelf(rec, sendAction, this.delayedEventsMap); return; }
+    if (!sendAction.to) {
+      deferToSelf(rec, sendAction, this.delayedEventsMap);
+      return;
+    }
     const meta = { event: jsonCopy(sendAction._event.data) };
     if (sendAction.id !== undefined) meta.sendId = $String(sendAction.id);
     const to = describeTarget(sendAction.to);
     if (to !== undefined) meta.to = to;
     rec.pendingMeta = meta;
-    try { return apply(P.defer, this, [sendAction]); } finally { rec.pendingMeta = null; }
+    try {
+      return apply(P.defer, this, [sendAction]);
+    } finally {
+      rec.pendingMeta = null;
+    }
   };
   // send, sendTo and _exec are per-instance closures in xstate 4 (own properties, set by the constructor)
-  const originalSend = interp.send, originalSendTo = interp.sendTo, originalExec = interp._exec;
+  const originalSend = interp.send,
+    originalSendTo = interp.sendTo,
+    originalExec = interp._exec;
   interp.send = function (event, payload) {
-    try { return apply(originalSend, this, [event, payload]); } catch (e) { fail(rec, e); throw e; }
+    try {
+      return apply(originalSend, this, [event, payload]);
+    } catch (e) {
+      fail(rec, e);
+      throw e;
+    }
   };
   interp.sendTo = function (event, to, immediate) {
-    if (isPersistentRef(to)) { arrayPush(rec.outbound, { to: refOf(to), event: jsonCopy(event.data) }); return; }
-    if (typeof to === 'string' && hasOwn(rec.invokes, to)) { arrayPush(rec.outbound, { to: refOf(rec.invokes[to]), event: jsonCopy(event.data) }); return; }
-    if (to === SpecialTargets_Parent && !this.parent) { arrayPush(rec.outbound, { to: 'parent', event: jsonCopy(event.data) }); return; }
+    if (isPersistentRef(to)) {
+      arrayPush(rec.outbound, { to: refOf(to), event: jsonCopy(event.data) });
+      return;
+    }
+    if (typeof to === 'string' && hasOwn(rec.invokes, to)) {
+      arrayPush(rec.outbound, { to: refOf(rec.invokes[to]), event: jsonCopy(event.data) });
+      return;
+    }
+    if (to === SpecialTargets_Parent && !this.parent) {
+      arrayPush(rec.outbound, { to: 'parent', event: jsonCopy(event.data) });
+      return;
+    }
     return apply(originalSendTo, this, [event, to, immediate]);
   };
   interp._exec = function (action, context, _event, actionFunctionMap) {
     const activity = action && action.type === ActionTypes_Start ? action.activity : undefined;
     const src = activity && activity.type === ActionTypes_Invoke ? activity.src : undefined;
     if (src && typeof src === 'object' && src.type === 'statebacked.invoke' && typeof src.machineName === 'string') {
-      const request = { kind: 'invoke', id: $String(activity.id), machineName: src.machineName,
-        machineInstanceName: typeof src.machineInstanceName === 'string' ? src.machineInstanceName : internal.randomUUID() };
+      const request = {
+        kind: 'invoke',
+        id: $String(activity.id),
+        machineName: src.machineName,
+        machineInstanceName: typeof src.machineInstanceName === 'string' ? src.machineInstanceName : internal.randomUUID(),
+      };
       if (typeof src.machineVersionId === 'string') request.machineVersionId = src.machineVersionId;
       const data = activity.data;
       if (typeof data === 'function') request.context = jsonCopy(data(context, _event.data));
       else if (data && typeof data === 'object') {
         const c = {};
         const keys = objectKeys(data);
-        for (let i = 0; i < keys.length; i++) { const k = keys[i]; c[k] = typeof data[k] === 'function' ? data[k](context, _event.data) : data[k]; }
+        for (let i = 0; i < keys.length; i++) {
+          const k = keys[i];
+          c[k] = typeof data[k] === 'function' ? data[k](context, _event.data) : data[k];
+        }
         request.context = jsonCopy(c);
       }
       arrayPush(rec.spawns, request);
       // The invoke id names the persistent child for sendTo (wire-protocol §7.4); kept in snapshots.
-      rec.invokes[request.id] = { type: 'statebacked.instance', id: request.id, machineName: request.machineName, machineInstanceName: request.machineInstanceName };
+      rec.invokes[request.id] = {
+        type: 'statebacked.instance',
+        id: request.id,
+        machineName: request.machineName,
+        machineInstanceName: request.machineInstanceName,
+      };
       return;
     }
     return apply(originalExec, this, [action, context, _event, actionFunctionMap]);
   };
   for (let i = 0; i < SPAWNS.length; i++) {
-    const kind = SPAWNS[i][1], original = SPAWNS[i][2];
+    const kind = SPAWNS[i][1],
+      original = SPAWNS[i][2];
     interp[SPAWNS[i][0]] = function () {
       const child = apply(original, this, arguments);
-      if (child !== null && typeof child === 'object') I.weakMapSet(rec.kinds === null ? (rec.kinds = new $WeakMap()) : rec.kinds, child, kind);
+      if (child !== null && typeof child === 'object')
+        I.weakMapSet(rec.kinds === null ? (rec.kinds = new $WeakMap()) : rec.kinds, child, kind);
       return child;
     };
   }
-  apply(P.onTransition, interp, [function (state) {
-    if (state.changed !== false) { rec.transitions++; rec.changed = true; }
-  }]);
+  apply(P.onTransition, interp, [
+    function (state) {
+      if (state.changed !== false) {
+        rec.transitions++;
+        rec.changed = true;
+      }
+    },
+  ]);
   return interp;
 }
 
 function rearm(rec, timer) {
   const event = timer.event;
   const to = timer.to;
-  if (to === undefined) { rearmToSelf(rec, timer, rec.interp.delayedEventsMap); return; }
-  const fn = function () { rec.interp.sendTo(X_toSCXMLEvent(event), to, true); };
+  if (to === undefined) {
+    rearmToSelf(rec, timer, rec.interp.delayedEventsMap);
+    return;
+  }
+  const fn = function () {
+    rec.interp.sendTo(X_toSCXMLEvent(event), to, true);
+  };
   const meta = { event, to };
   if (timer.sendId !== undefined) meta.sendId = timer.sendId;
   const id = internal.rearmTimer(rec.key, fn, $String(timer.id), I.Number(timer.dueAt), meta);
@@ -349,24 +501,42 @@ function rearm(rec, timer) {
 // Its timer id is kept by send id in map, the interpreter's delayedEventsMap or the resting actor's
 // own (rec.delayed), for a cancel to find it, as xstate's defer and cancel do.
 function deliverToSelf(rec, scxml) {
-  if (rec.interp !== null) rec.interp.send(scxml); else pureSend(rec, scxml);
+  if (rec.interp !== null) rec.interp.send(scxml);
+  else pureSend(rec, scxml);
 }
 function deferToSelf(rec, sendAction, map) {
   const meta = { event: jsonCopy(sendAction._event.data) };
   if (sendAction.id !== undefined) meta.sendId = $String(sendAction.id);
   const scxml = sendAction._event;
-  const id = internal.addTimer(rec.key, function () { deliverToSelf(rec, scxml); }, sendAction.delay, meta);
+  const id = internal.addTimer(
+    rec.key,
+    function () {
+      deliverToSelf(rec, scxml);
+    },
+    sendAction.delay,
+    meta,
+  );
   if (sendAction.id) map[sendAction.id] = id;
 }
 function rearmToSelf(rec, timer, map) {
   const event = timer.event;
   const meta = { event };
   if (timer.sendId !== undefined) meta.sendId = timer.sendId;
-  const id = internal.rearmTimer(rec.key, function () { deliverToSelf(rec, X_toSCXMLEvent(event)); }, $String(timer.id), I.Number(timer.dueAt), meta);
+  const id = internal.rearmTimer(
+    rec.key,
+    function () {
+      deliverToSelf(rec, X_toSCXMLEvent(event));
+    },
+    $String(timer.id),
+    I.Number(timer.dueAt),
+    meta,
+  );
   if (timer.sendId !== undefined) map[timer.sendId] = id;
 }
 /** The map of a resting actor's delayed events (made when first needed). */
-function restingDelayed(rec) { return rec.delayed !== null ? rec.delayed : (rec.delayed = {}); }
+function restingDelayed(rec) {
+  return rec.delayed !== null ? rec.delayed : (rec.delayed = {});
+}
 
 // ---- XState v5 machines ----
 // A v5 machine (the shared copy's, or one of a bundled xstate 5 copy) runs as an Actor of the shared
@@ -387,7 +557,8 @@ let P5 = null; // Actor methods captured when the copy was bound (before user co
 let v5 = false; // the bundle's default export is a v5 machine
 let runMachine5 = null;
 const PARENT5 = I.objectFreeze({ type: 'statebacked.parent' });
-const CROSS_INSTANCE5 = 'statehold: an event for an actor of another instance was refused: an instance can reach other instances only by durable sends to their statebacked.instance refs';
+const CROSS_INSTANCE5 =
+  'statehold: an event for an actor of another instance was refused: an instance can reach other instances only by durable sends to their statebacked.instance refs';
 
 /** Called once by the v5 entry module with the shared xstate 5 copy. */
 export function bindV5(ns) {
@@ -402,8 +573,16 @@ export function bindV5(ns) {
  * logic interface (getInitialSnapshot, transition) and its root node.
  */
 function isV5Machine(m) {
-  return m !== null && typeof m === 'object' && typeof m.getInitialSnapshot === 'function' &&
-    typeof m.transition === 'function' && m.root !== null && typeof m.root === 'object' && m.config !== null && typeof m.config === 'object';
+  return (
+    m !== null &&
+    typeof m === 'object' &&
+    typeof m.getInitialSnapshot === 'function' &&
+    typeof m.transition === 'function' &&
+    m.root !== null &&
+    typeof m.root === 'object' &&
+    m.config !== null &&
+    typeof m.config === 'object'
+  );
 }
 
 /** Resolves what xstate 5 resolves lazily in each state node (its initial state, its transitions), so it fails at upload. */
@@ -467,29 +646,48 @@ function persistentInvokes5(node, depth) {
 }
 function persistentInvokeLogic5(src) {
   const logic = {
-    transition: function (snapshot) { return snapshot; },
-    getInitialSnapshot: function (scope, input) { return { status: 'active', output: undefined, error: undefined, input: input }; },
+    transition: function (snapshot) {
+      return snapshot;
+    },
+    getInitialSnapshot: function (scope, input) {
+      return { status: 'active', output: undefined, error: undefined, input: input };
+    },
     start: function (snapshot, scope) {
       if (snapshot.restored === true) return;
       const rec = active;
       if (rec === null) throw new $Error('a persistent invoke started outside any instance');
       const id = $String(scope.self.id);
-      const request = { kind: 'invoke', id: id, machineName: src.machineName,
-        machineInstanceName: typeof src.machineInstanceName === 'string' ? src.machineInstanceName : internal.randomUUID() };
+      const request = {
+        kind: 'invoke',
+        id: id,
+        machineName: src.machineName,
+        machineInstanceName: typeof src.machineInstanceName === 'string' ? src.machineInstanceName : internal.randomUUID(),
+      };
       if (typeof src.machineVersionId === 'string') request.machineVersionId = src.machineVersionId;
       const input = snapshot.input;
       if (input !== null && typeof input === 'object') request.context = jsonCopy(input);
       arrayPush(rec.spawns, request);
-      rec.invokes[id] = { type: 'statebacked.instance', id: id, machineName: request.machineName, machineInstanceName: request.machineInstanceName };
+      rec.invokes[id] = {
+        type: 'statebacked.instance',
+        id: id,
+        machineName: request.machineName,
+        machineInstanceName: request.machineInstanceName,
+      };
       rec.invokeSources[id] = $String(scope.self.src);
     },
-    getPersistedSnapshot: function (snapshot) { return snapshot; }
+    getPersistedSnapshot: function (snapshot) {
+      return snapshot;
+    },
   };
   I.weakMapSet(PERSISTENT_INVOKE, logic, src);
   return logic;
 }
 function isPersistentInvoke5(child) {
-  try { return child !== null && typeof child === 'object' && I.weakMapGet(PERSISTENT_INVOKE, child.logic) !== undefined; } catch (_) { return false; }
+  try {
+    return child !== null && typeof child === 'object' && I.weakMapGet(PERSISTENT_INVOKE, child.logic) !== undefined;
+  } catch (_) {
+    return false;
+  }
 }
 
 /** What a timer of the root actor sends to, as a pending timer names it (undefined: the root itself). */
@@ -505,19 +703,24 @@ function createActor5(rec, m, options) {
   const key = rec.key;
   options.clock = {
     setTimeout(fn, ms) {
-      const meta = rec.pendingMeta, rearm = rec.rearm;
-      rec.pendingMeta = null; rec.rearm = null;
+      const meta = rec.pendingMeta,
+        rearm = rec.rearm;
+      rec.pendingMeta = null;
+      rec.rearm = null;
       if (rearm !== null) return internal.rearmTimer(key, fn, rearm.id, rearm.dueAt, meta);
       return internal.addTimer(key, fn, ms, meta);
     },
-    clearTimeout(id) { internal.clearTimer(id); }
+    clearTimeout(id) {
+      internal.clearTimer(id);
+    },
   };
   options.devTools = false;
   const actor = X5.createActor(m, options);
   rec.actor = actor;
   const system = actor.system;
   const scheduler = system.scheduler;
-  const schedule = scheduler.schedule, relay = system._relay;
+  const schedule = scheduler.schedule,
+    relay = system._relay;
   scheduler.schedule = function (source, target, event, delay, id) {
     if (id === undefined) id = internal.randomUUID();
     /** @type {{ event: unknown, sendId: string, to?: unknown } | null} */
@@ -530,23 +733,36 @@ function createActor5(rec, m, options) {
       }
     }
     rec.pendingMeta = meta;
-    try { return schedule(source, target, event, delay, id); } finally { rec.pendingMeta = null; rec.rearm = null; }
+    try {
+      return schedule(source, target, event, delay, id);
+    } finally {
+      rec.pendingMeta = null;
+      rec.rearm = null;
+    }
   };
   // Machine code gets its own actor as 'self' and could keep it in a global: an event relayed while
   // another instance's call runs, or from this system to an actor of another one, is refused (the
   // call that tried fails), so no instance is driven outside its own mailbox.
   system._relay = function (source, target, event) {
     if (active !== rec) throw new $Error(CROSS_INSTANCE5);
-    if (target !== null && typeof target === 'object' && target !== PARENT5 && !isPersistentRef(target) && target.system !== system) throw new $Error(CROSS_INSTANCE5);
+    if (target !== null && typeof target === 'object' && target !== PARENT5 && !isPersistentRef(target) && target.system !== system)
+      throw new $Error(CROSS_INSTANCE5);
     if (target === PARENT5) {
       // the root's own completion and failure are the host's business, not events for a parent
       const type = event !== null && typeof event === 'object' ? $String(event.type) : '';
-      if (source === actor && (I.stringSlice(type, 0, 18) === 'xstate.done.actor.' || I.stringSlice(type, 0, 19) === 'xstate.error.actor.')) return;
+      if (source === actor && (I.stringSlice(type, 0, 18) === 'xstate.done.actor.' || I.stringSlice(type, 0, 19) === 'xstate.error.actor.'))
+        return;
       arrayPush(rec.outbound, { to: 'parent', event: jsonCopy(event) });
       return;
     }
-    if (isPersistentRef(target)) { arrayPush(rec.outbound, { to: refOf(target), event: jsonCopy(event) }); return; }
-    if (isPersistentInvoke5(target) && hasOwn(rec.invokes, target.id)) { arrayPush(rec.outbound, { to: refOf(rec.invokes[target.id]), event: jsonCopy(event) }); return; }
+    if (isPersistentRef(target)) {
+      arrayPush(rec.outbound, { to: refOf(target), event: jsonCopy(event) });
+      return;
+    }
+    if (isPersistentInvoke5(target) && hasOwn(rec.invokes, target.id)) {
+      arrayPush(rec.outbound, { to: refOf(rec.invokes[target.id]), event: jsonCopy(event) });
+      return;
+    }
     return relay(source, target, event);
   };
   actor._parent = PARENT5;
@@ -555,10 +771,20 @@ function createActor5(rec, m, options) {
     if (active !== rec) throw new $Error(CROSS_INSTANCE5);
     return apply(ownSend, actor, [event]);
   };
-  apply(P5.subscribe, actor, [{
-    next: function (snapshot) { if (snapshot !== rec.last) { rec.last = snapshot; rec.transitions++; rec.changed = true; } },
-    error: function (e) { fail(rec, e); }
-  }]);
+  apply(P5.subscribe, actor, [
+    {
+      next: function (snapshot) {
+        if (snapshot !== rec.last) {
+          rec.last = snapshot;
+          rec.transitions++;
+          rec.changed = true;
+        }
+      },
+      error: function (e) {
+        fail(rec, e);
+      },
+    },
+  ]);
   return actor;
 }
 
@@ -577,9 +803,11 @@ function startActor5(rec, init) {
     const s = upgraded ? upgradedState5(m, init.snapshot.state) : init.snapshot.state;
     if (upgraded) keepPersistentInvokes5(m, init.snapshot);
     s.children = {};
-    const invokes = init.snapshot.invokes, sources = init.snapshot.invokeSources;
+    const invokes = init.snapshot.invokes,
+      sources = init.snapshot.invokeSources;
     if (invokes !== null && typeof invokes === 'object' && sources !== null && typeof sources === 'object') {
-      rec.invokes = invokes; rec.invokeSources = sources;
+      rec.invokes = invokes;
+      rec.invokeSources = sources;
       const ids = objectKeys(invokes);
       for (let i = 0; i < ids.length; i++) {
         if (hasOwn(sources, ids[i])) s.children[ids[i]] = { snapshot: { status: 'active', restored: true }, src: sources[ids[i]] };
@@ -588,8 +816,12 @@ function startActor5(rec, init) {
     const actor = createActor5(rec, m, { snapshot: s });
     apply(P5.start, actor, []);
     const timers = (upgraded ? timersForMajor(5, init.pendingTimers) : init.pendingTimers) || [];
-    for (let i = 0; i < timers.length; i++) { const t = timers[i]; if (t && t.kind === 'event') rearm5(rec, t); }
-    rec.transitions = 0; rec.changed = false;
+    for (let i = 0; i < timers.length; i++) {
+      const t = timers[i];
+      if (t && t.kind === 'event') rearm5(rec, t);
+    }
+    rec.transitions = 0;
+    rec.changed = false;
   } else {
     const actor = createActor5(rec, m, { input: init.context || {} });
     apply(P5.start, actor, []);
@@ -607,13 +839,28 @@ function rearm5(rec, timer) {
     const children = apply(P5.getSnapshot, rec.actor, []).children;
     target = children && hasOwn(children, to) ? children[to] : undefined;
     if (target === undefined) {
-      internal.logError('the delayed event ' + $String(timer.event && timer.event.type) + ' to child ' + to + ' was dropped: the child did not survive the restore');
+      internal.logError(
+        'the delayed event ' +
+          $String(timer.event && timer.event.type) +
+          ' to child ' +
+          to +
+          ' was dropped: the child did not survive the restore',
+      );
       return;
     }
   }
   rec.rearm = { id: $String(timer.id), dueAt: I.Number(timer.dueAt) };
-  try { rec.actor.system.scheduler.schedule(rec.actor, target, timer.event, 0, timer.sendId === undefined ? $String(timer.id) : $String(timer.sendId)); }
-  finally { rec.rearm = null; }
+  try {
+    rec.actor.system.scheduler.schedule(
+      rec.actor,
+      target,
+      timer.event,
+      0,
+      timer.sendId === undefined ? $String(timer.id) : $String(timer.sendId),
+    );
+  } finally {
+    rec.rearm = null;
+  }
 }
 
 function sendEvent5(rec, event) {
@@ -629,8 +876,11 @@ function sendEvent5(rec, event) {
 }
 
 function handles5(rec, event) {
-  try { return machine5().getTransitionData(apply(P5.getSnapshot, rec.actor, []), event).length > 0; }
-  catch (_) { return true; }
+  try {
+    return machine5().getTransitionData(apply(P5.getSnapshot, rec.actor, []), event).length > 0;
+  } catch (_) {
+    return true;
+  }
 }
 
 function childrenOf5(rec) {
@@ -638,7 +888,11 @@ function childrenOf5(rec) {
   return st !== null && typeof st === 'object' && st.children !== null && typeof st.children === 'object' ? st.children : {};
 }
 function isActiveChild5(child) {
-  try { return child !== null && typeof child === 'object' && apply(P5.getSnapshot, child, []).status === 'active'; } catch (_) { return false; }
+  try {
+    return child !== null && typeof child === 'object' && apply(P5.getSnapshot, child, []).status === 'active';
+  } catch (_) {
+    return false;
+  }
 }
 
 function runningChildren5(rec) {
@@ -649,7 +903,11 @@ function runningChildren5(rec) {
     const child = children[ids[i]];
     if (!isActiveChild5(child) || isPersistentInvoke5(child)) continue;
     const logic = child.logic;
-    arrayPush(list, { id: $String(ids[i]), kind: logic !== null && typeof logic === 'object' && logic.root && typeof logic.getInitialSnapshot === 'function' ? 'machine' : 'actor' });
+    arrayPush(list, {
+      id: $String(ids[i]),
+      kind:
+        logic !== null && typeof logic === 'object' && logic.root && typeof logic.getInitialSnapshot === 'function' ? 'machine' : 'actor',
+    });
   }
   return list;
 }
@@ -663,9 +921,16 @@ function stopChildren5(rec) {
   const kept = {};
   for (let i = 0; i < keys.length; i++) {
     const child = children[keys[i]];
-    if (!isActiveChild5(child) || isPersistentInvoke5(child)) { kept[keys[i]] = child; continue; }
+    if (!isActiveChild5(child) || isPersistentInvoke5(child)) {
+      kept[keys[i]] = child;
+      continue;
+    }
     arrayPush(ids, $String(keys[i]));
-    try { apply(P5._stop, child, []); } catch (e) { internal.logError('stopping child ' + $String(keys[i]) + ' threw: ' + errorText(e)); }
+    try {
+      apply(P5._stop, child, []);
+    } catch (e) {
+      internal.logError('stopping child ' + $String(keys[i]) + ' threw: ' + errorText(e));
+    }
   }
   if (st !== null && typeof st === 'object') st.children = kept;
   return ids;
@@ -688,7 +953,10 @@ function snapshotOf5(st, rec) {
   const state = { status: st.status, historyValue: history, children: {}, __fromHead: { value: true, context: true } };
   if (st.output !== undefined) state.output = st.output;
   const snapshot = { xstate: 5, state: state };
-  if (objectKeys(rec.invokes).length > 0) { snapshot.invokes = rec.invokes; snapshot.invokeSources = rec.invokeSources; }
+  if (objectKeys(rec.invokes).length > 0) {
+    snapshot.invokes = rec.invokes;
+    snapshot.invokeSources = rec.invokeSources;
+  }
   return snapshot;
 }
 
@@ -700,8 +968,13 @@ function outputOf5(input) {
   if (!input.done || typeof value !== 'string' || !root.states || !hasOwn(root.states, value) || root.output === undefined) return null;
   const node = root.states[value];
   if (!node || node.type !== 'final') return null;
-  const resolve = function (mapper, event) { return typeof mapper === 'function' ? mapper({ context: input.context, event: event, self: undefined }) : mapper; };
-  const doneState = { type: 'xstate.done.state.' + $String(node.id), output: node.output !== undefined ? resolve(node.output, input.event) : undefined };
+  const resolve = function (mapper, event) {
+    return typeof mapper === 'function' ? mapper({ context: input.context, event: event, self: undefined }) : mapper;
+  };
+  const doneState = {
+    type: 'xstate.done.state.' + $String(node.id),
+    output: node.output !== undefined ? resolve(node.output, input.event) : undefined,
+  };
   const out = resolve(root.output, doneState);
   return out === undefined ? null : jsonCopy(out);
 }
@@ -724,22 +997,31 @@ let pureVerdict; // undefined until the bundle's machine was examined
 const NEEDS_INTERPRETER = new $Error('statehold: spawn needs an interpreter');
 let pureCall = null; // { rec, before } while a pure step runs; before is null while a new actor starts
 let spawnAttempted = false;
-const spawnGuard = { spawn: function (entity, name, options) {
-  const call = pureCall;
-  if (call === null || call.before === null) { spawnAttempted = true; throw NEEDS_INTERPRETER; }
-  const rec = call.rec;
-  if (rec.interp === null) {
-    wake(rec, call.before);
-    // inside the step, as inside its send: events the interpreter gets meanwhile wait for the step's end
-    rec.interp.scheduler.processingEvent = true;
-  }
-  return rec.interp.spawn(entity, name, options);
-} };
+const spawnGuard = {
+  spawn: function (entity, name, options) {
+    const call = pureCall;
+    if (call === null || call.before === null) {
+      spawnAttempted = true;
+      throw NEEDS_INTERPRETER;
+    }
+    const rec = call.rec;
+    if (rec.interp === null) {
+      wake(rec, call.before);
+      // inside the step, as inside its send: events the interpreter gets meanwhile wait for the step's end
+      rec.interp.scheduler.processingEvent = true;
+    }
+    return rec.interp.spawn(entity, name, options);
+  },
+};
 
 function pureMachine() {
   if (!pureSteps || v5) return false;
   if (pureVerdict === undefined) {
-    try { pureVerdict = restsWithoutInterpreter(machine()); } catch (_) { pureVerdict = false; }
+    try {
+      pureVerdict = restsWithoutInterpreter(machine());
+    } catch (_) {
+      pureVerdict = false;
+    }
   }
   return pureVerdict;
 }
@@ -811,7 +1093,11 @@ function runAction(rec, m, action, context, _event, state) {
   const impl = action.exec || (m.options.actions ? m.options.actions[action.type] : undefined);
   const exec = typeof impl === 'function' ? impl : impl ? impl.exec : action.exec;
   if (exec) {
-    exec(context, _event.data, m.config.predictableActionArguments ? { action: action, _event: _event } : { action: action, state: state, _event: _event });
+    exec(
+      context,
+      _event.data,
+      m.config.predictableActionArguments ? { action: action, _event: _event } : { action: action, state: state, _event: _event },
+    );
     return;
   }
   if (action.type === 'xstate.send') {
@@ -828,7 +1114,8 @@ function runAction(rec, m, action, context, _event, state) {
     return;
   }
   if (action.type === 'xstate.log') {
-    if (action.label) LOGGER(action.label, action.value); else LOGGER(action.value);
+    if (action.label) LOGGER(action.label, action.value);
+    else LOGGER(action.value);
   }
 }
 
@@ -840,19 +1127,30 @@ function pureSend(rec, event) {
   if (current.done) return;
   const _event = X_toSCXMLEvent(event);
   const predictable = !!m.config.predictableActionArguments;
-  const exec = predictable ? function (action, context, ev) { runAction(rec, m, action, context, ev, undefined); } : undefined;
+  const exec = predictable
+    ? function (action, context, ev) {
+        runAction(rec, m, action, context, ev, undefined);
+      }
+    : undefined;
   let next;
   pureCall = { rec: rec, before: current };
   try {
-    next = provide(spawnGuard, function () { return m.transition(current, _event, undefined, exec); });
+    next = provide(spawnGuard, function () {
+      return m.transition(current, _event, undefined, exec);
+    });
     if (rec.interp !== null) {
       // a spawn woke an interpreter: it takes the step's state as its send would have
       apply(P.update, rec.interp, [next, _event]);
     }
   } catch (e) {
-    if (rec.interp !== null) { rec.interp.scheduler.clear(); rec.interp.scheduler.processingEvent = false; }
+    if (rec.interp !== null) {
+      rec.interp.scheduler.clear();
+      rec.interp.scheduler.processingEvent = false;
+    }
     throw e;
-  } finally { pureCall = null; }
+  } finally {
+    pureCall = null;
+  }
   if (rec.interp !== null) {
     rec.interp.scheduler.processingEvent = false;
     rec.interp.scheduler.flushEvents();
@@ -860,7 +1158,10 @@ function pureSend(rec, event) {
   }
   rec.state = next;
   next.history = undefined; // the state before (xstate keeps one level of it); not delete, which would slow the object down
-  if (next.changed !== false) { rec.transitions++; rec.changed = true; }
+  if (next.changed !== false) {
+    rec.transitions++;
+    rec.changed = true;
+  }
   if (!predictable) for (let i = 0; i < next.actions.length; i++) runAction(rec, m, next.actions[i], next.context, next._event, next);
   if (next.done) cancelAllDelayed(rec);
 }
@@ -885,13 +1186,21 @@ function pureStart(rec, m, context) {
   pureCall = { rec: rec, before: null };
   let initial;
   try {
-    initial = provide(spawnGuard, function () { return m.getInitialState(m.initialStateValue, context); });
+    initial = provide(spawnGuard, function () {
+      return m.getInitialState(m.initialStateValue, context);
+    });
   } catch (e) {
     if (!spawnAttempted) throw e;
-  } finally { pureCall = null; }
-  if (spawnAttempted) { rec.spawns.length = spawnsBefore; return false; }
+  } finally {
+    pureCall = null;
+  }
+  if (spawnAttempted) {
+    rec.spawns.length = spawnsBefore;
+    return false;
+  }
   rec.state = initial;
-  rec.transitions = 1; rec.changed = true;
+  rec.transitions = 1;
+  rec.changed = true;
   // as Interpreter#start runs the initial state's actions: with that state's context
   for (let i = 0; i < initial.actions.length; i++) runAction(rec, m, initial.actions[i], initial.context, initial._event, initial);
   if (initial.done) cancelAllDelayed(rec);
@@ -904,7 +1213,8 @@ function pureStart(rec, m, context) {
 // a parallel root, resolves to the initial configuration. So every State the harness hands a machine
 // is made by that machine's own copy: through its resolveState, or with the State class its
 // resolveState was seen to make (ownStates).
-const X_State = X.State, X_StateNode = X.StateNode;
+const X_State = X.State,
+  X_StateNode = X.StateNode;
 // What a restore of a resting actor costs is mostly xstate's resolveState (≈ 30 µs here for a small
 // machine, more than its transition): it makes a State from the snapshot, walks the machine for the
 // configuration of the state value, and makes a second State from the first one's fields. What it
@@ -915,7 +1225,10 @@ const ownStates = new $WeakMap(); // machine -> { State: its copy's State class,
 const MAX_RESOLVED_VALUES = 1000; // per machine; values past it resolve each time
 function ownStatesOf(m) {
   let own = I.weakMapGet(ownStates, m);
-  if (own === undefined) { own = { State: null, values: new I.Map() }; I.weakMapSet(ownStates, m, own); }
+  if (own === undefined) {
+    own = { State: null, values: new I.Map() };
+    I.weakMapSet(ownStates, m, own);
+  }
   return own;
 }
 /** m.resolveState, noting the State class m's copy makes. */
@@ -933,8 +1246,16 @@ function asOwnState(m, state) {
   return state instanceof X_State && !(m instanceof X_StateNode) ? resolveOwn(m, state) : state;
 }
 function restingState(m, s) {
-  if (s === null || typeof s !== 'object' || s._event === null || typeof s._event !== 'object' || s.activities === null || typeof s.activities !== 'object' ||
-      !I.isArray(s.actions) || !I.isArray(s.events)) {
+  if (
+    s === null ||
+    typeof s !== 'object' ||
+    s._event === null ||
+    typeof s._event !== 'object' ||
+    s.activities === null ||
+    typeof s.activities !== 'object' ||
+    !I.isArray(s.actions) ||
+    !I.isArray(s.events)
+  ) {
     return resolveOwn(m, s); // (what the snapshots the harness writes always have; anything else the long way)
   }
   const own = ownStatesOf(m);
@@ -945,27 +1266,52 @@ function restingState(m, s) {
     const state = resolveOwn(m, s);
     if (I.mapSize(byValue) < MAX_RESOLVED_VALUES) {
       const tags = [];
-      I.setForEach(state.tags, function (tag) { arrayPush(tags, tag); });
-      mapSet(byValue, valueJson, { valueJson: jsonStringify(state.value), configuration: I.arraySlice(state.configuration), done: state.done, tags: tags });
+      I.setForEach(state.tags, function (tag) {
+        arrayPush(tags, tag);
+      });
+      mapSet(byValue, valueJson, {
+        valueJson: jsonStringify(state.value),
+        configuration: I.arraySlice(state.configuration),
+        done: state.done,
+        tags: tags,
+      });
     }
     return state;
   }
   return new own.State({
-    value: jsonParse(known.valueJson), context: s.context, _event: s._event, _sessionid: s._sessionid,
-    historyValue: s.historyValue, history: s.history, actions: s.actions, activities: s.activities, events: s.events,
-    transitions: s.transitions, children: s.children,
-    configuration: I.arraySlice(known.configuration), done: known.done, tags: I.arraySlice(known.tags), machine: m.machine,
+    value: jsonParse(known.valueJson),
+    context: s.context,
+    _event: s._event,
+    _sessionid: s._sessionid,
+    historyValue: s.historyValue,
+    history: s.history,
+    actions: s.actions,
+    activities: s.activities,
+    events: s.events,
+    transitions: s.transitions,
+    children: s.children,
+    configuration: I.arraySlice(known.configuration),
+    done: known.done,
+    tags: I.arraySlice(known.tags),
+    machine: m.machine,
   });
 }
 
 /** Gives a resting actor an interpreter, started from its State (nothing re-runs). */
 function wake(rec, state) {
-  state.actions = []; state.children = {}; delete state.history; delete state._sessionid;
+  state.actions = [];
+  state.children = {};
+  delete state.history;
+  delete state._sessionid;
   rec.state = null;
   rec.interp = createInterpreter(rec, machine());
-  if (rec.delayed !== null) { assignOwn(rec.interp.delayedEventsMap, rec.delayed); rec.delayed = null; }
+  if (rec.delayed !== null) {
+    assignOwn(rec.interp.delayedEventsMap, rec.delayed);
+    rec.delayed = null;
+  }
   apply(P.start, rec.interp, [state]);
-  rec.transitions = 0; rec.changed = false;
+  rec.transitions = 0;
+  rec.changed = false;
 }
 
 /** After a step: an interpreter of a pure machine with nothing running any more is let go. */
@@ -977,7 +1323,12 @@ function restIfIdle(rec, pendingTimers) {
   // would cancel what its map holds
   const delayed = rec.interp.delayedEventsMap;
   rec.interp.delayedEventsMap = {};
-  try { apply(P._stop, rec.interp, []); } catch (_) { rec.interp.delayedEventsMap = delayed; return; }
+  try {
+    apply(P._stop, rec.interp, []);
+  } catch (_) {
+    rec.interp.delayedEventsMap = delayed;
+    return;
+  }
   rec.delayed = objectKeys(delayed).length > 0 ? delayed : null;
   freeSessionsOf(rec.key);
   rec.interp = null;
@@ -994,11 +1345,19 @@ function discard(rec) {
   internal.dropHostCalls(rec.key);
   if (rec.interp) {
     // _stop (not stop): no exit actions run; eviction and failure are not machine transitions
-    try { apply(P._stop, rec.interp, []); } catch (_) { /* the actor is being dropped anyway */ }
+    try {
+      apply(P._stop, rec.interp, []);
+    } catch (_) {
+      /* the actor is being dropped anyway */
+    }
   }
   if (rec.actor) {
     // xstate 5's stop runs no exit actions either; its outbound sends and spawns are not reported any more
-    try { apply(P5._stop, rec.actor, []); } catch (_) { /* the actor is being dropped anyway */ }
+    try {
+      apply(P5._stop, rec.actor, []);
+    } catch (_) {
+      /* the actor is being dropped anyway */
+    }
     rec.actor = null;
   }
   rec.state = null;
@@ -1010,11 +1369,15 @@ function discard(rec) {
 /** Object.assign without its [[Set]]: a key named __proto__ becomes a property, not the prototype. */
 function assignOwn(target, source) {
   const keys = objectKeys(source);
-  for (let i = 0; i < keys.length; i++) objectDefineProperty(target, keys[i], { value: source[keys[i]], writable: true, enumerable: true, configurable: true });
+  for (let i = 0; i < keys.length; i++)
+    objectDefineProperty(target, keys[i], { value: source[keys[i]], writable: true, enumerable: true, configurable: true });
   return target;
 }
 
-function enter(rec, now) { active = rec; internal.enter(rec.key, rec.name, now); }
+function enter(rec, now) {
+  active = rec;
+  internal.enter(rec.key, rec.name, now);
+}
 
 /** @param {string} key @param {string} name @param {string} initJson @param {number} now @returns {string} (a call from the host: version-isolate.ts) */
 export function start(key, name, initJson, now) {
@@ -1053,7 +1416,10 @@ function restoreIfGiven(key, restoreJson, now) {
 
 /** Whether a restored actor's persisted timers are all delayed events to itself (the rest are not re-armed). */
 function delayedToSelfOnly(timers) {
-  for (let i = 0; i < timers.length; i++) { const t = timers[i]; if (t && t.kind === 'event' && t.to !== undefined) return false; }
+  for (let i = 0; i < timers.length; i++) {
+    const t = timers[i];
+    if (t && t.kind === 'event' && t.to !== undefined) return false;
+  }
   return true;
 }
 
@@ -1064,25 +1430,40 @@ function startActor(key, name, init, now) {
   mapSet(actors, key, rec);
   enter(rec, now);
   try {
-    if (v5) { startActor5(rec, init); return; }
+    if (v5) {
+      startActor5(rec, init);
+      return;
+    }
     const base = machine();
     if (init.snapshot) {
       // A snapshot an upgrade made (upgrade-harness.js): rebuilt for this version's machine.
       const upgraded = init.snapshot.state.__upgradeHistory !== undefined;
       const s = upgraded ? upgradedState4(base, init.snapshot) : init.snapshot.state;
-      s.actions = []; s.children = {}; delete s.history; delete s._sessionid;
+      s.actions = [];
+      s.children = {};
+      delete s.history;
+      delete s._sessionid;
       if (init.snapshot.invokes && typeof init.snapshot.invokes === 'object') rec.invokes = init.snapshot.invokes;
       const timers = (upgraded ? timersForMajor(4, init.pendingTimers) : init.pendingTimers) || [];
       if (pureMachine() && delayedToSelfOnly(timers)) {
         // what Interpreter#start does with a state config, without the interpreter
-        rec.state = provide(spawnGuard, function () { return restingState(base, s); });
-        for (let i = 0; i < timers.length; i++) { const t = timers[i]; if (t && t.kind === 'event') rearmToSelf(rec, t, restingDelayed(rec)); }
+        rec.state = provide(spawnGuard, function () {
+          return restingState(base, s);
+        });
+        for (let i = 0; i < timers.length; i++) {
+          const t = timers[i];
+          if (t && t.kind === 'event') rearmToSelf(rec, t, restingDelayed(rec));
+        }
         return;
       }
       rec.interp = createInterpreter(rec, base);
       apply(P.start, rec.interp, [s]);
-      for (let i = 0; i < timers.length; i++) { const t = timers[i]; if (t && t.kind === 'event') rearm(rec, t); }
-      rec.transitions = 0; rec.changed = false;
+      for (let i = 0; i < timers.length; i++) {
+        const t = timers[i];
+        if (t && t.kind === 'event') rearm(rec, t);
+      }
+      rec.transitions = 0;
+      rec.changed = false;
     } else {
       const defaults = jsonCopy(base.context);
       const context = assignOwn(assignOwn({}, defaults !== null && typeof defaults === 'object' ? defaults : {}), init.context || {});
@@ -1098,30 +1479,53 @@ function startActor(key, name, init, now) {
         configurable: true,
         get: function () {
           if (!interp._initialState) {
-            interp._initialState = provide(interp, function () { return base.getInitialState(base.initialStateValue, context); });
+            interp._initialState = provide(interp, function () {
+              return base.getInitialState(base.initialStateValue, context);
+            });
           }
           return interp._initialState;
-        }
+        },
       });
       apply(P.start, interp, []);
     }
-  } catch (e) { fail(rec, e); }
+  } catch (e) {
+    fail(rec, e);
+  }
 }
 
 // ---- upgrades (upgrade-harness.js) ----
 const upgrades = makeUpgrades({
-  I: I, internal: internal, enterCall: enterCall, jsonCopy: jsonCopy, assignOwn: assignOwn, outputOf5: outputOf5, machine5: machine5,
-  X_toSCXMLEvent: X_toSCXMLEvent, X_updateHistoryValue: X_updateHistoryValue, PERSISTENT_INVOKE: PERSISTENT_INVOKE,
-  bundle: function () { return bundle; }, isV5: function () { return v5; }
+  I: I,
+  internal: internal,
+  enterCall: enterCall,
+  jsonCopy: jsonCopy,
+  assignOwn: assignOwn,
+  outputOf5: outputOf5,
+  machine5: machine5,
+  X_toSCXMLEvent: X_toSCXMLEvent,
+  X_updateHistoryValue: X_updateHistoryValue,
+  PERSISTENT_INVOKE: PERSISTENT_INVOKE,
+  bundle: function () {
+    return bundle;
+  },
+  isV5: function () {
+    return v5;
+  },
 });
-const upgradedState4 = upgrades.upgradedState4, upgradedState5 = upgrades.upgradedState5;
-const keepPersistentInvokes5 = upgrades.keepPersistentInvokes5, timersForMajor = upgrades.timersForMajor;
+const upgradedState4 = upgrades.upgradedState4,
+  upgradedState5 = upgrades.upgradedState5;
+const keepPersistentInvokes5 = upgrades.keepPersistentInvokes5,
+  timersForMajor = upgrades.timersForMajor;
 /** A migration bundle's work (upgrade-harness.js migrate). */
 /** @param {string} inputJson @returns {string} (a call from the host: version-isolate.ts) */
-export function migrate(inputJson) { return upgrades.migrate(inputJson); }
+export function migrate(inputJson) {
+  return upgrades.migrate(inputJson);
+}
 /** The paths a v5 instance's history states remember (upgrade-harness.js rememberedPaths5). */
 /** @param {string} snapshotJson @returns {string} (a call from the host: version-isolate.ts) */
-export function rememberedPaths5(snapshotJson) { return upgrades.rememberedPaths5(snapshotJson); }
+export function rememberedPaths5(snapshotJson) {
+  return upgrades.rememberedPaths5(snapshotJson);
+}
 
 /** @param {string} key @param {string} eventJson @param {number} now @param {string} [restoreJson] @returns {string} (a call from the host: version-isolate.ts) */
 export function send(key, eventJson, now, restoreJson) {
@@ -1139,13 +1543,18 @@ function sendEvent(key, eventJson, now) {
   if (rec.actor === null && unhandledErrorEvent(rec, event)) {
     // xstate 4 throws on an error.platform event the state has no transition for. The runtime sends one
     // for each child it stopped at the settling timeout; thrown, it would fail every later event too.
-    internal.logError(event.type + ' (a child stopped because the machine did not settle in time) has no transition in this state: ignored');
+    internal.logError(
+      event.type + ' (a child stopped because the machine did not settle in time) has no transition in this state: ignored',
+    );
     return '';
   }
   try {
     if (rec.actor !== null) sendEvent5(rec, event);
-    else if (rec.interp !== null) rec.interp.send(event); else pureSend(rec, event);
-  } catch (e) { fail(rec, e); }
+    else if (rec.interp !== null) rec.interp.send(event);
+    else pureSend(rec, event);
+  } catch (e) {
+    fail(rec, e);
+  }
   return '';
 }
 
@@ -1192,7 +1601,10 @@ export function advance(key, now, restoreJson) {
   if (rec.failure) return '';
   enter(rec, now);
   internal.fireDue(key, now, function (e, timer) {
-    if (timer.meta) { fail(rec, e); return false; }
+    if (timer.meta) {
+      fail(rec, e);
+      return false;
+    }
     internal.logError('uncaught exception in a timer callback: ' + errorText(e));
     return true;
   });
@@ -1209,16 +1621,23 @@ export function stopChildren(key) {
   let ids = [];
   try {
     if (rec.actor !== null) ids = stopChildren5(rec);
-    if (rec.interp !== null) mapForEach(rec.interp.children, function (child, id) {
-      arrayPush(ids, $String(id));
-      try { if (typeof child.stop === 'function') child.stop(); }
-      catch (e) { internal.logError('stopping child ' + $String(id) + ' threw: ' + errorText(e)); }
-    });
+    if (rec.interp !== null)
+      mapForEach(rec.interp.children, function (child, id) {
+        arrayPush(ids, $String(id));
+        try {
+          if (typeof child.stop === 'function') child.stop();
+        } catch (e) {
+          internal.logError('stopping child ' + $String(id) + ' threw: ' + errorText(e));
+        }
+      });
     if (rec.interp !== null) for (let i = 0; i < ids.length; i++) apply(P.removeChild, rec.interp, [ids[i]]);
     // timers set by the stopped services' own code die with them, and so do their host calls
     internal.clearOwner(key, 'callback');
     internal.dropHostCalls(key);
-  } finally { active = null; internal.leave(); }
+  } finally {
+    active = null;
+    internal.leave();
+  }
   return jsonStringify(ids);
 }
 
@@ -1236,7 +1655,9 @@ function runningChildren(rec) {
   if (rec.actor !== null) return runningChildren5(rec);
   const list = [];
   if (rec.interp === null) return list;
-  mapForEach(rec.interp.children, function (child, id) { arrayPush(list, { id: $String(id), kind: (rec.kinds !== null && I.weakMapGet(rec.kinds, child)) || 'actor' }); });
+  mapForEach(rec.interp.children, function (child, id) {
+    arrayPush(list, { id: $String(id), kind: (rec.kinds !== null && I.weakMapGet(rec.kinds, child)) || 'actor' });
+  });
   return list;
 }
 
@@ -1250,8 +1671,18 @@ function runningChildren(rec) {
  * a marker says so (snapshot.ts puts them back).
  */
 const NOT_IN_SNAPSHOT = {
-  history: true, _sessionid: true, actions: true, children: true, value: true, context: true,
-  event: true, meta: true, tags: true, configuration: true, transitions: true, machine: true
+  history: true,
+  _sessionid: true,
+  actions: true,
+  children: true,
+  value: true,
+  context: true,
+  event: true,
+  meta: true,
+  tags: true,
+  configuration: true,
+  transitions: true,
+  machine: true,
 };
 function snapshotOf(state, rec) {
   const out = {};
@@ -1275,9 +1706,14 @@ function snapshotOf(state, rec) {
 function tagsOf(st) {
   const tags = [];
   if (!st.tags) return tags;
-  const add = function (t) { if (typeof t === 'string') arrayPush(tags, t); };
-  try { I.setForEach(st.tags, add); }
-  catch (_) { if (I.isArray(st.tags)) for (let i = 0; i < st.tags.length; i++) add(st.tags[i]); }
+  const add = function (t) {
+    if (typeof t === 'string') arrayPush(tags, t);
+  };
+  try {
+    I.setForEach(st.tags, add);
+  } catch (_) {
+    if (I.isArray(st.tags)) for (let i = 0; i < st.tags.length; i++) add(st.tags[i]);
+  }
   return tags;
 }
 
@@ -1301,22 +1737,28 @@ export function collect(key) {
     pendingTimers = internal.timersOf(key);
     // Three JSON texts, one per line (JSON.stringify never writes a line break): the rest of the
     // result, the context and the snapshot. The host passes the snapshot on unparsed to storage.
-    out = jsonStringify({
-      state: st.value,
-      tags: tagsOf(st),
-      done: rec.actor !== null ? st.status === 'done' : !!st.done,
-      changed: rec.changed,
-      pendingTimers,
-      runningChildren: runningChildren(rec),
-      persistentSpawns: rec.spawns,
-      outboundSends: rec.outbound,
-      transitions: rec.transitions
-    }) + '\n' + jsonStringify(st.context === undefined || st.context === null ? {} : st.context) + '\n' + jsonStringify(rec.actor !== null ? snapshotOf5(st, rec) : snapshotOf(st, rec));
+    out =
+      jsonStringify({
+        state: st.value,
+        tags: tagsOf(st),
+        done: rec.actor !== null ? st.status === 'done' : !!st.done,
+        changed: rec.changed,
+        pendingTimers,
+        runningChildren: runningChildren(rec),
+        persistentSpawns: rec.spawns,
+        outboundSends: rec.outbound,
+        transitions: rec.transitions,
+      }) +
+      '\n' +
+      jsonStringify(st.context === undefined || st.context === null ? {} : st.context) +
+      '\n' +
+      jsonStringify(rec.actor !== null ? snapshotOf5(st, rec) : snapshotOf(st, rec));
   } catch (e) {
     discard(rec);
     return jsonStringify({ error: 'the machine state is not JSON-serialisable: ' + errorText(e) });
   }
-  rec.transitions = 0; rec.changed = false;
+  rec.transitions = 0;
+  rec.changed = false;
   if (rec.spawns.length > 0) rec.spawns = [];
   if (rec.outbound.length > 0) rec.outbound = [];
   restIfIdle(rec, pendingTimers);
@@ -1337,8 +1779,13 @@ export function deliver(id, headJson, body, now) {
     const rec = mapGet(actors, owner);
     const call = rec ? undefined : mapGet(httpCalls, owner);
     if (rec) enter(rec, now);
-    else if (call !== undefined) { active = null; internal.enter(owner, call.name, now); }
-    else { internal.dropHostCalls(owner); return 'dropped'; }
+    else if (call !== undefined) {
+      active = null;
+      internal.enter(owner, call.name, now);
+    } else {
+      internal.dropHostCalls(owner);
+      return 'dropped';
+    }
   }
   internal.settleHostCall(id, headJson, body);
   return 'delivered';
@@ -1355,8 +1802,12 @@ export function afterDeliver() {
 /** How many live actors rest without an interpreter and how many have one (diagnostics, tests). */
 /** @returns {string} (a call from the host: version-isolate.ts) */
 export function census() {
-  let resting = 0, interpreters = 0;
-  mapForEach(actors, function (rec) { if (rec.interp !== null || rec.actor !== null) interpreters++; else if (rec.state !== null) resting++; });
+  let resting = 0,
+    interpreters = 0;
+  mapForEach(actors, function (rec) {
+    if (rec.interp !== null || rec.actor !== null) interpreters++;
+    else if (rec.state !== null) resting++;
+  });
   return jsonStringify({ resting: resting, interpreters: interpreters });
 }
 
@@ -1390,14 +1841,17 @@ export function recover() {
 // second crossing, once the isolate drained its microtasks; an async handler that waits for a fetch
 // or a timer stays pending across several collects (the host waits for activity in between), and
 // httpDrop forgets it, with its timers and fetches, whatever became of it.
-const $Promise = Promise, promiseResolve = Promise.resolve, promiseThen = Promise.prototype.then;
+const $Promise = Promise,
+  promiseResolve = Promise.resolve,
+  promiseThen = Promise.prototype.then;
 const httpCalls = new I.Map(); // key -> { name, done, value, error }
 
 /** Why there is nothing to call, or undefined when there is: text for a 404. */
 function httpEntry(slug, out) {
   const mapper = bundle.httpApiMapper;
   if (mapper === undefined || mapper === null) return 'the machine version exports no httpApiMapper';
-  if (typeof mapper !== 'object' && typeof mapper !== 'function') return 'the machine version exports an httpApiMapper that is not an object';
+  if (typeof mapper !== 'object' && typeof mapper !== 'function')
+    return 'the machine version exports an httpApiMapper that is not an object';
   if (!hasOwn(mapper, slug)) return 'the httpApiMapper of the machine version has no entry ' + jsonStringify(slug);
   out.entry = mapper[slug];
   return undefined;
@@ -1415,7 +1869,11 @@ export function httpCall(key, slug, fn, inputJson, now, name) {
   internal.leave();
   const found = {};
   let missing;
-  try { missing = httpEntry(slug, found); } catch (e) { return jsonStringify({ error: 'reading httpApiMapper threw: ' + errorText(e) }); }
+  try {
+    missing = httpEntry(slug, found);
+  } catch (e) {
+    return jsonStringify({ error: 'reading httpApiMapper threw: ' + errorText(e) });
+  }
   if (missing !== undefined) return jsonStringify({ missing: missing });
   const call = { name: name, done: false, value: undefined, error: undefined };
   mapSet(httpCalls, key, call);
@@ -1430,8 +1888,14 @@ export function httpCall(key, slug, fn, inputJson, now, name) {
     if (fn === 'responseMapper') input = { state: input.state, context: input.context, result: doneDataOf(input) };
     const returned = apply(f, entry, [input]);
     apply(promiseThen, apply(promiseResolve, $Promise, [returned]), [
-      function (value) { call.done = true; call.value = value; },
-      function (e) { call.done = true; call.error = errorText(e); }
+      function (value) {
+        call.done = true;
+        call.value = value;
+      },
+      function (e) {
+        call.done = true;
+        call.error = errorText(e);
+      },
     ]);
   } catch (e) {
     call.done = true;
@@ -1500,18 +1964,27 @@ function doneDataOf(input) {
     if (v5) return outputOf5(input);
     const m = machine();
     const value = input.state;
-    if (!input.done || typeof value !== 'string' || m === null || typeof m !== 'object' || !m.states || !hasOwn(m.states, value)) return null;
+    if (!input.done || typeof value !== 'string' || m === null || typeof m !== 'object' || !m.states || !hasOwn(m.states, value))
+      return null;
     const node = m.states[value];
     if (!node || node.type !== 'final' || node.doneData === undefined || node.doneData === null) return null;
-    const mapper = node.doneData, context = input.context, data = input.event;
+    const mapper = node.doneData,
+      context = input.context,
+      data = input.event;
     let out;
     if (typeof mapper === 'function') out = mapper(context, data);
     else if (typeof mapper === 'object') {
       out = {};
       const keys = objectKeys(mapper);
       for (let i = 0; i < keys.length; i++) {
-        const k = keys[i], sub = mapper[k];
-        objectDefineProperty(out, k, { value: typeof sub === 'function' ? sub(context, data) : sub, writable: true, enumerable: true, configurable: true });
+        const k = keys[i],
+          sub = mapper[k];
+        objectDefineProperty(out, k, {
+          value: typeof sub === 'function' ? sub(context, data) : sub,
+          writable: true,
+          enumerable: true,
+          configurable: true,
+        });
       }
     } else out = mapper;
     return out === undefined ? null : jsonCopy(out);
@@ -1530,9 +2003,15 @@ export function inspect() {
     return jsonStringify({ loadError: "the bundle's top-level code did not finish (a top-level await that never settles?)" });
   }
   try {
-    const info = { hasDefault: 'default' in bundle, machine: 'none', definitionError: null,
-      allowRead: typeof bundle.allowRead === 'function', allowWrite: typeof bundle.allowWrite === 'function',
-      upgradeState: typeof bundle.upgradeState === 'function', upgradeContext: typeof bundle.upgradeContext === 'function' };
+    const info = {
+      hasDefault: 'default' in bundle,
+      machine: 'none',
+      definitionError: null,
+      allowRead: typeof bundle.allowRead === 'function',
+      allowWrite: typeof bundle.allowWrite === 'function',
+      upgradeState: typeof bundle.upgradeState === 'function',
+      upgradeContext: typeof bundle.upgradeContext === 'function',
+    };
     const m = bundle.default;
     if (m !== null && typeof m === 'object') {
       if (isV5Machine(m)) {
@@ -1544,10 +2023,16 @@ export function inspect() {
         try {
           if (m.root.machine !== m) info.definitionError = 'machine.root.machine is not the machine itself';
           else checkV5Node(m.root, 0);
-        } catch (e) { info.definitionError = errorText(e); }
+        } catch (e) {
+          info.definitionError = errorText(e);
+        }
       } else if (m.__xstatenode === true) {
         info.machine = 'v4';
-        try { void m.definition; } catch (e) { info.definitionError = errorText(e); }
+        try {
+          void m.definition;
+        } catch (e) {
+          info.definitionError = errorText(e);
+        }
       }
     }
     return jsonStringify(info);
@@ -1578,7 +2063,12 @@ export function authorizeReads(requestJson, stateJson, contextJson) {
   const request = jsonParse(requestJson);
   let verdicts = '';
   for (const authContext of request.authContexts) {
-    const one = { machineInstanceName: request.machineInstanceName, state: jsonParse(stateJson), context: jsonParse(contextJson), authContext };
+    const one = {
+      machineInstanceName: request.machineInstanceName,
+      state: jsonParse(stateJson),
+      context: jsonParse(contextJson),
+      authContext,
+    };
     verdicts += authorizeWith('read', one) === 'true' ? '1' : '0';
   }
   return verdicts;

@@ -11,7 +11,11 @@
 (function installSubtle(hostCrypto) {
   'use strict';
   var G = globalThis;
-  function named(name, message) { var e = new Error(message); e.name = name; return e; }
+  function named(name, message) {
+    var e = new Error(message);
+    e.name = name;
+    return e;
+  }
   function bytesOf(data, what) {
     if (data instanceof ArrayBuffer) return new Uint8Array(data.slice(0));
     if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
@@ -34,11 +38,15 @@
     return r;
   }
   function later(fn) {
-    return new Promise(function (resolve) { resolve(fn()); });
+    return new Promise(function (resolve) {
+      resolve(fn());
+    });
   }
 
   var keys = new WeakMap(); // CryptoKey -> Uint8Array
-  function CryptoKey() { throw new TypeError('Illegal constructor'); }
+  function CryptoKey() {
+    throw new TypeError('Illegal constructor');
+  }
   Object.defineProperty(CryptoKey.prototype, Symbol.toStringTag, { value: 'CryptoKey', configurable: true });
   var USAGES = ['sign', 'verify'];
   function makeKey(bytes, hash, extractable, usages) {
@@ -52,7 +60,10 @@
     Object.defineProperties(k, {
       type: { value: 'secret', enumerable: true },
       extractable: { value: !!extractable, enumerable: true },
-      algorithm: { value: Object.freeze({ name: 'HMAC', hash: Object.freeze({ name: hash }), length: bytes.length * 8 }), enumerable: true },
+      algorithm: {
+        value: Object.freeze({ name: 'HMAC', hash: Object.freeze({ name: hash }), length: bytes.length * 8 }),
+        enumerable: true,
+      },
       usages: { value: Object.freeze(list), enumerable: true },
     });
     keys.set(k, bytes);
@@ -82,7 +93,9 @@
 
   var subtle = {
     digest: function (alg, data) {
-      return later(function () { return host('digest', hashName(alg), bytesOf(data, 'data')); });
+      return later(function () {
+        return host('digest', hashName(alg), bytesOf(data, 'data'));
+      });
     },
     importKey: function (format, keyData, alg, extractable, usages) {
       return later(function () {
@@ -94,7 +107,8 @@
           if (!keyData || keyData.kty !== 'oct' || typeof keyData.k !== 'string') throw named('DataError', 'expected an oct JWK with k');
           bytes = fromB64url(keyData.k);
         } else throw named('NotSupportedError', 'key format ' + String(format) + ' is not supported (raw, jwk)');
-        if (alg.length !== undefined && Number(alg.length) !== bytes.length * 8) throw named('DataError', 'length does not match the key data');
+        if (alg.length !== undefined && Number(alg.length) !== bytes.length * 8)
+          throw named('DataError', 'length does not match the key data');
         return makeKey(bytes, hash, extractable, usages);
       });
     },
@@ -102,7 +116,7 @@
       return later(function () {
         checkHmac(alg);
         var hash = hashName(alg.hash);
-        var bits = alg.length !== undefined ? Number(alg.length) : (hash === 'SHA-384' || hash === 'SHA-512' ? 1024 : 512);
+        var bits = alg.length !== undefined ? Number(alg.length) : hash === 'SHA-384' || hash === 'SHA-512' ? 1024 : 512;
         if (!(bits > 0 && bits % 8 === 0 && bits <= 8192)) throw named('OperationError', 'unsupported key length');
         return makeKey(G.crypto.getRandomValues(new Uint8Array(bits / 8)), hash, extractable, usages);
       });
@@ -113,7 +127,8 @@
         if (!b) throw new TypeError('key is not a CryptoKey');
         if (!key.extractable) throw named('InvalidAccessError', 'the key is not extractable');
         if (format === 'raw') return b.slice(0).buffer;
-        if (format === 'jwk') return { kty: 'oct', k: b64url(b), alg: JWK_ALG[key.algorithm.hash.name], ext: true, key_ops: key.usages.slice() };
+        if (format === 'jwk')
+          return { kty: 'oct', k: b64url(b), alg: JWK_ALG[key.algorithm.hash.name], ext: true, key_ops: key.usages.slice() };
         throw named('NotSupportedError', 'key format ' + String(format) + ' is not supported (raw, jwk)');
       });
     },
@@ -134,8 +149,10 @@
     },
   };
   ['encrypt', 'decrypt', 'deriveBits', 'deriveKey', 'wrapKey', 'unwrapKey'].forEach(function (name) {
-    subtle[name] = function () { return Promise.reject(named('NotSupportedError', 'crypto.subtle.' + name + ' is not supported here (digest and HMAC are)')); };
+    subtle[name] = function () {
+      return Promise.reject(named('NotSupportedError', 'crypto.subtle.' + name + ' is not supported here (digest and HMAC are)'));
+    };
   });
   Object.defineProperty(G.crypto, 'subtle', { value: subtle, enumerable: true, configurable: true, writable: false });
   Object.defineProperty(G, 'CryptoKey', { value: CryptoKey, writable: true, configurable: true, enumerable: false });
-})
+});

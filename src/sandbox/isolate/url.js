@@ -11,21 +11,32 @@
 (function installUrl() {
   'use strict';
   var SPECIAL = { 'http:': '80', 'https:': '443', 'ws:': '80', 'wss:': '443', 'ftp:': '21', 'file:': '' };
-  var C0_CONTROL = function (c) { return c <= 0x20 || c >= 0x7f; };
+  var C0_CONTROL = function (c) {
+    return c <= 0x20 || c >= 0x7f;
+  };
   var SETS = {
     fragment: ' "<>' + '\u0060',
     query: ' "#<>',
     specialQuery: ' "#<>\'',
     path: ' "#<>?\u0060{}',
-    userinfo: ' "#<>?\u0060{}/:;=@[\\]^|'
+    userinfo: ' "#<>?\u0060{}/:;=@[\\]^|',
   };
-  function invalid(input) { return new TypeError('Invalid URL: ' + input); }
+  function invalid(input) {
+    return new TypeError('Invalid URL: ' + input);
+  }
   function encodeSet(str, set) {
     var out = '';
     for (var i = 0; i < str.length; i++) {
-      var ch = str[i], c = str.charCodeAt(i);
-      if (c < 0x80 && !C0_CONTROL(c) && set.indexOf(ch) < 0) { out += ch; continue; }
-      if (c < 0x80) { out += '%' + (c + 0x100).toString(16).slice(1).toUpperCase(); continue; }
+      var ch = str[i],
+        c = str.charCodeAt(i);
+      if (c < 0x80 && !C0_CONTROL(c) && set.indexOf(ch) < 0) {
+        out += ch;
+        continue;
+      }
+      if (c < 0x80) {
+        out += '%' + (c + 0x100).toString(16).slice(1).toUpperCase();
+        continue;
+      }
       var bytes = new TextEncoder().encode(c >= 0xd800 && c <= 0xdbff ? str.slice(i, i + 2) : ch);
       if (c >= 0xd800 && c <= 0xdbff) i++;
       for (var j = 0; j < bytes.length; j++) out += '%' + (bytes[j] + 0x100).toString(16).slice(1).toUpperCase();
@@ -36,8 +47,13 @@
     var bytes = [];
     for (var i = 0; i < str.length; i++) {
       var ch = str[i];
-      if (ch === '%' && /^[0-9a-fA-F]{2}$/.test(str.slice(i + 1, i + 3))) { bytes.push(parseInt(str.slice(i + 1, i + 3), 16)); i += 2; }
-      else { var enc = new TextEncoder().encode(ch); for (var j = 0; j < enc.length; j++) bytes.push(enc[j]); }
+      if (ch === '%' && /^[0-9a-fA-F]{2}$/.test(str.slice(i + 1, i + 3))) {
+        bytes.push(parseInt(str.slice(i + 1, i + 3), 16));
+        i += 2;
+      } else {
+        var enc = new TextEncoder().encode(ch);
+        for (var j = 0; j < enc.length; j++) bytes.push(enc[j]);
+      }
     }
     return new TextDecoder().decode(new Uint8Array(bytes));
   }
@@ -51,7 +67,7 @@
       return encodeSet(raw, '');
     }
     var host = percentDecode(raw).toLowerCase();
-    if (host === '' ) throw invalid(input);
+    if (host === '') throw invalid(input);
     if (/[^\u0000-\u007f]/.test(host)) throw new TypeError('Invalid URL (international domain names are not supported): ' + input);
     if (/[\u0000-\u0020#%/:<>?@[\\\]^|\u007f]/.test(host)) throw invalid(input);
     return host;
@@ -59,7 +75,8 @@
   function normalizePath(segments, special) {
     var out = [];
     for (var i = 0; i < segments.length; i++) {
-      var seg = segments[i], lower = seg.toLowerCase();
+      var seg = segments[i],
+        lower = seg.toLowerCase();
       var last = i === segments.length - 1;
       if (seg === '..' || lower === '.%2e' || lower === '%2e.' || lower === '%2e%2e') {
         if (out.length) out.pop();
@@ -74,8 +91,21 @@
   }
   // record: { protocol, username, password, hostname, port, path: string[] | null (opaque: opaquePath), opaquePath, query: string|null, fragment: string|null, hasAuthority }
   function parse(input, base) {
-    var s = String(input).replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '').replace(/[\t\n\r]/g, '');
-    var rec = { protocol: '', username: '', password: '', hostname: '', port: '', path: [], opaquePath: null, query: null, fragment: null, hasAuthority: false };
+    var s = String(input)
+      .replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '')
+      .replace(/[\t\n\r]/g, '');
+    var rec = {
+      protocol: '',
+      username: '',
+      password: '',
+      hostname: '',
+      port: '',
+      path: [],
+      opaquePath: null,
+      query: null,
+      fragment: null,
+      hasAuthority: false,
+    };
     var m = /^([a-zA-Z][a-zA-Z0-9+.\-]*):/.exec(s);
     var rest;
     if (m) {
@@ -110,9 +140,15 @@
   }
   function splitFragmentAndQuery(rest, rec, special) {
     var h = rest.indexOf('#');
-    if (h >= 0) { rec.fragment = encodeSet(rest.slice(h + 1), SETS.fragment); rest = rest.slice(0, h); }
+    if (h >= 0) {
+      rec.fragment = encodeSet(rest.slice(h + 1), SETS.fragment);
+      rest = rest.slice(0, h);
+    }
     var q = rest.indexOf('?');
-    if (q >= 0) { rec.query = encodeSet(rest.slice(q + 1), special ? SETS.specialQuery : SETS.query); rest = rest.slice(0, q); }
+    if (q >= 0) {
+      rec.query = encodeSet(rest.slice(q + 1), special ? SETS.specialQuery : SETS.query);
+      rest = rest.slice(0, q);
+    }
     return rest;
   }
   function serializeTail(rec) {
@@ -144,7 +180,9 @@
     var special = Object.prototype.hasOwnProperty.call(SPECIAL, base.protocol);
     if (base.path === null) {
       if (s.charAt(0) !== '#') throw invalid(input);
-      var o = copy(base); o.fragment = encodeSet(s.slice(1), SETS.fragment); return o;
+      var o = copy(base);
+      o.fragment = encodeSet(s.slice(1), SETS.fragment);
+      return o;
     }
     if (special) s = s.replace(/\\/g, '/');
     if (/^\/\//.test(s)) return parse(base.protocol + s);
@@ -161,11 +199,25 @@
     return rec;
   }
   function copy(r) {
-    return { protocol: r.protocol, username: r.username, password: r.password, hostname: r.hostname, port: r.port,
-      path: r.path ? r.path.slice() : null, opaquePath: r.opaquePath, query: r.query, fragment: r.fragment, hasAuthority: r.hasAuthority };
+    return {
+      protocol: r.protocol,
+      username: r.username,
+      password: r.password,
+      hostname: r.hostname,
+      port: r.port,
+      path: r.path ? r.path.slice() : null,
+      opaquePath: r.opaquePath,
+      query: r.query,
+      fragment: r.fragment,
+      hasAuthority: r.hasAuthority,
+    };
   }
-  function hostOf(r) { return r.hostname + (r.port ? ':' + r.port : ''); }
-  function pathOf(r) { return r.path === null ? r.opaquePath : (r.path.length || r.hasAuthority ? '/' + r.path.join('/') : ''); }
+  function hostOf(r) {
+    return r.hostname + (r.port ? ':' + r.port : '');
+  }
+  function pathOf(r) {
+    return r.path === null ? r.opaquePath : r.path.length || r.hasAuthority ? '/' + r.path.join('/') : '';
+  }
   function hrefOf(r) {
     var auth = '';
     if (r.hasAuthority) {
@@ -178,18 +230,31 @@
   }
 
   var RECORD = new WeakMap();
-  function rec(u) { var r = RECORD.get(u); if (!r) throw new TypeError('Illegal invocation'); return r; }
+  function rec(u) {
+    var r = RECORD.get(u);
+    if (!r) throw new TypeError('Illegal invocation');
+    return r;
+  }
   function URL(input, base) {
     if (!(this instanceof URL)) throw new TypeError("Failed to construct 'URL': Please use the 'new' operator");
-    var b = base === undefined ? undefined : (base instanceof URL ? rec(base) : parse(String(base)));
+    var b = base === undefined ? undefined : base instanceof URL ? rec(base) : parse(String(base));
     var r = parse(String(input), b);
     RECORD.set(this, r);
     var self = this;
     var params = new URLSearchParams(r.query || '');
-    PARAMS_OWNER.set(params, function (q) { rec(self).query = q === '' ? null : q; });
+    PARAMS_OWNER.set(params, function (q) {
+      rec(self).query = q === '' ? null : q;
+    });
     Object.defineProperty(this, '_params', { value: params, enumerable: false });
   }
-  URL.canParse = function (input, base) { try { new URL(input, base); return true; } catch (e) { return false; } };
+  URL.canParse = function (input, base) {
+    try {
+      new URL(input, base);
+      return true;
+    } catch (e) {
+      return false;
+    }
+  };
   function reparse(u, href) {
     var r = parse(href);
     RECORD.set(u, r);
@@ -198,40 +263,155 @@
   function accessor(name, get, set) {
     Object.defineProperty(URL.prototype, name, { get: get, set: set, enumerable: true, configurable: true });
   }
-  accessor('href', function () { return hrefOf(rec(this)); }, function (v) { reparse(this, String(v)); });
+  accessor(
+    'href',
+    function () {
+      return hrefOf(rec(this));
+    },
+    function (v) {
+      reparse(this, String(v));
+    },
+  );
   accessor('origin', function () {
     var r = rec(this);
     return Object.prototype.hasOwnProperty.call(SPECIAL, r.protocol) && r.protocol !== 'file:' ? r.protocol + '//' + hostOf(r) : 'null';
   });
-  accessor('protocol', function () { return rec(this).protocol; }, function (v) {
-    var r = copy(rec(this)); var p = String(v).replace(/:.*$/, '').toLowerCase() + ':';
-    if (/^[a-z][a-z0-9+.\-]*:$/.test(p) && (p in SPECIAL) === (r.protocol in SPECIAL)) { r.protocol = p; if (r.port === SPECIAL[p]) r.port = ''; reparse(this, hrefOf(r)); }
+  accessor(
+    'protocol',
+    function () {
+      return rec(this).protocol;
+    },
+    function (v) {
+      var r = copy(rec(this));
+      var p = String(v).replace(/:.*$/, '').toLowerCase() + ':';
+      if (/^[a-z][a-z0-9+.\-]*:$/.test(p) && p in SPECIAL === r.protocol in SPECIAL) {
+        r.protocol = p;
+        if (r.port === SPECIAL[p]) r.port = '';
+        reparse(this, hrefOf(r));
+      }
+    },
+  );
+  accessor(
+    'username',
+    function () {
+      return rec(this).username;
+    },
+    function (v) {
+      var r = copy(rec(this));
+      if (r.hasAuthority && r.hostname) {
+        r.username = encodeSet(String(v), SETS.userinfo);
+        reparse(this, hrefOf(r));
+      }
+    },
+  );
+  accessor(
+    'password',
+    function () {
+      return rec(this).password;
+    },
+    function (v) {
+      var r = copy(rec(this));
+      if (r.hasAuthority && r.hostname) {
+        r.password = encodeSet(String(v), SETS.userinfo);
+        reparse(this, hrefOf(r));
+      }
+    },
+  );
+  accessor(
+    'host',
+    function () {
+      return hostOf(rec(this));
+    },
+    function (v) {
+      var r = copy(rec(this));
+      if (r.path !== null && r.hasAuthority) {
+        var t = copy(parse(r.protocol + '//' + String(v)));
+        r.hostname = t.hostname;
+        r.port = t.port;
+        reparse(this, hrefOf(r));
+      }
+    },
+  );
+  accessor(
+    'hostname',
+    function () {
+      return rec(this).hostname;
+    },
+    function (v) {
+      var r = copy(rec(this));
+      if (r.path !== null && r.hasAuthority) {
+        r.hostname = parse(r.protocol + '//' + String(v).replace(/:.*$/, '')).hostname;
+        reparse(this, hrefOf(r));
+      }
+    },
+  );
+  accessor(
+    'port',
+    function () {
+      return rec(this).port;
+    },
+    function (v) {
+      var r = copy(rec(this));
+      var d = /^\d*/.exec(String(v))[0];
+      if (r.hasAuthority && r.hostname && r.protocol !== 'file:') {
+        r.port = d === '' ? '' : String(parseInt(d, 10));
+        if (parseInt(d, 10) > 65535) return;
+        if (r.port === SPECIAL[r.protocol]) r.port = '';
+        reparse(this, hrefOf(r));
+      }
+    },
+  );
+  accessor(
+    'pathname',
+    function () {
+      return pathOf(rec(this));
+    },
+    function (v) {
+      var r = copy(rec(this));
+      if (r.path === null) return;
+      var s = String(v);
+      if (r.protocol in SPECIAL) s = s.replace(/\\/g, '/');
+      r.path = normalizePath((s.charAt(0) === '/' ? s.slice(1) : s).split('/'), r.protocol in SPECIAL);
+      r.query = r.query;
+      reparse(this, hrefOf(r));
+    },
+  );
+  accessor(
+    'search',
+    function () {
+      var q = rec(this).query;
+      return q ? '?' + q : '';
+    },
+    function (v) {
+      var r = copy(rec(this));
+      var s = String(v).replace(/^\?/, '');
+      r.query = s === '' ? null : encodeSet(s, r.protocol in SPECIAL ? SETS.specialQuery : SETS.query);
+      reparse(this, hrefOf(r));
+    },
+  );
+  accessor(
+    'hash',
+    function () {
+      var f = rec(this).fragment;
+      return f ? '#' + f : '';
+    },
+    function (v) {
+      var r = copy(rec(this));
+      var s = String(v).replace(/^#/, '');
+      r.fragment = s === '' ? null : encodeSet(s, SETS.fragment);
+      reparse(this, hrefOf(r));
+    },
+  );
+  accessor('searchParams', function () {
+    rec(this);
+    return this._params;
   });
-  accessor('username', function () { return rec(this).username; }, function (v) { var r = copy(rec(this)); if (r.hasAuthority && r.hostname) { r.username = encodeSet(String(v), SETS.userinfo); reparse(this, hrefOf(r)); } });
-  accessor('password', function () { return rec(this).password; }, function (v) { var r = copy(rec(this)); if (r.hasAuthority && r.hostname) { r.password = encodeSet(String(v), SETS.userinfo); reparse(this, hrefOf(r)); } });
-  accessor('host', function () { return hostOf(rec(this)); }, function (v) { var r = copy(rec(this)); if (r.path !== null && r.hasAuthority) { var t = copy(parse(r.protocol + '//' + String(v))); r.hostname = t.hostname; r.port = t.port; reparse(this, hrefOf(r)); } });
-  accessor('hostname', function () { return rec(this).hostname; }, function (v) { var r = copy(rec(this)); if (r.path !== null && r.hasAuthority) { r.hostname = parse(r.protocol + '//' + String(v).replace(/:.*$/, '')).hostname; reparse(this, hrefOf(r)); } });
-  accessor('port', function () { return rec(this).port; }, function (v) {
-    var r = copy(rec(this)); var d = /^\d*/.exec(String(v))[0];
-    if (r.hasAuthority && r.hostname && r.protocol !== 'file:') { r.port = d === '' ? '' : String(parseInt(d, 10)); if (parseInt(d, 10) > 65535) return; if (r.port === SPECIAL[r.protocol]) r.port = ''; reparse(this, hrefOf(r)); }
-  });
-  accessor('pathname', function () { return pathOf(rec(this)); }, function (v) {
-    var r = copy(rec(this)); if (r.path === null) return;
-    var s = String(v); if (r.protocol in SPECIAL) s = s.replace(/\\/g, '/');
-    r.path = normalizePath((s.charAt(0) === '/' ? s.slice(1) : s).split('/'), r.protocol in SPECIAL);
-    r.query = r.query; reparse(this, hrefOf(r));
-  });
-  accessor('search', function () { var q = rec(this).query; return q ? '?' + q : ''; }, function (v) {
-    var r = copy(rec(this)); var s = String(v).replace(/^\?/, '');
-    r.query = s === '' ? null : encodeSet(s, r.protocol in SPECIAL ? SETS.specialQuery : SETS.query); reparse(this, hrefOf(r));
-  });
-  accessor('hash', function () { var f = rec(this).fragment; return f ? '#' + f : ''; }, function (v) {
-    var r = copy(rec(this)); var s = String(v).replace(/^#/, '');
-    r.fragment = s === '' ? null : encodeSet(s, SETS.fragment); reparse(this, hrefOf(r));
-  });
-  accessor('searchParams', function () { rec(this); return this._params; });
-  URL.prototype.toString = function () { return /** @type {any} */ (this).href; };
-  URL.prototype.toJSON = function () { return /** @type {any} */ (this).href; };
+  URL.prototype.toString = function () {
+    return /** @type {any} */ (this).href;
+  };
+  URL.prototype.toJSON = function () {
+    return /** @type {any} */ (this).href;
+  };
 
   // ---- URLSearchParams ----
   var PARAMS_OWNER = new WeakMap();
@@ -239,7 +419,9 @@
   function formEncode(s) {
     return encodeSet(String(s), ' !"#$%&\'()+,/:;<=>?@[\\]^\u0060{|}~').replace(/%20/g, '+');
   }
-  function formDecode(s) { return percentDecode(s.replace(/\+/g, ' ')); }
+  function formDecode(s) {
+    return percentDecode(s.replace(/\+/g, ' '));
+  }
   function parseQuery(q) {
     var list = [];
     q.split('&').forEach(function (part) {
@@ -249,54 +431,151 @@
     });
     return list;
   }
-  function setParamsFromQuery(params, q) { LIST.set(params, parseQuery(q)); }
-  function list(p) { var l = LIST.get(p); if (!l) throw new TypeError('Illegal invocation'); return l; }
-  function update(p) { var owner = PARAMS_OWNER.get(p); if (owner) owner(p.toString()); }
+  function setParamsFromQuery(params, q) {
+    LIST.set(params, parseQuery(q));
+  }
+  function list(p) {
+    var l = LIST.get(p);
+    if (!l) throw new TypeError('Illegal invocation');
+    return l;
+  }
+  function update(p) {
+    var owner = PARAMS_OWNER.get(p);
+    if (owner) owner(p.toString());
+  }
   function URLSearchParams(init) {
     if (!(this instanceof URLSearchParams)) throw new TypeError("Failed to construct 'URLSearchParams': Please use the 'new' operator");
     var l = [];
-    if (init === undefined || init === null) { /* empty */ }
-    else if (typeof init === 'object' && typeof init[Symbol.iterator] === 'function') {
+    if (init === undefined || init === null) {
+      /* empty */
+    } else if (typeof init === 'object' && typeof init[Symbol.iterator] === 'function') {
       for (var pair of init) {
         var arr = Array.from(pair);
         if (arr.length !== 2) throw new TypeError('URLSearchParams: each pair must have exactly two items');
         l.push([String(arr[0]), String(arr[1])]);
       }
     } else if (typeof init === 'object') {
-      Object.keys(init).forEach(function (k) { l.push([k, String(init[k])]); });
+      Object.keys(init).forEach(function (k) {
+        l.push([k, String(init[k])]);
+      });
     } else {
       l = parseQuery(String(init).replace(/^\?/, ''));
     }
     LIST.set(this, l);
   }
   var P = URLSearchParams.prototype;
-  P.append = function (k, v) { list(this).push([String(k), String(v)]); update(this); };
-  P['delete'] = function (k, v) {
-    var key = String(k), l = list(this);
-    LIST.set(this, l.filter(function (e) { return !(e[0] === key && (v === undefined || e[1] === String(v))); }));
+  P.append = function (k, v) {
+    list(this).push([String(k), String(v)]);
     update(this);
   };
-  P.get = function (k) { var key = String(k); var e = list(this).find(function (x) { return x[0] === key; }); return e ? e[1] : null; };
-  P.getAll = function (k) { var key = String(k); return list(this).filter(function (x) { return x[0] === key; }).map(function (x) { return x[1]; }); };
-  P.has = function (k, v) { var key = String(k); return list(this).some(function (x) { return x[0] === key && (v === undefined || x[1] === String(v)); }); };
+  P['delete'] = function (k, v) {
+    var key = String(k),
+      l = list(this);
+    LIST.set(
+      this,
+      l.filter(function (e) {
+        return !(e[0] === key && (v === undefined || e[1] === String(v)));
+      }),
+    );
+    update(this);
+  };
+  P.get = function (k) {
+    var key = String(k);
+    var e = list(this).find(function (x) {
+      return x[0] === key;
+    });
+    return e ? e[1] : null;
+  };
+  P.getAll = function (k) {
+    var key = String(k);
+    return list(this)
+      .filter(function (x) {
+        return x[0] === key;
+      })
+      .map(function (x) {
+        return x[1];
+      });
+  };
+  P.has = function (k, v) {
+    var key = String(k);
+    return list(this).some(function (x) {
+      return x[0] === key && (v === undefined || x[1] === String(v));
+    });
+  };
   P.set = function (k, v) {
-    var key = String(k), val = String(v), l = list(this), out = [], done = false;
-    l.forEach(function (e) { if (e[0] !== key) out.push(e); else if (!done) { out.push([key, val]); done = true; } });
+    var key = String(k),
+      val = String(v),
+      l = list(this),
+      out = [],
+      done = false;
+    l.forEach(function (e) {
+      if (e[0] !== key) out.push(e);
+      else if (!done) {
+        out.push([key, val]);
+        done = true;
+      }
+    });
     if (!done) out.push([key, val]);
-    LIST.set(this, out); update(this);
+    LIST.set(this, out);
+    update(this);
   };
   P.sort = function () {
-    var l = list(this).map(function (e, i) { return [e, i]; });
-    l.sort(function (a, b) { return a[0][0] < b[0][0] ? -1 : a[0][0] > b[0][0] ? 1 : a[1] - b[1]; });
-    LIST.set(this, l.map(function (x) { return x[0]; })); update(this);
+    var l = list(this).map(function (e, i) {
+      return [e, i];
+    });
+    l.sort(function (a, b) {
+      return a[0][0] < b[0][0] ? -1 : a[0][0] > b[0][0] ? 1 : a[1] - b[1];
+    });
+    LIST.set(
+      this,
+      l.map(function (x) {
+        return x[0];
+      }),
+    );
+    update(this);
   };
-  P.forEach = function (fn, thisArg) { var self = this; list(this).slice().forEach(function (e) { fn.call(thisArg, e[1], e[0], self); }); };
-  P.entries = function () { return list(this).map(function (e) { return [e[0], e[1]]; })[Symbol.iterator](); };
-  P.keys = function () { return list(this).map(function (e) { return e[0]; })[Symbol.iterator](); };
-  P.values = function () { return list(this).map(function (e) { return e[1]; })[Symbol.iterator](); };
+  P.forEach = function (fn, thisArg) {
+    var self = this;
+    list(this)
+      .slice()
+      .forEach(function (e) {
+        fn.call(thisArg, e[1], e[0], self);
+      });
+  };
+  P.entries = function () {
+    return list(this)
+      .map(function (e) {
+        return [e[0], e[1]];
+      })
+      [Symbol.iterator]();
+  };
+  P.keys = function () {
+    return list(this)
+      .map(function (e) {
+        return e[0];
+      })
+      [Symbol.iterator]();
+  };
+  P.values = function () {
+    return list(this)
+      .map(function (e) {
+        return e[1];
+      })
+      [Symbol.iterator]();
+  };
   P[Symbol.iterator] = P.entries;
-  Object.defineProperty(P, 'size', { get: function () { return list(this).length; } });
-  P.toString = function () { return list(this).map(function (e) { return formEncode(e[0]) + '=' + formEncode(e[1]); }).join('&'); };
+  Object.defineProperty(P, 'size', {
+    get: function () {
+      return list(this).length;
+    },
+  });
+  P.toString = function () {
+    return list(this)
+      .map(function (e) {
+        return formEncode(e[0]) + '=' + formEncode(e[1]);
+      })
+      .join('&');
+  };
 
   Object.defineProperty(globalThis, 'URL', { value: URL, writable: true, configurable: true });
   Object.defineProperty(globalThis, 'URLSearchParams', { value: URLSearchParams, writable: true, configurable: true });

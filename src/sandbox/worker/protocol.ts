@@ -7,7 +7,19 @@
  */
 import type { EgressOptions } from '../egress-policy.js';
 import type { MigrationInput } from '../version-isolate.js';
-import type { AuthorizingCaller, CapturedLog, HttpApiRequest, HttpApiSettled, PersistedSnapshot, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, WriteRequest } from '../types.js';
+import type {
+  AuthorizingCaller,
+  CapturedLog,
+  HttpApiRequest,
+  HttpApiSettled,
+  PersistedSnapshot,
+  ReadManyRequest,
+  ReadRequest,
+  Restore,
+  StartInit,
+  StartOptions,
+  WriteRequest,
+} from '../types.js';
 
 export interface LoadSettings {
   /** What machine code may use in one call, beyond what the live actors hold. */
@@ -37,7 +49,15 @@ export type SandboxRequest =
   | { op: 'startAuthorized'; versionId: string; key: string; init: StartInit; options: StartOptions; request: WriteRequest }
   /** `restore`: the actor is not live in the isolate; it is restored from this in the same call. */
   | { op: 'send'; versionId: string; key: string; event: { type: string; [k: string]: unknown }; now: number; restore?: Restore }
-  | { op: 'sendAuthorized'; versionId: string; key: string; caller: AuthorizingCaller; event: { type: string; [k: string]: unknown }; now: number; restore?: Restore }
+  | {
+      op: 'sendAuthorized';
+      versionId: string;
+      key: string;
+      caller: AuthorizingCaller;
+      event: { type: string; [k: string]: unknown };
+      now: number;
+      restore?: Restore;
+    }
   | { op: 'advance'; versionId: string; key: string; now: number; restore?: Restore }
   | { op: 'stopChildren'; versionId: string; key: string }
   /** httpApiMapper[slug].handler(request), waiting up to deadlineMs for it when it is async. */

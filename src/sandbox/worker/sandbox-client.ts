@@ -18,12 +18,44 @@ import { unavailable } from '../../domain/errors.js';
 import type { BundleValidation } from '../bundle-validation.js';
 import type { MigrationInput, MigrationOutput } from '../version-isolate.js';
 import {
-  BundleValidationError, MachineCodeError, NoLiveActorError, type OwnStall, SandboxDisposedError, SandboxMemoryError, SandboxMovedError, SandboxStalledError, SandboxTimeoutError, StepTooLargeError,
+  BundleValidationError,
+  MachineCodeError,
+  NoLiveActorError,
+  type OwnStall,
+  SandboxDisposedError,
+  SandboxMemoryError,
+  SandboxMovedError,
+  SandboxStalledError,
+  SandboxTimeoutError,
+  StepTooLargeError,
 } from '../errors.js';
-import type { AuthorizingCaller, CapturedLog, HttpApiOutcome, HttpApiRequest, HttpApiSettled, PersistedSnapshot, ReadManyRequest, ReadRequest, Restore, StartInit, StartOptions, StepResult, WriteRequest } from '../types.js';
+import type {
+  AuthorizingCaller,
+  CapturedLog,
+  HttpApiOutcome,
+  HttpApiRequest,
+  HttpApiSettled,
+  PersistedSnapshot,
+  ReadManyRequest,
+  ReadRequest,
+  Restore,
+  StartInit,
+  StartOptions,
+  StepResult,
+  WriteRequest,
+} from '../types.js';
 import { parseStep, type RawStep } from '../step-result.js';
 import {
-  type Batch, type LoadSettings, MOVED_ERROR, type NodeMessage, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, type WorkerStats, workerArgs,
+  type Batch,
+  type LoadSettings,
+  MOVED_ERROR,
+  type NodeMessage,
+  REPORT_FD,
+  type SandboxRequest,
+  type SerializedError,
+  type WorkerMessage,
+  type WorkerStats,
+  workerArgs,
 } from './protocol.js';
 import type { StallReport } from './stall-watchdog.js';
 
@@ -45,7 +77,8 @@ const SMALL_HOST_CORES = 2;
  * cores, c64: p99 16.6–20.1 ms against 19.3–22.6 in 7 alternating pairs, the worker ≈ 3 µs per event
  * cheaper. Not measured on larger hosts, where the helpers have cores of their own: V8's default stays.
  */
-export const defaultWorkerNodeArgs = (cores: number = availableParallelism()): string[] => (cores <= SMALL_HOST_CORES ? ['--single-threaded-gc'] : []);
+export const defaultWorkerNodeArgs = (cores: number = availableParallelism()): string[] =>
+  cores <= SMALL_HOST_CORES ? ['--single-threaded-gc'] : [];
 
 /**
  * The signals V8 and machine code end a process with (abort on a fatal error or out of memory, a
@@ -64,7 +97,9 @@ interface Loss {
 }
 
 const lossOf = (code: number | null, signal: NodeJS.Signals | null): Loss =>
-  signal ? { reason: `killed by ${signal}`, outside: !MACHINE_CODE_SIGNALS.has(signal), signal } : { reason: `exit code ${code}`, outside: false };
+  signal
+    ? { reason: `killed by ${signal}`, outside: !MACHINE_CODE_SIGNALS.has(signal), signal }
+    : { reason: `exit code ${code}`, outside: false };
 
 /** The worker running a request died before answering: the request had no effect. */
 export class SandboxCrashedError extends MachineCodeError {
@@ -274,7 +309,8 @@ export class SandboxClient {
     try {
       return (await this.request({ op: 'validate', code, settings })) as BundleValidation;
     } catch (error) {
-      if (error instanceof SandboxCrashedError) return { ok: false, error: `the bundle's top-level code crashed the sandbox (${error.message})` };
+      if (error instanceof SandboxCrashedError)
+        return { ok: false, error: `the bundle's top-level code crashed the sandbox (${error.message})` };
       throw error;
     }
   }
@@ -284,7 +320,8 @@ export class SandboxClient {
     try {
       return (await this.request({ op: 'validateMigration', code, settings })) as { ok: true } | { ok: false; error: string };
     } catch (error) {
-      if (error instanceof SandboxCrashedError) return { ok: false, error: `the bundle's top-level code crashed the sandbox (${error.message})` };
+      if (error instanceof SandboxCrashedError)
+        return { ok: false, error: `the bundle's top-level code crashed the sandbox (${error.message})` };
       throw error;
     }
   }
@@ -293,7 +330,12 @@ export class SandboxClient {
    * Runs one migration of an upgrade in the worker (a throw-away isolate); machine code errors come
    * back typed. What its code logs goes to `onLog`, all of it before this settles, whether it worked.
    */
-  async migrate(code: string, input: MigrationInput, settings: LoadSettings, onLog?: (entry: CapturedLog) => void): Promise<MigrationOutput> {
+  async migrate(
+    code: string,
+    input: MigrationInput,
+    settings: LoadSettings,
+    onLog?: (entry: CapturedLog) => void,
+  ): Promise<MigrationOutput> {
     if (!onLog) return (await this.request({ op: 'migrate', code, input, settings })) as MigrationOutput;
     const logTag = `migration:${++this.migrations}`;
     this.migrationLogs.set(logTag, onLog);
@@ -330,7 +372,12 @@ export class SandboxClient {
     if (!worker) return Promise.reject(unavailable('the node is stopping and starts no sandbox worker any more; retry after its restart'));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      worker.pending.set(id, { resolve, reject, versionId: 'versionId' in request ? request.versionId : undefined, key: 'key' in request ? request.key : undefined });
+      worker.pending.set(id, {
+        resolve,
+        reject,
+        versionId: 'versionId' in request ? request.versionId : undefined,
+        key: 'key' in request ? request.key : undefined,
+      });
       this.outgoing.push({ id, request });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
@@ -403,7 +450,13 @@ export class SandboxClient {
     }
     if (this.retired.delete(worker)) {
       // Only the culprit is left in a retired worker: it crashed the worker (thrashing at its memory limit ends so).
-      failAll(worker, () => new MachineCodeError(`the machine's code held its sandbox worker past the stall limit and then crashed it (${loss.reason}); nothing was applied`));
+      failAll(
+        worker,
+        () =>
+          new MachineCodeError(
+            `the machine's code held its sandbox worker past the stall limit and then crashed it (${loss.reason}); nothing was applied`,
+          ),
+      );
       return;
     }
     if (worker !== this.current) return;
@@ -475,10 +528,14 @@ export class SandboxClient {
       return;
     }
     const limitMs = this.options.cpuLimitMs ?? 0;
-    worker.deadline = setTimeout(() => {
-      if (worker.pending.delete(report.stalled)) culprit.reject(new SandboxStalledError(limitMs, Math.round(Date.now() - report.startedAt)));
-      this.dismiss(worker);
-    }, Math.max(0, report.startedAt + limitMs + RETIRED_GRACE_MS - Date.now()));
+    worker.deadline = setTimeout(
+      () => {
+        if (worker.pending.delete(report.stalled))
+          culprit.reject(new SandboxStalledError(limitMs, Math.round(Date.now() - report.startedAt)));
+        this.dismiss(worker);
+      },
+      Math.max(0, report.startedAt + limitMs + RETIRED_GRACE_MS - Date.now()),
+    );
     worker.deadline.unref();
   }
 
@@ -603,21 +660,38 @@ export class RemoteVersion {
 
   /** allowWrite for a new instance and, when it allows, its start, in one round trip; 'rejected' starts nothing. */
   async startAuthorized(key: string, init: StartInit, options: StartOptions, request: WriteRequest): Promise<StepResult | 'rejected'> {
-    const raw = (await this.call({ op: 'startAuthorized', versionId: this.versionId, key, init, options, request })) as RawStep | 'rejected';
+    const raw = (await this.call({ op: 'startAuthorized', versionId: this.versionId, key, init, options, request })) as
+      RawStep | 'rejected';
     return raw === 'rejected' ? raw : parseStep(raw);
   }
 
   /** `restore`: the actor is not live here (evicted, or a new worker); restored in the same round trip. */
   async send(key: string, event: Event, now: number, restore?: Restore): Promise<StepResult> {
-    return parseStep((await this.call({ op: 'send', versionId: this.versionId, key, event, now, ...(restore ? { restore } : {}) })) as RawStep);
+    return parseStep(
+      (await this.call({ op: 'send', versionId: this.versionId, key, event, now, ...(restore ? { restore } : {}) })) as RawStep,
+    );
   }
 
   /**
    * allowWrite (against the live actor's state, which is the committed one) and, when it allows, the
    * event, in one round trip; 'rejected' leaves the actor as it was.
    */
-  async sendAuthorized(key: string, caller: AuthorizingCaller, event: Event, now: number, restore?: Restore): Promise<StepResult | 'rejected'> {
-    const raw = (await this.call({ op: 'sendAuthorized', versionId: this.versionId, key, caller, event, now, ...(restore ? { restore } : {}) })) as RawStep | 'rejected';
+  async sendAuthorized(
+    key: string,
+    caller: AuthorizingCaller,
+    event: Event,
+    now: number,
+    restore?: Restore,
+  ): Promise<StepResult | 'rejected'> {
+    const raw = (await this.call({
+      op: 'sendAuthorized',
+      versionId: this.versionId,
+      key,
+      caller,
+      event,
+      now,
+      ...(restore ? { restore } : {}),
+    })) as RawStep | 'rejected';
     return raw === 'rejected' ? raw : parseStep(raw);
   }
 

@@ -11,7 +11,17 @@ import type { CapturedLog } from '../types.js';
 import { VersionIsolate } from '../version-isolate.js';
 import { CallSlot, DELIVERY } from './call-slot.js';
 import { LiveHeapWatch } from './live-heap-watch.js';
-import { type Batch, MOVED_ERROR, type NodeMessage, parseWorkerArgs, REPORT_FD, type SandboxRequest, type SerializedError, type WorkerMessage, type WorkerStats } from './protocol.js';
+import {
+  type Batch,
+  MOVED_ERROR,
+  type NodeMessage,
+  parseWorkerArgs,
+  REPORT_FD,
+  type SandboxRequest,
+  type SerializedError,
+  type WorkerMessage,
+  type WorkerStats,
+} from './protocol.js';
 import type { WatchdogData } from './stall-watchdog.js';
 
 const { stallMs } = parseWorkerArgs(process.argv.slice(2));
@@ -21,7 +31,18 @@ const { stallMs } = parseWorkerArgs(process.argv.slice(2));
  * long one holds up every request queued behind it. Loading and validating are not among them: their
  * evaluation is asynchronous, and a large bundle is not misbehaviour.
  */
-const TIMED_OPS = new Set<SandboxRequest['op']>(['rememberedPaths5', 'allowRead', 'allowReads', 'allowWrite', 'start', 'startAuthorized', 'send', 'sendAuthorized', 'advance', 'stopChildren']);
+const TIMED_OPS = new Set<SandboxRequest['op']>([
+  'rememberedPaths5',
+  'allowRead',
+  'allowReads',
+  'allowWrite',
+  'start',
+  'startAuthorized',
+  'send',
+  'sendAuthorized',
+  'advance',
+  'stopChildren',
+]);
 
 /** Shared with the watchdog thread (call-slot.ts), when the node asked for one. */
 const slot = stallMs > 0 ? new CallSlot() : undefined;
@@ -107,10 +128,12 @@ const watchHeap = (versionId: string): void => {
  * How the crossings of an asynchronous call of request `id` run: timed by the watchdog like a
  * request's call; none once the worker is retired (the node has moved the request on by then).
  */
-const crossings = (id: number, versionId: string) => <T>(crossing: () => T): T => {
-  if (slot?.retired) throw new SandboxMovedError();
-  return timed(id, versionId, crossing);
-};
+const crossings =
+  (id: number, versionId: string) =>
+  <T>(crossing: () => T): T => {
+    if (slot?.retired) throw new SandboxMovedError();
+    return timed(id, versionId, crossing);
+  };
 
 /**
  * Runs one request (`id` is its number); loading and validating a bundle (module evaluation) and
@@ -123,13 +146,18 @@ const handle = (request: SandboxRequest, id: number): unknown => {
     case 'validate':
       return validateBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
     case 'validateMigration':
-      return validateMigrationBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
+      return validateMigrationBundle(request.code, {
+        memoryLimitMb: request.settings.memoryLimitMb,
+        cpuLimitMs: request.settings.cpuLimitMs,
+      });
     case 'migrate':
       return runMigration(request.code, request.input, {
         memoryLimitMb: request.settings.memoryLimitMb,
         cpuLimitMs: request.settings.cpuLimitMs,
         // (sent before the answer, on the same channel: the node has them all when the migration returns or fails)
-        ...(request.logTag === undefined ? {} : { onLog: (entry: CapturedLog) => post({ kind: 'log', versionId: request.logTag as string, entry }) }),
+        ...(request.logTag === undefined
+          ? {}
+          : { onLog: (entry: CapturedLog) => post({ kind: 'log', versionId: request.logTag as string, entry }) }),
       });
     case 'rememberedPaths5':
       return isolateOf(request.versionId).rememberedPaths5(request.snapshot);
@@ -155,9 +183,19 @@ const handle = (request: SandboxRequest, id: number): unknown => {
     // Asynchronous when the machine code is (it may wait for its fetches and timers): each of its
     // crossings into the isolate is timed on its own (not in TIMED_OPS).
     case 'httpApiHandler':
-      return isolateOf(request.versionId).httpApiHandler(request.slug, request.request, request.deadlineMs, crossings(id, request.versionId));
+      return isolateOf(request.versionId).httpApiHandler(
+        request.slug,
+        request.request,
+        request.deadlineMs,
+        crossings(id, request.versionId),
+      );
     case 'httpApiResponse':
-      return isolateOf(request.versionId).httpApiResponse(request.slug, request.settled, request.deadlineMs, crossings(id, request.versionId));
+      return isolateOf(request.versionId).httpApiResponse(
+        request.slug,
+        request.settled,
+        request.deadlineMs,
+        crossings(id, request.versionId),
+      );
     case 'stop':
       isolates.get(request.versionId)?.stop(request.key);
       return true;
@@ -174,7 +212,9 @@ const handle = (request: SandboxRequest, id: number): unknown => {
 
 const stats = (): WorkerStats => ({
   rssBytes: process.memoryUsage.rss(),
-  isolates: [...isolates].filter(([, isolate]) => isolate.healthy).map(([versionId, isolate]) => ({ versionId, heapUsedBytes: isolate.heapUsedBytes(), ...isolate.census() })),
+  isolates: [...isolates]
+    .filter(([, isolate]) => isolate.healthy)
+    .map(([versionId, isolate]) => ({ versionId, heapUsedBytes: isolate.heapUsedBytes(), ...isolate.census() })),
 });
 
 const load = async (request: Extract<SandboxRequest, { op: 'load' }>): Promise<true> => {
@@ -226,13 +266,19 @@ const run = ({ id, request }: NodeMessage): void => {
   }
   let value: unknown;
   try {
-    value = slot && TIMED_OPS.has(request.op) && 'versionId' in request ? timed(id, request.versionId, () => handle(request, id)) : handle(request, id);
+    value =
+      slot && TIMED_OPS.has(request.op) && 'versionId' in request
+        ? timed(id, request.versionId, () => handle(request, id))
+        : handle(request, id);
   } catch (error) {
     failed(id, request, error);
     return;
   }
   if (value instanceof Promise) {
-    value.then((settled: unknown) => id !== 0 && post({ kind: 'response', id, ok: true, value: settled }), (error: unknown) => failed(id, request, error));
+    value.then(
+      (settled: unknown) => id !== 0 && post({ kind: 'response', id, ok: true, value: settled }),
+      (error: unknown) => failed(id, request, error),
+    );
   } else {
     if (id !== 0) post({ kind: 'response', id, ok: true, value });
     if (STEP_OPS.has(request.op) && 'versionId' in request) watchHeap(request.versionId);

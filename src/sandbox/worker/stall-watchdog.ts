@@ -63,22 +63,27 @@ const report = (stalled: StallReport): void => {
   }
 };
 
-const watching = setInterval(() => {
-  const running = slot.running();
-  if (!running) {
-    watched = undefined;
-    return;
-  }
-  if (watched?.id !== running.id) {
-    // Counted from here: the call's CPU before this tick (at most one interval) is not.
-    watched = { id: running.id, cpuAtFirstSight: mainThreadCpuMs() };
-    return;
-  }
-  const cpuNow = watched.cpuAtFirstSight === undefined ? undefined : mainThreadCpuMs();
-  if (cpuNow === undefined || watched.cpuAtFirstSight === undefined) {
-    if (Date.now() - running.startedAt >= stallMs) report({ stalled: running.id, startedAt: running.startedAt, versionNo: running.versionNo });
-    return;
-  }
-  const cpuMs = cpuNow - watched.cpuAtFirstSight;
-  if (cpuMs >= stallMs) report({ stalled: running.id, startedAt: running.startedAt, versionNo: running.versionNo, cpuMs: Math.round(cpuMs) });
-}, Math.max(5, Math.min(25, Math.floor(stallMs / 4))));
+const watching = setInterval(
+  () => {
+    const running = slot.running();
+    if (!running) {
+      watched = undefined;
+      return;
+    }
+    if (watched?.id !== running.id) {
+      // Counted from here: the call's CPU before this tick (at most one interval) is not.
+      watched = { id: running.id, cpuAtFirstSight: mainThreadCpuMs() };
+      return;
+    }
+    const cpuNow = watched.cpuAtFirstSight === undefined ? undefined : mainThreadCpuMs();
+    if (cpuNow === undefined || watched.cpuAtFirstSight === undefined) {
+      if (Date.now() - running.startedAt >= stallMs)
+        report({ stalled: running.id, startedAt: running.startedAt, versionNo: running.versionNo });
+      return;
+    }
+    const cpuMs = cpuNow - watched.cpuAtFirstSight;
+    if (cpuMs >= stallMs)
+      report({ stalled: running.id, startedAt: running.startedAt, versionNo: running.versionNo, cpuMs: Math.round(cpuMs) });
+  },
+  Math.max(5, Math.min(25, Math.floor(stallMs / 4))),
+);

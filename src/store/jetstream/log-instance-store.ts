@@ -4,8 +4,17 @@ import { createHash } from 'node:crypto';
 import { unavailable } from '../../domain/errors.js';
 import type { IndexPosition } from '../../domain/index-values.js';
 import {
-  type CommitEffects, type DueTimer, type IndexQuery, type InstanceHead, type InstanceStore, type OutboxMessage, RequestMovedError, SequenceConflictError,
-  type TransitionRecord, type UsageDelta, type UsageMonth,
+  type CommitEffects,
+  type DueTimer,
+  type IndexQuery,
+  type InstanceHead,
+  type InstanceStore,
+  type OutboxMessage,
+  RequestMovedError,
+  SequenceConflictError,
+  type TransitionRecord,
+  type UsageDelta,
+  type UsageMonth,
 } from '../instance-store.js';
 import { StreamFollower } from './stream-follower.js';
 import { type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
@@ -125,7 +134,7 @@ export class LogInstanceStore implements InstanceStore {
     if (this.watermarkWaiters.length === 0) return;
     const at = this.appliedSeq;
     const still: typeof this.watermarkWaiters = [];
-    for (const waiter of this.watermarkWaiters) (waiter.seq <= at ? waiter.resolve() : still.push(waiter));
+    for (const waiter of this.watermarkWaiters) waiter.seq <= at ? waiter.resolve() : still.push(waiter);
     this.watermarkWaiters = still;
   }
 
@@ -163,7 +172,10 @@ export class LogInstanceStore implements InstanceStore {
         const entry = message.json<LogEntry>();
         entry.after ??= positionOf(message.headers?.get(EXPECTED_HEADER));
         const applied = this.applyLocally(entry, seq)
-          .then(() => undefined, (error: unknown) => this.onError(`could not apply TX log entry ${seq} to the local store`, error))
+          .then(
+            () => undefined,
+            (error: unknown) => this.onError(`could not apply TX log entry ${seq} to the local store`, error),
+          )
           .finally(() => {
             this.pending.delete(seq);
             this.watermarkMoved();
@@ -216,7 +228,13 @@ export class LogInstanceStore implements InstanceStore {
 
   async commit(head: InstanceHead, previous: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<void> {
     this.checkNotTakenOver(head, history, effects);
-    const { entry, seq } = await this.append(previous, { kind: 'commit', head: withoutLogSeq(head), previousSeq: previous.seq, history, effects });
+    const { entry, seq } = await this.append(previous, {
+      kind: 'commit',
+      head: withoutLogSeq(head),
+      previousSeq: previous.seq,
+      history,
+      effects,
+    });
     head.logSeq = seq;
     await this.applyOwn(entry, seq);
   }
@@ -355,7 +373,11 @@ export class LogInstanceStore implements InstanceStore {
     const entry: LogEntry = { ...body, after };
     const payload = JSON.stringify(entry);
     try {
-      return { entry, seq: (await this.log.append(previous.orgId, previous.machine, previous.name, after, payload, messageIdOf(previous, payload, after))).seq };
+      return {
+        entry,
+        seq: (await this.log.append(previous.orgId, previous.machine, previous.name, after, payload, messageIdOf(previous, payload, after)))
+          .seq,
+      };
     } catch (error) {
       if (!(error instanceof LogFencedError)) throw error;
       // Another node wrote the instance: let this node's copy catch up first, so that the runtime,
@@ -372,7 +394,9 @@ export class LogInstanceStore implements InstanceStore {
    * rather than not at all.
    */
   async caughtUp(orgId: string, machine?: string, name?: string): Promise<void> {
-    const last = await (machine !== undefined && name !== undefined ? this.log.lastSeq(orgId, machine, name) : this.log.headSeq()).catch(() => 0);
+    const last = await (machine !== undefined && name !== undefined ? this.log.lastSeq(orgId, machine, name) : this.log.headSeq()).catch(
+      () => 0,
+    );
     await this.watermarkAt(last, CATCH_UP_MS);
   }
 
@@ -388,7 +412,8 @@ export class LogInstanceStore implements InstanceStore {
       throw unavailable(`the cluster's log cannot be read now (${error instanceof Error ? error.message : String(error)}); retry`);
     }
     await this.watermarkAt(last, CATCH_UP_MS);
-    if (this.appliedSeq < last) throw unavailable(`this node's copy of instance ${key.name} of machine ${key.machine} is behind the cluster's log; retry`);
+    if (this.appliedSeq < last)
+      throw unavailable(`this node's copy of instance ${key.name} of machine ${key.machine} is behind the cluster's log; retry`);
     return last;
   }
 
@@ -402,7 +427,8 @@ export class LogInstanceStore implements InstanceStore {
     if (effects.receivedMessageId !== undefined) ids.push(effects.receivedMessageId);
     for (const id of ids) {
       const by = this.fenced.get(id);
-      if (by !== undefined && by !== this.nodeId) throw new RequestMovedError(`request ${id} to instance ${head.name} of machine ${head.machine} was taken over by node ${by}`);
+      if (by !== undefined && by !== this.nodeId)
+        throw new RequestMovedError(`request ${id} to instance ${head.name} of machine ${head.machine} was taken over by node ${by}`);
     }
   }
 
@@ -459,7 +485,9 @@ export class LogInstanceStore implements InstanceStore {
       if (!position) continue;
       positions.delete(messageId);
       const message = { id: messageId, position } as OutboxMessage;
-      this.local.removeOutbox(message).catch((error: unknown) => this.onError(`could not drop delivered message ${messageId} from the outbox`, error));
+      this.local
+        .removeOutbox(message)
+        .catch((error: unknown) => this.onError(`could not drop delivered message ${messageId} from the outbox`, error));
     }
   }
 
@@ -567,7 +595,11 @@ export class LogInstanceStore implements InstanceStore {
         return (await this.log.firstAfter(orgId, machine, name, entry.after)) === seq;
       } catch (error) {
         if (this.stopped) throw error;
-        if (attempt === 0) this.onError(`could not ask the TX log whether entry ${seq} of instance ${name} of machine ${machine} counts; asking again`, error);
+        if (attempt === 0)
+          this.onError(
+            `could not ask the TX log whether entry ${seq} of instance ${name} of machine ${machine} counts; asking again`,
+            error,
+          );
         await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
       }
     }
@@ -626,4 +658,3 @@ const withoutLogSeq = (head: InstanceHead): InstanceHead => {
   const { logSeq: _logSeq, ...rest } = head;
   return rest;
 };
-

@@ -18,7 +18,13 @@ export interface UsageOp {
 export type MetaOp = CatalogOp | VersionOp | UsageOp;
 
 /** Applies a META operation to this node's local stores (every node, in log order). */
-export const applyMetaOp = (catalog: Catalog, versions: VersionStore, code: ObjectStore, instances: Pick<InstanceStore, 'addUsage'>, onError?: CodeReadError): ApplyOp<MetaOp> => {
+export const applyMetaOp = (
+  catalog: Catalog,
+  versions: VersionStore,
+  code: ObjectStore,
+  instances: Pick<InstanceStore, 'addUsage'>,
+  onError?: CodeReadError,
+): ApplyOp<MetaOp> => {
   const applyCatalog = applyCatalogOp(catalog);
   const applyVersions = applyVersionOp(versions, code, onError);
   return (op, seq) => {

@@ -1,4 +1,13 @@
-import { DiscardPolicy, jetstream, type JetStreamClient, JetStreamApiError, type JetStreamManager, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import {
+  DiscardPolicy,
+  jetstream,
+  type JetStreamClient,
+  JetStreamApiError,
+  type JetStreamManager,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+} from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { randomUUID } from 'node:crypto';
 import { payloadTooLarge, unavailable } from '../../domain/errors.js';
@@ -64,7 +73,12 @@ export class JetStreamOpLog<Op> {
     this.applied = from - 1;
   }
 
-  static async open<Op>(nc: NatsConnection, options: OpLogOptions, apply: ApplyOp<Op>, onError: (message: string, error: unknown) => void): Promise<JetStreamOpLog<Op>> {
+  static async open<Op>(
+    nc: NatsConnection,
+    options: OpLogOptions,
+    apply: ApplyOp<Op>,
+    onError: (message: string, error: unknown) => void,
+  ): Promise<JetStreamOpLog<Op>> {
     const jsm = await jetstreamManager(nc);
     const stream = `STATEHOLD_${options.cluster}_${options.name}`;
     const subject = `statehold.${options.cluster}.${options.name.toLowerCase()}`;
@@ -73,8 +87,15 @@ export class JetStreamOpLog<Op> {
     } catch (error) {
       if (!(error instanceof JetStreamApiError) || error.status !== 404) throw error;
       await jsm.streams.add({
-        name: stream, subjects: [subject], storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old,
-        num_replicas: options.replicas, max_age: (options.maxAgeMs ?? 0) * 1_000_000, max_msgs: -1, max_bytes: -1,
+        name: stream,
+        subjects: [subject],
+        storage: StorageType.File,
+        retention: RetentionPolicy.Limits,
+        discard: DiscardPolicy.Old,
+        num_replicas: options.replicas,
+        max_age: (options.maxAgeMs ?? 0) * 1_000_000,
+        max_msgs: -1,
+        max_bytes: -1,
       });
     }
     const log = new JetStreamOpLog<Op>(nc, jetstream(nc), jsm, stream, subject, apply, options.from, onError);
@@ -125,8 +146,13 @@ export class JetStreamOpLog<Op> {
     } catch (error) {
       // JetStream without a leader (servers lost, an election) or no answer in time: a 503, not a 500.
       const reason = error instanceof Error ? error.message : String(error);
-      if (/max_payload|maximum payload/i.test(reason)) throw payloadTooLarge(`this change is larger than the cluster's log takes in one message (the nats-server's max_payload): ${reason}`);
-      throw unavailable(`the cluster's log did not take the change (${reason}); it may or may not have been stored: read it back, then retry`);
+      if (/max_payload|maximum payload/i.test(reason))
+        throw payloadTooLarge(
+          `this change is larger than the cluster's log takes in one message (the nats-server's max_payload): ${reason}`,
+        );
+      throw unavailable(
+        `the cluster's log did not take the change (${reason}); it may or may not have been stored: read it back, then retry`,
+      );
     }
     await this.until(ack.seq);
     if (this.peers && options.everywhere !== false) await this.appliedByPeers(ack.seq);
@@ -167,7 +193,7 @@ export class JetStreamOpLog<Op> {
   private peerMoved(): void {
     if (this.peerWaiters.length === 0) return;
     const still: typeof this.peerWaiters = [];
-    for (const waiter of this.peerWaiters) (this.peersReached(waiter.seq) ? waiter.resolve() : still.push(waiter));
+    for (const waiter of this.peerWaiters) this.peersReached(waiter.seq) ? waiter.resolve() : still.push(waiter);
     this.peerWaiters = still;
   }
 
@@ -215,7 +241,8 @@ export class JetStreamOpLog<Op> {
         this.announceApplied();
         // (kept even when its submit has not started waiting yet: the ack may come after the message)
         if (envelope?.origin === this.origin) this.results.set(message.seq, result);
-        while (this.waiters.length > 0 && (this.waiters[0] as Waiter).seq <= this.applied) (this.waiters.shift() as Waiter).resolve(undefined);
+        while (this.waiters.length > 0 && (this.waiters[0] as Waiter).seq <= this.applied)
+          (this.waiters.shift() as Waiter).resolve(undefined);
       },
       onError: this.onError,
     });

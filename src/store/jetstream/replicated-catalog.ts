@@ -1,4 +1,12 @@
-import type { AdminKeyRecord, AnonymousAccessRecords, IdentityProviderRecord, KeyRecord, MachineRecord, OrgRecord, TokenProviderRecord } from '../../domain/records.js';
+import type {
+  AdminKeyRecord,
+  AnonymousAccessRecords,
+  IdentityProviderRecord,
+  KeyRecord,
+  MachineRecord,
+  OrgRecord,
+  TokenProviderRecord,
+} from '../../domain/records.js';
 import type { Catalog, OrgCursor } from '../catalog.js';
 import type { ApplyOp, JetStreamOpLog } from './op-log.js';
 
@@ -18,35 +26,37 @@ export type CatalogOp =
   | { store: 'catalog'; method: 'putAdminKey'; args: [AdminKeyRecord] };
 
 /** Applies a catalog write from the log to this node's local catalog (every node, in log order). */
-export const applyCatalogOp = (local: Catalog): ApplyOp<CatalogOp> => (op) => {
-  switch (op.method) {
-    case 'createOrg':
-      return local.createOrg(op.args[0], op.args[1]);
-    case 'setAnonymousAccess':
-      // (JSON carries no undefined: off travels as null)
-      return local.setAnonymousAccess(op.args[0], op.args[1] ?? undefined);
-    case 'provisionAnonymousAccess':
-      return local.provisionAnonymousAccess(...op.args);
-    case 'putIdentityProvider':
-      return local.putIdentityProvider(...op.args);
-    case 'deleteIdentityProvider':
-      return local.deleteIdentityProvider(...op.args);
-    case 'putTokenProvider':
-      return local.putTokenProvider(...op.args);
-    case 'deleteTokenProvider':
-      return local.deleteTokenProvider(...op.args);
-    case 'putKey':
-      return local.putKey(...op.args);
-    case 'deleteKey':
-      return local.deleteKey(...op.args);
-    case 'createMachine':
-      return local.createMachine(...op.args);
-    case 'deleteMachine':
-      return local.deleteMachine(...op.args);
-    case 'putAdminKey':
-      return local.putAdminKey(...op.args);
-  }
-};
+export const applyCatalogOp =
+  (local: Catalog): ApplyOp<CatalogOp> =>
+  (op) => {
+    switch (op.method) {
+      case 'createOrg':
+        return local.createOrg(op.args[0], op.args[1]);
+      case 'setAnonymousAccess':
+        // (JSON carries no undefined: off travels as null)
+        return local.setAnonymousAccess(op.args[0], op.args[1] ?? undefined);
+      case 'provisionAnonymousAccess':
+        return local.provisionAnonymousAccess(...op.args);
+      case 'putIdentityProvider':
+        return local.putIdentityProvider(...op.args);
+      case 'deleteIdentityProvider':
+        return local.deleteIdentityProvider(...op.args);
+      case 'putTokenProvider':
+        return local.putTokenProvider(...op.args);
+      case 'deleteTokenProvider':
+        return local.deleteTokenProvider(...op.args);
+      case 'putKey':
+        return local.putKey(...op.args);
+      case 'deleteKey':
+        return local.deleteKey(...op.args);
+      case 'createMachine':
+        return local.createMachine(...op.args);
+      case 'deleteMachine':
+        return local.deleteMachine(...op.args);
+      case 'putAdminKey':
+        return local.putAdminKey(...op.args);
+    }
+  };
 
 /**
  * The catalog of a cluster node: writes go through the cluster's META log (JetStream, replicated) and

@@ -9,7 +9,10 @@ export interface LogsOp {
 }
 
 /** Writes a batch from the LOGS log into this node's local log store (every node, in log order). */
-export const applyLogsOp = (local: LogStore): ApplyOp<LogsOp> => (op) => local.appendLogs(op.entries);
+export const applyLogsOp =
+  (local: LogStore): ApplyOp<LogsOp> =>
+  (op) =>
+    local.appendLogs(op.entries);
 
 /**
  * The machine logs of a cluster node: what machine code prints runs on the instance's owner, but the

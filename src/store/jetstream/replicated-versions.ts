@@ -71,8 +71,10 @@ export type VersionOp =
 const pendingObject = (orgId: string, versionId: string): string => `pending/${orgId}/${versionId}`;
 const versionObjectPrefix = (orgId: string, versionId: string): string => `version/${orgId}/${versionId}/`;
 const sha256Hex = (code: string): string => createHash('sha256').update(code, 'utf8').digest('hex');
-const versionObject = (orgId: string, versionId: string, code: string): string => `${versionObjectPrefix(orgId, versionId)}${sha256Hex(code)}`;
-const migrationObject = (orgId: string, migrationId: string, code: string): string => `migration/${orgId}/${migrationId}/${sha256Hex(code)}`;
+const versionObject = (orgId: string, versionId: string, code: string): string =>
+  `${versionObjectPrefix(orgId, versionId)}${sha256Hex(code)}`;
+const migrationObject = (orgId: string, migrationId: string, code: string): string =>
+  `migration/${orgId}/${migrationId}/${sha256Hex(code)}`;
 
 interface ObjectName {
   kind: 'pending' | 'version' | 'migration';
@@ -127,33 +129,35 @@ const readCode = async (code: ObjectStore, ref: CodeRef, onError: CodeReadError)
  * Applies a version write from the log to this node's local version store (every node, in log order),
  * reading the code the operation names from the object store. Never deletes objects (see above).
  */
-export const applyVersionOp = (local: VersionStore, code: ObjectStore, onError: CodeReadError = () => {}): ApplyOp<VersionOp> => async (op) => {
-  switch (op.method) {
-    case 'putPendingUpload': {
-      const { code: ref, ...upload } = op.args[0];
-      const text = await readCode(code, ref, onError);
-      if (text === undefined) return undefined;
-      return local.putPendingUpload({ ...upload, code: text });
+export const applyVersionOp =
+  (local: VersionStore, code: ObjectStore, onError: CodeReadError = () => {}): ApplyOp<VersionOp> =>
+  async (op) => {
+    switch (op.method) {
+      case 'putPendingUpload': {
+        const { code: ref, ...upload } = op.args[0];
+        const text = await readCode(code, ref, onError);
+        if (text === undefined) return undefined;
+        return local.putPendingUpload({ ...upload, code: text });
+      }
+      case 'sweepExpiredPendingUploads':
+        return local.sweepExpiredPendingUploads(...op.args);
+      case 'finalizeVersion': {
+        const [record, ref, makeCurrent] = op.args;
+        // An existing version is left untouched: its code is not needed (and need not be there any more).
+        const exists = local.getVersionCode(record.orgId, record.id) !== undefined;
+        const text = exists ? '' : ((await readCode(code, ref, onError)) ?? '');
+        return local.finalizeVersion(record, text, makeCurrent);
+      }
+      case 'finalizeMigration': {
+        const [record, ref] = op.args;
+        const exists = local.getMigrationCode(record.orgId, record.id) !== undefined;
+        const text = exists ? '' : ((await readCode(code, ref, onError)) ?? '');
+        return local.finalizeMigration(record, text);
+      }
+      case 'deleteMachineVersions':
+        return local.deleteMachineVersions(...op.args);
     }
-    case 'sweepExpiredPendingUploads':
-      return local.sweepExpiredPendingUploads(...op.args);
-    case 'finalizeVersion': {
-      const [record, ref, makeCurrent] = op.args;
-      // An existing version is left untouched: its code is not needed (and need not be there any more).
-      const exists = local.getVersionCode(record.orgId, record.id) !== undefined;
-      const text = exists ? '' : ((await readCode(code, ref, onError)) ?? '');
-      return local.finalizeVersion(record, text, makeCurrent);
-    }
-    case 'finalizeMigration': {
-      const [record, ref] = op.args;
-      const exists = local.getMigrationCode(record.orgId, record.id) !== undefined;
-      const text = exists ? '' : ((await readCode(code, ref, onError)) ?? '');
-      return local.finalizeMigration(record, text);
-    }
-    case 'deleteMachineVersions':
-      return local.deleteMachineVersions(...op.args);
-  }
-};
+  };
 
 /**
  * The version store of a cluster node: writes put their code in the cluster's object store, go through
@@ -194,7 +198,11 @@ export class ReplicatedVersionStore implements VersionStore {
       { name: pendingObject(upload.orgId, upload.versionId), metadata: { machine: upload.machine, expiresAt: String(upload.expiresAt) } },
       encoder.encode(code),
     );
-    await this.submit({ store: 'versions', method: 'putPendingUpload', args: [{ ...rest, code: { object: info.name, digest: info.digest } }] });
+    await this.submit({
+      store: 'versions',
+      method: 'putPendingUpload',
+      args: [{ ...rest, code: { object: info.name, digest: info.digest } }],
+    });
   }
 
   async sweepExpiredPendingUploads(now: number): Promise<number> {
@@ -207,7 +215,11 @@ export class ReplicatedVersionStore implements VersionStore {
   async finalizeVersion(record: MachineVersionRecord, code: string, makeCurrent: boolean): Promise<FinalizeResult> {
     const name = versionObject(record.orgId, record.id, code);
     const info = await this.code.putBlob({ name }, encoder.encode(code));
-    const result = (await this.submit({ store: 'versions', method: 'finalizeVersion', args: [record, { object: name, digest: info.digest }, makeCurrent] })) as FinalizeResult;
+    const result = (await this.submit({
+      store: 'versions',
+      method: 'finalizeVersion',
+      args: [record, { object: name, digest: info.digest }, makeCurrent],
+    })) as FinalizeResult;
     await this.cleanUp(async () => {
       if (result.kind === 'created') {
         if (!this.local.getPendingUpload(record.orgId, record.id)) await this.code.delete(pendingObject(record.orgId, record.id));
@@ -237,7 +249,11 @@ export class ReplicatedVersionStore implements VersionStore {
   async finalizeMigration(record: MachineVersionMigrationRecord, code: string): Promise<FinalizeMigrationResult> {
     const name = migrationObject(record.orgId, record.id, code);
     const info = await this.code.putBlob({ name, metadata: { machine: record.machine } }, encoder.encode(code));
-    const result = (await this.submit({ store: 'versions', method: 'finalizeMigration', args: [record, { object: name, digest: info.digest }] })) as FinalizeMigrationResult;
+    const result = (await this.submit({
+      store: 'versions',
+      method: 'finalizeMigration',
+      args: [record, { object: name, digest: info.digest }],
+    })) as FinalizeMigrationResult;
     await this.cleanUp(async () => {
       if (result.kind === 'created') {
         if (!this.local.getPendingUpload(record.orgId, record.id)) await this.code.delete(pendingObject(record.orgId, record.id));
@@ -257,7 +273,8 @@ export class ReplicatedVersionStore implements VersionStore {
     await this.dropObjects((object) => {
       if (object.orgId !== orgId) return false;
       if (object.kind === 'version') return gone.has(object.versionId);
-      if (object.kind === 'migration') return object.metadata.machine === machine && !this.local.getMigration(orgId, machine, object.versionId);
+      if (object.kind === 'migration')
+        return object.metadata.machine === machine && !this.local.getMigration(orgId, machine, object.versionId);
       return object.metadata.machine === machine;
     });
     return removed;

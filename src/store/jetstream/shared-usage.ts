@@ -82,7 +82,10 @@ export class SharedUsage {
     if (this.heldSince === undefined) {
       this.heldSince = Date.now();
       const reason = error instanceof Error ? error.message : String(error ?? 'the log is not taking writes');
-      this.options.log('warn', `could not record usage in the cluster's log (${reason}): the counts are kept and sent again until it takes them`);
+      this.options.log(
+        'warn',
+        `could not record usage in the cluster's log (${reason}): the counts are kept and sent again until it takes them`,
+      );
     }
     this.held.push(entry);
     const max = this.options.maxHeld ?? 10_000;

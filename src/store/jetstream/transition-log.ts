@@ -1,10 +1,25 @@
-import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager, JetStreamApiError, type MsgRequest, type NextMsgRequest, type PubAck, RetentionPolicy, StorageType, DiscardPolicy } from '@nats-io/jetstream';
+import {
+  type JetStreamClient,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+  JetStreamApiError,
+  type MsgRequest,
+  type NextMsgRequest,
+  type PubAck,
+  RetentionPolicy,
+  StorageType,
+  DiscardPolicy,
+} from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { payloadTooLarge, unavailable } from '../../domain/errors.js';
 
 /** An append refused because the instance's log moved past what the writer expected: it is not the owner any more. */
 export class LogFencedError extends Error {
-  constructor(readonly subject: string, readonly expected: number) {
+  constructor(
+    readonly subject: string,
+    readonly expected: number,
+  ) {
     super(`the log of ${subject} moved past sequence ${expected}: another node wrote it`);
     this.name = 'LogFencedError';
   }
@@ -80,7 +95,9 @@ export class JetStreamTransitionLog {
     // Read back: a 2.9 server ignores settings it does not know rather than refusing them (measured-here.md).
     const info = await jsm.streams.info(stream);
     if (info.config.num_replicas !== options.replicas) {
-      throw new Error(`stream ${stream} has ${info.config.num_replicas} replicas, not the ${options.replicas} asked for: change it with the nats CLI or use --replicas ${info.config.num_replicas}`);
+      throw new Error(
+        `stream ${stream} has ${info.config.num_replicas} replicas, not the ${options.replicas} asked for: change it with the nats CLI or use --replicas ${info.config.num_replicas}`,
+      );
     }
     return new JetStreamTransitionLog(jetstream(nc), jsm, stream, prefix);
   }
@@ -96,7 +113,14 @@ export class JetStreamTransitionLog {
    * counts: it is the instance's first entry after `expectedSeq` (see the class comment); otherwise
    * LogFencedError, as when JetStream refuses it.
    */
-  async append(orgId: string, machine: string, name: string, expectedSeq: number, payload: Uint8Array | string, messageId: string): Promise<Appended> {
+  async append(
+    orgId: string,
+    machine: string,
+    name: string,
+    expectedSeq: number,
+    payload: Uint8Array | string,
+    messageId: string,
+  ): Promise<Appended> {
     const subject = this.subjectOf(orgId, machine, name);
     let ack: PubAck;
     try {
@@ -106,21 +130,30 @@ export class JetStreamTransitionLog {
       const reason = error instanceof Error ? error.message : String(error);
       // A commit over the nats-server's max_payload (1 MB by default; cluster/README.md) never fits: no retry helps.
       if (/max_payload|maximum payload/i.test(reason)) {
-        throw payloadTooLarge(`this commit (${typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length} bytes: the instance's head and the history records of this event, each with its context) is larger than the cluster's log takes in one message (the nats-server's max_payload): keep contexts smaller, or run fewer delayed steps per event`);
+        throw payloadTooLarge(
+          `this commit (${typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length} bytes: the instance's head and the history records of this event, each with its context) is larger than the cluster's log takes in one message (the nats-server's max_payload): keep contexts smaller, or run fewer delayed steps per event`,
+        );
       }
       // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
-      throw unavailable(`the cluster's log did not take the write (${reason}); it may or may not have been stored: read the instance, then retry`);
+      throw unavailable(
+        `the cluster's log did not take the write (${reason}); it may or may not have been stored: read the instance, then retry`,
+      );
     }
     // (a duplicate's sequence is the first copy's, and whether that one counts is asked the same way;
     // an acknowledgement that does not place it past the position named is not one to go by)
-    if (ack.seq <= expectedSeq) throw unavailable(`the cluster's log acknowledged the write at sequence ${ack.seq}, not after ${expectedSeq}; it may or may not have been stored: read the instance, then retry`);
+    if (ack.seq <= expectedSeq)
+      throw unavailable(
+        `the cluster's log acknowledged the write at sequence ${ack.seq}, not after ${expectedSeq}; it may or may not have been stored: read the instance, then retry`,
+      );
     if (ack.seq !== expectedSeq + 1) {
       let first: number;
       try {
         first = await this.firstAfter(orgId, machine, name, expectedSeq);
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
-        throw unavailable(`the cluster's log took the write but could not tell whether another one came first (${reason}); it may or may not have been applied: read the instance, then retry`);
+        throw unavailable(
+          `the cluster's log took the write but could not tell whether another one came first (${reason}); it may or may not have been applied: read the instance, then retry`,
+        );
       }
       // Stored after another entry that named the same position: it changes nothing (a stale entry).
       if (first !== ack.seq) throw new LogFencedError(subject, expectedSeq);

@@ -177,5 +177,4 @@ const removeStale = (dir: string): void => {
 
 // libuv unlinks a listening socket's file when it is closed, by the name it was bound with: close it
 // from the data dir too, or a file of that name in the working directory would go instead.
-const release = (dir: string, server: net.Server): Promise<void> =>
-  new Promise((done) => inDir(dir, () => server.close(() => done())));
+const release = (dir: string, server: net.Server): Promise<void> => new Promise((done) => inDir(dir, () => server.close(() => done())));

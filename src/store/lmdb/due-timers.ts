@@ -57,7 +57,8 @@ export class DueTimers {
     if (newer.size === 0) return out;
     for (const head of newer.heads()) {
       for (const timer of head.pendingTimers) {
-        if (timer.dueAt <= uptoMs) out.push({ dueAt: timer.dueAt, orgId: head.orgId, machine: head.machine, name: head.name, timerId: timer.id });
+        if (timer.dueAt <= uptoMs)
+          out.push({ dueAt: timer.dueAt, orgId: head.orgId, machine: head.machine, name: head.name, timerId: timer.id });
       }
     }
     out.sort((a, b) => a.dueAt - b.dueAt);

@@ -25,7 +25,10 @@ const rangesOf = (filter: { op: IndexOp; value: string } | undefined): Array<[In
     case 'eq':
       return [[before(value), beyond(value)]];
     case 'ne':
-      return [[BOTTOM, before(value)], [beyond(value), TOP]];
+      return [
+        [BOTTOM, before(value)],
+        [beyond(value), TOP],
+      ];
     case 'gt':
       return [[beyond(value), TOP]];
     case 'gte':

@@ -1,6 +1,14 @@
 import type { Database, RootDatabase } from 'lmdb';
 import { ANONYMOUS_SERVICE, anonymousAudience } from '../../domain/anonymous-access.js';
-import type { AdminKeyRecord, AnonymousAccessRecords, IdentityProviderRecord, KeyRecord, MachineRecord, OrgRecord, TokenProviderRecord } from '../../domain/records.js';
+import type {
+  AdminKeyRecord,
+  AnonymousAccessRecords,
+  IdentityProviderRecord,
+  KeyRecord,
+  MachineRecord,
+  OrgRecord,
+  TokenProviderRecord,
+} from '../../domain/records.js';
 import type { Catalog, OrgCursor } from '../catalog.js';
 import { msgpackOrJson } from './json-values.js';
 
@@ -91,7 +99,9 @@ export class LmdbCatalog implements Catalog {
     const keyId = org.anonymousKeyId;
     if (keyId === undefined || this.keys.get(keyId)?.orgId !== org.id) return false;
     const audience = anonymousAudience(org.id);
-    return this.idps.get([org.id, audience, audience]) !== undefined && this.tokenProviders.get([org.id, ANONYMOUS_SERVICE])?.keyId === keyId;
+    return (
+      this.idps.get([org.id, audience, audience]) !== undefined && this.tokenProviders.get([org.id, ANONYMOUS_SERVICE])?.keyId === keyId
+    );
   }
 
   private removeAnonymousSync(org: OrgRecord): void {

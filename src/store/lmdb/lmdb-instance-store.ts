@@ -218,7 +218,12 @@ export class LmdbInstanceStore implements InstanceStore {
    * lmdb-js commits what a block queued before the throw, so without this a failed commit could leave
    * a new head without its history record.
    */
-  private writeCommit(head: InstanceHead, previous: InstanceHead | undefined, history: TransitionRecord[], effects: CommitEffects): { error: unknown } | undefined {
+  private writeCommit(
+    head: InstanceHead,
+    previous: InstanceHead | undefined,
+    history: TransitionRecord[],
+    effects: CommitEffects,
+  ): { error: unknown } | undefined {
     try {
       this.putHead(head, previous);
       this.appendHistory(head, history);
@@ -289,21 +294,26 @@ export class LmdbInstanceStore implements InstanceStore {
     this.checkHealthy();
     const key = instanceKey(orgId, machine, name);
     const direct = this.wal?.beforeDirect(key);
-    const deleted = await this.root.transaction(() => {
-      if (direct && !direct.framesLanded()) return 'frames-missing' as const;
-      const current = this.heads.get([orgId, machine, name]);
-      if (current === undefined) return false;
-      void this.heads.remove([orgId, machine, name]);
-      this.timers.replace(current, undefined);
-      this.indexes.replace(current, undefined);
-      for (const key of this.transitions.getKeys({ start: [orgId, machine, name, 0], end: [orgId, machine, name, Number.MAX_SAFE_INTEGER] })) {
-        void this.transitions.remove(key);
-      }
-      for (const key of this.inbox.getKeys({ start: [orgId, machine, name, ''], end: [orgId, machine, name, AFTER_ALL] })) {
-        void this.inbox.remove(key);
-      }
-      return true;
-    }).finally(() => direct?.done());
+    const deleted = await this.root
+      .transaction(() => {
+        if (direct && !direct.framesLanded()) return 'frames-missing' as const;
+        const current = this.heads.get([orgId, machine, name]);
+        if (current === undefined) return false;
+        void this.heads.remove([orgId, machine, name]);
+        this.timers.replace(current, undefined);
+        this.indexes.replace(current, undefined);
+        for (const key of this.transitions.getKeys({
+          start: [orgId, machine, name, 0],
+          end: [orgId, machine, name, Number.MAX_SAFE_INTEGER],
+        })) {
+          void this.transitions.remove(key);
+        }
+        for (const key of this.inbox.getKeys({ start: [orgId, machine, name, ''], end: [orgId, machine, name, AFTER_ALL] })) {
+          void this.inbox.remove(key);
+        }
+        return true;
+      })
+      .finally(() => direct?.done());
     if (deleted === 'frames-missing') return (direct as NonNullable<typeof direct>).framesMissing();
     this.wal?.forget(key);
     return deleted;
@@ -311,7 +321,11 @@ export class LmdbInstanceStore implements InstanceStore {
 
   listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[] {
     const out: TransitionRecord[] = [];
-    for (const { value } of this.transitions.getRange({ start: [orgId, machine, name, afterSeq + 1], end: [orgId, machine, name, Number.MAX_SAFE_INTEGER], limit })) {
+    for (const { value } of this.transitions.getRange({
+      start: [orgId, machine, name, afterSeq + 1],
+      end: [orgId, machine, name, Number.MAX_SAFE_INTEGER],
+      limit,
+    })) {
       out.push(value);
     }
     if (this.wal && this.wal.unapplied.size > 0 && out.length < limit) {
@@ -382,7 +396,10 @@ export class LmdbInstanceStore implements InstanceStore {
 
   private conflict(previous: InstanceHead): SequenceConflictError {
     const key = instanceKey(previous.orgId, previous.machine, previous.name);
-    return new SequenceConflictError(previous.seq, this.wal ? this.wal.latestSeq(key, previous) : this.heads.getEntry(keyOf(previous))?.version);
+    return new SequenceConflictError(
+      previous.seq,
+      this.wal ? this.wal.latestSeq(key, previous) : this.heads.getEntry(keyOf(previous))?.version,
+    );
   }
 
   /**
@@ -418,7 +435,8 @@ export class LmdbInstanceStore implements InstanceStore {
 
   private writeEffects(head: InstanceHead, effects: CommitEffects): void {
     for (const message of effects.outbox ?? []) void this.outbox.put(message.position, message);
-    if (effects.receivedMessageId !== undefined) void this.inbox.put([head.orgId, head.machine, head.name, effects.receivedMessageId], Date.now());
+    if (effects.receivedMessageId !== undefined)
+      void this.inbox.put([head.orgId, head.machine, head.name, effects.receivedMessageId], Date.now());
   }
 
   private appendHistory(head: InstanceHead, history: TransitionRecord[]): void {
@@ -428,7 +446,13 @@ export class LmdbInstanceStore implements InstanceStore {
   private bumpUsage(orgId: string, usage: UsageDelta, machine: string | undefined, atMs: number): void {
     if (usage.transitions === 0 && usage.reads === 0) return;
     const month = usageMonth(atMs);
-    const keys: Array<[string, string] | [string, string, string]> = machine === undefined ? [[orgId, month]] : [[orgId, month], [orgId, month, machine]];
+    const keys: Array<[string, string] | [string, string, string]> =
+      machine === undefined
+        ? [[orgId, month]]
+        : [
+            [orgId, month],
+            [orgId, month, machine],
+          ];
     for (const key of keys) {
       const current = this.usage.get(key) ?? { transitions: 0, reads: 0 };
       void this.usage.put(key, { transitions: current.transitions + usage.transitions, reads: current.reads + usage.reads });

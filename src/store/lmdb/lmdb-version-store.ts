@@ -59,7 +59,9 @@ export class LmdbVersionStore implements VersionStore {
 
   listVersions(orgId: string, machine: string, after: VersionCursor | undefined, limit: number): MachineVersionRecord[] {
     const out: MachineVersionRecord[] = [];
-    const start: [string, string, string, string] = after ? [orgId, machine, after.createdAt, after.id] : [orgId, machine, AFTER_ALL, AFTER_ALL];
+    const start: [string, string, string, string] = after
+      ? [orgId, machine, after.createdAt, after.id]
+      : [orgId, machine, AFTER_ALL, AFTER_ALL];
     for (const { key } of this.machineVersions.getRange({ start, end: [orgId, machine, '', ''], reverse: true })) {
       if (after && key[2] === after.createdAt && key[3] === after.id) continue;
       const record = this.versions.get([orgId, key[3]]);
@@ -150,7 +152,9 @@ export class LmdbVersionStore implements VersionStore {
   deleteMachineVersions(orgId: string, machine: string): Promise<string[]> {
     return this.root.transaction(() => {
       // Collect first, then write: no cursor stays open over the entries being removed.
-      const versionKeys = [...this.machineVersions.getKeys({ start: [orgId, machine, '', ''], end: [orgId, machine, AFTER_ALL, AFTER_ALL] })];
+      const versionKeys = [
+        ...this.machineVersions.getKeys({ start: [orgId, machine, '', ''], end: [orgId, machine, AFTER_ALL, AFTER_ALL] }),
+      ];
       for (const key of versionKeys) {
         const versionId = key[3];
         void this.versions.remove([orgId, versionId]);
@@ -162,7 +166,9 @@ export class LmdbVersionStore implements VersionStore {
         void this.migrations.remove(key);
         void this.migrationCode.remove([orgId, key[2]]);
       }
-      const pending = [...this.pendingUploads.getRange({ start: [orgId, ''], end: [orgId, AFTER_ALL] })].filter(({ value }) => value.machine === machine);
+      const pending = [...this.pendingUploads.getRange({ start: [orgId, ''], end: [orgId, AFTER_ALL] })].filter(
+        ({ value }) => value.machine === machine,
+      );
       for (const { key, value } of pending) this.removePendingSync(orgId, key[1], value.expiresAt);
       return versionKeys.map((key) => key[3]);
     });

@@ -220,7 +220,9 @@ export class WalCommits {
     const frames = WriteAheadLog.read(dir, applied).filter((frame) => frame.seq > applied);
     const first = frames[0];
     if (first && first.seq !== applied + 1) {
-      throw new Error(`the write-ahead log in ${dir} starts at frame ${first.seq} but LMDB holds frames up to ${applied}: frames are missing (to start anyway, move ${dir} aside: the commits it holds are then lost)`);
+      throw new Error(
+        `the write-ahead log in ${dir} starts at frame ${first.seq} but LMDB holds frames up to ${applied}: frames are missing (to start anyway, move ${dir} aside: the commits it holds are then lost)`,
+      );
     }
     const last = frames.at(-1);
     root.transactionSync(() => {
@@ -396,7 +398,8 @@ export class WalCommits {
   }
 
   private unwritable(): Error | undefined {
-    if (this.broken) return unavailable(`storage failed (${this.broken.message}): restart the node; acknowledged writes are kept in its write-ahead log`);
+    if (this.broken)
+      return unavailable(`storage failed (${this.broken.message}): restart the node; acknowledged writes are kept in its write-ahead log`);
     if (this.closing) return stopping();
     return undefined;
   }
@@ -502,6 +505,9 @@ const putCommit = (heads: HeadsDb, transitions: TransitionsDb, head: InstanceHea
 const putCommitTexts = (heads: HeadsDb, transitions: TransitionsDb, { head, records, texts }: HeadCommit): void => {
   void heads.put(keyOf(head), asJsonValue<InstanceHead>(texts.head), head.seq);
   for (let r = 0; r < records.length; r++) {
-    void transitions.put([head.orgId, head.machine, head.name, (records[r] as TransitionRecord).seq], asJsonValue<TransitionRecord>(texts.records[r] as string));
+    void transitions.put(
+      [head.orgId, head.machine, head.name, (records[r] as TransitionRecord).seq],
+      asJsonValue<TransitionRecord>(texts.records[r] as string),
+    );
   }
 };

@@ -21,7 +21,24 @@
  * made, the next one ahead of time on libuv's pool, and a segment whose frames LMDB holds becomes the
  * spare (`*.spare`) rather than being deleted: in steady use the log cycles through two files.
  */
-import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlink, unlinkSync, writeSync, writev, writevSync, constants } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlink,
+  unlinkSync,
+  writeSync,
+  writev,
+  writevSync,
+  constants,
+} from 'node:fs';
 import { open as openFile, rename, unlink as unlinkFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -143,7 +160,9 @@ export class WriteAheadLog {
     for (const [index, segment] of segments.entries()) {
       if (segment.firstSeq !== expected) {
         const missing = segments.slice(index).map((s) => s.firstSeq);
-        throw new Error(`the write-ahead log in ${dir} misses frames ${expected} to ${segment.firstSeq - 1} before its segments starting at ${missing.join(', ')} (to start anyway, move ${dir} aside: the commits it holds are then lost)`);
+        throw new Error(
+          `the write-ahead log in ${dir} misses frames ${expected} to ${segment.firstSeq - 1} before its segments starting at ${missing.join(', ')} (to start anyway, move ${dir} aside: the commits it holds are then lost)`,
+        );
       }
       const data = readFileSync(segment.path);
       let at = 0;
