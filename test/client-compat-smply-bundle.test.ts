@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import { StateBackedClient } from '@statebacked/client';
-import { build } from 'esbuild';
 import t from 'tap';
+import { bundleLikeSmply } from './helpers/bundle.js';
 import { startNode } from './helpers/node-process.js';
 
 /**
@@ -31,19 +31,7 @@ export const allowWrite = ({ machineInstanceName, authContext }) => authContext.
 `;
 
 t.test('a smply-style bundle with xstate inside runs end to end', async (t) => {
-  const bundled = await build({
-    stdin: { contents: source, resolveDir: process.cwd(), loader: 'js' },
-    bundle: true,
-    platform: 'browser',
-    format: 'esm',
-    minify: true,
-    keepNames: true,
-    legalComments: 'none',
-    define: { 'process.env.NODE_ENV': '"production"' },
-    drop: ['debugger'],
-    write: false,
-  });
-  const code = bundled.outputFiles[0]?.text ?? '';
+  const code = await bundleLikeSmply(source);
   t.notMatch(code, /from\s*["']xstate/, 'xstate is bundled in, not imported');
   t.ok(code.length > 20_000, `the bundle carries xstate (${code.length} bytes)`);
 

@@ -25,17 +25,15 @@
  * raised: `STATEHOLD_DIFF_RUNS=200 STATEHOLD_DIFF_SEED=7 npx tap --timeout=7200
  * test/differential-xstate.test.ts` (a few seconds a machine on a 2-core host).
  */
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { StateBackedClient } from '@statebacked/client';
-import { build } from 'esbuild';
 import fc from 'fast-check';
 import t from 'tap';
 import * as xstate4 from 'xstate';
 import { SimulatedClock as SimulatedClock4 } from 'xstate/lib/SimulatedClock.js';
 import * as xstate5 from 'xstate5';
+import { bundleLikeSmply } from './helpers/bundle.js';
 import { removeDir, startNode, tempDataDir, type NodeProcess } from './helpers/node-process.js';
 import {
   buildSpec,
@@ -103,28 +101,6 @@ const SERVER_KINDS: ServerKind[] = (
 // The cases
 
 const specifier = (major: Major) => (major === 4 ? 'npm:xstate' : 'npm:xstate@5');
-const require = createRequire(import.meta.url);
-const xstate5Dir = path.dirname(require.resolve('xstate5/package.json'));
-
-/** Bundled the way smply 0.1.18 builds (wire-protocol §7.3), xstate inside; v5 through an alias to the xstate5 package. */
-const bundle = async (source: string, major: Major): Promise<string> => {
-  const out = await build({
-    stdin: { contents: source, resolveDir: process.cwd(), loader: 'js' },
-    bundle: true,
-    platform: 'browser',
-    format: 'esm',
-    minify: true,
-    keepNames: true,
-    legalComments: 'none',
-    define: { 'process.env.NODE_ENV': '"production"' },
-    drop: ['debugger'],
-    write: false,
-    logLevel: 'silent',
-    ...(major === 5 ? { alias: { xstate: xstate5Dir } } : {}),
-  });
-  return out.outputFiles[0]?.text ?? '';
-};
-
 /**
  * One draw, built for each major: v5 machines also get the corners xstate 4 itself answers
  * differently in once restored (several regions of a parallel state on one event, and regions writing
@@ -169,7 +145,8 @@ for (const c of cases) {
   for (const flavor of FLAVORS) {
     const spec = c.specs.get(flavor.major) as MachineSpec;
     const source = renderModule(spec, flavor.major, flavor.bundled ? 'xstate' : specifier(flavor.major));
-    const code = flavor.bundled ? await bundle(source, flavor.major) : source;
+    // bundled the way smply 0.1.18 builds (wire-protocol §7.3), xstate inside; v5 as the xstate5 package
+    const code = flavor.bundled ? await bundleLikeSmply(source, { xstate5: flavor.major === 5 }) : source;
     uploads.push({ case: c, flavor, spec, machine: `diff-${SEED}-${c.index}-${flavor.name}`, source, code });
   }
 }
