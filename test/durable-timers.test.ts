@@ -114,10 +114,18 @@ t.test('a node with a 100 ms settling budget and 150 ms timer retries', async (t
   });
 });
 
-/** One node with a 1 s settling budget; the logs test runs first on it (it reads all of the org's logs). */
+/**
+ * One node with a 1 s settling budget: the logs test runs first on it (it reads all of the org's logs),
+ * the restart test last (it kills the node and starts it again on its data dir).
+ */
 t.test('a node with a 1 s settling budget', async (t) => {
-  const node = await startNode({ args: ['--settle-timeout-ms', '1000'] });
-  t.teardown(() => node.stop());
+  const dataDir = tempDataDir();
+  const args = ['--settle-timeout-ms', '1000'];
+  let node = await startNode({ dataDir, args });
+  t.teardown(async () => {
+    await node.stop();
+    removeDir(dataDir);
+  });
 
   t.test('logs: console output of machine code, filtered, with watch-friendly maxTimestamp', async (t) => {
     const { operator, machineVersionId } = await machineWithVersion(node, 'talky', timersMachine);
@@ -246,42 +254,40 @@ t.test('a node with a 1 s settling budget', async (t) => {
       ],
     );
   });
-});
 
-t.test('a 12 s delay fires on time after the node is killed with SIGKILL and restarted', async (t) => {
-  const dataDir = tempDataDir();
-  t.teardown(() => removeDir(dataDir));
-  const args = ['--admin-key', 'timer-admin'];
-  const first = await startNode({ dataDir, args, generatedAdminKey: true });
-  const { operator } = await machineWithVersion({ ...first, adminKey: 'timer-admin' }, 'twelve', twelveSecondsMachine);
-  t.equal((await operator.machineInstances.create('twelve', { slug: 't' })).state, 'waiting');
-  // The delay counts from the node's clock when the instance started, which its first record carries
-  // (the request itself may have waited for a sandbox worker to start).
-  const created = Date.parse((await operator.machineInstances.listTransitions('twelve', 't')).transitions[0]?.createdAt ?? '');
-  await sleep(2000);
-  t.equal(await first.stop('SIGKILL'), 'SIGKILL');
-  const second = await startNode({ dataDir, args, generatedAdminKey: true });
-  t.teardown(() => second.stop());
-  // (a cluster deployment restarts three nats-servers and three nodes: should that outlast the delay,
-  // the timer is due at once when they are back)
-  // A cluster's overdue timers fire once their owner has loaded the instance, 2–7 s after its nodes
-  // answer again on a 2-core host (cluster/README.md, What is left; 5.6 s seen in CI): allowed for
-  // here, not hidden.
-  const clusterGrace = testDeployment === 'cluster' ? 8_000 : 0;
-  const backLate = Math.max(0, Date.now() - (created + 12_000)) + clusterGrace;
-  const client = new StateBackedClient('timer-admin', { apiHost: second.url });
-  if (Date.now() < created + 12_000) {
-    await sleep(Math.max(0, created + 12_000 - Date.now() - 300));
-    const { state } = await client.machineInstances.get('twelve', 't');
-    // A read that answers after the due time may see it fired (a cold cluster's first read takes
-    // seconds): the fired record's own time, checked below, says whether it was early.
-    if (Date.now() < created + 12_000) t.equal(state, 'waiting', 'not early');
-  }
-  // (no read meanwhile: a read loads the instance, which would fire an overdue timer itself)
-  await sleep(800 + clusterGrace);
-  const done = await client.machineInstances.get('twelve', 't');
-  t.equal(done.state, 'done', 'it moved on by itself');
-  const fired = (await client.machineInstances.listTransitions('twelve', 't')).transitions.at(-1);
-  const late = Date.parse(fired?.createdAt ?? '') - (created + 12_000);
-  t.ok(late >= 0 && late < 500 + backLate, `fired ${late} ms after its due time (the node was back ${backLate} ms after it)`);
+  t.test('a 12 s delay fires on time after the node is killed with SIGKILL and restarted', async (t) => {
+    const adminKey = node.adminKey as string;
+    const first = node;
+    const { operator } = await machineWithVersion(first, 'twelve', twelveSecondsMachine);
+    t.equal((await operator.machineInstances.create('twelve', { slug: 't' })).state, 'waiting');
+    // The delay counts from the node's clock when the instance started, which its first record carries
+    // (the request itself may have waited for a sandbox worker to start).
+    const created = Date.parse((await operator.machineInstances.listTransitions('twelve', 't')).transitions[0]?.createdAt ?? '');
+    await sleep(2000);
+    t.equal(await first.stop('SIGKILL'), 'SIGKILL');
+    node = await startNode({ dataDir, args: [...args, '--admin-key', adminKey], generatedAdminKey: true });
+    const second = node;
+    // (a cluster deployment restarts three nats-servers and three nodes: should that outlast the delay,
+    // the timer is due at once when they are back)
+    // A cluster's overdue timers fire once their owner has loaded the instance, 2–7 s after its nodes
+    // answer again on a 2-core host (cluster/README.md, What is left; 5.6 s seen in CI): allowed for
+    // here, not hidden.
+    const clusterGrace = testDeployment === 'cluster' ? 8_000 : 0;
+    const backLate = Math.max(0, Date.now() - (created + 12_000)) + clusterGrace;
+    const client = new StateBackedClient(adminKey, { apiHost: second.url });
+    if (Date.now() < created + 12_000) {
+      await sleep(Math.max(0, created + 12_000 - Date.now() - 300));
+      const { state } = await client.machineInstances.get('twelve', 't');
+      // A read that answers after the due time may see it fired (a cold cluster's first read takes
+      // seconds): the fired record's own time, checked below, says whether it was early.
+      if (Date.now() < created + 12_000) t.equal(state, 'waiting', 'not early');
+    }
+    // (no read meanwhile: a read loads the instance, which would fire an overdue timer itself)
+    await sleep(800 + clusterGrace);
+    const done = await client.machineInstances.get('twelve', 't');
+    t.equal(done.state, 'done', 'it moved on by itself');
+    const fired = (await client.machineInstances.listTransitions('twelve', 't')).transitions.at(-1);
+    const late = Date.parse(fired?.createdAt ?? '') - (created + 12_000);
+    t.ok(late >= 0 && late < 500 + backLate, `fired ${late} ms after its due time (the node was back ${backLate} ms after it)`);
+  });
 });
