@@ -1,7 +1,8 @@
 /**
  * The pure parts of building a commit: dating its records, what of a step's result the head keeps,
- * the size limits, what the commit is billed. No I/O and no clock of their own (instance-runtime.ts
- * calls them with what it has; commit-records.test.ts runs them alone).
+ * the size limits, what the commit is billed. No I/O and no clock of their own (transition-pipeline.ts,
+ * instance-creation.ts and instance-upgrader.ts call them with what they have; commit-records.test.ts
+ * runs them alone).
  */
 import { contextTooLarge, stateTooLarge } from '../domain/errors.js';
 import type { StepResult } from '../sandbox/index.js';

@@ -2,7 +2,7 @@
  * The lazy upgrade's work before its commit (wire-protocol §8.5): the migration chain from the
  * instance's version to its desired one, run on its leaf paths, the paths its history states remember
  * and its context; the instance started from the migrated snapshot on the new version; the upgrade
- * record and the head it leads to. The runtime commits it (instance-runtime.ts upgradeIfDue) like any
+ * record and the head it leads to. The runtime commits it (lazy-upgrade.ts) like any
  * other commit, in the instance's mailbox.
  */
 import type { Clock } from '../domain/clock.js';

@@ -164,3 +164,12 @@ export function asRequestError(error: unknown, instance: string, logger: Logger)
   }
   return error;
 }
+
+/** Authorizers run machine code too: a runaway one fails the request, not the node. */
+export async function guarded<T>(call: Promise<T>, instance: string, logger: Logger): Promise<T> {
+  try {
+    return await call;
+  } catch (error) {
+    throw asRequestError(error, instance, logger);
+  }
+}

@@ -1,8 +1,8 @@
 /**
  * The retry policy of delayed events whose delivery failed (a paused instance, machine code that
  * threw): each failed timer moves a retry delay ahead, up to `maxRetries` times, then is dropped.
- * Pure: the runtime writes the head it gives and the log lines it says (instance-runtime.ts
- * fireTimers); timer-retries.test.ts runs it alone.
+ * Pure: the runtime writes the head it gives and the log lines it says (timer-firing.ts
+ * deliveryFailed); timer-retries.test.ts runs it alone.
  */
 import type { PendingTimer } from '../domain/machine-state.js';
 import type { InstanceHead } from '../store/instance-store.js';

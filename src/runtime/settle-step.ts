@@ -1,0 +1,106 @@
+/**
+ * A step settled (wire-protocol §8.1, design.md §4): the settle loop (settle.ts) run on one actor of a
+ * sandboxed version, with the delayed events that come due meanwhile fired one after another, each
+ * recorded as an event of its own, and, past the budget, the children still running stopped.
+ */
+import type { Clock } from '../domain/clock.js';
+import type { MachineEvent, PendingTimer } from '../domain/machine-state.js';
+import type { RemoteVersion, StepResult } from '../sandbox/index.js';
+import type { TransitionRecord } from '../store/instance-store.js';
+import type { InstanceActor } from './instance-actor.js';
+import type { LogSink } from './log-sink.js';
+import { settle } from './settle.js';
+import type { StepEffects } from './step-effects.js';
+
+export type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
+
+/** A delayed event that fired while a step settled, and the state the machine was in when the next came. */
+interface FiredTimer {
+  event: MachineEvent;
+  result: StepResult;
+  /** When it was applied (the runtime's clock): the settle loop waits for real until each one is due. */
+  appliedAt: number;
+}
+
+/** A settled step: its final result, the children stopped at the timeout, the delayed events fired. */
+export interface Settled {
+  result: StepResult;
+  stoppedChildren: string[];
+  fired: FiredTimer[];
+  /** The state before the first of `fired` (present when one fired). */
+  beforeFired?: StepResult;
+}
+
+interface SettleContext {
+  clock: Clock;
+  logs: LogSink;
+  settings: { settleBudgetMs: number };
+}
+
+export const settleStep = async (
+  { clock, logs, settings }: SettleContext,
+  actor: InstanceActor,
+  sandbox: RemoteVersion,
+  first: StepResult,
+  startedAt: number,
+  effects: StepEffects,
+  seqBeforeFirst: number,
+): Promise<Settled> => {
+  // Delayed events that come due while settling are processed events like any other (interface-spec,
+  // Events 2): each gets its own history record. So the clock is advanced to one due time after
+  // another, and each record holds the state the machine was in when the next event came.
+  const fired: FiredTimer[] = [];
+  let beforeFired: StepResult | undefined;
+  let latest = first;
+  const advance = async (nowMs: number) => {
+    // Due times one after another, earliest first, including delayed events that fired ones schedule
+    // (bounded: an actor holds at most 1,000 timers). Timers due at the same moment fire together.
+    for (let round = 0; round < 1_000; round++) {
+      const due = latest.pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= nowMs);
+      if (due.length === 0) break;
+      const at = Math.min(...due.map((timer) => timer.dueAt));
+      const before = latest;
+      // (a JS timer may wake the loop a hair early; the sandbox is told the due time then)
+      const appliedAt = Math.max(clock.now(), at);
+      latest = effects.absorb(await sandbox.advance(actor.key, at));
+      const pending = new Set(latest.pendingTimers.map((timer) => timer.id));
+      const firedNow = due.filter((timer) => timer.dueAt === at && !pending.has(timer.id));
+      if (firedNow.length === 0) break;
+      const previous = fired.at(-1);
+      if (previous) previous.result = before;
+      else beforeFired = before;
+      for (const timer of firedNow) fired.push({ event: timer.event, result: latest, appliedAt });
+    }
+    latest = effects.absorb(await sandbox.advance(actor.key, nowMs));
+    return latest;
+  };
+  const host = { activitySeq: () => sandbox.activitySeq, nextActivity: (since: number) => sandbox.nextActivity(since), seqBeforeFirst };
+  const outcome = await settle(advance, first, startedAt + settings.settleBudgetMs, host);
+  const firedPart = beforeFired ? { fired, beforeFired } : { fired: [] };
+  if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [], ...firedPart };
+  const stopped = (await sandbox.stopChildren(actor.key)).map((child) => child.id);
+  for (const id of stopped) {
+    logs.service(
+      actor.orgId,
+      actor.machine,
+      actor.name,
+      'warn',
+      `stopped child ${id}: the machine did not settle within ${settings.settleBudgetMs} ms`,
+      { child: id },
+    );
+  }
+  // The state after stopping the children (read back; a delayed event due by now fires, recorded).
+  const result = await advance(clock.now());
+  return { result, stoppedChildren: stopped, ...(beforeFired ? { fired, beforeFired } : { fired: [] }) };
+};
+
+/** History records for the delayed events that fired while settling, numbered on from `lastSeq`. */
+export const firedRecords = (settled: Settled, lastSeq: number): TransitionRecord[] =>
+  settled.fired.map((f, i) => ({
+    seq: lastSeq + i + 1,
+    createdAt: '',
+    ts: f.appliedAt,
+    event: f.event,
+    state: f.result.state,
+    context: f.result.context,
+  }));

@@ -1,0 +1,89 @@
+/**
+ * Durable timers coming due (design.md §4): the instance's delayed events that are due are delivered
+ * through its mailbox like any event. A failed delivery (a paused instance, machine code that fails)
+ * is retried a retry delay later, then dropped with a log line (timer-retries.ts).
+ */
+import type { PendingTimer } from '../domain/machine-state.js';
+import type { InstanceHead } from '../store/instance-store.js';
+import { dropHeadOnConflict, type ActorHeads } from './actor-heads.js';
+import type { InstanceActor } from './instance-actor.js';
+import type { LazyUpgrade } from './lazy-upgrade.js';
+import type { RuntimeParts } from './runtime-parts.js';
+import type { EventTimer } from './settle-step.js';
+import { timerRetryPlan } from './timer-retries.js';
+import type { Input, TransitionPipeline } from './transition-pipeline.js';
+
+/** What a timer wake-up found. */
+export type TimerFiring = 'fired' | 'retry-later' | 'dropped' | 'nothing-due';
+
+export class TimerDelivery {
+  constructor(
+    private readonly parts: RuntimeParts,
+    private readonly heads: ActorHeads,
+    private readonly pipeline: TransitionPipeline,
+    private readonly upgrade: LazyUpgrade,
+  ) {}
+
+  /** Delivers the instance's delayed events that are due; see the file's comment. */
+  fire(orgId: string, machine: string, name: string): Promise<TimerFiring> {
+    const { actors, clock, deps, retries } = this.parts;
+    const actor = actors.obtain(orgId, machine, name);
+    return actor.enqueue(async () => {
+      this.heads.dropStale(actor);
+      actor.head ??= deps.instances.getInstance(orgId, machine, name);
+      const head = actor.head;
+      if (!head) {
+        actors.release(actor);
+        return 'nothing-due';
+      }
+      const now = clock.now();
+      const due = head.pendingTimers
+        .filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now)
+        .sort((a, b) => a.dueAt - b.dueAt);
+      if (due.length === 0) return 'nothing-due';
+      if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
+      // Timers due at the same moment fire in the first advance to that moment; the later advances
+      // find nothing left to fire, so each timer still gets its own history record.
+      const inputs: Input[] = due.map((timer) => ({
+        event: timer.event,
+        run: (sandbox, key, restore) => sandbox.advance(key, timer.dueAt, restore),
+      }));
+      // An upgrade that commits before the delivery fails moves the head on: the failure is recorded
+      // against that head (the one before it would fail its fenced replace, and the attempt go uncounted).
+      let current = head;
+      try {
+        current = await this.upgrade.ifDue(actor, head);
+        await retries.untilNotMoved(() => this.pipeline.run(actor, current, inputs, {}));
+        return 'fired';
+      } catch (error) {
+        return this.deliveryFailed(actor, current, due, error instanceof Error ? error.message : String(error));
+      }
+    });
+  }
+
+  /** Moves the failed timers a retry delay ahead, or drops those out of retries (timer-retries.ts); the live actor is rebuilt from the result. */
+  private async deliveryFailed(actor: InstanceActor, head: InstanceHead, due: PendingTimer[], reason: string): Promise<TimerFiring> {
+    const { clock, deps } = this.parts;
+    const { timerRetryDelayMs, timerMaxRetries } = deps.settings;
+    const { next, dropped, lines } = timerRetryPlan(
+      head,
+      due,
+      reason,
+      { retryDelayMs: timerRetryDelayMs, maxRetries: timerMaxRetries },
+      clock.now(),
+    );
+    for (const line of lines) deps.logs.service(actor.orgId, actor.machine, actor.name, line.level, line.message, line.attrs);
+    const { pendingTimers } = next;
+    try {
+      await deps.instances.replaceHead(next, head);
+    } catch (error) {
+      dropHeadOnConflict(actor, error);
+      throw error;
+    }
+    actor.head = next;
+    // The live interpreter still has the old due times: rebuild it from the head on next use.
+    actor.discardLive();
+    if (pendingTimers.length > 0) deps.onTimersPending?.(Math.min(...pendingTimers.map((timer) => timer.dueAt)));
+    return dropped ? 'dropped' : 'retry-later';
+  }
+}
