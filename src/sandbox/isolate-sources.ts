@@ -5,7 +5,7 @@
  * a line number in an isolate's error is a line of the source.
  *
  * - globals.js, url.js, fetch.js, subtle.js: installers (function expressions) run once per isolate
- *   before any other code, each with the audited callbacks it gets (version-isolate.ts);
+ *   before any other code, each with the audited callbacks it gets (version-loading.ts);
  * - harness.js (statehold:harness) and upgrade-harness.js (statehold:upgrade): the modules the host
  *   calls into (HarnessExports names their functions and parameters);
  * - the two entry modules below, which bind the harness to the bundle and to the shared xstate 5.
@@ -34,6 +34,9 @@ export const UPGRADE_HARNESS_SOURCE = read('upgrade-harness.js');
 
 /** Starts the message of the error the harness throws when machine code tampered with what it relies on. */
 export const TAMPERED_MARKER = 'statehold: sandbox tampered: ';
+
+/** The harness's tampering message without its marker. */
+export const untampered = (message: string): string => message.slice(message.indexOf(TAMPERED_MARKER) + TAMPERED_MARKER.length);
 
 /** What globals.js gets as its settingsJson (isolate/isolate-settings.d.ts). */
 export const isolateSettings = (): string =>

@@ -1,7 +1,7 @@
 /**
  * Per-isolate limits of the sandbox, in one place. The in-isolate code (isolate/globals.js) gets them
  * as values when an isolate is made (isolate-sources.ts isolateSettings), so host and isolate agree.
- * (CPU time and memory limits per isolate are load options: version-isolate.ts DEFAULT_*.)
+ * (CPU time and memory limits per isolate are load options: version-loading.ts DEFAULT_*.)
  */
 
 /**

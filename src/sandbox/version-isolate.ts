@@ -31,37 +31,20 @@
  * Bounds (limits.ts): console output per call (every crossing below opens a LogBudget window), pending
  * timers and delayed events per actor (inside the isolate), and the size of a step result.
  */
-import { randomBytes } from 'node:crypto';
-import ivm from 'isolated-vm';
-import {
-  BundleValidationError,
-  MachineCodeError,
-  NoLiveActorError,
-  SandboxDisposedError,
-  SandboxTimeoutError,
-  StepTooLargeError,
-} from './errors.js';
-import { IsolateModules } from './module-loader.js';
-import { cryptoCallback, fetchCallback, logCallback, LogBudget, randomCallback } from './host-callbacks.js';
+import type ivm from 'isolated-vm';
+import { MachineCodeError, NoLiveActorError, SandboxTimeoutError, StepTooLargeError } from './errors.js';
+import type { LogBudget } from './host-callbacks.js';
 import { MAX_STEP_RESULT_CHARS } from './limits.js';
 import { MAX_STATE_DEPTH, tooDeep } from '../domain/json-depth.js';
-import { callSync, translateIsolateError, type CallArg, type CallLimits } from './isolate-call.js';
-import { HostCalls, type HostCallOutcome } from './host-calls.js';
-import { defaultEgressOptions, type EgressOptions, type Lookup } from './egress-policy.js';
+import { callSync, type CallArg, type CallLimits } from './isolate-call.js';
+import type { HostCalls } from './host-calls.js';
+import { deliverHostCallOutcome, type DeliveringIsolate } from './host-call-delivery.js';
+import { type Crossings, runCrossing, runHttpApiCall } from './http-api-call.js';
 import { parseStep, type RawStep, splitStep } from './step-result.js';
-import {
-  FETCH_SOURCE,
-  GLOBALS_SOURCE,
-  type HarnessArgs,
-  type HarnessFn,
-  SUBTLE_SOURCE,
-  TAMPERED_MARKER,
-  URL_SOURCE,
-  isolateSettings,
-} from './isolate-sources.js';
+import { type HarnessArgs, type HarnessFn, TAMPERED_MARKER, untampered } from './isolate-sources.js';
+import { type BundleInfo, type HarnessRefs, loadVersion, type LoadOptions } from './version-loading.js';
 import type {
   AuthorizingCaller,
-  CapturedLog,
   HttpApiOutcome,
   HttpApiRequest,
   HttpApiSettled,
@@ -76,55 +59,6 @@ import type {
   WriteRequest,
 } from './types.js';
 
-const DEFAULT_MEMORY_LIMIT_MB = 128;
-const DEFAULT_CPU_LIMIT_MS = 1000;
-
-interface LoadOptions {
-  versionId: string;
-  code: string;
-  /** What machine code may use in one call (and the limit its memory errors name). */
-  memoryLimitMb?: number;
-  /**
-   * Room for the live actors on top of `memoryLimitMb` (default 0: they share it). The isolate's V8
-   * heap limit is the sum, so a call's machine code has its own limit whatever the live actors hold;
-   * keeping them within their part is the runtime's job (worker/live-heap-watch.ts).
-   */
-  liveActorMemoryMb?: number;
-  cpuLimitMs?: number;
-  onLog?: (entry: CapturedLog) => void;
-  /** Where machine code's fetch may go and its limits; default: no allow-list, 10 s, 5 MB. */
-  egress?: EgressOptions;
-  /** DNS resolution for fetch (tests); default node:dns lookup of all addresses. */
-  dnsLookup?: Lookup;
-  /**
-   * Runs each delivery of a host call's outcome, which runs machine code outside any request (the
-   * sandbox worker times it for its stall watchdog); default: runs it as is.
-   */
-  aroundDelivery?: (deliver: () => void) => void;
-  /**
-   * Let the actors of a machine that can leave nothing running but delayed events to itself rest
-   * between steps as their state and timers alone, stepped by xstate's pure transition
-   * (isolate/harness.js, pure steps); default true.
-   */
-  pureSteps?: boolean;
-  /** A machine version (the default) or a migration bundle, whose exports are checked instead. */
-  kind?: 'version' | 'migration';
-}
-
-/** What the bundle exports, as seen by the harness. */
-interface BundleInfo {
-  /** Set when the exports could not be read at all (then nothing else is). */
-  loadError?: string;
-  hasDefault: boolean;
-  machine: 'v4' | 'v5' | 'none';
-  definitionError: string | null;
-  allowRead: boolean;
-  allowWrite: boolean;
-  /** A migration bundle's functions (wire-protocol §7.5). */
-  upgradeState?: boolean;
-  upgradeContext?: boolean;
-}
-
 /** What a migration is asked: the instance's leaf state paths, the paths its history states remember, its context. */
 export interface MigrationInput {
   paths: string[][];
@@ -135,73 +69,16 @@ export interface MigrationInput {
 /** What a migration gives back: each path mapped (in order), and the new context. */
 export type MigrationOutput = MigrationInput;
 
-/** Why a migration bundle cannot be used, or undefined when it can. */
-function migrationProblem(info: BundleInfo): string | undefined {
-  if (typeof info.loadError === 'string') return info.loadError;
-  if (!info.upgradeState) return 'upgradeState must be an exported function: upgradeState(oldStatePath, context) → newStatePath';
-  if (!info.upgradeContext)
-    return 'upgradeContext must be an exported function: upgradeContext(oldStatePaths, newStatePaths, oldContext) → newContext';
-  return undefined;
-}
-
-type Fn = ivm.Reference<(...args: CallArg[]) => unknown>;
-const HARNESS_EXPORTS = [
-  'start',
-  'authorizeAndStart',
-  'send',
-  'authorizeAndSend',
-  'advance',
-  'stopChildren',
-  'stop',
-  'collect',
-  'recover',
-  'inspect',
-  'defaultContext',
-  'authorize',
-  'authorizeReads',
-  'deliver',
-  'afterDeliver',
-  'takeDroppedLogs',
-  'configure',
-  'census',
-  'httpCall',
-  'httpCollect',
-  'httpDrop',
-  'migrate',
-  'rememberedPaths5',
-] as const satisfies readonly HarnessFn[];
-/** Runs a crossing into the isolate, e.g. timed for a watchdog (see httpApiHandler). */
-type Crossings = <T>(crossing: () => T) => T;
-const runCrossing: Crossings = (crossing) => crossing();
-
-/** Collects in a row that may each run due timers of an http API call before it must wait. */
-const MAX_HTTP_TIMER_ROUNDS = 1_000;
-type HarnessRefs = Record<(typeof HARNESS_EXPORTS)[number], Fn>;
 type StepFn = 'start' | 'authorizeAndStart' | 'send' | 'authorizeAndSend' | 'advance';
-
-/** The checks smply's validate-bundle makes (wire-protocol §7.1), as one message or undefined. */
-function bundleProblem(info: BundleInfo): string | undefined {
-  if (typeof info.loadError === 'string') return info.loadError;
-  if (!info.hasDefault) return 'the bundle has no default export: it must `export default` an XState machine';
-  if (info.machine !== 'v4' && info.machine !== 'v5') {
-    return "the bundle's default export is not an XState machine: expected the result of createMachine from xstate 4 (an object with __xstatenode) or xstate 5 (a StateMachine, with getInitialSnapshot, transition and root)";
-  }
-  if (info.definitionError !== null) {
-    return info.machine === 'v4'
-      ? `the bundle's default export is not a usable XState v4 machine: reading machine.definition failed with ${info.definitionError}`
-      : `the bundle's default export is not a usable XState v5 machine: ${info.definitionError}`;
-  }
-  if (!info.allowRead) return 'allowRead must be an exported function';
-  if (!info.allowWrite) return 'allowWrite must be an exported function';
-  return undefined;
-}
 
 export class VersionIsolate {
   private disposed = false;
   /** Actors whose machine code failed while a host call's outcome was delivered: their next step throws this. */
   private readonly deliveryFailures = new Map<string, Error>();
-  /** Counts http API calls, to key each (see httpApi). */
+  /** Counts http API calls, to key each (see nextHttpApiKey). */
   private httpCalls = 0;
+  /** What delivering a host call's outcome (host-call-delivery.ts) and an http API call use of this isolate. */
+  private readonly delivering: DeliveringIsolate;
 
   private constructor(
     readonly versionId: string,
@@ -209,70 +86,31 @@ export class VersionIsolate {
     private readonly context: ivm.Context,
     private readonly fns: HarnessRefs,
     private readonly limits: CallLimits,
-    /** What the harness saw in the bundle (the load succeeded only if `bundleProblem` was undefined). */
+    /** What the harness saw in the bundle (the load succeeded only if it raised no problem). */
     readonly info: BundleInfo,
     private readonly hostCalls: HostCalls,
     private readonly logs: LogBudget,
-    private readonly aroundDelivery: LoadOptions['aroundDelivery'],
-  ) {}
+    aroundDelivery: LoadOptions['aroundDelivery'],
+  ) {
+    this.delivering = {
+      healthy: () => this.healthy,
+      call: (fn, args) => this.call(fn, args),
+      hostCalls,
+      deliveryFailures: this.deliveryFailures,
+      aroundDelivery,
+    };
+  }
 
   /**
    * Creates the isolate, installs the globals, evaluates the bundle (top-level code runs under the
-   * CPU limit) and checks its exports. Throws BundleValidationError for unusable code.
+   * CPU limit) and checks its exports (version-loading.ts). Throws BundleValidationError for unusable code.
    */
   static async load(opts: LoadOptions): Promise<VersionIsolate> {
-    const limits: CallLimits = {
-      memoryLimitMb: opts.memoryLimitMb ?? DEFAULT_MEMORY_LIMIT_MB,
-      cpuLimitMs: opts.cpuLimitMs ?? DEFAULT_CPU_LIMIT_MS,
-    };
-    const isolate = new ivm.Isolate({ memoryLimit: limits.memoryLimitMb + (opts.liveActorMemoryMb ?? 0) });
-    const hostCalls = new HostCalls(opts.egress ?? defaultEgressOptions, opts.dnsLookup);
-    const logs = new LogBudget(opts.versionId, opts.onLog);
-    try {
-      const context = await isolate.createContext();
-      installGlobals(isolate, context, logs, hostCalls);
-      const modules = new IsolateModules(isolate, context);
-      const bundle = modules.compileBundle(opts.code);
-      const harness = modules.loadHarness(limits.cpuLimitMs);
-      const fns = {} as HarnessRefs;
-      for (const name of HARNESS_EXPORTS) {
-        fns[name] = harness.namespace.getSync(name, { reference: true }) as Fn;
-      }
-      logs.countIsolateDrops = () => (isolate.isDisposed ? 0 : Number(callSync(isolate, fns.takeDroppedLogs, [], limits)));
-      if (modules.bundleImportsXstate5) modules.bindXstate5(limits.cpuLimitMs);
-      modules.instantiateBundle();
-      logs.begin();
-      try {
-        await evaluateBundle(bundle, isolate, limits);
-      } finally {
-        logs.end();
-      }
-      modules.bindEntry(limits.cpuLimitMs);
-      let infoJson: string;
-      logs.begin();
-      try {
-        infoJson = callSync(isolate, fns.inspect, [], limits);
-      } finally {
-        logs.end();
-      }
-      const info = JSON.parse(infoJson) as BundleInfo;
-      // A machine of a bundled xstate 5 copy runs on the shared v5 copy's actors (isolate/harness.js).
-      if (opts.kind !== 'migration' && info.machine === 'v5' && !modules.bundleImportsXstate5) modules.bindXstate5(limits.cpuLimitMs);
-      const problem = opts.kind === 'migration' ? migrationProblem(info) : bundleProblem(info);
-      if (problem !== undefined) throw new BundleValidationError(problem);
-      if (opts.pureSteps === false) callSync(isolate, fns.configure, [JSON.stringify({ pureSteps: false })], limits);
-      const vi = new VersionIsolate(opts.versionId, isolate, context, fns, limits, info, hostCalls, logs, opts.aroundDelivery);
-      hostCalls.onComplete = (id, owner, outcome) => vi.deliver(id, owner, outcome);
-      hostCalls.ready = true;
-      return vi;
-    } catch (e) {
-      hostCalls.close();
-      if (!isolate.isDisposed) isolate.dispose();
-      // The bundle's top-level code tampered with what the harness relies on (see enterCall).
-      if (e instanceof MachineCodeError && e.message.includes(TAMPERED_MARKER))
-        throw new BundleValidationError(`the bundle's top-level code ${untampered(e.message).replace(/^machine code /, '')}`);
-      throw e;
-    }
+    const { isolate, context, fns, limits, info, hostCalls, logs } = await loadVersion(opts);
+    const vi = new VersionIsolate(opts.versionId, isolate, context, fns, limits, info, hostCalls, logs, opts.aroundDelivery);
+    hostCalls.onComplete = (id, owner, outcome) => deliverHostCallOutcome(vi.delivering, id, owner, outcome);
+    hostCalls.ready = true;
+    return vi;
   }
 
   /** False once the isolate is gone (memory limit, or disposed). */
@@ -348,94 +186,32 @@ export class VersionIsolate {
   }
 
   /**
-   * Runs the version's `httpApiMapper[slug].handler(request)` (wire-protocol §3.14) to its end: an
+   * Runs the version's `httpApiMapper[slug].handler(request)` (wire-protocol §3.14, http-api-call.ts) to its end: an
    * async handler may wait for its fetches and timers, up to `deadlineMs` of wall-clock time (each
    * crossing into the isolate has the usual CPU limit). Machine code throwing is an outcome, not an
    * exception; the sandbox's own failures (CPU or memory limit) throw as for steps.
    */
   httpApiHandler(slug: string, request: HttpApiRequest, deadlineMs: number, around: Crossings = runCrossing): Promise<HttpApiOutcome> {
-    return this.httpApi(slug, 'handler', request, '', deadlineMs, around);
+    return runHttpApiCall(this.delivering, this.nextHttpApiKey(), slug, 'handler', request, '', deadlineMs, around);
   }
 
   /** `httpApiMapper[slug].responseMapper({ state, context, result })`, result computed from the final state's data. */
   httpApiResponse(slug: string, settled: HttpApiSettled, deadlineMs: number, around: Crossings = runCrossing): Promise<HttpApiOutcome> {
-    return this.httpApi(slug, 'responseMapper', settled, settled.machineInstanceName, deadlineMs, around);
+    return runHttpApiCall(
+      this.delivering,
+      this.nextHttpApiKey(),
+      slug,
+      'responseMapper',
+      settled,
+      settled.machineInstanceName,
+      deadlineMs,
+      around,
+    );
   }
 
-  /** `around` runs each crossing into the isolate that may run machine code (the sandbox worker times them). */
-  private async httpApi(
-    slug: string,
-    fn: 'handler' | 'responseMapper',
-    input: unknown,
-    name: string,
-    deadlineMs: number,
-    around: Crossings,
-  ): Promise<HttpApiOutcome> {
-    const cross = <K extends 'httpCall' | 'httpCollect'>(harnessFn: K, args: HarnessArgs<K>): string =>
-      around(() => this.call(harnessFn, args));
-    // Its own key (an actor key always has slashes): what it leaves behind is dropped by it, also when
-    // the first crossing is cut short by the CPU limit.
-    const key = `http-api:${++this.httpCalls}`;
-    const deadline = Date.now() + deadlineMs;
-    let finished = false;
-    try {
-      const started = JSON.parse(cross('httpCall', [key, slug, fn, JSON.stringify(input), Date.now(), name])) as {
-        missing?: string;
-        error?: string;
-        started?: true;
-      };
-      if (started.started !== true) {
-        finished = true;
-        if (typeof started.missing === 'string') return { kind: 'missing', message: started.missing };
-        return { kind: 'threw', message: started.error ?? 'the sandbox produced a malformed answer' };
-      }
-      for (;;) {
-        const failed = this.deliveryFailures.get(key);
-        if (failed !== undefined) throw failed;
-        let text = cross('httpCollect', [key, Date.now()]);
-        for (let round = 0; text === '{"pending":true,"fired":true}'; round++) {
-          if (round >= MAX_HTTP_TIMER_ROUNDS)
-            return { kind: 'threw', message: `its timers kept firing (${MAX_HTTP_TIMER_ROUNDS} rounds) without it finishing` };
-          text = cross('httpCollect', [key, Date.now()]);
-        }
-        if (text.length > MAX_STEP_RESULT_CHARS)
-          return {
-            kind: 'threw',
-            message: `its result is too large: ${text.length} characters of JSON (at most ${MAX_STEP_RESULT_CHARS})`,
-          };
-        if (tooDeep(text, MAX_STATE_DEPTH + 1))
-          return { kind: 'threw', message: `its result nests objects and arrays more than ${MAX_STATE_DEPTH} levels deep` };
-        const collected = JSON.parse(text) as { value?: unknown; error?: string; pending?: true; nextDueAt?: number | null };
-        if (collected.pending !== true) {
-          finished = true;
-          return typeof collected.error === 'string'
-            ? { kind: 'threw', message: collected.error }
-            : { kind: 'returned', value: collected.value };
-        }
-        const now = Date.now();
-        if (now >= deadline) return { kind: 'threw', message: `it did not finish within ${deadlineMs} ms` };
-        if ((collected.nextDueAt ?? null) === null && this.hostCalls.pendingFor(key) === 0) {
-          return {
-            kind: 'threw',
-            message: 'it returned a promise that nothing of it can settle any more (it has no timer or fetch pending)',
-          };
-        }
-        // Read right after the collect (nothing is delivered in between): a completion after it wakes us.
-        const seq = this.hostCalls.activitySeq;
-        await waitUntil(this.hostCalls.nextActivity(seq), Math.min(deadline, collected.nextDueAt ?? Infinity) - now);
-        if (!this.healthy) throw new SandboxDisposedError();
-      }
-    } finally {
-      this.hostCalls.drop(key);
-      this.deliveryFailures.delete(key);
-      if (!finished && this.healthy) {
-        try {
-          this.call('httpDrop', [key]);
-        } catch {
-          // the isolate will be rebuilt by the caller if it is unusable
-        }
-      }
-    }
+  /** Each http API call's own key (an actor key always has slashes): see runHttpApiCall. */
+  private nextHttpApiKey(): string {
+    return `http-api:${++this.httpCalls}`;
   }
 
   /** How many live actors rest without an interpreter (pure steps) and how many have one. */
@@ -608,46 +384,6 @@ export class VersionIsolate {
     throw new MachineCodeError('the sandbox produced a malformed step result');
   }
 
-  /** Hands a completed host call's outcome (copied data only) to the isolate; see the class comment. */
-  private deliver(id: number, owner: string | null, outcome: HostCallOutcome): void {
-    if (!this.healthy) return;
-    const head =
-      'error' in outcome
-        ? { error: outcome.error }
-        : {
-            status: outcome.ok.status,
-            statusText: outcome.ok.statusText,
-            url: outcome.ok.url,
-            redirected: outcome.ok.redirected,
-            headers: outcome.ok.headers,
-          };
-    try {
-      let body: ivm.Copy<ArrayBuffer> | undefined;
-      if ('ok' in outcome) {
-        const bytes = outcome.ok.body;
-        const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-        body = new ivm.ExternalCopy(buffer).copyInto({ release: true });
-      }
-      const run = () => {
-        this.call('deliver', [id, JSON.stringify(head), body, Date.now()]);
-        this.call('afterDeliver', []);
-      };
-      if (this.aroundDelivery) this.aroundDelivery(run);
-      else run();
-    } catch (e) {
-      const error = e instanceof Error ? e : new MachineCodeError(String(e));
-      if (owner !== null) {
-        this.deliveryFailures.set(owner, error);
-        this.hostCalls.drop(owner);
-        try {
-          if (this.healthy) this.call('stop', [owner]);
-        } catch {
-          // the isolate will be rebuilt by the caller if it is unusable
-        }
-      }
-    }
-  }
-
   /** A call on behalf of one actor: if it is cut short, that actor is dropped (it cannot be trusted). */
   private callForActor<K extends HarnessFn>(instanceKey: string, fn: K, args: HarnessArgs<K>): string {
     try {
@@ -696,63 +432,5 @@ export class VersionIsolate {
     } catch {
       // the isolate will be rebuilt by the caller if it is unusable
     }
-  }
-}
-
-function installGlobals(isolate: ivm.Isolate, context: ivm.Context, logs: LogBudget, hostCalls: HostCalls): void {
-  const runInstaller = (source: string, filename: string, args: (ivm.Callback | string)[]): void => {
-    const fn = isolate.compileScriptSync(source, { filename }).runSync(context, { reference: true }) as ivm.Reference<
-      (...a: (ivm.Callback | string)[]) => void
-    >;
-    fn.applySync(undefined, args);
-    fn.release();
-  };
-  const nonce = randomBytes(6).toString('hex');
-  runInstaller(GLOBALS_SOURCE, 'file:///statehold/globals.js', [logCallback(logs), randomCallback(), nonce, isolateSettings()]);
-  isolate.compileScriptSync(URL_SOURCE, { filename: 'file:///statehold/url.js' }).runSync(context);
-  runInstaller(FETCH_SOURCE, 'file:///statehold/fetch.js', [fetchCallback(hostCalls.start)]);
-  runInstaller(SUBTLE_SOURCE, 'file:///statehold/subtle.js', [cryptoCallback()]);
-}
-
-/** Resolves when `activity` does or `ms` passed, whichever comes first. */
-const waitUntil = async (activity: Promise<void>, ms: number): Promise<void> => {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([activity, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms))))]);
-  } finally {
-    clearTimeout(timer);
-  }
-};
-
-/** The harness's tampering message without its marker. */
-const untampered = (message: string): string => message.slice(message.indexOf(TAMPERED_MARKER) + TAMPERED_MARKER.length);
-
-const NOT_AN_ERROR = /^An object was thrown from supplied code within isolated-vm, but that object was not an instance of `Error`/;
-
-async function evaluateBundle(bundle: ivm.Module, isolate: ivm.Isolate, limits: CallLimits): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    // top-level await on something that never settles (e.g. a host-clock timer) must not hang the load
-    const stuck = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new BundleValidationError("the bundle's top-level code did not finish (top-level await never settled)")),
-        limits.cpuLimitMs + 5000,
-      );
-    });
-    await Promise.race([bundle.evaluate({ timeout: limits.cpuLimitMs }), stuck]);
-  } catch (e) {
-    if (e instanceof BundleValidationError) throw e;
-    const t = translateIsolateError(e, isolate, limits);
-    if (t instanceof SandboxTimeoutError) {
-      throw new BundleValidationError(`the bundle's top-level code exceeded the CPU time limit of ${limits.cpuLimitMs} ms`);
-    }
-    if (t instanceof MachineCodeError) {
-      // isolated-vm's words for a thrown object or symbol, which it cannot copy out, name it and not the bundle.
-      const what = NOT_AN_ERROR.test(t.message) ? 'a value that is not an Error (an object or a symbol)' : t.message;
-      throw new BundleValidationError(`the bundle threw while loading: ${what}`);
-    }
-    throw t;
-  } finally {
-    if (timer) clearTimeout(timer);
   }
 }
