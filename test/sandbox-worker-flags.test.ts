@@ -1,6 +1,6 @@
 /**
  * The sandbox worker's own V8 flags: on a host of one or two cores its garbage collector runs on its own
- * thread only (sandbox-client.ts says why); on larger hosts V8's default stays.
+ * thread only (worker-lifecycle.ts says why); on larger hosts V8's default stays.
  */
 import { availableParallelism } from 'node:os';
 import t from 'tap';

@@ -24,7 +24,8 @@ import { fileURLToPath } from 'node:url';
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const dist = (path) => import(join(repoRoot, 'dist', path));
 const { HttpServer } = await dist('api/http-server.js');
-const { SandboxClient, RemoteVersion } = await dist('sandbox/worker/sandbox-client.js');
+const { SandboxClient } = await dist('sandbox/worker/sandbox-client.js');
+const { RemoteVersion } = await dist('sandbox/worker/remote-version.js');
 const { LmdbInstanceStore } = await dist('store/lmdb/lmdb-instance-store.js');
 const { WalCommits } = await dist('store/lmdb/wal-commits.js');
 

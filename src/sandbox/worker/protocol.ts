@@ -70,6 +70,9 @@ export type SandboxRequest =
   /** What the worker holds: its memory and each isolate's heap and live actors (GET /stats). */
   | { op: 'stats' };
 
+/** The request of operation `Op`, whose fields are what a caller hands over for it (remote-version.ts). */
+export type RequestOf<Op extends SandboxRequest['op']> = Extract<SandboxRequest, { op: Op }>;
+
 export interface WorkerStats {
   rssBytes: number;
   isolates: { versionId: string; heapUsedBytes: number; resting: number; interpreters: number }[];
