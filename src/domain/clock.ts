@@ -2,6 +2,8 @@
 export interface Clock {
   /** Milliseconds since the epoch, as Date.now(). */
   now(): number;
+  /** Waits `ms` on this clock (the settle loop's waits); absent: a real timer. A test's clock moves itself instead. */
+  sleep?(ms: number): Promise<void>;
 }
 
 export const systemClock: Clock = { now: () => Date.now() };

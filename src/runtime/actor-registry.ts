@@ -1,7 +1,7 @@
 import { RecencyMap } from '../domain/recency-map.js';
 import { actorKey } from './actor-key.js';
-import type { RemoteVersion } from '../sandbox/index.js';
 import { InstanceActor, liveActorsIn } from './instance-actor.js';
+import type { VersionSandbox } from './runtime-sandboxes.js';
 
 /**
  * The actors this node holds, nearly least recently used first (RecencyMap: a request moves its actor
@@ -14,7 +14,7 @@ export class ActorRegistry {
   private readonly actors = new RecencyMap<string, InstanceActor>();
   private bytes = 0;
   /** Live actors allowed per sandboxed version, where its live actors outgrew their memory budget (capLiveIn). */
-  private readonly liveCaps = new WeakMap<RemoteVersion, number>();
+  private readonly liveCaps = new WeakMap<VersionSandbox, number>();
 
   constructor(
     private readonly maxActors: number,
@@ -95,7 +95,7 @@ export class ActorRegistry {
    * used idle ones down to it (a busy one's tasks run on its live interpreter). Returns how many went.
    * The cap holds until changed: each actor that becomes live there beyond it evicts another (resize).
    */
-  capLiveIn(sandbox: RemoteVersion, cap: number | undefined): number {
+  capLiveIn(sandbox: VersionSandbox, cap: number | undefined): number {
     if (cap === undefined) {
       this.liveCaps.delete(sandbox);
       return 0;
@@ -105,7 +105,7 @@ export class ActorRegistry {
   }
 
   /** The cap set on `sandbox`, if any. */
-  liveCapOf(sandbox: RemoteVersion): number | undefined {
+  liveCapOf(sandbox: VersionSandbox): number | undefined {
     return this.liveCaps.get(sandbox);
   }
 
@@ -134,7 +134,7 @@ export class ActorRegistry {
     return this.actors.values();
   }
 
-  private evictLiveBeyondCap(sandbox: RemoteVersion): number {
+  private evictLiveBeyondCap(sandbox: VersionSandbox): number {
     const cap = this.liveCaps.get(sandbox);
     if (cap === undefined || liveActorsIn(sandbox) <= cap) return 0;
     let evicted = 0;

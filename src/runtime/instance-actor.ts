@@ -1,10 +1,10 @@
-import type { RemoteVersion } from '../sandbox/index.js';
 import type { InstanceHead } from '../store/instance-store.js';
+import type { VersionSandbox } from './runtime-sandboxes.js';
 
 /** How many actors are live in each sandboxed version, kept by InstanceActor.sandbox (for caps, actor-registry.ts). */
-const liveIn = new WeakMap<RemoteVersion, number>();
+const liveIn = new WeakMap<VersionSandbox, number>();
 
-export const liveActorsIn = (sandbox: RemoteVersion): number => liveIn.get(sandbox) ?? 0;
+export const liveActorsIn = (sandbox: VersionSandbox): number => liveIn.get(sandbox) ?? 0;
 
 /**
  * One instance's actor: its mailbox (tasks run strictly one after another, which gives the single
@@ -13,7 +13,7 @@ export const liveActorsIn = (sandbox: RemoteVersion): number => liveIn.get(sandb
 export class InstanceActor {
   /** The last committed head; readers use it and never wait for the mailbox. */
   head: InstanceHead | undefined;
-  private live: RemoteVersion | undefined;
+  private live: VersionSandbox | undefined;
   /** Rough memory held for this actor (its persisted state as JSON plus overhead), for eviction. */
   approxBytes = 0;
   /** When a request last took this actor (ms since the epoch), for idle eviction. */
@@ -29,11 +29,11 @@ export class InstanceActor {
   ) {}
 
   /** The sandboxed version holding this actor's live interpreter; undefined when it must be rebuilt from `head`. */
-  get sandbox(): RemoteVersion | undefined {
+  get sandbox(): VersionSandbox | undefined {
     return this.live;
   }
 
-  set sandbox(next: RemoteVersion | undefined) {
+  set sandbox(next: VersionSandbox | undefined) {
     if (next === this.live) return;
     if (this.live) liveIn.set(this.live, liveActorsIn(this.live) - 1);
     if (next) liveIn.set(next, liveActorsIn(next) + 1);

@@ -14,13 +14,13 @@ import type { InstanceHead, TransitionRecord } from '../store/instance-store.js'
 import { checkedSize, headStateOf, keptTimerAttempts, stampTimes } from './commit-records.js';
 import type { InstanceActor } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
-import type { SandboxPool } from './sandbox-pool.js';
+import type { RuntimeSandboxes } from './runtime-sandboxes.js';
 import { leafPaths, rememberedPaths, upgradedSnapshot, valueOfPaths } from './upgrade-state.js';
 import type { VersionSource } from './version-source.js';
 
 interface UpgraderDeps {
   versions: VersionSource;
-  sandboxes: SandboxPool;
+  sandboxes: Pick<RuntimeSandboxes, 'get'>;
   logs: LogSink;
   clock: Clock;
   limits: { maxContextBytes: number; maxPersistedBytes: number };

@@ -14,7 +14,7 @@ import type { LogSink } from './log-sink.js';
 import type { MachineGate } from './machine-gate.js';
 import type { RequestRetries } from './request-retries.js';
 import type { RuntimeSettings } from './runtime-settings.js';
-import type { SandboxPool } from './sandbox-pool.js';
+import type { RuntimeSandboxes } from './runtime-sandboxes.js';
 import type { UpdateBus } from './update-bus.js';
 import type { UsageMeter } from './usage-meter.js';
 import type { VersionSource } from './version-source.js';
@@ -24,7 +24,8 @@ export type FaultPoint = 'after-sender-commit' | 'after-receiver-commit';
 
 export interface InstanceRuntimeDeps {
   instances: InstanceStore;
-  sandboxes: SandboxPool;
+  /** The loaded machine versions: the node's SandboxPool, or a test's fake (runtime-sandboxes.ts). */
+  sandboxes: RuntimeSandboxes;
   versions: VersionSource;
   /** The machine catalog: current versions, for instances created by other instances. */
   machines: { getMachine(orgId: string, slug: string): { currentVersionId?: string } | undefined };

@@ -5,11 +5,12 @@
  */
 import type { Clock } from '../domain/clock.js';
 import type { MachineEvent, PendingTimer } from '../domain/machine-state.js';
-import type { RemoteVersion, StepResult } from '../sandbox/index.js';
+import type { StepResult } from '../sandbox/index.js';
 import type { TransitionRecord } from '../store/instance-store.js';
 import type { InstanceActor } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
-import { settle } from './settle.js';
+import type { VersionSandbox } from './runtime-sandboxes.js';
+import { realTime, settle, type SettleTime } from './settle.js';
 import type { StepEffects } from './step-effects.js';
 
 export type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
@@ -40,7 +41,7 @@ interface SettleContext {
 export const settleStep = async (
   { clock, logs, settings }: SettleContext,
   actor: InstanceActor,
-  sandbox: RemoteVersion,
+  sandbox: VersionSandbox,
   first: StepResult,
   startedAt: number,
   effects: StepEffects,
@@ -75,7 +76,8 @@ export const settleStep = async (
     return latest;
   };
   const host = { activitySeq: () => sandbox.activitySeq, nextActivity: (since: number) => sandbox.nextActivity(since), seqBeforeFirst };
-  const outcome = await settle(advance, first, startedAt + settings.settleBudgetMs, host);
+  const time: SettleTime = { now: () => clock.now(), sleep: (ms) => (clock.sleep ? clock.sleep(ms) : realTime.sleep(ms)) };
+  const outcome = await settle(advance, first, startedAt + settings.settleBudgetMs, host, time);
   const firedPart = beforeFired ? { fired, beforeFired } : { fired: [] };
   if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [], ...firedPart };
   const stopped = (await sandbox.stopChildren(actor.key)).map((child) => child.id);

@@ -6,6 +6,17 @@ interface HostActivity {
   nextActivity(since: number): Promise<void>;
 }
 
+/** Where the loop reads the time and how it waits: the system's by default; a test's clock moves itself instead of waiting. */
+export interface SettleTime {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+export const realTime: SettleTime = {
+  now: () => Date.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};
+
 interface SettleOutcome {
   result: StepResult;
   /** The budget ran out with children still running or delayed events still due inside it. */
@@ -27,7 +38,7 @@ export const settle = async (
   first: StepResult,
   deadlineMs: number,
   host?: HostActivity & { seqBeforeFirst: number },
-  sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  time: SettleTime = realTime,
 ): Promise<SettleOutcome> => {
   let result = first;
   // Host activity is counted from before each step: a completion during an awaited step must wake us.
@@ -38,7 +49,7 @@ export const settle = async (
       if (timer.dueAt <= deadlineMs && (nextDue === undefined || timer.dueAt < nextDue)) nextDue = timer.dueAt;
     }
     if (isSettled(result, deadlineMs)) return { result, timedOut: false };
-    const now = Date.now();
+    const now = time.now();
     if (now >= deadlineMs) return { result, timedOut: true };
     const wakeAt = Math.min(nextDue ?? deadlineMs, deadlineMs);
     let woke: 'time' | 'activity' = 'time';
@@ -48,9 +59,9 @@ export const settle = async (
       woke =
         result.pendingHostCalls > 0 && host
           ? await sleepOrActivity(wakeAt - now, host.nextActivity(seq))
-          : (await sleep(wakeAt - now), 'time');
+          : (await time.sleep(wakeAt - now), 'time');
     }
-    const t = Date.now();
+    const t = time.now();
     seq = host?.activitySeq() ?? 0;
     result = await advance(woke === 'activity' ? t : Math.max(t, wakeAt));
   }

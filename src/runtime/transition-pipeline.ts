@@ -6,7 +6,7 @@
 import { ServiceError } from '../domain/errors.js';
 import { changedIndexes } from '../domain/index-values.js';
 import type { MachineEvent } from '../domain/machine-state.js';
-import type { RemoteVersion, Restore, StepResult } from '../sandbox/index.js';
+import type { Restore, StepResult } from '../sandbox/index.js';
 import type { CommitEffects, InstanceHead, OutboxMessage, TransitionRecord } from '../store/instance-store.js';
 import { dropHeadOnConflict } from './actor-heads.js';
 import { billedTransitions, checkedSize, headStateOf, keptTimerAttempts, stampTimes } from './commit-records.js';
@@ -14,6 +14,7 @@ import type { InstanceActor } from './instance-actor.js';
 import { outboxMessages } from './outbox-messages.js';
 import { asRequestError } from './request-retries.js';
 import type { RuntimeParts } from './runtime-parts.js';
+import type { VersionSandbox } from './runtime-sandboxes.js';
 import { isSettled } from './settle.js';
 import { firedRecords, type Settled, settleStep } from './settle-step.js';
 import { StepEffects } from './step-effects.js';
@@ -26,7 +27,7 @@ import { updateOf } from './update-bus.js';
 export type Input = {
   event: MachineEvent;
   requestId?: string;
-  run: (sandbox: RemoteVersion, key: string, restore: Restore | undefined) => Promise<StepResult>;
+  run: (sandbox: VersionSandbox, key: string, restore: Restore | undefined) => Promise<StepResult>;
 };
 
 export class TransitionPipeline {
@@ -90,7 +91,7 @@ export class TransitionPipeline {
   /** The step settled (settle-step.ts), on the runtime's clock and budget. */
   settle(
     actor: InstanceActor,
-    sandbox: RemoteVersion,
+    sandbox: VersionSandbox,
     first: StepResult,
     startedAt: number,
     effects: StepEffects,
