@@ -9,38 +9,12 @@ import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { type CommitTexts, commitTexts, framePayload } from '../src/store/lmdb/wal-commits.js';
 import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
+import { instanceHead as head, transitionRecord as record } from './helpers/store-records.js';
 import { lmdbInstances, logState } from './helpers/wal.js';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const HOLD = 600_000; // LMDB gets nothing from the log while a test runs
 
-const head = (seq: number, extra: Partial<InstanceHead> = {}): InstanceHead => ({
-  orgId: 'org_a',
-  machine: 'm',
-  name: 'i',
-  createdAt: new Date(0).toISOString(),
-  versionId: 'ver_x',
-  status: 'running',
-  seq,
-  ts: seq,
-  state: 'idle',
-  context: { n: seq },
-  tags: [],
-  done: false,
-  snapshot: '{"xstate":4,"state":{}}',
-  pendingTimers: [],
-  stoppedChildren: [],
-  timerAttempts: {},
-  ...extra,
-});
-const record = (seq: number) => ({
-  seq,
-  createdAt: new Date(seq).toISOString(),
-  ts: seq,
-  event: { type: `E${seq}` },
-  state: 'idle',
-  context: { n: seq },
-});
 const framesIn = (dataDir: string) => WriteAheadLog.read(join(dataDir, 'wal'));
 /** Instance `i` as a store opened afresh on `dataDir` finds it: its head's sequence and its history's. */
 const reopenedInstance = async (dataDir: string): Promise<{ seq: number | undefined; history: number[] }> => {
@@ -57,7 +31,7 @@ const reopenedInstance = async (dataDir: string): Promise<{ seq: number | undefi
 
 /**
  * What a child script starts with: the built store, and `head(seq, extra)` / `record(seq, extra)` like
- * the ones above (JSON in, JSON out: the child gets plain values).
+ * helpers/store-records.ts's (JSON in, JSON out: the child gets plain values).
  */
 const CHILD_PRELUDE = `
   import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';

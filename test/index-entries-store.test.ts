@@ -16,38 +16,13 @@ import {
 import type { IndexQuery, InstanceHead, InstanceStore } from '../src/store/instance-store.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
+import { instanceHead, transitionRecord as record } from './helpers/store-records.js';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const HOLD = 600_000; // LMDB gets nothing from the write-ahead log while a test runs
 
-const head = (name: string, seq: number, indexValues?: IndexValues, extra: Partial<InstanceHead> = {}): InstanceHead => ({
-  orgId: 'org_a',
-  machine: 'm',
-  name,
-  createdAt: new Date(0).toISOString(),
-  versionId: 'ver_x',
-  status: 'running',
-  seq,
-  ts: seq,
-  state: 'idle',
-  context: { n: seq },
-  tags: [],
-  done: false,
-  snapshot: '{"xstate":4,"state":{}}',
-  pendingTimers: [],
-  stoppedChildren: [],
-  timerAttempts: {},
-  ...(indexValues ? { indexValues } : {}),
-  ...extra,
-});
-const record = (seq: number) => ({
-  seq,
-  createdAt: new Date(seq).toISOString(),
-  ts: seq,
-  event: { type: `E${seq}` },
-  state: 'idle',
-  context: { n: seq },
-});
+const head = (name: string, seq: number, indexValues?: IndexValues, extra: Partial<InstanceHead> = {}): InstanceHead =>
+  instanceHead(seq, { name, ...(indexValues ? { indexValues } : {}), ...extra });
 
 /** Every page of a query, `limit` at a time, each starting after the last one's last entry. */
 const allPages = (store: InstanceStore, query: Omit<IndexQuery, 'after' | 'limit'>, limit: number): IndexPosition[] => {

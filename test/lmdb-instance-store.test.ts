@@ -4,34 +4,11 @@ import t from 'tap';
 import { type InstanceHead, SequenceConflictError, usageMonth } from '../src/store/instance-store.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
+import { instanceHead, transitionRecord as record } from './helpers/store-records.js';
 
-const head = (seq: number, extra: Partial<InstanceHead> = {}): InstanceHead => ({
-  orgId: 'org_a',
-  machine: 'm',
-  name: 'i',
-  createdAt: new Date(0).toISOString(),
-  versionId: 'ver_x',
-  status: 'running',
-  seq,
-  ts: seq,
-  state: 'idle',
-  context: { n: seq },
-  tags: [],
-  done: false,
-  snapshot: { xstate: 4, state: {} },
-  pendingTimers: [],
-  stoppedChildren: [],
-  timerAttempts: {},
-  ...extra,
-});
-const record = (seq: number) => ({
-  seq,
-  createdAt: new Date(seq).toISOString(),
-  ts: seq,
-  event: { type: `E${seq}` },
-  state: 'idle',
-  context: { n: seq },
-});
+/** Heads here keep their snapshot as an object, as heads written before it became JSON text. */
+const head = (seq: number, extra: Partial<InstanceHead> = {}): InstanceHead =>
+  instanceHead(seq, { snapshot: { xstate: 4, state: {} }, ...extra });
 
 t.test('commits are sequence-checked, histories ordered, usage counted, deletion complete', async (t) => {
   const dir = tempDataDir();
