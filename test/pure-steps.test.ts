@@ -1,8 +1,8 @@
 import t from 'tap';
-import { StateBackedClient } from '@statebacked/client';
 import { bundleLikeSmply } from './helpers/bundle.js';
 import { call } from './helpers/http.js';
-import { startNode, type NodeProcess } from './helpers/node-process.js';
+import { startNode } from './helpers/node-process.js';
+import { INSTANCES, type RoundRobinCase, runRoundRobin } from './helpers/round-robin-instances.js';
 import {
   childMachinesEvents,
   childMachinesMachine,
@@ -29,13 +29,7 @@ import { DELAYED, INVOKED_PROMISE, NESTED_PARALLEL, TOGGLE } from './fixtures/ma
  * classes of its own, which a restore must not mix with the service's copy.
  */
 
-interface Case {
-  machine: string;
-  code: string;
-  events: (string | { type: string; [k: string]: unknown })[];
-}
-
-const cases: Case[] = [
+const cases: RoundRobinCase[] = [
   { machine: 'features', code: featuresMachine(false), events: featuresEvents },
   { machine: 'features-predictable', code: featuresMachine(true), events: featuresEvents },
   { machine: 'spawner', code: spawningMachine, events: spawningEvents },
@@ -65,7 +59,7 @@ const counter = (root: string): string => `import { createMachine, assign } from
 export const allowRead = () => true; export const allowWrite = () => true;
 export default createMachine({ id: "m", predictableActionArguments: true, context: { public: { n: 0 } }, ${root},
   on: { E: { actions: assign({ public: (c) => ({ n: c.public.n + 1 }) }) }, THROW: { actions: () => { throw new Error('no'); } } } });`;
-const bundledCases: Case[] = [
+const bundledCases: RoundRobinCase[] = [
   { machine: 'counter', code: counter('initial: "a", states: { a: {} }'), events: ['E', 'E', 'THROW', 'E'] },
   {
     machine: 'counter-parallel',
@@ -78,47 +72,6 @@ const bundledCases: Case[] = [
 ];
 for (const c of bundledCases) cases.push({ ...c, machine: `${c.machine}-bundled`, code: await bundleLikeSmply(c.code) });
 
-const INSTANCES = ['i1', 'i2', 'i3'];
-
-type Answer = { status: number; body: unknown; context: unknown };
-type Run = { answers: Record<string, Answer[]>; histories: Record<string, unknown> };
-
-/** What an answer says, without its time (ts differs from node to node). */
-const untimed = (body: unknown): unknown => {
-  if (body === null || typeof body !== 'object') return body;
-  const { ts: _ts, ...rest } = body as Record<string, unknown>;
-  return rest;
-};
-
-async function drive(node: NodeProcess, c: Case): Promise<Run> {
-  const token = node.adminKey as string;
-  const client = new StateBackedClient(token, { apiHost: node.url });
-  await client.machines.create(c.machine);
-  await client.machineVersions.create(c.machine, { clientInfo: 'v1', makeCurrent: true, code: c.code });
-  const run: Run = { answers: {}, histories: {} };
-  const admin = async (name: string) =>
-    (await call(node.url, 'GET', `/machines/${c.machine}/i/${name}/admin`, { token })).body as { context: unknown };
-  for (const name of INSTANCES) {
-    const created = await call(node.url, 'POST', `/machines/${c.machine}`, { token, body: { slug: name, context: { id: name } } });
-    run.answers[name] = [{ status: created.status, body: untimed(created.body), context: (await admin(name)).context }];
-  }
-  // Round robin over the instances: with one live instance, each event finds its instance evicted.
-  for (const event of c.events) {
-    for (const name of INSTANCES) {
-      const answer = await call(node.url, 'POST', `/machines/${c.machine}/i/${name}/events`, { token, body: { event } });
-      run.answers[name]?.push({ status: answer.status, body: untimed(answer.body), context: (await admin(name)).context });
-    }
-  }
-  for (const name of INSTANCES) {
-    const history = await call(node.url, 'GET', `/machines/${c.machine}/i/${name}/events`, { token });
-    run.histories[name] = (history.body as { transitions: { event: unknown; state: unknown }[] }).transitions.map((tr) => ({
-      event: tr.event,
-      state: tr.state,
-    }));
-  }
-  return run;
-}
-
 const pure = await startNode();
 const interpreted = await startNode({ args: ['--pure-steps', 'off'] });
 const restoring = await startNode({ args: ['--max-live-actors', '1'] });
@@ -126,7 +79,7 @@ t.teardown(() => Promise.all([pure.stop(), interpreted.stop(), restoring.stop()]
 
 for (const c of cases) {
   t.test(`${c.machine}: the same answers and histories with pure steps on, off, and restoring each event`, async (t) => {
-    const [a, b, r] = [await drive(pure, c), await drive(interpreted, c), await drive(restoring, c)];
+    const [a, b, r] = [await runRoundRobin(pure, c), await runRoundRobin(interpreted, c), await runRoundRobin(restoring, c)];
     t.same(a.answers, b.answers, 'answers and contexts: pure steps as an interpreter');
     t.same(a.histories, b.histories, 'histories: pure steps as an interpreter');
     t.same(r.answers, b.answers, 'answers and contexts: restored each event as an interpreter');

@@ -7,16 +7,11 @@
 import t from 'tap';
 import { StateBackedClient } from '@statebacked/client';
 import { call } from './helpers/http.js';
-import { startNode, type NodeProcess } from './helpers/node-process.js';
+import { startNode } from './helpers/node-process.js';
+import { INSTANCES, type RoundRobinCase, runRoundRobin } from './helpers/round-robin-instances.js';
 import { HISTORY5, SETTLE5, child5, importing5, invokingParent5, timers5 } from './fixtures/xstate-v5/machines.js';
 
-interface Case {
-  machine: string;
-  code: string;
-  events: (string | { type: string; [k: string]: unknown })[];
-}
-
-const cases: Case[] = [
+const cases: RoundRobinCase[] = [
   {
     machine: 'hist5',
     code: importing5(HISTORY5),
@@ -27,50 +22,13 @@ const cases: Case[] = [
   { machine: 'timers5', code: importing5(timers5(60_000, 60_000)), events: ['ARM', 'DISARM', 'ARM', 'TICK', 'DISARM', 'TICK'] },
 ];
 
-const INSTANCES = ['i1', 'i2', 'i3'];
-
-type Run = { answers: Record<string, unknown[]>; histories: Record<string, unknown> };
-
-const untimed = (body: unknown): unknown => {
-  if (body === null || typeof body !== 'object') return body;
-  const { ts: _ts, ...rest } = body as Record<string, unknown>;
-  return rest;
-};
-
-async function drive(node: NodeProcess, c: Case): Promise<Run> {
-  const token = node.adminKey as string;
-  const client = new StateBackedClient(token, { apiHost: node.url });
-  await client.machines.create(c.machine);
-  await client.machineVersions.create(c.machine, { clientInfo: 'v1', makeCurrent: true, code: c.code });
-  const run: Run = { answers: {}, histories: {} };
-  const admin = async (name: string) =>
-    (await call(node.url, 'GET', `/machines/${c.machine}/i/${name}/admin`, { token })).body as { context: unknown };
-  for (const name of INSTANCES) {
-    const created = await call(node.url, 'POST', `/machines/${c.machine}`, { token, body: { slug: name, context: { id: name } } });
-    run.answers[name] = [{ status: created.status, body: untimed(created.body), context: (await admin(name)).context }];
-  }
-  for (const event of c.events) {
-    for (const name of INSTANCES) {
-      const answer = await call(node.url, 'POST', `/machines/${c.machine}/i/${name}/events`, { token, body: { event } });
-      run.answers[name]?.push({ status: answer.status, body: untimed(answer.body), context: (await admin(name)).context });
-    }
-  }
-  for (const name of INSTANCES) {
-    const history = await call(node.url, 'GET', `/machines/${c.machine}/i/${name}/events`, { token });
-    run.histories[name] = (history.body as { transitions: { event: unknown; state: unknown; context: unknown }[] }).transitions.map(
-      (tr) => ({ event: tr.event, state: tr.state }),
-    );
-  }
-  return run;
-}
-
 const live = await startNode();
 const restoring = await startNode({ args: ['--max-live-actors', '1'] });
 t.teardown(() => Promise.all([live.stop(), restoring.stop()]));
 
 for (const c of cases) {
   t.test(`${c.machine}: the same answers and histories live and restored before each event`, async (t) => {
-    const [a, r] = [await drive(live, c), await drive(restoring, c)];
+    const [a, r] = [await runRoundRobin(live, c), await runRoundRobin(restoring, c)];
     t.same(r.answers, a.answers, 'answers and contexts');
     t.same(r.histories, a.histories, 'histories');
     for (const name of INSTANCES) t.ok((a.histories[name] as unknown[]).length > 3, `${name} has a history`);

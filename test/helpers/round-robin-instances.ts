@@ -1,0 +1,56 @@
+import { StateBackedClient } from '@statebacked/client';
+import { call } from './http.js';
+import type { NodeProcess } from './node-process.js';
+
+/** A machine and the events its instances get, one after the other, each sent to every instance in turn. */
+export interface RoundRobinCase {
+  machine: string;
+  code: string;
+  events: (string | { type: string; [k: string]: unknown })[];
+}
+
+/** The instances a case runs on. */
+export const INSTANCES = ['i1', 'i2', 'i3'];
+
+type Answer = { status: number; body: unknown; context: unknown };
+/** Each instance's answers (with its context after each) and its history (event and state of every record). */
+export type RoundRobinRun = { answers: Record<string, Answer[]>; histories: Record<string, unknown> };
+
+/** What an answer says, without its time (ts differs from node to node). */
+const untimed = (body: unknown): unknown => {
+  if (body === null || typeof body !== 'object') return body;
+  const { ts: _ts, ...rest } = body as Record<string, unknown>;
+  return rest;
+};
+
+/**
+ * Creates the case's machine on `node` and its INSTANCES, then sends each event to every instance in
+ * turn: on a node with one live actor, each event finds its instance evicted and restores it.
+ */
+export async function runRoundRobin(node: NodeProcess, c: RoundRobinCase): Promise<RoundRobinRun> {
+  const token = node.adminKey as string;
+  const client = new StateBackedClient(token, { apiHost: node.url });
+  await client.machines.create(c.machine);
+  await client.machineVersions.create(c.machine, { clientInfo: 'v1', makeCurrent: true, code: c.code });
+  const run: RoundRobinRun = { answers: {}, histories: {} };
+  const admin = async (name: string) =>
+    (await call(node.url, 'GET', `/machines/${c.machine}/i/${name}/admin`, { token })).body as { context: unknown };
+  for (const name of INSTANCES) {
+    const created = await call(node.url, 'POST', `/machines/${c.machine}`, { token, body: { slug: name, context: { id: name } } });
+    run.answers[name] = [{ status: created.status, body: untimed(created.body), context: (await admin(name)).context }];
+  }
+  for (const event of c.events) {
+    for (const name of INSTANCES) {
+      const answer = await call(node.url, 'POST', `/machines/${c.machine}/i/${name}/events`, { token, body: { event } });
+      run.answers[name]?.push({ status: answer.status, body: untimed(answer.body), context: (await admin(name)).context });
+    }
+  }
+  for (const name of INSTANCES) {
+    const history = await call(node.url, 'GET', `/machines/${c.machine}/i/${name}/events`, { token });
+    run.histories[name] = (history.body as { transitions: { event: unknown; state: unknown }[] }).transitions.map((tr) => ({
+      event: tr.event,
+      state: tr.state,
+    }));
+  }
+  return run;
+}
