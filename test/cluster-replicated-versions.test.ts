@@ -1,10 +1,7 @@
 import t from 'tap';
-import { type MetaOp, applyMetaOp } from '../src/store/jetstream/meta-ops.js';
-import { JetStreamOpLog } from '../src/store/jetstream/op-log.js';
-import { ReplicatedCatalog } from '../src/store/jetstream/replicated-catalog.js';
-import { ReplicatedVersionStore, openCodeStore } from '../src/store/jetstream/replicated-versions.js';
 import type { MachineVersionRecord } from '../src/domain/records.js';
-import { localNode, natsMissing, startNats } from './helpers/nats.js';
+import { natsMissing, startNats } from './helpers/nats.js';
+import { replicatedVersionsNode } from './helpers/replicated-versions-node.js';
 
 /**
  * Two nodes' LMDB version stores kept equal through the META log (shared with the catalog) on a real
@@ -17,25 +14,7 @@ const skip = natsMissing();
 t.test('versions and their code: written on either node, read on both; races; sweeps; deletion; replay', { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
-  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
-  const node = async (name: string) => {
-    const { store, nc, beforeClose } = await localNode(t, nats, name);
-    const code = await openCodeStore(nc, { cluster: 'c', replicas: 1 });
-    const log = await JetStreamOpLog.open<MetaOp>(
-      nc,
-      { cluster: 'c', name: 'META', replicas: 1, from: 1 },
-      applyMetaOp(store.catalog, store.versions, code, store.instances, fail),
-      fail,
-    );
-    beforeClose(() => log.close());
-    return {
-      store,
-      log,
-      code,
-      catalog: new ReplicatedCatalog(store.catalog, log),
-      versions: new ReplicatedVersionStore(store.versions, log, code, fail),
-    };
-  };
+  const node = (name: string) => replicatedVersionsNode(t, nats, name);
   const a = await node('a');
   const b = await node('b');
   const objects = async () => (await a.code.list()).map((info) => info.name).sort();

@@ -3,15 +3,12 @@ import { errors, StateBackedClient } from '@statebacked/client';
 import { signToken } from '@statebacked/token';
 import t from 'tap';
 import { migrationPath } from '../src/domain/migration-path.js';
-import { type MetaOp, applyMetaOp } from '../src/store/jetstream/meta-ops.js';
-import { JetStreamOpLog } from '../src/store/jetstream/op-log.js';
-import { ReplicatedCatalog } from '../src/store/jetstream/replicated-catalog.js';
-import { ReplicatedVersionStore, openCodeStore } from '../src/store/jetstream/replicated-versions.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { TOGGLE } from './fixtures/machines.js';
 import { call } from './helpers/http.js';
-import { localNode, natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
+import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+import { replicatedVersionsNode } from './helpers/replicated-versions-node.js';
 
 const MIGRATION = `export function upgradeState(path, context) { return path; }
 export function upgradeContext(oldPaths, newPaths, context) { return context; }
@@ -121,24 +118,7 @@ t.test(
   async (t) => {
     const nats = await startNats(1);
     t.teardown(() => nats.stop());
-    const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
-    const node = async (name: string) => {
-      const { store, nc, beforeClose } = await localNode(t, nats, name);
-      const code = await openCodeStore(nc, { cluster: 'c', replicas: 1 });
-      const log = await JetStreamOpLog.open<MetaOp>(
-        nc,
-        { cluster: 'c', name: 'META', replicas: 1, from: 1 },
-        applyMetaOp(store.catalog, store.versions, code, store.instances, fail),
-        fail,
-      );
-      beforeClose(() => log.close());
-      return {
-        log,
-        code,
-        catalog: new ReplicatedCatalog(store.catalog, log),
-        versions: new ReplicatedVersionStore(store.versions, log, code, fail),
-      };
-    };
+    const node = (name: string) => replicatedVersionsNode(t, nats, name);
     const a = await node('a');
     const b = await node('b');
     const objects = async () => (await a.code.list()).map((info) => info.name).sort();
