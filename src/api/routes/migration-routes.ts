@@ -5,8 +5,8 @@ import type { MachineVersionMigrationRecord } from '../../domain/records.js';
 import { type ApiContext, callerInOrg, requireMachine, requireVersionParameter } from '../api-context.js';
 import { json, jsonBody } from '../http-types.js';
 import type { Router } from '../router.js';
-import { CODE_UPLOAD_PATH, UPLOAD_TOKEN_FIELD, pendingUploadId } from './upload-routes.js';
-import { gzipFlag } from './version-routes.js';
+import { gzipFlag, provisionalClaims, provisionalCreation, uploadedCode } from '../provisional-uploads.js';
+import { pendingUploadId } from './upload-routes.js';
 
 /**
  * Machine version migrations (wire-protocol §3.3): provisional creation, then the code upload of
@@ -29,19 +29,13 @@ export const registerMigrationRoutes = (router: Router, context: ApiContext): vo
     // The two version ids ride in the signed id's `id` field (`mig_...:ver_...:ver_...`): the finalize
     // step then needs no stored provisional record, as with versions.
     const id = [prettyId('mig'), fromVersionId, toVersionId].join(':');
-    const now = Date.now();
-    const base = { orgId, machine: machine.slug, id, gzip };
-    return json({
-      machineVersionMigrationId: context.uploadSigner.sign({ ...base, kind: 'migration' }, now),
-      codeUploadUrl: `${context.settings.publicUrl}${CODE_UPLOAD_PATH}`,
-      codeUploadFields: { [UPLOAD_TOKEN_FIELD]: context.uploadSigner.sign({ ...base, kind: 'migration-upload' }, now) },
-    });
+    return provisionalCreation(context, 'migration', { orgId, machine: machine.slug, id, gzip });
   });
 
   router.add('PUT', '/machines/:machine/migrations/:signedMigrationId', async (request) => {
     const { orgId } = callerInOrg(context, request, 'machine-versions.write');
     const machine = requireMachine(context, orgId, request.params.machine as string);
-    const { claims, expired } = provisionalClaims(context, request.params.signedMigrationId as string, orgId, machine.slug);
+    const { claims, expired } = provisionalClaims(context, 'migration', request.params.signedMigrationId as string, orgId, machine.slug);
     const { migrationId, fromVersionId, toVersionId } = migrationOf(claims);
 
     const existing = versions.getMigration(orgId, machine.slug, migrationId);
@@ -51,18 +45,12 @@ export const registerMigrationRoutes = (router: Router, context: ApiContext): vo
         'signedMachineVersionMigrationId has expired: provisionally create the migration again and finalize it within the time allowed',
       );
 
-    const upload = versions.getPendingUpload(orgId, pendingUploadId(claims));
-    if (!upload || upload.machine !== machine.slug) {
-      throw invalidParameter(
-        'signedMachineVersionMigrationId',
-        'no code was uploaded for this migration: POST it to codeUploadUrl with codeUploadFields first',
-      );
-    }
+    const code = uploadedCode(context, 'migration', orgId, machine.slug, pendingUploadId(claims));
     for (const versionId of [fromVersionId, toVersionId]) {
       if (!versions.getVersion(orgId, machine.slug, versionId))
         throw notFound(`machine ${machine.slug} has no version ${versionId} any more`);
     }
-    const validation = await context.validateMigrationBundle(upload.code);
+    const validation = await context.validateMigrationBundle(code);
     if (!validation.ok) throw invalidParameter('code', `the uploaded code is not a valid migration: ${validation.error}`);
 
     const record: MachineVersionMigrationRecord = {
@@ -73,7 +61,7 @@ export const registerMigrationRoutes = (router: Router, context: ApiContext): vo
       toVersionId,
       createdAt: new Date().toISOString(),
     };
-    const result = await versions.finalizeMigration(record, upload.code);
+    const result = await versions.finalizeMigration(record, code);
     if (result.kind === 'no-machine') throw notFound(`machine ${machine.slug} does not exist`);
     return finalized(result.record.id);
   });
@@ -91,33 +79,4 @@ const migrationOf = (claims: UploadClaims): { migrationId: string; fromVersionId
     );
   }
   return { migrationId, fromVersionId, toVersionId };
-};
-
-/** As version-routes.ts's, for `migration` tokens. */
-const provisionalClaims = (
-  context: ApiContext,
-  token: string,
-  orgId: string,
-  machine: string,
-): { claims: UploadClaims; expired: boolean } => {
-  const check = context.uploadSigner.verify(token);
-  if (!check.ok && check.reason !== 'expired') {
-    throw unauthorized(
-      'signedMachineVersionMigrationId is not one this service signed: use the machineVersionMigrationId the provisional creation returned',
-    );
-  }
-  const claims = check.claims as UploadClaims;
-  if (claims.kind !== 'migration') {
-    throw invalidParameter(
-      'signedMachineVersionMigrationId',
-      'signedMachineVersionMigrationId must be the machineVersionMigrationId the provisional creation returned',
-    );
-  }
-  if (claims.orgId !== orgId || claims.machine !== machine) {
-    throw invalidParameter(
-      'signedMachineVersionMigrationId',
-      `signedMachineVersionMigrationId was issued for another machine, not ${machine}`,
-    );
-  }
-  return { claims, expired: !check.ok };
 };

@@ -1,4 +1,3 @@
-import type { UploadClaims } from '../../auth/upload-signer.js';
 import { decodeCursor } from '../../domain/cursor.js';
 import { invalidParameter, notFound, unauthorized } from '../../domain/errors.js';
 import { prettyId } from '../../domain/ids.js';
@@ -9,7 +8,7 @@ import { type ApiContext, callerInOrg, requireMachine } from '../api-context.js'
 import { json, jsonBody } from '../http-types.js';
 import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
-import { CODE_UPLOAD_PATH, UPLOAD_TOKEN_FIELD } from './upload-routes.js';
+import { gzipFlag, provisionalClaims, provisionalCreation, uploadedCode } from '../provisional-uploads.js';
 
 /** The longest `clientInfo` kept (free text: a git sha, a version tag, a short note). */
 const MAX_CLIENT_INFO_CHARS = 4096;
@@ -45,14 +44,7 @@ export const registerVersionRoutes = (router: Router, context: ApiContext): void
     const { orgId } = callerInOrg(context, request, 'machine-versions.write');
     const machine = requireMachine(context, orgId, request.params.machine as string);
     const gzip = gzipFlag(request.query.get('gzip'));
-    const id = prettyId('ver');
-    const now = Date.now();
-    const base = { orgId, machine: machine.slug, id, gzip };
-    return json({
-      machineVersionId: context.uploadSigner.sign({ ...base, kind: 'version' }, now),
-      codeUploadUrl: `${context.settings.publicUrl}${CODE_UPLOAD_PATH}`,
-      codeUploadFields: { [UPLOAD_TOKEN_FIELD]: context.uploadSigner.sign({ ...base, kind: 'version-upload' }, now) },
-    });
+    return provisionalCreation(context, 'version', { orgId, machine: machine.slug, id: prettyId('ver'), gzip });
   });
 
   router.add('PUT', '/machines/:machine/v/:signedMachineVersionId', async (request) => {
@@ -63,7 +55,7 @@ export const registerVersionRoutes = (router: Router, context: ApiContext): void
     const makeCurrent = optionalBoolean(body.makeCurrent, 'makeCurrent');
     const givenSelectors = optionalSelectors(body.indexSelectors, machine);
 
-    const { claims, expired } = provisionalClaims(context, request.params.signedMachineVersionId as string, orgId, machine.slug);
+    const { claims, expired } = provisionalClaims(context, 'version', request.params.signedMachineVersionId as string, orgId, machine.slug);
     const existing = versions.getVersion(orgId, machine.slug, claims.id);
     if (existing) return json({ machineVersionId: existing.id });
     if (expired)
@@ -71,14 +63,8 @@ export const registerVersionRoutes = (router: Router, context: ApiContext): void
         'signedMachineVersionId has expired: provisionally create the version again and finalize it within the time allowed',
       );
 
-    const upload = versions.getPendingUpload(orgId, claims.id);
-    if (!upload || upload.machine !== machine.slug) {
-      throw invalidParameter(
-        'signedMachineVersionId',
-        'no code was uploaded for this version: POST it to codeUploadUrl with codeUploadFields first',
-      );
-    }
-    const validation = await context.validateBundle(upload.code);
+    const code = uploadedCode(context, 'version', orgId, machine.slug, claims.id);
+    const validation = await context.validateBundle(code);
     if (!validation.ok) throw invalidParameter('code', `the uploaded code is not a valid machine version: ${validation.error}`);
 
     const current = machine.currentVersionId ? versions.getVersion(orgId, machine.slug, machine.currentVersionId) : undefined;
@@ -93,47 +79,10 @@ export const registerVersionRoutes = (router: Router, context: ApiContext): void
       clientInfo,
       indexSelectors: { ...inherited, ...givenSelectors },
     };
-    const result = await versions.finalizeVersion(record, upload.code, makeCurrent);
+    const result = await versions.finalizeVersion(record, code, makeCurrent);
     if (result.kind === 'no-machine') throw notFound(`machine ${machine.slug} does not exist`);
     return json({ machineVersionId: result.record.id });
   });
-};
-
-/** `?gzip` with an empty value, `true` or `1` turns gzip on (wire-protocol §3.2). */
-export const gzipFlag = (value: string | null): boolean => {
-  if (value === null) return false;
-  const normalized = value.trim().toLowerCase();
-  if (normalized === '' || normalized === 'true' || normalized === '1') return true;
-  if (normalized === 'false' || normalized === '0') return false;
-  throw invalidParameter('gzip', 'gzip must be empty, true, 1, false or 0');
-};
-
-/**
- * The claims of a signed version id. Not signed by this node (or mangled): 403. Signed, but for another
- * org or machine, or an upload token instead of a version id: 400 naming `signedMachineVersionId`.
- * Expiry is reported, not thrown, so a repeated finalize of a version that exists still succeeds.
- */
-const provisionalClaims = (
-  context: ApiContext,
-  token: string,
-  orgId: string,
-  machine: string,
-): { claims: UploadClaims; expired: boolean } => {
-  const check = context.uploadSigner.verify(token);
-  if (!check.ok && check.reason !== 'expired') {
-    throw unauthorized('signedMachineVersionId is not one this service signed: use the machineVersionId the provisional creation returned');
-  }
-  const claims = check.claims as UploadClaims;
-  if (claims.kind !== 'version') {
-    throw invalidParameter(
-      'signedMachineVersionId',
-      'signedMachineVersionId must be the machineVersionId the provisional creation returned, not an upload token',
-    );
-  }
-  if (claims.orgId !== orgId || claims.machine !== machine) {
-    throw invalidParameter('signedMachineVersionId', `signedMachineVersionId was issued for another machine, not ${machine}`);
-  }
-  return { claims, expired: !check.ok };
 };
 
 const versionCursor = (cursor: string | null): VersionCursor | undefined => {
