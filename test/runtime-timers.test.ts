@@ -1,0 +1,129 @@
+import t from 'tap';
+import type { FakeMachine } from './helpers/fake-sandbox.js';
+import { historyOf, MACHINE, noAuth, ORG, runtimeHarness } from './helpers/runtime-harness.js';
+
+/**
+ * Durable timers in process (helpers/runtime-harness.ts): delayed events beyond the settle budget are
+ * stored with their due time and fired by fireTimers once the injected clock passes it; failed
+ * deliveries are retried a retry delay later, then dropped; a paused instance's are not delivered.
+ */
+const AFTER_WAIT = 'xstate.after(60000)#fake.waiting';
+
+const timed: FakeMachine = {
+  initial: 'idle',
+  context: { fired: 0 },
+  states: {
+    idle: { on: { START: { target: 'waiting' }, QUICK: { target: 'quick' }, FLAKY: { target: 'flaky' } } },
+    waiting: { after: { 60_000: { target: 'done', assign: (c) => ({ ...c, fired: (c.fired as number) + 1 }) } } },
+    // due inside the 10 s settle budget: fired while the step settles
+    quick: { after: { 500: { target: 'quick-done' } } },
+    'quick-done': {},
+    flaky: { after: { 20_000: { throws: 'boom' } } },
+    done: {},
+  },
+};
+
+const started = async (h: ReturnType<typeof runtimeHarness>, name: string, event: string) => {
+  await h.runtime.create({ orgId: ORG, machine: MACHINE, name, versionId: 'v1', context: {}, authContext: noAuth });
+  return h.runtime.send(ORG, MACHINE, name, { type: event }, noAuth);
+};
+
+t.test('a delayed event beyond the settle budget is stored with its due time and fires once the clock passes it', async (t) => {
+  const h = runtimeHarness({ versions: { v1: timed } });
+  t.teardown(() => h.close());
+  const sentAt = h.clock.now();
+  const head = await started(h, 'x', 'START');
+  t.equal(head.state, 'waiting', 'answered at once: nothing due inside the budget');
+  t.same(
+    head.pendingTimers.map((timer) => [timer.id, timer.dueAt]),
+    [[AFTER_WAIT, sentAt + 60_000]],
+  );
+  t.same(h.timersPending, [sentAt + 60_000], 'the timer scheduler was told its due time');
+  h.clock.ms += 59_999;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'x'), 'nothing-due');
+  h.clock.ms += 1;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'x'), 'fired');
+  const fired = h.runtime.head(ORG, MACHINE, 'x');
+  t.equal(fired?.state, 'done');
+  t.same(fired?.context, { fired: 1 });
+  t.same(fired?.pendingTimers, []);
+  t.same(historyOf(h, 'x'), ['xstate.init', 'START', AFTER_WAIT], 'recorded as an event of its own');
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'x'), 'nothing-due', 'fired once');
+});
+
+t.test('a delayed event due inside the settle budget fires while the step settles, with a record of its own', async (t) => {
+  const h = runtimeHarness({ versions: { v1: timed } });
+  t.teardown(() => h.close());
+  const before = h.clock.now();
+  const head = await started(h, 'q', 'QUICK');
+  t.equal(head.state, 'quick-done');
+  t.equal(h.clock.now() - before, 500, 'the settle loop waited for it on the injected clock');
+  const records = h.store.instances.listTransitions(ORG, MACHINE, 'q', 0, 10);
+  t.same(
+    records.map((r) => [r.event.type, r.state]),
+    [
+      ['xstate.init', 'idle'],
+      ['QUICK', 'quick'],
+      ['xstate.after(500)#fake.quick', 'quick-done'],
+    ],
+    'the event that led to the wait keeps the state it left',
+  );
+  t.equal(records[2]?.ts, before + 500, 'applied at its due time');
+});
+
+t.test('a delayed event whose delivery fails is retried a retry delay later, then dropped with a log line', async (t) => {
+  const h = runtimeHarness({ versions: { v1: timed }, settings: { timerRetryDelayMs: 30_000, timerMaxRetries: 2 } });
+  t.teardown(() => h.close());
+  const head = await started(h, 'f', 'FLAKY');
+  const [timer] = head.pendingTimers;
+  t.ok(timer);
+  if (!timer) return;
+  h.clock.ms = timer.dueAt;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'f'), 'retry-later');
+  let now = h.runtime.head(ORG, MACHINE, 'f');
+  t.same(
+    now?.pendingTimers.map((p) => p.dueAt),
+    [h.clock.now() + 30_000],
+    'moved a retry delay ahead',
+  );
+  t.same(now?.timerAttempts, { [timer.id]: 1 });
+  t.equal(now?.seq, head.seq, 'a head-only change: no record');
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'f'), 'nothing-due', 'not due again before the delay');
+  h.clock.ms += 30_000;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'f'), 'retry-later');
+  t.same(h.runtime.head(ORG, MACHINE, 'f')?.timerAttempts, { [timer.id]: 2 });
+  h.clock.ms += 30_000;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'f'), 'dropped', 'past its 2 retries');
+  now = h.runtime.head(ORG, MACHINE, 'f');
+  t.same(now?.pendingTimers, []);
+  t.same(now?.timerAttempts, {});
+  t.equal(now?.state, 'flaky');
+  t.same(historyOf(h, 'f'), ['xstate.init', 'FLAKY'], 'no failed delivery left a record');
+  t.same(
+    h.logs.lines.map((line) => line.level),
+    ['warn', 'warn', 'error'],
+  );
+  t.match(h.logs.lines.at(-1)?.message, /^dropped delayed event xstate\.after\(20000\)#fake\.flaky after 3 failed deliveries: .*boom/);
+  t.same(h.store.instances.getInstance(ORG, MACHINE, 'f'), now, 'stored as held');
+});
+
+t.test('a paused instance rejects events and its delayed events are dropped, not delivered', async (t) => {
+  const h = runtimeHarness({ versions: { v1: timed }, settings: { timerRetryDelayMs: 1_000, timerMaxRetries: 1 } });
+  t.teardown(() => h.close());
+  const head = await started(h, 'p', 'START');
+  await h.runtime.setStatus(ORG, MACHINE, 'p', 'paused');
+  t.equal(h.store.instances.getInstance(ORG, MACHINE, 'p')?.status, 'paused');
+  await t.rejects(h.runtime.send(ORG, MACHINE, 'p', { type: 'START' }, noAuth), { status: 409, code: 'invalid-state' });
+  h.clock.ms = (head.pendingTimers[0]?.dueAt ?? 0) + 1;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'p'), 'retry-later');
+  t.match(h.logs.lines[0]?.message, /the instance is paused/);
+  h.clock.ms += 1_000;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'p'), 'dropped');
+  await h.runtime.setStatus(ORG, MACHINE, 'p', 'running');
+  h.clock.ms += 120_000;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'p'), 'nothing-due', 'gone for good once running again');
+  const after = h.runtime.head(ORG, MACHINE, 'p');
+  t.equal(after?.state, 'waiting', 'the delayed event never ran');
+  t.same(after?.context, { fired: 0 });
+  t.same(historyOf(h, 'p'), ['xstate.init', 'START']);
+});
