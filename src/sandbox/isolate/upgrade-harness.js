@@ -17,24 +17,10 @@
 export function makeUpgrades(h) {
   const I = h.I,
     internal = h.internal,
-    $Error = I.Error,
-    $String = I.String;
-  const arrayPush = I.arrayPush,
-    objectKeys = I.objectKeys,
-    hasOwn = I.hasOwn,
-    mapGet = I.mapGet,
-    mapSet = I.mapSet;
-  const jsonStringify = I.jsonStringify,
-    jsonParse = I.jsonParse,
     getPrototypeOf = Object.getPrototypeOf;
-  const enterCall = h.enterCall,
-    jsonCopy = h.jsonCopy,
-    assignOwn = h.assignOwn,
-    outputOf5 = h.outputOf5,
-    machine5 = h.machine5;
-  const X_toSCXMLEvent = h.X_toSCXMLEvent,
-    X_updateHistoryValue = h.X_updateHistoryValue,
-    PERSISTENT_INVOKE = h.PERSISTENT_INVOKE;
+  // The harness's captured built-ins (globals.js intrinsics, frozen), under the names harness.js gives them.
+  const { arrayPush, objectKeys, hasOwn, mapGet, mapSet, jsonStringify, jsonParse, Error: $Error, String: $String } = I;
+  const { enterCall, jsonCopy, assignOwn, outputOf5, machine5, X_toSCXMLEvent, X_updateHistoryValue, PERSISTENT_INVOKE } = h;
 
   // ---- upgrades ----
   // A new object each time: machine code sees it (state.event) and could change it.
