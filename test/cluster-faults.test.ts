@@ -2,7 +2,8 @@ import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { realtimeMachine } from './fixtures/realtime-machines.js';
 import { call } from './helpers/http.js';
-import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
+import { startFaultCluster } from './helpers/cluster-load.js';
+import { natsMissing } from './helpers/nats.js';
 import { eventType } from './helpers/transitions.js';
 
 /**
@@ -19,12 +20,7 @@ t.test(
   'a paused node does not write when it wakes; a lost nats-server and a killed owner lose nothing acknowledged, double nothing',
   { skip, timeout: 300_000 },
   async (t) => {
-    const nats = await startNats(3);
-    t.teardown(() => nats.stop());
-    const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], {
-      adminKey: ADMIN,
-      args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'],
-    });
+    const { nats, nodes } = await startFaultCluster(t, ADMIN);
     const clients = nodes.map((node) => new StateBackedClient(ADMIN, { apiHost: node.url }));
     await clients[0]?.machines.create('rt');
     await clients[1]?.machineVersions.create('rt', { clientInfo: 'v1', makeCurrent: true, code: realtimeMachine });

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { checkInvariants, setUpLedger, startLoad, summary, untilNodesApplied } from './helpers/cluster-load.js';
-import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
+import { checkInvariants, setUpLedger, startFaultCluster, startLoad, summary, untilNodesApplied } from './helpers/cluster-load.js';
+import { natsMissing } from './helpers/nats.js';
 
 /**
  * A node paused under load: three nodes on a 3-server NATS (R3); the third is stopped (SIGSTOP) for
@@ -18,12 +18,7 @@ t.test(
   'a node paused past its heartbeats under load: every acknowledged event once everywhere, no 4xx left behind, the nodes agree',
   { skip, timeout: 150_000 },
   async (t) => {
-    const nats = await startNats(3);
-    t.teardown(() => nats.stop());
-    const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], {
-      adminKey: ADMIN,
-      args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'],
-    });
+    const { nats, nodes } = await startFaultCluster(t, ADMIN);
     const names = Array.from({ length: 9 }, (_, i) => `q${i}`);
     const orgId = await setUpLedger(nodes, ADMIN, names);
     const paused = nodes[2]?.child;

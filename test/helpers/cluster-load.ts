@@ -4,6 +4,7 @@ import { StateBackedClient } from '@statebacked/client';
 import type { Test } from 'tap';
 import { request } from 'undici';
 import { ledgerMachine } from '../fixtures/ledger-machine.js';
+import { startClusterNodes, startNats } from './nats.js';
 
 /**
  * A bounded load of events through every node of a cluster, and the invariants a fault must keep
@@ -55,6 +56,20 @@ export const callApi = async (
   } catch (error) {
     return { status: 0, body: { error: error instanceof Error ? error.message : String(error) } };
   }
+};
+
+/**
+ * Three `statehold node`s (n1, n2, n3) on a 3-server NATS (R3), quick to notice a node gone
+ * (heartbeats every 100 ms, gone after 4 missed), for fault tests; all stopped when the test ends.
+ */
+export const startFaultCluster = async (t: Test, adminKey: string) => {
+  const nats = await startNats(3);
+  t.teardown(() => nats.stop());
+  const nodes = await startClusterNodes(t, nats, ['n1', 'n2', 'n3'], {
+    adminKey,
+    args: ['--heartbeat-ms', '100', '--missed-heartbeats', '4'],
+  });
+  return { nats, nodes };
 };
 
 /** Makes the ledger machine and `names` instances of it, through the nodes in turn (the real client); returns the org id. */
