@@ -82,16 +82,8 @@ t.test(
     await sleep(3_000);
     stop = true;
     await load;
-    // Reads answer from the node's copy, which follows the log: after the faults, let n2's copy catch up
-    // (its follower may have been on the nats-server that died) before reading histories through it.
-    const appliedOn = async (i: number) =>
-      (await call(nodes[i]?.url as string, 'GET', '/cluster', { token: ADMIN })).body.appliedSeq.tx as number;
-    for (let i = 0, steady = 0; i < 150 && steady < 3; i++) {
-      const [n1, n2] = [await appliedOn(0), await appliedOn(1)];
-      steady = n2 >= n1 ? steady + 1 : 0;
-      await sleep(100);
-    }
-
+    // Reads are answered by each instance's owner, which catches a partition it took over up with the
+    // log before it answers for it: nothing to wait for here.
     let total = 0;
     for (const name of names) {
       const ids = acked.get(name) as string[];

@@ -1,9 +1,25 @@
 import t from 'tap';
+import { partitionOf } from '../src/domain/partitions.js';
 import { Forwarder, type OwnerSide } from '../src/cluster/forwarder.js';
 import { ownerOf } from '../src/cluster/rendezvous.js';
 import { ServiceError } from '../src/domain/errors.js';
 import type { InstanceHead } from '../src/store/instance-store.js';
 import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+
+/** Ownership as a cluster node has it: partitions by rendezvous over the members; no list reads in these tests. */
+const byPartition = (members: () => string[]) => ({
+  partitions: {
+    count: 16,
+    of: (orgId: string, machine: string, name: string) => partitionOf(orgId, machine, name, 16),
+    owner: (partition: number) => ownerOf(`partition/${partition}`, members()),
+  },
+  reads: {
+    head: () => undefined,
+    history: () => [],
+    listPart: async () => 'moved' as const,
+    queryPart: async () => 'moved' as const,
+  },
+});
 
 /** Requests run on the instance's owner: locally, through NATS, with typed errors, across a move. */
 
@@ -53,6 +69,7 @@ t.test("each request runs once, on its owner; errors keep their status and code;
       cluster: 'c',
       nodeId: id,
       members: () => members,
+      ...byPartition(() => members),
       timeoutMs: 2_000,
       onError: (m) => errors.push(m),
     });
@@ -69,7 +86,7 @@ t.test("each request runs once, on its owner; errors keep their status and code;
   const names = Array.from({ length: 40 }, (_, i) => `i${i}`);
   for (const name of names) {
     const head = await n1.send('org_a', 'm', name, { type: 'GO' }, {});
-    t.equal(head.versionId, ownerOf(`org_a/m/${name}`, members), `${name} ran on its owner`);
+    t.equal(head.versionId, ownerOf(`partition/${partitionOf('org_a', 'm', name, 16)}`, members), `${name} ran on its owner`);
   }
   t.equal(ran.n1.length + ran.n2.length, 40, 'each once');
   t.ok(ran.n1.length > 5 && ran.n2.length > 5, 'both nodes own some');
@@ -143,6 +160,7 @@ t.test("a bad message on a node's subject costs one error reply, never the proce
     cluster: 'c',
     nodeId: 'n1',
     members: () => members,
+    ...byPartition(() => members),
     timeoutMs: 2_000,
     onError: (m) => errors.push(m),
   });
@@ -153,6 +171,7 @@ t.test("a bad message on a node's subject costs one error reply, never the proce
     cluster: 'c',
     nodeId: 'n2',
     members: () => members,
+    ...byPartition(() => members),
     timeoutMs: 2_000,
     onError: (m) => errors.push(m),
   });

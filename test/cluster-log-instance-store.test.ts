@@ -29,10 +29,12 @@ const followingNode = async (
     nodeId: name,
   });
   if (onTimers) instances.onTimersApplied(onTimers);
-  await instances.follow(nc, 1);
+  // (each test node holds every partition: it follows the whole log, as two owners' copies of one partition would)
+  instances.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
+  await instances.allReady();
   beforeClose(() => instances.stopFollowing());
   // (`copy`: the LMDB store under it, which the store itself keeps private)
-  return Object.assign(instances, { copy: store.instances });
+  return Object.assign(instances, { copy: store.instances, subjectOf: (o: string, m: string, n: string) => log.subjectOf(o, m, n) });
 };
 
 const headAt = (seq: number, count: number, createdAt = '2026-11-25T00:00:00.000Z'): InstanceHead => ({
@@ -213,9 +215,11 @@ t.test(
     const nc = await connectTo(nats, 'rival');
     t.teardown(() => nc.close());
     const js = jetstream(nc);
-    const subject = 'statehold.c.tx.org_a.m.i';
+    const subject = a.subjectOf('org_a', 'm', 'i');
+    const partition = a.partitionOf('org_a', 'm', 'i');
+    const applied = (store: typeof a) => store.appliedPositions()[partition] ?? 0;
     const settled = async (seq: number) => {
-      for (let i = 0; i < 200 && (a.appliedSeq < seq || b.appliedSeq < seq); i++) await sleep(10);
+      for (let i = 0; i < 200 && (applied(a) < seq || applied(b) < seq); i++) await sleep(10);
     };
     const counts = (store: typeof a) => store.listTransitions('org_a', 'm', 'i', 0, 100).map((r) => r.context.count);
     const first = headAt(1, 0);

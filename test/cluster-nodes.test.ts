@@ -84,6 +84,25 @@ t.test('a 3-node cluster answers like one node, whichever node a request goes to
   }
   t.same(left, [0, 0, 0], "every node let go of the delivered messages, not only the sender's owner");
 
+  // Each node holds only the instances of the partitions it owns: together, each instance once; and
+  // every node lists them all, gathered from the owners.
+  const held = await Promise.all(
+    nodes.map(async (node) => (await call(node.url, 'GET', '/cluster', { token: ADMIN })).body.heldInstances as number),
+  );
+  t.equal(
+    held.reduce((sum, count) => sum + count, 0),
+    names.length + 2,
+    `each instance is held by one node only (${held.join(', ')})`,
+  );
+  t.ok(
+    held.every((count) => count < names.length),
+    'no node holds them all',
+  );
+  for (const node of nodes) {
+    const listed = (await call(node.url, 'GET', '/machines/rt/i', { token: ADMIN })).body.instances.map((i: { slug: string }) => i.slug);
+    t.same(listed, [...names].sort(), `${node.url} lists every instance, in order`);
+  }
+
   // Usage: each node counts what it served and shares it; after a flush every node shows the sum.
   const readUsages = () => Promise.all(nodes.map(async (node) => (await call(node.url, 'GET', '/usage', { token: ADMIN })).body.usage[0]));
   const flushed = (usages: any[]) => {

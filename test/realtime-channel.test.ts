@@ -67,7 +67,6 @@ const setUp = (allow: (context: any, auth: any) => boolean = () => true) => {
   };
   const hub = new RealtimeHub({
     runtime: {
-      head: () => current,
       allowsRead: async (view, authContexts) => {
         await sleep(Math.random() * 5);
         return authContexts.map((authContext) => allow(view.context, authContext));
@@ -78,7 +77,10 @@ const setUp = (allow: (context: any, auth: any) => boolean = () => true) => {
     fanout: topics,
     authenticate: (token) => ({ orgId: 'org_a', authContext: { sub: token }, keyId: token.startsWith('gone') ? 'sbk_gone' : 'sbk_kept' }),
     keyExists: (keyId) => keyId !== 'sbk_gone' || !keyGone,
-    caughtUp: () => gate ?? sleep(Math.random() * 3),
+    head: async () => {
+      await (gate ?? sleep(Math.random() * 3));
+      return current;
+    },
     limits: defaultRealtimeLimits,
     logError: (message, error) => {
       throw new Error(`${message}: ${String(error)}`);

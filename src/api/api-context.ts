@@ -12,7 +12,7 @@ import type { Logger } from '../domain/logger.js';
 import type { HttpApiRunner } from '../runtime/http-api-runner.js';
 import type { InstanceRuntime } from '../runtime/instance-runtime.js';
 import type { InstanceWrites } from '../runtime/instance-writes.js';
-import type { InstanceStore } from '../store/instance-store.js';
+import type { InstanceReads } from '../store/instance-reads.js';
 import type { LogStore } from '../store/log-store.js';
 import type { Catalog } from '../store/catalog.js';
 import type { VersionStore } from '../store/version-store.js';
@@ -39,7 +39,8 @@ export interface ApiContext {
   authenticator: Authenticator;
   sealer: SecretSealer;
   versions: VersionStore;
-  instances: InstanceStore;
+  /** Instance reads with read-your-writes, from the owners (the node's own store on the embedded node). */
+  reads: InstanceReads;
   logs: LogStore;
   runtime: InstanceRuntime;
   /** Instance writes and authorized reads, run by the instance's owner (the runtime itself on the embedded node). */

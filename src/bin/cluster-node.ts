@@ -5,8 +5,10 @@ import { connect } from '@nats-io/transport-node';
 import { Forwarder } from '../cluster/forwarder.js';
 import { Membership } from '../cluster/membership.js';
 import { NatsUpdateBus } from '../cluster/nats-update-bus.js';
+import { ownerOf } from '../cluster/rendezvous.js';
 import { toBase64Url } from '../domain/base64url.js';
 import type { Logger } from '../domain/logger.js';
+import { summaryOf } from '../store/instance-reads.js';
 import { RequestMovedError } from '../store/instance-store.js';
 import { LogInstanceStore } from '../store/jetstream/log-instance-store.js';
 import { applyMetaOp, type MetaOp } from '../store/jetstream/meta-ops.js';
@@ -27,6 +29,10 @@ const CHECKPOINT_FILE = 'cluster-applied.json';
 const CHECKPOINT_EVERY_MS = 1_000;
 /** How long a metadata write waits for the other nodes to apply it (a node that lags longer is skipped). */
 const META_PEER_WAIT_MS = 2_000;
+/** How long a node that leaves waits for the others to catch up its share before it goes anyway. */
+const LEAVE_WAIT_MS = 10_000;
+/** How often a node checks whether the partitions it is to take are caught up (to say it is ready, or warm). */
+const READINESS_CHECK_MS = 50;
 
 interface RunningClusterNode extends RunningNode {
   membership: Membership;
@@ -84,7 +90,11 @@ export const startClusterNode = async (
       ),
     announce,
   );
-  const txLog = await untilJetStream('the TX log', () => JetStreamTransitionLog.open(nc, { cluster, replicas }), announce);
+  const txLog = await untilJetStream(
+    'the TX log',
+    () => JetStreamTransitionLog.open(nc, { cluster, replicas, partitions: config.partitions }),
+    announce,
+  );
   const usage = new SharedUsage({
     // (counts need no read-your-writes on other nodes: no waiting for them)
     submit: async ({ orgId, usage: counts, machine, atMs }, id) => {
@@ -99,34 +109,103 @@ export const startClusterNode = async (
     nodeId: config.nodeId,
     shareUsage: (orgId, counts, machine, atMs) => usage.add({ orgId, usage: counts, machine, atMs }),
   });
-  await instances.follow(nc, from.tx + 1);
-  // Serve only with every acknowledged write of the cluster applied here.
+  // Metadata first: serve only with every acknowledged org, key, machine and version applied here.
   await meta.catchUp();
-  const txHead = await txLog.headSeq();
-  let told = Date.now();
-  while (instances.appliedSeq < txHead) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    if (Date.now() - told > 5_000) {
-      told = Date.now();
-      announce(`catching up with the cluster's log: ${instances.appliedSeq} of ${txHead} commits applied`);
-    }
-  }
-  const checkpointing = setInterval(
-    () => writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq, logs: logs.appliedSeq }),
-    CHECKPOINT_EVERY_MS,
-  );
-  checkpointing.unref();
-
   const membership = new Membership(nc, {
     cluster,
     self: { id: config.nodeId, url: '' },
     heartbeatMs: config.heartbeatMs,
     missedHeartbeats: config.missedHeartbeats,
+    readyAtStart: false,
   });
   await membership.start();
   // A write to orgs, keys, machines or versions answers once every live node has it.
-  meta.setPeers({ nodeId: config.nodeId, members: () => membership.current(), waitMs: META_PEER_WAIT_MS });
-  announce(`joined cluster ${cluster} as ${config.nodeId}; members: ${membership.current().join(', ')}`);
+  meta.setPeers({ nodeId: config.nodeId, members: () => membership.all(), waitMs: META_PEER_WAIT_MS });
+
+  /**
+   * Partitions, not instances, are owned (design.md §6.2): by rendezvous hashing over the members that
+   * own a share. This node holds (follows and keeps in its LMDB) what it owns now, and what it is to
+   * own once joining members are ready and draining ones gone, so that it takes those over warm.
+   */
+  const partitionOwner = (partition: number, members: readonly string[]): string | undefined => ownerOf(`partition/${partition}`, members);
+  const futureMembers = (): string[] => {
+    const draining = new Set(membership.draining());
+    const staying = membership.current().filter((id) => !draining.has(id));
+    if (membership.self !== 'draining' && !staying.includes(config.nodeId)) staying.push(config.nodeId);
+    return staying.sort();
+  };
+  const plan = (): Set<number> => {
+    const now = membership.current();
+    const future = futureMembers();
+    const held = new Set<number>();
+    for (let partition = 0; partition < instances.partitionCount; partition++) {
+      if (partitionOwner(partition, now) === config.nodeId || partitionOwner(partition, future) === config.nodeId) held.add(partition);
+    }
+    return held;
+  };
+  const resume = new Map<number, number>(Object.entries(from.tx).map(([partition, seq]) => [Number(partition), seq]));
+  /** Whether this node owns every one of these partitions in its view. */
+  const ownsAll = (partitions: readonly number[]): boolean =>
+    partitions.every((partition) => partitionOwner(partition, membership.current()) === config.nodeId);
+  const checkpoint = () => {
+    const held = instances.appliedPositions();
+    for (const [partition, seq] of Object.entries(held)) resume.set(Number(partition), seq);
+    writeCheckpoint(checkpointPath, {
+      meta: meta.appliedSeq,
+      logs: logs.appliedSeq,
+      tx: Object.fromEntries([...resume].filter(([partition]) => partition in held)),
+    });
+  };
+  const hold = () => {
+    const held = plan();
+    // (a partition given up is dropped from the store: a later take-over follows it from the start)
+    for (const partition of resume.keys()) if (!held.has(partition)) resume.delete(partition);
+    instances.own(nc, held, (partition) => (resume.get(partition) ?? 0) + 1);
+    // Written before the rows of what was given up go, so that a restart never resumes a partition it dropped.
+    checkpoint();
+  };
+  hold();
+  membership.onChange(hold);
+  const startedAt = Date.now();
+  let told = startedAt;
+  for (;;) {
+    const waiting = instances.partitions().filter((held) => !held.ready);
+    if (waiting.length === 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    if (Date.now() - told > 5_000) {
+      told = Date.now();
+      const all = instances.partitions().length;
+      announce(
+        `catching up with the cluster's log: ${all - waiting.length} of ${all} partitions ready (${Math.round((Date.now() - startedAt) / 1000)} s)`,
+      );
+    }
+  }
+  const checkpointing = setInterval(checkpoint, CHECKPOINT_EVERY_MS);
+  checkpointing.unref();
+  announce(`joined cluster ${cluster} as ${config.nodeId}; members: ${membership.all().join(', ')}`);
+  /**
+   * Tells the others which draining members' shares this node has caught up (a draining member leaves
+   * once every other did).
+   */
+  const readiness = setInterval(() => {
+    const future = futureMembers();
+    const now = membership.current();
+    const ready = new Set(
+      instances
+        .partitions()
+        .filter((held) => held.ready)
+        .map((held) => held.partition),
+    );
+    const warm = membership.draining().filter((id) => {
+      for (let partition = 0; partition < instances.partitionCount; partition++)
+        if (partitionOwner(partition, now) === id && partitionOwner(partition, future) === config.nodeId && !ready.has(partition))
+          return false;
+      return true;
+    });
+    membership.setWarm(warm);
+  }, READINESS_CHECK_MS);
+  readiness.unref();
+
   let forwarder: Forwarder | undefined;
   let natsState = 'connected';
   // The instances this node checked its copy of against the log since it last could have missed
@@ -166,6 +245,8 @@ export const startClusterNode = async (
       unverify();
       throw new RequestMovedError(`node ${config.nodeId} was stalled past its heartbeats; ask the owner again`);
     }
+    // (a partition this node just took is caught up with the log before anything of it is answered)
+    await instances.partitionReady(orgId, machine, name);
     const key = `${orgId}/${machine}/${name}`;
     if (request.retried && request.requestId !== undefined) await instances.fence(orgId, machine, name, request.requestId);
     else if (!verified.has(key)) await instances.ensureCurrent(orgId, machine, name);
@@ -188,9 +269,15 @@ export const startClusterNode = async (
         const members = membership.current();
         const joined = members.includes(config.nodeId);
         const ready = natsState === 'connected' && joined;
+        const reason =
+          natsState !== 'connected'
+            ? `NATS ${natsState}`
+            : membership.self === 'joining'
+              ? 'catching up the partitions it is to own'
+              : 'not joined';
         return {
           ready,
-          ...(ready ? {} : { reason: natsState !== 'connected' ? `NATS ${natsState}` : 'not joined' }),
+          ...(ready ? {} : { reason }),
           nodeId: config.nodeId,
           members: members.length,
           nats: natsState,
@@ -201,8 +288,13 @@ export const startClusterNode = async (
         cluster,
         replicas,
         nats: natsState,
-        members: membership.current().map((id) => membership.member(id)),
-        appliedSeq: { tx: instances.appliedSeq, meta: meta.appliedSeq, logs: logs.appliedSeq },
+        state: membership.self,
+        members: membership.all().map((id) => membership.member(id)),
+        appliedSeq: { meta: meta.appliedSeq, logs: logs.appliedSeq },
+        /** The partitions this node holds: the ones it owns, and the ones it catches up to take over. */
+        partitions: { count: instances.partitionCount, held: instances.partitions() },
+        /** The instances this node holds (of the partitions it owns or takes over): each is held by its owner only. */
+        heldInstances: instances.heldInstances(),
         /** Messages between instances this node's copy still holds (delivered ones go within milliseconds). */
         outboxEntries: local.instances.listOutbox(10_000).length,
         ...(instance && forwarder
@@ -215,12 +307,30 @@ export const startClusterNode = async (
         cluster,
         nodeId: config.nodeId,
         members: () => membership.current(),
+        partitions: {
+          count: instances.partitionCount,
+          of: (orgId, machine, name) => instances.partitionOf(orgId, machine, name),
+          owner: (partition) => partitionOwner(partition, membership.current()),
+        },
+        reads: {
+          head: (orgId, machine, name) => runtime.head(orgId, machine, name),
+          history: (orgId, machine, name, afterSeq, limit) => instances.listTransitions(orgId, machine, name, afterSeq, limit),
+          listPart: async (partitions, orgId, machine, afterName, limit) => {
+            if (!ownsAll(partitions)) return 'moved';
+            const part = await instances.listPart(partitions, orgId, machine, afterName, limit);
+            return part === 'moved' ? part : part.map(summaryOf);
+          },
+          queryPart: (partitions, query) =>
+            ownsAll(partitions) ? instances.queryPart(partitions, query) : Promise.resolve('moved' as const),
+        },
         timeoutMs: config.settleTimeoutMs + 10_000,
         onError,
         prepare,
       });
       owner.start();
       forwarder = owner;
+      // Owns its share from now on: the others give it up, and ask this node for it.
+      membership.setReady();
       membership.onChange((members) => {
         const dropped = runtime.releaseNotOwned((orgId, machine, name) => owner.owns(orgId, machine, name));
         logger.info(`cluster members: ${members.join(', ')}${dropped > 0 ? `; let go of ${dropped} instances other nodes own now` : ''}`);
@@ -232,9 +342,25 @@ export const startClusterNode = async (
         deliver: (message) => owner.receive(message),
         shouldDispatch: (message) => owner.owns(message.orgId, message.from.machine, message.from.name),
         onReplicatedTimers: (listener) => instances.onTimersApplied(listener),
+        reads: owner,
       };
     },
+    /**
+     * A node that stops hands its share over first: it says it is draining, keeps answering while the
+     * others catch up the partitions they are to take from it, and leaves once they all say they did
+     * (or after LEAVE_WAIT_MS): they then own them warm.
+     */
+    async leave() {
+      if (membership.current().length <= 1) return;
+      membership.drain();
+      const until = Date.now() + LEAVE_WAIT_MS;
+      while (Date.now() < until && !membership.warmFor(config.nodeId)) await new Promise((resolve) => setTimeout(resolve, 20));
+      if (!membership.warmFor(config.nodeId))
+        logger.warn(`the other nodes did not catch up this node's share within ${LEAVE_WAIT_MS} ms; leaving anyway`);
+      await membership.stop();
+    },
     async close() {
+      clearInterval(readiness);
       forwarder?.stop();
       await membership.stop();
       await usage.flush();
@@ -243,7 +369,7 @@ export const startClusterNode = async (
       await instances.stopFollowing();
       await meta.close();
       await logs.close();
-      writeCheckpoint(checkpointPath, { meta: meta.appliedSeq, tx: instances.appliedSeq, logs: logs.appliedSeq });
+      checkpoint();
       await nc.drain().catch(() => undefined);
       await local.close();
       await lock.release();
@@ -286,7 +412,8 @@ const bootstrapOrgIdOf = (cluster: string): string =>
 
 interface Applied {
   meta: number;
-  tx: number;
+  /** By partition this node holds: the stream sequence up to which its entries are applied here. */
+  tx: Record<string, number>;
   logs: number;
 }
 
@@ -294,9 +421,13 @@ const readCheckpoint = (path: string): Applied => {
   try {
     const parsed = JSON.parse(readFileSync(path, 'utf8')) as Partial<Record<keyof Applied, unknown>>;
     const seq = (value: unknown) => (typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0);
-    return { meta: seq(parsed.meta), tx: seq(parsed.tx), logs: seq(parsed.logs) };
+    // (a checkpoint of a release before partitions has one number here: nothing to resume from)
+    const tx: Record<string, number> = {};
+    if (typeof parsed.tx === 'object' && parsed.tx !== null)
+      for (const [partition, value] of Object.entries(parsed.tx)) if (/^\d+$/.test(partition) && seq(value) > 0) tx[partition] = seq(value);
+    return { meta: seq(parsed.meta), tx, logs: seq(parsed.logs) };
   } catch {
-    return { meta: 0, tx: 0, logs: 0 };
+    return { meta: 0, tx: {}, logs: 0 };
   }
 };
 

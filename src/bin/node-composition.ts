@@ -29,6 +29,8 @@ import type { Catalog, NodeStore } from '../store/catalog.js';
 import type { OutboxMessage } from '../store/instance-store.js';
 import type { UpdateBus } from '../runtime/update-bus.js';
 import type { InstanceWrites } from '../runtime/instance-writes.js';
+import { LocalInstanceReads } from '../runtime/local-instance-reads.js';
+import type { InstanceReads } from '../store/instance-reads.js';
 import type { TimerFiring } from '../runtime/instance-runtime.js';
 import type { ServeConfig } from './serve-config.js';
 
@@ -51,7 +53,11 @@ interface Deployment {
     shouldDispatch?: (message: OutboxMessage) => boolean;
     /** Pending timers that reached this node's storage from another node (a cluster's followed log). */
     onReplicatedTimers?: (listener: (earliestDueAt: number) => void) => void;
+    /** Instance reads from the owners; the node's own store and runtime when not given. */
+    reads?: InstanceReads;
   };
+  /** Told at the start of a stop, before the drain: a cluster node hands its share over here. */
+  leave?(): Promise<void>;
   /** Releases the storage and whatever else the deployment holds, once the runtime stopped. */
   close(): Promise<void>;
   /**
@@ -196,6 +202,8 @@ export const composeNode = async (
     migrate: (code, input, onLog) => validationClient.migrate(code, input, sandboxes.loadSettings(), onLog),
   });
   const attached = deployment.attach(runtime);
+  const reads =
+    attached.reads ?? new LocalInstanceReads(store.instances, runtime, (orgId, machine) => catalog.hasInstances(orgId, machine));
   const scheduler = new TimerScheduler(store.instances, attached.fire, logger);
   attached.onReplicatedTimers?.((dueAt) => scheduler.noteDue(dueAt));
   const dispatcher = new OutboxDispatcher({
@@ -227,13 +235,13 @@ export const composeNode = async (
     }),
     validateBundle: (code) => validationClient.validate(code, sandboxes.loadSettings()),
     validateMigrationBundle: (code) => validationClient.validateMigration(code, sandboxes.loadSettings()),
-    instances: store.instances,
+    reads,
     logs: store.logs,
     runtime,
     writes: attached.writes,
     httpApis: new HttpApiRunner({
       runtime: {
-        head: (o, m, n) => runtime.head(o, m, n),
+        head: (o, m, n) => reads.head(o, m, n),
         create: (r) => attached.writes.create(r),
         send: (o, m, n, e, a) => attached.writes.send(o, m, n, e, a),
       },
@@ -276,7 +284,7 @@ export const composeNode = async (
       };
     },
     keyExists: (keyId) => keyRing.find(keyId) !== undefined,
-    caughtUp: (orgId, machine, name) => store.instances.caughtUp(orgId, machine, name),
+    head: (orgId, machine, name) => reads.head(orgId, machine, name),
     limits: realtimeLimits,
     logError: (message, error) => logger.error(message, { error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
   });
@@ -319,6 +327,9 @@ export const composeNode = async (
     url: `http://${hostForUrl}:${server.port}`,
     port: server.port,
     async stop() {
+      await deployment
+        .leave?.()
+        .catch((error: unknown) => logger.warn("could not hand this node's share over before leaving", { error: String(error) }));
       // The drain finishes what is in flight with the workers there are: none is started meanwhile
       // (a worker that dies now fails its requests 503, and is not blamed or replaced).
       sandboxClient.stopStarting();

@@ -1,3 +1,4 @@
+import { DEFAULT_PARTITIONS, MAX_PARTITIONS } from '../domain/partitions.js';
 import { ConfigError, parseServeConfig, type ServeConfig } from './serve-config.js';
 
 /** The settings of `statehold node` beyond those of `serve`. */
@@ -11,6 +12,8 @@ export interface ClusterConfig {
   replicas: number;
   heartbeatMs: number;
   missedHeartbeats: number;
+  /** Partitions of a cluster whose log this node makes (a log that exists keeps its own count). */
+  partitions: number;
 }
 
 export const clusterSettings = [
@@ -39,6 +42,12 @@ export const clusterSettings = [
     env: 'STATEHOLD_MISSED_HEARTBEATS',
     fallback: '4',
     help: 'a node not heard from for this many beats leaves the cluster (its instances move)',
+  },
+  {
+    flag: 'partitions',
+    env: 'STATEHOLD_PARTITIONS',
+    fallback: String(DEFAULT_PARTITIONS),
+    help: "how many partitions instances are divided into, the units nodes own; read when the cluster's log is made, fixed after",
   },
 ] as const;
 
@@ -94,5 +103,6 @@ export const parseNodeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeCo
     replicas,
     heartbeatMs: integer('heartbeat-ms', 20, 60_000),
     missedHeartbeats: integer('missed-heartbeats', 2, 100),
+    partitions: integer('partitions', 1, MAX_PARTITIONS),
   };
 };

@@ -3,8 +3,16 @@ import { type Msg, NoRespondersError, type NatsConnection, RequestError, type Su
 import { type ErrorCode, ServiceError, unavailable } from '../domain/errors.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
-import { type InstanceHead, type InstanceStatus, type OutboxMessage, RequestMovedError } from '../store/instance-store.js';
-import { ownerOf } from './rendezvous.js';
+import { compareIndexPositions, type IndexPosition } from '../domain/index-values.js';
+import type { InstanceReads, InstanceSummary } from '../store/instance-reads.js';
+import {
+  type IndexQuery,
+  type InstanceHead,
+  type InstanceStatus,
+  type OutboxMessage,
+  RequestMovedError,
+  type TransitionRecord,
+} from '../store/instance-store.js';
 
 /** What an owner runs for a request (the node's InstanceRuntime, seen from here). */
 export interface OwnerSide {
@@ -28,6 +36,23 @@ export interface OwnerSide {
   gateMachine(orgId: string, machine: string, closed: boolean): void;
 }
 
+/**
+ * What an owner reads for the others from what it holds: one instance's head and history, and its
+ * part of a list or an index (the partitions asked for; 'moved' when it does not own and hold them all).
+ */
+export interface OwnedReads {
+  head(orgId: string, machine: string, name: string): InstanceHead | undefined;
+  history(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[];
+  listPart(
+    partitions: number[],
+    orgId: string,
+    machine: string,
+    afterName: string | undefined,
+    limit: number,
+  ): Promise<InstanceSummary[] | 'moved'>;
+  queryPart(partitions: number[], query: IndexQuery): Promise<IndexPosition[] | 'moved'>;
+}
+
 /** `retry`: asked again after a lost answer (see call); the owner fences the request before it runs it (ForwarderOptions.prepare). */
 type Call = { retry?: boolean } & (
   | { op: 'create'; args: [CreateRequest] }
@@ -39,9 +64,18 @@ type Call = { retry?: boolean } & (
   | { op: 'delete'; args: [string, string, string] }
   | { op: 'fireTimers'; args: [string, string, string] }
   | { op: 'receive'; args: [OutboxMessage] }
+  | { op: 'head'; args: [string, string, string] }
+  | { op: 'history'; args: [string, string, string, number, number] }
   /** Not about one instance: closes (true) or opens a machine's create gate on the node asked. */
   | { op: 'gateMachine'; args: [string, string, boolean] }
+  /** Not about one instance: the asked node's part of a list (the partitions named), see gather. */
+  | { op: 'listPart'; args: [number[], string, string, string | null, number] }
+  | { op: 'queryPart'; args: [number[], IndexQuery] }
 );
+
+/** The calls answered by whichever node they are sent to, not by an instance's owner. */
+type NodeCall = Extract<Call, { op: 'gateMachine' | 'listPart' | 'queryPart' }>;
+type InstanceCall = Exclude<Call, NodeCall>;
 
 type Reply =
   | { ok: true; value: unknown }
@@ -54,8 +88,16 @@ type Reply =
 interface ForwarderOptions {
   cluster: string;
   nodeId: string;
-  /** The live members, as this node sees them. */
+  /** The members that own a share, as this node sees them. */
   members: () => readonly string[];
+  /** How many partitions instances are divided into, and each one's owner in this node's view. */
+  partitions: {
+    count: number;
+    of: (orgId: string, machine: string, name: string) => number;
+    owner: (partition: number) => string | undefined;
+  };
+  /** What this node answers of what it holds. */
+  reads: OwnedReads;
   /** How long to wait for an owner's answer: above the settle budget, which a send may take whole. */
   timeoutMs: number;
   /** How long to keep asking while ownership moves (the owner left, or a view has not caught up). */
@@ -78,8 +120,11 @@ interface ForwarderOptions {
  * owner took it and then left or did not answer in time ("lost") is asked again, marked `retry`, of the
  * owner then: that owner fences it in the instance's log before it looks for it in the history (see
  * `prepare`, LogInstanceStore.fence), so the first owner, if it still runs it, cannot commit it too.
+ *
+ * Reads go to the owners too: one instance's to its owner; a list or an index query to the owner of
+ * every partition, each answering for the partitions it was asked about, merged here in key order.
  */
-export class Forwarder {
+export class Forwarder implements InstanceReads {
   private subscription: Subscription | undefined;
 
   constructor(
@@ -115,7 +160,8 @@ export class Forwarder {
 
   /** The owner of an instance in this node's view. */
   ownerOf(orgId: string, machine: string, name: string): string | undefined {
-    return ownerOf(`${orgId}/${machine}/${name}`, this.options.members());
+    const { partitions } = this.options;
+    return partitions.owner(partitions.of(orgId, machine, name));
   }
 
   owns(orgId: string, machine: string, name: string): boolean {
@@ -160,6 +206,73 @@ export class Forwarder {
     return this.call(message.orgId, message.to.machine, message.to.name, { op: 'receive', args: [message] }) as Promise<void>;
   }
 
+  async head(orgId: string, machine: string, name: string): Promise<InstanceHead | undefined> {
+    return ((await this.call(orgId, machine, name, { op: 'head', args: [orgId, machine, name] })) ?? undefined) as InstanceHead | undefined;
+  }
+
+  async listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): Promise<TransitionRecord[]> {
+    return (await this.call(orgId, machine, name, { op: 'history', args: [orgId, machine, name, afterSeq, limit] })) as TransitionRecord[];
+  }
+
+  async listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): Promise<InstanceSummary[]> {
+    const parts = await this.gather<InstanceSummary[]>((partitions) => ({
+      op: 'listPart',
+      args: [partitions, orgId, machine, afterName ?? null, limit],
+    }));
+    const byName = new Map<string, InstanceSummary>();
+    for (const part of parts) for (const item of part) byName.set(item.name, item);
+    // (names are slugs, ASCII: `<` is LMDB's key order)
+    return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).slice(0, limit);
+  }
+
+  async queryIndex(query: IndexQuery): Promise<IndexPosition[]> {
+    const parts = await this.gather<IndexPosition[]>((partitions) => ({ op: 'queryPart', args: [partitions, query] }));
+    const order = query.descending ? (a: IndexPosition, b: IndexPosition) => compareIndexPositions(b, a) : compareIndexPositions;
+    return parts.flat().sort(order).slice(0, query.limit);
+  }
+
+  async hasInstances(orgId: string, machine: string): Promise<boolean> {
+    return (await this.listInstances(orgId, machine, undefined, 1)).length > 0;
+  }
+
+  /**
+   * Asks the owner of every partition, in this node's view, for its part (each owner once, naming the
+   * partitions it is asked for) and resolves with the parts. An owner that does not hold them all now
+   * (its view moved) or is gone makes the whole round asked again, of the owners in the view then.
+   */
+  private async gather<T>(callFor: (partitions: number[]) => NodeCall): Promise<T[]> {
+    const deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
+    for (let attempt = 0; ; attempt++) {
+      const byOwner = new Map<string, number[]>();
+      for (let partition = 0; partition < this.options.partitions.count; partition++) {
+        const owner = this.options.partitions.owner(partition);
+        if (owner === undefined) throw unavailable('this node sees no cluster members');
+        const list = byOwner.get(owner);
+        if (list) list.push(partition);
+        else byOwner.set(owner, [partition]);
+      }
+      const replies = await Promise.all(
+        [...byOwner].map(async ([owner, partitions]): Promise<Reply> => {
+          const call = callFor(partitions);
+          if (owner !== this.options.nodeId) return this.ask(owner, call);
+          try {
+            return await this.answer(call);
+          } catch (error) {
+            return this.failed(error);
+          }
+        }),
+      );
+      const failed = replies.find((reply) => !reply.ok && 'error' in reply);
+      if (failed && 'error' in failed) {
+        const { status, code, message, parameter } = failed.error;
+        throw new ServiceError(status, code, message, parameter);
+      }
+      if (replies.every((reply) => reply.ok)) return replies.map((reply) => (reply as { value: T }).value);
+      if (Date.now() > deadline) throw unavailable("the cluster's partitions keep moving; retry");
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, 500)));
+    }
+  }
+
   /**
    * A machine's deletion, cluster-wide: every other live node closes its create gate for the machine
    * first (refused while one of them creates an instance of it), then this node runs the deletion
@@ -189,7 +302,7 @@ export class Forwarder {
     }
   }
 
-  private async call(orgId: string, machine: string, name: string, call: Call): Promise<unknown> {
+  private async call(orgId: string, machine: string, name: string, call: InstanceCall): Promise<unknown> {
     let deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
     let lost = 0;
     for (let attempt = 0; ; attempt++) {
@@ -282,9 +395,21 @@ export class Forwarder {
   }
 
   private async answer(call: Call): Promise<Reply> {
-    if (call.op === 'gateMachine') {
-      this.local.gateMachine(...call.args);
-      return { ok: true, value: null };
+    switch (call.op) {
+      case 'gateMachine':
+        this.local.gateMachine(...call.args);
+        return { ok: true, value: null };
+      case 'listPart': {
+        const [partitions, orgId, machine, after, limit] = call.args;
+        const part = await this.options.reads.listPart(partitions, orgId, machine, after ?? undefined, limit);
+        return part === 'moved' ? { ok: false, moved: true } : { ok: true, value: part };
+      }
+      case 'queryPart': {
+        const part = await this.options.reads.queryPart(...call.args);
+        return part === 'moved' ? { ok: false, moved: true } : { ok: true, value: part };
+      }
+      default:
+        break;
     }
     const [orgId, machine, name] = keyOfCall(call);
     if (!this.owns(orgId, machine, name)) return { ok: false, moved: true };
@@ -309,9 +434,9 @@ export class Forwarder {
     return { ok: false, error: { status: 500, code: 'internal', message: 'internal error' } };
   }
 
-  private async runLocally(call: Call): Promise<unknown> {
+  private async runLocally(call: InstanceCall): Promise<unknown> {
     const local = this.local;
-    if (call.op !== 'gateMachine' && this.options.prepare) {
+    if (this.options.prepare) {
       const [orgId, machine, name] = keyOfCall(call);
       const requestId =
         call.op === 'send'
@@ -340,8 +465,10 @@ export class Forwarder {
         return local.fireTimers(...call.args);
       case 'receive':
         return local.receive(...call.args);
-      case 'gateMachine':
-        return Promise.resolve(local.gateMachine(...call.args));
+      case 'head':
+        return this.options.reads.head(...call.args) ?? null;
+      case 'history':
+        return this.options.reads.history(...call.args);
     }
   }
 
@@ -362,7 +489,10 @@ const UNREADABLE_CALL: Reply = {
 };
 
 /** The ops whose first three arguments name the instance (orgId, machine, name). */
-const KEYED_OPS = new Set(['read', 'send', 'setStatus', 'setTargetVersion', 'delete', 'fireTimers']);
+const KEYED_OPS = new Set(['read', 'send', 'setStatus', 'setTargetVersion', 'delete', 'fireTimers', 'head', 'history']);
+
+const arePartitions = (value: unknown): value is number[] =>
+  Array.isArray(value) && value.length <= 4_096 && value.every((item) => Number.isSafeInteger(item) && (item as number) >= 0);
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const areStrings = (values: unknown[]): boolean => values.every((value) => typeof value === 'string');
@@ -382,10 +512,24 @@ const callOf = (value: unknown): Call | undefined => {
       : undefined;
   if (op === 'gateMachine')
     return areStrings(args.slice(0, 2)) && args.length === 3 && typeof args[2] === 'boolean' ? (value as Call) : undefined;
+  if (op === 'listPart')
+    return arePartitions(first) &&
+      areStrings(args.slice(1, 3)) &&
+      (args[3] === null || typeof args[3] === 'string') &&
+      Number.isSafeInteger(args[4])
+      ? (value as Call)
+      : undefined;
+  if (op === 'queryPart')
+    return arePartitions(first) &&
+      isObject(args[1]) &&
+      areStrings([args[1].orgId, args[1].machine, args[1].index]) &&
+      Number.isSafeInteger(args[1].limit)
+      ? (value as Call)
+      : undefined;
   return KEYED_OPS.has(op) && args.length >= 3 && areStrings(args.slice(0, 3)) ? (value as Call) : undefined;
 };
 
-const keyOfCall = (call: Exclude<Call, { op: 'gateMachine' }>): [string, string, string] => {
+const keyOfCall = (call: InstanceCall): [string, string, string] => {
   switch (call.op) {
     case 'create':
       return [call.args[0].orgId, call.args[0].machine, call.args[0].name];

@@ -1,5 +1,12 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 
+/**
+ * Where a node is in its life: `joining` while it catches up the partitions it is to own (it owns none
+ * yet), `ready` once it owns its share, `draining` while it hands its share over before it leaves (it
+ * still owns it, and the others catch up what they are to take from it).
+ */
+export type MemberState = 'joining' | 'ready' | 'draining';
+
 /** A node as the others see it: its id, the URL it serves the API on, and when it last beat. */
 interface Member {
   id: string;
@@ -7,6 +14,9 @@ interface Member {
   /** When that node's process started (a restart under the same id shows as a new value). */
   startedAt: number;
   lastSeenAt: number;
+  state: MemberState;
+  /** The draining members whose share this node has caught up (it can take it over warm). */
+  warm: string[];
 }
 
 interface MembershipOptions {
@@ -18,6 +28,8 @@ interface MembershipOptions {
   /** A node not heard from for this many beats leaves every node's view. */
   missedHeartbeats: number;
   now?: () => number;
+  /** Whether this node owns its share from the start (true) or joins first and says when it is ready (setReady). */
+  readyAtStart?: boolean;
 }
 
 type ChangeListener = (members: readonly string[]) => void;
@@ -28,6 +40,9 @@ interface Beat {
   startedAt: number;
   /** A node that is leaving says so, and is dropped at once instead of after its missed beats. */
   leaving?: true;
+  /** Absent from a node that does not say (it owns its share). */
+  state?: MemberState;
+  warm?: string[];
 }
 
 /**
@@ -35,6 +50,10 @@ interface Beat {
  * view of who beat recently. A node seeing a newcomer beats back at once, so a joining node knows the
  * cluster within a round trip rather than a beat. Views may differ for a moment while a node joins or
  * fails; writes are fenced by the log (JetStream's expected sequence), not by the view.
+ *
+ * The view that owns (`current`) holds the members that are ready or draining: a node joins first,
+ * catches up what it is to own, then says it is ready, so it takes its share warm; a node that leaves
+ * says it is draining and waits until the others say they caught up its share (`warm`) before it goes.
  */
 export class Membership {
   private readonly members = new Map<string, Member>();
@@ -44,6 +63,10 @@ export class Membership {
   private subscription: Subscription | undefined;
   private beating: NodeJS.Timeout | undefined;
   private view: readonly string[] = [];
+  /** What the listeners were last told of: every member's id, state and warm list. */
+  private told = '';
+  private state: MemberState;
+  private warm: string[] = [];
   /** When the beat timer last ran: a gap past the drop window means this process was stopped or stalled. */
   private lastTickAt = 0;
   private readonly stallListeners = new Set<() => void>();
@@ -54,6 +77,7 @@ export class Membership {
   ) {
     this.now = options.now ?? Date.now;
     this.startedAt = this.now();
+    this.state = options.readyAtStart === false ? 'joining' : 'ready';
   }
 
   private get subject(): string {
@@ -63,7 +87,7 @@ export class Membership {
   /** Joins: listens, beats, and resolves once the others had two beats' time to answer. */
   async start(): Promise<void> {
     const { self } = this.options;
-    this.members.set(self.id, { ...self, startedAt: this.startedAt, lastSeenAt: this.now() });
+    this.members.set(self.id, { ...self, startedAt: this.startedAt, lastSeenAt: this.now(), state: this.state, warm: [] });
     this.refreshView();
     this.subscription = this.nc.subscribe(this.subject, {
       callback: (error, message) => {
@@ -108,9 +132,58 @@ export class Membership {
     return () => this.stallListeners.delete(listener);
   }
 
-  /** The live members' ids, sorted (this node included). */
+  /** The members that own a share (ready or draining), sorted: this node included once it is ready. */
   current(): readonly string[] {
     return this.view;
+  }
+
+  /** Every live member's id, sorted, joining ones included. */
+  all(): readonly string[] {
+    return [...this.members.keys()].sort();
+  }
+
+  /** This node's state. */
+  get self(): MemberState {
+    return this.state;
+  }
+
+  /** The members that are draining, sorted. */
+  draining(): readonly string[] {
+    return this.all().filter((id) => this.members.get(id)?.state === 'draining');
+  }
+
+  /** Whether every other owning member says it caught up the share of draining member `id`. */
+  warmFor(id: string): boolean {
+    return this.view.every((member) => member === id || this.members.get(member)?.warm.includes(id) === true);
+  }
+
+  /** This node owns its share from now on (it caught up what it is to own). */
+  setReady(): void {
+    this.setState('ready');
+  }
+
+  /** This node is leaving: it keeps its share until the others caught it up (warmFor), then stops. */
+  drain(): void {
+    this.setState('draining');
+  }
+
+  /** The draining members whose share this node caught up (told to the others with each beat). */
+  setWarm(ids: readonly string[]): void {
+    const sorted = [...ids].sort();
+    if (sorted.join(',') === this.warm.join(',')) return;
+    this.warm = sorted;
+    const self = this.members.get(this.options.self.id);
+    if (self) self.warm = sorted;
+    this.beat();
+  }
+
+  private setState(state: MemberState): void {
+    if (this.state === state) return;
+    this.state = state;
+    const self = this.members.get(this.options.self.id);
+    if (self) self.state = state;
+    this.beat();
+    this.refreshView();
   }
 
   member(id: string): Member | undefined {
@@ -127,6 +200,9 @@ export class Membership {
   async stop(): Promise<void> {
     if (this.beating) clearInterval(this.beating);
     this.beating = undefined;
+    // (this node owns nothing from now on, in its own view too)
+    this.members.delete(this.options.self.id);
+    this.refreshView();
     if (!this.nc.isClosed()) {
       this.publish({ ...this.options.self, startedAt: this.startedAt, leaving: true });
       await this.nc.flush().catch(() => undefined);
@@ -141,19 +217,26 @@ export class Membership {
       return;
     }
     const known = this.members.get(beat.id);
-    this.members.set(beat.id, { id: beat.id, url: String(beat.url), startedAt: Number(beat.startedAt), lastSeenAt: this.now() });
-    if (!known) {
-      // A newcomer learns of this node now rather than at its next beat.
-      this.beat();
-      this.refreshView();
-    }
+    const state: MemberState = beat.state === 'joining' || beat.state === 'draining' ? beat.state : 'ready';
+    const warm = Array.isArray(beat.warm) ? beat.warm.filter((id): id is string => typeof id === 'string').sort() : [];
+    this.members.set(beat.id, {
+      id: beat.id,
+      url: String(beat.url),
+      startedAt: Number(beat.startedAt),
+      lastSeenAt: this.now(),
+      state,
+      warm,
+    });
+    // A newcomer learns of this node now rather than at its next beat.
+    if (!known) this.beat();
+    if (!known || known.state !== state || known.warm.join(',') !== warm.join(',')) this.refreshView();
   }
 
   private beat(): void {
     if (this.nc.isClosed()) return;
     const self = this.members.get(this.options.self.id);
     if (self) self.lastSeenAt = this.now();
-    this.publish({ ...this.options.self, startedAt: this.startedAt });
+    this.publish({ ...this.options.self, startedAt: this.startedAt, state: this.state, warm: this.warm });
   }
 
   private publish(beat: Beat): void {
@@ -197,7 +280,16 @@ export class Membership {
   }
 
   private refreshView(): void {
-    this.view = [...this.members.keys()].sort();
+    this.view = [...this.members.values()]
+      .filter((member) => member.state !== 'joining')
+      .map((member) => member.id)
+      .sort();
+    const told = [...this.members.values()]
+      .map((member) => `${member.id}:${member.state}:${member.warm.join('+')}`)
+      .sort()
+      .join(',');
+    if (told === this.told) return;
+    this.told = told;
     for (const listener of [...this.listeners]) listener(this.view);
   }
 }

@@ -34,7 +34,8 @@ import type { SandboxPool } from './sandbox-pool.js';
 interface HttpApiRunnerDeps {
   /** The instance runtime's public create, send and head (instance-runtime.ts). */
   runtime: {
-    head(orgId: string, machine: string, name: string): InstanceHead | undefined;
+    /** The committed head, from the instance's owner (read-your-writes). */
+    head(orgId: string, machine: string, name: string): Promise<InstanceHead | undefined>;
     create(request: CreateRequest): Promise<InstanceHead>;
     send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead>;
   };
@@ -113,7 +114,7 @@ export class HttpApiRunner {
     if (handled.kind === 'threw') throw machineCodeFailed(`httpApiMapper.${clipped(slug)}.handler failed: ${handled.message}`);
     const { machineInstanceName: name, event, authContext, initialContext } = handlerResponse(handled.value, slug);
 
-    if (!this.deps.runtime.head(orgId, machine, name)) {
+    if (!(await this.deps.runtime.head(orgId, machine, name))) {
       if (initialContext === undefined) {
         throw notFound(
           `instance ${name} of machine ${machine} does not exist, and the http API's handler gave no initialContext to create it with`,

@@ -1,5 +1,3 @@
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { StateBackedClient } from '@statebacked/client';
 import type { Test } from 'tap';
 import { request } from 'undici';
@@ -179,35 +177,29 @@ export const startLoad = (options: LoadOptions): { stop(): Promise<LoadReport>; 
 };
 
 /**
- * Waits until every node's copy applied the whole TX stream (its last sequence, asked of JetStream)
- * and stays there; returns that sequence.
+ * Waits until every node owns its share and holds it caught up: each says it is ready, sees the same
+ * members, and every partition it holds is caught up with the TX log (GET /cluster). Owners answer
+ * every read, so nothing else has to catch up for reads through any node to agree.
  */
-export const untilNodesApplied = async (
-  natsUrls: string[],
-  nodes: ClusterNodeUrl[],
-  token: string,
-  withinMs = 20_000,
-  cluster = 'statehold',
-): Promise<number> => {
-  const nc = await connect({ servers: natsUrls });
-  try {
-    const jsm = await jetstreamManager(nc);
-    const deadline = Date.now() + withinMs;
-    for (;;) {
-      const last = (await jsm.streams.info(`STATEHOLD_${cluster}_TX`)).state.last_seq;
-      const applied = await Promise.all(
-        nodes.map(
-          async (node) =>
-            (await callApi(node.url, 'GET', '/cluster', token, { timeoutMs: 5_000 })).body?.appliedSeq?.tx as number | undefined,
-        ),
+export const untilNodesApplied = async (_natsUrls: string[], nodes: ClusterNodeUrl[], token: string, withinMs = 20_000): Promise<void> => {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const views = await Promise.all(
+      nodes.map(async (node) => (await callApi(node.url, 'GET', '/cluster', token, { timeoutMs: 5_000 }).catch(() => undefined))?.body),
+    );
+    const settled = views.every(
+      (view) =>
+        view?.state === 'ready' &&
+        Array.isArray(view.members) &&
+        view.members.length === nodes.length &&
+        (view.partitions?.held as Array<{ ready: boolean }> | undefined)?.every((held) => held.ready) === true,
+    );
+    if (settled) return;
+    if (Date.now() > deadline)
+      throw new Error(
+        `the nodes did not settle in ${withinMs} ms: ${JSON.stringify(views.map((view) => view && { state: view.state, members: view.members?.length }))}`,
       );
-      if (applied.every((seq) => seq === last)) return last;
-      if (Date.now() > deadline)
-        throw new Error(`the nodes did not apply the TX stream in ${withinMs} ms: last ${last}, applied ${applied.join(', ')}`);
-      await sleep(200);
-    }
-  } finally {
-    await nc.close();
+    await sleep(200);
   }
 };
 

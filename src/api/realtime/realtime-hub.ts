@@ -1,4 +1,5 @@
 import { invalidParameter, notFound, rateLimited, unauthorized } from '../../domain/errors.js';
+import type { InstanceNews } from '../../domain/instance-news.js';
 import type { JsonObject } from '../../domain/machine-state.js';
 import { actorKey } from '../../runtime/actor-key.js';
 import { type UpdateBus, updateOf } from '../../runtime/update-bus.js';
@@ -24,18 +25,17 @@ export const defaultRealtimeLimits: RealtimeLimits = { maxSubscriptionsPerSocket
 type RtAuthenticate = (token: string, orgHeader: string | undefined) => { orgId: string; authContext: JsonObject; keyId?: string };
 
 interface RealtimeHubDeps {
-  runtime: ChannelRuntime & { head(orgId: string, machine: string, name: string): InstanceHead | undefined };
+  runtime: ChannelRuntime;
   bus: UpdateBus;
   fanout: RtFanout;
   authenticate: RtAuthenticate;
   /** Whether a signing key still exists (a deleted key's subscriptions end: dropRevoked). */
   keyExists: (keyId: string) => boolean;
   /**
-   * Resolves once this node's copy holds every commit of the instance acknowledged so far, through
-   * any node (a cluster node follows the others' logs), as HTTP reads wait: the first state a
-   * subscriber gets is then never older than an answer it already had.
+   * The instance's committed head with every commit acknowledged so far, through any node, in (as HTTP
+   * reads have it): the first state a subscriber gets is then never older than an answer it already had.
    */
-  caughtUp: (orgId: string, machine: string, name: string) => Promise<void>;
+  head: (orgId: string, machine: string, name: string) => Promise<InstanceHead | undefined>;
   limits: RealtimeLimits;
   logError: (message: string, error: unknown) => void;
 }
@@ -168,18 +168,25 @@ export class RealtimeHub {
     const { orgId, authContext, keyId } = this.deps.authenticate(session.token, session.orgHeader);
     const waiting = { cancelled: false };
     session.waiting.set(requestId, waiting);
+    // News that comes while the head is read (from the owner, maybe on another node) is kept, so that
+    // a channel made from that head misses no commit after it.
+    const early: InstanceNews[] = [];
+    const stopEarly = this.channels.has(actorKey(orgId, machine, name))
+      ? () => undefined
+      : this.deps.bus.listen(orgId, machine, name, (news) => early.push(news));
     return this.deps
-      .caughtUp(orgId, machine, name)
+      .head(orgId, machine, name)
       .finally(() => {
         if (session.waiting.get(requestId) === waiting) session.waiting.delete(requestId);
       })
-      .then(() => {
+      .then((head) => {
         if (waiting.cancelled || session.closed) return;
         // (checked again: the key may have been deleted while this subscribe waited)
         if (keyId !== undefined && !this.deps.keyExists(keyId))
           throw unauthorized("the key that signed this connection's token was deleted");
-        this.admit(session, orgId, authContext, keyId, machine, name, requestId);
-      });
+        this.admit(session, orgId, authContext, keyId, { machine, name, head, early }, requestId);
+      })
+      .finally(stopEarly);
   }
 
   private admit(
@@ -187,15 +194,14 @@ export class RealtimeHub {
     orgId: string,
     authContext: JsonObject,
     keyId: string | undefined,
-    machine: string,
-    name: string,
+    instance: { machine: string; name: string; head: InstanceHead | undefined; early: InstanceNews[] },
     requestId: string,
   ): void {
+    const channel = this.channelFor(orgId, instance);
     if (keyId !== undefined) {
       session.keyId = keyId;
       this.keyed.add(session);
     }
-    const channel = this.channelFor(orgId, machine, name);
     const subscription: Subscription = {
       requestId,
       peer: session.peer,
@@ -223,12 +229,13 @@ export class RealtimeHub {
     entry.channel.unsubscribe(entry.subscription);
   }
 
-  private channelFor(orgId: string, machine: string, name: string): InstanceChannel {
+  private channelFor(
+    orgId: string,
+    { machine, name, head, early }: { machine: string; name: string; head: InstanceHead | undefined; early: InstanceNews[] },
+  ): InstanceChannel {
     const key = actorKey(orgId, machine, name);
     const existing = this.channels.get(key);
     if (existing) return existing.channel;
-    // The starting state and the listening begin in the same tick: no commit falls between them.
-    const head = this.deps.runtime.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
     const channel = new InstanceChannel(
       key,
@@ -238,7 +245,10 @@ export class RealtimeHub {
       (empty) => this.forget(empty),
       this.deps.logError,
     );
+    // The listening begins in the same tick as the news kept while the head was read is handed on
+    // (the channel passes by what its head has already): no commit falls between them.
     const stopListening = this.deps.bus.listen(orgId, machine, name, (news) => channel.news(news));
+    for (const news of early) channel.news(news);
     this.channels.set(key, { channel, stopListening });
     return channel;
   }

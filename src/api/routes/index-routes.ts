@@ -13,7 +13,7 @@ const MAX_INDEX_CURSOR_CHARS = 4096;
 
 /**
  * GET /machines/{m}/indexes/{index}/query (wire-protocol §3.5, docs/indexes.md): one page of an index in
- * index order (value, then instance name), read from this node's store, which writes the entries with
+ * index order (value, then instance name), read from the owners' stores, which write the entries with
  * the heads they come from.
  */
 export const registerIndexRoutes = (router: Router, context: ApiContext): void => {
@@ -27,9 +27,8 @@ export const registerIndexRoutes = (router: Router, context: ApiContext): void =
     const descending = directionOf(query.get('dir'));
     const limit = limitOf(query.get('limit'), context.settings.pageSize);
     const after = positionOf(query.get('cursor'));
-    // (on a cluster node: every commit acknowledged before this query, through any node, applied here first)
-    await context.instances.caughtUp(orgId);
-    const found = context.instances.queryIndex({
+    // (on a cluster node: gathered from the owners of every partition, each caught up with the log)
+    const found = await context.reads.queryIndex({
       orgId,
       machine: machine.slug,
       index,

@@ -12,14 +12,13 @@ import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
 import { stateView, versionInfo } from '../state-view.js';
 
-/** Machine instances (wire-protocol §3.4). Writes go through the runtime; lists and history read the store. */
+/** Machine instances (wire-protocol §3.4). Writes go to the owner; lists and history are read from the owners. */
 export const registerInstanceRoutes = (router: Router, context: ApiContext): void => {
-  const { versions, instances, runtime, writes } = context;
+  const { versions, reads, runtime, writes } = context;
 
   /** The instance's head as committed, with every commit acknowledged before this request (through any node) in. */
   const instanceOf = async (orgId: string, machine: string, name: string) => {
-    await instances.caughtUp(orgId, machine, name);
-    const head = runtime.head(orgId, machine, name);
+    const head = await reads.head(orgId, machine, name);
     if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
     return head;
   };
@@ -61,8 +60,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const machine = requireMachine(context, orgId, request.params.machine as string);
     const after = decodeStringCursor(request.query.get('cursor'));
     const pageSize = context.settings.pageSize;
-    await instances.caughtUp(orgId);
-    const { items, cursor } = pageOf(instances.listInstances(orgId, machine.slug, after, pageSize + 1), pageSize, (last) => last.name);
+    const { items, cursor } = pageOf(await reads.listInstances(orgId, machine.slug, after, pageSize + 1), pageSize, (last) => last.name);
     return json({
       instances: items.map((head) => ({
         slug: head.name,
@@ -96,7 +94,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
       throw invalidParameter('cursor', 'cursor is not one this service returned');
     const pageSize = context.settings.pageSize;
     const { items, cursor } = pageOf(
-      instances.listTransitions(orgId, machine, instance, after, pageSize + 1),
+      await reads.listTransitions(orgId, machine, instance, after, pageSize + 1),
       pageSize,
       (last) => last.seq,
     );

@@ -56,9 +56,8 @@ export const registerMachineRoutes = (router: Router, context: ApiContext): void
     if (!catalog.getMachine(orgId, slug)) throw notFound(`machine ${slug} does not exist`);
     // No instance of it may be created meanwhile: one in progress is not stored yet.
     await context.writes.whileDeletingMachine(orgId, slug, async () => {
-      // (on a cluster node: with every instance created through any node applied here first)
-      await context.instances.caughtUp(orgId);
-      if (catalog.hasInstances(orgId, slug)) throw conflict(`machine ${slug} still has instances: delete them first`);
+      // (on a cluster node: asked of the owners of every partition)
+      if (await context.reads.hasInstances(orgId, slug)) throw conflict(`machine ${slug} still has instances: delete them first`);
       // Versions first: a crash in between leaves a machine without versions, never versions that a
       // machine created later under the same name would inherit.
       const removed = await context.versions.deleteMachineVersions(orgId, slug);

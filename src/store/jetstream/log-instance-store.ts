@@ -1,4 +1,4 @@
-import { jetstream } from '@nats-io/jetstream';
+import { type JetStreamClient, type JsMsg, jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { createHash } from 'node:crypto';
 import { unavailable } from '../../domain/errors.js';
@@ -16,7 +16,7 @@ import {
   type UsageDelta,
   type UsageMonth,
 } from '../instance-store.js';
-import { StreamFollower } from './stream-follower.js';
+import { PartitionCopy } from './partition-copy.js';
 import { type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
 /**
@@ -51,28 +51,30 @@ interface LogInstanceStoreOptions {
   nodeId?: string;
 }
 
+/** The node's own LMDB store, which can list what it holds (a partition given up is dropped from it). */
+type LocalCopy = InstanceStore & { instanceKeys(): Iterable<[orgId: string, machine: string, name: string]> };
+
 /**
  * The instance store of a cluster node. JetStream's TX log is the truth: every write is appended to
  * the instance's subject, fenced by the stream sequence of its previous commit (the head's `logSeq`),
  * and acknowledged by the configured replicas before it resolves; then it is applied to this node's
- * LMDB store, which answers every read. Every node also follows the log (`follow`) and applies the
- * commits other owners make, so each node's LMDB holds every instance within milliseconds: lists,
- * history pages, due timers and outboxes are read locally, and a new owner finds an instance's head
- * there. An owner that lost ownership cannot write: its append is refused and surfaces as
- * SequenceConflictError, which makes the runtime drop the actor. So does an append the log stored
- * after another entry that named the same position (a 2.9 server lets such races through): it counts
- * on no copy (`apply`), and its writer is told (transition-log.ts).
+ * LMDB store, which answers the owner's reads. A node holds only the partitions it owns
+ * (design.md §6.2; `own`): for each, a follower applies the partition's entries (this node's own
+ * appends, and any a previous owner still made), and a partition taken over is caught up from the
+ * log before it is ready; one given up is dropped from the store. An owner that lost ownership cannot
+ * write: its append is refused and surfaces as SequenceConflictError, which makes the runtime drop the
+ * actor. So does an append the log stored after another entry that named the same position (a 2.9
+ * server lets such races through): it counts on no copy (`apply`), and its writer is told
+ * (transition-log.ts).
  */
 export class LogInstanceStore implements InstanceStore {
   /** Local applies of one instance, one after another (the owner's own and the follower's may meet). */
   private readonly applying = new Map<string, Promise<unknown>>();
-  private following: StreamFollower | undefined;
-  /** The next stream sequence the follower asks for: every one before it was received. */
-  private received = 1;
-  /** Received entries whose local apply has not finished yet (applies of different instances overlap). */
-  private readonly pending = new Map<number, Promise<void>>();
-  /** Resolves waiters once the watermark passes their sequence. */
-  private watermarkWaiters: Array<{ seq: number; resolve: () => void }> = [];
+  /** The partitions this node owns, by number, with their followers. */
+  private readonly owned = new Map<number, PartitionCopy>();
+  /** Partitions given up whose rows are still being dropped from the store. */
+  private dropping: Promise<void> = Promise.resolve();
+  private js: JetStreamClient | undefined;
   private timersApplied: ((earliestDueAt: number) => void) | undefined;
   /**
    * The log position of the latest entry applied here, by instance, for the LATEST_KEPT instances
@@ -90,18 +92,19 @@ export class LogInstanceStore implements InstanceStore {
    */
   private readonly headless = new Map<string, number>();
   private headlessForgotten = false;
-  /** Whether the follower started at the stream's first entry, so an instance it has no position of has no entry before. */
-  private followedFromStart = false;
   private stopped = false;
   /** Where each outbox entry of this copy is, by message id (found without scanning the outbox). */
   private outboxPositions: Map<string, [number, number]> | undefined;
-  /** Delivered messages whose sender's commit may not be applied yet: dropped once the watermark reaches `before`. */
-  private deliveredLater: Array<{ before: number; messageId: string }> = [];
+  /**
+   * Messages whose receiver's commit was applied here before their sender's (a partition being caught
+   * up: partitions are followed side by side): the sender's outbox entry is dropped once it is applied.
+   */
+  private readonly deliveredEarly = new Set<string>();
   private readonly nodeId: string;
   private readonly shareUsage: LogInstanceStoreOptions['shareUsage'];
 
   constructor(
-    private readonly local: InstanceStore,
+    private readonly local: LocalCopy,
     private readonly log: JetStreamTransitionLog,
     private readonly onError: (message: string, error: unknown) => void,
     options: LogInstanceStoreOptions = {},
@@ -110,39 +113,35 @@ export class LogInstanceStore implements InstanceStore {
     this.shareUsage = options.shareUsage;
   }
 
-  /**
-   * The watermark: every TX stream entry up to it is applied to this node's copy. Only the follower
-   * moves it (an owner's own writes are applied ahead of it, out of stream order, and do not count).
-   */
-  get appliedSeq(): number {
-    let lowest = this.received;
-    for (const seq of this.pending.keys()) if (seq < lowest) lowest = seq;
-    return lowest - 1;
+  /** The partition of an instance, as the log divides them. */
+  partitionOf(orgId: string, machine: string, name: string): number {
+    return this.log.partitionOf(orgId, machine, name);
   }
 
-  /** Resolves once the watermark reaches `seq` (or after `ms`). */
-  private async watermarkAt(seq: number, ms: number): Promise<void> {
-    if (this.appliedSeq >= seq) return;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.watermarkWaiters.push({ seq, resolve: () => (clearTimeout(timer), resolve()) });
-    });
+  /** How many partitions the log divides instances into. */
+  get partitionCount(): number {
+    return this.log.partitions;
   }
 
-  private watermarkMoved(): void {
-    if (this.deliveredLater.length > 0) this.dropDeliveredNow();
-    if (this.watermarkWaiters.length === 0) return;
-    const at = this.appliedSeq;
-    const still: typeof this.watermarkWaiters = [];
-    for (const waiter of this.watermarkWaiters) waiter.seq <= at ? waiter.resolve() : still.push(waiter);
-    this.watermarkWaiters = still;
+  /** By partition this node owns: the stream sequence up to which its entries are applied here (for a restart to resume from). */
+  appliedPositions(): Record<number, number> {
+    const positions: Record<number, number> = {};
+    for (const [partition, copy] of this.owned) positions[partition] = copy.appliedSeq;
+    return positions;
+  }
+
+  /** The partitions this node owns, and whether each is caught up. */
+  partitions(): Array<{ partition: number; ready: boolean; appliedSeq: number }> {
+    return [...this.owned.values()]
+      .map((copy) => ({ partition: copy.partition, ready: copy.ready, appliedSeq: copy.appliedSeq }))
+      .sort((a, b) => a.partition - b.partition);
   }
 
   /**
-   * Told the earliest due time of every head the follower applies with pending timers. This node's
-   * timer scheduler hears of its own commits' timers from the runtime; a head written by another node
-   * (one this node owns now, after a failover or a restart of the whole cluster) reaches it only here,
-   * and without this the scheduler would find it only on its next routine look, up to 5 s late.
+   * Told the earliest due time of every head a follower applies with pending timers. This node's timer
+   * scheduler hears of its own commits' timers from the runtime; a head written by another node (in a
+   * partition this node took over) reaches it only here, and without this the scheduler would find it
+   * only on its next routine look, up to 5 s late.
    */
   onTimersApplied(listener: (earliestDueAt: number) => void): void {
     this.timersApplied = listener;
@@ -153,54 +152,170 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
-   * Follows the TX log from `from` (the first stream sequence not applied here) and applies every
-   * commit to the local store, in stream order.
+   * Makes `partitions` the ones this node holds: a partition newly owned gets a follower from
+   * `from(partition)` (the first stream sequence not applied here; 1 when this copy holds none of it)
+   * and is ready once caught up with the log; one given up loses its follower and its rows.
    */
-  async follow(nc: NatsConnection, from: number): Promise<void> {
-    this.received = Math.max(this.received, from);
-    this.followedFromStart = this.received <= 1;
+  own(nc: NatsConnection, partitions: ReadonlySet<number>, from: (partition: number) => number): void {
+    this.js ??= jetstream(nc);
+    const js = this.js;
     this.stopped = false;
-    this.following = new StreamFollower({
-      js: jetstream(nc),
-      stream: this.log.stream,
-      next: () => this.received,
-      // Not awaited: entries of different instances apply side by side (their commits then share an
-      // LMDB sync); one instance's apply one after another (applyLocally).
-      handle: async (message) => {
-        const seq = message.seq;
-        this.received = seq + 1;
-        const entry = message.json<LogEntry>();
-        entry.after ??= positionOf(message.headers?.get(EXPECTED_HEADER));
-        const applied = this.applyLocally(entry, seq)
-          .then(
-            () => undefined,
-            (error: unknown) => this.onError(`could not apply TX log entry ${seq} to the local store`, error),
-          )
-          .finally(() => {
-            this.pending.delete(seq);
-            this.watermarkMoved();
-          });
-        this.pending.set(seq, applied);
-        // Bounded: past MAX_PENDING applies in flight, the follower waits for one to finish.
-        if (this.pending.size >= MAX_PENDING) await Promise.race(this.pending.values());
-      },
-      onError: this.onError,
-    });
-    await this.following.start();
+    const given = [...this.owned.values()].filter((copy) => !partitions.has(copy.partition));
+    for (const copy of given) this.owned.delete(copy.partition);
+    for (const partition of partitions) {
+      if (this.owned.has(partition)) continue;
+      this.owned.set(
+        partition,
+        new PartitionCopy({
+          partition,
+          js,
+          stream: this.log.stream,
+          filter: this.log.partitionSubject(partition),
+          from: from(partition),
+          lastSeq: () => this.log.lastSeqOfPartition(partition),
+          apply: (message) => this.applyFollowed(message),
+          onError: this.onError,
+        }),
+      );
+    }
+    if (given.length === 0) return;
+    const dropped = new Set(given.map((copy) => copy.partition));
+    this.dropping = this.dropping
+      .then(async () => {
+        await Promise.all(given.map((copy) => copy.stop()));
+        await this.dropPartitions(dropped);
+      })
+      .catch((error: unknown) => this.onError(`could not drop partitions ${[...dropped].join(', ')} from the local store`, error));
+  }
+
+  /** Whether this node owns the instance's partition (in the view it was last given). */
+  holds(orgId: string, machine: string, name: string): boolean {
+    return this.owned.has(this.partitionOf(orgId, machine, name));
+  }
+
+  /**
+   * Resolves once the instance's partition is caught up here; a 503 when it is not owned here or not
+   * caught up within `ms`.
+   */
+  async partitionReady(orgId: string, machine: string, name: string, ms = READY_WAIT_MS): Promise<void> {
+    const copy = this.owned.get(this.partitionOf(orgId, machine, name));
+    if (!copy) throw unavailable(`this node does not hold instance ${name} of machine ${machine} now; retry`);
+    if (copy.ready) return;
+    await withinMs(copy.whenReady(), ms, () =>
+      unavailable(`this node is still catching up the partition of instance ${name} of machine ${machine} with the cluster's log; retry`),
+    );
+  }
+
+  /** Resolves once every partition this node owns is caught up (within `ms`, else a 503): before it answers for all it holds. */
+  async allReady(ms = READY_WAIT_MS): Promise<void> {
+    const waiting = [...this.owned.values()].filter((copy) => !copy.ready);
+    if (waiting.length === 0) return;
+    await withinMs(Promise.all(waiting.map((copy) => copy.whenReady())), ms, () =>
+      unavailable(`this node is still catching up ${waiting.length} partitions with the cluster's log; retry`),
+    );
+  }
+
+  /**
+   * The instances of the given partitions, in name order after `afterName`; 'moved' when one of them
+   * is not held here or not caught up within READY_WAIT_MS (its asker asks its owner again).
+   */
+  async listPart(partitions: readonly number[], orgId: string, machine: string, afterName: string | undefined, limit: number) {
+    const wanted = await this.readyPartitions(partitions);
+    if (!wanted) return 'moved' as const;
+    const out: InstanceHead[] = [];
+    let after = afterName;
+    for (;;) {
+      const page = this.local.listInstances(orgId, machine, after, limit);
+      for (const head of page) if (wanted.has(this.partitionOf(orgId, machine, head.name)) && out.length < limit) out.push(head);
+      if (out.length >= limit || page.length < limit) return out;
+      after = page[page.length - 1]?.name;
+    }
+  }
+
+  /** The index entries of the given partitions, in the query's order; 'moved' as listPart. */
+  async queryPart(partitions: readonly number[], query: IndexQuery) {
+    const wanted = await this.readyPartitions(partitions);
+    if (!wanted) return 'moved' as const;
+    const out: IndexPosition[] = [];
+    let after = query.after;
+    for (;;) {
+      const page = this.local.queryIndex({ ...query, ...(after ? { after } : {}) });
+      for (const entry of page)
+        if (wanted.has(this.partitionOf(query.orgId, query.machine, entry.name)) && out.length < query.limit) out.push(entry);
+      if (out.length >= query.limit || page.length < query.limit) return out;
+      after = page[page.length - 1];
+    }
+  }
+
+  /** The partitions as a set once each is held here and caught up; undefined when one is not held or not in time. */
+  private async readyPartitions(partitions: readonly number[]): Promise<Set<number> | undefined> {
+    const copies = partitions.map((partition) => this.owned.get(partition));
+    if (copies.some((copy) => copy === undefined)) return undefined;
+    const waiting = copies.filter((copy): copy is PartitionCopy => copy !== undefined && !copy.ready);
+    if (waiting.length > 0) {
+      const ready = await withinMs(
+        Promise.all(waiting.map((copy) => copy.whenReady())).then(() => true),
+        READY_WAIT_MS,
+        () => undefined,
+      ).catch(() => undefined);
+      if (!ready) return undefined;
+    }
+    return new Set(partitions);
+  }
+
+  /** The instances this node holds as owner (a partition given up is gone once dropped). */
+  heldInstances(): number {
+    let count = 0;
+    for (const [orgId, machine, name] of this.local.instanceKeys()) if (this.holds(orgId, machine, name)) count++;
+    return count;
   }
 
   async stopFollowing(): Promise<void> {
     this.stopped = true;
-    await this.following?.stop();
-    this.following = undefined;
+    const copies = [...this.owned.values()];
+    await Promise.all(copies.map((copy) => copy.stop()));
+    await this.dropping;
+  }
+
+  /** Drops every row of the given partitions from the store: heads, histories, indexes, timers, and their senders' outbox entries. */
+  private async dropPartitions(partitions: ReadonlySet<number>): Promise<void> {
+    const inDropped = (orgId: string, machine: string, name: string) =>
+      partitions.has(this.partitionOf(orgId, machine, name)) && !this.holds(orgId, machine, name);
+    const keys = [...this.local.instanceKeys()].filter(([orgId, machine, name]) => inDropped(orgId, machine, name));
+    for (const [orgId, machine, name] of keys) {
+      await this.local.deleteInstance(orgId, machine, name);
+      const key = keyOf({ orgId, machine, name });
+      this.latest.delete(key);
+      this.headless.delete(key);
+    }
+    for (const message of this.local.listOutbox(Number.MAX_SAFE_INTEGER)) {
+      if (!inDropped(message.orgId, message.from.machine, message.from.name)) continue;
+      this.outboxPositions?.delete(message.id);
+      await this.local.removeOutbox(message);
+    }
+  }
+
+  /** One entry a partition's follower received. */
+  private applyFollowed(message: JsMsg): Promise<void> {
+    const entry = message.json<LogEntry>();
+    entry.after ??= positionOf(message.headers?.get(EXPECTED_HEADER));
+    return this.applyLocally(entry, message.seq).then(() => undefined);
   }
 
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined {
     return this.local.getInstance(orgId, machine, name);
   }
 
+  /** The instances of partitions this node holds (rows of one given up and not dropped yet are passed by). */
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[] {
-    return this.local.listInstances(orgId, machine, afterName, limit);
+    const out: InstanceHead[] = [];
+    let after = afterName;
+    for (;;) {
+      const page = this.local.listInstances(orgId, machine, after, limit);
+      for (const head of page) if (this.holds(orgId, machine, head.name) && out.length < limit) out.push(head);
+      if (out.length >= limit || page.length < limit) return out;
+      after = page[page.length - 1]?.name;
+    }
   }
 
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
@@ -282,9 +397,16 @@ export class LogInstanceStore implements InstanceStore {
     return this.local.listTransitions(orgId, machine, name, afterSeq, limit);
   }
 
-  /** This node's copy: every commit its follower (or this node as owner) applied, with the heads. */
+  /** This node's part of an index: the entries of the partitions it holds, with their heads. */
   queryIndex(query: IndexQuery): IndexPosition[] {
-    return this.local.queryIndex(query);
+    const out: IndexPosition[] = [];
+    let after = query.after;
+    for (;;) {
+      const page = this.local.queryIndex({ ...query, ...(after ? { after } : {}) });
+      for (const entry of page) if (this.holds(query.orgId, query.machine, entry.name) && out.length < query.limit) out.push(entry);
+      if (out.length >= query.limit || page.length < query.limit) return out;
+      after = page[page.length - 1];
+    }
   }
 
   listDueTimers(uptoMs: number, limit: number): DueTimer[] {
@@ -389,30 +511,40 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
-   * The read barrier: the log's last sequence (the instance's, or the whole stream's), then the local
-   * watermark up to it (CATCH_UP_MS at most). With NATS out of reach it answers from the local copy
-   * rather than not at all.
+   * The read barrier, for an instance this node holds: its partition caught up, then its last logged
+   * entry applied here (CATCH_UP_MS at most); for a whole org, every partition this node holds caught
+   * up. An instance held elsewhere is its owner's to answer (no wait here). With NATS out of reach it
+   * answers from the local copy rather than not at all.
    */
   async caughtUp(orgId: string, machine?: string, name?: string): Promise<void> {
-    const last = await (machine !== undefined && name !== undefined ? this.log.lastSeq(orgId, machine, name) : this.log.headSeq()).catch(
-      () => 0,
-    );
-    await this.watermarkAt(last, CATCH_UP_MS);
+    if (machine === undefined || name === undefined) {
+      await this.allReady().catch(() => undefined);
+      return;
+    }
+    const copy = this.owned.get(this.partitionOf(orgId, machine, name));
+    if (!copy) return;
+    await withinMs(copy.whenReady(), CATCH_UP_MS, () => undefined).catch(() => undefined);
+    const last = await this.log.lastSeq(orgId, machine, name).catch(() => 0);
+    await copy.appliedTo(last, CATCH_UP_MS);
   }
 
   /**
    * Waits (up to CATCH_UP_MS) until the local copy holds the instance's last logged entry, whose
-   * position it returns; a 503 when the log cannot be asked or the copy is not there in time.
+   * position it returns; a 503 when the log cannot be asked, the instance's partition is not held here,
+   * or the copy is not there in time.
    */
   private async caughtUpStrictly(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): Promise<number> {
+    await this.partitionReady(key.orgId, key.machine, key.name);
+    const copy = this.owned.get(this.partitionOf(key.orgId, key.machine, key.name));
+    if (!copy) throw unavailable(`this node does not hold instance ${key.name} of machine ${key.machine} now; retry`);
     let last: number;
     try {
       last = await this.log.lastSeq(key.orgId, key.machine, key.name);
     } catch (error) {
       throw unavailable(`the cluster's log cannot be read now (${error instanceof Error ? error.message : String(error)}); retry`);
     }
-    await this.watermarkAt(last, CATCH_UP_MS);
-    if (this.appliedSeq < last)
+    await copy.appliedTo(last, CATCH_UP_MS);
+    if (copy.appliedSeq < last)
       throw unavailable(`this node's copy of instance ${key.name} of machine ${key.machine} is behind the cluster's log; retry`);
     return last;
   }
@@ -434,11 +566,16 @@ export class LogInstanceStore implements InstanceStore {
 
   /**
    * This node's own append, which counts (the log said so): applied to the local store now, unless the
-   * copy is not where the append was made from (it lags the head the owner held); then the follower
-   * applies it in its turn, waited for here (CATCH_UP_MS at most).
+   * copy is not where the append was made from (it lags the head the owner held); then the partition's
+   * follower applies it in its turn, waited for here (CATCH_UP_MS at most).
    */
   private async applyOwn(entry: LogEntry, seq: number): Promise<void> {
-    if (!(await this.applyLocally(entry, seq, true))) await this.watermarkAt(seq, CATCH_UP_MS);
+    const { orgId, machine, name } = instanceOf(entry);
+    const copy = this.owned.get(this.partitionOf(orgId, machine, name));
+    // (a write of a request that was under way when this node gave the partition up: it is in the log,
+    // and its partition's owner applies it; this node holds none of the partition)
+    if (!copy) return;
+    if (!(await this.applyLocally(entry, seq, true))) await copy.appliedTo(seq, CATCH_UP_MS);
   }
 
   /**
@@ -463,32 +600,35 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
-   * Every node's copy holds every outbox entry, and only the sender's owner delivers (and removes) its
-   * own: the others remove theirs when the receiver's commit, which names the message, reaches them.
-   * The sender's commit precedes the receiver's in the log, but applies of different instances overlap:
-   * the entry is removed once every entry before the receiver's (`seq`) is applied here.
+   * A receiver's commit names the message it applied: the sender's outbox entry, when this copy holds
+   * it (this node owns the sender too), is delivered and goes. The owner's dispatcher removes what it
+   * delivered itself; this covers entries that a partition's catch-up brings back: the sender's commit
+   * replayed after the receiver's (partitions are followed side by side), or before it.
    */
-  private dropDelivered(messageId: string | undefined, seq: number): void {
+  private dropDelivered(messageId: string | undefined): void {
     if (messageId === undefined) return;
-    this.deliveredLater.push({ before: seq - 1, messageId });
-    if (this.appliedSeq >= seq - 1) this.dropDeliveredNow();
+    const position = this.positions().get(messageId);
+    if (!position) {
+      this.deliveredEarly.add(messageId);
+      if (this.deliveredEarly.size > DELIVERED_KEPT) this.deliveredEarly.delete(this.deliveredEarly.values().next().value as string);
+      return;
+    }
+    this.removeDelivered(messageId, position);
   }
 
-  private dropDeliveredNow(): void {
-    const at = this.appliedSeq;
-    const due = this.deliveredLater.filter((drop) => drop.before <= at);
-    if (due.length === 0) return;
-    this.deliveredLater = this.deliveredLater.filter((drop) => drop.before > at);
-    const positions = this.positions();
-    for (const { messageId } of due) {
-      const position = positions.get(messageId);
-      if (!position) continue;
-      positions.delete(messageId);
-      const message = { id: messageId, position } as OutboxMessage;
-      this.local
-        .removeOutbox(message)
-        .catch((error: unknown) => this.onError(`could not drop delivered message ${messageId} from the outbox`, error));
-    }
+  private removeDelivered(messageId: string, position: [number, number]): void {
+    this.outboxPositions?.delete(messageId);
+    this.deliveredEarly.delete(messageId);
+    const message = { id: messageId, position } as OutboxMessage;
+    this.local
+      .removeOutbox(message)
+      .catch((error: unknown) => this.onError(`could not drop delivered message ${messageId} from the outbox`, error));
+  }
+
+  /** After a commit with outbox entries is applied: the ones whose receivers applied them already go. */
+  private dropDeliveredEarly(effects: CommitEffects): void {
+    if (this.deliveredEarly.size === 0 || !effects.outbox?.length) return;
+    for (const message of effects.outbox) if (this.deliveredEarly.has(message.id)) this.removeDelivered(message.id, message.position);
   }
 
   /** The outbox's positions by message id, read whole once (it holds what is still to deliver: few). */
@@ -534,8 +674,9 @@ export class LogInstanceStore implements InstanceStore {
         }
         this.notePositions(entry.effects);
         await this.local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects);
+        this.dropDeliveredEarly(entry.effects);
         this.headless.delete(key);
-        this.dropDelivered(entry.effects.receivedMessageId, seq);
+        this.dropDelivered(entry.effects.receivedMessageId);
         this.noteTimers(entry.head);
         return true;
       }
@@ -543,7 +684,8 @@ export class LogInstanceStore implements InstanceStore {
         if (!current) break;
         this.notePositions(entry.effects);
         await this.local.commit({ ...entry.head, logSeq: seq }, current, entry.history, entry.effects);
-        this.dropDelivered(entry.effects.receivedMessageId, seq);
+        this.dropDeliveredEarly(entry.effects);
+        this.dropDelivered(entry.effects.receivedMessageId);
         this.noteTimers(entry.head);
         return true;
       }
@@ -558,7 +700,7 @@ export class LogInstanceStore implements InstanceStore {
         await this.local.markReceived(orgId, machine, name, entry.messageId);
         // (the head's log position moves too, so the next append expects this entry)
         await this.local.replaceHead({ ...current, logSeq: seq }, current);
-        this.dropDelivered(entry.messageId, seq);
+        this.dropDelivered(entry.messageId);
         return true;
       }
       case 'fence': {
@@ -588,8 +730,8 @@ export class LogInstanceStore implements InstanceStore {
   private async counts(entry: LogEntry, seq: number, position: number | undefined): Promise<boolean> {
     if (entry.after === undefined) return true;
     if (position !== undefined) return entry.after === position;
-    if (this.followedFromStart && !this.headlessForgotten) return entry.after === 0;
     const { orgId, machine, name } = instanceOf(entry);
+    if (this.owned.get(this.partitionOf(orgId, machine, name))?.followedFromStart && !this.headlessForgotten) return entry.after === 0;
     for (let attempt = 0; ; attempt++) {
       try {
         return (await this.log.firstAfter(orgId, machine, name, entry.after)) === seq;
@@ -637,8 +779,28 @@ const positionOf = (header: string | undefined): number | undefined => {
 const instanceOf = (entry: LogEntry): Pick<InstanceHead, 'orgId' | 'machine' | 'name'> =>
   entry.kind === 'create' || entry.kind === 'commit' || entry.kind === 'head' ? entry.head : entry;
 
-/** TX entries applied side by side at most while following. */
-const MAX_PENDING = 256;
+/** Receivers' commits remembered whose senders' entries were not applied here yet (see dropDelivered). */
+const DELIVERED_KEPT = 10_000;
+
+/** How long a request for an instance waits for its partition to be caught up on a node that just took it. */
+const READY_WAIT_MS = 10_000;
+
+/** `work`, or what `timedOut` makes (thrown when an error, resolved otherwise) after `ms`. */
+const withinMs = async <T>(work: Promise<T>, ms: number, timedOut: () => unknown): Promise<T | undefined> => {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve, reject) => {
+    timer = setTimeout(() => {
+      const outcome = timedOut();
+      if (outcome instanceof Error) reject(outcome);
+      else resolve(undefined);
+    }, ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+};
 
 /** How long a fenced writer waits for its copy to catch up with the log before giving up the request. */
 const CATCH_UP_MS = 2_000;

@@ -3,6 +3,10 @@ import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg 
 interface StreamFollowerOptions {
   js: JetStreamClient;
   stream: string;
+  /** Only the entries on these subjects (a partition's `…tx.<p>.>`); every entry when not given. */
+  filter?: string;
+  /** The stream sequence of the last entry the follower is to see (its filter's); the whole stream's when not given. */
+  lastSeq?: () => Promise<number>;
   /** The first sequence not handled yet: asked again each time the follower (re)starts. */
   next: () => number;
   /** Handles one message, in stream order; its failure is reported and the follower goes on. */
@@ -56,8 +60,9 @@ export class StreamFollower {
     this.lastNext = next;
     if (moved || this.stopped || !this.messages) return;
     try {
-      const jsm = await this.options.js.jetstreamManager();
-      const last = (await jsm.streams.info(this.options.stream)).state.last_seq;
+      const last = this.options.lastSeq
+        ? await this.options.lastSeq()
+        : (await (await this.options.js.jetstreamManager()).streams.info(this.options.stream)).state.last_seq;
       if (last >= next && this.options.next() === next) {
         this.options.onError(`following ${this.options.stream} stalled at ${next - 1} of ${last}`, new Error('no entry for a while'));
         await this.messages?.close();
@@ -68,8 +73,13 @@ export class StreamFollower {
   }
 
   private async open(): Promise<void> {
-    const { js, stream, next } = this.options;
-    const consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.max(1, next()) });
+    const { js, stream, next, filter } = this.options;
+    const consumer = await js.consumers.get(stream, {
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: Math.max(1, next()),
+      // (one subject as a string: a 2.9 server takes one filter subject per consumer, and the client checks)
+      ...(filter === undefined ? {} : { filter_subjects: filter }),
+    });
     this.messages = await consumer.consume();
   }
 

@@ -13,6 +13,7 @@ import {
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { payloadTooLarge, unavailable } from '../../domain/errors.js';
+import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
 
 /** An append refused because the instance's log moved past what the writer expected: it is not the owner any more. */
 export class LogFencedError extends Error {
@@ -32,6 +33,8 @@ interface TransitionLogOptions {
   replicas: number;
   /** Window in which an append with a message id already taken is answered as a duplicate, not stored twice. */
   duplicateWindowMs?: number;
+  /** Partitions of a log made now (DEFAULT_PARTITIONS when not given); a log that exists keeps its own. */
+  partitions?: number;
 }
 
 interface Appended {
@@ -46,7 +49,8 @@ const WRONG_LAST_SEQUENCE = 10071;
 
 /**
  * The cluster's durable log of instance commits: one JetStream stream, one subject per instance
- * (`statehold.<cluster>.tx.<org>.<machine>.<instance>`; names are single NATS tokens). An append names
+ * (`statehold.<cluster>.tx.<partition>.<org>.<machine>.<instance>`; names are single NATS tokens), so
+ * that a partition's entries are one filter (`…tx.<partition>.>`) its owner follows. An append names
  * the stream sequence of the instance's previous commit (JetStream's expected last subject sequence),
  * so a node that lost ownership cannot write (LogFencedError), and carries a message id, so a retried
  * append inside the duplicate window is stored once. An acknowledgement means the configured replicas
@@ -67,14 +71,20 @@ export class JetStreamTransitionLog {
     private readonly jsm: JetStreamManager,
     readonly stream: string,
     private readonly prefix: string,
+    /** How many partitions the log's instances are divided into (fixed when the stream was made). */
+    readonly partitions: number,
   ) {}
 
   static async open(nc: NatsConnection, options: TransitionLogOptions): Promise<JetStreamTransitionLog> {
     const jsm = await jetstreamManager(nc);
     const stream = `STATEHOLD_${options.cluster}_TX`;
     const prefix = `statehold.${options.cluster}.tx`;
+    const wanted = options.partitions ?? DEFAULT_PARTITIONS;
+    if (!Number.isInteger(wanted) || wanted < 1 || wanted > MAX_PARTITIONS)
+      throw new Error(`--partitions must be an integer from 1 to ${MAX_PARTITIONS}, not ${wanted}`);
     const config = {
       name: stream,
+      description: describe(wanted),
       subjects: [`${prefix}.>`],
       storage: StorageType.File,
       retention: RetentionPolicy.Limits,
@@ -93,17 +103,45 @@ export class JetStreamTransitionLog {
       await jsm.streams.add(config);
     }
     // Read back: a 2.9 server ignores settings it does not know rather than refusing them (measured-here.md).
-    const info = await jsm.streams.info(stream);
+    let info = await jsm.streams.info(stream);
+    if (partitionsOf(info.config.description) === undefined) {
+      // A stream made by a release before partitions: its entries' subjects name no partition.
+      if (info.state.messages > 0)
+        throw new Error(
+          `stream ${stream} was written by a Statehold release before partitioned logs (its subjects name no partition): start this release on a new cluster name (--cluster), see cluster/README.md`,
+        );
+      info = await jsm.streams.update(stream, { ...info.config, description: describe(wanted) });
+    }
     if (info.config.num_replicas !== options.replicas) {
       throw new Error(
         `stream ${stream} has ${info.config.num_replicas} replicas, not the ${options.replicas} asked for: change it with the nats CLI or use --replicas ${info.config.num_replicas}`,
       );
     }
-    return new JetStreamTransitionLog(jetstream(nc), jsm, stream, prefix);
+    return new JetStreamTransitionLog(jetstream(nc), jsm, stream, prefix, partitionsOf(info.config.description) ?? wanted);
+  }
+
+  partitionOf(orgId: string, machine: string, name: string): number {
+    return partitionOf(orgId, machine, name, this.partitions);
   }
 
   subjectOf(orgId: string, machine: string, name: string): string {
-    return `${this.prefix}.${orgId}.${machine}.${name}`;
+    return `${this.prefix}.${this.partitionOf(orgId, machine, name)}.${orgId}.${machine}.${name}`;
+  }
+
+  /** Every entry of one partition: what its owner follows. */
+  partitionSubject(partition: number): string {
+    return `${this.prefix}.${partition}.>`;
+  }
+
+  /** The stream sequence of the partition's last entry, 0 when it has none: its owner has caught up once it applied it. */
+  async lastSeqOfPartition(partition: number): Promise<number> {
+    try {
+      const message = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.partitionSubject(partition) });
+      return message?.seq ?? 0;
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.status === 404) return 0;
+      throw error;
+    }
   }
 
   /**
@@ -198,9 +236,13 @@ export class JetStreamTransitionLog {
       throw error;
     }
   }
-
-  /** The stream's last sequence: a node that applied up to it has every acknowledged commit. */
-  async headSeq(): Promise<number> {
-    return (await this.jsm.streams.info(this.stream)).state.last_seq;
-  }
 }
+
+/** The stream's description names its partition count: every node reads it, so all divide alike. */
+const describe = (partitions: number): string => `Statehold instance commits; partitions=${partitions}`;
+
+const partitionsOf = (description: string | undefined): number | undefined => {
+  const found = /partitions=(\d+)/.exec(description ?? '');
+  const count = found ? Number(found[1]) : Number.NaN;
+  return Number.isInteger(count) && count >= 1 && count <= MAX_PARTITIONS ? count : undefined;
+};

@@ -130,6 +130,11 @@ export class LmdbInstanceStore implements InstanceStore {
     return this.heads.get([orgId, machine, name]);
   }
 
+  /** Every instance's key, in key order, from LMDB (a cluster node drops the partitions it gave up). */
+  *instanceKeys(): Iterable<[orgId: string, machine: string, name: string]> {
+    for (const key of this.heads.getKeys()) yield key;
+  }
+
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[] {
     const out: InstanceHead[] = [];
     for (const { key, value } of this.heads.getRange({ start: [orgId, machine, afterName ?? ''], end: [orgId, machine, AFTER_ALL] })) {

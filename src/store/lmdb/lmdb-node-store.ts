@@ -17,7 +17,7 @@ type NodeStoreOptions = Omit<InstanceStoreOptions, 'walDir'>;
  * synced to disk; the log groups the commits asked for while its previous frame is written: the group
  * commit design.md §4 asks for.
  */
-export const openLmdbNodeStore = (dataDir: string, options: NodeStoreOptions = {}): NodeStore => {
+export const openLmdbNodeStore = (dataDir: string, options: NodeStoreOptions = {}): NodeStore & { instances: LmdbInstanceStore } => {
   mkdirSync(dataDir, { recursive: true });
   // overlappingSync (lmdb-js's default on Linux) resolves a write once committed and syncs later; we
   // promise that an acknowledged write survives power loss, so the sync stays inside the commit.

@@ -1,0 +1,141 @@
+import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import { StreamFollower } from './stream-follower.js';
+
+interface PartitionCopyOptions {
+  partition: number;
+  js: JetStreamClient;
+  stream: string;
+  /** The partition's subjects (`…tx.<p>.>`). */
+  filter: string;
+  /** The first stream sequence not applied here for this partition (1: follow from the start). */
+  from: number;
+  /** The partition's last entry's stream sequence in the log now. */
+  lastSeq: () => Promise<number>;
+  /** Applies one entry; entries of different instances may be applied side by side. */
+  apply: (message: JsMsg) => Promise<void>;
+  onError: (message: string, error: unknown) => void;
+}
+
+/**
+ * One partition this node owns: its follower (an ordered consumer filtered to the partition's
+ * subjects) and its watermark, the stream sequence up to which every entry of the partition is
+ * applied to this node's copy. A partition is ready once the watermark reached the partition's last
+ * entry as the log had it when the node took it: until then its owner answers nothing of it.
+ */
+export class PartitionCopy {
+  readonly partition: number;
+  /** Whether the follower started at the stream's start, so an instance it has no position of has no entry before. */
+  readonly followedFromStart: boolean;
+  /** The next stream sequence the follower asks for: every one of the partition before it was received. */
+  private received: number;
+  /** Received entries whose apply has not finished yet (applies of different instances overlap). */
+  private readonly pending = new Map<number, Promise<void>>();
+  private waiters: Array<{ seq: number; resolve: () => void }> = [];
+  private readonly follower: StreamFollower;
+  private readonly readiness: Promise<void>;
+  private isReady = false;
+  private stopped = false;
+
+  constructor(private readonly options: PartitionCopyOptions) {
+    this.partition = options.partition;
+    this.received = Math.max(1, options.from);
+    this.followedFromStart = this.received <= 1;
+    this.follower = new StreamFollower({
+      js: options.js,
+      stream: options.stream,
+      filter: options.filter,
+      lastSeq: options.lastSeq,
+      next: () => this.received,
+      // Not awaited: entries of different instances apply side by side (their commits then share an
+      // LMDB sync); one instance's apply one after another (the store's applyLocally).
+      handle: async (message) => {
+        const seq = message.seq;
+        this.received = seq + 1;
+        const applied = options
+          .apply(message)
+          .catch((error: unknown) => options.onError(`could not apply TX log entry ${seq} to the local store`, error))
+          .finally(() => {
+            this.pending.delete(seq);
+            this.moved();
+          });
+        this.pending.set(seq, applied);
+        // Bounded: past MAX_PENDING applies in flight, the follower waits for one to finish.
+        if (this.pending.size >= MAX_PENDING) await Promise.race(this.pending.values());
+      },
+      onError: options.onError,
+    });
+    this.readiness = this.catchUp();
+    this.readiness.catch(() => undefined);
+  }
+
+  /** The watermark: every entry of the partition up to this stream sequence is applied here. */
+  get appliedSeq(): number {
+    let lowest = this.received;
+    for (const seq of this.pending.keys()) if (seq < lowest) lowest = seq;
+    return lowest - 1;
+  }
+
+  get ready(): boolean {
+    return this.isReady;
+  }
+
+  /** Resolves once ready; rejects only when stopped first. */
+  whenReady(): Promise<void> {
+    return this.readiness;
+  }
+
+  /** Resolves once the watermark reaches `seq` (or after `ms`). */
+  async appliedTo(seq: number, ms: number): Promise<void> {
+    if (this.appliedSeq >= seq) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.waiters.push({ seq, resolve: () => (clearTimeout(timer), resolve()) });
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.follower.stop();
+    await Promise.allSettled(this.pending.values());
+    for (const waiter of this.waiters) waiter.resolve();
+    this.waiters = [];
+  }
+
+  private moved(): void {
+    if (this.waiters.length === 0) return;
+    const at = this.appliedSeq;
+    const still: typeof this.waiters = [];
+    for (const waiter of this.waiters) waiter.seq <= at ? waiter.resolve() : still.push(waiter);
+    this.waiters = still;
+  }
+
+  /** Starts following; ready once the entries the log had when it started are applied (asked again while the log does not answer). */
+  private async catchUp(): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      if (this.stopped) throw new Error(`partition ${this.partition} was given up`);
+      try {
+        const last = await this.options.lastSeq();
+        if (attempt === 0 || !this.followerStarted) {
+          await this.follower.start();
+          this.followerStarted = true;
+        }
+        for (;;) {
+          await this.appliedTo(last, 1_000);
+          if (this.appliedSeq >= last) break;
+          if (this.stopped) throw new Error(`partition ${this.partition} was given up`);
+        }
+        this.isReady = true;
+        return;
+      } catch (error) {
+        if (this.stopped) throw error;
+        if (attempt === 0) this.options.onError(`could not catch partition ${this.partition} up with the log yet; trying again`, error);
+        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
+      }
+    }
+  }
+
+  private followerStarted = false;
+}
+
+/** TX entries of one partition applied side by side at most while following. */
+const MAX_PENDING = 256;
