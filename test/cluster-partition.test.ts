@@ -1,5 +1,6 @@
 import t from 'tap';
 import { checkInvariants, setUpLedger, startLoad, summary, untilNodesApplied } from './helpers/cluster-load.js';
+import { call } from './helpers/http.js';
 import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 import { startTcpProxy } from './helpers/tcp-proxy.js';
 
@@ -38,7 +39,11 @@ t.test(
     // A partition: nothing through, nothing closed; what n3 sent meanwhile arrives when it heals.
     let before = load.sent();
     proxy.cut('blackhole');
-    await sleep(6_000);
+    await sleep(4_000);
+    // (a balancer stops sending to a node that cannot commit: its /health says so)
+    const cutOff = await call(nodes[2]?.url as string, 'GET', '/health');
+    t.equal(cutOff.status, 503, `the cut-off node's /health answers 503 (${JSON.stringify(cutOff.body)})`);
+    await sleep(2_000);
     proxy.heal();
     const duringBlackhole = load.sent() - before;
     await sleep(3_000);
@@ -54,6 +59,7 @@ t.test(
     t.ok(report.count('ok') > 100, `${report.count('ok')} events acknowledged`);
 
     await untilNodesApplied(nats.urls, nodes, ADMIN);
+    for (const node of nodes) t.equal((await call(node.url, 'GET', '/health')).status, 200, `${node.url} healthy again`);
     await checkInvariants(t, { nodes, token: ADMIN, orgId, names, report });
     if (process.env.STATEHOLD_TEST_VERBOSE) for (const node of nodes) t.comment(node.output().slice(-6_000));
   },

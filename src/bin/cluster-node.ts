@@ -31,6 +31,9 @@ const CHECKPOINT_EVERY_MS = 1_000;
 const META_PEER_WAIT_MS = 2_000;
 /** How long a node that leaves waits for the others to catch up its share before it goes anyway. */
 const LEAVE_WAIT_MS = 10_000;
+/** How often a node asks whether it can commit (GET /health), and how long the answer may take. */
+const WRITABLE_PROBE_EVERY_MS = 1_000;
+const WRITABLE_PROBE_MS = 1_500;
 /** How often a node checks whether the partitions it is to take are caught up (to say it is ready, or warm). */
 const READINESS_CHECK_MS = 50;
 
@@ -208,6 +211,22 @@ export const startClusterNode = async (
 
   let forwarder: Forwarder | undefined;
   let natsState = 'connected';
+  // Whether this node can commit now (the TX log answers and has a leader), asked every second.
+  let unwritable: string | undefined;
+  let probing = false;
+  const probe = setInterval(() => {
+    if (probing) return;
+    probing = true;
+    void txLog
+      .unwritable(WRITABLE_PROBE_MS)
+      .then((reason) => {
+        if (reason !== undefined && unwritable === undefined) logger.warn(`not serving: ${reason}`);
+        else if (reason === undefined && unwritable !== undefined) logger.info("the cluster's log takes writes again");
+        unwritable = reason;
+      })
+      .finally(() => (probing = false));
+  }, WRITABLE_PROBE_EVERY_MS);
+  probe.unref();
   // The instances this node checked its copy of against the log since it last could have missed
   // another node's writes (a change of members, a NATS reconnect, a stall of its own): see prepare.
   const verified = new Set<string>();
@@ -268,13 +287,15 @@ export const startClusterNode = async (
       health: () => {
         const members = membership.current();
         const joined = members.includes(config.nodeId);
-        const ready = natsState === 'connected' && joined;
+        const ready = natsState === 'connected' && joined && unwritable === undefined;
         const reason =
           natsState !== 'connected'
             ? `NATS ${natsState}`
-            : membership.self === 'joining'
-              ? 'catching up the partitions it is to own'
-              : 'not joined';
+            : unwritable !== undefined
+              ? unwritable
+              : membership.self === 'joining'
+                ? 'catching up the partitions it is to own'
+                : 'not joined';
         return {
           ready,
           ...(ready ? {} : { reason }),
@@ -361,6 +382,7 @@ export const startClusterNode = async (
     },
     async close() {
       clearInterval(readiness);
+      clearInterval(probe);
       forwarder?.stop();
       await membership.stop();
       await usage.flush();

@@ -200,6 +200,29 @@ export class JetStreamTransitionLog {
   }
 
   /**
+   * Why this node cannot append now, or undefined when it can: the stream's info must come back within
+   * `ms` and, on a replicated stream, name a leader (a server cut off from the majority of its cluster
+   * answers neither). What GET /health goes by, so a balancer stops sending to a node that cannot commit.
+   */
+  async unwritable(ms: number): Promise<string | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const info = await Promise.race([
+        this.jsm.streams.info(this.stream),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
+        }),
+      ]);
+      if (info.config.num_replicas > 1 && !info.cluster?.leader) return `the cluster's log (${this.stream}) has no leader`;
+      return undefined;
+    } catch (error) {
+      return `the cluster's log (${this.stream}) does not answer: ${error instanceof Error ? error.message : String(error)}`;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
    * The stream sequence of the instance's first entry after stream sequence `after`, 0 when it has none:
    * an entry at `seq` that names `after` counts exactly when this is `seq`.
    */
