@@ -5,7 +5,7 @@ import { connect } from '@nats-io/transport-node';
 import { Forwarder } from '../cluster/forwarder.js';
 import { Membership } from '../cluster/membership.js';
 import { NatsUpdateBus } from '../cluster/nats-update-bus.js';
-import { ownerOf } from '../cluster/rendezvous.js';
+import { PartitionOwnership } from '../cluster/partition-ownership.js';
 import { toBase64Url } from '../domain/base64url.js';
 import type { Logger } from '../domain/logger.js';
 import { summaryOf } from '../store/instance-reads.js';
@@ -125,31 +125,13 @@ export const startClusterNode = async (
   // A write to orgs, keys, machines or versions answers once every live node has it.
   meta.setPeers({ nodeId: config.nodeId, members: () => membership.all(), waitMs: META_PEER_WAIT_MS });
 
-  /**
-   * Partitions, not instances, are owned (design.md §6.2): by rendezvous hashing over the members that
-   * own a share. This node holds (follows and keeps in its LMDB) what it owns now, and what it is to
-   * own once joining members are ready and draining ones gone, so that it takes those over warm.
-   */
-  const partitionOwner = (partition: number, members: readonly string[]): string | undefined => ownerOf(`partition/${partition}`, members);
-  const futureMembers = (): string[] => {
-    const draining = new Set(membership.draining());
-    const staying = membership.current().filter((id) => !draining.has(id));
-    if (membership.self !== 'draining' && !staying.includes(config.nodeId)) staying.push(config.nodeId);
-    return staying.sort();
-  };
-  const plan = (): Set<number> => {
-    const now = membership.current();
-    const future = futureMembers();
-    const held = new Set<number>();
-    for (let partition = 0; partition < instances.partitionCount; partition++) {
-      if (partitionOwner(partition, now) === config.nodeId || partitionOwner(partition, future) === config.nodeId) held.add(partition);
-    }
-    return held;
-  };
+  const ownership = new PartitionOwnership({
+    self: config.nodeId,
+    count: instances.partitionCount,
+    standbys: config.standbys,
+    view: membership,
+  });
   const resume = new Map<number, number>(Object.entries(from.tx).map(([partition, seq]) => [Number(partition), seq]));
-  /** Whether this node owns every one of these partitions in its view. */
-  const ownsAll = (partitions: readonly number[]): boolean =>
-    partitions.every((partition) => partitionOwner(partition, membership.current()) === config.nodeId);
   const checkpoint = () => {
     const held = instances.appliedPositions();
     for (const [partition, seq] of Object.entries(held)) resume.set(Number(partition), seq);
@@ -160,7 +142,7 @@ export const startClusterNode = async (
     });
   };
   const hold = () => {
-    const held = plan();
+    const held = ownership.held();
     // (a partition given up is dropped from the store: a later take-over follows it from the start)
     for (const partition of resume.keys()) if (!held.has(partition)) resume.delete(partition);
     instances.own(nc, held, (partition) => (resume.get(partition) ?? 0) + 1);
@@ -191,21 +173,13 @@ export const startClusterNode = async (
    * once every other did).
    */
   const readiness = setInterval(() => {
-    const future = futureMembers();
-    const now = membership.current();
     const ready = new Set(
       instances
         .partitions()
         .filter((held) => held.ready)
         .map((held) => held.partition),
     );
-    const warm = membership.draining().filter((id) => {
-      for (let partition = 0; partition < instances.partitionCount; partition++)
-        if (partitionOwner(partition, now) === id && partitionOwner(partition, future) === config.nodeId && !ready.has(partition))
-          return false;
-      return true;
-    });
-    membership.setWarm(warm);
+    membership.setWarm(ownership.warmFor(ready));
   }, READINESS_CHECK_MS);
   readiness.unref();
 
@@ -315,7 +289,7 @@ export const startClusterNode = async (
         /** The partitions this node holds: the ones it owns, and the ones it catches up to take over. */
         partitions: { count: instances.partitionCount, held: instances.partitions() },
         /** The instances this node holds (of the partitions it owns or takes over): each is held by its owner only. */
-        heldInstances: instances.heldInstances(),
+        heldInstances: instances.heldInstances(ownership.owned()),
         /** Messages between instances this node's copy still holds (delivered ones go within milliseconds). */
         outboxEntries: local.instances.listOutbox(10_000).length,
         ...(instance && forwarder
@@ -331,18 +305,18 @@ export const startClusterNode = async (
         partitions: {
           count: instances.partitionCount,
           of: (orgId, machine, name) => instances.partitionOf(orgId, machine, name),
-          owner: (partition) => partitionOwner(partition, membership.current()),
+          owner: (partition) => ownership.ownerOf(partition),
         },
         reads: {
           head: (orgId, machine, name) => runtime.head(orgId, machine, name),
           history: (orgId, machine, name, afterSeq, limit) => instances.listTransitions(orgId, machine, name, afterSeq, limit),
           listPart: async (partitions, orgId, machine, afterName, limit) => {
-            if (!ownsAll(partitions)) return 'moved';
+            if (!ownership.ownsAll(partitions)) return 'moved';
             const part = await instances.listPart(partitions, orgId, machine, afterName, limit);
             return part === 'moved' ? part : part.map(summaryOf);
           },
           queryPart: (partitions, query) =>
-            ownsAll(partitions) ? instances.queryPart(partitions, query) : Promise.resolve('moved' as const),
+            ownership.ownsAll(partitions) ? instances.queryPart(partitions, query) : Promise.resolve('moved' as const),
         },
         timeoutMs: config.settleTimeoutMs + 10_000,
         onError,

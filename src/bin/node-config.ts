@@ -14,6 +14,8 @@ export interface ClusterConfig {
   missedHeartbeats: number;
   /** Partitions of a cluster whose log this node makes (a log that exists keeps its own count). */
   partitions: number;
+  /** Nodes besides the owner that hold each partition caught up, for a warm failover (0 or 1). */
+  standbys: number;
 }
 
 export const clusterSettings = [
@@ -48,6 +50,12 @@ export const clusterSettings = [
     env: 'STATEHOLD_PARTITIONS',
     fallback: String(DEFAULT_PARTITIONS),
     help: "how many partitions instances are divided into, the units nodes own; read when the cluster's log is made, fixed after",
+  },
+  {
+    flag: 'standbys',
+    env: 'STATEHOLD_STANDBYS',
+    fallback: '0',
+    help: "nodes besides the owner that keep each partition caught up (0 or 1): 1 makes a failover warm and doubles the cluster's apply work",
   },
 ] as const;
 
@@ -104,5 +112,6 @@ export const parseNodeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeCo
     heartbeatMs: integer('heartbeat-ms', 20, 60_000),
     missedHeartbeats: integer('missed-heartbeats', 2, 100),
     partitions: integer('partitions', 1, MAX_PARTITIONS),
+    standbys: integer('standbys', 0, 1),
   };
 };

@@ -39,3 +39,11 @@ const fnv = (seed: number, text: string): number => {
   }
   return hash;
 };
+
+/** The `count` members with the highest weights for a key, best first: its owner, then its standbys. */
+export const rankedOf = (key: string, members: readonly string[], count: number): string[] =>
+  members
+    .map((member) => ({ member, weight: weightOf(member, key) }))
+    .sort((a, b) => b.weight - a.weight || (a.member < b.member ? -1 : a.member > b.member ? 1 : 0))
+    .slice(0, count)
+    .map((ranked) => ranked.member);

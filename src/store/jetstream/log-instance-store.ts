@@ -263,10 +263,10 @@ export class LogInstanceStore implements InstanceStore {
     return new Set(partitions);
   }
 
-  /** The instances this node holds as owner (a partition given up is gone once dropped). */
-  heldInstances(): number {
+  /** The instances this store holds of the given partitions (the ones its node owns). */
+  heldInstances(partitions: ReadonlySet<number>): number {
     let count = 0;
-    for (const [orgId, machine, name] of this.local.instanceKeys()) if (this.holds(orgId, machine, name)) count++;
+    for (const [orgId, machine, name] of this.local.instanceKeys()) if (partitions.has(this.partitionOf(orgId, machine, name))) count++;
     return count;
   }
 
