@@ -59,14 +59,18 @@ export const startClusterNodes = async (
     args?: string[];
     /** The NATS URLs a node connects to (all the servers' when not given): a test puts a TCP proxy in between (tcp-proxy.ts). */
     natsFor?: (id: string, index: number) => string[];
+    /** A data dir of the test's for a node (kept when the node stops, so a restart finds it); a temp one, removed with the node, when not given. */
+    dataDirFor?: (id: string) => string | undefined;
   },
 ) => {
   const masterKey = Buffer.alloc(32, 7).toString('base64');
   const nodes: NodeProcess[] = [];
   for (const [index, id] of ids.entries()) {
     const urls = options.natsFor?.(id, index) ?? servers.urls;
+    const dataDir = options.dataDirFor?.(id);
     const node = await startNode({
       command: 'node',
+      ...(dataDir === undefined ? {} : { dataDir }),
       args: [
         '--admin-key',
         options.adminKey,
