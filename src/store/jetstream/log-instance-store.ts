@@ -297,6 +297,11 @@ export class LogInstanceStore implements InstanceStore {
 
   /** One entry a partition's follower received. */
   private applyFollowed(message: JsMsg): Promise<void> {
+    // This node's own appends come back through the follower: known applied by the subject alone (its
+    // last three tokens name the instance), they are passed by without decoding the entry.
+    const tokens = message.subject.split('.');
+    const latest = this.latest.get(`${tokens[tokens.length - 3]}/${tokens[tokens.length - 2]}/${tokens[tokens.length - 1]}`);
+    if (latest !== undefined && latest >= message.seq) return Promise.resolve();
     const entry = message.json<LogEntry>();
     entry.after ??= positionOf(message.headers?.get(EXPECTED_HEADER));
     return this.applyLocally(entry, message.seq).then(() => undefined);
