@@ -4,14 +4,17 @@
  * that the stored head moved under it, replaced by head-only changes.
  */
 import { notFound } from '../domain/errors.js';
-import { type InstanceHead, SequenceConflictError } from '../store/instance-store.js';
+import { type InstanceHead, RequestMovedError, SequenceConflictError } from '../store/instance-store.js';
 import type { InstanceActor } from './instance-actor.js';
 import { asRequestError } from './request-retries.js';
 import type { RuntimeParts } from './runtime-parts.js';
 
-/** A head that moved under us (another writer) is reloaded by the next task, not retried forever. */
+/**
+ * A head that moved under us (another writer) is reloaded by the next task, not retried forever; so is
+ * one of a request that moved (this node no longer holds the instance, or another node took the request).
+ */
 export const dropHeadOnConflict = (actor: InstanceActor, error: unknown): void => {
-  if (error instanceof SequenceConflictError) {
+  if (error instanceof SequenceConflictError || error instanceof RequestMovedError) {
     actor.head = undefined;
     actor.discardLive();
   }

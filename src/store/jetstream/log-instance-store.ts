@@ -194,12 +194,13 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
-   * Resolves once the instance's partition is caught up here; a 503 when it is not owned here or not
-   * caught up within `ms`.
+   * Resolves once the instance's partition is caught up here; RequestMovedError when this node does not
+   * hold it (its owner is asked instead), a 503 when it is not caught up within `ms`.
    */
   async partitionReady(orgId: string, machine: string, name: string, ms = READY_WAIT_MS): Promise<void> {
     const copy = this.owned.get(this.partitionOf(orgId, machine, name));
-    if (!copy) throw unavailable(`this node does not hold instance ${name} of machine ${machine} now; retry`);
+    // (nothing ran here: whoever asked asks the instance's owner in its view again)
+    if (!copy) throw new RequestMovedError(`this node does not hold instance ${name} of machine ${machine} now`);
     if (copy.ready) return;
     await withinMs(copy.whenReady(), ms, () =>
       unavailable(`this node is still catching up the partition of instance ${name} of machine ${machine} with the cluster's log; retry`),
@@ -541,7 +542,7 @@ export class LogInstanceStore implements InstanceStore {
   private async caughtUpStrictly(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): Promise<number> {
     await this.partitionReady(key.orgId, key.machine, key.name);
     const copy = this.owned.get(this.partitionOf(key.orgId, key.machine, key.name));
-    if (!copy) throw unavailable(`this node does not hold instance ${key.name} of machine ${key.machine} now; retry`);
+    if (!copy) throw new RequestMovedError(`this node does not hold instance ${key.name} of machine ${key.machine} now`);
     let last: number;
     try {
       last = await this.log.lastSeq(key.orgId, key.machine, key.name);
