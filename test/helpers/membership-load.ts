@@ -14,6 +14,8 @@ export interface Answer {
   kind: 'send' | 'create';
   /** The node's id it went to. */
   node: string;
+  /** The instance it created or sent to. */
+  instance: string;
   status: number;
   /** From the request to its answer. */
   ms: number;
@@ -92,6 +94,7 @@ export const startMembershipLoad = (options: Options) => {
       answers.push({
         kind: create ? 'create' : 'send',
         node: node.id,
+        instance,
         status,
         ms,
         at,
@@ -183,7 +186,9 @@ export const loadLine = (phase: string, report: MembershipLoadReport): string =>
   const slow = report.answers
     .filter((answer) => answer.ms >= 250)
     .sort((a, b) => a.at - b.at)
-    .map((answer) => `${answer.kind} to ${answer.node} at ${(answer.at / 1000).toFixed(2)} s: ${answer.ms.toFixed(0)} ms`);
+    .map(
+      (answer) => `${answer.kind} to ${answer.node} (${answer.instance}) at ${(answer.at / 1000).toFixed(2)} s: ${answer.ms.toFixed(0)} ms`,
+    );
   return (
     `${phase}: ${count} requests in ${((report.endedAt - report.startedAt) / 1000).toFixed(1)} s, ${report.created.length} instances created ` +
     `(${[...byStatus].map(([key, n]) => `${key}: ${n}`).join(', ')}); latency p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms, ` +
