@@ -2,8 +2,17 @@ import t from 'tap';
 import { partitionOf } from '../src/domain/partitions.js';
 import { Forwarder, type OwnerSide } from '../src/cluster/forwarder.js';
 import { ownerOf } from '../src/cluster/rendezvous.js';
+import {
+  COMMAND_PROTOCOL,
+  decodeCommand,
+  decodeReply,
+  encodeCommand,
+  encodeReply,
+  type InstanceState,
+  stateOf,
+} from '../src/cluster/instance-commands.js';
 import { ServiceError } from '../src/domain/errors.js';
-import type { InstanceHead } from '../src/store/instance-store.js';
+import { pack, unpack } from 'msgpackr';
 import { connectTo, natsMissing, startNats } from './helpers/nats.js';
 
 /** Ownership as a cluster node has it: partitions by rendezvous over the members; no list reads in these tests. */
@@ -25,10 +34,11 @@ const byPartition = (members: () => string[]) => ({
 
 const skip = natsMissing();
 
-/** An owner side that records what ran on it and answers a head naming itself. */
+/** An owner side that records what ran on it and answers a state naming itself (what else an owner's head holds stays there). */
 const requestIds: string[] = [];
 const ownerSide = (id: string, ran: string[]): OwnerSide => {
-  const head = (name: string) => ({ name, versionId: id }) as unknown as InstanceHead;
+  const head = (name: string): InstanceState =>
+    ({ state: id, context: { name }, tags: [], done: false, ts: 1, snapshot: '{"big":true}', pendingTimers: [] }) as InstanceState;
   return {
     create: async (request) => (ran.push(`create ${request.name}`), head(request.name)),
     read: async (_o, _m, name) => (ran.push(`read ${name}`), head(name)),
@@ -86,7 +96,8 @@ t.test("each request runs once, on its owner; errors keep their status and code;
   const names = Array.from({ length: 40 }, (_, i) => `i${i}`);
   for (const name of names) {
     const head = await n1.send('org_a', 'm', name, { type: 'GO' }, {});
-    t.equal(head.versionId, ownerOf(`partition/${partitionOf('org_a', 'm', name, 16)}`, members), `${name} ran on its owner`);
+    t.equal(head.state, ownerOf(`partition/${partitionOf('org_a', 'm', name, 16)}`, members), `${name} ran on its owner`);
+    t.same(Object.keys(head).sort(), ['context', 'done', 'state', 'tags', 'ts'], 'answered with what the API shows only');
   }
   t.equal(ran.n1.length + ran.n2.length, 40, 'each once');
   t.ok(ran.n1.length > 5 && ran.n2.length > 5, 'both nodes own some');
@@ -102,13 +113,13 @@ t.test("each request runs once, on its owner; errors keep their status and code;
     { status: 500, code: 'internal' },
     'anything else is a 500 without its message',
   );
-  t.same(errors, ['a forwarded call failed'], 'and is logged on the owner');
+  t.same(errors, ['a forwarded command failed'], 'and is logged on the owner');
 
   // n2 leaves: n1 owns everything in its view; a request for n2's key runs on n1.
   n2.stop();
   members = ['n1'];
   const moved = await n1.read('org_a', 'm', remote, {});
-  t.equal(moved.versionId, 'n1', 'the key moved to the remaining node');
+  t.equal(moved.state, 'n1', 'the key moved to the remaining node');
 
   // Views disagree for a moment: n1 thinks n2 owns a key, n2 (answering) thinks n1 does. Nothing runs twice.
   n2.start();
@@ -119,7 +130,7 @@ t.test("each request runs once, on its owner; errors keep their status and code;
   (n2 as unknown as { options: { members: () => readonly string[] } }).options.members = () => viewOfN2;
   setTimeout(() => viewOfN2.push('n2'), 300);
   const head = await n1.send('org_a', 'm', split, { type: 'GO' }, {});
-  t.equal(head.versionId, 'n2', 'asked again until the owner agreed');
+  t.equal(head.state, 'n2', 'asked again until the owner agreed');
   t.equal(ran.n2.length - before, 1, 'and run there once');
 
   // The owner takes a request and then leaves the cluster without answering: the request is asked
@@ -188,41 +199,57 @@ t.test("a bad message on a node's subject costs one error reply, never the proce
   t.teardown(() => void process.off('unhandledRejection', onUnhandled));
 
   const subject = 'statehold.c.node.n1.calls';
-  const ask = async (payload: string) => {
+  const ask = async (payload: string | Uint8Array) => {
     try {
-      return (await nc2.request(subject, payload, { timeout: 1_000 })).json<{ ok: boolean; error?: { status: number; code: string } }>();
+      const reply = unpack((await nc2.request(subject, payload, { timeout: 1_000 })).data) as Record<string, unknown>;
+      return reply;
     } catch (error) {
       return { noReply: String(error) };
     }
   };
-  const bad = [
-    'not json',
-    'null',
-    '5',
-    '[]',
-    '{}',
-    '{"op":"create"}',
-    '{"op":"create","args":[null]}',
-    '{"op":"receive","args":[{"orgId":"o"}]}',
-    '{"op":"read","args":[]}',
-    '{"op":"read","args":[1,2,3]}',
-    '{"op":"nope","args":["a","b","c"]}',
-    '{"op":"gateMachine","args":["o"]}',
+  const v = COMMAND_PROTOCOL;
+  const key = { orgId: 'org_a', machine: 'm', name: 'a' };
+  const bad: Array<[string, string | Uint8Array]> = [
+    // what the JSON calls of the release before looked like, and other text
+    ...['not json', 'null', '5', '[]', '{}', '{"op":"read","args":["org_a","m","a",{}]}'].map((text): [string, string] => [text, text]),
+    ['a truncated frame', encodeCommand({ op: 'read', ...key, authContext: {} }).subarray(0, 12)],
+    ['a frame of nil', pack(null)],
+    ['a frame of a list', pack(['read', 'org_a', 'm', 'a'])],
+    ['no version', pack({ op: 'read', ...key, authContext: {} })],
+    ['another version', pack({ v: v + 1, op: 'read', ...key, authContext: {} })],
+    ['no op', pack({ v, ...key })],
+    ['an unknown op', pack({ v, op: 'nope', ...key })],
+    ['an op from the prototype', pack({ v, op: 'toString', ...key })],
+    ['create without fields', pack({ v, op: 'create' })],
+    ['create without a request id', pack({ v, op: 'create', ...key, versionId: 'ver_a', context: {}, authContext: {} })],
+    ['send with an event without a type', pack({ v, op: 'send', ...key, event: {}, authContext: {}, requestId: 'r' })],
+    ['send with a list for an auth context', pack({ v, op: 'send', ...key, event: { type: 'GO' }, authContext: [], requestId: 'r' })],
+    ['read with numbers for names', pack({ v, op: 'read', orgId: 1, machine: 2, name: 3, authContext: {} })],
+    ['setStatus to another status', pack({ v, op: 'setStatus', ...key, status: 'stopped' })],
+    ['history with a negative limit', pack({ v, op: 'history', ...key, afterSeq: 0, limit: -1 })],
+    ['receive with half a message', pack({ v, op: 'receive', message: { orgId: 'o' } })],
+    ['gateMachine without closed', pack({ v, op: 'gateMachine', orgId: 'o', machine: 'm' })],
+    ['listPart with bad partitions', pack({ v, op: 'listPart', partitions: [-1], orgId: 'o', machine: 'm', limit: 1 })],
+    ['queryPart without a query', pack({ v, op: 'queryPart', partitions: [0] })],
   ];
-  for (const payload of bad) {
-    t.match(await ask(payload), { ok: false, error: { status: 500, code: 'internal' } }, `${payload}: one error reply`);
+  for (const [label, payload] of bad) {
+    t.match(await ask(payload), { v, ok: false, error: { status: 500, code: 'internal' } }, `${label}: one error reply`);
   }
   t.equal(errors.length, bad.length, 'each logged on the node it reached');
+  t.ok(
+    errors.every((error) => error.startsWith('a forwarded command was not one this node reads')),
+    'as a command this node does not read',
+  );
   t.same(ran, [], 'nothing ran');
   t.same(unhandled.map(String), [], 'no unhandled rejection');
 
   errors.length = 0;
   t.match(
-    await ask(JSON.stringify({ op: 'gateMachine', args: ['org_a', 'buggy', true] })),
-    { ok: false, error: { status: 500, code: 'internal' } },
+    await ask(encodeCommand({ op: 'gateMachine', orgId: 'org_a', machine: 'buggy', closed: true })),
+    { v, ok: false, error: { status: 500, code: 'internal' } },
     'a gate that fails with no ServiceError: a 500 reply',
   );
-  t.same(errors, ['a forwarded call failed']);
+  t.same(errors, ['a forwarded command failed']);
   t.same(unhandled.map(String), [], 'still no unhandled rejection');
 
   // A machine's deletion asked through n2 relays n1's gate refusal whole, parameter included.
@@ -233,5 +260,40 @@ t.test("a bad message on a node's subject costs one error reply, never the proce
 
   // The node still answers.
   const name = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].find((candidate) => n2.ownerOf('org_a', 'm', candidate) === 'n1') as string;
-  t.equal((await n2.read('org_a', 'm', name, {})).versionId, 'n1', 'a good call after them runs as ever');
+  t.equal((await n2.read('org_a', 'm', name, {})).state, 'n1', 'a good command after them runs as ever');
+});
+
+t.test('commands and replies are MessagePack frames of one protocol version, each checked by its op', async (t) => {
+  const command = {
+    op: 'send',
+    orgId: 'o',
+    machine: 'm',
+    name: 'a',
+    event: { type: 'GO' },
+    authContext: { sub: 'u' },
+    requestId: 'r1',
+  } as const;
+  t.same(decodeCommand(encodeCommand(command)), { command }, 'a command comes back as it was sent, without the version');
+  t.same(unpack(encodeCommand(command)), { v: COMMAND_PROTOCOL, ...command }, 'with its fields named, and the version');
+  t.match(decodeCommand(pack({ ...command, v: COMMAND_PROTOCOL + 1 })), { problem: /protocol version/ });
+
+  const state = { state: { a: 'b' }, context: { n: 1, public: { x: 1 } }, tags: ['t'], done: false, ts: 5 };
+  t.same(decodeReply('send', encodeReply({ ok: true, value: state })), { ok: true, value: state });
+  t.same(decodeReply('delete', encodeReply({ ok: true, value: true })), { ok: true, value: true });
+  t.same(decodeReply('setStatus', encodeReply({ ok: true, value: null })), { ok: true, value: null }, 'nothing to answer: nil');
+  t.same(decodeReply('send', encodeReply({ ok: false, moved: true })), { ok: false, moved: true });
+  const error = { status: 400, code: 'invalid-parameter', message: 'no', parameter: 'event' } as const;
+  t.same(decodeReply('send', encodeReply({ ok: false, error })), { ok: false, error });
+  t.equal(
+    decodeReply('send', pack({ v: COMMAND_PROTOCOL + 1, ok: true, value: state })),
+    undefined,
+    'a reply of another version is not read',
+  );
+  t.equal(decodeReply('send', encodeReply({ ok: true, value: true })), undefined, "a reply that is not the op's answer is not read");
+  t.equal(decodeReply('send', Buffer.from('{"ok":true}')), undefined, 'nor JSON');
+  t.same(
+    Object.keys(stateOf({ ...state, snapshot: '{}', pendingTimers: [], indexValues: {}, seq: 3 } as InstanceState)).sort(),
+    ['context', 'done', 'state', 'tags', 'ts'],
+    'a state answer carries what the API shows, not the rest of the head',
+  );
 });

@@ -1,8 +1,8 @@
 import type { MachineVersionRecord } from '../domain/records.js';
-import type { InstanceHead } from '../store/instance-store.js';
+import type { InstanceState } from '../runtime/instance-writes.js';
 
-/** The `State` object of create, read and send-event responses (wire-protocol §5). */
-export const stateView = (head: InstanceHead) => {
+/** The `State` object of create, read and send-event responses (wire-protocol §5), from what those answer. */
+export const stateView = (head: InstanceState) => {
   const view: { state: unknown; publicContext?: unknown; tags: string[]; done: boolean; ts: number } = {
     state: head.state,
     tags: head.tags,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { type Msg, NoRespondersError, type NatsConnection, RequestError, type Subscription, TimeoutError } from '@nats-io/transport-node';
-import { type ErrorCode, ServiceError, unavailable } from '../domain/errors.js';
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { ServiceError, unavailable } from '../domain/errors.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import { compareIndexPositions, type IndexPosition } from '../domain/index-values.js';
@@ -13,28 +13,26 @@ import {
   RequestMovedError,
   type TransitionRecord,
 } from '../store/instance-store.js';
+import {
+  type AnswerOf,
+  type Command,
+  decodeCommand,
+  decodeReply,
+  encodeCommand,
+  encodeReply,
+  type InstanceCommand,
+  type InstanceState,
+  type InstanceWrites,
+  keyOf,
+  type NodeCommand,
+  type OwnerSide,
+  type Reply,
+  requestIdOf,
+  stateOf,
+} from './instance-commands.js';
+import { NodeRequests } from './node-requests.js';
 
-/** What an owner runs for a request (the node's InstanceRuntime, seen from here). */
-export interface OwnerSide {
-  create(request: CreateRequest): Promise<InstanceHead>;
-  read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead>;
-  send(
-    orgId: string,
-    machine: string,
-    name: string,
-    event: MachineEvent,
-    authContext: JsonObject,
-    requestId?: string,
-    retry?: boolean,
-  ): Promise<InstanceHead>;
-  setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void>;
-  setTargetVersion(orgId: string, machine: string, name: string, targetVersionId: string): Promise<void>;
-  delete(orgId: string, machine: string, name: string): Promise<boolean>;
-  fireTimers(orgId: string, machine: string, name: string): Promise<unknown>;
-  receive(message: OutboxMessage): Promise<void>;
-  whileDeletingMachine<T>(orgId: string, machine: string, work: () => Promise<T>): Promise<T>;
-  gateMachine(orgId: string, machine: string, closed: boolean): void;
-}
+export type { OwnerSide } from './instance-commands.js';
 
 /**
  * What an owner reads for the others from what it holds: one instance's head and history, and its
@@ -53,37 +51,8 @@ export interface OwnedReads {
   queryPart(partitions: number[], query: IndexQuery): Promise<IndexPosition[] | 'moved'>;
 }
 
-/** `retry`: asked again after a lost answer (see call); the owner fences the request before it runs it (ForwarderOptions.prepare). */
-type Call = { retry?: boolean } & (
-  | { op: 'create'; args: [CreateRequest] }
-  | { op: 'read'; args: [string, string, string, JsonObject] }
-  /** The last argument: whether this is a retry after a lost answer (only then does the owner look for the id). */
-  | { op: 'send'; args: [string, string, string, MachineEvent, JsonObject, string, boolean] }
-  | { op: 'setStatus'; args: [string, string, string, InstanceStatus] }
-  | { op: 'setTargetVersion'; args: [string, string, string, string] }
-  | { op: 'delete'; args: [string, string, string] }
-  | { op: 'fireTimers'; args: [string, string, string] }
-  | { op: 'receive'; args: [OutboxMessage] }
-  | { op: 'head'; args: [string, string, string] }
-  | { op: 'history'; args: [string, string, string, number, number] }
-  /** Not about one instance: closes (true) or opens a machine's create gate on the node asked. */
-  | { op: 'gateMachine'; args: [string, string, boolean] }
-  /** Not about one instance: the asked node's part of a list (the partitions named), see gather. */
-  | { op: 'listPart'; args: [number[], string, string, string | null, number] }
-  | { op: 'queryPart'; args: [number[], IndexQuery] }
-);
-
-/** The calls answered by whichever node they are sent to, not by an instance's owner. */
-type NodeCall = Extract<Call, { op: 'gateMachine' | 'listPart' | 'queryPart' }>;
-type InstanceCall = Exclude<Call, NodeCall>;
-
-type Reply =
-  | { ok: true; value: unknown }
-  | { ok: false; error: { status: number; code: ErrorCode; message: string; parameter?: string } }
-  /** This node does not own the instance (its view changed), or is gone: nothing ran; ask the owner again. */
-  | { ok: false; moved: true }
-  /** The owner took the request and left, or did not answer in time: it may have run; ask again with the same request id. */
-  | { ok: false; lost: true };
+/** A reply, or that the node asked took the command and left, or did not answer in time: it may have run; ask again with the same request id. */
+type Outcome<C extends Command> = Reply<C> | { ok: false; lost: true };
 
 interface ForwarderOptions {
   cluster: string;
@@ -124,19 +93,23 @@ interface ForwarderOptions {
  * Reads go to the owners too: one instance's to its owner; a list or an index query to the owner of
  * every partition, each answering for the partitions it was asked about, merged here in key order.
  */
-export class Forwarder implements InstanceReads {
+export class Forwarder implements InstanceWrites, InstanceReads {
   private subscription: Subscription | undefined;
+  private readonly requests: NodeRequests;
+  private readonly subjects = new Map<string, string>();
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly local: OwnerSide,
     private readonly options: ForwarderOptions,
-  ) {}
+  ) {
+    this.requests = new NodeRequests(nc, { members: () => this.options.members(), checkMs: DEPARTURE_CHECK_MS });
+  }
 
   /**
-   * Starts answering the requests other nodes forward to this one. Anything may arrive on the subject
+   * Starts answering the commands other nodes forward to this one. Anything may arrive on the subject
    * (a node of another release, a stray publish): each message costs at most one reply, an error reply
-   * when it is not a call this node reads, and never the process.
+   * when it is not a command this node reads, and never the process.
    */
   start(): void {
     this.subscription = this.nc.subscribe(this.subjectOf(this.options.nodeId), {
@@ -144,9 +117,9 @@ export class Forwarder implements InstanceReads {
         if (error) return;
         void this.replyTo(message).then((reply) => {
           try {
-            message.respond(JSON.stringify(reply));
+            message.respond(encodeReply(reply));
           } catch (respondError) {
-            this.options.onError('could not answer a forwarded call', respondError);
+            this.options.onError('could not answer a forwarded command', respondError);
           }
         });
       },
@@ -168,56 +141,66 @@ export class Forwarder implements InstanceReads {
     return this.ownerOf(orgId, machine, name) === this.options.nodeId;
   }
 
-  create(request: CreateRequest): Promise<InstanceHead> {
-    const call: Call = { op: 'create', args: [{ ...request, requestId: request.requestId ?? randomUUID() }] };
-    return this.call(request.orgId, request.machine, request.name, call) as Promise<InstanceHead>;
+  create(request: CreateRequest): Promise<InstanceState> {
+    const { orgId, machine, name, versionId, context, authContext } = request;
+    return this.call({
+      op: 'create',
+      orgId,
+      machine,
+      name,
+      versionId,
+      context,
+      authContext,
+      requestId: request.requestId ?? randomUUID(),
+    });
   }
 
-  read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead> {
-    return this.call(orgId, machine, name, { op: 'read', args: [orgId, machine, name, authContext] }) as Promise<InstanceHead>;
+  read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceState> {
+    return this.call({ op: 'read', orgId, machine, name, authContext });
   }
 
-  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead> {
+  send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceState> {
     // The request id makes a retry after a lost answer safe: the owner applies the event once.
-    return this.call(orgId, machine, name, {
-      op: 'send',
-      args: [orgId, machine, name, event, authContext, randomUUID(), false],
-    }) as Promise<InstanceHead>;
+    return this.call({ op: 'send', orgId, machine, name, event, authContext, requestId: randomUUID() });
   }
 
-  setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
-    return this.call(orgId, machine, name, { op: 'setStatus', args: [orgId, machine, name, status] }) as Promise<void>;
+  async setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
+    await this.call({ op: 'setStatus', orgId, machine, name, status });
   }
 
-  setTargetVersion(orgId: string, machine: string, name: string, targetVersionId: string): Promise<void> {
-    return this.call(orgId, machine, name, { op: 'setTargetVersion', args: [orgId, machine, name, targetVersionId] }) as Promise<void>;
+  async setTargetVersion(orgId: string, machine: string, name: string, targetVersionId: string): Promise<void> {
+    await this.call({ op: 'setTargetVersion', orgId, machine, name, targetVersionId });
   }
 
   delete(orgId: string, machine: string, name: string): Promise<boolean> {
-    return this.call(orgId, machine, name, { op: 'delete', args: [orgId, machine, name] }) as Promise<boolean>;
+    return this.call({ op: 'delete', orgId, machine, name });
   }
 
-  fireTimers(orgId: string, machine: string, name: string): Promise<unknown> {
-    return this.call(orgId, machine, name, { op: 'fireTimers', args: [orgId, machine, name] });
+  fireTimers(orgId: string, machine: string, name: string): Promise<string> {
+    return this.call({ op: 'fireTimers', orgId, machine, name });
   }
 
   /** Delivers a message between instances on the receiver's owner. */
-  receive(message: OutboxMessage): Promise<void> {
-    return this.call(message.orgId, message.to.machine, message.to.name, { op: 'receive', args: [message] }) as Promise<void>;
+  async receive(message: OutboxMessage): Promise<void> {
+    await this.call({ op: 'receive', message });
   }
 
   async head(orgId: string, machine: string, name: string): Promise<InstanceHead | undefined> {
-    return ((await this.call(orgId, machine, name, { op: 'head', args: [orgId, machine, name] })) ?? undefined) as InstanceHead | undefined;
+    return (await this.call({ op: 'head', orgId, machine, name })) ?? undefined;
   }
 
-  async listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): Promise<TransitionRecord[]> {
-    return (await this.call(orgId, machine, name, { op: 'history', args: [orgId, machine, name, afterSeq, limit] })) as TransitionRecord[];
+  listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): Promise<TransitionRecord[]> {
+    return this.call({ op: 'history', orgId, machine, name, afterSeq, limit });
   }
 
   async listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): Promise<InstanceSummary[]> {
-    const parts = await this.gather<InstanceSummary[]>((partitions) => ({
-      op: 'listPart',
-      args: [partitions, orgId, machine, afterName ?? null, limit],
+    const parts = await this.gather((partitions) => ({
+      op: 'listPart' as const,
+      partitions,
+      orgId,
+      machine,
+      ...(afterName === undefined ? {} : { afterName }),
+      limit,
     }));
     const byName = new Map<string, InstanceSummary>();
     for (const part of parts) for (const item of part) byName.set(item.name, item);
@@ -226,7 +209,7 @@ export class Forwarder implements InstanceReads {
   }
 
   async queryIndex(query: IndexQuery): Promise<IndexPosition[]> {
-    const parts = await this.gather<IndexPosition[]>((partitions) => ({ op: 'queryPart', args: [partitions, query] }));
+    const parts = await this.gather((partitions) => ({ op: 'queryPart' as const, partitions, query }));
     const order = query.descending ? (a: IndexPosition, b: IndexPosition) => compareIndexPositions(b, a) : compareIndexPositions;
     return parts.flat().sort(order).slice(0, query.limit);
   }
@@ -240,7 +223,7 @@ export class Forwarder implements InstanceReads {
    * partitions it is asked for) and resolves with the parts. An owner that does not hold them all now
    * (its view moved) or is gone makes the whole round asked again, of the owners in the view then.
    */
-  private async gather<T>(callFor: (partitions: number[]) => NodeCall): Promise<T[]> {
+  private async gather<C extends NodeCommand>(commandFor: (partitions: number[]) => C): Promise<AnswerOf<C>[]> {
     const deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
     for (let attempt = 0; ; attempt++) {
       const byOwner = new Map<string, number[]>();
@@ -252,22 +235,21 @@ export class Forwarder implements InstanceReads {
         else byOwner.set(owner, [partition]);
       }
       const replies = await Promise.all(
-        [...byOwner].map(async ([owner, partitions]): Promise<Reply> => {
-          const call = callFor(partitions);
-          if (owner !== this.options.nodeId) return this.ask(owner, call);
+        [...byOwner].map(async ([owner, partitions]): Promise<Outcome<C>> => {
+          const command = commandFor(partitions);
+          if (owner !== this.options.nodeId) return this.ask(owner, command);
           try {
-            return await this.answer(call);
+            return await this.answer(command);
           } catch (error) {
             return this.failed(error);
           }
         }),
       );
       const failed = replies.find((reply) => !reply.ok && 'error' in reply);
-      if (failed && 'error' in failed) {
-        const { status, code, message, parameter } = failed.error;
-        throw new ServiceError(status, code, message, parameter);
-      }
-      if (replies.every((reply) => reply.ok)) return replies.map((reply) => (reply as { value: T }).value);
+      if (failed && 'error' in failed) throw errorOf(failed.error);
+      const values: AnswerOf<C>[] = [];
+      for (const reply of replies) if (reply.ok) values.push(reply.value);
+      if (values.length === replies.length) return values;
       if (Date.now() > deadline) throw unavailable("the cluster's partitions keep moving; retry");
       await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, 500)));
     }
@@ -282,9 +264,9 @@ export class Forwarder implements InstanceReads {
     const others = this.options.members().filter((id) => id !== this.options.nodeId);
     const closed: string[] = [];
     const gate = async (nodeId: string, close: boolean): Promise<void> => {
-      const reply = await this.ask(nodeId, { op: 'gateMachine', args: [orgId, machine, close] });
+      const reply = await this.ask(nodeId, { op: 'gateMachine', orgId, machine, closed: close });
       if (reply.ok) return;
-      if ('error' in reply) throw new ServiceError(reply.error.status, reply.error.code, reply.error.message, reply.error.parameter);
+      if ('error' in reply) throw errorOf(reply.error);
       throw unavailable(`node ${nodeId} did not answer: machine ${machine} cannot be deleted now; retry`);
     };
     try {
@@ -302,37 +284,34 @@ export class Forwarder implements InstanceReads {
     }
   }
 
-  private async call(orgId: string, machine: string, name: string, call: InstanceCall): Promise<unknown> {
+  private async call<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>> {
+    const [orgId, machine, name] = keyOf(command);
     let deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
     let lost = 0;
     for (let attempt = 0; ; attempt++) {
       const owner = this.ownerOf(orgId, machine, name);
       if (owner === undefined) throw unavailable('this node sees no cluster members');
-      let reply: Reply;
+      let reply: Outcome<C>;
       if (owner === this.options.nodeId) {
         try {
-          return await this.runLocally(call);
+          return await this.runLocally(command);
         } catch (error) {
           // (this node turned out not to be the one to run it now: ask again, of the owner in the view then)
           if (!(error instanceof RequestMovedError)) throw error;
-          reply = { ok: false, moved: true };
+          reply = MOVED;
         }
-      } else reply = await this.ask(owner, call);
+      } else reply = await this.ask(owner, command);
       if (reply.ok) return reply.value;
-      if ('error' in reply) {
-        const { status, code, message, parameter } = reply.error;
-        throw new ServiceError(status, code, message, parameter);
-      }
+      if ('error' in reply) throw errorOf(reply.error);
       if ('lost' in reply) {
         // Asked again with the same request id, of whoever owns the instance now: creates and sends
-        // carry an id the owner finds in the instance's history if it did apply them; the other calls
-        // come to the same state when repeated.
+        // carry an id the owner finds in the instance's history if it did apply them; the other
+        // commands come to the same state when repeated.
         if (++lost > MAX_LOST)
           throw unavailable(
             `the owner of instance ${name} of machine ${machine} took the request and did not answer; it may or may not have been applied`,
           );
-        if (call.op === 'send') call.args[6] = true;
-        call.retry = true;
+        command = { ...command, retry: true };
         deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
       }
       if (Date.now() > deadline) throw unavailable(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);
@@ -341,84 +320,64 @@ export class Forwarder implements InstanceReads {
   }
 
   /**
-   * One request to a node: its reply; "moved" when no node listens there (nothing ran); "lost" when
+   * One command to a node: its reply; "moved" when no node listens there (nothing ran); "lost" when
    * the node leaves the cluster (as this node sees it) or does not answer in time.
    */
-  private async ask(owner: string, call: Call): Promise<Reply> {
-    let watching: NodeJS.Timeout | undefined;
-    const departed = new Promise<Reply>((resolve) => {
-      watching = setInterval(() => {
-        if (!this.options.members().includes(owner)) resolve({ ok: false, lost: true });
-      }, DEPARTURE_CHECK_MS);
-    });
-    const asked = (async (): Promise<Reply> => {
-      try {
-        const answer = await this.nc.request(this.subjectOf(owner), JSON.stringify(call), { timeout: this.options.timeoutMs });
-        return answer.json<Reply>();
-      } catch (error) {
-        const cause = error instanceof RequestError ? error.cause : error;
-        if (
-          error instanceof NoRespondersError ||
-          cause instanceof NoRespondersError ||
-          (error instanceof RequestError && error.isNoResponders())
-        )
-          return { ok: false, moved: true };
-        if (error instanceof TimeoutError || cause instanceof TimeoutError) return { ok: false, lost: true };
-        throw error;
-      }
-    })();
-    try {
-      return await Promise.race([asked, departed]);
-    } finally {
-      clearInterval(watching);
-    }
+  private async ask<C extends Command>(owner: string, command: C): Promise<Outcome<C>> {
+    const end = await this.requests.request(owner, this.subjectOf(owner), encodeCommand(command), this.options.timeoutMs);
+    if ('noResponders' in end) return MOVED;
+    if ('lost' in end) return LOST;
+    const reply = decodeReply<C>(command.op, end.answer);
+    if (reply) return reply;
+    this.options.onError(`a node answered a ${command.op} in a form this node does not read`, owner);
+    throw new ServiceError(500, 'internal', 'a node answered in a form this node could not read');
   }
 
   /** The reply to one message on this node's subject; never rejects (a rejection here would end the node). */
   private async replyTo(message: Msg): Promise<Reply> {
-    let call: Call | undefined;
-    try {
-      call = callOf(message.json<unknown>());
-    } catch (parseError) {
-      this.options.onError('a forwarded call was not JSON', parseError);
-      return UNREADABLE_CALL;
-    }
-    if (call === undefined) {
-      this.options.onError('a forwarded call was not one this node reads', message.string().slice(0, 200));
-      return UNREADABLE_CALL;
+    const decoded = decodeCommand(message.data);
+    if ('problem' in decoded) {
+      this.options.onError(`a forwarded command was not one this node reads: ${decoded.problem}`, message.data.subarray(0, 200));
+      return UNREADABLE_COMMAND;
     }
     try {
-      return await this.answer(call);
+      return await this.answer(decoded.command);
     } catch (error) {
       return this.failed(error);
     }
   }
 
-  private async answer(call: Call): Promise<Reply> {
-    switch (call.op) {
+  private async answer<C extends Command>(command: C): Promise<Reply<C>> {
+    const value = await this.answerOf(command);
+    return value === MOVED ? MOVED : { ok: true, value: value as AnswerOf<C> };
+  }
+
+  private async answerOf<C extends Command>(command: C): Promise<AnswerOf<C> | typeof MOVED>;
+  private async answerOf(command: Command): Promise<unknown> {
+    switch (command.op) {
       case 'gateMachine':
-        this.local.gateMachine(...call.args);
-        return { ok: true, value: null };
+        this.local.gateMachine(command.orgId, command.machine, command.closed);
+        return null;
       case 'listPart': {
-        const [partitions, orgId, machine, after, limit] = call.args;
-        const part = await this.options.reads.listPart(partitions, orgId, machine, after ?? undefined, limit);
-        return part === 'moved' ? { ok: false, moved: true } : { ok: true, value: part };
+        const { partitions, orgId, machine, afterName, limit } = command;
+        const part = await this.options.reads.listPart(partitions, orgId, machine, afterName, limit);
+        return part === 'moved' ? MOVED : part;
       }
       case 'queryPart': {
-        const part = await this.options.reads.queryPart(...call.args);
-        return part === 'moved' ? { ok: false, moved: true } : { ok: true, value: part };
+        const part = await this.options.reads.queryPart(command.partitions, command.query);
+        return part === 'moved' ? MOVED : part;
       }
-      default:
-        break;
+      default: {
+        const [orgId, machine, name] = keyOf(command);
+        if (!this.owns(orgId, machine, name)) return MOVED;
+        return this.runLocally(command);
+      }
     }
-    const [orgId, machine, name] = keyOfCall(call);
-    if (!this.owns(orgId, machine, name)) return { ok: false, moved: true };
-    return { ok: true, value: (await this.runLocally(call)) ?? null };
   }
 
   /** A typed error crosses as it is, `parameter` included; anything else is a 500 without its message, logged here. */
-  private failed(error: unknown): Reply {
-    if (error instanceof RequestMovedError) return { ok: false, moved: true };
+  private failed(error: unknown): Reply<never> {
+    if (error instanceof RequestMovedError) return MOVED;
     if (error instanceof ServiceError) {
       return {
         ok: false,
@@ -430,112 +389,80 @@ export class Forwarder implements InstanceReads {
         },
       };
     }
-    this.options.onError('a forwarded call failed', error);
+    this.options.onError('a forwarded command failed', error);
     return { ok: false, error: { status: 500, code: 'internal', message: 'internal error' } };
   }
 
-  private async runLocally(call: InstanceCall): Promise<unknown> {
+  /** Runs an instance command on this node, its owner: the answer is what the command's reply carries. */
+  private async runLocally<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>>;
+  private async runLocally(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
     const local = this.local;
-    if (this.options.prepare) {
-      const [orgId, machine, name] = keyOfCall(call);
-      const requestId =
-        call.op === 'send'
-          ? call.args[5]
-          : call.op === 'create'
-            ? call.args[0].requestId
-            : call.op === 'receive'
-              ? call.args[0].id
-              : undefined;
-      await this.options.prepare(orgId, machine, name, { retried: call.retry === true, ...(requestId === undefined ? {} : { requestId }) });
+    const { prepare } = this.options;
+    if (prepare) {
+      const [orgId, machine, name] = keyOf(command);
+      const requestId = requestIdOf(command);
+      await prepare(orgId, machine, name, { retried: command.retry === true, ...(requestId === undefined ? {} : { requestId }) });
     }
-    switch (call.op) {
-      case 'create':
-        return local.create(...call.args);
+    switch (command.op) {
+      case 'create': {
+        const { orgId, machine, name, versionId, context, authContext, requestId } = command;
+        return stateOf(await local.create({ orgId, machine, name, versionId, context, authContext, requestId }));
+      }
       case 'read':
-        return local.read(...call.args);
-      case 'send':
-        return local.send(...call.args);
+        return stateOf(await local.read(command.orgId, command.machine, command.name, command.authContext));
+      case 'send': {
+        const { orgId, machine, name, event, authContext, requestId, retry } = command;
+        return stateOf(await local.send(orgId, machine, name, event, authContext, requestId, retry === true));
+      }
       case 'setStatus':
-        return local.setStatus(...call.args);
+        await local.setStatus(command.orgId, command.machine, command.name, command.status);
+        return null;
       case 'setTargetVersion':
-        return local.setTargetVersion(...call.args);
+        await local.setTargetVersion(command.orgId, command.machine, command.name, command.targetVersionId);
+        return null;
       case 'delete':
-        return local.delete(...call.args);
+        return local.delete(command.orgId, command.machine, command.name);
       case 'fireTimers':
-        return local.fireTimers(...call.args);
+        return local.fireTimers(command.orgId, command.machine, command.name);
       case 'receive':
-        return local.receive(...call.args);
+        await local.receive(command.message);
+        return null;
       case 'head':
-        return this.options.reads.head(...call.args) ?? null;
+        return this.options.reads.head(command.orgId, command.machine, command.name) ?? null;
       case 'history':
-        return this.options.reads.history(...call.args);
+        return this.options.reads.history(command.orgId, command.machine, command.name, command.afterSeq, command.limit);
     }
   }
 
   private subjectOf(nodeId: string): string {
-    return `statehold.${this.options.cluster}.node.${nodeId}.calls`;
+    let subject = this.subjects.get(nodeId);
+    if (subject === undefined) this.subjects.set(nodeId, (subject = `statehold.${this.options.cluster}.node.${nodeId}.calls`));
+    return subject;
   }
 }
+
+const errorOf = ({
+  status,
+  code,
+  message,
+  parameter,
+}: {
+  status: number;
+  code: ServiceError['code'];
+  message: string;
+  parameter?: string;
+}) => new ServiceError(status, code, message, parameter);
 
 /** How often a node waiting on an owner checks that the owner is still in the cluster. */
 const DEPARTURE_CHECK_MS = 100;
 /** Requests asked again after a lost answer, at most (each after the owner changed or timed out). */
 const MAX_LOST = 3;
 
-/** The answer to a message that is not a call: nothing ran (a sender of another release, or not a node at all). */
-const UNREADABLE_CALL: Reply = {
+const MOVED = { ok: false, moved: true } as const;
+const LOST = { ok: false, lost: true } as const;
+
+/** The answer to a message that is not a command: nothing ran (a sender of another release, or not a node at all). */
+const UNREADABLE_COMMAND: Reply<never> = {
   ok: false,
-  error: { status: 500, code: 'internal', message: 'a node could not read a call forwarded to it' },
-};
-
-/** The ops whose first three arguments name the instance (orgId, machine, name). */
-const KEYED_OPS = new Set(['read', 'send', 'setStatus', 'setTargetVersion', 'delete', 'fireTimers', 'head', 'history']);
-
-const arePartitions = (value: unknown): value is number[] =>
-  Array.isArray(value) && value.length <= 4_096 && value.every((item) => Number.isSafeInteger(item) && (item as number) >= 0);
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-const areStrings = (values: unknown[]): boolean => values.every((value) => typeof value === 'string');
-
-/**
- * The call a message holds, when it has the shape routing needs (op, and the strings that name the
- * instance); undefined otherwise. The arguments' other details are the owner side's to check.
- */
-const callOf = (value: unknown): Call | undefined => {
-  if (!isObject(value) || typeof value.op !== 'string' || !Array.isArray(value.args)) return undefined;
-  const { op, args } = value;
-  const first = args[0];
-  if (op === 'create') return isObject(first) && areStrings([first.orgId, first.machine, first.name]) ? (value as Call) : undefined;
-  if (op === 'receive')
-    return isObject(first) && isObject(first.to) && areStrings([first.orgId, first.to.machine, first.to.name])
-      ? (value as Call)
-      : undefined;
-  if (op === 'gateMachine')
-    return areStrings(args.slice(0, 2)) && args.length === 3 && typeof args[2] === 'boolean' ? (value as Call) : undefined;
-  if (op === 'listPart')
-    return arePartitions(first) &&
-      areStrings(args.slice(1, 3)) &&
-      (args[3] === null || typeof args[3] === 'string') &&
-      Number.isSafeInteger(args[4])
-      ? (value as Call)
-      : undefined;
-  if (op === 'queryPart')
-    return arePartitions(first) &&
-      isObject(args[1]) &&
-      areStrings([args[1].orgId, args[1].machine, args[1].index]) &&
-      Number.isSafeInteger(args[1].limit)
-      ? (value as Call)
-      : undefined;
-  return KEYED_OPS.has(op) && args.length >= 3 && areStrings(args.slice(0, 3)) ? (value as Call) : undefined;
-};
-
-const keyOfCall = (call: InstanceCall): [string, string, string] => {
-  switch (call.op) {
-    case 'create':
-      return [call.args[0].orgId, call.args[0].machine, call.args[0].name];
-    case 'receive':
-      return [call.args[0].orgId, call.args[0].to.machine, call.args[0].to.name];
-    default:
-      return [call.args[0], call.args[1], call.args[2]];
-  }
+  error: { status: 500, code: 'internal', message: 'a node could not read a command forwarded to it' },
 };

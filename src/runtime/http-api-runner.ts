@@ -26,6 +26,7 @@ import {
 } from '../sandbox/index.js';
 import type { InstanceHead } from '../store/instance-store.js';
 import type { CreateRequest } from './instance-runtime.js';
+import type { InstanceState } from './instance-writes.js';
 import type { LogSink } from './log-sink.js';
 import { TokenBuckets } from './rate-limit.js';
 import type { RuntimeSettings } from './runtime-settings.js';
@@ -36,8 +37,8 @@ interface HttpApiRunnerDeps {
   runtime: {
     /** The committed head, from the instance's owner (read-your-writes). */
     head(orgId: string, machine: string, name: string): Promise<InstanceHead | undefined>;
-    create(request: CreateRequest): Promise<InstanceHead>;
-    send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceHead>;
+    create(request: CreateRequest): Promise<InstanceState>;
+    send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceState>;
   };
   sandboxes: Pick<SandboxPool, 'get'>;
   catalog: {

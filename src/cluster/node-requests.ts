@@ -1,0 +1,98 @@
+import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+
+/** How a request to another node ended. */
+export type RequestEnd =
+  | { answer: Uint8Array }
+  /** No node listens on the subject (NATS said so): nothing ran there. */
+  | { noResponders: true }
+  /** The node took it and did not answer in time, or left the cluster meanwhile: it may have run. */
+  | { lost: true };
+
+interface Pending {
+  node: string;
+  deadline: number;
+  resolve: (end: RequestEnd) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Request/reply to other nodes through one inbox subscription of this connection: each request is one
+ * publish with a reply subject under the inbox, and one entry in a map until its reply comes, NATS
+ * says no node listens (503), its node leaves the cluster (as `members` says) or its time is up. One
+ * timer, running while requests are in flight, checks the last two for all of them every `checkMs`.
+ * (NATS's own request() makes two Error objects per request, for their stacks, and a timer: several
+ * times the cost of the rest of a forwarded request; see bench/probes/forward-hop.mjs.)
+ */
+export class NodeRequests {
+  private readonly pending = new Map<string, Pending>();
+  private subscription: Subscription | undefined;
+  private prefix = '';
+  private next = 0;
+  private sweeping: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly options: { members: () => readonly string[]; checkMs: number },
+  ) {}
+
+  request(node: string, subject: string, data: Uint8Array, timeoutMs: number): Promise<RequestEnd> {
+    return new Promise<RequestEnd>((resolve, reject) => {
+      try {
+        this.subscribe();
+        const token = (this.next++).toString(36);
+        this.nc.publish(subject, data, { reply: this.prefix + token });
+        this.pending.set(token, { node, deadline: Date.now() + timeoutMs, resolve, reject });
+        this.sweeping ??= setInterval(() => this.sweep(), this.options.checkMs);
+      } catch (error) {
+        reject(error);
+      }
+    });
+  }
+
+  private subscribe(): void {
+    if (this.subscription) return;
+    const inbox = createInbox();
+    this.prefix = `${inbox}.`;
+    const subscription = this.nc.subscribe(`${inbox}.*`, {
+      callback: (error, message) => {
+        if (!error) this.settle(message);
+      },
+    });
+    this.subscription = subscription;
+    void subscription.closed.then(() => {
+      if (this.subscription === subscription) this.subscription = undefined;
+      this.end(() => true, new Error('the NATS connection closed before the node answered'));
+    });
+  }
+
+  private settle(message: Msg): void {
+    const token = message.subject.slice(this.prefix.length);
+    const pending = this.pending.get(token);
+    if (!pending) return;
+    this.pending.delete(token);
+    pending.resolve(message.data.length === 0 && message.headers?.code === 503 ? NO_RESPONDERS : { answer: message.data });
+  }
+
+  private sweep(): void {
+    const members = this.options.members();
+    const now = Date.now();
+    this.end((pending) => now > pending.deadline || !members.includes(pending.node));
+  }
+
+  /** Ends the requests `which` picks: lost, or failed with `error`. */
+  private end(which: (pending: Pending) => boolean, error?: Error): void {
+    for (const [token, pending] of this.pending) {
+      if (!which(pending)) continue;
+      this.pending.delete(token);
+      if (error) pending.reject(error);
+      else pending.resolve(LOST);
+    }
+    if (this.pending.size === 0 && this.sweeping) {
+      clearInterval(this.sweeping);
+      this.sweeping = undefined;
+    }
+  }
+}
+
+const NO_RESPONDERS = { noResponders: true } as const;
+const LOST = { lost: true } as const;
