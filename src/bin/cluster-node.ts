@@ -31,6 +31,9 @@ const CHECKPOINT_EVERY_MS = 1_000;
 const META_PEER_WAIT_MS = 2_000;
 /** How long a node that leaves waits for the others to catch up its share before it goes anyway. */
 const LEAVE_WAIT_MS = 10_000;
+/** Machine versions a joining node loads before it takes its share, at most, and how long it waits for them. */
+const WARM_VERSIONS = 32;
+const WARM_MAX_MS = 5_000;
 /** How often a node asks whether it can commit (GET /health), and how long the answer may take. */
 const WRITABLE_PROBE_EVERY_MS = 1_000;
 const WRITABLE_PROBE_MS = 1_500;
@@ -261,15 +264,17 @@ export const startClusterNode = async (
       health: () => {
         const members = membership.current();
         const joined = members.includes(config.nodeId);
-        const ready = natsState === 'connected' && joined && unwritable === undefined;
+        const ready = natsState === 'connected' && joined && unwritable === undefined && membership.self !== 'draining';
         const reason =
           natsState !== 'connected'
             ? `NATS ${natsState}`
             : unwritable !== undefined
               ? unwritable
-              : membership.self === 'joining'
-                ? 'catching up the partitions it is to own'
-                : 'not joined';
+              : membership.self === 'draining'
+                ? 'leaving: handing its share over to the other nodes'
+                : membership.self === 'joining'
+                  ? 'catching up the partitions it is to own'
+                  : 'not joined';
         return {
           ready,
           ...(ready ? {} : { reason }),
@@ -324,8 +329,6 @@ export const startClusterNode = async (
       });
       owner.start();
       forwarder = owner;
-      // Owns its share from now on: the others give it up, and ask this node for it.
-      membership.setReady();
       membership.onChange((members) => {
         const dropped = runtime.releaseNotOwned((orgId, machine, name) => owner.owns(orgId, machine, name));
         logger.info(`cluster members: ${members.join(', ')}${dropped > 0 ? `; let go of ${dropped} instances other nodes own now` : ''}`);
@@ -339,6 +342,16 @@ export const startClusterNode = async (
         onReplicatedTimers: (listener) => instances.onTimersApplied(listener),
         reads: owner,
       };
+    },
+    /**
+     * Takes this node's share once its instances' versions (of the partitions it holds; a bounded
+     * number, WARM_VERSIONS, for WARM_MAX_MS at most) are loaded: the others then give it up and ask
+     * this node for it, and those requests find it warm.
+     */
+    async ready(preload) {
+      const versions = instances.heldVersions(WARM_VERSIONS);
+      await Promise.race([preload(versions), new Promise((resolve) => setTimeout(resolve, WARM_MAX_MS).unref())]);
+      membership.setReady();
     },
     /**
      * A node that stops hands its share over first: it says it is draining, keeps answering while the

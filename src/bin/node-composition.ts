@@ -56,6 +56,11 @@ interface Deployment {
     /** Instance reads from the owners; the node's own store and runtime when not given. */
     reads?: InstanceReads;
   };
+  /**
+   * Called once the node listens and its sandbox worker starts, with a way to load machine versions
+   * into it: a cluster node loads its instances' versions, then takes its share.
+   */
+  ready?(preload: (versions: Array<{ orgId: string; machine: string; versionId: string }>) => Promise<void>): Promise<void>;
   /** Told at the start of a stop, before the drain: a cluster node hands its share over here. */
   leave?(): Promise<void>;
   /** Releases the storage and whatever else the deployment holds, once the runtime stopped. */
@@ -313,6 +318,11 @@ export const composeNode = async (
   // Booted now, once listening (so it does not slow startup down): the first request that runs machine
   // code would otherwise wait ≈ 0.4 s for it.
   sandboxClient.start();
+  // A cluster node takes its share only now, with its sandbox worker up and its instances' versions
+  // loaded (a bounded number): the requests the others then send it do not wait for that.
+  await deployment.ready?.(async (versions) => {
+    await Promise.allSettled(versions.map(({ orgId, machine, versionId }) => sandboxes.get(orgId, machine, versionId)));
+  });
 
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
   settings.publicUrl = config.publicUrl ?? `http://${hostForUrl}:${server.port}`;

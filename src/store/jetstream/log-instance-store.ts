@@ -264,6 +264,22 @@ export class LogInstanceStore implements InstanceStore {
     return new Set(partitions);
   }
 
+  /**
+   * The machine versions of the instances this node holds, distinct, at most `limit` (of the first
+   * HEADS_LOOKED_AT instances): what a node loads into its sandbox before it takes its share.
+   */
+  heldVersions(limit: number): Array<{ orgId: string; machine: string; versionId: string }> {
+    const found = new Map<string, { orgId: string; machine: string; versionId: string }>();
+    let looked = 0;
+    for (const [orgId, machine, name] of this.local.instanceKeys()) {
+      if (found.size >= limit || looked++ >= HEADS_LOOKED_AT) break;
+      if (!this.holds(orgId, machine, name)) continue;
+      const versionId = this.local.getInstance(orgId, machine, name)?.versionId;
+      if (versionId !== undefined) found.set(versionId, { orgId, machine, versionId });
+    }
+    return [...found.values()];
+  }
+
   /** The instances this store holds of the given partitions (the ones its node owns). */
   heldInstances(partitions: ReadonlySet<number>): number {
     let count = 0;
@@ -787,6 +803,9 @@ const instanceOf = (entry: LogEntry): Pick<InstanceHead, 'orgId' | 'machine' | '
 
 /** Receivers' commits remembered whose senders' entries were not applied here yet (see dropDelivered). */
 const DELIVERED_KEPT = 10_000;
+
+/** Heads a joining node reads at most to find the versions to load before it takes its share (heldVersions). */
+const HEADS_LOOKED_AT = 10_000;
 
 /** How long a request for an instance waits for its partition to be caught up on a node that just took it. */
 const READY_WAIT_MS = 10_000;
