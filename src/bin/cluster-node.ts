@@ -8,7 +8,7 @@ import { NatsUpdateBus } from '../cluster/nats-update-bus.js';
 import { PartitionOwnership } from '../cluster/partition-ownership.js';
 import { toBase64Url } from '../domain/base64url.js';
 import type { Logger } from '../domain/logger.js';
-import { summaryOf } from '../store/instance-reads.js';
+import { summaryOf, viewOf } from '../store/instance-reads.js';
 import { RequestMovedError } from '../store/instance-store.js';
 import { LogInstanceStore } from '../store/jetstream/log-instance-store.js';
 import { applyMetaOp, type MetaOp } from '../store/jetstream/meta-ops.js';
@@ -313,7 +313,10 @@ export const startClusterNode = async (
           owner: (partition) => ownership.ownerOf(partition),
         },
         reads: {
-          head: (orgId, machine, name) => runtime.head(orgId, machine, name),
+          head: (orgId, machine, name) => {
+            const head = runtime.head(orgId, machine, name);
+            return head && viewOf(head);
+          },
           history: (orgId, machine, name, afterSeq, limit) => instances.listTransitions(orgId, machine, name, afterSeq, limit),
           listPart: async (partitions, orgId, machine, afterName, limit) => {
             if (!ownership.ownsAll(partitions)) return 'moved';

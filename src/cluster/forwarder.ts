@@ -4,10 +4,9 @@ import { ServiceError, unavailable } from '../domain/errors.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import { compareIndexPositions, type IndexPosition } from '../domain/index-values.js';
-import type { InstanceReads, InstanceSummary } from '../store/instance-reads.js';
+import type { InstanceReads, InstanceSummary, InstanceView } from '../store/instance-reads.js';
 import {
   type IndexQuery,
-  type InstanceHead,
   type InstanceStatus,
   type OutboxMessage,
   RequestMovedError,
@@ -39,7 +38,7 @@ export type { OwnerSide } from './instance-commands.js';
  * part of a list or an index (the partitions asked for; 'moved' when it does not own and hold them all).
  */
 export interface OwnedReads {
-  head(orgId: string, machine: string, name: string): InstanceHead | undefined;
+  head(orgId: string, machine: string, name: string): InstanceView | undefined;
   history(orgId: string, machine: string, name: string, afterSeq: number, limit: number): TransitionRecord[];
   listPart(
     partitions: number[],
@@ -185,7 +184,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     await this.call({ op: 'receive', message });
   }
 
-  async head(orgId: string, machine: string, name: string): Promise<InstanceHead | undefined> {
+  async head(orgId: string, machine: string, name: string): Promise<InstanceView | undefined> {
     return (await this.call({ op: 'head', orgId, machine, name })) ?? undefined;
   }
 

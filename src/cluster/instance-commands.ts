@@ -3,7 +3,7 @@ import type { ErrorCode } from '../domain/errors.js';
 import type { IndexPosition } from '../domain/index-values.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
-import type { InstanceSummary } from '../store/instance-reads.js';
+import type { InstanceSummary, InstanceView } from '../store/instance-reads.js';
 import type { IndexQuery, InstanceHead, InstanceStatus, OutboxMessage, TransitionRecord } from '../store/instance-store.js';
 
 /**
@@ -111,7 +111,7 @@ export interface Answers {
   /** How the firing went (runtime/timer-firing.ts TimerFiring). */
   fireTimers: string;
   receive: null;
-  head: InstanceHead | null;
+  head: InstanceView | null;
   history: TransitionRecord[];
   gateMachine: null;
   listPart: InstanceSummary[];

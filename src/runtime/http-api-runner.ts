@@ -24,7 +24,7 @@ import {
   SandboxMovedError,
   SandboxTimeoutError,
 } from '../sandbox/index.js';
-import type { InstanceHead } from '../store/instance-store.js';
+import type { InstanceView } from '../store/instance-reads.js';
 import type { CreateRequest } from './instance-runtime.js';
 import type { InstanceState } from './instance-writes.js';
 import type { LogSink } from './log-sink.js';
@@ -36,7 +36,7 @@ interface HttpApiRunnerDeps {
   /** The instance runtime's public create, send and head (instance-runtime.ts). */
   runtime: {
     /** The committed head, from the instance's owner (read-your-writes). */
-    head(orgId: string, machine: string, name: string): Promise<InstanceHead | undefined>;
+    head(orgId: string, machine: string, name: string): Promise<InstanceView | undefined>;
     create(request: CreateRequest): Promise<InstanceState>;
     send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceState>;
   };

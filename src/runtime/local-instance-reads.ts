@@ -1,5 +1,5 @@
 import type { IndexPosition } from '../domain/index-values.js';
-import { type InstanceReads, type InstanceSummary, summaryOf } from '../store/instance-reads.js';
+import { type InstanceReads, type InstanceSummary, type InstanceView, summaryOf } from '../store/instance-reads.js';
 import type { IndexQuery, InstanceHead, InstanceStore, TransitionRecord } from '../store/instance-store.js';
 
 /**
@@ -13,7 +13,7 @@ export class LocalInstanceReads implements InstanceReads {
     private readonly hasAny: (orgId: string, machine: string) => boolean,
   ) {}
 
-  async head(orgId: string, machine: string, name: string): Promise<InstanceHead | undefined> {
+  async head(orgId: string, machine: string, name: string): Promise<InstanceView | undefined> {
     await this.store.caughtUp(orgId, machine, name);
     return this.runtime.head(orgId, machine, name);
   }

@@ -5,7 +5,9 @@ import { actorKey } from './actor-key.js';
 export type { InstanceNews, InstanceUpdate, UpdateBus } from '../domain/instance-news.js';
 
 /** What the bus carries of a committed head (the owner's publish, and a realtime channel's starting state). */
-export const updateOf = (head: InstanceHead): InstanceUpdate => ({
+export const updateOf = (
+  head: Pick<InstanceHead, 'orgId' | 'machine' | 'name' | 'versionId' | 'seq' | 'ts' | 'state' | 'context' | 'tags' | 'done'>,
+): InstanceUpdate => ({
   kind: 'update',
   orgId: head.orgId,
   machine: head.machine,

@@ -1,6 +1,43 @@
 import type { IndexPosition } from '../domain/index-values.js';
 import type { IndexQuery, InstanceHead, InstanceStatus, TransitionRecord } from './instance-store.js';
 
+/**
+ * An instance's committed head as reads show it: what the API, realtime and http APIs read, without
+ * what only its owner's runtime needs (the machine's snapshot, pending timers, outbox bookkeeping).
+ */
+export type InstanceView = Pick<
+  InstanceHead,
+  | 'orgId'
+  | 'machine'
+  | 'name'
+  | 'createdAt'
+  | 'versionId'
+  | 'targetVersionId'
+  | 'status'
+  | 'seq'
+  | 'ts'
+  | 'state'
+  | 'context'
+  | 'tags'
+  | 'done'
+>;
+
+export const viewOf = (head: InstanceHead): InstanceView => ({
+  orgId: head.orgId,
+  machine: head.machine,
+  name: head.name,
+  createdAt: head.createdAt,
+  versionId: head.versionId,
+  ...(head.targetVersionId === undefined ? {} : { targetVersionId: head.targetVersionId }),
+  status: head.status,
+  seq: head.seq,
+  ts: head.ts,
+  state: head.state,
+  context: head.context,
+  tags: head.tags,
+  done: head.done,
+});
+
 /** An instance as a list shows it. */
 export interface InstanceSummary {
   name: string;
@@ -17,7 +54,7 @@ export interface InstanceSummary {
  */
 export interface InstanceReads {
   /** The committed head, or undefined when the instance does not exist. */
-  head(orgId: string, machine: string, name: string): Promise<InstanceHead | undefined>;
+  head(orgId: string, machine: string, name: string): Promise<InstanceView | undefined>;
   /** Instances of a machine in name order, after `afterName`. */
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): Promise<InstanceSummary[]>;
   listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): Promise<TransitionRecord[]>;

@@ -3,7 +3,7 @@ import type { InstanceNews } from '../../domain/instance-news.js';
 import type { JsonObject } from '../../domain/machine-state.js';
 import { actorKey } from '../../runtime/actor-key.js';
 import { type UpdateBus, updateOf } from '../../runtime/update-bus.js';
-import type { InstanceHead } from '../../store/instance-store.js';
+import type { InstanceView } from '../../store/instance-reads.js';
 import { type ChannelRuntime, InstanceChannel, type RtFanout, type RtPeer, type Subscription } from './instance-channel.js';
 import { BadFrame, type ClientMessage, errorText, parseClientMessage } from './rt-messages.js';
 
@@ -35,7 +35,7 @@ interface RealtimeHubDeps {
    * The instance's committed head with every commit acknowledged so far, through any node, in (as HTTP
    * reads have it): the first state a subscriber gets is then never older than an answer it already had.
    */
-  head: (orgId: string, machine: string, name: string) => Promise<InstanceHead | undefined>;
+  head: (orgId: string, machine: string, name: string) => Promise<InstanceView | undefined>;
   limits: RealtimeLimits;
   logError: (message: string, error: unknown) => void;
 }
@@ -194,7 +194,7 @@ export class RealtimeHub {
     orgId: string,
     authContext: JsonObject,
     keyId: string | undefined,
-    instance: { machine: string; name: string; head: InstanceHead | undefined; early: InstanceNews[] },
+    instance: { machine: string; name: string; head: InstanceView | undefined; early: InstanceNews[] },
     requestId: string,
   ): void {
     const channel = this.channelFor(orgId, instance);
@@ -231,7 +231,7 @@ export class RealtimeHub {
 
   private channelFor(
     orgId: string,
-    { machine, name, head, early }: { machine: string; name: string; head: InstanceHead | undefined; early: InstanceNews[] },
+    { machine, name, head, early }: { machine: string; name: string; head: InstanceView | undefined; early: InstanceNews[] },
   ): InstanceChannel {
     const key = actorKey(orgId, machine, name);
     const existing = this.channels.get(key);
