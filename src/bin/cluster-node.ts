@@ -294,7 +294,7 @@ export const startClusterNode = async (
         /** The partitions this node holds: the ones it owns, and the ones it catches up to take over. */
         partitions: { count: instances.partitionCount, held: instances.partitions() },
         /** The instances this node holds (of the partitions it owns or takes over): each is held by its owner only. */
-        heldInstances: instances.heldInstances(ownership.owned()),
+        heldInstances: instances.reads.heldInstances(ownership.owned()),
         /** Messages between instances this node's copy still holds (delivered ones go within milliseconds). */
         outboxEntries: local.instances.listOutbox(10_000).length,
         ...(instance && forwarder
@@ -320,11 +320,11 @@ export const startClusterNode = async (
           history: (orgId, machine, name, afterSeq, limit) => instances.listTransitions(orgId, machine, name, afterSeq, limit),
           listPart: async (partitions, orgId, machine, afterName, limit) => {
             if (!ownership.ownsAll(partitions)) return 'moved';
-            const part = await instances.listPart(partitions, orgId, machine, afterName, limit);
+            const part = await instances.reads.listPart(partitions, orgId, machine, afterName, limit);
             return part === 'moved' ? part : part.map(summaryOf);
           },
           queryPart: (partitions, query) =>
-            ownership.ownsAll(partitions) ? instances.queryPart(partitions, query) : Promise.resolve('moved' as const),
+            ownership.ownsAll(partitions) ? instances.reads.queryPart(partitions, query) : Promise.resolve('moved' as const),
         },
         timeoutMs: config.settleTimeoutMs + 10_000,
         onError,
@@ -352,7 +352,7 @@ export const startClusterNode = async (
      * this node for it, and those requests find it warm.
      */
     async ready(preload) {
-      const versions = instances.heldVersions(WARM_VERSIONS);
+      const versions = instances.reads.heldVersions(WARM_VERSIONS, (orgId, machine, name) => instances.holds(orgId, machine, name));
       await Promise.race([preload(versions), new Promise((resolve) => setTimeout(resolve, WARM_MAX_MS).unref())]);
       membership.setReady();
     },

@@ -1,6 +1,5 @@
 import { type JetStreamClient, type JsMsg, jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { createHash } from 'node:crypto';
 import { unavailable } from '../../domain/errors.js';
 import type { IndexPosition } from '../../domain/index-values.js';
 import {
@@ -16,33 +15,12 @@ import {
   type UsageDelta,
   type UsageMonth,
 } from '../instance-store.js';
+import { withinMs } from '../../domain/within-ms.js';
+import { DeliveredMessages } from './delivered-messages.js';
+import { entryOf, instanceOf, keyOf, keyOfSubject, type LogEntry, type LogEntryBody, messageIdOf, withoutLogSeq } from './log-entries.js';
+import { HeldPartitionReads, type LocalCopy } from './held-partition-reads.js';
 import { PartitionCopy } from './partition-copy.js';
 import { type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
-
-/**
- * One entry of an instance as the TX log holds it, and the stream sequence of the instance's entry it
- * follows (`after`: what its append named as JetStream's expected last subject sequence; 0 for the
- * first). `head.logSeq` is left out: it is the message's own sequence. An entry counts only when it is
- * the first of its instance after `after` (see transition-log.ts: a 2.9 server can store appends it
- * should have refused); one that does not changes nothing but the instance's log position, on every copy.
- * Entries written before 2026-11-28 carry no `after`: their message's header says it.
- */
-type LogEntry = LogEntryBody & { after?: number };
-
-type LogEntryBody =
-  | { kind: 'create'; head: InstanceHead; history: TransitionRecord[]; effects: CommitEffects }
-  | { kind: 'commit'; head: InstanceHead; previousSeq: number; history: TransitionRecord[]; effects: CommitEffects }
-  /** A head-only change (status, timer retries) at the same head sequence. */
-  | { kind: 'head'; head: InstanceHead }
-  | { kind: 'received'; orgId: string; machine: string; name: string; messageId: string }
-  | { kind: 'delete'; orgId: string; machine: string; name: string }
-  /**
-   * Nothing changes but the instance's log position: written by a node that is asked a request again
-   * (its id: a request id, or a message id) after the node first asked did not answer, before it looks
-   * for it. An append of the first node that is still under way is fenced by it, and no node but `by`
-   * commits that request after it (see fence).
-   */
-  | { kind: 'fence'; orgId: string; machine: string; name: string; requestId: string; by: string };
 
 interface LogInstanceStoreOptions {
   /** Where usage counts go so that every node sums every node's (the META log); local when not given. */
@@ -50,9 +28,6 @@ interface LogInstanceStoreOptions {
   /** This node's id, named by its fences. */
   nodeId?: string;
 }
-
-/** The node's own LMDB store, which can list what it holds (a partition given up is dropped from it). */
-type LocalCopy = InstanceStore & { instanceKeys(): Iterable<[orgId: string, machine: string, name: string]> };
 
 /**
  * The instance store of a cluster node. JetStream's TX log is the truth: every write is appended to
@@ -93,13 +68,10 @@ export class LogInstanceStore implements InstanceStore {
   private readonly headless = new Map<string, number>();
   private headlessForgotten = false;
   private stopped = false;
-  /** Where each outbox entry of this copy is, by message id (found without scanning the outbox). */
-  private outboxPositions: Map<string, [number, number]> | undefined;
-  /**
-   * Messages whose receiver's commit was applied here before their sender's (a partition being caught
-   * up: partitions are followed side by side): the sender's outbox entry is dropped once it is applied.
-   */
-  private readonly deliveredEarly = new Set<string>();
+  /** Outbox entries this copy holds, and receivers' commits that name them (catch-ups replay both). */
+  private readonly delivered: DeliveredMessages;
+  /** What this node answers the others of the partitions it holds (lists, index queries), and what it holds. */
+  readonly reads: HeldPartitionReads;
   private readonly nodeId: string;
   private readonly shareUsage: LogInstanceStoreOptions['shareUsage'];
 
@@ -110,6 +82,11 @@ export class LogInstanceStore implements InstanceStore {
     options: LogInstanceStoreOptions = {},
   ) {
     this.nodeId = options.nodeId ?? 'node';
+    this.delivered = new DeliveredMessages(local, onError);
+    this.reads = new HeldPartitionReads(local, {
+      of: (orgId, machine, name) => this.partitionOf(orgId, machine, name),
+      copy: (partition) => this.owned.get(partition),
+    });
     this.shareUsage = options.shareUsage;
   }
 
@@ -216,77 +193,6 @@ export class LogInstanceStore implements InstanceStore {
     );
   }
 
-  /**
-   * The instances of the given partitions, in name order after `afterName`; 'moved' when one of them
-   * is not held here or not caught up within READY_WAIT_MS (its asker asks its owner again).
-   */
-  async listPart(partitions: readonly number[], orgId: string, machine: string, afterName: string | undefined, limit: number) {
-    const wanted = await this.readyPartitions(partitions);
-    if (!wanted) return 'moved' as const;
-    const out: InstanceHead[] = [];
-    let after = afterName;
-    for (;;) {
-      const page = this.local.listInstances(orgId, machine, after, limit);
-      for (const head of page) if (wanted.has(this.partitionOf(orgId, machine, head.name)) && out.length < limit) out.push(head);
-      if (out.length >= limit || page.length < limit) return out;
-      after = page[page.length - 1]?.name;
-    }
-  }
-
-  /** The index entries of the given partitions, in the query's order; 'moved' as listPart. */
-  async queryPart(partitions: readonly number[], query: IndexQuery) {
-    const wanted = await this.readyPartitions(partitions);
-    if (!wanted) return 'moved' as const;
-    const out: IndexPosition[] = [];
-    let after = query.after;
-    for (;;) {
-      const page = this.local.queryIndex({ ...query, ...(after ? { after } : {}) });
-      for (const entry of page)
-        if (wanted.has(this.partitionOf(query.orgId, query.machine, entry.name)) && out.length < query.limit) out.push(entry);
-      if (out.length >= query.limit || page.length < query.limit) return out;
-      after = page[page.length - 1];
-    }
-  }
-
-  /** The partitions as a set once each is held here and caught up; undefined when one is not held or not in time. */
-  private async readyPartitions(partitions: readonly number[]): Promise<Set<number> | undefined> {
-    const copies = partitions.map((partition) => this.owned.get(partition));
-    if (copies.some((copy) => copy === undefined)) return undefined;
-    const waiting = copies.filter((copy): copy is PartitionCopy => copy !== undefined && !copy.ready);
-    if (waiting.length > 0) {
-      const ready = await withinMs(
-        Promise.all(waiting.map((copy) => copy.whenReady())).then(() => true),
-        READY_WAIT_MS,
-        () => undefined,
-      ).catch(() => undefined);
-      if (!ready) return undefined;
-    }
-    return new Set(partitions);
-  }
-
-  /**
-   * The machine versions of the instances this node holds, distinct, at most `limit` (of the first
-   * HEADS_LOOKED_AT instances): what a node loads into its sandbox before it takes its share.
-   */
-  heldVersions(limit: number): Array<{ orgId: string; machine: string; versionId: string }> {
-    const found = new Map<string, { orgId: string; machine: string; versionId: string }>();
-    let looked = 0;
-    for (const [orgId, machine, name] of this.local.instanceKeys()) {
-      if (found.size >= limit || looked++ >= HEADS_LOOKED_AT) break;
-      if (!this.holds(orgId, machine, name)) continue;
-      const versionId = this.local.getInstance(orgId, machine, name)?.versionId;
-      if (versionId !== undefined) found.set(versionId, { orgId, machine, versionId });
-    }
-    return [...found.values()];
-  }
-
-  /** The instances this store holds of the given partitions (the ones its node owns). */
-  heldInstances(partitions: ReadonlySet<number>): number {
-    let count = 0;
-    for (const [orgId, machine, name] of this.local.instanceKeys()) if (partitions.has(this.partitionOf(orgId, machine, name))) count++;
-    return count;
-  }
-
   async stopFollowing(): Promise<void> {
     this.stopped = true;
     const copies = [...this.owned.values()];
@@ -307,7 +213,7 @@ export class LogInstanceStore implements InstanceStore {
     }
     for (const message of this.local.listOutbox(Number.MAX_SAFE_INTEGER)) {
       if (!inDropped(message.orgId, message.from.machine, message.from.name)) continue;
-      this.outboxPositions?.delete(message.id);
+      this.delivered.forget(message.id);
       await this.local.removeOutbox(message);
     }
   }
@@ -316,12 +222,9 @@ export class LogInstanceStore implements InstanceStore {
   private applyFollowed(message: JsMsg): Promise<void> {
     // This node's own appends come back through the follower: known applied by the subject alone (its
     // last three tokens name the instance), they are passed by without decoding the entry.
-    const tokens = message.subject.split('.');
-    const latest = this.latest.get(`${tokens[tokens.length - 3]}/${tokens[tokens.length - 2]}/${tokens[tokens.length - 1]}`);
+    const latest = this.latest.get(keyOfSubject(message.subject));
     if (latest !== undefined && latest >= message.seq) return Promise.resolve();
-    const entry = message.json<LogEntry>();
-    entry.after ??= positionOf(message.headers?.get(EXPECTED_HEADER));
-    return this.applyLocally(entry, message.seq).then(() => undefined);
+    return this.applyLocally(entryOf(message), message.seq).then(() => undefined);
   }
 
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined {
@@ -407,7 +310,7 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   removeOutbox(message: OutboxMessage): Promise<void> {
-    this.outboxPositions?.delete(message.id);
+    this.delivered.forget(message.id);
     return this.local.removeOutbox(message);
   }
 
@@ -622,52 +525,6 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
-   * A receiver's commit names the message it applied: the sender's outbox entry, when this copy holds
-   * it (this node owns the sender too), is delivered and goes. The owner's dispatcher removes what it
-   * delivered itself; this covers entries that a partition's catch-up brings back: the sender's commit
-   * replayed after the receiver's (partitions are followed side by side), or before it.
-   */
-  private dropDelivered(messageId: string | undefined): void {
-    if (messageId === undefined) return;
-    const position = this.positions().get(messageId);
-    if (!position) {
-      this.deliveredEarly.add(messageId);
-      if (this.deliveredEarly.size > DELIVERED_KEPT) this.deliveredEarly.delete(this.deliveredEarly.values().next().value as string);
-      return;
-    }
-    this.removeDelivered(messageId, position);
-  }
-
-  private removeDelivered(messageId: string, position: [number, number]): void {
-    this.outboxPositions?.delete(messageId);
-    this.deliveredEarly.delete(messageId);
-    const message = { id: messageId, position } as OutboxMessage;
-    this.local
-      .removeOutbox(message)
-      .catch((error: unknown) => this.onError(`could not drop delivered message ${messageId} from the outbox`, error));
-  }
-
-  /** After a commit with outbox entries is applied: the ones whose receivers applied them already go. */
-  private dropDeliveredEarly(effects: CommitEffects): void {
-    if (this.deliveredEarly.size === 0 || !effects.outbox?.length) return;
-    for (const message of effects.outbox) if (this.deliveredEarly.has(message.id)) this.removeDelivered(message.id, message.position);
-  }
-
-  /** The outbox's positions by message id, read whole once (it holds what is still to deliver: few). */
-  private positions(): Map<string, [number, number]> {
-    if (!this.outboxPositions) {
-      this.outboxPositions = new Map(this.local.listOutbox(Number.MAX_SAFE_INTEGER).map((message) => [message.id, message.position]));
-    }
-    return this.outboxPositions;
-  }
-
-  private notePositions(effects: CommitEffects): void {
-    if (!effects.outbox?.length) return;
-    const positions = this.positions();
-    for (const message of effects.outbox) positions.set(message.id, message.position);
-  }
-
-  /**
    * Applies one entry at stream sequence `seq`, in its instance's turn. An entry the copy holds already
    * (its position is there or past it: this node's own write, a replay after a restart) is passed by.
    * An entry that does not count, because another entry of its instance came between the one it names
@@ -694,20 +551,20 @@ export class LogInstanceStore implements InstanceStore {
           await this.local.replaceHead({ ...current, logSeq: seq }, current);
           return true;
         }
-        this.notePositions(entry.effects);
+        this.delivered.sending(entry.effects);
         await this.local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects);
-        this.dropDeliveredEarly(entry.effects);
+        this.delivered.sent(entry.effects);
         this.headless.delete(key);
-        this.dropDelivered(entry.effects.receivedMessageId);
+        this.delivered.delivered(entry.effects.receivedMessageId);
         this.noteTimers(entry.head);
         return true;
       }
       case 'commit': {
         if (!current) break;
-        this.notePositions(entry.effects);
+        this.delivered.sending(entry.effects);
         await this.local.commit({ ...entry.head, logSeq: seq }, current, entry.history, entry.effects);
-        this.dropDeliveredEarly(entry.effects);
-        this.dropDelivered(entry.effects.receivedMessageId);
+        this.delivered.sent(entry.effects);
+        this.delivered.delivered(entry.effects.receivedMessageId);
         this.noteTimers(entry.head);
         return true;
       }
@@ -722,7 +579,7 @@ export class LogInstanceStore implements InstanceStore {
         await this.local.markReceived(orgId, machine, name, entry.messageId);
         // (the head's log position moves too, so the next append expects this entry)
         await this.local.replaceHead({ ...current, logSeq: seq }, current);
-        this.dropDelivered(entry.messageId);
+        this.delivered.delivered(entry.messageId);
         return true;
       }
       case 'fence': {
@@ -788,60 +645,8 @@ const FENCES_KEPT = 10_000;
 /** Positions of instances without a head kept in memory (past it, the log is asked; see counts). */
 const HEADLESS_KEPT = 100_000;
 
-/** JetStream's header for the expected last subject sequence: what entries written before 2026-11-28 say instead of `after`. */
-const EXPECTED_HEADER = 'Nats-Expected-Last-Subject-Sequence';
-
-const positionOf = (header: string | undefined): number | undefined => {
-  if (header === undefined || header === '') return undefined;
-  const value = Number(header);
-  return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
-};
-
-/** The instance an entry is of. */
-const instanceOf = (entry: LogEntry): Pick<InstanceHead, 'orgId' | 'machine' | 'name'> =>
-  entry.kind === 'create' || entry.kind === 'commit' || entry.kind === 'head' ? entry.head : entry;
-
-/** Receivers' commits remembered whose senders' entries were not applied here yet (see dropDelivered). */
-const DELIVERED_KEPT = 10_000;
-
-/** Heads a joining node reads at most to find the versions to load before it takes its share (heldVersions). */
-const HEADS_LOOKED_AT = 10_000;
-
 /** How long a request for an instance waits for its partition to be caught up on a node that just took it. */
 const READY_WAIT_MS = 10_000;
 
-/** `work`, or what `timedOut` makes (thrown when an error, resolved otherwise) after `ms`. */
-const withinMs = async <T>(work: Promise<T>, ms: number, timedOut: () => unknown): Promise<T | undefined> => {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve, reject) => {
-    timer = setTimeout(() => {
-      const outcome = timedOut();
-      if (outcome instanceof Error) reject(outcome);
-      else resolve(undefined);
-    }, ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-};
-
 /** How long a fenced writer waits for its copy to catch up with the log before giving up the request. */
 const CATCH_UP_MS = 2_000;
-
-const keyOf = (head: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): string => `${head.orgId}/${head.machine}/${head.name}`;
-
-/**
- * The message id of an append: the instance, the log position it follows and a hash of the entry. A
- * retry of the same append (its acknowledgement lost) is then recognised by JetStream as a duplicate
- * and answered with the first one's sequence; any other entry at that position, from another node or
- * from a later attempt here, is not a duplicate and meets the expected-sequence check (fenced).
- */
-const messageIdOf = (head: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>, payload: string, after = 0): string =>
-  `${keyOf(head)}:${after}:${createHash('sha256').update(payload).digest('base64url').slice(0, 22)}`;
-
-const withoutLogSeq = (head: InstanceHead): InstanceHead => {
-  const { logSeq: _logSeq, ...rest } = head;
-  return rest;
-};
