@@ -125,6 +125,20 @@ t.test(
         held.every((count) => count < all.length),
         `${phase}: no node holds them all`,
       );
+      // Nothing else is kept: a partition given up (or held before a restart and not now) is dropped.
+      let stored: number[] = [];
+      for (let i = 0; i < 50; i++) {
+        stored = (await Promise.all([...live.values()].map((node) => clusterView(node.url, ADMIN)))).map(
+          (view) => view?.storedInstances ?? -1,
+        );
+        if (stored.reduce((sum, count) => sum + count, 0) === all.length) break;
+        await sleep(200);
+      }
+      t.equal(
+        stored.reduce((sum, count) => sum + count, 0),
+        all.length,
+        `${phase}: each node stores only what it holds (${[...live.keys()].map((id, i) => `${id} ${stored[i]}`).join(', ')})`,
+      );
     };
 
     await t.test('a fourth node joins under load', async (t) => {

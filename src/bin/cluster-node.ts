@@ -295,6 +295,8 @@ export const startClusterNode = async (
         partitions: { count: instances.partitionCount, held: instances.partitions() },
         /** The instances this node holds (of the partitions it owns or takes over): each is held by its owner only. */
         heldInstances: instances.reads.heldInstances(ownership.owned()),
+        /** The instances this node's LMDB keeps: the held ones (with standbys, also those it stands by for), and no others. */
+        storedInstances: instances.reads.storedInstances(),
         /** Messages between instances this node's copy still holds (delivered ones go within milliseconds). */
         outboxEntries: local.instances.listOutbox(10_000).length,
         ...(instance && forwarder

@@ -223,6 +223,7 @@ export interface ClusterView {
   members: Array<{ id: string; state: string } | null>;
   partitions: { count: number; held: Array<{ partition: number; ready: boolean }> };
   heldInstances: number;
+  storedInstances: number;
 }
 
 /** GET /cluster on a node (undefined if it does not answer 200). */

@@ -87,6 +87,13 @@ export class HeldPartitionReads {
     return [...found.values()];
   }
 
+  /** Every instance this store keeps. */
+  storedInstances(): number {
+    let count = 0;
+    for (const _key of this.local.instanceKeys()) count++;
+    return count;
+  }
+
   /** The instances this store holds of the given partitions (the ones its node owns). */
   heldInstances(partitions: ReadonlySet<number>): number {
     let count = 0;

@@ -134,6 +134,8 @@ export class LogInstanceStore implements InstanceStore {
    * and is ready once caught up with the log; one given up loses its follower and its rows.
    */
   own(nc: NatsConnection, partitions: ReadonlySet<number>, from: (partition: number) => number): void {
+    // The first time, rows of every partition not held now go (a node that restarts may have held others).
+    const first = this.js === undefined;
     this.js ??= jetstream(nc);
     const js = this.js;
     this.stopped = false;
@@ -155,8 +157,9 @@ export class LogInstanceStore implements InstanceStore {
         }),
       );
     }
-    if (given.length === 0) return;
     const dropped = new Set(given.map((copy) => copy.partition));
+    if (first) for (let partition = 0; partition < this.log.partitions; partition++) if (!partitions.has(partition)) dropped.add(partition);
+    if (dropped.size === 0) return;
     this.dropping = this.dropping
       .then(async () => {
         await Promise.all(given.map((copy) => copy.stop()));
