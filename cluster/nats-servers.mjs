@@ -46,8 +46,13 @@ const configText = ({ name, port, httpPort, storeDir, cluster, noAdvertise }) =>
   if (cluster) {
     // (no_advertise: clients are not told of the other servers, and keep to the URLs they were given)
     const advertise = noAdvertise ? ', no_advertise: true' : '';
+    // (a route's INFO names the server's route address, and a server that hears of a server it has no
+    // route to yet dials that address: an "implicit" route, tried once. no_advertise does not stop this.
+    // With routes through proxies each server names a port nobody listens on, so such a dial fails and
+    // every route stays the configured one, through its proxy.)
+    const gossip = cluster.advertise ? `, advertise: "127.0.0.1:${cluster.advertise}"` : '';
     lines.push(
-      `cluster { name: ${cluster.name}, listen: 127.0.0.1:${cluster.port}, routes: [${cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}]${advertise} }`,
+      `cluster { name: ${cluster.name}, listen: 127.0.0.1:${cluster.port}, routes: [${cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}]${advertise}${gossip} }`,
     );
   }
   return `${lines.join('\n')}\n`;
@@ -73,7 +78,15 @@ const waitReady = async (httpPort, clustered, deadline) => {
 /**
  * Starts `count` nats-servers (1, or 3 for a JetStream cluster). Resolves with their client URLs and a
  * stop(); `dir` holds configs and store dirs (a temp dir unless given; removed by stop unless kept).
- * @param {{ count?: number, dir?: string, keep?: boolean, readyMs?: number, detached?: boolean, noAdvertise?: boolean, log?: (line: string) => void }} [options]
+ *
+ * `routeVia(from, to, routePort)` (a cluster only): the port server `from` (0-based) dials for its route
+ * to server `to`, whose route port is `routePort`; a test answers with a TCP proxy's port in front of
+ * it (test/helpers/tcp-proxy.ts) to cut routes, or with `routePort` for a direct route. Each server's
+ * `routes` then lists what it answered, its cluster block gets no_advertise, and the address a server
+ * gives of itself to the others (which they pass on, and dial when they have no route to it yet) is a
+ * port nobody listens on: only the routes given here are made (see each server's /routez). Each
+ * server's `routes` in the result: the ports it dials.
+ * @param {{ count?: number, dir?: string, keep?: boolean, readyMs?: number, detached?: boolean, noAdvertise?: boolean, routeVia?: (from: number, to: number, routePort: number) => number | Promise<number>, log?: (line: string) => void }} [options]
  */
 export const startNatsServers = async ({
   count = 1,
@@ -82,25 +95,38 @@ export const startNatsServers = async ({
   readyMs = 20_000,
   detached = false,
   noAdvertise = false,
+  routeVia,
   log = () => {},
 } = {}) => {
   const root = dir ?? mkdtempSync(join(tmpdir(), 'statehold-nats-'));
   mkdirSync(root, { recursive: true });
-  const picked = await freePorts(count * 3);
+  // (with routeVia, one more: the unused port each server names as its route address)
+  const picked = await freePorts(count * 3 + (routeVia ? 1 : 0));
   const ports = Array.from({ length: count }, (_, i) => ({
     port: picked[3 * i],
     httpPort: picked[3 * i + 1],
     routePort: picked[3 * i + 2],
   }));
+  // The ports each server dials for its routes (through routeVia when given), asked in order.
+  const routesOf = [];
+  for (const [i] of ports.entries()) {
+    const routes = [];
+    for (const [j, q] of ports.entries()) if (j !== i) routes.push(routeVia ? await routeVia(i, j, q.routePort) : q.routePort);
+    routesOf.push(routes);
+  }
   const servers = ports.map((p, i) => {
     const name = `nats-${i + 1}`;
     const storeDir = join(root, name);
     mkdirSync(storeDir, { recursive: true });
+    const routes = count > 1 ? routesOf[i] : [];
     const cluster =
-      count > 1 ? { name: 'statehold', port: p.routePort, routes: ports.filter((_, j) => j !== i).map((q) => q.routePort) } : undefined;
+      count > 1 ? { name: 'statehold', port: p.routePort, routes, advertise: routeVia ? picked[3 * count] : undefined } : undefined;
     const configPath = join(root, `${name}.conf`);
-    writeFileSync(configPath, configText({ name, port: p.port, httpPort: p.httpPort, storeDir, cluster, noAdvertise }));
-    return { name, configPath, ...p, url: `nats://127.0.0.1:${p.port}`, process: undefined, output: '' };
+    writeFileSync(
+      configPath,
+      configText({ name, port: p.port, httpPort: p.httpPort, storeDir, cluster, noAdvertise: noAdvertise || routeVia !== undefined }),
+    );
+    return { name, configPath, ...p, routes, url: `nats://127.0.0.1:${p.port}`, process: undefined, output: '' };
   });
   const start = (server) => {
     // Detached (make cluster-up): the server outlives the launcher, its output goes to a file beside its config.
