@@ -209,10 +209,15 @@ export class LogInstanceStore implements InstanceStore {
       partitions.has(this.partitionOf(orgId, machine, name)) && !this.holds(orgId, machine, name);
     const keys = [...this.local.instanceKeys()].filter(([orgId, machine, name]) => inDropped(orgId, machine, name));
     for (const [orgId, machine, name] of keys) {
-      await this.local.deleteInstance(orgId, machine, name);
-      const key = keyOf({ orgId, machine, name });
-      this.latest.delete(key);
-      this.headless.delete(key);
+      // In the instance's turn, and only if its partition is still given up: one taken again meanwhile
+      // (a flapping view) is being caught up by a new follower, whose applies must not lose their rows.
+      await this.inTurn(keyOf({ orgId, machine, name }), async () => {
+        if (!inDropped(orgId, machine, name)) return;
+        await this.local.deleteInstance(orgId, machine, name);
+        const key = keyOf({ orgId, machine, name });
+        this.latest.delete(key);
+        this.headless.delete(key);
+      });
     }
     for (const message of this.local.listOutbox(Number.MAX_SAFE_INTEGER)) {
       if (!inDropped(message.orgId, message.from.machine, message.from.name)) continue;
@@ -513,12 +518,17 @@ export class LogInstanceStore implements InstanceStore {
    */
   private applyLocally(entry: LogEntry, seq: number, own = false): Promise<boolean> {
     const key = keyOf(instanceOf(entry));
-    const before = this.applying.get(key) ?? Promise.resolve();
-    const run = before.then(async () => {
+    return this.inTurn(key, async () => {
       const applied = await this.apply(entry, seq, own);
       this.noteLatest(key, seq);
       return applied;
     });
+  }
+
+  /** Runs `work` on one instance's rows after whatever runs on them already (applies, a partition's drop). */
+  private inTurn<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const before = this.applying.get(key) ?? Promise.resolve();
+    const run = before.then(work);
     const tail = run.catch(() => undefined);
     this.applying.set(key, tail);
     void tail.then(() => {

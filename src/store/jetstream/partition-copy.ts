@@ -53,7 +53,13 @@ export class PartitionCopy {
         this.received = seq + 1;
         const applied = options
           .apply(message)
-          .catch((error: unknown) => options.onError(`could not apply TX log entry ${seq} to the local store`, error))
+          .catch((error: unknown) => {
+            // Not passed by: the watermark stays before it, and the follower delivers it again (with what
+            // came after it, applied again harmlessly) after a pause.
+            options.onError(`could not apply TX log entry ${seq} to the local store; following again from it`, error);
+            this.received = Math.min(this.received, seq);
+            this.follower.restart();
+          })
           .finally(() => {
             this.pending.delete(seq);
             this.moved();

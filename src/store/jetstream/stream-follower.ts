@@ -31,6 +31,8 @@ export class StreamFollower {
   private watchdog: NodeJS.Timeout | undefined;
   /** `next()` at the last stall check. */
   private lastNext = 0;
+  /** Set by restart: what the consumer still delivers is passed by until a new one starts from `next()`. */
+  private restarting = false;
 
   constructor(private readonly options: StreamFollowerOptions) {}
 
@@ -40,6 +42,16 @@ export class StreamFollower {
     this.loop = this.run();
     this.watchdog = setInterval(() => void this.checkStalled(), STALL_CHECK_MS);
     this.watchdog.unref();
+  }
+
+  /**
+   * Follows again from `next()` (which its owner moved back, to an entry it could not apply): the
+   * consumer is closed, what it still delivers is passed by, and a new one starts from there.
+   */
+  restart(): void {
+    if (this.stopped || this.restarting) return;
+    this.restarting = true;
+    void this.messages?.close();
   }
 
   async stop(): Promise<void> {
@@ -81,6 +93,7 @@ export class StreamFollower {
       ...(filter === undefined ? {} : { filter_subjects: filter }),
     });
     this.messages = await consumer.consume();
+    this.restarting = false;
   }
 
   private async run(): Promise<void> {
@@ -88,7 +101,7 @@ export class StreamFollower {
       try {
         if (!this.messages) await this.open();
         for await (const message of this.messages as ConsumerMessages) {
-          if (message.seq < this.options.next()) continue;
+          if (this.restarting || message.seq < this.options.next()) continue;
           try {
             await this.options.handle(message);
           } catch (error) {
