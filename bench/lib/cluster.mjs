@@ -1,14 +1,17 @@
-// The "cluster" scenario: the same closed loops on three deployments started fresh one after another on
-// this host (embedded `statehold serve`; a 1-node cluster on one nats-server, R1; a 3-node cluster on
-// three nats-servers, R3), then a failover on the 3-node cluster. Each deployment: the cart machine
-// uploaded, K instances created, a warm-up, then C=64 and C=1 closed loops (cluster-3: requests spread
-// round-robin over the three nodes, as a load balancer would; and a C=64 loop sent straight to each
-// instance's owner, which separates the forwarding hop's cost for the capacity model), the CPU of every
-// node (with its sandbox workers) and every nats-server sampled from /proc, and every instance's history
-// verified. Failover: under a light steady load through the two nodes that stay, the node owning the
-// most of ~100 probed instances is SIGKILLed; each of its instances is sent its next event every ~20 ms
-// through the survivors until one is answered 200, and the time from the kill to that answer is the
-// instance's failover time. Every process it started is stopped at the end, and checked to be gone.
+// The "cluster" scenario: the same closed loops on deployments started fresh one after another on this
+// host (embedded `statehold serve`; cluster-1: one node on one nats-server, R1; cluster-N: N nodes on
+// three nats-servers, R3), then a failover on one cluster (cluster-3 by default). Each deployment: the
+// cart machine uploaded, K instances created, a warm-up, then C=64 and C=1 closed loops (on clusters of
+// 2 or more: spread round-robin over the nodes, as a load balancer would; sent straight to each
+// instance's owner, which separates the forwarding hop's cost for the capacity model; and at C=1 through
+// the node after each owner, the latency of a forwarded request), the CPU of every node (with its sandbox
+// workers) and every nats-server sampled from /proc, and every instance's history verified. Each node
+// holds only the partitions it owns: after a phase the sampling goes on until every node says it is
+// ready and every partition it holds is applied as far as NATS delivered it. Failover: under a light
+// steady load through the nodes that stay, the node owning the most of ~100 probed instances is
+// SIGKILLed; each of its instances is sent its next event every ~20 ms through the survivors until one
+// is answered 200, and the time from the kill to that answer is the instance's failover time. Every
+// process it started is stopped at the end, and checked to be gone.
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -130,57 +133,174 @@ export const cpuPerEvent = (groups, eventsPerSecond) => {
   return out;
 };
 
+/** The node that receives a request about an instance "through a node that does not own it": the next one after its owner. */
+export const nonOwnerIndex = (ownerIndex, nodes) => (ownerIndex === undefined || nodes < 2 ? undefined : (ownerIndex + 1) % nodes);
+
+/** The partition a TX-stream consumer follows, from its filter subject (`statehold.<cluster>.tx.<p>.>`); undefined for any other. */
+export const partitionOfFilter = (filter) => {
+  const match = /\.tx\.(\d+)\.>$/.exec(filter ?? '');
+  return match ? Number(match[1]) : undefined;
+};
+
 /**
- * A capacity model from the measured CPU per event (µs), for N statehold nodes on hosts of their own
- * (`coresPerHost` each) and three nats-servers (R3) on hosts of their own. Per event, cluster-wide:
- *   node CPU(N) = exec + (N − 1) × apply + (N − 1) / N × forward
- * exec: running the event on its owner (HTTP, sandbox, the append, its own local apply; the owner's
- * follower meets its own commit again and skips it); apply: another node applying that commit from the
- * TX stream to its LMDB copy (every node follows every commit); forward: the extra cost of a request
- * that arrives at a node that does not own its instance (both ends of the NATS hop). With the 1-node
- * cluster (c1 = exec), the 3-node cluster with requests sent straight to owners (direct = exec + 2
- * apply) and spread round-robin (spread = direct + 2/3 forward):
- *   exec = c1, apply = (direct − c1) / 2, forward = (spread − direct) × 3 / 2.
- * NATS: the busiest nats-server's CPU per event (the TX stream's leader) bounds the cluster at
- * coresPerHost / that, before the fan-out to more followers grows it. Negative parts (noise on a shared
- * host) are clamped to 0 and said so. Undefined unless c1Us, directUs and spreadUs are all measured (> 0).
- * @param {{ c1Us?: number | null, directUs?: number | null, spreadUs?: number | null, natsBusiestUs?: number | null }} measured
- * @param {{ nodes?: number[], coresPerHost?: number }} [options]
+ * Whether a partitioned cluster has caught up after a phase, from each live node's GET /cluster
+ * (`views`: [{ id, view }], view undefined when the node did not answer) and the TX stream's consumers
+ * as the nats-servers' /jsz lists them (`consumers`: [{ filter, delivered, pending }], one follower per
+ * held partition): every node answered and says it is `ready` (not joining, not draining), every
+ * partition is held by some node, every held partition is ready, and NATS has nothing more to deliver
+ * to its most advanced follower. `behind`: entries delivered but not under the partition's applied
+ * watermark yet, summed over the held partitions (reported); `pendingOnServer`: entries NATS still
+ * holds for them.
  */
-export const capacityModel = ({ c1Us, directUs, spreadUs, natsBusiestUs }, { nodes = [1, 3, 5, 9], coresPerHost = 2 } = {}) => {
-  if (![c1Us, directUs, spreadUs].every((x) => typeof x === 'number' && x > 0)) return undefined;
-  const clamped = [];
-  const clamp = (name, x) => {
-    if (x >= 0) return x;
-    clamped.push(name);
-    return 0;
+export const clusterProgress = (views, consumers = []) => {
+  const lead = new Map(); // partition → its most advanced follower
+  for (const c of consumers) {
+    const partition = partitionOfFilter(c.filter);
+    if (partition === undefined) continue;
+    const seen = lead.get(partition);
+    if (!seen || c.delivered > seen.delivered) lead.set(partition, { delivered: c.delivered ?? 0, pending: c.pending ?? 0 });
+  }
+  let count = 0;
+  let notReady = 0;
+  let behind = 0;
+  let unanswered = 0;
+  const covered = new Set();
+  const states = {};
+  const heldInstances = {};
+  const heldPartitions = {};
+  for (const { id, view } of views) {
+    if (!view) {
+      unanswered++;
+      states[id] = null;
+      continue;
+    }
+    states[id] = view.state ?? null;
+    heldInstances[id] = view.heldInstances ?? null;
+    const held = view.partitions?.held ?? [];
+    heldPartitions[id] = held.length;
+    count = Math.max(count, view.partitions?.count ?? 0);
+    for (const h of held) {
+      covered.add(h.partition);
+      if (!h.ready) notReady++;
+      const l = lead.get(h.partition);
+      if (l) behind += Math.max(0, l.delivered - (h.appliedSeq ?? 0));
+    }
+  }
+  let uncovered = 0;
+  for (let p = 0; p < count; p++) if (!covered.has(p)) uncovered++;
+  const pendingOnServer = [...lead.values()].reduce((sum, l) => sum + l.pending, 0);
+  // (`behind` is reported, not waited for: on 8c773d0 a partition's watermark can stay below entries its
+  // follower was delivered until the partition's next write; see bench/JOURNAL.md 2026-11-28 12:18)
+  const caughtUp =
+    views.length > 0 &&
+    unanswered === 0 &&
+    Object.values(states).every((state) => state === 'ready') &&
+    count > 0 &&
+    uncovered === 0 &&
+    notReady === 0 &&
+    pendingOnServer === 0;
+  return {
+    caughtUp,
+    states,
+    partitions: count,
+    uncovered,
+    notReady,
+    behind,
+    pendingOnServer,
+    lag: behind + pendingOnServer,
+    followers: lead.size,
+    heldPartitions,
+    heldInstances,
   };
-  const exec = c1Us;
-  const apply = clamp('apply', (directUs - c1Us) / 2);
-  const forward = clamp('forward', ((spreadUs - directUs) * 3) / 2);
-  const natsLimit = natsBusiestUs > 0 ? (coresPerHost * 1e6) / natsBusiestUs : null;
-  const projection = nodes.map((n) => {
-    const perEventUs = exec + (n - 1) * apply + ((n - 1) / n) * forward;
-    const nodesLimit = (n * coresPerHost * 1e6) / perEventUs;
+};
+
+/**
+ * A capacity model from measured CPU per event (µs), for nodes and nats-servers on hosts of their own
+ * (`coresPerHost` each). One embedded node: coresPerHost / its CPU per event. A cluster of N nodes with
+ * requests spread by a balancer: the busiest node saturates first (coresPerHost / its µs per event,
+ * counting every event the cluster acked), and the busiest nats-server (the TX stream's leader) bounds
+ * it too; "even" is what N nodes would take if the work were divided exactly (N × coresPerHost / the
+ * nodes' total). Projected to other N from the largest cluster measured with both loops: per event,
+ * cluster-wide node CPU = exec + (N − 1) / N × forward (each node holds only its partitions: nobody
+ * else applies a commit), exec = the loop straight to owners, forward = (spread − owners) × N / (N − 1)
+ * (both ends of the hop, for the share of requests a balancer sends to a non-owner). Negative forward
+ * (noise) is clamped to 0 and said so.
+ * @param {{ embeddedUs?: number | null, clusters: Array<{ kind: string, nodes: number, spreadNodeUs: Record<string, number | null>, natsUs?: Record<string, number | null>, ownersNodeTotalUs?: number | null }> }} measured
+ * @param {{ coresPerHost?: number, projectTo?: number[] }} [options]
+ */
+export const capacityModel = ({ embeddedUs, clusters }, { coresPerHost = 2, projectTo = [3, 5, 9, 15] } = {}) => {
+  const perSecond = (us, n = 1) => (typeof us === 'number' && us > 0 ? (n * coresPerHost * 1e6) / us : null);
+  const embeddedLimit = perSecond(embeddedUs);
+  const ratio = (x) => (x === null || embeddedLimit === null ? null : round(x / embeddedLimit, 2));
+  const numbers = (record) => Object.values(record ?? {}).filter((x) => typeof x === 'number');
+  const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+  const rows = clusters.map((c) => {
+    const nodeUs = numbers(c.spreadNodeUs);
+    const natsUs = numbers(c.natsUs);
+    const nodesTotalUs = nodeUs.length ? sum(nodeUs) : null;
+    const busiestNodeUs = nodeUs.length ? Math.max(...nodeUs) : null;
+    const natsBusiestUs = natsUs.length ? Math.max(...natsUs) : null;
+    const nodesLimit = perSecond(busiestNodeUs);
+    const evenLimit = perSecond(nodesTotalUs, c.nodes);
+    const natsLimit = perSecond(natsBusiestUs);
+    const limit = nodesLimit === null ? null : natsLimit === null ? nodesLimit : Math.min(nodesLimit, natsLimit);
     return {
-      nodes: n,
-      clusterNodeUsPerEvent: round(perEventUs, 1),
-      perNodeUsPerEvent: round(perEventUs / n, 1),
-      nodesLimitPerSecond: Math.round(nodesLimit),
-      limitPerSecond: Math.round(natsLimit === null ? nodesLimit : Math.min(nodesLimit, natsLimit)),
-      boundBy: natsLimit !== null && natsLimit < nodesLimit ? 'nats' : 'nodes',
+      kind: c.kind,
+      nodes: c.nodes,
+      nodesTotalUs: nodesTotalUs === null ? null : round(nodesTotalUs, 1),
+      perNodeUs: nodesTotalUs === null ? null : round(nodesTotalUs / c.nodes, 1),
+      busiestNodeUs,
+      natsTotalUs: natsUs.length ? round(sum(natsUs), 1) : null,
+      natsBusiestUs,
+      clusterWideUs: nodesTotalUs === null ? null : round(nodesTotalUs + sum(natsUs), 1),
+      cpuVsEmbedded: nodesTotalUs === null || !(embeddedUs > 0) ? null : round((nodesTotalUs + sum(natsUs)) / embeddedUs, 2),
+      limitPerSecond: limit === null ? null : Math.round(limit),
+      evenLimitPerSecond: evenLimit === null ? null : Math.round(evenLimit),
+      natsLimitPerSecond: natsLimit === null ? null : Math.round(natsLimit),
+      boundBy: limit === null ? null : natsLimit !== null && natsLimit < nodesLimit ? 'nats' : 'nodes',
+      vsEmbedded: ratio(limit),
     };
   });
+  const base = [...clusters]
+    .filter((c) => c.nodes >= 2 && c.ownersNodeTotalUs > 0 && numbers(c.spreadNodeUs).length)
+    .sort((a, b) => b.nodes - a.nodes)[0];
+  let projection;
+  if (base) {
+    const row = rows.find((x) => x.kind === base.kind);
+    const clamped = [];
+    let forward = ((row.nodesTotalUs - base.ownersNodeTotalUs) * base.nodes) / (base.nodes - 1);
+    if (forward < 0) {
+      clamped.push('forward');
+      forward = 0;
+    }
+    const exec = base.ownersNodeTotalUs;
+    const natsLimit = row.natsLimitPerSecond;
+    projection = {
+      from: base.kind,
+      execUs: round(exec, 1),
+      forwardUs: round(forward, 1),
+      natsLimitPerSecond: natsLimit,
+      clamped,
+      rows: projectTo.map((n) => {
+        const us = exec + ((n - 1) / n) * forward;
+        const nodesLimit = perSecond(us, n);
+        const limit = natsLimit === null ? nodesLimit : Math.min(nodesLimit, natsLimit);
+        return {
+          nodes: n,
+          clusterNodeUsPerEvent: round(us, 1),
+          perNodeUsPerEvent: round(us / n, 1),
+          limitPerSecond: Math.round(limit),
+          boundBy: natsLimit !== null && natsLimit < nodesLimit ? 'nats' : 'nodes',
+          vsEmbedded: ratio(limit),
+        };
+      }),
+    };
+  }
   return {
     coresPerHost,
-    execUs: round(exec, 1),
-    applyUs: round(apply, 1),
-    forwardUs: round(forward, 1),
-    natsBusiestUs: natsBusiestUs ?? null,
-    natsLimitPerSecond: natsLimit === null ? null : Math.round(natsLimit),
-    // With N → ∞ every node spends `apply` on (almost) every event: the cluster's ceiling is coresPerHost / apply.
-    applyCeilingPerSecond: apply > 0 ? Math.round((coresPerHost * 1e6) / apply) : null,
-    clamped,
+    embeddedUs: embeddedUs ?? null,
+    embeddedLimitPerSecond: embeddedLimit === null ? null : Math.round(embeddedLimit),
+    rows,
     projection,
   };
 };
@@ -308,68 +428,69 @@ const waitConverged = async (nodes, adminKey, count, ms = 30_000) => {
 };
 
 /**
- * How far the nodes' copies are behind the TX stream, from the nats-servers' monitoring (/jsz): the
- * stream's last sequence, and each follower's consumer (every node follows the stream with an ordered
- * consumer) with what it was delivered and what is still pending on the server (the client holds a
- * batch of up to ≈ 100 more, delivered but not yet applied). Each node's appliedSeq.tx (GET /cluster)
- * beside it.
+ * The TX stream's consumers as the nats-servers' monitoring (/jsz) lists them: one follower per partition a
+ * node holds (its filter names the partition), with the stream sequence it was delivered last and what
+ * the server still holds for it. A consumer is listed by the servers that host it: the most advanced
+ * listing of each is kept.
  */
-const txProgress = async (deployment, adminKey) => {
-  let lastSeq = 0;
-  const consumers = new Map();
+const txConsumers = async (deployment) => {
+  const byName = new Map();
   for (const server of deployment.nats) {
-    const jsz = await fetch(`http://127.0.0.1:${server.httpPort}/jsz?accounts=true&streams=true&consumers=true`)
+    // (config=true: a consumer's filter subject is in its config, which /jsz leaves out otherwise)
+    const jsz = await fetch(`http://127.0.0.1:${server.httpPort}/jsz?accounts=true&streams=true&consumers=true&config=true`)
       .then((r) => r.json())
       .catch(() => undefined);
     for (const account of jsz?.account_details ?? []) {
       for (const stream of account.stream_detail ?? []) {
         if (!stream.name.endsWith('_TX')) continue;
-        lastSeq = Math.max(lastSeq, stream.state?.last_seq ?? 0);
         for (const c of stream.consumer_detail ?? []) {
-          const seen = consumers.get(c.name);
           const delivered = c.delivered?.stream_seq ?? 0;
-          if (!seen || delivered > seen.delivered) consumers.set(c.name, { delivered, pending: c.num_pending ?? 0 });
+          const seen = byName.get(c.name);
+          const filter = c.config?.filter_subject ?? c.config?.filter_subjects?.[0];
+          if (!seen || delivered > seen.delivered) byName.set(c.name, { filter, delivered, pending: c.num_pending ?? 0 });
         }
       }
     }
   }
+  return [...byName.values()];
+};
+
+/** Each live node's GET /cluster, and the TX consumers: clusterProgress of them. */
+const progressOf = async (deployment, adminKey) => {
   const live = deployment.nodes.filter((n) => !n.killed);
   const views = await Promise.all(
     live.map((n) =>
       getJson(n.url, '/cluster', adminKey)
-        .then((v) => [n.id, v.appliedSeq?.tx ?? 0])
-        .catch(() => [n.id, null]),
+        .then((view) => ({ id: n.id, view }))
+        .catch(() => ({ id: n.id, view: undefined })),
     ),
   );
-  // A killed node's consumer stays on the server, stuck, until NATS drops it: the live nodes' are the
-  // most advanced ones.
-  const list = [...consumers.values()].sort((a, b) => b.delivered - a.delivered).slice(0, live.length);
-  return {
-    lastSeq,
-    followers: list.length,
-    consumers: consumers.size,
-    maxPending: Math.max(0, ...list.map((c) => Math.max(c.pending, lastSeq - c.delivered))),
-    applied: Object.fromEntries(views),
-  };
+  return clusterProgress(views, await txConsumers(deployment));
 };
 
-/** Waits until every follower has been delivered the whole TX stream and every node applied it. */
+/**
+ * Waits until every live node is ready and every partition is held, ready and delivered whole by NATS
+ * to its follower (clusterProgress). Reads are answered by owners, so this is not needed for a correct
+ * read; it makes a phase's CPU include the followers' work on its entries, and the next phase start on
+ * a settled cluster.
+ */
 const waitCaughtUp = async (deployment, adminKey, timeoutMs) => {
   const t0 = monoMs();
-  const first = await txProgress(deployment, adminKey);
+  const first = await progressOf(deployment, adminKey);
   let now = first;
-  const live = deployment.nodes.filter((n) => !n.killed).length;
-  while (!(
-    now.followers >= live &&
-    now.maxPending === 0 &&
-    Object.values(now.applied).every((seq) => seq !== null && seq >= now.lastSeq)
-  )) {
+  while (!now.caughtUp) {
     if (monoMs() - t0 > timeoutMs) return { atStart: first, end: now, caughtUpS: null, timedOut: true };
-    await sleep(50);
-    now = await txProgress(deployment, adminKey);
+    // (not faster: /jsz with every consumer's config costs the nats-servers CPU, counted in the phase)
+    await sleep(250);
+    now = await progressOf(deployment, adminKey);
   }
   return {
-    atStart: { lastSeq: first.lastSeq, maxPending: first.maxPending, applied: first.applied },
+    atStart: { lag: first.lag, notReady: first.notReady, uncovered: first.uncovered, states: first.states },
+    // entries delivered to followers but not under their partitions' applied watermark when caught up
+    watermarkBehind: now.behind,
+    heldPartitions: now.heldPartitions,
+    heldInstances: now.heldInstances,
+    followers: now.followers,
     caughtUpS: round((monoMs() - t0) / 1000, 2),
     timedOut: false,
   };
@@ -400,9 +521,11 @@ const startDeployment = async (kind, { repoRoot, root, config, deps, track, log 
     };
   }
   const count = Number(/^cluster-(\d+)$/.exec(kind)?.[1]);
-  if (count !== 1 && count !== 3) throw new Error(`unknown deployment ${kind} (embedded, cluster-1, cluster-3)`);
+  if (!(count >= 1)) throw new Error(`unknown deployment ${kind} (embedded, cluster-N)`);
   const dir = join(root, kind);
-  const nats = await startNatsServers({ count, dir: join(dir, 'nats'), keep: true, log: (line) => log(`${kind}: ${line}`) });
+  // One nats-server and R1 for a 1-node cluster; three nats-servers and R3 for more nodes.
+  const replicas = count === 1 ? 1 : 3;
+  const nats = await startNatsServers({ count: replicas, dir: join(dir, 'nats'), keep: true, log: (line) => log(`${kind}: ${line}`) });
   for (const server of nats.servers) track(server.process.pid, `nats-server ${server.name}`);
   const masterKey = randomBytes(32).toString('base64');
   const nodes = [];
@@ -427,7 +550,7 @@ const startDeployment = async (kind, { repoRoot, root, config, deps, track, log 
         repoRoot,
         id: `node-${i}`,
         natsUrls: nats.urls,
-        replicas: count,
+        replicas,
         dataDir: join(dir, `node-${i}`),
         adminKey: config.adminKey,
         masterKey,
@@ -459,9 +582,9 @@ const processesOf = (deployment, except) => ({
 
 /**
  * A measured closed loop with every node's and nats-server's CPU sampled. On a cluster the sampling
- * goes on after the loop until every node's copy has applied the whole TX stream (`catchUp`): the
- * CPU per event then includes the followers' work, and `appliedPerSecond` is the rate at which events
- * were acknowledged *and* applied on every node (the rate the cluster can keep up).
+ * goes on after the loop until the cluster caught up (waitCaughtUp: every held partition applied as far
+ * as NATS delivered it): the CPU per event then includes the followers' work, and `appliedPerSecond`
+ * is the rate at which events were acknowledged *and* applied by their owners' followers.
  */
 const measuredLoop = async ({ deployment, dispatcher, book, concurrency, events, capS, sampleMs, adminKey, catchUpS }) => {
   const procs = processesOf(deployment);
@@ -597,7 +720,7 @@ const runFailover = async ({ deployment, book, headers, scenario, config, log })
   const victimNode = deployment.nodes.find((n) => n.id === victim);
   const survivors = deployment.nodes.filter((n) => n.id !== victim);
   log(
-    `cluster-3: failover: ${victim} (pid ${victimNode.pid}) owns ${instances.length} of ${probeCount} probed instances (${JSON.stringify(ownedBy)})`,
+    `${deployment.kind}: failover: ${victim} (pid ${victimNode.pid}) owns ${instances.length} of ${probeCount} probed instances (${JSON.stringify(ownedBy)})`,
   );
   const survivorPools = roundRobin(survivors.map((n) => makePool(n.url, 16)));
   const probeIndex = instances.map((slug) => Number(slug.slice(slug.lastIndexOf('-') + 1)));
@@ -623,7 +746,7 @@ const runFailover = async ({ deployment, book, headers, scenario, config, log })
     const victimFamily = family(victimNode.pid);
     const procs = processesOf(deployment, victim);
     const all = [...procs.nodes.map((p) => ({ ...p, role: 'nodes' })), ...procs.nats.map((p) => ({ ...p, role: 'nats' }))];
-    out.lagAtKill = await txProgress(deployment, adminKey);
+    out.lagAtKill = await progressOf(deployment, adminKey);
     const probeCounts = {};
     let killedAt;
     const { result: times, samples } = await sampled(all, config.sampleMs, async () => {
@@ -674,7 +797,7 @@ const runFailover = async ({ deployment, book, headers, scenario, config, log })
     const view = await getJson(survivors[0].url, '/cluster', adminKey);
     out.membersAfter = view.members.map((m) => m.id ?? m);
     log(
-      `cluster-3: failover: ${out.failover.served}/${out.failover.instances} served again, p50 ${out.failover.ms.p50} ms, p99 ${out.failover.ms.p99} ms, max ${out.failover.ms.max} ms; failed requests meanwhile ${out.failedDuringFailover} (${JSON.stringify(probeCounts)})`,
+      `${deployment.kind}: failover: ${out.failover.served}/${out.failover.instances} served again, p50 ${out.failover.ms.p50} ms, p99 ${out.failover.ms.p99} ms, max ${out.failover.ms.max} ms; failed requests meanwhile ${out.failedDuringFailover} (${JSON.stringify(probeCounts)})`,
     );
   } finally {
     await survivorPools.close();
@@ -734,16 +857,10 @@ const runDeployment = async (kind, scenario, config, ctx) => {
         const { samples } = await sampled([...procs.nodes, ...procs.nats], config.sampleMs, () => sleep(scenario.idleS * 1000));
         out.idleCpuPct = Object.fromEntries(samples.map((x) => [x.id, x.sample.cpuPct]));
       }
-      out.c64 = await loop(scenario.concurrency, scenario.events);
-      log(
-        `${kind}: C=${scenario.concurrency}: ${out.c64.throughput} ev/s, p50 ${out.c64.latencyMs.p50}, p99 ${out.c64.latencyMs.p99} ms, ${JSON.stringify(out.c64.statusCounts)}`,
-      );
-      out.c1 = await loop(1, scenario.c1Events);
-      log(
-        `${kind}: C=1: ${out.c1.throughput} ev/s, p50 ${out.c1.latencyMs.p50}, p99 ${out.c1.latencyMs.p99} ms, ${JSON.stringify(out.c1.statusCounts)}`,
-      );
-      if (deployment.nodes.length > 1 && scenario.directEvents > 0) {
-        // The same C=64 loop with every request sent to its instance's owner: no forwarding hop.
+      // Clusters of 2 or more: each instance's owner, asked once (nothing changes membership until the failover).
+      const many = deployment.nodes.length > 1;
+      let owned;
+      if (many) {
         const orgId = (await getJson(urls[0], '/orgs', config.adminKey)).orgs[0].id;
         const owners = await ownersOf(
           urls[0],
@@ -752,24 +869,45 @@ const runDeployment = async (kind, scenario, config, ctx) => {
           Array.from({ length: book.count }, (_, i) => book.slug(i)),
         );
         const indexOf = Object.fromEntries(deployment.nodes.map((n, k) => [n.id, k]));
-        const direct = ownerRouted(
-          urls.map((url) => makePool(url, scenario.concurrency)),
-          (slug) => indexOf[owners[slug]],
+        out.ownedInstances = {};
+        for (const owner of Object.values(owners)) out.ownedInstances[owner] = (out.ownedInstances[owner] ?? 0) + 1;
+        owned = (slug) => indexOf[owners[slug]];
+      }
+      /** A loop through a dispatcher of its own: `owners` sends each request to its instance's owner, `nonOwner` to the next node after it. */
+      const routedLoop = async (concurrency, events, route) => {
+        const pick = route === 'owners' ? owned : (slug) => nonOwnerIndex(owned(slug), urls.length);
+        const dispatcher = ownerRouted(
+          urls.map((url) => makePool(url, concurrency)),
+          pick,
         );
         try {
-          out.direct = await loop(scenario.concurrency, scenario.directEvents, direct);
+          return await loop(concurrency, events, dispatcher);
         } finally {
-          await direct.close();
+          await dispatcher.close();
         }
-        log(
-          `${kind}: C=${scenario.concurrency} straight to owners: ${out.direct.throughput} ev/s, p50 ${out.direct.latencyMs.p50}, p99 ${out.direct.latencyMs.p99} ms`,
-        );
+      };
+      const say = (name, p) =>
+        log(`${kind}: ${name}: ${p.throughput} ev/s, p50 ${p.latencyMs.p50}, p99 ${p.latencyMs.p99} ms, ${JSON.stringify(p.statusCounts)}`);
+      out.c64 = await loop(scenario.concurrency, scenario.events);
+      say(`C=${scenario.concurrency}${many ? ' spread' : ''}`, out.c64);
+      if (many && scenario.directEvents > 0) {
+        // The same C=64 loop with every request sent to its instance's owner: no forwarding hop.
+        out.direct = await routedLoop(scenario.concurrency, scenario.directEvents, 'owners');
+        say(`C=${scenario.concurrency} straight to owners`, out.direct);
+      }
+      out.c1 = await loop(1, scenario.c1Events);
+      say(`C=1${many ? ' spread' : ''}`, out.c1);
+      if (many) {
+        out.c1Owners = await routedLoop(1, scenario.c1Events, 'owners');
+        say('C=1 straight to owners', out.c1Owners);
+        out.c1NonOwner = await routedLoop(1, scenario.c1Events, 'nonOwner');
+        say('C=1 through a node that does not own the instance', out.c1NonOwner);
       }
     } finally {
       await spread.close();
     }
     let verifyUrl = urls[0];
-    if (kind === 'cluster-3' && scenario.failoverInstances > 0) {
+    if (kind === scenario.failoverOn && deployment.nodes.length >= 3 && scenario.failoverInstances > 0) {
       const failover = await runFailover({ deployment, book, headers, scenario, config, log });
       out.failover = failover.out;
       verifyUrl = failover.verifyUrl;
@@ -833,7 +971,7 @@ export const clusterFailed = (r) => {
       d.error ||
       !d.verify?.ok ||
       d.stateMismatches > 0 ||
-      ['create', 'c64', 'c1', 'direct'].some(
+      ['create', 'c64', 'c1', 'direct', 'c1Owners', 'c1NonOwner'].some(
         (phase) => d[phase] && Object.keys(d[phase].statusCounts ?? {}).some((key) => key !== '200'),
       ) ||
       (d.failover && d.failover.failover?.notServed !== 0),
@@ -843,22 +981,86 @@ export const clusterFailed = (r) => {
 // ---------------------------------------------------------------------------------------------------
 // Report
 
+/** The number of nodes of a deployment kind (embedded: 1). */
+const nodesOf = (kind) => (kind === 'embedded' ? 1 : Number(/^cluster-(\d+)$/.exec(kind)?.[1]));
+
+/** The capacity model from a run's figures: embedded's C=64 CPU per event, and each cluster's C=64 loops (spread; straight to owners). */
+export const capacityOf = (r, options) => {
+  const embedded = r.deployments?.find((d) => d.kind === 'embedded');
+  const clusters = (r.deployments ?? [])
+    .filter((d) => d.kind !== 'embedded' && d.c64?.cpu?.nodes)
+    .map((d) => ({
+      kind: d.kind,
+      nodes: nodesOf(d.kind),
+      spreadNodeUs: d.c64.cpu.nodes.perProcessUs,
+      natsUs: d.c64.cpu.nats?.perProcessUs,
+      ownersNodeTotalUs: d.direct?.cpu?.nodes?.totalUs ?? null,
+    }));
+  if (!clusters.length) return undefined;
+  return capacityModel({ embeddedUs: embedded?.c64?.cpu?.nodes?.totalUs ?? null, clusters }, options);
+};
+
+/**
+ * The issue's aims ("the cluster must add capacity"), each with its figure and whether it is met:
+ * cluster-3 spread at C=64 costs ≤ 2× embedded's CPU per event cluster-wide (nodes + nats-servers);
+ * per-node CPU per event at N=3 ≤ 0.5× N=1, at N=5 lower still; the capacity model's N=3 ≥ 2.5× one
+ * embedded node; C=1 p50 through a node that does not own the instance ≤ 2× embedded's; failover p99 ≤
+ * 1.5 s with no failed request. Aims whose figures are missing are left out.
+ */
+export const clusterAims = (r) => {
+  const find = (kind) => r.deployments?.find((d) => d.kind === kind);
+  const embedded = find('embedded');
+  const c1 = find('cluster-1');
+  const c3 = find('cluster-3');
+  const c5 = find('cluster-5');
+  const perNode = (d) => (d?.c64?.cpu?.nodes?.totalUs == null ? null : d.c64.cpu.nodes.totalUs / nodesOf(d.kind));
+  const aims = [];
+  const add = (aim, value, target, met) => {
+    if (value != null && Number.isFinite(value)) aims.push({ aim, value: round(value, 2), target, met });
+  };
+  const embUs = embedded?.c64?.cpu?.nodes?.totalUs;
+  if (embUs && c3?.c64?.cpu?.nodes) {
+    const wide = c3.c64.cpu.nodes.totalUs + (c3.c64.cpu.nats?.totalUs ?? 0);
+    add('cluster-3 spread: cluster-wide CPU per event ÷ embedded', wide / embUs, '≤ 2', wide / embUs <= 2);
+  }
+  if (perNode(c1) && perNode(c3))
+    add('per-node CPU per event: N=3 ÷ N=1', perNode(c3) / perNode(c1), '≤ 0.5', perNode(c3) / perNode(c1) <= 0.5);
+  if (perNode(c3) && perNode(c5)) add('per-node CPU per event: N=5 ÷ N=3', perNode(c5) / perNode(c3), '< 1', perNode(c5) < perNode(c3));
+  const model = capacityOf(r);
+  const m3 = model?.rows.find((x) => x.kind === 'cluster-3');
+  if (m3?.vsEmbedded != null) add('capacity model: N=3 ÷ one embedded node', m3.vsEmbedded, '≥ 2.5', m3.vsEmbedded >= 2.5);
+  const embP50 = embedded?.c1?.latencyMs?.p50;
+  const foreign = c3?.c1NonOwner?.latencyMs?.p50;
+  if (embP50 && foreign) add('cluster-3 C=1 p50 through a non-owner ÷ embedded', foreign / embP50, '≤ 2', foreign / embP50 <= 2);
+  const f = r.deployments?.find((d) => d.failover?.failover)?.failover;
+  if (f?.failover?.ms?.p99 != null)
+    add(
+      `failover p99 ms (${f.failover.served} of ${f.failover.instances} served, ${f.failedDuringFailover} failed requests)`,
+      f.failover.ms.p99,
+      '≤ 1,500, none failed',
+      f.failover.ms.p99 <= 1500 && f.failover.notServed === 0 && f.failedDuringFailover === 0,
+    );
+  return aims;
+};
+
 export const clusterMarkdown = (r, fmt) => {
   const catchUpText = (p) => {
     if (!p.catchUp) return '–';
-    if (p.catchUp.timedOut) return `**not caught up** (${int(p.catchUp.end?.maxPending)} pending after ${r.scenario.catchUpS} s)`;
-    return `${int(p.appliedPerSecond)} (${fmt(p.catchUp.caughtUpS)} s, ${int(p.catchUp.atStart?.maxPending)})`;
+    if (p.catchUp.timedOut)
+      return `**not caught up** (lag ${int(p.catchUp.end?.lag)}, ${int(p.catchUp.end?.notReady)} partitions not ready after ${r.scenario.catchUpS} s)`;
+    return `${int(p.appliedPerSecond)} (${fmt(p.catchUp.caughtUpS)} s, ${int(p.catchUp.atStart?.lag)})`;
   };
   const failures = failureText;
   const s = r.scenario;
+  const kinds = (r.deployments ?? []).map((d) => d.kind).join(', ');
   const lines = [
     '',
-    `### cluster: embedded vs 1-node (R1) vs 3-node (R3) on this host (K=${int(s.instances)}, C=${s.concurrency}: ${int(s.events)} events, C=1: ${int(s.c1Events)} events, after ${int(s.warmupEvents)} warm-up events)`,
+    `### cluster: ${kinds} on this host (K=${int(s.instances)}, C=${s.concurrency}: ${int(s.events)} events, C=1: ${int(s.c1Events)} events, after ${int(s.warmupEvents)} warm-up events)`,
     '',
-    'Each deployment fresh, everything on this host (nodes, nats-servers, the load in the bench process). cluster-3: requests round-robin over the three nodes ("spread"), and a C=64 loop sent straight to each instance\'s owner ("owners"). CPU µs per acked event: every node with its sandbox workers (main thread / other threads / sandbox workers), and every nats-server.',
+    'Each deployment fresh, everything on this host (nodes, nats-servers, the load in the bench process); cluster-1 on one nats-server (R1), larger clusters on three (R3). On a cluster of 2 or more: requests round-robin over the nodes ("spread"), straight to each instance\'s owner ("owners"), or each to the node after its owner ("non-owner"). CPU µs per acked event: every node with its sandbox workers (all nodes: main thread / other threads / sandbox workers; per node: mean, and the busiest), every nats-server, and the two summed ("cluster-wide").',
     '',
-    '| deployment | load | acked ev/s | p50 | p99 | max | non-200 | applied on every node: ev/s (catch-up s, pending at end) | node CPU µs/ev (main / other / worker) | NATS CPU µs/ev | host busy cores | bench CPU % | verified |',
-    '|---|---|---:|---:|---:|---:|---|---|---|---:|---:|---:|---|',
+    '| deployment | load | acked ev/s | p50 | p99 | max | non-200 | caught up: ev/s (s, lag at loop end) | node CPU µs/ev (main / other / worker) | per node: mean / busiest | NATS CPU µs/ev | cluster-wide µs/ev | host busy cores | bench CPU % | verified |',
+    '|---|---|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---|',
   ];
   for (const d of r.deployments ?? []) {
     const verified = d.error
@@ -868,22 +1070,29 @@ export const clusterMarkdown = (r, fmt) => {
           ? `ok (${int(d.verify.historyEvents)} ev)`
           : `**${d.verify.mismatches} mismatches**`
         : '–';
+    const many = nodesOf(d.kind) > 1;
     for (const [name, p] of [
-      [`C=${s.concurrency}${d.kind === 'cluster-3' ? ' spread' : ''}`, d.c64],
+      [`C=${s.concurrency}${many ? ' spread' : ''}`, d.c64],
       [`C=${s.concurrency} owners`, d.direct],
-      ['C=1', d.c1],
+      [`C=1${many ? ' spread' : ''}`, d.c1],
+      ['C=1 owners', d.c1Owners],
+      ['C=1 non-owner', d.c1NonOwner],
     ]) {
       if (!p) continue;
       const n = p.cpu?.nodes ?? {};
       const split = n.splitUs ? ` (${fmt(n.splitUs.main, 0)} / ${fmt(n.splitUs.nodeOther, 0)} / ${fmt(n.splitUs.worker, 0)})` : '';
+      const per = Object.values(n.perProcessUs ?? {}).filter((x) => typeof x === 'number');
+      const perNode = per.length > 1 ? `${fmt(n.totalUs / per.length, 0)} / ${fmt(Math.max(...per), 0)}` : '–';
+      const natsUs = d.kind === 'embedded' ? null : p.cpu?.nats?.totalUs;
+      const wide = n.totalUs == null ? null : n.totalUs + (natsUs ?? 0);
       lines.push(
         `| ${d.kind} | ${name} | ${int(p.throughput)} | ${fmt(p.latencyMs?.p50)} | ${fmt(p.latencyMs?.p99)} | ${fmt(p.latencyMs?.max)} | ${failures(p.statusCounts)}${p.cappedByTime ? ' (time cap)' : ''} | ${catchUpText(p)} | ` +
-          `${fmt(n.totalUs, 0)}${split} | ${d.kind === 'embedded' ? '–' : fmt(p.cpu?.nats?.totalUs, 0)} | ${fmt(p.hostBusyCores)} | ${fmt(p.generatorCpuPct, 0)} | ${verified} |`,
+          `${fmt(n.totalUs, 0)}${split} | ${perNode} | ${natsUs == null ? '–' : fmt(natsUs, 0)} | ${fmt(wide, 0)} | ${fmt(p.hostBusyCores)} | ${fmt(p.generatorCpuPct, 0)} | ${verified} |`,
       );
     }
     if (d.create)
       lines.push(
-        `| ${d.kind} | create (16 in flight) | ${int(d.create.perSecond)} | ${fmt(d.create.latencyMs.p50)} | ${fmt(d.create.latencyMs.p99)} | ${fmt(d.create.latencyMs.max)} | ${failures(d.create.statusCounts)} | | | | | | |`,
+        `| ${d.kind} | create (16 in flight) | ${int(d.create.perSecond)} | ${fmt(d.create.latencyMs.p50)} | ${fmt(d.create.latencyMs.p99)} | ${fmt(d.create.latencyMs.max)} | ${failures(d.create.statusCounts)} | | | | | | | | |`,
       );
     if (d.error) lines.push('', `**${d.kind} failed:** ${d.error}`, '');
     if (d.verify && !d.verify.ok) lines.push('', `**${d.kind} verification:** ${JSON.stringify(d.verify.examples.slice(0, 3))}`, '');
@@ -903,43 +1112,66 @@ export const clusterMarkdown = (r, fmt) => {
         )
         .join('; ')}.`,
     );
-  const c3 = r.deployments?.find((d) => d.kind === 'cluster-3');
-  const natsPer = c3?.c64?.cpu?.nats?.perProcessUs;
-  if (natsPer)
+  for (const d of r.deployments ?? []) {
+    const natsPer = d.c64?.cpu?.nats?.perProcessUs;
+    if (d.kind === 'embedded' || !natsPer) continue;
+    const held = d.warmup?.catchUp?.heldInstances;
     lines.push(
       '',
-      `cluster-3 at C=${s.concurrency} spread, CPU µs per event by process: ${[...Object.entries(c3.c64.cpu.nodes.perProcessUs), ...Object.entries(natsPer)].map(([id, us]) => `${id} ${fmt(us, 0)}`).join(', ')}.`,
+      `${d.kind} at C=${s.concurrency}${nodesOf(d.kind) > 1 ? ' spread' : ''}, CPU µs per event by process: ${[...Object.entries(d.c64.cpu.nodes.perProcessUs), ...Object.entries(natsPer)].map(([id, us]) => `${id} ${fmt(us, 0)}`).join(', ')}` +
+        (d.ownedInstances
+          ? `; instances owned: ${Object.entries(d.ownedInstances)
+              .map(([id, n]) => `${id} ${n}`)
+              .join(', ')}`
+          : '') +
+        (held
+          ? `; held after the warm-up: ${Object.entries(held)
+              .map(([id, n]) => `${id} ${int(n)}`)
+              .join(', ')}`
+          : '') +
+        '.',
     );
-  const f = c3?.failover;
+  }
+  const fd = (r.deployments ?? []).find((d) => d.failover?.failover);
+  const f = fd?.failover;
   if (f?.failover) {
     const ms = f.failover.ms;
     lines.push(
       '',
-      `Failover (cluster-3, heartbeat ${f.heartbeat.heartbeatMs} ms × ${f.heartbeat.missedHeartbeats}, the defaults): ${f.victim} owned ${f.failover.instances} of ${f.probed} probed instances (${JSON.stringify(f.ownedBy)}) and was SIGKILLed under a steady ${f.rate} events/s through the other two; ` +
+      `Failover (${fd.kind}, heartbeat ${f.heartbeat.heartbeatMs} ms × ${f.heartbeat.missedHeartbeats}, the defaults): ${f.victim} owned ${f.failover.instances} of ${f.probed} probed instances (${JSON.stringify(f.ownedBy)}) and was SIGKILLed under a steady ${f.rate} events/s through the others; ` +
         `each of its instances re-sent its next event every ${f.retryMs} ms until answered 200. From the kill to that answer: p50 ${fmt(ms.p50, 0)} ms, p99 ${fmt(ms.p99, 0)} ms, max ${fmt(ms.max, 0)} ms (min ${fmt(ms.min, 0)}); ` +
         `${f.failover.served} of ${f.failover.instances} served again. Failed requests meanwhile: ${int(f.failedDuringFailover)} (probes: ${failures(f.probeStatusCounts)}; steady load: ${failures(f.steady.duringFailover.statusCounts)}). ` +
         `Steady load before the kill p99 ${fmt(f.steady.beforeKill.latencyMs.p99)} ms, during the failover max ${fmt(f.steady.duringFailover.latencyMs.max, 0)} ms, after it p99 ${fmt(f.steady.afterFailover.latencyMs.p99)} ms. ` +
-        `Followers' lag at the kill: ${int(f.lagAtKill?.maxPending)} TX entries. Members after: ${(f.membersAfter ?? []).join(', ')}; the victim's sandbox workers left running: ${f.victimDescendantsLeft?.length ?? '–'}.`,
+        `Followers' lag at the kill: ${int(f.lagAtKill?.lag)} TX entries. Members after: ${(f.membersAfter ?? []).join(', ')}; the victim's sandbox workers left running: ${f.victimDescendantsLeft?.length ?? '–'}.`,
     );
   }
-  const aims = [];
-  if (c3?.c64)
-    aims.push(
-      `3-node R3 at C=${s.concurrency}: ${int(c3.c64.throughput)} durable events/s (aim ≥ 2,000: ${c3.c64.throughput >= 2000 ? 'met' : '**not met**'})`,
-    );
-  if (f?.failover?.ms?.p99 != null)
-    aims.push(
-      `failover p99 ${fmt(f.failover.ms.p99, 0)} ms (aim < 3,000: ${f.failover.ms.p99 < 3000 && f.failover.notServed === 0 ? 'met' : '**not met**'})`,
-    );
-  if (aims.length) lines.push('', `Aims (printed, not asserted): ${aims.join('; ')}.`);
   const model = capacityOf(r);
   if (model) {
     lines.push(
       '',
-      `Capacity model (measured CPU per event; nodes and nats-servers on hosts of their own with ${model.coresPerHost} cores each): exec ${fmt(model.execUs, 0)} µs on the owner, apply ${fmt(model.applyUs, 0)} µs on every other node, forward ${fmt(model.forwardUs, 0)} µs per forwarded request; the busiest nats-server ${fmt(model.natsBusiestUs, 0)} µs/event (bound ${int(model.natsLimitPerSecond)}/s)${model.clamped.length ? `; clamped to 0 (noise): ${model.clamped.join(', ')}` : ''}. ` +
-        `Projected: ${model.projection.map((p) => `N=${p.nodes}: ${int(p.perNodeUsPerEvent)} µs per event per node, ≈ ${int(p.limitPerSecond)}/s (${p.boundBy})`).join('; ')}; ceiling from apply alone ${int(model.applyCeilingPerSecond)}/s.`,
+      `Capacity model (measured C=${s.concurrency} CPU per event; each node and each nats-server on a host of its own with ${model.coresPerHost} cores; a cluster is bound by its busiest node, or its busiest nats-server): one embedded node ${fmt(model.embeddedUs, 0)} µs/event, ≈ ${int(model.embeddedLimitPerSecond)}/s.`,
+      '',
+      '| deployment | nodes µs/ev (per node) | busiest node µs/ev | NATS µs/ev (busiest) | cluster-wide µs/ev (× embedded) | limit /s (bound) | × one embedded node | if evenly divided /s |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|',
     );
+    for (const x of model.rows)
+      lines.push(
+        `| ${x.kind} | ${fmt(x.nodesTotalUs, 0)} (${fmt(x.perNodeUs, 0)}) | ${fmt(x.busiestNodeUs, 0)} | ${fmt(x.natsTotalUs, 0)} (${fmt(x.natsBusiestUs, 0)}) | ${fmt(x.clusterWideUs, 0)} (${fmt(x.cpuVsEmbedded)}) | ${int(x.limitPerSecond)} (${x.boundBy}) | ${fmt(x.vsEmbedded)} | ${int(x.evenLimitPerSecond)} |`,
+      );
+    const pr = model.projection;
+    if (pr)
+      lines.push(
+        '',
+        `Projected from ${pr.from} (exec ${fmt(pr.execUs, 0)} µs per event straight to owners, forward ${fmt(pr.forwardUs, 0)} µs per forwarded request; NATS bound ${int(pr.natsLimitPerSecond)}/s${pr.clamped.length ? `; clamped to 0 (noise): ${pr.clamped.join(', ')}` : ''}): ` +
+          `${pr.rows.map((p) => `N=${p.nodes}: ${int(p.perNodeUsPerEvent)} µs per event per node, ≈ ${int(p.limitPerSecond)}/s (${p.boundBy}, ${fmt(p.vsEmbedded)}× embedded)`).join('; ')}.`,
+      );
   }
+  const aims = clusterAims(r);
+  if (aims.length)
+    lines.push(
+      '',
+      `Aims (printed, not asserted): ${aims.map((a) => `${a.aim}: ${fmt(a.value)} (aim ${a.target}: ${a.met ? 'met' : '**not met**'})`).join('; ')}.`,
+    );
   if (r.processes)
     lines.push(
       '',
@@ -947,21 +1179,4 @@ export const clusterMarkdown = (r, fmt) => {
     );
   if (r.error) lines.push('', `**cluster failed:** ${r.error}`);
   return lines;
-};
-
-/** The capacity model from a run's figures (C=64 loops of cluster-1 and of cluster-3, spread and straight to owners). */
-export const capacityOf = (r, options) => {
-  const c1 = r.deployments?.find((d) => d.kind === 'cluster-1');
-  const c3 = r.deployments?.find((d) => d.kind === 'cluster-3');
-  if (!c1?.c64 || !c3?.c64 || !c3?.direct) return undefined;
-  const natsPer = Object.values(c3.c64.cpu?.nats?.perProcessUs ?? {}).filter((x) => typeof x === 'number');
-  return capacityModel(
-    {
-      c1Us: c1.c64.cpu?.nodes?.totalUs,
-      directUs: c3.direct.cpu?.nodes?.totalUs,
-      spreadUs: c3.c64.cpu?.nodes?.totalUs,
-      natsBusiestUs: natsPer.length ? Math.max(...natsPer) : undefined,
-    },
-    options,
-  );
 };

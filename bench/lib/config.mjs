@@ -102,23 +102,26 @@ export const loadConfig = () => {
       warmupS: int('BENCH_RT_WARMUP_S', 3, 0),
       capS,
     },
-    // Embedded vs a 1-node cluster (one nats-server, R1) vs a 3-node cluster (three nats-servers, R3), each
-    // started fresh, C=64 and C=1 closed loops; then a SIGKILLed owner on the 3-node cluster and how long
-    // its instances take to serve again (bench/lib/cluster.mjs). ≈ 2–3 minutes here.
+    // Embedded vs clusters of N nodes (cluster-1: one nats-server, R1; cluster-N, N ≥ 2: three
+    // nats-servers, R3), each started fresh, C=64 and C=1 closed loops (spread round-robin, straight to
+    // owners, through a node that does not own the instance); then a SIGKILLed owner on one cluster and
+    // how long its instances take to serve again (bench/lib/cluster.mjs). ≈ 6–8 minutes here.
     cluster: {
       id: 'cluster',
       kind: 'cluster',
-      deployments: (process.env.BENCH_CLUSTER_DEPLOYMENTS || 'embedded,cluster-1,cluster-3').split(',').map((d) => {
+      deployments: (process.env.BENCH_CLUSTER_DEPLOYMENTS || 'embedded,cluster-1,cluster-3,cluster-5').split(',').map((d) => {
         const id = d.trim();
-        if (!['embedded', 'cluster-1', 'cluster-3'].includes(id))
-          throw new Error(`BENCH_CLUSTER_DEPLOYMENTS takes embedded, cluster-1, cluster-3; got ${id}`);
+        if (id !== 'embedded' && !/^cluster-[1-9]$/.test(id))
+          throw new Error(`BENCH_CLUSTER_DEPLOYMENTS takes embedded and cluster-N (N = 1…9); got ${id}`);
         return id;
       }),
+      // The deployment the failover is measured on (none: skip it).
+      failoverOn: process.env.BENCH_CLUSTER_FAILOVER_ON || 'cluster-3',
       instances: int('BENCH_CLUSTER_INSTANCES', 1000),
       concurrency: int('BENCH_CLUSTER_CONCURRENCY', 64),
       events: int('BENCH_CLUSTER_EVENTS', 10000),
-      c1Events: int('BENCH_CLUSTER_C1_EVENTS', 1000),
-      // cluster-3 only: the C loop again, each request sent to its instance's owner (0: skip; the
+      c1Events: int('BENCH_CLUSTER_C1_EVENTS', 500),
+      // Clusters of N ≥ 2 only: the C loop again, each request sent to its instance's owner (0: skip; the
       // capacity model needs it to tell the forwarding hop from the rest).
       directEvents: int('BENCH_CLUSTER_DIRECT_EVENTS', 5000, 0),
       warmupEvents: int('BENCH_CLUSTER_WARMUP_EVENTS', 3000, 0),
@@ -127,7 +130,8 @@ export const loadConfig = () => {
       failoverRetryMs: int('BENCH_CLUSTER_FAILOVER_RETRY_MS', 20),
       failoverTimeoutS: int('BENCH_CLUSTER_FAILOVER_TIMEOUT_S', 30),
       capS: int('BENCH_CLUSTER_CAP_S', 30),
-      // After each cluster phase: how long to wait for every node's copy to apply the whole TX stream.
+      // After each cluster phase: how long to wait until every node is ready, every partition it holds
+      // is ready and its followers have applied what NATS delivered them.
       catchUpS: int('BENCH_CLUSTER_CATCHUP_S', 60),
       // Seconds of sampling each deployment with no load, before the loops (0: skip).
       idleS: int('BENCH_CLUSTER_IDLE_S', 3, 0),
