@@ -44,6 +44,9 @@ interface Appended {
   duplicate: boolean;
 }
 
+/** A follower not heard from by its stream's leader for longer (ns; the leader hears from each about every second) is counted out. */
+const FOLLOWER_SILENCE_NS = 3_000_000_000;
+
 /** JetStream's API error code for a publish whose expected last subject sequence did not match. */
 const WRONG_LAST_SEQUENCE = 10071;
 
@@ -213,7 +216,16 @@ export class JetStreamTransitionLog {
           timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
         }),
       ]);
-      if (info.config.num_replicas > 1 && !info.cluster?.leader) return `the cluster's log (${this.stream}) has no leader`;
+      const replicas = info.config.num_replicas;
+      if (replicas <= 1) return undefined;
+      if (!info.cluster?.leader) return `the cluster's log (${this.stream}) has no leader`;
+      // A leader cut off from its followers goes on naming itself leader for 10-20 s (a 2.9 server checks
+      // its quorum every 10 s) while nothing it is given commits: it must have heard from a majority lately.
+      const heard = (info.cluster.replicas ?? []).filter(
+        (replica) => replica.current && !replica.offline && replica.active < FOLLOWER_SILENCE_NS,
+      ).length;
+      if (1 + heard < Math.floor(replicas / 2) + 1)
+        return `the cluster's log (${this.stream}) has a leader that has not heard from a majority of its ${replicas} replicas lately`;
       return undefined;
     } catch (error) {
       return `the cluster's log (${this.stream}) does not answer: ${error instanceof Error ? error.message : String(error)}`;
