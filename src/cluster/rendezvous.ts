@@ -1,3 +1,5 @@
+import { fmix32, fnv1a, FNV_OFFSET, fnvSeparate } from '../domain/hash32.js';
+
 /**
  * Rendezvous (highest random weight) hashing: the owner of a key is the member whose hash with the
  * key is highest. When a member leaves, only the keys it owned move (each to its own next best);
@@ -18,27 +20,7 @@ export const ownerOf = (key: string, members: readonly string[]): string | undef
 };
 
 /** A 32-bit weight of (member, key): FNV-1a over both, then murmur3's finalizer to spread the bits. */
-const weightOf = (member: string, key: string): number => {
-  let hash = 0x811c9dc5;
-  hash = fnv(hash, member);
-  hash = Math.imul(hash ^ 0x1f, 0x01000193);
-  hash = fnv(hash, key);
-  hash ^= hash >>> 16;
-  hash = Math.imul(hash, 0x85ebca6b);
-  hash ^= hash >>> 13;
-  hash = Math.imul(hash, 0xc2b2ae35);
-  hash ^= hash >>> 16;
-  return hash >>> 0;
-};
-
-const fnv = (seed: number, text: string): number => {
-  let hash = seed;
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return hash;
-};
+const weightOf = (member: string, key: string): number => fmix32(fnv1a(fnvSeparate(fnv1a(FNV_OFFSET, member), 0x1f), key));
 
 /** The `count` members with the highest weights for a key, best first: its owner, then its standbys. */
 export const rankedOf = (key: string, members: readonly string[], count: number): string[] =>

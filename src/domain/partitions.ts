@@ -1,3 +1,5 @@
+import { fmix32, fnv1a, FNV_OFFSET, fnvSeparate } from './hash32.js';
+
 /**
  * A cluster's instances are divided into a fixed number of partitions (chosen when its log is made,
  * never changed): an instance's partition is a hash of its org, machine and name. Partitions, not
@@ -11,23 +13,8 @@ export const MAX_PARTITIONS = 1_024;
 
 /** The partition of an instance: FNV-1a of `org/machine/name`, with murmur3's finalizer, mod `count`. */
 export const partitionOf = (orgId: string, machine: string, name: string, count: number): number => {
-  let hash = 0x811c9dc5;
-  hash = fnv(hash, orgId);
-  hash = fnv(Math.imul(hash ^ 0x2f, 0x01000193), machine);
-  hash = fnv(Math.imul(hash ^ 0x2f, 0x01000193), name);
-  hash ^= hash >>> 16;
-  hash = Math.imul(hash, 0x85ebca6b);
-  hash ^= hash >>> 13;
-  hash = Math.imul(hash, 0xc2b2ae35);
-  hash ^= hash >>> 16;
-  return (hash >>> 0) % count;
-};
-
-const fnv = (seed: number, text: string): number => {
-  let hash = seed;
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return hash;
+  let hash = fnv1a(FNV_OFFSET, orgId);
+  hash = fnv1a(fnvSeparate(hash, 0x2f), machine);
+  hash = fnv1a(fnvSeparate(hash, 0x2f), name);
+  return fmix32(hash) % count;
 };
