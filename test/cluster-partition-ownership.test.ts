@@ -6,9 +6,10 @@ import { PartitionOwnership } from '../src/cluster/partition-ownership.js';
 
 const COUNT = 64;
 
-const view = (current: string[], draining: string[] = [], self: MemberState = 'ready') => ({
+const view = (current: string[], draining: string[] = [], self: MemberState = 'ready', joining: string[] = []) => ({
   current: () => current,
   draining: () => draining,
+  joining: () => joining,
   self,
 });
 
@@ -52,6 +53,24 @@ t.test('a joining node holds what it is to own before it owns anything; the othe
     [...n1After].every((partition) => n1Before.has(partition)),
     'a join moves partitions only to the newcomer',
   );
+});
+
+t.test('nodes that join together each hold only their share of what they will own', async (t) => {
+  const all = ['n1', 'n2', 'n3'];
+  const nodes = all.map((id) => ownershipOf(id, view([], [], 'joining', all)));
+  t.equal(
+    nodes.reduce((sum, node) => sum + node.held().size, 0),
+    COUNT,
+    'each partition held by one of them',
+  );
+  const first = nodes[0]?.held() ?? new Set<number>();
+  t.same(
+    [...first].sort((a, b) => a - b),
+    [...ownershipOf('n1', view(all)).owned()].sort((a, b) => a - b),
+    'n1 holds what it will own once all three are ready',
+  );
+  // The first one ready owns every partition until the others are: it holds them all then.
+  t.equal(ownershipOf('n1', view(['n1'], [], 'ready', ['n2', 'n3'])).held().size, COUNT, 'alone ready, it holds all it owns');
 });
 
 t.test('a draining node keeps its share; the others hold and report warm what they are to take', async (t) => {

@@ -152,6 +152,11 @@ export class Membership {
     return this.all().filter((id) => this.members.get(id)?.state === 'draining');
   }
 
+  /** The members that are joining (catching up what they are to own), sorted, this node included while it joins. */
+  joining(): readonly string[] {
+    return this.all().filter((id) => this.members.get(id)?.state === 'joining');
+  }
+
   /** Whether every other owning member says it caught up the share of draining member `id`. */
   warmFor(id: string): boolean {
     return this.view.every((member) => member === id || this.members.get(member)?.warm.includes(id) === true);

@@ -7,6 +7,8 @@ export interface MembershipView {
   current(): readonly string[];
   /** The members that are draining, sorted. */
   draining(): readonly string[];
+  /** The members that are joining, sorted. */
+  joining(): readonly string[];
   /** This node's own state. */
   readonly self: MemberState;
 }
@@ -55,13 +57,16 @@ export class PartitionOwnership {
     return owned;
   }
 
-  /** The members that will own a share once the draining ones are gone and this node, unless draining, is ready. */
+  /**
+   * The members that will own a share once the draining ones are gone and the joining ones (this node
+   * among them, unless draining) are ready: nodes that start together each catch up only their share.
+   */
   future(): string[] {
     const { view, self } = this.options;
     const draining = new Set(view.draining());
-    const staying = view.current().filter((id) => !draining.has(id));
-    if (view.self !== 'draining' && !staying.includes(self)) staying.push(self);
-    return staying.sort();
+    const staying = new Set([...view.current(), ...view.joining()].filter((id) => !draining.has(id)));
+    if (view.self !== 'draining') staying.add(self);
+    return [...staying].sort();
   }
 
   /** The partitions this node is to hold: owned now, owned in the future, and those it stands by for. */
