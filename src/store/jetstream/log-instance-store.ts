@@ -207,7 +207,9 @@ export class LogInstanceStore implements InstanceStore {
   private async dropPartitions(partitions: ReadonlySet<number>): Promise<void> {
     const inDropped = (orgId: string, machine: string, name: string) =>
       partitions.has(this.partitionOf(orgId, machine, name)) && !this.holds(orgId, machine, name);
-    const keys = [...this.local.instanceKeys()].filter(([orgId, machine, name]) => inDropped(orgId, machine, name));
+    // (only the keys to drop are kept while the store is read: it may hold many more)
+    const keys: Array<[string, string, string]> = [];
+    for (const [orgId, machine, name] of this.local.instanceKeys()) if (inDropped(orgId, machine, name)) keys.push([orgId, machine, name]);
     for (const [orgId, machine, name] of keys) {
       // In the instance's turn, and only if its partition is still given up: one taken again meanwhile
       // (a flapping view) is being caught up by a new follower, whose applies must not lose their rows.
