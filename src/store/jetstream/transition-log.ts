@@ -47,6 +47,10 @@ interface Appended {
 /** A follower not heard from by its stream's leader for longer (ns; the leader hears from each about every second) is counted out. */
 const FOLLOWER_SILENCE_NS = 3_000_000_000;
 
+/** An append whose answer did not come is asked again this many times (same message id), each waiting this long. */
+const APPEND_RETRIES = 3;
+const APPEND_RETRY_TIMEOUT_MS = 2_000;
+
 /** JetStream's API error code for a publish whose expected last subject sequence did not match. */
 const WRONG_LAST_SEQUENCE = 10071;
 
@@ -163,22 +167,34 @@ export class JetStreamTransitionLog {
     messageId: string,
   ): Promise<Appended> {
     const subject = this.subjectOf(orgId, machine, name);
-    let ack: PubAck;
-    try {
-      ack = await this.js.publish(subject, payload, { msgID: messageId, expect: { lastSubjectSequence: expectedSeq } });
-    } catch (error) {
-      if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) throw new LogFencedError(subject, expectedSeq);
-      const reason = error instanceof Error ? error.message : String(error);
-      // A commit over the nats-server's max_payload (1 MB by default; cluster/README.md) never fits: no retry helps.
-      if (/max_payload|maximum payload/i.test(reason)) {
-        throw payloadTooLarge(
-          `this commit (${typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length} bytes: the instance's head and the history records of this event, each with its context) is larger than the cluster's log takes in one message (the nats-server's max_payload): keep contexts smaller, or run fewer delayed steps per event`,
-        );
+    let ack: PubAck | undefined;
+    // An append whose answer did not come (no leader for a moment, a timeout: this process paused, say)
+    // may have been stored: asked again with the same message id, JetStream answers the first one's
+    // sequence as a duplicate if it was, or stores it now. Without that, a write that counts would be
+    // answered 503, and a retry of its request found applied elsewhere, uncounted.
+    for (let attempt = 0; ack === undefined; attempt++) {
+      try {
+        ack = await this.js.publish(subject, payload, {
+          msgID: messageId,
+          expect: { lastSubjectSequence: expectedSeq },
+          ...(attempt > 0 ? { timeout: APPEND_RETRY_TIMEOUT_MS } : {}),
+        });
+      } catch (error) {
+        if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) throw new LogFencedError(subject, expectedSeq);
+        const reason = error instanceof Error ? error.message : String(error);
+        // A commit over the nats-server's max_payload (1 MB by default; cluster/README.md) never fits: no retry helps.
+        if (/max_payload|maximum payload/i.test(reason)) {
+          throw payloadTooLarge(
+            `this commit (${typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length} bytes: the instance's head and the history records of this event, each with its context) is larger than the cluster's log takes in one message (the nats-server's max_payload): keep contexts smaller, or run fewer delayed steps per event`,
+          );
+        }
+        // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
+        if (attempt >= APPEND_RETRIES)
+          throw unavailable(
+            `the cluster's log did not take the write (${reason}); it may or may not have been stored: read the instance, then retry`,
+          );
+        await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
       }
-      // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
-      throw unavailable(
-        `the cluster's log did not take the write (${reason}); it may or may not have been stored: read the instance, then retry`,
-      );
     }
     // (a duplicate's sequence is the first copy's, and whether that one counts is asked the same way;
     // an acknowledgement that does not place it past the position named is not one to go by)
