@@ -8,6 +8,21 @@ import { connectTo, natsMissing, startNats } from './helpers/nats.js';
 
 const skip = natsMissing();
 
+/**
+ * What a just-started JetStream cluster answers once its meta leader is elected: asked again (each 100 ms,
+ * 30 s at most) while it times out or says it is not ready, as a node's start does (cluster-node.ts).
+ */
+const once = async <T>(ask: () => Promise<T>): Promise<T> => {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await ask();
+    } catch (error) {
+      if (attempt >= 300) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+};
+
 t.test('one server (R1): appends are fenced by the previous sequence and deduplicated by id', { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
@@ -55,7 +70,7 @@ t.test('three servers (R3): acknowledged appends survive the loss of any one ser
   t.teardown(() => nats.stop());
   const nc = await connectTo(nats, 'log3');
   t.teardown(() => nc.close());
-  const log = await JetStreamTransitionLog.open(nc, { cluster: 'r3', replicas: 3 });
+  const log = await once(() => JetStreamTransitionLog.open(nc, { cluster: 'r3', replicas: 3 }));
   let last = 0;
   for (let i = 1; i <= 50; i++) last = (await log.append('org_a', 'm', 'i', last, `{"seq":${i}}`, `org_a/m/i:${i}`)).seq;
   await nats.kill(0);
@@ -90,9 +105,9 @@ t.test(
     t.teardown(() => nats.stop());
     const ncs = await Promise.all(nats.urls.map((url, i) => connect({ servers: [url], name: `writer${i}` })));
     t.teardown(() => Promise.all(ncs.map((nc) => nc.close())));
-    const logs = await Promise.all(ncs.map((nc) => JetStreamTransitionLog.open(nc, { cluster: 'race', replicas: 3 })));
+    const logs = await Promise.all(ncs.map((nc) => once(() => JetStreamTransitionLog.open(nc, { cluster: 'race', replicas: 3 }))));
     const [first] = logs as [JetStreamTransitionLog];
-    const jsm = await jetstreamManager(ncs[0] as NatsConnection);
+    const jsm = await once(() => jetstreamManager(ncs[0] as NatsConnection));
     // (what the stream holds of an instance, asked directly)
     const storedAfter = async (name: string, seq: number) => {
       const seqs: number[] = [];
