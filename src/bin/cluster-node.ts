@@ -7,6 +7,7 @@ import { Membership } from '../cluster/membership.js';
 import { NatsUpdateBus } from '../cluster/nats-update-bus.js';
 import { PartitionOwnership } from '../cluster/partition-ownership.js';
 import { toBase64Url } from '../domain/base64url.js';
+import { withinMs } from '../domain/within-ms.js';
 import type { Logger } from '../domain/logger.js';
 import { summaryOf, viewOf } from '../store/instance-reads.js';
 import { RequestMovedError } from '../store/instance-store.js';
@@ -34,6 +35,8 @@ const LEAVE_WAIT_MS = 10_000;
 /** Machine versions a joining node loads before it takes its share, at most, and how long it waits for them. */
 const WARM_VERSIONS = 32;
 const WARM_MAX_MS = 5_000;
+/** How long each step of a node's stop may wait on NATS before the node goes on without it. */
+const CLOSE_STEP_MS = 5_000;
 /** How often a node asks whether it can commit (GET /health), and how long the answer may take. */
 const WRITABLE_PROBE_EVERY_MS = 1_000;
 const WRITABLE_PROBE_MS = 1_500;
@@ -376,18 +379,29 @@ export const startClusterNode = async (
       await membership.stop();
     },
     async close() {
+      // Each step that waits on NATS is bounded: a node told to stop exits (a clean-clone CI run saw one wait
+      // for ever after its HTTP server had closed, its NATS connection still open); what it holds is in
+      // JetStream, and its checkpoint only ever names what it applied.
+      const bounded = async (what: string, work: () => Promise<unknown>): Promise<void> => {
+        const done = await withinMs(
+          work().then(() => true),
+          CLOSE_STEP_MS,
+          () => undefined,
+        ).catch((error: unknown) => onError(`stopping: ${what} failed`, error));
+        if (done !== true) logger.warn(`stopping: ${what} did not finish within ${CLOSE_STEP_MS} ms; going on`);
+      };
       clearInterval(readiness);
       clearInterval(probe);
       forwarder?.stop();
-      await membership.stop();
-      await usage.flush();
+      await bounded('leaving the membership', () => membership.stop());
+      await bounded('sending the last usage counts', () => usage.flush());
       usage.stop();
       clearInterval(checkpointing);
-      await instances.stopFollowing();
-      await meta.close();
-      await logs.close();
+      await bounded("stopping the partitions' followers", () => instances.stopFollowing());
+      await bounded('closing the META log', () => meta.close());
+      await bounded('closing the LOGS log', () => logs.close());
       checkpoint();
-      await nc.drain().catch(() => undefined);
+      await bounded('draining the NATS connection', () => nc.drain());
       await local.close();
       await lock.release();
     },

@@ -125,7 +125,12 @@ export const startNodeProcess = async (options: StartOptions = {}): Promise<Node
     output: () => output,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      // (a node that does not exit within a minute is killed: the test's teardown must end; its output says why)
+      const backstop = setTimeout(() => {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      }, STOP_BACKSTOP_MS);
       const code = await exited;
+      clearTimeout(backstop);
       // A data dir this helper made goes with the node (its write-ahead log alone is 32 MiB or more);
       // one the test gave is the test's to keep or remove.
       if (options.dataDir === undefined) removeDir(dataDir);
@@ -133,5 +138,8 @@ export const startNodeProcess = async (options: StartOptions = {}): Promise<Node
     },
   };
 };
+
+/** How long a stopped node may take to exit before the helper kills it. */
+const STOP_BACKSTOP_MS = 60_000;
 
 export const removeDir = (dir: string): void => rmSync(dir, { recursive: true, force: true });
