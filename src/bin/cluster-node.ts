@@ -182,6 +182,8 @@ export const startClusterNode = async (
    * once every other did).
    */
   const readiness = setInterval(() => {
+    // (while no member drains there is nothing to say: the last word, an empty list, stands)
+    if (membership.draining().length === 0) return membership.setWarm([]);
     const ready = new Set(
       instances
         .partitions()

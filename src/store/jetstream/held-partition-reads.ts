@@ -27,26 +27,42 @@ export class HeldPartitionReads {
   async listPart(partitions: readonly number[], orgId: string, machine: string, afterName: string | undefined, limit: number) {
     const wanted = await this.readyPartitions(partitions);
     if (!wanted) return 'moved' as const;
-    const out: InstanceHead[] = [];
-    let after = afterName;
-    for (;;) {
-      const page = this.local.listInstances(orgId, machine, after, limit);
-      for (const head of page) if (wanted.has(this.partitions.of(orgId, machine, head.name)) && out.length < limit) out.push(head);
-      if (out.length >= limit || page.length < limit) return out;
-      after = page[page.length - 1]?.name;
-    }
+    return this.listIn((partition) => wanted.has(partition), orgId, machine, afterName, limit);
   }
 
   /** The index entries of the given partitions, in the query's order; 'moved' as listPart. */
   async queryPart(partitions: readonly number[], query: IndexQuery) {
     const wanted = await this.readyPartitions(partitions);
     if (!wanted) return 'moved' as const;
+    return this.queryIn((partition) => wanted.has(partition), query);
+  }
+
+  /** The store's instances of the partitions `wanted` takes, in name order after `afterName` (pages read past the others). */
+  listIn(
+    wanted: (partition: number) => boolean,
+    orgId: string,
+    machine: string,
+    afterName: string | undefined,
+    limit: number,
+  ): InstanceHead[] {
+    const out: InstanceHead[] = [];
+    let after = afterName;
+    for (;;) {
+      const page = this.local.listInstances(orgId, machine, after, limit);
+      for (const head of page) if (wanted(this.partitions.of(orgId, machine, head.name)) && out.length < limit) out.push(head);
+      if (out.length >= limit || page.length < limit) return out;
+      after = page[page.length - 1]?.name;
+    }
+  }
+
+  /** The store's index entries of the partitions `wanted` takes, in the query's order. */
+  queryIn(wanted: (partition: number) => boolean, query: IndexQuery): IndexPosition[] {
     const out: IndexPosition[] = [];
     let after = query.after;
     for (;;) {
       const page = this.local.queryIndex({ ...query, ...(after ? { after } : {}) });
       for (const entry of page)
-        if (wanted.has(this.partitions.of(query.orgId, query.machine, entry.name)) && out.length < query.limit) out.push(entry);
+        if (wanted(this.partitions.of(query.orgId, query.machine, entry.name)) && out.length < query.limit) out.push(entry);
       if (out.length >= query.limit || page.length < query.limit) return out;
       after = page[page.length - 1];
     }

@@ -243,14 +243,7 @@ export class LogInstanceStore implements InstanceStore {
 
   /** The instances of partitions this node holds (rows of one given up and not dropped yet are passed by). */
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[] {
-    const out: InstanceHead[] = [];
-    let after = afterName;
-    for (;;) {
-      const page = this.local.listInstances(orgId, machine, after, limit);
-      for (const head of page) if (this.holds(orgId, machine, head.name) && out.length < limit) out.push(head);
-      if (out.length >= limit || page.length < limit) return out;
-      after = page[page.length - 1]?.name;
-    }
+    return this.reads.listIn((partition) => this.owned.has(partition), orgId, machine, afterName, limit);
   }
 
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
@@ -334,14 +327,7 @@ export class LogInstanceStore implements InstanceStore {
 
   /** This node's part of an index: the entries of the partitions it holds, with their heads. */
   queryIndex(query: IndexQuery): IndexPosition[] {
-    const out: IndexPosition[] = [];
-    let after = query.after;
-    for (;;) {
-      const page = this.local.queryIndex({ ...query, ...(after ? { after } : {}) });
-      for (const entry of page) if (this.holds(query.orgId, query.machine, entry.name) && out.length < query.limit) out.push(entry);
-      if (out.length >= query.limit || page.length < query.limit) return out;
-      after = page[page.length - 1];
-    }
+    return this.reads.queryIn((partition) => this.owned.has(partition), query);
   }
 
   listDueTimers(uptoMs: number, limit: number): DueTimer[] {
