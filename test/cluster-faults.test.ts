@@ -107,10 +107,21 @@ t.test(
       // A read waits at most 2 s for the node's copy; on a loaded host a follower that was on the dead
       // nats-server may take longer to resume. Acknowledged events must all be there in the end: read
       // again for a while (a lost one never appears, and fails below).
-      let history = await historyOf();
+      // (an owner whose partition's follower has not resumed yet answers 503 "retry": a client retries)
+      const historyRetried = async (): Promise<string[]> => {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            return await historyOf();
+          } catch (error) {
+            if ((error as { status?: number }).status !== 503 || attempt >= 30) throw error;
+            await sleep(500);
+          }
+        }
+      };
+      let history = await historyRetried();
       for (let i = 0; i < 30 && !ids.every((id) => history.includes(id)); i++) {
         await sleep(500);
-        history = await historyOf();
+        history = await historyRetried();
       }
       // A request that failed may still have been applied: the history holds every acknowledged one, once, in order.
       t.same(
