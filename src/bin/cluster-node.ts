@@ -42,6 +42,9 @@ const WRITABLE_PROBE_EVERY_MS = 1_000;
 const WRITABLE_PROBE_MS = 1_500;
 /** How often a node checks whether the partitions it is to take are caught up (to say it is ready, or warm). */
 const READINESS_CHECK_MS = 50;
+/** A suspected member (no one listened on its subject) is asked again after each of these waits; gone only if no one listens each time. */
+const DEPARTURE_PROBES_MS = [50, 200];
+const DEPARTURE_PROBE_TIMEOUT_MS = 1_000;
 
 interface RunningClusterNode extends RunningNode {
   membership: Membership;
@@ -339,9 +342,19 @@ export const startClusterNode = async (
         timeoutMs: config.settleTimeoutMs + 10_000,
         onError,
         prepare,
+        suspect: (nodeId) => membership.suspect(nodeId),
       });
       owner.start();
       forwarder = owner;
+      // A suspected member is asked twice, a little apart (a node that lost its NATS server is back on
+      // another within that), before it is taken for gone; once, at once, when another node checked so.
+      membership.confirmDeparturesWith(async (nodeId, checkedElsewhere) => {
+        for (const wait of checkedElsewhere ? [0] : DEPARTURE_PROBES_MS) {
+          await new Promise((resolve) => setTimeout(resolve, wait));
+          if ((await owner.probe(nodeId, DEPARTURE_PROBE_TIMEOUT_MS)) !== 'gone') return false;
+        }
+        return true;
+      });
       membership.onChange((members) => {
         const dropped = runtime.releaseNotOwned((orgId, machine, name) => owner.owns(orgId, machine, name));
         logger.info(`cluster members: ${members.join(', ')}${dropped > 0 ? `; let go of ${dropped} instances other nodes own now` : ''}`);

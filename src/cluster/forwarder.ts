@@ -77,6 +77,8 @@ interface ForwarderOptions {
    * may refuse with RequestMovedError (nothing ran: the request is asked of the owner again).
    */
   prepare?: (orgId: string, machine: string, name: string, request: { retried: boolean; requestId?: string }) => Promise<void>;
+  /** Told of a node that may be gone: a request found no one listening on its subject, or is slow to be answered (Membership.suspect). */
+  suspect?: (nodeId: string) => void;
 }
 
 /**
@@ -102,7 +104,11 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     private readonly local: OwnerSide,
     private readonly options: ForwarderOptions,
   ) {
-    this.requests = new NodeRequests(nc, { members: () => this.options.members(), checkMs: DEPARTURE_CHECK_MS });
+    this.requests = new NodeRequests(nc, {
+      members: () => this.options.members(),
+      checkMs: DEPARTURE_CHECK_MS,
+      ...(options.suspect ? { suspect: options.suspect, slowMs: SLOW_ANSWER_MS } : {}),
+    });
   }
 
   /**
@@ -114,6 +120,11 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     this.subscription = this.nc.subscribe(this.subjectOf(this.options.nodeId), {
       callback: (error, message) => {
         if (error) return;
+        // (an empty message asks whether this node is there: see probe)
+        if (message.data.length === 0) {
+          message.respond(HERE);
+          return;
+        }
         void this.replyTo(message).then((reply) => {
           try {
             message.respond(encodeReply(reply));
@@ -128,6 +139,16 @@ export class Forwarder implements InstanceWrites, InstanceReads {
   stop(): void {
     this.subscription?.unsubscribe();
     this.subscription = undefined;
+  }
+
+  /**
+   * Whether node `nodeId` listens on its subject: 'gone' when NATS says no one does (its connection is
+   * closed: the process died, or it is cut off from the NATS cluster), 'here' when it answers, 'unknown'
+   * when the answer does not come within `ms`.
+   */
+  async probe(nodeId: string, ms: number): Promise<'here' | 'gone' | 'unknown'> {
+    const end = await this.requests.request(nodeId, this.subjectOf(nodeId), NOTHING, ms);
+    return 'noResponders' in end ? 'gone' : 'lost' in end ? 'unknown' : 'here';
   }
 
   /** The owner of an instance in this node's view. */
@@ -454,8 +475,14 @@ const errorOf = ({
 
 /** How often a node waiting on an owner checks that the owner is still in the cluster. */
 const DEPARTURE_CHECK_MS = 100;
+/** A request unanswered this long makes its node suspected (it may have died with the request in hand): cheap to check, often. */
+const SLOW_ANSWER_MS = 500;
 /** Requests asked again after a lost answer, at most (each after the owner changed or timed out). */
 const MAX_LOST = 3;
+
+/** A probe (an empty message) and the answer to one. */
+const NOTHING = new Uint8Array(0);
+const HERE = new Uint8Array([1]);
 
 const MOVED = { ok: false, moved: true } as const;
 const LOST = { ok: false, lost: true } as const;

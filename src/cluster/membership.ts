@@ -32,6 +32,9 @@ interface MembershipOptions {
   readyAtStart?: boolean;
 }
 
+/** A member is checked (see Membership.suspect) at most this often, whatever keeps suspecting it. */
+const SUSPECT_INTERVAL_MS = 1_000;
+
 type ChangeListener = (members: readonly string[]) => void;
 
 interface Beat {
@@ -70,6 +73,12 @@ export class Membership {
   /** When the beat timer last ran: a gap past the drop window means this process was stopped or stalled. */
   private lastTickAt = 0;
   private readonly stallListeners = new Set<() => void>();
+  private departures: Subscription | undefined;
+  /** Asks whether a member is gone (see suspect); none until the node can ask (confirmDeparturesWith). */
+  private confirmGone: ((id: string, checkedElsewhere: boolean) => Promise<boolean>) | undefined;
+  /** Members being checked now, and when each was last (see suspect). */
+  private readonly checking = new Set<string>();
+  private readonly checkedAt = new Map<string, number>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -82,6 +91,11 @@ export class Membership {
 
   private get subject(): string {
     return `statehold.${this.options.cluster}.members`;
+  }
+
+  /** Where a node says which member it found gone before its missed beats said so (see suspect). */
+  private get departuresSubject(): string {
+    return `statehold.${this.options.cluster}.departures`;
   }
 
   /** Joins: listens, beats, and resolves once the others had two beats' time to answer. */
@@ -100,6 +114,18 @@ export class Membership {
         }
         if (typeof beat?.id !== 'string' || beat.id === self.id) return;
         this.heard(beat);
+      },
+    });
+    this.departures = this.nc.subscribe(this.departuresSubject, {
+      callback: (error, message) => {
+        if (error) return;
+        let said: { by?: unknown; gone?: unknown };
+        try {
+          said = message.json();
+        } catch {
+          return;
+        }
+        if (typeof said?.gone === 'string' && said.by !== self.id) this.suspect(said.gone, true);
       },
     });
     this.beat();
@@ -195,6 +221,42 @@ export class Membership {
     return this.members.get(id);
   }
 
+  /**
+   * How this node checks a suspected member (see suspect): resolves true when it is gone;
+   * `checkedElsewhere` when another node found so already (one quick look is enough then).
+   */
+  confirmDeparturesWith(confirm: (id: string, checkedElsewhere: boolean) => Promise<boolean>): void {
+    this.confirmGone = confirm;
+  }
+
+  /**
+   * Member `id` may be gone: a request to it found no one listening on its subject (NATS says so at
+   * once), or waits long for its answer. Its process may have died, or it may be cut off from NATS;
+   * either way it serves nothing now. Rather than wait for its missed beats (a second by default) while
+   * its instances answer nothing, this node checks (confirmGone) and, if it is gone, drops it from its
+   * view and tells the others, which check for themselves, so that the new owners of its partitions take
+   * them at once. A member that was only away a moment beats again and is back, as after a drop.
+   * Checked at most once per SUSPECT_INTERVAL_MS per member.
+   */
+  suspect(id: string, checkedElsewhere = false): void {
+    const member = this.members.get(id);
+    if (!member || id === this.options.self.id || member.state === 'joining' || !this.confirmGone || this.checking.has(id)) return;
+    const now = this.now();
+    if (!checkedElsewhere && now - (this.checkedAt.get(id) ?? -Infinity) < SUSPECT_INTERVAL_MS) return;
+    this.checking.add(id);
+    this.checkedAt.set(id, now);
+    const seen = member.lastSeenAt;
+    void this.confirmGone(id, checkedElsewhere)
+      .then((gone) => {
+        // (not if it beat meanwhile, or left, or came back as a new process)
+        if (!gone || this.members.get(id)?.lastSeenAt !== seen || !this.members.delete(id)) return;
+        if (!checkedElsewhere) this.publishOn(this.departuresSubject, { by: this.options.self.id, gone: id });
+        this.refreshView();
+      })
+      .catch(() => undefined)
+      .finally(() => this.checking.delete(id));
+  }
+
   /** Called with the new view whenever a member joins or leaves. */
   onChange(listener: ChangeListener): () => void {
     this.listeners.add(listener);
@@ -214,6 +276,8 @@ export class Membership {
     }
     this.subscription?.unsubscribe();
     this.subscription = undefined;
+    this.departures?.unsubscribe();
+    this.departures = undefined;
   }
 
   private heard(beat: Beat): void {
@@ -245,8 +309,12 @@ export class Membership {
   }
 
   private publish(beat: Beat): void {
+    this.publishOn(this.subject, beat);
+  }
+
+  private publishOn(subject: string, message: object): void {
     try {
-      this.nc.publish(this.subject, JSON.stringify(beat));
+      this.nc.publish(subject, JSON.stringify(message));
     } catch {
       // (closed or draining: the others will miss our beats, as they should)
     }

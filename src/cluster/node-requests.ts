@@ -10,6 +10,7 @@ export type RequestEnd =
 
 interface Pending {
   node: string;
+  sentAt: number;
   deadline: number;
   resolve: (end: RequestEnd) => void;
   reject: (error: unknown) => void;
@@ -32,7 +33,16 @@ export class NodeRequests {
 
   constructor(
     private readonly nc: NatsConnection,
-    private readonly options: { members: () => readonly string[]; checkMs: number },
+    private readonly options: {
+      members: () => readonly string[];
+      checkMs: number;
+      /**
+       * Told of a node that may be gone: NATS found no one listening on its subject, or a request to it has
+       * waited longer than `slowMs` (it may have died with the request in hand). See Membership.suspect.
+       */
+      suspect?: (node: string) => void;
+      slowMs?: number;
+    },
   ) {}
 
   request(node: string, subject: string, data: Uint8Array, timeoutMs: number): Promise<RequestEnd> {
@@ -41,7 +51,8 @@ export class NodeRequests {
         this.subscribe();
         const token = (this.next++).toString(36);
         this.nc.publish(subject, data, { reply: this.prefix + token });
-        this.pending.set(token, { node, deadline: Date.now() + timeoutMs, resolve, reject });
+        const now = Date.now();
+        this.pending.set(token, { node, sentAt: now, deadline: now + timeoutMs, resolve, reject });
         this.sweeping ??= setInterval(() => this.sweep(), this.options.checkMs);
       } catch (error) {
         reject(error);
@@ -70,13 +81,21 @@ export class NodeRequests {
     const pending = this.pending.get(token);
     if (!pending) return;
     this.pending.delete(token);
-    pending.resolve(message.data.length === 0 && message.headers?.code === 503 ? NO_RESPONDERS : { answer: message.data });
+    if (message.data.length === 0 && message.headers?.code === 503) {
+      this.options.suspect?.(pending.node);
+      pending.resolve(NO_RESPONDERS);
+    } else pending.resolve({ answer: message.data });
   }
 
   private sweep(): void {
     const members = this.options.members();
     const now = Date.now();
     this.end((pending) => now > pending.deadline || !members.includes(pending.node));
+    const { suspect, slowMs } = this.options;
+    if (!suspect || slowMs === undefined) return;
+    const slow = new Set<string>();
+    for (const pending of this.pending.values()) if (now - pending.sentAt > slowMs) slow.add(pending.node);
+    for (const node of slow) suspect(node);
   }
 
   /** Ends the requests `which` picks: lost, or failed with `error`. */

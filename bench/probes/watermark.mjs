@@ -1,0 +1,85 @@
+// Probe: after a burst of events on a cluster, does every held partition's applied watermark reach the
+// partition's last entry once nothing is written? Starts its own nats-server(s) and node(s) with
+// cluster/launch.mjs under PROBE_DIR, drives PROBE_EVENTS events at PROBE_C in flight over
+// PROBE_INSTANCES instances, then compares GET /cluster's partitions.held[].appliedSeq with the log's
+// last entry of each partition (the node's own /cluster?last=1 view is not used: the log is asked here).
+//   node bench/probes/watermark.mjs     (NODES=1 by default; PROBE_WATCH_S how long to watch after)
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { StateBackedClient } from '@statebacked/client';
+import { signToken } from '@statebacked/token';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { MACHINE_CODE } from '../lib/cart-machine.mjs';
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+const dir = process.env.PROBE_DIR ?? '/tmp/probe-watermark';
+const instances = Number(process.env.PROBE_INSTANCES ?? 200);
+const events = Number(process.env.PROBE_EVENTS ?? 3000);
+const concurrency = Number(process.env.PROBE_C ?? 64);
+const watchS = Number(process.env.PROBE_WATCH_S ?? 8);
+const env = { ...process.env, CLUSTER_DIR: dir, NODES: process.env.NODES ?? '1' };
+const launch = (what) => execFileSync(process.execPath, [join(repoRoot, 'cluster/launch.mjs'), what], { env, stdio: 'inherit' });
+
+execFileSync('rm', ['-rf', dir]);
+launch('up');
+try {
+  const state = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8'));
+  const { adminKey } = JSON.parse(readFileSync(join(dir, 'secrets.json'), 'utf8'));
+  const urls = state.nodes.map((node) => node.url);
+  const client = new StateBackedClient(adminKey, { apiHost: urls[0] });
+  await client.machines.create('probe');
+  await client.machineVersions.create('probe', { clientInfo: 'probe', makeCurrent: true, code: MACHINE_CODE });
+  const key = await client.keys.create({ name: 'probe', use: 'production' });
+  const token = await signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: 'probe' }, { expires: { in: '1h' } });
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+  const post = async (url, path, body) => {
+    const response = await fetch(`${url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
+  };
+  for (let i = 0; i < instances; i++) await post(urls[i % urls.length], '/machines/probe', { slug: `i${i}` });
+  let next = 0;
+  const t0 = Date.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let n = next++; n < events; n = next++) await post(urls[n % urls.length], `/machines/probe/i/i${n % instances}/events`, { event: { type: 'ADD', item: 'x' } });
+    }),
+  );
+  console.log(`${events} events in ${Date.now() - t0} ms`);
+  const nc = await connect({ servers: state.nats });
+  const jsm = await jetstreamManager(nc);
+  const streams = [];
+  for await (const s of jsm.streams.list()) streams.push(s.config.name);
+  const tx = streams.find((name) => name.endsWith('_TX'));
+  const prefix = (await jsm.streams.info(tx)).config.subjects[0].replace(/>$/, '');
+  const lastOf = async (partition) => {
+    try {
+      return (await jsm.streams.getMessage(tx, { last_by_subj: `${prefix}${partition}.>` })).seq;
+    } catch {
+      return 0;
+    }
+  };
+  for (let s = 0; s <= watchS; s += 2) {
+    let behind = 0;
+    let entries = 0;
+    const examples = [];
+    for (const url of urls) {
+      const view = await (await fetch(`${url}/cluster`, { headers: { authorization: `Bearer ${adminKey}` } })).json();
+      for (const held of view.partitions.held) {
+        const last = await lastOf(held.partition);
+        if (held.appliedSeq < last) {
+          behind++;
+          entries += last - held.appliedSeq;
+          if (examples.length < 4) examples.push(`p${held.partition} ${held.appliedSeq}/${last}`);
+        }
+      }
+    }
+    console.log(`t+${s}s: ${behind} partitions behind by ${entries} entries ${examples.join(', ')}`);
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+  await nc.close();
+} finally {
+  launch('down');
+}
