@@ -32,20 +32,28 @@ try {
   const token = await signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: 'probe' }, { expires: { in: '1h' } });
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   const post = async (url, path, body) => {
-    const response = await fetch(`${url}${path}`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(15_000) });
+    const response = await fetch(`${url}${path}`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(15_000),
+    });
     return response.status;
   };
   for (let i = 0; i < instances; i++) await post(urls[i % 3], '/machines/probe', { slug: `i${i}` });
   let next = 0;
   await Promise.all(
     Array.from({ length: 32 }, async () => {
-      for (let n = next++; n < warmEvents; n = next++) await post(urls[n % 3], `/machines/probe/i/i${n % instances}/events`, { event: { type: 'ADD', item: 'x' } });
+      for (let n = next++; n < warmEvents; n = next++)
+        await post(urls[n % 3], `/machines/probe/i/i${n % instances}/events`, { event: { type: 'ADD', item: 'x' } });
     }),
   );
   const org = (await (await fetch(`${urls[0]}/orgs`, { headers: { authorization: `Bearer ${adminKey}` } })).json()).orgs[0].id;
   const owned = [];
   for (let i = 0; i < instances; i++) {
-    const view = await (await fetch(`${urls[0]}/cluster?instance=${org}/probe/i${i}`, { headers: { authorization: `Bearer ${adminKey}` } })).json();
+    const view = await (
+      await fetch(`${urls[0]}/cluster?instance=${org}/probe/i${i}`, { headers: { authorization: `Bearer ${adminKey}` } })
+    ).json();
     if ((view.instance?.owner ?? view.owner) === 'node-3') owned.push(i);
   }
   console.log(`node-3 owns ${owned.length} of ${instances}`);
@@ -71,7 +79,9 @@ try {
   const times = await Promise.all(
     owned.map(async (i, k) => {
       for (let attempt = 0; ; attempt++) {
-        const status = await post(survivors[(k + attempt) % 2], `/machines/probe/i/i${i}/events`, { event: { type: 'ADD', item: 'x' } }).catch(() => 0);
+        const status = await post(survivors[(k + attempt) % 2], `/machines/probe/i/i${i}/events`, {
+          event: { type: 'ADD', item: 'x' },
+        }).catch(() => 0);
         if (status === 200) return performance.now() - killedAt;
         if (performance.now() - killedAt > 20_000) return Infinity;
         await sleep(20);
@@ -82,9 +92,13 @@ try {
   await steady;
   times.sort((a, b) => a - b);
   const at = (q) => Math.round(times[Math.min(times.length - 1, Math.floor(q * times.length))]);
-  console.log(`failover ms: min ${Math.round(times[0])} p50 ${at(0.5)} p99 ${at(0.99)} max ${Math.round(times.at(-1))}; steady max ${Math.round(steadyMax)} ms`);
+  console.log(
+    `failover ms: min ${Math.round(times[0])} p50 ${at(0.5)} p99 ${at(0.99)} max ${Math.round(times.at(-1))}; steady max ${Math.round(steadyMax)} ms`,
+  );
   for (const id of ['node-1', 'node-2']) {
-    const lines = readFileSync(join(dir, `${id}.log`), 'utf8').split('\n').filter((line) => /^\d{4}-\d\d-\d\dT/.test(line) && line >= new Date(wall - 100).toISOString());
+    const lines = readFileSync(join(dir, `${id}.log`), 'utf8')
+      .split('\n')
+      .filter((line) => /^\d{4}-\d\d-\d\dT/.test(line) && line >= new Date(wall - 100).toISOString());
     console.log(`--- ${id}\n${lines.slice(0, 40).join('\n')}`);
   }
 } finally {

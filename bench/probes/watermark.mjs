@@ -44,7 +44,8 @@ try {
   const t0 = Date.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      for (let n = next++; n < events; n = next++) await post(urls[n % urls.length], `/machines/probe/i/i${n % instances}/events`, { event: { type: 'ADD', item: 'x' } });
+      for (let n = next++; n < events; n = next++)
+        await post(urls[n % urls.length], `/machines/probe/i/i${n % instances}/events`, { event: { type: 'ADD', item: 'x' } });
     }),
   );
   console.log(`${events} events in ${Date.now() - t0} ms`);
