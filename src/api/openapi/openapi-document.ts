@@ -68,15 +68,13 @@ const errorsOf = (method: string, captures: string[], doc: RouteDoc | undefined)
   return errors;
 };
 
-const errorResponse = (status: number, codes: Set<ErrorCode>, oauth: boolean): unknown => {
+/** The answer for one error status; an OAuth route answers its own refusals the OAuth way, and the server's (a draining node, a bug) the API's. */
+const errorResponse = (codes: Set<ErrorCode>, oauth: boolean): unknown => {
   const list = [...codes].sort();
+  const apiError: JsonSchema = { allOf: [ref('Error'), objectOf({ code: { type: 'string', enum: list } })] };
   return {
-    description: `${list.join(', ')}`,
-    content: {
-      'application/json': {
-        schema: oauth ? ref('OAuthError') : { allOf: [ref('Error'), objectOf({ code: { type: 'string', enum: list } })] },
-      },
-    },
+    description: list.join(', '),
+    content: { 'application/json': { schema: oauth ? { anyOf: [ref('OAuthError'), apiError] } : apiError } },
   };
 };
 
@@ -128,7 +126,7 @@ const operationOf = (route: RouteListing, captures: string[]): Record<string, un
     responses.default = { description: UNDESCRIBED };
   }
   for (const [status, codes] of [...errorsOf(route.method, captures, doc)].sort(([a], [b]) => a - b)) {
-    responses[String(status)] = errorResponse(status, codes, doc?.oauthErrors === true && status !== 500);
+    responses[String(status)] = errorResponse(codes, doc?.oauthErrors === true);
   }
   const body = requestBody(doc?.body);
   return {
