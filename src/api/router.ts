@@ -6,6 +6,7 @@ type RouteHandler = (request: ApiRequest) => ApiResponse | Promise<ApiResponse>;
 
 interface Route {
   method: string;
+  pattern: string;
   /** Per segment of the pattern: the literal it must be, or undefined where it captures. */
   literals: Array<string | undefined>;
   /** Per segment: the name it captures under, or undefined for a literal. */
@@ -38,11 +39,14 @@ const NAMES: Record<string, { valid: (value: string) => boolean; what: string }>
 export class Router {
   /** By segment count (only routes of a path's length can match it), most specific first. */
   private readonly routes = new Map<number, Route[]>();
+  /** Every route, in the order added. */
+  private readonly added: Route[] = [];
 
   add(method: string, pattern: string, handler: RouteHandler): this {
     const segments = splitPath(pattern);
     const route: Route = {
       method: method.toUpperCase(),
+      pattern,
       literals: segments.map((s) => (s.startsWith(':') ? undefined : s)),
       captures: segments.map((s) => (s.startsWith(':') ? s.slice(1) : undefined)),
       handler,
@@ -51,7 +55,13 @@ export class Router {
     sameLength.push(route);
     sameLength.sort((a, b) => specificity(b) - specificity(a));
     this.routes.set(segments.length, sameLength);
+    this.added.push(route);
     return this;
+  }
+
+  /** Each route's method and pattern, in the order they were added: what the API's description is built from. */
+  list(): Array<{ method: string; pattern: string }> {
+    return this.added.map(({ method, pattern }) => ({ method, pattern }));
   }
 
   match(method: string, path: string): RouteMatch {

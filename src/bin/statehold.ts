@@ -22,6 +22,9 @@ Usage:
   statehold serve [options]    start an embedded node (one process, LMDB storage)
   statehold node [options]     start a cluster node: serve's options and the cluster's below
                                (not yet complete: cluster/README.md)
+  statehold smply-login --url U (--key OPERATOR_KEY | --key-id sbk_... --key SECRET) [--org org_...]
+                               write ~/.smply/credentials (and default-org) so the smply CLI works
+                               against the node at U: smply -u U machines list (README)
   statehold help               show this text
 
 Options of serve (flag, environment variable; flags win over the environment):
@@ -61,6 +64,18 @@ const clusterNode = async (argv: string[]): Promise<void> => {
   stopOnSignals(node, logger);
 };
 
+/** `statehold smply-login`: a session file for the real smply CLI (smply-login.ts). */
+const smplyLogin = async (argv: string[]): Promise<void> => {
+  const { LoginCheckFailed, smplyLogin: login } = await import('./smply-login.js');
+  try {
+    await login(argv, process.env, (line) => process.stdout.write(`statehold: ${line}\n`));
+  } catch (error) {
+    if (!(error instanceof LoginCheckFailed)) throw error;
+    process.stderr.write(`statehold: ${error.message}\n`);
+    process.exitCode = 1;
+  }
+};
+
 const stopOnSignals = (node: RunningNode, logger: Logger): void => {
   let stopping = false;
   const stop = (signal: string) => {
@@ -93,7 +108,7 @@ const main = async (): Promise<void> => {
     process.stdout.write(usage());
     return;
   }
-  const run = command === 'serve' ? serve : command === 'node' ? clusterNode : undefined;
+  const run = command === 'serve' ? serve : command === 'node' ? clusterNode : command === 'smply-login' ? smplyLogin : undefined;
   if (run) {
     if (rest.includes('--help') || rest.includes('-h')) process.stdout.write(usage());
     else await run(rest);

@@ -1,28 +1,32 @@
 /**
  * Errors as typed values. Every layer throws `ServiceError`s; the API layer maps them to HTTP in one
  * place (src/api/error-response.ts). The codes are the ones the State Backed client dispatches on
- * (wire-protocol §1.4).
+ * (wire-protocol §1.4). A list, not only a type, so that the API's
+ * description (GET /openapi.json) can name every one.
  */
-export type ErrorCode =
-  | 'invalid-parameter'
-  | 'specify-org'
-  | 'no-migration-path'
-  | 'missing-scope'
-  | 'rejected-by-machine-authorizer'
-  | 'missing-user'
-  | 'missing-org'
-  | 'invalid-state'
-  | 'unauthorized'
-  | 'not-found'
-  | 'conflict'
-  | 'payload-too-large'
-  | 'rate-limited'
-  | 'unavailable'
-  | 'machine-code-error'
-  | 'context-too-large'
-  | 'state-too-large'
-  | 'settle-timeout'
-  | 'internal';
+export const errorCodes = [
+  'invalid-parameter',
+  'specify-org',
+  'no-migration-path',
+  'missing-scope',
+  'rejected-by-machine-authorizer',
+  'missing-user',
+  'missing-org',
+  'invalid-state',
+  'unauthorized',
+  'not-found',
+  'conflict',
+  'payload-too-large',
+  'rate-limited',
+  'unavailable',
+  'machine-code-error',
+  'context-too-large',
+  'state-too-large',
+  'settle-timeout',
+  'internal',
+] as const;
+
+export type ErrorCode = (typeof errorCodes)[number];
 
 export class ServiceError extends Error {
   constructor(
@@ -40,7 +44,15 @@ export class ServiceError extends Error {
  * A refused token exchange (`POST /tokens`), answered the OAuth way (RFC 6749 §5.2, RFC 8693 §2.2.2):
  * `{error: <oauth code>, error_description}`, with `code` the same so the State Backed client keeps it.
  */
-type OAuthErrorCode = 'invalid_request' | 'unsupported_grant_type' | 'invalid_grant' | 'temporarily_unavailable' | 'slow_down';
+export const oauthErrorCodes = [
+  'invalid_request',
+  'unsupported_grant_type',
+  'invalid_grant',
+  'temporarily_unavailable',
+  'slow_down',
+] as const;
+
+type OAuthErrorCode = (typeof oauthErrorCodes)[number];
 
 const oauthStatus: Record<OAuthErrorCode, [number, ErrorCode]> = {
   invalid_request: [400, 'invalid-parameter'],

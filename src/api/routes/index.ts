@@ -11,6 +11,7 @@ import { registerKeyRoutes } from './key-routes.js';
 import { registerLogRoutes } from './log-routes.js';
 import { registerMachineRoutes } from './machine-routes.js';
 import { registerMigrationRoutes } from './migration-routes.js';
+import { registerOpenApiRoute } from './openapi-routes.js';
 import { registerOrgRoutes } from './org-routes.js';
 import { registerStatsRoutes } from './stats-routes.js';
 import { registerTokenExchangeRoutes } from './token-exchange-routes.js';
@@ -44,5 +45,6 @@ export const buildRouter = (context: ApiContext): Router => {
   registerStatsRoutes(router, context);
   registerUsageRoutes(router, context);
   registerHttpApiRoutes(router, context);
+  registerOpenApiRoute(router, context);
   return router;
 };
