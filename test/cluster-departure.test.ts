@@ -68,3 +68,48 @@ t.test('a dead node is taken for gone at the first request that finds no one lis
   t.same(await members(n1.url), ['n1', 'n2'], 'n1 no longer counts n3');
   t.same(await members(n2.url), ['n1', 'n2'], 'n2 was told, checked, and no longer counts n3');
 });
+
+t.test(
+  'with --standbys 1 every partition is held by its owner and its next in line, again after a node dies',
+  { skip, timeout: 120_000 },
+  async (t) => {
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const nodes = await startClusterNodes(t, nats, ['s1', 's2', 's3'], { adminKey: ADMIN, args: ['--standbys', '1'] });
+    const held = async (url: string) =>
+      ((await call(url, 'GET', '/cluster', { token: ADMIN })).body.partitions.held as Array<{ partition: number; ready: boolean }>).filter(
+        (p) => p.ready,
+      ).length;
+    const total = async (urls: string[]) => (await Promise.all(urls.map(held))).reduce((sum, n) => sum + n, 0);
+    const urls = nodes.map((node) => node.url);
+    // (64 partitions, each on two nodes: new standbys are taken a few seconds after the members last changed)
+    await eventually(async () => (await total(urls)) === 128, { timeoutMs: 30_000, intervalMs: 200 });
+    t.pass('64 partitions, each held ready by two of the three nodes');
+
+    const client = new StateBackedClient(ADMIN, { apiHost: urls[0] as string });
+    await client.machines.create('counter');
+    await client.machineVersions.create('counter', { clientInfo: 'v1', makeCurrent: true, code: realtimeMachine });
+    const names = Array.from({ length: 12 }, (_, i) => `s${i}`);
+    for (const name of names) {
+      await client.machineInstances.create('counter', { slug: name });
+      await client.machineInstances.sendEvent('counter', name, { event: 'INC' });
+    }
+    nodes[2]?.child.kill('SIGKILL');
+    const survivors = urls.slice(0, 2);
+    for (const [k, name] of names.entries()) {
+      const answer = await eventually(
+        async () => {
+          const sent = await call(survivors[k % 2] as string, 'POST', `/machines/counter/i/${name}/events`, {
+            token: ADMIN,
+            body: { event: 'INC' },
+          });
+          return sent.status === 200 ? sent : undefined;
+        },
+        { timeoutMs: 15_000, intervalMs: 20 },
+      );
+      t.equal((answer.body.publicContext as { count: number }).count, 2, `${name}: its event kept, the next one applied`);
+    }
+    await eventually(async () => (await total(survivors)) === 128, { timeoutMs: 30_000, intervalMs: 200 });
+    t.pass('after the failover, each of the two survivors holds every partition (one owns it, the other stands by)');
+  },
+);

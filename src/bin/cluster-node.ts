@@ -42,6 +42,8 @@ const WRITABLE_PROBE_EVERY_MS = 1_000;
 const WRITABLE_PROBE_MS = 1_500;
 /** How often a node checks whether the partitions it is to take are caught up (to say it is ready, or warm). */
 const READINESS_CHECK_MS = 50;
+/** How long after the members last changed a node starts catching up the partitions it newly stands by for. */
+const STANDBY_DELAY_MS = 3_000;
 /** A suspected member (no one listened on its subject) is asked again after each of these waits; gone only if no one listens each time. */
 const DEPARTURE_PROBES_MS = [50, 200];
 const DEPARTURE_PROBE_TIMEOUT_MS = 1_000;
@@ -153,8 +155,23 @@ export const startClusterNode = async (
       tx: Object.fromEntries([...resume].filter(([partition]) => partition in held)),
     });
   };
-  const hold = () => {
-    const held = ownership.held();
+  // Partitions this node stands by for that it does not hold yet are taken STANDBY_DELAY_MS after the
+  // members last changed: a failover's catch-up of what it must own now is not slowed by catching up
+  // the new standbys that the same change makes (measured: p50 1.4 → 1.8 s with them at once).
+  let standbyTimer: NodeJS.Timeout | undefined;
+  const hold = (newStandbys = false) => {
+    const holding = new Set(instances.partitions().map((copy) => copy.partition));
+    const held = ownership.needed();
+    let deferred = 0;
+    for (const partition of ownership.standingBy()) {
+      if (newStandbys || holding.has(partition)) held.add(partition);
+      else deferred++;
+    }
+    clearTimeout(standbyTimer);
+    if (deferred > 0) {
+      standbyTimer = setTimeout(() => hold(true), STANDBY_DELAY_MS);
+      standbyTimer.unref();
+    }
     // (a partition given up is dropped from the store: a later take-over follows it from the start)
     for (const partition of resume.keys()) if (!held.has(partition)) resume.delete(partition);
     instances.own(nc, held, (partition) => (resume.get(partition) ?? 0) + 1);
@@ -162,7 +179,7 @@ export const startClusterNode = async (
     checkpoint();
   };
   hold();
-  membership.onChange(hold);
+  membership.onChange(() => hold());
   const startedAt = Date.now();
   let told = startedAt;
   for (;;) {
@@ -406,6 +423,7 @@ export const startClusterNode = async (
         if (done !== true) logger.warn(`stopping: ${what} did not finish within ${CLOSE_STEP_MS} ms; going on`);
       };
       clearInterval(readiness);
+      clearTimeout(standbyTimer);
       clearInterval(probe);
       forwarder?.stop();
       await bounded('leaving the membership', () => membership.stop());

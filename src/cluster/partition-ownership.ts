@@ -71,14 +71,34 @@ export class PartitionOwnership {
 
   /** The partitions this node is to hold: owned now, owned in the future, and those it stands by for. */
   held(): Set<number> {
-    const { self, count, standbys } = this.options;
+    const held = this.needed();
+    for (const partition of this.standingBy()) held.add(partition);
+    return held;
+  }
+
+  /** The partitions this node must hold: owned now, or to own once the joining members are ready and the draining ones gone. */
+  needed(): Set<number> {
+    const { self, count } = this.options;
     const now = this.options.view.current();
     const future = this.future();
-    const held = new Set<number>();
+    const needed = new Set<number>();
+    for (let partition = 0; partition < count; partition++)
+      if (this.ownerOf(partition, now) === self || this.ownerOf(partition, future) === self) needed.add(partition);
+    return needed;
+  }
+
+  /** With standbys, the partitions this node is next in line for (it takes them over warm if their owner dies), but not those it needs. */
+  standingBy(): Set<number> {
+    const { self, count, standbys } = this.options;
+    const standing = new Set<number>();
+    if (standbys === 0) return standing;
+    const now = this.options.view.current();
+    const future = this.future();
     for (let partition = 0; partition < count; partition++) {
-      if (this.ownerOf(partition, now) === self || rankedOf(keyOf(partition), future, 1 + standbys).includes(self)) held.add(partition);
+      const ranked = rankedOf(keyOf(partition), future, 1 + standbys);
+      if (ranked[0] !== self && ranked.includes(self) && this.ownerOf(partition, now) !== self) standing.add(partition);
     }
-    return held;
+    return standing;
   }
 
   /** The draining members every partition of which that this node is to take is caught up here (`ready`). */
