@@ -239,6 +239,7 @@ export const composeNode = async (
       maxIdentityProviders: limits.maxIdentityProvidersPerOrg,
     }),
     validateBundle: (code) => validationClient.validate(code, sandboxes.loadSettings()),
+    machineDefinition: async (orgId, machine, versionId) => (await sandboxes.get(orgId, machine, versionId)).definition(),
     validateMigrationBundle: (code) => validationClient.validateMigration(code, sandboxes.loadSettings()),
     reads,
     logs: store.logs,
