@@ -50,7 +50,8 @@ const graphOf = (definition: MachineDefinition): ElkNode => {
         });
       });
     });
-    const labelWidth = node.key.length * CHAR_WIDTH + 28;
+    const tagsText = node.tags ? ` ${node.tags.map((tag) => `#${tag}`).join(' ')}` : '';
+    const labelWidth = node.key.length * CHAR_WIDTH + tagsText.length * 6.2 + 28;
     if (children.length === 0) return { id: node.id, width: Math.max(60, labelWidth), height: STATE_HEIGHT };
     return {
       id: node.id,

@@ -262,22 +262,21 @@ const Manage = ({
 const Owner = ({ session, machine, instance }: { session: Session; machine: string; instance: string }) => {
   const owner = useLoad(async () => {
     if (session.kind !== 'operator') return undefined;
+    // GET /health (no credential) says whether this node is in a cluster: only then is there an owner to ask for.
+    const health = (await fetch('/health').then((r) => r.json())) as { cluster?: unknown };
+    if (health.cluster === undefined) return undefined;
     let orgId = session.orgId;
     if (!orgId) {
       const orgs = await api<{ orgs: OrgListing[] }>(session, 'GET', '/orgs');
       if (orgs.orgs.length !== 1) return undefined;
       orgId = orgs.orgs[0]?.id;
     }
-    try {
-      const status = await api<{ nodeId: string; instance?: { owner?: string } }>(
-        session,
-        'GET',
-        `/cluster${query({ instance: `${orgId}/${machine}/${instance}` })}`,
-      );
-      return { owner: status.instance?.owner, asked: status.nodeId };
-    } catch {
-      return undefined; // not a cluster node
-    }
+    const status = await api<{ nodeId: string; instance?: { owner?: string } }>(
+      session,
+      'GET',
+      `/cluster${query({ instance: `${orgId}/${machine}/${instance}` })}`,
+    );
+    return { owner: status.instance?.owner, asked: status.nodeId };
   }, [session, machine, instance]);
   if (!owner.data) return null;
   return html`<dt>Owner</dt>
@@ -309,7 +308,7 @@ const History = ({ session, base, round }: { session: Session; base: string; rou
             (t, i) =>
               html`<tr key=${`${t.createdAt}:${i}`}>
                 <td>${when(t.createdAt)}</td>
-                <td><code>${typeof t.event === 'string' ? t.event : JSON.stringify(t.event)}</code></td>
+                <td><code>${eventText(t.event)}</code></td>
                 <td><code>${JSON.stringify(t.state)}</code></td>
               </tr>`,
           )}
@@ -323,4 +322,17 @@ const History = ({ session, base, round }: { session: Session; base: string; rou
       </button>
     </div>
   </div>`;
+};
+
+/** An event as the history shows it: its type alone when it carries nothing else. */
+const eventText = (event: unknown): string => {
+  if (typeof event === 'string') return event;
+  if (
+    event !== null &&
+    typeof event === 'object' &&
+    Object.keys(event).length === 1 &&
+    typeof (event as { type?: unknown }).type === 'string'
+  )
+    return (event as { type: string }).type;
+  return JSON.stringify(event);
 };

@@ -17,7 +17,7 @@ export const Machine = ({ session, machine }: { session: Session; machine: strin
       record.data &&
       html`<p class="muted">
         Created ${when(record.data.machine.createdAt)}.
-        ${record.data.machine.indexes.length > 0 ? html` Indexes: ${record.data.machine.indexes.join(', ')}.` : ' No indexes.'}
+        ${record.data.machine.indexes.length > 0 ? ` Indexes: ${record.data.machine.indexes.join(', ')}. ` : ' No indexes. '}
         <a href=${`#/logs?machine=${enc(machine)}`}>Logs of this machine</a>
       </p>`
     }
