@@ -17,7 +17,9 @@ import { fileURLToPath } from 'node:url';
 import { StateBackedClient } from '@statebacked/client';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import t from 'tap';
+import { eventually } from './helpers/eventually.js';
 import { call } from './helpers/http.js';
+import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 import { startNode } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
 
@@ -72,6 +74,36 @@ const watchPage = (page: Page): Watch => {
   return watch;
 };
 
+/** Waits until the table named `name` has `count` rows (a locator's count does not wait by itself). */
+const rows = (page: Page, name: string, count: number) =>
+  eventually(async () => (await page.getByRole('table', { name }).locator('tbody tr').count()) === count, {
+    message: `the ${name} table did not get ${count} rows`,
+  });
+
+/** One browser for the file, launched on first use and closed when the file's tests end. */
+let launched: Promise<Browser> | undefined;
+const theBrowser = (): Promise<Browser> => {
+  // (playwright gives the browser a fresh temporary profile of its own: no --user-data-dir)
+  launched ??= chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  return launched;
+};
+t.teardown(async () => {
+  if (launched) await (await launched).close();
+});
+
 t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_000 }, async (t) => {
   mkdirSync(screenshots, { recursive: true });
   t.comment(`screenshots: ${screenshots}`);
@@ -94,22 +126,7 @@ t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_0
   t.equal(finalized.status, 200);
   for (const owner of ['alice', 'bob']) await operator.machineInstances.create('owned', { slug: `of-${owner}`, context: { owner } });
 
-  // (playwright gives the browser a fresh temporary profile of its own: no --user-data-dir)
-  const browser: Browser = await chromium.launch({
-    executablePath: chromiumPath,
-    headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-  t.teardown(() => browser.close());
+  const browser = await theBrowser();
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
   page.setDefaultTimeout(15_000);
@@ -133,8 +150,8 @@ t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_0
     await page.getByLabel('Operator key or State Backed token').fill(admin);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Machines' }).waitFor();
-    t.equal(await page.evaluate(() => sessionStorage.length), 1, 'the credential is in session storage');
-    t.equal(await page.evaluate(() => localStorage.length), 0, 'and not in local storage');
+    t.equal(await page.evaluate('sessionStorage.length'), 1, 'the credential is in session storage');
+    t.equal(await page.evaluate('localStorage.length'), 0, 'and not in local storage');
     await page.getByRole('link', { name: 'lamp', exact: true }).waitFor();
     t.ok(await page.getByRole('table', { name: 'machines' }).getByText('lamp-v1').isVisible(), 'the current version is shown');
     await shot('02-machines');
@@ -151,7 +168,7 @@ t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_0
     t.equal(await instances.locator('tbody tr').count(), 3);
     await page.getByPlaceholder('name starts with…').fill('hall');
     await page.getByRole('button', { name: 'Find' }).click();
-    await page.waitForFunction(() => document.querySelectorAll('table[aria-label="instances"] tbody tr').length === 2);
+    await rows(page, 'instances', 2);
     t.same(await instances.locator('tbody tr td:first-child').allTextContents(), ['hall', 'hall-2']);
     await shot('03-machine');
 
@@ -161,7 +178,7 @@ t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_0
     await page.locator('select[name="op"]').selectOption('eq');
     await page.getByPlaceholder('value').fill('bob');
     await page.getByRole('button', { name: 'Find' }).click();
-    await page.waitForFunction(() => document.querySelector('table[aria-label="instances"] tbody')?.textContent?.includes('of-bob'));
+    await instances.locator('tbody').getByText('of-bob').waitFor();
     t.same(await instances.locator('tbody tr').allTextContents(), ['of-bobbob']);
   });
 
@@ -177,7 +194,7 @@ t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_0
     await page.locator('svg.statechart [data-state-id="lamp.off"][data-active="true"]').waitFor();
     t.equal(await page.locator('svg.statechart [data-active="true"]').count(), 2, 'the root and off');
     t.ok(await page.getByLabel('full context').getByText('"carol"').isVisible(), 'the full context');
-    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1));
+    await page.evaluate('window.marker = 1');
 
     // A change made elsewhere (another client) shows without a reload.
     const sent = await call(node.url, 'POST', '/machines/lamp/i/desk/events', { token: admin, body: { event: 'TOGGLE' } });
@@ -194,9 +211,9 @@ t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_0
     await page.locator('svg.statechart [data-state-id="lamp.on.bright"][data-active="true"]').waitFor();
     await page.getByText('glaring').first().waitFor();
     const history = page.getByRole('table', { name: 'transitions' });
-    await page.waitForFunction(() => document.querySelectorAll('table[aria-label="transitions"] tbody tr').length === 3);
+    await rows(page, 'transitions', 3);
     t.match(await history.locator('tbody').textContent(), /BRIGHTER/);
-    t.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), 1, 'no reload');
+    t.equal(await page.evaluate('window.marker'), 1, 'no reload');
     await shot('04-instance');
   });
 
@@ -270,7 +287,7 @@ t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_0
     await page.getByRole('button', { name: 'Create key' }).click();
     await page.getByRole('button', { name: 'delete key short-lived' }).click();
     await page.getByRole('button', { name: 'Delete short-lived for good' }).click();
-    await page.getByRole('button', { name: 'delete key short-lived' }).waitFor({ state: 'detached' });
+    await page.getByRole('table', { name: 'keys' }).getByText('short-lived', { exact: true }).waitFor({ state: 'detached' });
     const left = (await call(node.url, 'GET', '/keys', { token: admin })).body.keys as Array<{ name: string }>;
     t.notOk(
       left.some((k) => k.name === 'short-lived'),
@@ -289,7 +306,7 @@ t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_0
 
   await t.test("sign out, then in with a key's id and secret (a token signed in the page)", async (t) => {
     await page.getByRole('button', { name: 'Sign out' }).click();
-    t.equal(await page.evaluate(() => sessionStorage.length), 0, 'the credential is gone');
+    t.equal(await page.evaluate('sessionStorage.length'), 0, 'the credential is gone');
     await page.getByRole('tab', { name: 'Key id and secret' }).click();
     const [keyId, secret] = created.split(' ');
     await page.getByLabel('Key id').fill(keyId ?? '');
@@ -309,3 +326,61 @@ t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_0
   );
   await context.close();
 });
+
+t.test(
+  'the cluster page on a 2-node cluster: members, log positions, who owns an instance',
+  { skip: skip || natsMissing(), timeout: 180_000 },
+  async (t) => {
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const adminKey = `test-admin-${Math.random().toString(36).slice(2)}`;
+    const [first, second] = await startClusterNodes(t, nats, ['c1', 'c2'], { adminKey });
+    if (!first || !second) throw new Error('the cluster did not start');
+    for (const node of [first, second]) {
+      await eventually(async () => (await call(node.url, 'GET', '/health')).status === 200, { message: `${node.url} is not ready` });
+    }
+    const operator = new StateBackedClient(adminKey, { apiHost: first.url });
+    await operator.machines.create('lamp');
+    await operator.machineVersions.create('lamp', { clientInfo: 'lamp-v1', makeCurrent: true, code: LAMP('lamp-v1') });
+    await operator.machineInstances.create('lamp', { slug: 'porch' });
+    const orgId = ((await call(first.url, 'GET', '/orgs', { token: adminKey })).body.orgs as Array<{ id: string }>)[0]?.id;
+    const owner = (await call(first.url, 'GET', `/cluster?instance=${orgId}/lamp/porch`, { token: adminKey })).body.instance
+      .owner as string;
+    t.ok(owner === 'c1' || owner === 'c2', `owned by ${owner}`);
+
+    const context = await (await theBrowser()).newContext({ viewport: { width: 1280, height: 900 } });
+    t.teardown(() => context.close());
+    const page = await context.newPage();
+    page.setDefaultTimeout(15_000);
+    const watch = watchPage(page);
+    // Through the node that does not own it: the page asks that node, which forwards.
+    const via = owner === 'c1' ? second : first;
+    await page.goto(`${via.url}/console/`);
+    await page.getByLabel('Operator key or State Backed token').fill(adminKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('link', { name: 'Cluster' }).click();
+    await page
+      .getByTestId('node-id')
+      .filter({ hasText: owner === 'c1' ? 'c2' : 'c1' })
+      .waitFor();
+    const members = page.getByRole('table', { name: 'members' });
+    await rows(page, 'members', 2);
+    t.match(await members.textContent(), /c1/);
+    t.match(await members.textContent(), /c2/);
+    t.ok(Number(await page.getByTestId('meta-seq').textContent()) > 0, 'the META log position');
+    await page.getByPlaceholder('org_.../machine/instance').fill(`${orgId}/lamp/porch`);
+    await page.getByRole('button', { name: 'Find owner' }).click();
+    await page.getByTestId('owner-answer').filter({ hasText: owner }).waitFor();
+    await page.screenshot({ path: join(screenshots, '09-cluster.png'), fullPage: true });
+
+    // The instance page, live through the other node, names its owner and draws its statechart.
+    await page.goto(`${via.url}/console/#/machines/lamp/i/porch`);
+    await page.getByTestId('owner').filter({ hasText: owner }).waitFor();
+    await page.locator('svg.statechart [data-state-id="lamp.off"][data-active="true"]').waitFor();
+    await page.locator('[data-live="live"]').waitFor();
+    await operator.machineInstances.sendEvent('lamp', 'porch', { event: 'TOGGLE' });
+    await page.locator('svg.statechart [data-state-id="lamp.on.dim"][data-active="true"]').waitFor();
+    await page.screenshot({ path: join(screenshots, '10-cluster-instance.png'), fullPage: true });
+    t.same(watch.problems, [], 'no console errors, page errors or failed requests');
+  },
+);

@@ -35,14 +35,6 @@ export interface AdminState {
   createdAt: string;
 }
 
-export interface PublicState {
-  ts: number;
-  state: unknown;
-  publicContext?: Record<string, unknown>;
-  tags: string[];
-  done: boolean;
-}
-
 export interface Transition {
   createdAt: string;
   state: unknown;

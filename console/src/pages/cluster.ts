@@ -39,8 +39,7 @@ export const Cluster = ({ session }: { session: Session }) => {
     ${
       s &&
       html`<p>
-          This node is <strong data-testid="node-id">${s.nodeId}</strong> (${s.state}) in cluster <strong>${s.cluster}</strong>, NATS
-          ${s.nats}, R${s.replicas}.
+          This node is <strong data-testid="node-id">${s.nodeId}</strong> (${s.state}) in cluster <strong>${s.cluster}</strong>${`, NATS ${s.nats}, ${s.replicas} replicas. `}
           <button type="button" onClick=${status.reload}>Refresh</button>
         </p>
         <h2>Members</h2>
