@@ -3,6 +3,7 @@ import { type Caller, requireScope } from '../auth/caller.js';
 import { invalidParameter, notFound } from '../domain/errors.js';
 import { isPrettyId } from '../domain/ids.js';
 import { clipped } from '../domain/names.js';
+import type { MachineDefinition } from '../domain/machine-definition.js';
 import type { MachineRecord } from '../domain/records.js';
 import type { Scope } from '../domain/scopes.js';
 import type { SecretSealer } from '../auth/secret-sealer.js';
@@ -51,6 +52,8 @@ export interface ApiContext {
   /** POST /tokens: identity providers' tokens in, State Backed tokens out. */
   tokenExchange: TokenExchange;
   validateBundle: BundleValidator;
+  /** A version's states and transitions, read from its isolate (loading it when it is not). */
+  machineDefinition: (orgId: string, machine: string, versionId: string) => Promise<MachineDefinition>;
   /** Checks an uploaded migration bundle (the sandbox's `validateMigrationBundle`). */
   validateMigrationBundle: BundleValidator;
   settings: ApiSettings;

@@ -239,6 +239,7 @@ export const composeNode = async (
       maxIdentityProviders: limits.maxIdentityProvidersPerOrg,
     }),
     validateBundle: (code) => validationClient.validate(code, sandboxes.loadSettings()),
+    machineDefinition: async (orgId, machine, versionId) => (await sandboxes.get(orgId, machine, versionId)).definition(),
     validateMigrationBundle: (code) => validationClient.validateMigration(code, sandboxes.loadSettings()),
     reads,
     logs: store.logs,
@@ -332,6 +333,7 @@ export const composeNode = async (
     announce(`generated the operator key; it is shown only this once: ${generatedSecret}`);
     announce(`  e.g. curl -H "Authorization: Bearer ${generatedSecret}" http://${hostForUrl}:${server.port}/orgs`);
   }
+  announce(`the web console: ${settings.publicUrl}/console (sign in with the operator key)`);
 
   return {
     url: `http://${hostForUrl}:${server.port}`,

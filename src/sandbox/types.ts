@@ -7,6 +7,7 @@
 import type { JsonObject, MachineEvent, PendingTimer, PersistedSnapshot, PersistentActorRef, StateValue } from '../domain/machine-state.js';
 
 export type { JsonObject, MachineEvent, PendingTimer, PersistedSnapshot, PersistentActorRef, StateValue } from '../domain/machine-state.js';
+export type { MachineDefinition } from '../domain/machine-definition.js';
 
 /** A `spawnPersistentInstance` (or `persistentInvocableSource` invoke) the runtime must carry out after commit. */
 export interface PersistentSpawnRequest {

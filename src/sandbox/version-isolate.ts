@@ -49,6 +49,7 @@ import type {
   HttpApiRequest,
   HttpApiSettled,
   JsonObject,
+  MachineDefinition,
   PersistedSnapshot,
   ReadManyRequest,
   ReadRequest,
@@ -149,6 +150,16 @@ export class VersionIsolate {
   /** The machine's own initial context (JSON copy); `start` shallow-merges the given context over it. */
   defaultContext(): JsonObject {
     return JSON.parse(this.call('defaultContext', [])) as JsonObject;
+  }
+
+  /**
+   * The machine's states and transitions as plain, bounded data (harness.js `definition`), for the web
+   * console's drawing: keys, ids, types, initial states, tags, transitions' events and target ids.
+   */
+  definition(): MachineDefinition {
+    const parsed = JSON.parse(this.call('definition', [])) as MachineDefinition | { error: string };
+    if ('error' in parsed) throw new MachineCodeError(parsed.error);
+    return parsed;
   }
 
   /**

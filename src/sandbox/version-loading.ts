@@ -95,6 +95,7 @@ const HARNESS_EXPORTS = [
   'recover',
   'inspect',
   'defaultContext',
+  'definition',
   'authorize',
   'authorizeReads',
   'deliver',

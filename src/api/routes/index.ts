@@ -2,6 +2,7 @@ import type { ApiContext } from '../api-context.js';
 import { Router } from '../router.js';
 import { registerBillingPortalRoute, registerBillingRoutes } from './billing-routes.js';
 import { registerClusterRoutes } from './cluster-routes.js';
+import { registerConsoleRoutes } from './console-routes.js';
 import { registerHealthRoutes } from './health-routes.js';
 import { registerHttpApiRoutes } from './http-api-routes.js';
 import { registerIdentityProviderRoutes } from './identity-provider-routes.js';
@@ -46,5 +47,6 @@ export const buildRouter = (context: ApiContext): Router => {
   registerUsageRoutes(router, context);
   registerHttpApiRoutes(router, context);
   registerOpenApiRoute(router, context);
+  registerConsoleRoutes(router);
   return router;
 };

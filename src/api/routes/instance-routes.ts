@@ -4,7 +4,7 @@ import { conflict, invalidParameter, notFound, payloadTooLarge } from '../../dom
 import { limits } from '../../domain/limits.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
-import { clipped, requireSlug } from '../../domain/names.js';
+import { clipped, isSlug, requireSlug } from '../../domain/names.js';
 import { reservedEventProblem } from '../../domain/reserved-events.js';
 import { type ApiContext, callerInOrg, requireMachine, requireVersionParameter } from '../api-context.js';
 import { type ApiRequest, json, jsonBody, noContent } from '../http-types.js';
@@ -55,12 +55,20 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     return json(stateView(head));
   });
 
+  // `prefix` (not in the State Backed API; the web console's search): only names that start with it.
   router.add('GET', '/machines/:machine/i', async (request) => {
     const { orgId } = callerInOrg(context, request, 'instances.read');
     const machine = requireMachine(context, orgId, request.params.machine as string);
-    const after = decodeStringCursor(request.query.get('cursor'));
+    const prefix = request.query.get('prefix') ?? '';
+    if (prefix !== '' && !isSlug(prefix))
+      throw invalidParameter('prefix', 'prefix must be the start of an instance name: letters, digits, _ and -');
+    const after = decodeStringCursor(request.query.get('cursor')) ?? (prefix === '' ? undefined : justBefore(prefix));
     const pageSize = context.settings.pageSize;
-    const { items, cursor } = pageOf(await reads.listInstances(orgId, machine.slug, after, pageSize + 1), pageSize, (last) => last.name);
+    const listed = await reads.listInstances(orgId, machine.slug, after, pageSize + 1);
+    // Names are listed in order: those with the prefix come together, and the first without ends them.
+    const end = listed.findIndex((head) => !head.name.startsWith(prefix));
+    const found = end === -1 ? listed : listed.slice(0, end);
+    const { items, cursor } = pageOf(found, pageSize, (last) => last.name);
     return json({
       instances: items.map((head) => ({
         slug: head.name,
@@ -172,3 +180,10 @@ const withinEventLimit = (request: ApiRequest, what: string): ApiRequest => {
     throw payloadTooLarge(`${what} may have a body of at most ${limits.maxEventBodyBytes} bytes; this one has ${request.body.length}`);
   return request;
 };
+
+/**
+ * A position just before every name that starts with `prefix` and after every smaller name (lists
+ * start after their position): the prefix with its last character one lower, then '~', which sorts
+ * after every character a name may hold.
+ */
+const justBefore = (prefix: string): string => prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) - 1) + '~';

@@ -1,6 +1,7 @@
 import { decodeCursor } from '../../domain/cursor.js';
 import { invalidParameter, notFound, unauthorized } from '../../domain/errors.js';
-import { prettyId } from '../../domain/ids.js';
+import { isPrettyId, prettyId } from '../../domain/ids.js';
+import { clipped } from '../../domain/names.js';
 import { selectorProblem } from '../../domain/index-values.js';
 import type { MachineRecord, MachineVersionRecord } from '../../domain/records.js';
 import type { VersionCursor } from '../../store/version-store.js';
@@ -38,6 +39,17 @@ export const registerVersionRoutes = (router: Router, context: ApiContext): void
       last.id,
     ]);
     return json({ versions: items.map(versionInfo), cursor });
+  });
+
+  // Not part of the State Backed API: what the web console draws a version's statechart from.
+  router.add('GET', '/machines/:machine/v/:version/definition', async (request) => {
+    const { orgId } = callerInOrg(context, request, 'machine-versions.read');
+    const machine = requireMachine(context, orgId, request.params.machine as string);
+    const versionId = request.params.version as string;
+    if (!isPrettyId(versionId, 'ver') || !versions.getVersion(orgId, machine.slug, versionId)) {
+      throw notFound(`machine ${machine.slug} has no version ${clipped(versionId)}`);
+    }
+    return json({ definition: await context.machineDefinition(orgId, machine.slug, versionId) });
   });
 
   router.add('POST', '/machines/:machine/v', (request) => {

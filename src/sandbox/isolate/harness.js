@@ -2049,6 +2049,82 @@ export function defaultContext() {
   return jsonStringify(c !== null && typeof c === 'object' ? c : {});
 }
 
+// ---- the machine's definition, for the web console's drawing ----
+// Read from the state nodes (v4's StateNode, v5's StateNode: both have key, id, type, states, tags),
+// not machine.definition: v5 builds that with event types as keys of a plain object (see inspect).
+// Plain data only, bounded: the host hands it to a browser as is.
+const DEFINITION_MAX_NODES = 1000;
+const DEFINITION_MAX_TRANSITIONS = 4000;
+const DEFINITION_MAX_DEPTH = 64;
+const DEFINITION_MAX_CHARS = 200;
+function clippedText(v) {
+  const s = $String(v);
+  return s.length > DEFINITION_MAX_CHARS ? s.slice(0, DEFINITION_MAX_CHARS) + '…' : s;
+}
+/** @returns {string} (a call from the host: version-isolate.ts) */
+export function definition() {
+  enterCall();
+  const budget = { nodes: 0, transitions: 0, truncated: false };
+  try {
+    const m = machine();
+    const root = describeNode(v5 ? m.root : m, 0, budget);
+    return jsonStringify({ xstate: v5 ? 5 : 4, root: root, truncated: budget.truncated });
+  } catch (e) {
+    return jsonStringify({ error: "reading the machine's state nodes failed: " + errorText(e) });
+  }
+}
+function targetIds(list) {
+  const ids = [];
+  if (list === null || list === undefined) return ids;
+  for (let i = 0; i < list.length && i < 32; i++) {
+    const t = list[i];
+    if (t !== null && typeof t === 'object' && t.id !== undefined) arrayPush(ids, clippedText(t.id));
+  }
+  return ids;
+}
+function describeTransition(event, t, budget, out) {
+  if (budget.transitions >= DEFINITION_MAX_TRANSITIONS) {
+    budget.truncated = true;
+    return;
+  }
+  budget.transitions++;
+  const one = { event: clippedText(event), targets: targetIds(t.target) };
+  if (t.cond || t.guard) one.guarded = true;
+  arrayPush(out, one);
+}
+function describeNode(node, depth, budget) {
+  budget.nodes++;
+  const out = { key: clippedText(node.key), id: clippedText(node.id), type: clippedText(node.type), states: [], transitions: [] };
+  const tags = node.tags;
+  if (tags && typeof tags.length === 'number' && tags.length > 0) {
+    out.tags = [];
+    for (let i = 0; i < tags.length && i < 32; i++) arrayPush(out.tags, clippedText(tags[i]));
+  }
+  const initial = node.type === 'compound' ? node.initial : undefined;
+  if (typeof initial === 'string') out.initial = clippedText(initial);
+  else if (initial && initial.target && initial.target[0]) out.initial = clippedText(initial.target[0].key);
+  if (v5) {
+    mapForEach(node.transitions, function (list, event) {
+      for (let i = 0; i < list.length; i++) describeTransition(event, list[i], budget, out.transitions);
+    });
+    const always = node.always;
+    if (always) for (let i = 0; i < always.length; i++) describeTransition('', always[i], budget, out.transitions);
+  } else {
+    const list = node.transitions;
+    for (let i = 0; i < list.length; i++) describeTransition(list[i].eventType, list[i], budget, out.transitions);
+  }
+  const children = node.states !== null && typeof node.states === 'object' ? node.states : {};
+  const keys = objectKeys(children);
+  for (let i = 0; i < keys.length; i++) {
+    if (depth + 1 > DEFINITION_MAX_DEPTH || budget.nodes >= DEFINITION_MAX_NODES) {
+      budget.truncated = true;
+      break;
+    }
+    arrayPush(out.states, describeNode(children[keys[i]], depth + 1, budget));
+  }
+  return out;
+}
+
 /** @param {'read' | 'write'} kind @param {string} requestJson @returns {string} (a call from the host: version-isolate.ts) */
 export function authorize(kind, requestJson) {
   enterCall();

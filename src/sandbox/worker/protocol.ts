@@ -41,6 +41,8 @@ export type SandboxRequest =
   | { op: 'migrate'; code: string; input: MigrationInput; settings: LoadSettings; logTag?: string }
   /** The paths a v5 instance's history states remember, resolved by its version's machine (an upgrade). */
   | { op: 'rememberedPaths5'; versionId: string; snapshot: PersistedSnapshot }
+  /** The machine's states and transitions as plain data (VersionIsolate.definition), for the web console. */
+  | { op: 'definition'; versionId: string }
   | { op: 'allowRead'; versionId: string; request: ReadRequest }
   | { op: 'allowReads'; versionId: string; request: ReadManyRequest }
   | { op: 'allowWrite'; versionId: string; request: WriteRequest }

@@ -5,7 +5,7 @@
  */
 import { type OwnStall, SandboxDisposedError } from '../errors.js';
 import { parseStep, type RawStep } from '../step-result.js';
-import type { HttpApiOutcome, StepResult } from '../types.js';
+import type { HttpApiOutcome, MachineDefinition, StepResult } from '../types.js';
 import type { RequestOf, SandboxRequest } from './protocol.js';
 
 /** The start requests' fields (a start, and a start once allowWrite allows it). */
@@ -54,6 +54,11 @@ export class RemoteVersion {
   /** The paths a v5 instance's history states remember (see VersionIsolate.rememberedPaths5). */
   rememberedPaths5(snapshot: RequestOf<'rememberedPaths5'>['snapshot']): Promise<string[][]> {
     return this.call({ op: 'rememberedPaths5', versionId: this.versionId, snapshot }) as Promise<string[][]>;
+  }
+
+  /** The machine's states and transitions (see VersionIsolate.definition). */
+  definition(): Promise<MachineDefinition> {
+    return this.call({ op: 'definition', versionId: this.versionId }) as Promise<MachineDefinition>;
   }
 
   allowRead(request: RequestOf<'allowRead'>['request']): Promise<boolean> {

@@ -33,6 +33,7 @@ const { stallMs } = parseWorkerArgs(process.argv.slice(2));
  */
 const TIMED_OPS = new Set<SandboxRequest['op']>([
   'rememberedPaths5',
+  'definition',
   'allowRead',
   'allowReads',
   'allowWrite',
@@ -161,6 +162,8 @@ const handle = (request: SandboxRequest, id: number): unknown => {
       });
     case 'rememberedPaths5':
       return isolateOf(request.versionId).rememberedPaths5(request.snapshot);
+    case 'definition':
+      return isolateOf(request.versionId).definition();
     case 'allowRead':
       return isolateOf(request.versionId).allowRead(request.request);
     case 'allowReads':
