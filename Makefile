@@ -27,18 +27,14 @@ build: install
 run: build
 	$(NODE) $(SERVE_NODE_ARGS) dist/bin/statehold.js serve --port $(PORT) --data-dir $(DATA_DIR)
 
-# The drop-in suites run twice: on `statehold serve`, then (when nats-server is installed) on a 3-node
+# The drop-in suites run twice: on `statehold serve`, and (when nats-server is installed) on a 3-node
 # cluster, R3, each request through the next node (test/helpers/cluster-deployment.ts). `make test`
-# takes the core of them; `make test-cluster` all that apply to a cluster.
-CLUSTER_SUITES     := client-compat-foundation instances durable-timers inter-instance-messaging realtime usage machines history-times upgrades token-exchange
-CLUSTER_SUITES_ALL := $(CLUSTER_SUITES) machine-versions orgs-keys-billing event-type-names runtime-behaviour machine-fetch http-api client-compat-smply-bundle security-cross-instance upgrades-v5 xstate-v5 xstate-v5-restore
+# takes the core of them in its one tap run: each file of test/on-cluster/ runs its suite so, beside
+# the other files (skipped without nats-server). `make test-cluster` runs all that apply to a cluster.
+CLUSTER_SUITES_ALL := client-compat-foundation instances durable-timers inter-instance-messaging realtime usage machines history-times upgrades token-exchange machine-versions orgs-keys-billing event-type-names runtime-behaviour machine-fetch http-api client-compat-smply-bundle security-cross-instance upgrades-v5 xstate-v5 xstate-v5-restore
 
 test: build
 	npx --no-install tap
-	@if command -v nats-server >/dev/null 2>&1; then \
-	  echo "the drop-in suites again, on a 3-node cluster:"; \
-	  STATEHOLD_TEST_DEPLOYMENT=cluster npx --no-install tap $(CLUSTER_SUITES:%=test/%.test.ts); \
-	else echo "nats-server is not installed: the drop-in suites were not run on a cluster"; fi
 
 test-cluster: build
 	STATEHOLD_TEST_DEPLOYMENT=cluster npx --no-install tap $(CLUSTER_SUITES_ALL:%=test/%.test.ts)

@@ -3,6 +3,7 @@ import t from 'tap';
 import { realtimeMachine } from './fixtures/realtime-machines.js';
 import { call } from './helpers/http.js';
 import { startFaultCluster } from './helpers/cluster-load.js';
+import { eventually } from './helpers/eventually.js';
 import { natsMissing } from './helpers/nats.js';
 import { eventType } from './helpers/transitions.js';
 
@@ -56,13 +57,30 @@ t.test(
         }
       }
     })();
-    await sleep(1_000);
+    // Each phase lasts until the load got through it (a condition, not a fixed time: a slow host waits
+    // longer, a fast one does not wait for nothing): this many more events acknowledged, and for the
+    // instances a killed node owned, some of theirs.
+    const ackedIn = (of: string[] = names) => of.reduce((sum, name) => sum + (acked.get(name)?.length ?? 0), 0);
+    const untilAcked = async (count: number, what: string, of: string[] = names) => {
+      const before = ackedIn(of);
+      const since = Date.now();
+      await eventually(() => ackedIn(of) - before >= count, { timeoutMs: 30_000, message: `${count} events acknowledged ${what}` });
+      t.pass(`${count} events acknowledged ${what}, within ${Date.now() - since} ms`);
+    };
+    await untilAcked(30, 'before the pause');
     nodes[2]?.child.kill('SIGSTOP');
     await sleep(2_000);
     nodes[2]?.child.kill('SIGCONT');
-    await sleep(2_000);
     // n3 is back: requests through it too.
-    t.equal((await call(nodes[2]?.url as string, 'GET', '/health')).status, 200, 'the paused node rejoined');
+    t.equal(
+      await eventually(async () => (await call(nodes[2]?.url as string, 'GET', '/health')).status === 200 && 200, {
+        timeoutMs: 30_000,
+        message: 'the paused node answers /health 200 again',
+      }),
+      200,
+      'the paused node rejoined',
+    );
+    await untilAcked(30, 'after the paused node woke');
     for (const name of onN3) {
       for (let attempt = 0; ; attempt++) {
         try {
@@ -75,11 +93,15 @@ t.test(
       }
     }
     await nats.kill(0);
+    // (a fixed time here, not a condition: the owner is killed while the cluster is still getting over
+    // the lost server, its streams electing new leaders, as it was before; waiting for the load to get
+    // through first (some 12 s on a loaded host) would test the two faults one after the other instead)
     await sleep(3_000);
     // The owner of a third of the instances dies mid-load: requests it had taken are asked again of
     // the new owners with their request ids, and applied once.
     await nodes[2]?.stop('SIGKILL');
-    await sleep(3_000);
+    await untilAcked(2 * onN3.length, 'on the instances the killed node owned, after it died', onN3);
+    await untilAcked(50, 'after the owner was killed');
     stop = true;
     await load;
     // Reads are answered by each instance's owner, which catches a partition it took over up with the

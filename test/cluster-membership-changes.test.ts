@@ -9,6 +9,7 @@ import {
   startMembershipLoad,
   untilReady,
 } from './helpers/membership-load.js';
+import { eventually } from './helpers/eventually.js';
 import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 import { type NodeProcess, removeDir, tempDataDir } from './helpers/node-process.js';
 
@@ -35,8 +36,13 @@ const ADMIN = 'cluster-membership-changes-admin';
  */
 const MAX_LATENCY_MS = 5_000;
 const AIM_MS = 1_000;
-/** How long the load goes on once the cluster settled after a change. */
-const AFTER_MS = 3_000;
+/**
+ * Before a change, and once the cluster settled after it, the load goes on until every node in the
+ * cluster acknowledged this many requests sent since (and all of them together ACKED_IN_ALL): a
+ * condition, not a fixed time, so a loaded host waits longer and an idle one does not wait for nothing.
+ */
+const ACKED_PER_NODE = 20;
+const ACKED_IN_ALL = 100;
 
 t.test(
   'a node joins, one leaves with SIGTERM and starts again, all under load: no failed request, no stall, nothing lost',
@@ -82,6 +88,14 @@ t.test(
       });
       for (const [id, node] of live) running.add({ id, url: node.url });
       return running;
+    };
+
+    const untilServed = async (t: Test, running: ReturnType<typeof load>, since: number, what: string) => {
+      const enough = () =>
+        [...live.keys()].every((node) => running.acknowledged({ node, since }) >= ACKED_PER_NODE) &&
+        running.acknowledged({ since }) >= ACKED_IN_ALL;
+      await eventually(enough, { timeoutMs: 30_000, message: `every node acknowledges requests ${what}` });
+      t.pass(`every node (${[...live.keys()].join(', ')}) acknowledged requests ${what}, within ${Date.now() - since} ms`);
     };
 
     /** What must hold once the load of a phase stopped (and of every phase before it). */
@@ -143,7 +157,7 @@ t.test(
 
     await t.test('a fourth node joins under load', async (t) => {
       const running = load('join');
-      await sleep(2_000);
+      await untilServed(t, running, running.startedAt, 'before the change');
       const joining = Date.now();
       const n4 = await start('n4');
       const listening = Date.now() - joining;
@@ -155,13 +169,13 @@ t.test(
       t.comment(
         `n4 started at ${((joining - running.startedAt) / 1000).toFixed(2)} s of the load, listened ${listening} ms later, ready by ${ready} ms, seen by all by ${Date.now() - joining} ms`,
       );
-      await sleep(AFTER_MS);
+      await untilServed(t, running, Date.now(), 'once the cluster settled after the change');
       await check(t, 'join', await running.stop());
     });
 
     await t.test('a node leaves with SIGTERM under load', async (t) => {
       const running = load('leave');
-      await sleep(2_000);
+      await untilServed(t, running, running.startedAt, 'before the change');
       const leaver = live.get('n2') as NodeProcess;
       running.leaving('n2');
       const sigterm = Date.now();
@@ -174,7 +188,7 @@ t.test(
       t.equal(code, 0, `n2 exited cleanly, ${tookMs} ms after SIGTERM`);
       t.notMatch(leaver.output(), /did not catch up this node's share/, "the others caught n2's share up before it left");
       await untilNodesApplied(nats.urls, [...live.values()], ADMIN);
-      await sleep(AFTER_MS);
+      await untilServed(t, running, Date.now(), 'once the cluster settled after the change');
       const report = await running.stop();
       const sinceSigterm = sigterm - report.startedAt;
       const answeredWhileDraining = report.answers.filter(
@@ -190,7 +204,7 @@ t.test(
 
     await t.test('the node that left starts again on its data dir and joins under load', async (t) => {
       const running = load('restart');
-      await sleep(2_000);
+      await untilServed(t, running, running.startedAt, 'before the change');
       const joining = Date.now();
       const again = await start('n2');
       const listening = Date.now() - joining;
@@ -200,7 +214,7 @@ t.test(
       await untilReady(again.url, ADMIN);
       await untilNodesApplied(nats.urls, [...live.values()], ADMIN);
       t.comment(`n2 listened again ${listening} ms after it was started, seen ready by all by ${Date.now() - joining} ms`);
-      await sleep(AFTER_MS);
+      await untilServed(t, running, Date.now(), 'once the cluster settled after the change');
       await check(t, 'restart', await running.stop());
     });
     if (process.env.STATEHOLD_TEST_VERBOSE) for (const node of started) t.comment(node.output().slice(-6_000));

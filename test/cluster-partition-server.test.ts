@@ -2,6 +2,7 @@ import t from 'tap';
 import { connect } from '@nats-io/transport-node';
 import { startNatsServers } from '../cluster/nats-servers.mjs';
 import { callApi, checkInvariants, setUpLedger, startLoad, summary, untilNodesApplied } from './helpers/cluster-load.js';
+import { eventually } from './helpers/eventually.js';
 import { natsMissing, startClusterNodes } from './helpers/nats.js';
 import { type CutMode, startTcpProxy, type TcpProxy } from './helpers/tcp-proxy.js';
 
@@ -267,14 +268,26 @@ t.test(
         );
       };
 
-      await sleep(2_500);
+      // Before the first cut the load goes on until every node acknowledged events; between the cuts
+      // (every node healthy again) and after the last, until it got this many more through: conditions,
+      // not fixed times (a slow host waits longer, a fast one not for nothing). (Not every node after a
+      // heal: a worker whose request was sent into the cut waits out its timeout first.)
+      const untilServed = async (what: string, everyNode: boolean) => {
+        const since = Date.now();
+        await eventually(
+          () => (!everyNode || nodes.every((_, node) => load.acknowledged({ node, since }) >= 20)) && load.acknowledged({ since }) >= 60,
+          { timeoutMs: 30_000, message: `the load gets events acknowledged ${what}` },
+        );
+        t.pass(`events acknowledged ${what}${everyNode ? ' through every node' : ''}, within ${Date.now() - since} ms`);
+      };
+      await untilServed('before the first cut', true);
       await round('blackhole', 8_000, 0);
-      await sleep(2_000);
+      await untilServed('after the first heal', false);
       // (past the majority's election: up to 9 s)
       await round('blackhole', 11_000, CUT);
-      await sleep(2_000);
+      await untilServed('after the second heal', false);
       await round('reset', 6_000, 1);
-      await sleep(2_000);
+      await untilServed('after the third heal', false);
       const report = await load.stop();
       for (const note of notes) t.comment(note);
       t.comment(summary(report));

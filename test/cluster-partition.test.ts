@@ -1,5 +1,6 @@
 import t from 'tap';
 import { checkInvariants, setUpLedger, startLoad, summary, untilNodesApplied } from './helpers/cluster-load.js';
+import { eventually } from './helpers/eventually.js';
 import { call } from './helpers/http.js';
 import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 import { startTcpProxy } from './helpers/tcp-proxy.js';
@@ -33,8 +34,20 @@ t.test(
     const names = Array.from({ length: 9 }, (_, i) => `p${i}`);
     const orgId = await setUpLedger(nodes, ADMIN, names);
 
-    const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 6_000, maxMs: 30_000 });
-    await sleep(2_500);
+    const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 6_000, maxMs: 60_000 });
+    // Each phase after a heal lasts until the cut-off node acknowledges events again (a condition, not
+    // a fixed time: a slow host waits longer, a fast one does not wait for nothing).
+    const untilN3Serves = async (since: number, what: string) => {
+      await eventually(() => load.acknowledged({ node: 2, since }) >= 20 && load.acknowledged({ since }) >= 60, {
+        timeoutMs: 30_000,
+        message: `n3 acknowledges events again ${what}`,
+      });
+      t.pass(`n3 acknowledged events again ${what} within ${Date.now() - since} ms`);
+    };
+    await eventually(() => [0, 1, 2].every((node) => load.acknowledged({ node }) >= 20), {
+      timeoutMs: 30_000,
+      message: 'every node acknowledges events under the load',
+    });
     t.ok(proxy.connections > 0, `n3 reaches NATS through the proxy (${proxy.connections} connections)`);
     // A partition: nothing through, nothing closed; what n3 sent meanwhile arrives when it heals.
     let before = load.sent();
@@ -46,14 +59,14 @@ t.test(
     await sleep(2_000);
     proxy.heal();
     const duringBlackhole = load.sent() - before;
-    await sleep(3_000);
+    await untilN3Serves(Date.now(), 'after the partition healed');
     // Then its connections are closed and refused for 3 s: n3 sees the disconnect and reconnects.
     before = load.sent();
     proxy.cut('reset');
     await sleep(3_000);
     proxy.heal();
     const duringReset = load.sent() - before;
-    await sleep(3_000);
+    await untilN3Serves(Date.now(), 'after its connections were let through again');
     const report = await load.stop();
     t.comment(`${summary(report)}; ${duringBlackhole} sent while n3 was cut off, ${duringReset} while its connections were refused`);
     t.ok(report.count('ok') > 100, `${report.count('ok')} events acknowledged`);

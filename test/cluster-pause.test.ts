@@ -1,5 +1,6 @@
 import t from 'tap';
 import { checkInvariants, setUpLedger, startFaultCluster, startLoad, summary, untilNodesApplied } from './helpers/cluster-load.js';
+import { eventually } from './helpers/eventually.js';
 import { natsMissing } from './helpers/nats.js';
 
 /**
@@ -23,13 +24,23 @@ t.test(
     const orgId = await setUpLedger(nodes, ADMIN, names);
     const paused = nodes[2]?.child;
 
-    const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 5_000, maxMs: 20_000 });
-    await sleep(2_500);
+    const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 5_000, maxMs: 60_000 });
+    // (the load under way through every node before the fault, and after it until the resumed node
+    // acknowledges events again: conditions, not fixed times, so a slow host waits and a fast one does not)
+    await eventually(() => [0, 1, 2].every((node) => load.acknowledged({ node }) >= 20), {
+      timeoutMs: 30_000,
+      message: 'every node acknowledges events under the load',
+    });
     paused?.kill('SIGSTOP');
     t.teardown(() => paused?.kill('SIGCONT'));
     await sleep(5_000);
     paused?.kill('SIGCONT');
-    await sleep(4_000);
+    const resumed = Date.now();
+    await eventually(() => load.acknowledged({ node: 2, since: resumed }) >= 30 && load.acknowledged({ since: resumed }) >= 100, {
+      timeoutMs: 30_000,
+      message: 'the resumed node acknowledges events again',
+    });
+    t.pass(`the resumed node acknowledged events again within ${Date.now() - resumed} ms`);
     const report = await load.stop();
     t.comment(summary(report));
     t.ok(report.count('ok') > 100, `${report.count('ok')} events acknowledged`);

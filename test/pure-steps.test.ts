@@ -72,14 +72,17 @@ const bundledCases: RoundRobinCase[] = [
 ];
 for (const c of bundledCases) cases.push({ ...c, machine: `${c.machine}-bundled`, code: await bundleLikeSmply(c.code) });
 
-const pure = await startNode();
-const interpreted = await startNode({ args: ['--pure-steps', 'off'] });
-const restoring = await startNode({ args: ['--max-live-actors', '1'] });
+const [pure, interpreted, restoring] = await Promise.all([
+  startNode(),
+  startNode({ args: ['--pure-steps', 'off'] }),
+  startNode({ args: ['--max-live-actors', '1'] }),
+]);
 t.teardown(() => Promise.all([pure.stop(), interpreted.stop(), restoring.stop()]));
 
 for (const c of cases) {
   t.test(`${c.machine}: the same answers and histories with pure steps on, off, and restoring each event`, async (t) => {
-    const [a, b, r] = [await runRoundRobin(pure, c), await runRoundRobin(interpreted, c), await runRoundRobin(restoring, c)];
+    // (the three nodes side by side: each case's delayed events keep them waiting more than working)
+    const [a, b, r] = await Promise.all([runRoundRobin(pure, c), runRoundRobin(interpreted, c), runRoundRobin(restoring, c)]);
     t.same(a.answers, b.answers, 'answers and contexts: pure steps as an interpreter');
     t.same(a.histories, b.histories, 'histories: pure steps as an interpreter');
     t.same(r.answers, b.answers, 'answers and contexts: restored each event as an interpreter');

@@ -122,7 +122,18 @@ export interface LoadOptions {
  * Sends INC events (every 10th a BOOM, every 10th a DENY) to the instances in turn through every
  * node, each with a unique id, until stopped, `maxEvents` or `maxMs`; records every answer.
  */
-export const startLoad = (options: LoadOptions): { stop(): Promise<LoadReport>; sent(): number } => {
+export interface RunningLoad {
+  stop(): Promise<LoadReport>;
+  sent(): number;
+  /**
+   * Events acknowledged so far (through `node` only, when given; answered at or after `since`, a
+   * Date.now(), when given): what a test waits for where the load must have got through, instead of
+   * letting it run a fixed time.
+   */
+  acknowledged(filter?: { node?: number; since?: number }): number;
+}
+
+export const startLoad = (options: LoadOptions): RunningLoad => {
   const events: SentEvent[] = [];
   const startedAt = Date.now();
   let stopped = false;
@@ -168,6 +179,11 @@ export const startLoad = (options: LoadOptions): { stop(): Promise<LoadReport>; 
   );
   return {
     sent: () => issued,
+    acknowledged: ({ node, since } = {}) =>
+      events.filter(
+        (event) =>
+          event.outcome === 'ok' && (node === undefined || event.node === node) && (since === undefined || startedAt + event.at >= since),
+      ).length,
     async stop() {
       stopped = true;
       await running;

@@ -145,6 +145,18 @@ export const startMembershipLoad = (options: Options) => {
       retired.add(id);
     },
     sent: () => issued,
+    /**
+     * Requests answered 2xx so far (by node `node` only, when given; sent at or after `since`, a
+     * Date.now(), when given): what a phase waits for instead of a fixed time under load.
+     */
+    acknowledged: ({ node, since }: { node?: string; since?: number } = {}) =>
+      answers.filter(
+        (answer) =>
+          answer.status >= 200 &&
+          answer.status < 300 &&
+          (node === undefined || answer.node === node) &&
+          (since === undefined || startedAt + answer.at >= since),
+      ).length,
     async stop(): Promise<MembershipLoadReport> {
       stopped = true;
       // (workers added while others finish are awaited too)

@@ -1,0 +1,4 @@
+// test/client-compat-foundation.test.ts on a 3-node cluster (helpers/on-cluster.ts).
+import { runOnCluster } from '../helpers/on-cluster.js';
+
+await runOnCluster('client-compat-foundation');
