@@ -20,7 +20,7 @@ import { DeliveredMessages } from './delivered-messages.js';
 import { entryOf, instanceOf, keyOf, keyOfSubject, type LogEntry, type LogEntryBody, messageIdOf, withoutLogSeq } from './log-entries.js';
 import { HeldPartitionReads, type LocalCopy } from './held-partition-reads.js';
 import { PartitionCopy } from './partition-copy.js';
-import { type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
+import { type CountsHere, type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
 interface LogInstanceStoreOptions {
   /** Where usage counts go so that every node sums every node's (the META log); local when not given. */
@@ -67,6 +67,8 @@ export class LogInstanceStore implements InstanceStore {
    */
   private readonly headless = new Map<string, number>();
   private headlessForgotten = false;
+  /** Stream sequences of the latest UNCOUNTED_KEPT entries applied here that did not count (see countsHere). */
+  private readonly uncounted = new Set<number>();
   private stopped = false;
   /** Outbox entries this copy holds, and receivers' commits that name them (catch-ups replay both). */
   private readonly delivered: DeliveredMessages;
@@ -253,7 +255,15 @@ export class LogInstanceStore implements InstanceStore {
       try {
         const entry: LogEntry = { kind: 'create', head: withoutLogSeq(head), history, effects, after: expected };
         const payload = JSON.stringify(entry);
-        const { seq } = await this.log.append(head.orgId, head.machine, head.name, expected, payload, messageIdOf(head, payload, expected));
+        const { seq } = await this.log.append(
+          head.orgId,
+          head.machine,
+          head.name,
+          expected,
+          payload,
+          messageIdOf(head, payload, expected),
+          this.countsHere(head),
+        );
         head.logSeq = seq;
         await this.applyOwn(entry, seq);
         return true;
@@ -387,7 +397,7 @@ export class LogInstanceStore implements InstanceStore {
       try {
         const entry: LogEntry = { kind: 'fence', orgId, machine, name, requestId, by: this.nodeId, after: last };
         const payload = JSON.stringify(entry);
-        const { seq } = await this.log.append(orgId, machine, name, last, payload, messageIdOf(key, payload, last));
+        const { seq } = await this.log.append(orgId, machine, name, last, payload, messageIdOf(key, payload, last), this.countsHere(key));
         await this.applyOwn(entry, seq);
         return;
       } catch (error) {
@@ -418,8 +428,17 @@ export class LogInstanceStore implements InstanceStore {
     try {
       return {
         entry,
-        seq: (await this.log.append(previous.orgId, previous.machine, previous.name, after, payload, messageIdOf(previous, payload, after)))
-          .seq,
+        seq: (
+          await this.log.append(
+            previous.orgId,
+            previous.machine,
+            previous.name,
+            after,
+            payload,
+            messageIdOf(previous, payload, after),
+            this.countsHere(previous),
+          )
+        ).seq,
       };
     } catch (error) {
       if (!(error instanceof LogFencedError)) throw error;
@@ -541,6 +560,7 @@ export class LogInstanceStore implements InstanceStore {
     if (own) {
       if (position !== undefined && position !== entry.after) return false;
     } else if (!(await this.counts(entry, seq, position))) {
+      this.noteUncounted(seq);
       if (current) await this.local.replaceHead({ ...current, logSeq: seq }, current);
       else this.noteHeadless(key, seq);
       return true;
@@ -627,6 +647,29 @@ export class LogInstanceStore implements InstanceStore {
     }
   }
 
+  /**
+   * Whether this node's append at `seq` counts, as its copy of the partition tells once its follower
+   * applied every entry up to it (an entry that counts is applied; one that does not is noted in
+   * `uncounted`): what every reader of the log goes by, told without asking the log (transition-log.ts).
+   */
+  private countsHere(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): CountsHere {
+    return async (seq) => {
+      const copy = this.owned.get(this.partitionOf(key.orgId, key.machine, key.name));
+      if (!copy) return undefined;
+      await copy.appliedTo(seq, CATCH_UP_MS);
+      if (copy.appliedSeq < seq) return undefined;
+      if (this.uncounted.has(seq)) return false;
+      const current = this.local.getInstance(key.orgId, key.machine, key.name);
+      const position = current ? (current.logSeq ?? 0) : this.headless.get(keyOf(key));
+      return position !== undefined && position >= seq ? true : undefined;
+    };
+  }
+
+  private noteUncounted(seq: number): void {
+    this.uncounted.add(seq);
+    if (this.uncounted.size > UNCOUNTED_KEPT) this.uncounted.delete(this.uncounted.values().next().value as number);
+  }
+
   private noteHeadless(key: string, seq: number): void {
     this.headless.delete(key);
     this.headless.set(key, seq);
@@ -639,6 +682,9 @@ export class LogInstanceStore implements InstanceStore {
 
 /** Instances whose latest log position is kept in memory (isCurrent looks the others up in the copy). */
 const LATEST_KEPT = 100_000;
+
+/** Entries that did not count remembered (an append asks within seconds of its entry: see countsHere). */
+const UNCOUNTED_KEPT = 10_000;
 
 /** Fenced requests remembered (a fence matters only while the request it fences may still be under way elsewhere: seconds). */
 const FENCES_KEPT = 10_000;

@@ -37,6 +37,13 @@ interface TransitionLogOptions {
   partitions?: number;
 }
 
+/**
+ * Whether the entry just appended at a stream sequence counts, as the writer's own copy of its
+ * partition tells once it followed the log past it (its readers' rule, the same); undefined when that
+ * copy cannot tell (not held here, or not there in time): the log is asked then.
+ */
+export type CountsHere = (seq: number) => Promise<boolean | undefined>;
+
 interface Appended {
   /** The stream sequence of this commit: the instance's next append expects it. */
   seq: number;
@@ -165,6 +172,7 @@ export class JetStreamTransitionLog {
     expectedSeq: number,
     payload: Uint8Array | string,
     messageId: string,
+    countsHere?: CountsHere,
   ): Promise<Appended> {
     const subject = this.subjectOf(orgId, machine, name);
     let ack: PubAck | undefined;
@@ -203,6 +211,10 @@ export class JetStreamTransitionLog {
         `the cluster's log acknowledged the write at sequence ${ack.seq}, not after ${expectedSeq}; it may or may not have been stored: read the instance, then retry`,
       );
     if (ack.seq !== expectedSeq + 1) {
+      // (the writer's own copy of the instance's partition can tell, without asking the log)
+      const here = await countsHere?.(ack.seq);
+      if (here === false) throw new LogFencedError(subject, expectedSeq);
+      if (here === true) return { seq: ack.seq, duplicate: ack.duplicate };
       let first: number;
       try {
         first = await this.firstAfter(orgId, machine, name, expectedSeq);
