@@ -32,6 +32,7 @@ const tagDescriptions: Record<Tag, string> = {
   usage: 'Counted transitions and reads.',
   'http apis': "Machines' own HTTP endpoints.",
   realtime: 'Live instance updates over a websocket.',
+  console: 'The web console served by every node (not in the State Backed API).',
   meta: 'About the API itself.',
 };
 

@@ -21,6 +21,7 @@ export type Tag =
   | 'usage'
   | 'http apis'
   | 'realtime'
+  | 'console'
   | 'meta';
 
 /**
@@ -65,6 +66,8 @@ export const pathParameterDocs: Record<string, { schema: JsonSchema; description
   signedMachineVersionId: { schema: { type: 'string' }, description: 'The signed id the provisional creation returned.' },
   signedMigrationId: { schema: { type: 'string' }, description: 'The signed id the provisional creation returned.' },
   httpApi: { schema: { type: 'string' }, description: "The http API's slug in the version's httpApiMapper." },
+  version: { schema: { type: 'string' }, description: 'The machine version id.' },
+  file: { schema: { type: 'string' }, description: "A file of the console's build." },
 };
 
 const cursorQuery: Record<string, QueryDoc> = { cursor: { schema: ref('Cursor'), description: 'From the previous page.' } };
@@ -131,6 +134,24 @@ export const routeDocs: Record<RouteKey, RouteDoc> = {
     tag: 'meta',
     access: 'public',
     ok: { status: 200, description: 'The OpenAPI 3.1 description of the API.', schema: { type: 'object' } },
+  },
+  'GET /console': {
+    summary: 'The web console (a Statehold addition)',
+    tag: 'console',
+    access: 'public',
+    ok: { status: 200, description: "The console's page.", contentType: 'text/html', schema: { type: 'string' } },
+  },
+  'GET /console/:file': {
+    summary: "The web console's assets",
+    tag: 'console',
+    access: 'public',
+    ok: {
+      status: 200,
+      description: 'A script, a style sheet or the page.',
+      contentType: 'application/octet-stream',
+      schema: { type: 'string' },
+    },
+    errors: { 404: ['not-found'] },
   },
   'GET /cluster': {
     summary: "A cluster node's view of its cluster",
@@ -392,6 +413,14 @@ export const routeDocs: Record<RouteKey, RouteDoc> = {
     ok: { status: 200, description: 'A page of versions.', schema: pageOf('versions', ref('MachineVersionInfo')) },
     errors: { 400: ['invalid-parameter'] },
   },
+  'GET /machines/:machine/v/:version/definition': {
+    summary: "A version's statechart: its states, initial states, tags and transitions (a Statehold addition)",
+    tag: 'machine versions',
+    description: "Read from the version's isolate, as plain data (no code); bounded in size. The console draws it.",
+    access: { scopes: ['machine-versions.read'] },
+    ok: { status: 200, description: 'The definition.', schema: { type: 'object' } },
+    errors: { 404: ['not-found'] },
+  },
   'POST /machines/:machine/v': {
     summary: 'Create a version provisionally',
     tag: 'machine versions',
@@ -474,7 +503,10 @@ export const routeDocs: Record<RouteKey, RouteDoc> = {
     summary: "List a machine's instances",
     tag: 'instances',
     access: { scopes: ['instances.read'] },
-    query: cursorQuery,
+    query: {
+      ...cursorQuery,
+      prefix: { schema: { type: 'string' }, description: 'Only instances whose name starts with it (a Statehold addition).' },
+    },
     ok: { status: 200, description: 'A page of instances.', schema: pageOf('instances', instanceListing) },
     errors: { 400: ['invalid-parameter'] },
   },
