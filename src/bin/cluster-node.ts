@@ -46,7 +46,7 @@ const READINESS_CHECK_MS = 50;
 const STANDBY_DELAY_MS = 3_000;
 /** A suspected member (no one listened on its subject) is asked again after each of these waits; gone only if no one listens each time. */
 const DEPARTURE_PROBES_MS = [50, 200];
-const DEPARTURE_PROBE_TIMEOUT_MS = 1_000;
+const DEPARTURE_PROBE_TIMEOUT_MS = 300;
 
 interface RunningClusterNode extends RunningNode {
   membership: Membership;
@@ -359,7 +359,7 @@ export const startClusterNode = async (
         timeoutMs: config.settleTimeoutMs + 10_000,
         onError,
         prepare,
-        suspect: (nodeId) => membership.suspect(nodeId),
+        suspect: (nodeId, why) => membership.suspect(nodeId, why),
       });
       owner.start();
       forwarder = owner;

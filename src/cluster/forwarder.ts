@@ -29,7 +29,7 @@ import {
   requestIdOf,
   stateOf,
 } from './instance-commands.js';
-import { NodeRequests } from './node-requests.js';
+import { NodeRequests, type Suspicion } from './node-requests.js';
 
 export type { OwnerSide } from './instance-commands.js';
 
@@ -78,7 +78,7 @@ interface ForwarderOptions {
    */
   prepare?: (orgId: string, machine: string, name: string, request: { retried: boolean; requestId?: string }) => Promise<void>;
   /** Told of a node that may be gone: a request found no one listening on its subject, or is slow to be answered (Membership.suspect). */
-  suspect?: (nodeId: string) => void;
+  suspect?: (nodeId: string, why: Suspicion) => void;
 }
 
 /**

@@ -32,7 +32,7 @@ interface MembershipOptions {
   readyAtStart?: boolean;
 }
 
-/** A member is checked (see Membership.suspect) at most this often, whatever keeps suspecting it. */
+/** A member whose answers are slow is checked (see Membership.suspect) at most this often. */
 const SUSPECT_INTERVAL_MS = 1_000;
 
 type ChangeListener = (members: readonly string[]) => void;
@@ -125,7 +125,7 @@ export class Membership {
         } catch {
           return;
         }
-        if (typeof said?.gone === 'string' && said.by !== self.id) this.suspect(said.gone, true);
+        if (typeof said?.gone === 'string' && said.by !== self.id) this.suspect(said.gone, 'told');
       },
     });
     this.beat();
@@ -236,13 +236,15 @@ export class Membership {
    * its instances answer nothing, this node checks (confirmGone) and, if it is gone, drops it from its
    * view and tells the others, which check for themselves, so that the new owners of its partitions take
    * them at once. A member that was only away a moment beats again and is back, as after a drop.
-   * Checked at most once per SUSPECT_INTERVAL_MS per member.
+   * On a slow answer alone, checked at most once per SUSPECT_INTERVAL_MS per member.
    */
-  suspect(id: string, checkedElsewhere = false): void {
+  suspect(id: string, why: 'no-responders' | 'slow' | 'told'): void {
     const member = this.members.get(id);
     if (!member || id === this.options.self.id || member.state === 'joining' || !this.confirmGone || this.checking.has(id)) return;
     const now = this.now();
-    if (!checkedElsewhere && now - (this.checkedAt.get(id) ?? -Infinity) < SUSPECT_INTERVAL_MS) return;
+    // (a slow answer is a weak sign, checked now and then; no one listening, or another node's word, at once)
+    if (why === 'slow' && now - (this.checkedAt.get(id) ?? -Infinity) < SUSPECT_INTERVAL_MS) return;
+    const checkedElsewhere = why === 'told';
     this.checking.add(id);
     this.checkedAt.set(id, now);
     const seen = member.lastSeenAt;

@@ -1,5 +1,8 @@
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 
+/** Why a node may be gone: NATS found no one listening on its subject, or a request to it waits long for its answer. */
+export type Suspicion = 'no-responders' | 'slow';
+
 /** How a request to another node ended. */
 export type RequestEnd =
   | { answer: Uint8Array }
@@ -40,7 +43,7 @@ export class NodeRequests {
        * Told of a node that may be gone: NATS found no one listening on its subject, or a request to it has
        * waited longer than `slowMs` (it may have died with the request in hand). See Membership.suspect.
        */
-      suspect?: (node: string) => void;
+      suspect?: (node: string, why: Suspicion) => void;
       slowMs?: number;
     },
   ) {}
@@ -82,7 +85,7 @@ export class NodeRequests {
     if (!pending) return;
     this.pending.delete(token);
     if (message.data.length === 0 && message.headers?.code === 503) {
-      this.options.suspect?.(pending.node);
+      this.options.suspect?.(pending.node, 'no-responders');
       pending.resolve(NO_RESPONDERS);
     } else pending.resolve({ answer: message.data });
   }
@@ -95,7 +98,7 @@ export class NodeRequests {
     if (!suspect || slowMs === undefined) return;
     const slow = new Set<string>();
     for (const pending of this.pending.values()) if (now - pending.sentAt > slowMs) slow.add(pending.node);
-    for (const node of slow) suspect(node);
+    for (const node of slow) suspect(node, 'slow');
   }
 
   /** Ends the requests `which` picks: lost, or failed with `error`. */
