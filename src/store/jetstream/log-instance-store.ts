@@ -22,6 +22,13 @@ import { HeldPartitionReads, type LocalCopy } from './held-partition-reads.js';
 import { PartitionCopy } from './partition-copy.js';
 import { type CountsHere, type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
+/** A partition's applied position, as one copy of it said (LogInstanceStore.appliedMarks). */
+interface AppliedMark {
+  partition: number;
+  seq: number;
+  copy: object;
+}
+
 interface LogInstanceStoreOptions {
   /** Where usage counts go so that every node sums every node's (the META log); local when not given. */
   shareUsage?: (orgId: string, usage: UsageDelta, machine: string | undefined, atMs: number) => Promise<void>;
@@ -107,6 +114,19 @@ export class LogInstanceStore implements InstanceStore {
     const positions: Record<number, number> = {};
     for (const [partition, copy] of this.owned) positions[partition] = copy.appliedSeq;
     return positions;
+  }
+
+  /**
+   * By partition this node owns: its applied position now, and the copy that says so (see
+   * stillHolds): a position to checkpoint once the local store has synced what it names.
+   */
+  appliedMarks(): AppliedMark[] {
+    return [...this.owned.values()].map((copy) => ({ partition: copy.partition, seq: copy.appliedSeq, copy }));
+  }
+
+  /** Whether the copy that gave `mark` still holds its partition (not given up since, or given up and taken again). */
+  stillHolds(mark: AppliedMark): boolean {
+    return this.owned.get(mark.partition) === mark.copy;
   }
 
   /** The partitions this node owns, and whether each is caught up. */
