@@ -6,6 +6,8 @@ type RouteHandler = (request: ApiRequest) => ApiResponse | Promise<ApiResponse>;
 
 interface Route {
   method: string;
+  /** The pattern as added (`/machines/:machine`): what metrics name the route by, never the raw path. */
+  pattern: string;
   /** Per segment of the pattern: the literal it must be, or undefined where it captures. */
   literals: Array<string | undefined>;
   /** Per segment: the name it captures under, or undefined for a literal. */
@@ -14,7 +16,7 @@ interface Route {
 }
 
 type RouteMatch =
-  | { kind: 'found'; handler: RouteHandler; params: Record<string, string> }
+  | { kind: 'found'; handler: RouteHandler; params: Record<string, string>; pattern: string }
   | { kind: 'wrong-method'; allowed: string[] }
   | { kind: 'no-such-thing'; message: string }
   | { kind: 'none' };
@@ -43,6 +45,7 @@ export class Router {
     const segments = splitPath(pattern);
     const route: Route = {
       method: method.toUpperCase(),
+      pattern,
       literals: segments.map((s) => (s.startsWith(':') ? undefined : s)),
       captures: segments.map((s) => (s.startsWith(':') ? s.slice(1) : undefined)),
       handler,
@@ -67,7 +70,7 @@ export class Router {
           const form = NAMES[name];
           if (form && !form.valid(value)) return { kind: 'no-such-thing', message: `${form.what} ${clipped(value)} does not exist` };
         }
-        return { kind: 'found', handler: route.handler, params };
+        return { kind: 'found', handler: route.handler, params, pattern: route.pattern };
       }
       allowed.push(route.method);
     }

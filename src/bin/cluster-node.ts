@@ -23,6 +23,7 @@ import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
 import type { ClusterConfig } from './node-config.js';
 import { composeNode, type RunningNode } from './node-composition.js';
+import { NodeMetrics } from './node-metrics.js';
 import { ConfigError, type ServeConfig } from './serve-config.js';
 
 /** Where a node keeps how far it applied the cluster's logs, so a restart resumes instead of replaying. */
@@ -140,6 +141,29 @@ export const startClusterNode = async (
     standbys: config.standbys,
     view: membership,
   });
+  const metrics = new NodeMetrics();
+  metrics.storeBacklog(() => local.instances.backlog());
+  /** Partitions whose owner changed in this node's view, counted on each change of members (GET /metrics). */
+  let ownershipMoves = 0;
+  let owners: Array<string | undefined> | undefined;
+  const countMoves = () => {
+    const now = Array.from({ length: ownership.count }, (_, partition) => ownership.ownerOf(partition));
+    if (owners) ownershipMoves += now.filter((owner, partition) => owner !== owners?.[partition]).length;
+    owners = now;
+  };
+  metrics.counter('statehold_partition_moves_total', "partitions whose owner changed, in this node's view", () => ownershipMoves);
+  metrics.gauge('statehold_partitions_owned', 'partitions this node owns now', () => ownership.owned().size);
+  metrics.gauge(
+    'statehold_partitions_held',
+    'partitions this node holds: owns, is to own, or stands by for',
+    () => instances.partitions().length,
+  );
+  metrics.gauge('statehold_cluster_members', 'members that own a share, as this node sees them', () => membership.current().length);
+  const forwarded = metrics.timedCounter(
+    'statehold_forwarded_request_duration_seconds',
+    "requests this node sent to another node (an instance's owner, a list's or query's part), by how they ended, and how long each took",
+    'outcome',
+  );
   const resume = new Map<number, number>(Object.entries(from.tx).map(([partition, seq]) => [Number(partition), seq]));
   const checkpoint = () => {
     const held = instances.appliedPositions();
@@ -151,6 +175,7 @@ export const startClusterNode = async (
     });
   };
   const hold = () => {
+    countMoves();
     const held = ownership.held();
     // (a partition given up is dropped from the store: a later take-over follows it from the start)
     for (const partition of resume.keys()) if (!held.has(partition)) resume.delete(partition);
@@ -196,6 +221,11 @@ export const startClusterNode = async (
 
   let forwarder: Forwarder | undefined;
   let natsState = 'connected';
+  metrics.labelledGauge('statehold_nats_connection', "this node's NATS connection: 1 for the state it is in", 'state', () => ({
+    connected: natsState === 'connected' ? 1 : 0,
+    reconnecting: natsState === 'reconnecting' ? 1 : 0,
+    disconnected: natsState === 'disconnected' ? 1 : 0,
+  }));
   // Whether this node can commit now (the TX log answers and has a leader), asked every second.
   let unwritable: string | undefined;
   let probing = false;
@@ -259,6 +289,7 @@ export const startClusterNode = async (
     verified.add(key);
   };
   const node = await composeNode(config, logger, announce, {
+    metrics,
     storage: {
       catalog: new ReplicatedCatalog(local.catalog, meta),
       versions: new ReplicatedVersionStore(local.versions, meta, code, onError),
@@ -338,6 +369,7 @@ export const startClusterNode = async (
         },
         timeoutMs: config.settleTimeoutMs + 10_000,
         onError,
+        onAsked: forwarded,
         prepare,
       });
       owner.start();

@@ -3,6 +3,7 @@ import type { Logger } from '../domain/logger.js';
 import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
 import { composeNode, type RunningNode } from './node-composition.js';
+import { NodeMetrics } from './node-metrics.js';
 import type { ServeConfig } from './serve-config.js';
 
 export type { RunningNode } from './node-composition.js';
@@ -21,7 +22,10 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
         { error: error.message },
       ),
   });
+  const metrics = new NodeMetrics();
+  metrics.storeBacklog(() => store.instances.backlog());
   return composeNode(config, logger, announce, {
+    metrics,
     storage: store,
     updates: new InProcessUpdateBus(),
     attach: (runtime) => ({

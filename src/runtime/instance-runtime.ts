@@ -260,6 +260,14 @@ export class InstanceRuntime {
   }
 
   /**
+   * What GET /metrics reads at a scrape: actors held and live (a walk over the held ones) and how many
+   * were evicted since start; nothing of it is counted on the request path but the evictions.
+   */
+  actorCounts(): { held: number; live: number; evictions: number } {
+    return { held: this.actors.size, live: this.actors.liveCount(), evictions: this.actors.evictions };
+  }
+
+  /**
    * Lets go of the idle actors of instances `owns` says another node owns now (a cluster's membership
    * changed): a later request for one, routed here again, loads its latest head.
    */

@@ -10,6 +10,7 @@ import { registerInstanceRoutes } from './instance-routes.js';
 import { registerKeyRoutes } from './key-routes.js';
 import { registerLogRoutes } from './log-routes.js';
 import { registerMachineRoutes } from './machine-routes.js';
+import { registerMetricsRoutes } from './metrics-routes.js';
 import { registerMigrationRoutes } from './migration-routes.js';
 import { registerOrgRoutes } from './org-routes.js';
 import { registerStatsRoutes } from './stats-routes.js';
@@ -42,6 +43,7 @@ export const buildRouter = (context: ApiContext): Router => {
   registerMigrationRoutes(router, context);
   registerUploadRoutes(router, context);
   registerStatsRoutes(router, context);
+  registerMetricsRoutes(router, context);
   registerUsageRoutes(router, context);
   registerHttpApiRoutes(router, context);
   return router;

@@ -358,6 +358,11 @@ export class LmdbInstanceStore implements InstanceStore {
     return found.slice(0, query.limit);
   }
 
+  /** Pending timers and messages waiting in the outbox, counted in LMDB (GET /metrics, at a scrape). */
+  backlog(): { timersPending: number; outboxDepth: number } {
+    return { timersPending: this.timers.count(), outboxDepth: this.outbox.getCount() };
+  }
+
   listDueTimers(uptoMs: number, limit: number): DueTimer[] {
     return this.timers.due(uptoMs, limit, this.wal?.unapplied ?? NO_NEWER_HEADS);
   }
