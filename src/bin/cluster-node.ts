@@ -9,6 +9,7 @@ import { PartitionOwnership } from '../cluster/partition-ownership.js';
 import { toBase64Url } from '../domain/base64url.js';
 import { withinMs } from '../domain/within-ms.js';
 import type { Logger } from '../domain/logger.js';
+import { progress } from '../domain/progress.js';
 import { summaryOf, viewOf } from '../store/instance-reads.js';
 import { RequestMovedError } from '../store/instance-store.js';
 import { LogInstanceStore } from '../store/jetstream/log-instance-store.js';
@@ -185,19 +186,16 @@ export const startClusterNode = async (
   };
   hold();
   membership.onChange(hold);
-  const startedAt = Date.now();
-  let told = startedAt;
+  // (a long catch-up says how far it is every --progress interval; the span counts stream positions)
+  const catchingUp = progress("catching up with the cluster's log", 'log positions', config.progressEveryMs, announce);
   for (;;) {
-    const waiting = instances.partitions().filter((held) => !held.ready);
-    if (waiting.length === 0) break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    if (Date.now() - told > 5_000) {
-      told = Date.now();
-      const all = instances.partitions().length;
-      announce(
-        `catching up with the cluster's log: ${all - waiting.length} of ${all} partitions ready (${Math.round((Date.now() - startedAt) / 1000)} s)`,
-      );
+    const { ready, held, done, total } = instances.catchUpProgress();
+    if (ready === held) {
+      catchingUp.end(done);
+      break;
     }
+    catchingUp.step(done, total, `${ready} of ${held} partitions ready`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const checkpointing = setInterval(checkpoint, CHECKPOINT_EVERY_MS);
   checkpointing.unref();

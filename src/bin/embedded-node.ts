@@ -1,5 +1,6 @@
 import { InProcessUpdateBus } from '../runtime/update-bus.js';
 import type { Logger } from '../domain/logger.js';
+import { progress } from '../domain/progress.js';
 import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
 import { composeNode, type RunningNode } from './node-composition.js';
@@ -16,6 +17,7 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   const store = openLmdbNodeStore(config.dataDir, {
     commitLog: config.commitLog,
     walApplyDelayMs: config.walApplyDelayMs,
+    replayProgress: () => progress('applying the write-ahead log to LMDB', 'frames', config.progressEveryMs, (line) => logger.info(line)),
     onStorageFailure: (error) =>
       logger.error(
         'LMDB did not take writes the write-ahead log acknowledged: writes are refused until the node is restarted, which applies the log again',
