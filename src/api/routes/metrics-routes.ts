@@ -3,7 +3,7 @@ import { type ApiContext, authenticate } from '../api-context.js';
 import type { Router } from '../router.js';
 
 /**
- * GET /metrics: the node's metrics in Prometheus's text format (docs/operating.md), for the operator
+ * GET /metrics: the node's metrics in Prometheus's text format (docs/configuration.md, Metrics and logs), for the operator
  * credential, or anyone when the node runs with --metrics-public (a scraper inside a trusted network).
  * Not part of the State Backed API.
  */
