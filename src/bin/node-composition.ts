@@ -395,7 +395,7 @@ const registerNodeMetrics = (
   metrics.counter(
     'statehold_actor_evictions_total',
     'live actors evicted (idle, over --max-live-actors or a memory bound)',
-    () => runtime.actorCounts().evictions,
+    () => runtime.evictions,
   );
   metrics.counter('statehold_sandbox_quarantines_total', 'machine versions moved to the quarantine worker', () => sandboxes.quarantines);
   metrics.gauge(
