@@ -177,5 +177,23 @@ t.test(
       'requests forwarded to the other node, timed',
     );
     t.ok(valueOf(scraped.samples, 'statehold_partition_moves_total') > 0, 'the partitions that moved when the second node joined');
+
+    // A third node catches up its share, saying how far it is (the interval shortened so that this short catch-up counts as long).
+    const [third] = await startClusterNodes(t, nats, ['m3'], {
+      adminKey: ADMIN,
+      args: ['--settle-timeout-ms', '500'],
+      env: { STATEHOLD_PROGRESS_EVERY_MS: '1' },
+    });
+    const lines = third?.output().split('\n') ?? [];
+    t.ok(
+      lines.some((line) =>
+        /catching up with the cluster's log: \d+ of \d+ log positions.*, \d+\/s, .*; \d+ of \d+ partitions ready/.test(line),
+      ),
+      'the catch-up says how far it is',
+    );
+    t.ok(
+      lines.some((line) => /catching up with the cluster's log: done, \d+ log positions in /.test(line)),
+      'and when it is done',
+    );
   },
 );
