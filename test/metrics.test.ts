@@ -6,6 +6,7 @@ import { eventually } from './helpers/eventually.js';
 import { call } from './helpers/http.js';
 import { startClusterNodes, natsMissing, startNats } from './helpers/nats.js';
 import { onlyEmbedded, startNode } from './helpers/node-process.js';
+import { LatencyHistogram } from '../src/bin/latency-histogram.js';
 
 /** GET /metrics: Prometheus's text format, counters that move with the traffic, the operator credential or --metrics-public. */
 
@@ -197,3 +198,20 @@ t.test(
     );
   },
 );
+
+t.test('a latency histogram: a duration counts in the first bucket it fits, buckets written cumulative', (t) => {
+  const histogram = new LatencyHistogram('x_seconds', 'durations\nof x', [0.1, 1]);
+  const observe = histogram.series({ route: '/a/"b"\\c' });
+  for (const seconds of [0.05, 0.1, 0.5, 2]) observe(seconds);
+  histogram.series({ route: 'unused' });
+  const { samples, types } = parseExposition(histogram.exposition());
+  t.equal(types.get('x_seconds'), 'histogram');
+  const route = '/a/"b"\\c';
+  t.equal(valueOf(samples, 'x_seconds_bucket', { route, le: '0.1' }), 2, 'at the bound counts in it');
+  t.equal(valueOf(samples, 'x_seconds_bucket', { route, le: '1' }), 3);
+  t.equal(valueOf(samples, 'x_seconds_bucket', { route, le: '+Inf' }), 4);
+  t.equal(valueOf(samples, 'x_seconds_count', { route }), 4);
+  t.equal(valueOf(samples, 'x_seconds_sum', { route }), 2.65);
+  t.equal(valueOf(samples, 'x_seconds_count', { route: 'unused' }), 0, 'a series made and not used is written with zeros');
+  t.end();
+});
