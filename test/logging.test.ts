@@ -107,6 +107,12 @@ t.test(
 t.test('--log-format: only text or json', async (t) => {
   const node = startNode({ args: ['--log-format', 'xml'], startTimeoutMs: 10_000 });
   await t.rejects(node, /--log-format must be text or json, not "xml"/);
+  const failing = startNode({ args: ['--log-format', 'json', '--page-size', '0'], startTimeoutMs: 10_000 });
+  await t.rejects(
+    failing,
+    /\{"time":"[^"]+","level":"error","message":"--page-size must be an integer from 1 to 1000, not \\"0\\""\}/,
+    'a failed start says why as a JSON line too',
+  );
 });
 
 t.test('a long write-ahead log replay says how far it is', onlyEmbedded('the write-ahead log'), async (t) => {

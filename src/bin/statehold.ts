@@ -105,15 +105,24 @@ const main = async (): Promise<void> => {
   process.exitCode = 2;
 };
 
+/**
+ * Why the node did not start, on stderr: as text (`statehold: ...`), or as a JSON line when
+ * `--log-format json` was asked for (read from the command line and the environment as they are: the
+ * configuration may be what failed).
+ */
+const failed = (message: string, code: number): never => {
+  const args = process.argv.slice(2);
+  const at = args.indexOf('--log-format');
+  const asked = args.find((arg) => arg.startsWith('--log-format='))?.slice('--log-format='.length) ?? (at >= 0 ? args[at + 1] : undefined);
+  if ((asked ?? process.env.STATEHOLD_LOG_FORMAT) === 'json') consoleLogger('json').error(message);
+  else process.stderr.write(`statehold: ${message}\n`);
+  process.exit(code);
+};
+
 main().catch((error: unknown) => {
   if (error instanceof ConfigError || (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'))) {
-    process.stderr.write(`statehold: ${error.message}\n`);
-    process.exit(2);
+    failed(error.message, 2);
   }
-  if (error instanceof DataDirInUseError) {
-    process.stderr.write(`statehold: ${error.message}\n`);
-    process.exit(1);
-  }
-  process.stderr.write(`statehold: failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
-  process.exit(1);
+  if (error instanceof DataDirInUseError) failed(error.message, 1);
+  failed(`failed to start: ${error instanceof Error ? error.stack : String(error)}`, 1);
 });
