@@ -310,12 +310,12 @@ const logFormat = (text: string | undefined): LogFormat => {
   throw new ConfigError(`--log-format must be text or json, not "${text}"`);
 };
 
-/** Not in --help: tests shorten it to see a progress line on a small start; 2 s otherwise. */
+/** Not in --help: tests shorten it to see a progress line on a small start (0: at every step); 2 s otherwise. */
 const progressEveryMs = (text: string | undefined): number => {
   if (text === undefined || text === '') return 2_000;
   const value = Number(text);
-  if (!Number.isInteger(value) || value < 1 || value > 3_600_000)
-    throw new ConfigError(`STATEHOLD_PROGRESS_EVERY_MS must be an integer from 1 to 3600000, not "${text}"`);
+  if (!Number.isInteger(value) || value < 0 || value > 3_600_000)
+    throw new ConfigError(`STATEHOLD_PROGRESS_EVERY_MS must be an integer from 0 to 3600000, not "${text}"`);
   return value;
 };
 
