@@ -19,6 +19,11 @@ t.test('the route whose literals and method match, with its captures percent-dec
   const found = router.match('GET', '/machines/cart/i/one');
   t.same(routeOf(found), { route: 'instance' });
   t.same(found.kind === 'found' && found.params, { machine: 'cart', instance: 'one' });
+  t.equal(
+    found.kind === 'found' && found.pattern,
+    '/machines/:machine/i/:instance',
+    'the pattern it was added with (what metrics count by)',
+  );
   t.same(routeOf(router.match('POST', '/machines/cart/i/one/events')), { route: 'event' });
   t.same(routeOf(router.match('GET', '/machines/cart/i/one/events')), { route: 'history' }, 'the method picks among same-shaped routes');
   t.same(routeOf(router.match('POST', '/machines/')), { route: 'create machine' }, 'empty segments are ignored');

@@ -63,6 +63,8 @@ export interface ApiContext {
     health(): { ready: boolean; reason?: string; nodeId: string; members: number; nats: string };
     status(instance?: { orgId: string; machine: string; name: string }): unknown;
   };
+  /** GET /metrics: the node's metrics as text, and whether they need no credential (--metrics-public). */
+  metrics?: { public: boolean; contentType: string; text(): Promise<string> };
   /** The realtime endpoint's counts, for GET /stats (set once the server listens). */
   realtimeStats?: () => { sockets: number; upgrades: number; subscribedInstances: number };
 }

@@ -6,6 +6,7 @@ import { clipped } from '../domain/names.js';
 import { corsHeaders, preflightHeaders } from './cors.js';
 import { errorResponse } from './error-response.js';
 import type { ApiRequest, ApiResponse } from './http-types.js';
+import { requestIdOf } from './request-id.js';
 import type { RealtimeHub, RealtimeLimits } from './realtime/realtime-hub.js';
 import { attachRealtime, type RealtimeEndpoint } from './realtime/rt-websocket.js';
 import type { Router } from './router.js';
@@ -25,7 +26,17 @@ interface AnswerState {
   answered?: boolean;
   /** A HEAD request: answered without the body. */
   head?: boolean;
+  /** Sent back as `x-request-id` on every answer, and named in log lines about the request. */
+  requestId: string;
+  /** When it came (performance.now()), for `onAnswered`; 0 when nobody listens. */
+  startedAt: number;
+  method: string;
+  /** The pattern of the route that matched, once one did. */
+  route?: string;
 }
+
+/** Methods a request is counted under by name; others as OTHER (a label must not take any value a client sends). */
+const COUNTED_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
 interface HttpServerOptions {
   router: Router;
@@ -35,6 +46,11 @@ interface HttpServerOptions {
   logger: Logger;
   /** `GET /rt` websockets (wire-protocol §6), when given. */
   realtime?: { hub: RealtimeHub; limits: RealtimeLimits };
+  /**
+   * Told of every answer: the route's pattern (`(unmatched)` when none matched), never the raw path,
+   * so that what is counted by it stays a bounded set (GET /metrics).
+   */
+  onAnswered?: (method: string, route: string, status: number, seconds: number) => void;
 }
 
 /**
@@ -104,7 +120,13 @@ export class HttpServer {
   }
 
   private handle(res: uWS.HttpResponse, req: uWS.HttpRequest): void {
-    const state: AnswerState = { aborted: false };
+    const method = req.getMethod().toUpperCase();
+    const state: AnswerState = {
+      aborted: false,
+      requestId: '',
+      startedAt: this.options.onAnswered ? performance.now() : 0,
+      method,
+    };
     res.onAborted(() => {
       state.aborted = true;
       // (also runs when the node itself closes a connection it answered: count each request once)
@@ -112,7 +134,6 @@ export class HttpServer {
     });
     this.inFlight++;
 
-    const method = req.getMethod().toUpperCase();
     const path = req.getUrl();
     const query = new URLSearchParams(req.getQuery() ?? '');
     const headers: Record<string, string> = {};
@@ -125,6 +146,7 @@ export class HttpServer {
       }
       headers[key] = value;
     });
+    state.requestId = requestIdOf(headers['x-request-id']);
     // A HEAD is answered as the GET would be, without the body (RFC 9110 §9.3.2).
     if (method === 'HEAD') state.head = true;
 
@@ -219,9 +241,11 @@ export class HttpServer {
         return;
       }
       request.params = match.params;
+      state.route = match.pattern;
       response = await match.handler(request);
     } catch (error) {
-      response = errorResponse(error, this.logError);
+      // (only a failure is logged, so only a failure pays for naming the request)
+      response = errorResponse(error, (message, failure) => this.logError(message, failure, requestFields(request, state)));
     }
     this.respond(res, state, response);
   }
@@ -233,6 +257,7 @@ export class HttpServer {
     const contentType = response.raw ? response.raw.contentType : 'application/json';
     res.cork(() => {
       res.writeStatus(`${response.status} ${STATUS_CODES[response.status] ?? 'Unknown'}`);
+      res.writeHeader('x-request-id', state.requestId);
       // (the route's own headers may override CORS ones; no merged object per answer)
       for (const [name, value] of CORS_ENTRIES) if (response.headers?.[name] === undefined) res.writeHeader(name, value);
       if (response.headers) for (const name of Object.keys(response.headers)) res.writeHeader(name, response.headers[name] as string);
@@ -253,6 +278,10 @@ export class HttpServer {
       }
     });
     this.finished();
+    if (this.options.onAnswered) {
+      const method = COUNTED_METHODS.has(state.method) ? state.method : 'OTHER';
+      this.options.onAnswered(method, state.route ?? '(unmatched)', response.status, (performance.now() - state.startedAt) / 1000);
+    }
   }
 
   private finished(): void {
@@ -262,7 +291,18 @@ export class HttpServer {
     }
   }
 
-  private readonly logError = (message: string, error: unknown): void => {
-    this.options.logger.error(message, { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+  private readonly logError = (message: string, error: unknown, fields?: Record<string, string>): void => {
+    this.options.logger.error(message, { ...fields, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
   };
 }
+
+/** What a log line about a request names: its id, and the org, machine and instance where the request says them. */
+const requestFields = (request: ApiRequest, state: AnswerState): Record<string, string> => {
+  const fields: Record<string, string> = { requestId: state.requestId };
+  const org = request.headers['x-statebacked-org-id'];
+  if (org !== undefined) fields.org = clipped(org);
+  if (request.params.machine !== undefined) fields.machine = request.params.machine;
+  if (request.params.instance !== undefined) fields.instance = request.params.instance;
+  if (state.route !== undefined) fields.route = state.route;
+  return fields;
+};

@@ -6,6 +6,7 @@ type RouteHandler = (request: ApiRequest) => ApiResponse | Promise<ApiResponse>;
 
 interface Route {
   method: string;
+  /** The pattern as added (`/machines/:machine`): what metrics name the route by, never the raw path. */
   pattern: string;
   /** Per segment of the pattern: the literal it must be, or undefined where it captures. */
   literals: Array<string | undefined>;
@@ -15,7 +16,7 @@ interface Route {
 }
 
 type RouteMatch =
-  | { kind: 'found'; handler: RouteHandler; params: Record<string, string> }
+  | { kind: 'found'; handler: RouteHandler; params: Record<string, string>; pattern: string }
   | { kind: 'wrong-method'; allowed: string[] }
   | { kind: 'no-such-thing'; message: string }
   | { kind: 'none' };
@@ -77,7 +78,7 @@ export class Router {
           const form = NAMES[name];
           if (form && !form.valid(value)) return { kind: 'no-such-thing', message: `${form.what} ${clipped(value)} does not exist` };
         }
-        return { kind: 'found', handler: route.handler, params };
+        return { kind: 'found', handler: route.handler, params, pattern: route.pattern };
       }
       allowed.push(route.method);
     }

@@ -9,6 +9,7 @@ import { PartitionOwnership } from '../cluster/partition-ownership.js';
 import { toBase64Url } from '../domain/base64url.js';
 import { withinMs } from '../domain/within-ms.js';
 import type { Logger } from '../domain/logger.js';
+import { progress } from '../domain/progress.js';
 import { summaryOf, viewOf } from '../store/instance-reads.js';
 import { RequestMovedError } from '../store/instance-store.js';
 import { LogInstanceStore } from '../store/jetstream/log-instance-store.js';
@@ -23,6 +24,7 @@ import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
 import type { ClusterConfig } from './node-config.js';
 import { composeNode, type RunningNode } from './node-composition.js';
+import { NodeMetrics } from './node-metrics.js';
 import { ConfigError, type ServeConfig } from './serve-config.js';
 
 /** Where a node keeps how far it applied the cluster's logs, so a restart resumes instead of replaying. */
@@ -145,6 +147,29 @@ export const startClusterNode = async (
     standbys: config.standbys,
     view: membership,
   });
+  const metrics = new NodeMetrics();
+  metrics.storeBacklog(() => local.instances.backlog());
+  /** Partitions whose owner changed in this node's view, counted on each change of members (GET /metrics). */
+  let ownershipMoves = 0;
+  let owners: Array<string | undefined> | undefined;
+  const countMoves = () => {
+    const now = Array.from({ length: ownership.count }, (_, partition) => ownership.ownerOf(partition));
+    if (owners) ownershipMoves += now.filter((owner, partition) => owner !== owners?.[partition]).length;
+    owners = now;
+  };
+  metrics.counter('statehold_partition_moves_total', "partitions whose owner changed, in this node's view", () => ownershipMoves);
+  metrics.gauge('statehold_partitions_owned', 'partitions this node owns now', () => ownership.owned().size);
+  metrics.gauge(
+    'statehold_partitions_held',
+    'partitions this node holds: owns, is to own, or stands by for',
+    () => instances.partitions().length,
+  );
+  metrics.gauge('statehold_cluster_members', 'members that own a share, as this node sees them', () => membership.current().length);
+  const forwarded = metrics.timedCounter(
+    'statehold_forwarded_request_duration_seconds',
+    "requests this node sent to another node (an instance's owner, a list's or query's part), by how they ended, and how long each took",
+    'outcome',
+  );
   const resume = new Map<number, number>(Object.entries(from.tx).map(([partition, seq]) => [Number(partition), seq]));
   // The local copy is not synced write by write (JetStream is the truth): the checkpoint names only
   // positions whose writes LMDB has synced, so a restart after a crash resumes where its copy holds
@@ -170,6 +195,7 @@ export const startClusterNode = async (
   // the new standbys that the same change makes (measured: p50 1.4 → 1.8 s with them at once).
   let standbyTimer: NodeJS.Timeout | undefined;
   const hold = (newStandbys = false) => {
+    countMoves();
     const holding = new Set(instances.partitions().map((copy) => copy.partition));
     const held = ownership.needed();
     let deferred = 0;
@@ -190,19 +216,16 @@ export const startClusterNode = async (
   };
   hold();
   membership.onChange(() => hold());
-  const startedAt = Date.now();
-  let told = startedAt;
+  // (a long catch-up says how far it is every --progress interval; the span counts stream positions)
+  const catchingUp = progress("catching up with the cluster's log", 'log positions', config.progressEveryMs, announce);
   for (;;) {
-    const waiting = instances.partitions().filter((held) => !held.ready);
-    if (waiting.length === 0) break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    if (Date.now() - told > 5_000) {
-      told = Date.now();
-      const all = instances.partitions().length;
-      announce(
-        `catching up with the cluster's log: ${all - waiting.length} of ${all} partitions ready (${Math.round((Date.now() - startedAt) / 1000)} s)`,
-      );
+    const { ready, held, done, total } = instances.catchUpProgress();
+    if (ready === held) {
+      catchingUp.end(done);
+      break;
     }
+    catchingUp.step(done, total, `${ready} of ${held} partitions ready`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const checkpoints = setInterval(
     () => void checkpoint().catch((error: unknown) => onError('could not write the checkpoint', error)),
@@ -229,6 +252,11 @@ export const startClusterNode = async (
 
   let forwarder: Forwarder | undefined;
   let natsState = 'connected';
+  metrics.labelledGauge('statehold_nats_connection', "this node's NATS connection: 1 for the state it is in", 'state', () => ({
+    connected: natsState === 'connected' ? 1 : 0,
+    reconnecting: natsState === 'reconnecting' ? 1 : 0,
+    disconnected: natsState === 'disconnected' ? 1 : 0,
+  }));
   // Whether this node can commit now (the TX log answers and has a leader), asked every second.
   let unwritable: string | undefined;
   let probing = false;
@@ -292,6 +320,7 @@ export const startClusterNode = async (
     verified.add(key);
   };
   const node = await composeNode(config, logger, announce, {
+    metrics,
     storage: {
       catalog: new ReplicatedCatalog(local.catalog, meta),
       versions: new ReplicatedVersionStore(local.versions, meta, code, onError),
@@ -371,6 +400,7 @@ export const startClusterNode = async (
         },
         timeoutMs: config.settleTimeoutMs + 10_000,
         onError,
+        onAsked: forwarded,
         prepare,
         suspect: (nodeId, why) => membership.suspect(nodeId, why),
       });

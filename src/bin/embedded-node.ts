@@ -1,8 +1,10 @@
 import { InProcessUpdateBus } from '../runtime/update-bus.js';
 import type { Logger } from '../domain/logger.js';
+import { progress } from '../domain/progress.js';
 import { lockDataDir } from '../store/lmdb/data-dir-lock.js';
 import { openLmdbNodeStore } from '../store/lmdb/lmdb-node-store.js';
 import { composeNode, type RunningNode } from './node-composition.js';
+import { NodeMetrics } from './node-metrics.js';
 import type { ServeConfig } from './serve-config.js';
 
 export type { RunningNode } from './node-composition.js';
@@ -15,13 +17,17 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
   const store = openLmdbNodeStore(config.dataDir, {
     commitLog: config.commitLog,
     walApplyDelayMs: config.walApplyDelayMs,
+    replayProgress: () => progress('applying the write-ahead log to LMDB', 'frames', config.progressEveryMs, (line) => logger.info(line)),
     onStorageFailure: (error) =>
       logger.error(
         'LMDB did not take writes the write-ahead log acknowledged: writes are refused until the node is restarted, which applies the log again',
         { error: error.message },
       ),
   });
+  const metrics = new NodeMetrics();
+  metrics.storeBacklog(() => store.instances.backlog());
   return composeNode(config, logger, announce, {
+    metrics,
     storage: store,
     updates: new InProcessUpdateBus(),
     attach: (runtime) => ({

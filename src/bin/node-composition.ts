@@ -25,6 +25,7 @@ import { TimerScheduler } from '../runtime/timer-scheduler.js';
 import { requireScope } from '../auth/caller.js';
 import { OutboxDispatcher } from '../runtime/outbox-dispatcher.js';
 import { faultHook } from './fault-hooks.js';
+import type { NodeMetrics } from './node-metrics.js';
 import type { Catalog, NodeStore } from '../store/catalog.js';
 import type { OutboxMessage } from '../store/instance-store.js';
 import type { UpdateBus } from '../runtime/update-bus.js';
@@ -43,6 +44,8 @@ export interface RunningNode {
 
 /** What differs between the embedded node and a cluster node; the rest of a node is composed alike. */
 interface Deployment {
+  /** The node's metrics (GET /metrics): the deployment registers its own there (a cluster's NATS state, forwarding). */
+  metrics: NodeMetrics;
   storage: Pick<NodeStore, 'catalog' | 'versions' | 'instances' | 'logs'>;
   updates: UpdateBus;
   /** How the runtime is reached: writes, timer firings and messages go to each instance's owner. */
@@ -130,6 +133,7 @@ export const composeNode = async (
   };
   const logs = new LogSink(store.logs, logger);
   const fault = faultHook(process.env);
+  const { metrics } = deployment;
   // Machine code runs in a worker process: if it crashes V8, the worker restarts and the node stays up.
   // A call that holds it past the stall limit retires it for a standby worker, and its org is moved to
   // the quarantine worker at once: one org's spinning or thrashing code does not hold up the others.
@@ -140,8 +144,13 @@ export const composeNode = async (
     stallMs: config.sandboxStallMs,
     cpuLimitMs: config.cpuLimitMs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
-    onCrash: (reason) => logger.warn('the sandbox worker died; a new one is starting', { reason }),
+    onCrash: (reason) => {
+      metrics.workerRestarted('main', 'crash');
+      logger.warn('the sandbox worker died; a new one is starting', { reason });
+    },
+    onAnswered: metrics.sandboxCallTimer('main'),
     onStall: (stall) => {
+      metrics.workerRestarted('main', 'stall');
       const moved = stall.versionId === undefined ? undefined : sandboxes.quarantineVersion(stall.versionId, 'stall');
       const org = moved?.orgId === undefined ? '' : `, and so does every version of org ${moved.orgId}`;
       const until =
@@ -164,14 +173,19 @@ export const composeNode = async (
     stallMs: config.sandboxStallMs,
     standby: false,
     cpuLimitMs: config.cpuLimitMs,
+    onAnswered: metrics.sandboxCallTimer('quarantine'),
     onStall: (stall) => {
+      metrics.workerRestarted('quarantine', 'stall');
       // Puts off the org's return to the main worker.
       if (stall.versionId !== undefined) sandboxes.quarantineVersion(stall.versionId, 'stall');
       logger.warn(stallText(stall, config.sandboxStallMs, 'quarantine sandbox worker'));
     },
     nodeArgs: config.sandboxNodeArgs,
     onLog: (versionId, entry) => sandboxes.onLog(versionId, entry),
-    onCrash: (reason) => logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason }),
+    onCrash: (reason) => {
+      metrics.workerRestarted('quarantine', 'crash');
+      logger.warn('the quarantine sandbox worker died; a new one starts on the next call', { reason });
+    },
     onLiveHeap: (report) => runtime.relieveLiveHeap(report),
   });
   // Uploaded bundles, not yet trusted, are validated in a third worker, started on first use: a bundle
@@ -181,7 +195,10 @@ export const composeNode = async (
     role: 'validation',
     nodeArgs: config.sandboxNodeArgs,
     onLog: () => undefined,
-    onCrash: (reason) => logger.warn('the validation sandbox worker died; a new one starts with the next upload', { reason }),
+    onCrash: (reason) => {
+      metrics.workerRestarted('validation', 'crash');
+      logger.warn('the validation sandbox worker died; a new one starts with the next upload', { reason });
+    },
   });
   const sandboxes = new SandboxPool(sandboxClient, quarantineClient, store.versions, logs, runtimeSettings, {
     afterMs: config.quarantineReleaseMs,
@@ -203,6 +220,7 @@ export const composeNode = async (
     onOutbox: () => dispatcher.kick(),
     updates,
     ...(fault ? { fault } : {}),
+    meters: metrics.runtimeMeters,
     // (migrations are uploaded code like versions' uploads: they run where uploads are checked)
     migrate: (code, input, onLog) => validationClient.migrate(code, input, sandboxes.loadSettings(), onLog),
   });
@@ -258,6 +276,7 @@ export const composeNode = async (
     }),
     ...(deployment.cluster ? { cluster: deployment.cluster } : {}),
     realtimeStats: () => ({ ...server.websockets, subscribedInstances: hub.channelCount }),
+    metrics: { public: config.metricsPublic, contentType: metrics.contentType, text: () => metrics.text() },
   };
   const router = buildRouter(apiContext);
   scheduler.start();
@@ -315,7 +334,9 @@ export const composeNode = async (
     maxBodyBytes: config.maxBodyBytes,
     logger,
     realtime: { hub, limits: realtimeLimits },
+    onAnswered: metrics.answered,
   });
+  registerNodeMetrics(metrics, config, { runtime, sandboxes, server, hub });
   // Booted now, once listening (so it does not slow startup down): the first request that runs machine
   // code would otherwise wait ≈ 0.4 s for it.
   sandboxClient.start();
@@ -360,6 +381,33 @@ export const composeNode = async (
       await deployment.close();
     },
   };
+};
+
+/** What every node's GET /metrics reads at a scrape (node-metrics.ts); the deployment adds its own. */
+const registerNodeMetrics = (
+  metrics: NodeMetrics,
+  config: ServeConfig,
+  parts: { runtime: InstanceRuntime; sandboxes: SandboxPool; server: HttpServer; hub: RealtimeHub },
+): void => {
+  const { runtime, sandboxes, server, hub } = parts;
+  metrics.labelledGauge('statehold_actors', 'instances this node holds: live in a sandbox, or resting (their head only)', 'state', () => {
+    const { held, live } = runtime.actorCounts();
+    return { live, resting: held - live };
+  });
+  metrics.counter(
+    'statehold_actor_evictions_total',
+    'live actors evicted (idle, over --max-live-actors or a memory bound)',
+    () => runtime.evictions,
+  );
+  metrics.counter('statehold_sandbox_quarantines_total', 'machine versions moved to the quarantine worker', () => sandboxes.quarantines);
+  metrics.gauge(
+    'statehold_sandbox_quarantined_orgs',
+    'orgs whose versions run in the quarantine worker now',
+    () => sandboxes.quarantinedOrgCount,
+  );
+  metrics.gauge('statehold_websocket_connections', 'realtime (/rt) websockets open', () => server.websockets.sockets);
+  metrics.gauge('statehold_websocket_subscriptions', 'realtime subscriptions open, on every socket', () => hub.subscriptionCount);
+  metrics.dataDirSizes(config.dataDir);
 };
 
 /** The log line of a stall (sandbox-client.ts). */

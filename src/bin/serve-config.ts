@@ -43,7 +43,15 @@ export interface ServeConfig {
   walApplyDelayMs: number | undefined;
   /** More Node/V8 flags for the sandbox worker processes (hidden: STATEHOLD_SANDBOX_NODE_ARGS). */
   sandboxNodeArgs: string[];
+  /** GET /metrics answers without a credential. */
+  metricsPublic: boolean;
+  /** Log lines as text (`statehold info: ...`) or as one JSON object each. */
+  logFormat: LogFormat;
+  /** How often long start-up work (a write-ahead log's replay, a cluster's catch-up) says how far it is (hidden: STATEHOLD_PROGRESS_EVERY_MS). */
+  progressEveryMs: number;
 }
+
+export type LogFormat = 'text' | 'json';
 
 /** Flag name, environment variable, default and help line of each setting: one table, used for parsing and for --help. */
 export const serveSettings = [
@@ -191,10 +199,25 @@ export const serveSettings = [
     help: 'largest response body a fetch by machine code may read',
   },
   {
+    flag: 'log-format',
+    env: 'STATEHOLD_LOG_FORMAT',
+    fallback: 'text',
+    help: 'text (statehold <level>: message key=value ...) or json (one object a line: time, level, message, requestId, org, machine, instance where known)',
+  },
+  {
     flag: 'drain-timeout-ms',
     env: 'STATEHOLD_DRAIN_TIMEOUT_MS',
     fallback: '30000',
     help: 'on SIGTERM, how long to wait for requests in flight',
+  },
+] as const;
+
+/** Flags that take no value (given: on); their environment variable takes on/off, true/false or 1/0. */
+export const serveSwitches = [
+  {
+    flag: 'metrics-public',
+    env: 'STATEHOLD_METRICS_PUBLIC',
+    help: 'GET /metrics answers without a credential (else it needs the operator key): for a scraper on a trusted network',
   },
 ] as const;
 
@@ -212,7 +235,10 @@ export class ConfigError extends Error {}
 export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeConfig => {
   const { values } = parseArgs({
     args: argv,
-    options: Object.fromEntries(serveSettings.map((s) => [s.flag, { type: 'string' as const }])),
+    options: {
+      ...Object.fromEntries(serveSettings.map((s) => [s.flag, { type: 'string' as const }])),
+      ...Object.fromEntries(serveSwitches.map((s) => [s.flag, { type: 'boolean' as const }])),
+    },
     strict: true,
     allowPositionals: false,
   });
@@ -267,7 +293,30 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     uploadTtlSeconds: uploadTtlSeconds(env.STATEHOLD_UPLOAD_TTL_SECONDS),
     walApplyDelayMs: walApplyDelayMs(env.STATEHOLD_WAL_APPLY_DELAY_MS),
     sandboxNodeArgs: sandboxNodeArgs(env.STATEHOLD_SANDBOX_NODE_ARGS),
+    metricsPublic: values['metrics-public'] === true || switchedOn('STATEHOLD_METRICS_PUBLIC', env.STATEHOLD_METRICS_PUBLIC),
+    logFormat: logFormat(pick('log-format')),
+    progressEveryMs: progressEveryMs(env.STATEHOLD_PROGRESS_EVERY_MS),
   };
+};
+
+const switchedOn = (name: string, text: string | undefined): boolean => {
+  if (text === undefined || text === '' || text === 'off' || text === 'false' || text === '0') return false;
+  if (text === 'on' || text === 'true' || text === '1') return true;
+  throw new ConfigError(`${name} must be on or off, not "${text}"`);
+};
+
+const logFormat = (text: string | undefined): LogFormat => {
+  if (text === 'text' || text === 'json') return text;
+  throw new ConfigError(`--log-format must be text or json, not "${text}"`);
+};
+
+/** Not in --help: tests shorten it to see a progress line on a small start (0: at every step); 2 s otherwise. */
+const progressEveryMs = (text: string | undefined): number => {
+  if (text === undefined || text === '') return 2_000;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0 || value > 3_600_000)
+    throw new ConfigError(`STATEHOLD_PROGRESS_EVERY_MS must be an integer from 0 to 3600000, not "${text}"`);
+  return value;
 };
 
 /**

@@ -1,12 +1,12 @@
 // Only modules that load on any Node.js are imported here: the nodes (and the write-ahead log's
 // zlib.crc32 with them) are imported by serve and node, after main checked the version (node-version.ts).
 import { DataDirInUseError } from '../store/lmdb/data-dir-lock.js';
-import { consoleLogger } from './console-logger.js';
+import { consoleAnnouncer, consoleLogger } from './console-logger.js';
 import type { RunningNode } from './embedded-node.js';
 import { clusterSettings, parseNodeConfig } from './node-config.js';
 import type { Logger } from '../domain/logger.js';
 import { nodeVersionProblem } from './node-version.js';
-import { ConfigError, environmentOnly, parseServeConfig, serveSettings } from './serve-config.js';
+import { ConfigError, environmentOnly, parseServeConfig, serveSettings, serveSwitches } from './serve-config.js';
 
 const usage = (): string => {
   const settings = serveSettings
@@ -15,6 +15,7 @@ const usage = (): string => {
   const clusterOptions = clusterSettings
     .map((s) => `  --${s.flag.padEnd(18)} ${s.env.padEnd(28)} ${s.help}${s.fallback !== undefined ? ` (default ${s.fallback})` : ''}`)
     .join('\n');
+  const switches = serveSwitches.map((s) => `  --${s.flag.padEnd(18)} ${s.env.padEnd(28)} ${s.help}`).join('\n');
   const envOnly = environmentOnly.map((s) => `  ${''.padEnd(20)} ${s.env.padEnd(28)} ${s.help}`).join('\n');
   return `statehold: runs XState machines as durable actors behind the State Backed API
 
@@ -29,6 +30,7 @@ Usage:
 
 Options of serve (flag, environment variable; flags win over the environment):
 ${settings}
+${switches}
 ${envOnly}
 
 Options of node, beside those of serve (which needs STATEHOLD_MASTER_KEY and --admin-key, the same on every node):
@@ -44,23 +46,23 @@ the requests in flight, flushes storage and exits 0.
 };
 
 const serve = async (argv: string[]): Promise<void> => {
-  const logger = consoleLogger();
   const config = parseServeConfig(argv, process.env);
+  const logger = consoleLogger(config.logFormat);
+  const announce = consoleAnnouncer(config.logFormat);
   const { startEmbeddedNode } = await import('./embedded-node.js');
-  const node = await startEmbeddedNode(config, logger, (line) => process.stdout.write(`statehold: ${line}\n`));
-  process.stdout.write(`statehold: listening on ${node.url} (data in ${config.dataDir})\n`);
+  const node = await startEmbeddedNode(config, logger, announce);
+  announce(`listening on ${node.url} (data in ${config.dataDir})`);
   stopOnSignals(node, logger);
 };
 
 /** `statehold node`: a cluster node (cluster/README.md). */
 const clusterNode = async (argv: string[]): Promise<void> => {
-  const logger = consoleLogger();
   const config = parseNodeConfig(argv, process.env);
+  const logger = consoleLogger(config.logFormat);
+  const announce = consoleAnnouncer(config.logFormat);
   const { startClusterNode } = await import('./cluster-node.js');
-  const node = await startClusterNode(config, logger, (line) => process.stdout.write(`statehold: ${line}\n`));
-  process.stdout.write(
-    `statehold: listening on ${node.url} (node ${config.nodeId} of cluster ${config.cluster}, data in ${config.dataDir})\n`,
-  );
+  const node = await startClusterNode(config, logger, announce);
+  announce(`listening on ${node.url} (node ${config.nodeId} of cluster ${config.cluster}, data in ${config.dataDir})`);
   stopOnSignals(node, logger);
 };
 
@@ -118,15 +120,24 @@ const main = async (): Promise<void> => {
   process.exitCode = 2;
 };
 
+/**
+ * Why the node did not start, on stderr: as text (`statehold: ...`), or as a JSON line when
+ * `--log-format json` was asked for (read from the command line and the environment as they are: the
+ * configuration may be what failed).
+ */
+const failed = (message: string, code: number): never => {
+  const args = process.argv.slice(2);
+  const at = args.indexOf('--log-format');
+  const asked = args.find((arg) => arg.startsWith('--log-format='))?.slice('--log-format='.length) ?? (at >= 0 ? args[at + 1] : undefined);
+  if ((asked ?? process.env.STATEHOLD_LOG_FORMAT) === 'json') consoleLogger('json').error(message);
+  else process.stderr.write(`statehold: ${message}\n`);
+  process.exit(code);
+};
+
 main().catch((error: unknown) => {
   if (error instanceof ConfigError || (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'))) {
-    process.stderr.write(`statehold: ${error.message}\n`);
-    process.exit(2);
+    failed(error.message, 2);
   }
-  if (error instanceof DataDirInUseError) {
-    process.stderr.write(`statehold: ${error.message}\n`);
-    process.exit(1);
-  }
-  process.stderr.write(`statehold: failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
-  process.exit(1);
+  if (error instanceof DataDirInUseError) failed(error.message, 1);
+  failed(`failed to start: ${error instanceof Error ? error.stack : String(error)}`, 1);
 });

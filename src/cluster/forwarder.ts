@@ -71,6 +71,8 @@ interface ForwarderOptions {
   /** How long to keep asking while ownership moves (the owner left, or a view has not caught up). */
   moveWindowMs?: number;
   onError: (message: string, error: unknown) => void;
+  /** Told of each request sent to another node: how it ended and how long it took (GET /metrics). */
+  onAsked?: (outcome: 'answered' | 'moved' | 'lost', seconds: number) => void;
   /**
    * Run on the owner before each instance request (not gateMachine), forwarded or local, with whether it
    * is asked again after a lost answer and its id (a create's or send's request id, a message's id). It
@@ -344,7 +346,9 @@ export class Forwarder implements InstanceWrites, InstanceReads {
    * the node leaves the cluster (as this node sees it) or does not answer in time.
    */
   private async ask<C extends Command>(owner: string, command: C): Promise<Outcome<C>> {
+    const startedAt = performance.now();
     const end = await this.requests.request(owner, this.subjectOf(owner), encodeCommand(command), this.options.timeoutMs);
+    this.options.onAsked?.('noResponders' in end ? 'moved' : 'lost' in end ? 'lost' : 'answered', (performance.now() - startedAt) / 1000);
     if ('noResponders' in end) return MOVED;
     if ('lost' in end) return LOST;
     const reply = decodeReply<C>(command.op, end.answer);

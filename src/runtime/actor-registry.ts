@@ -13,6 +13,8 @@ import type { VersionSandbox } from './runtime-sandboxes.js';
 export class ActorRegistry {
   private readonly actors = new RecencyMap<string, InstanceActor>();
   private bytes = 0;
+  /** Live actors evicted so far (idle, over the count or memory bound, over a version's cap): for GET /metrics. */
+  evictions = 0;
   /** Live actors allowed per sandboxed version, where its live actors outgrew their memory budget (capLiveIn). */
   private readonly liveCaps = new WeakMap<VersionSandbox, number>();
 
@@ -72,6 +74,7 @@ export class ActorRegistry {
       this.forget(actor);
       evicted++;
     }
+    this.evictions += evicted;
     return evicted;
   }
 
@@ -144,6 +147,7 @@ export class ActorRegistry {
       this.forget(actor);
       evicted++;
     }
+    this.evictions += evicted;
     return evicted;
   }
 
@@ -151,7 +155,9 @@ export class ActorRegistry {
     if (this.actors.size <= this.maxActors && this.bytes <= this.maxBytes) return;
     for (const actor of this.actors.values()) {
       if (this.actors.size <= this.maxActors && this.bytes <= this.maxBytes) return;
-      if (actor.idle) this.forget(actor);
+      if (!actor.idle) continue;
+      this.forget(actor);
+      this.evictions++;
     }
   }
 }

@@ -139,7 +139,9 @@ export class InstanceCreation {
         outbox,
         ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}),
       };
+      const startedAt = performance.now();
       const created = await deps.instances.createInstance(head, records, commitEffects);
+      if (created) deps.meters?.committed(records.length, (performance.now() - startedAt) / 1000);
       if (!created) {
         // A retried create whose first attempt did land (its answer was lost) answers that instance.
         const stored = deps.instances.getInstance(orgId, machine, name);

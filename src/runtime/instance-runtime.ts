@@ -259,6 +259,16 @@ export class InstanceRuntime {
     };
   }
 
+  /** What GET /metrics reads at a scrape: actors held and live (a walk over the held ones). */
+  actorCounts(): { held: number; live: number } {
+    return { held: this.actors.size, live: this.actors.liveCount() };
+  }
+
+  /** Live actors evicted since start (the only one of these counted on the request path). */
+  get evictions(): number {
+    return this.actors.evictions;
+  }
+
   /**
    * Lets go of the idle actors of instances `owns` says another node owns now (a cluster's membership
    * changed): a later request for one, routed here again, loads its latest head.

@@ -39,7 +39,9 @@ export class LazyUpgrade {
     const from = head.versionId;
     try {
       const { records, next, size, migrationIds } = await this.upgrader.plan(actor, head, target);
+      const startedAt = performance.now();
       await deps.instances.commit(next, head, records, {});
+      deps.meters?.committed(records.length, (performance.now() - startedAt) / 1000);
       usage.transitions(orgId, machine, billedTransitions(1, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
       this.pipeline.committed(actor, next, size.stateBytes, []);
       deps.logs.service(

@@ -19,6 +19,12 @@ import type { UpdateBus } from './update-bus.js';
 import type { UsageMeter } from './usage-meter.js';
 import type { VersionSource } from './version-source.js';
 
+/** Where the runtime reports what GET /metrics counts on its hot path: each call O(1) (bin/node-metrics.ts). */
+export interface RuntimeMeters {
+  /** A commit (a create's included) of `records` transition records took `seconds` to become durable. */
+  committed(records: number, seconds: number): void;
+}
+
 /** Points where tests may stop the process to prove crash safety (see bin/fault-hooks.ts). */
 export type FaultPoint = 'after-sender-commit' | 'after-receiver-commit';
 
@@ -39,6 +45,7 @@ export interface InstanceRuntimeDeps {
   /** Where every durable commit (and deletion) is published, in commit order per instance. */
   updates?: UpdateBus;
   fault?: (point: FaultPoint) => void;
+  meters?: RuntimeMeters;
   /** Where the runtime reads the time (the system's by default; tests move their own). */
   clock?: Clock;
   /** Runs one migration of an upgrade (a migration bundle, in a sandbox worker); what its code logs goes to `onLog`. */

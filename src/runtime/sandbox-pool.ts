@@ -38,6 +38,9 @@ export class SandboxPool {
   /** When each version was last asked for (ms since the epoch), for unloading idle ones. */
   private readonly lastUsedAt = new Map<string, number>();
 
+  /** Versions moved to the quarantine worker since start (GET /metrics). */
+  quarantines = 0;
+
   /** Versions that run in the quarantine worker. */
   private readonly quarantined = new Set<string>();
   /**
@@ -89,6 +92,11 @@ export class SandboxPool {
     this.quarantine.unload(versionId);
   }
 
+  /** Orgs whose versions run in the quarantine worker now. */
+  get quarantinedOrgCount(): number {
+    return this.quarantinedOrgs.size;
+  }
+
   /**
    * Moves a version, and every version of its org, to the quarantine worker: the next call loads them
    * there, and actors compare `sandbox` identity, so they are rebuilt there. Returns the version's org,
@@ -99,6 +107,7 @@ export class SandboxPool {
     if (orgId !== undefined) this.offended(orgId, cause);
     if (this.quarantined.has(versionId)) return undefined;
     this.quarantined.add(versionId);
+    this.quarantines++;
     this.drop(versionId);
     if (orgId !== undefined && !this.quarantinedOrgs.has(orgId)) {
       this.quarantinedOrgs.add(orgId);

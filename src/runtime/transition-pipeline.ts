@@ -145,7 +145,9 @@ export class TransitionPipeline {
     const timerAttempts = keptTimerAttempts(head.timerAttempts, state.pendingTimers);
     const next = indexer.index({ ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts });
     const outbox = this.outboxOf(next, effects, last.ts);
+    const startedAt = performance.now();
     await deps.instances.commit(next, head, records, { ...commitEffects, outbox });
+    deps.meters?.committed(records.length, (performance.now() - startedAt) / 1000);
     usage.transitions(
       actor.orgId,
       actor.machine,

@@ -61,6 +61,8 @@ export const startClusterNodes = async (
     natsFor?: (id: string, index: number) => string[];
     /** A data dir of the test's for a node (kept when the node stops, so a restart finds it); a temp one, removed with the node, when not given. */
     dataDirFor?: (id: string) => string | undefined;
+    /** More environment variables for the nodes. */
+    env?: Record<string, string>;
   },
 ) => {
   const masterKey = Buffer.alloc(32, 7).toString('base64');
@@ -82,7 +84,7 @@ export const startClusterNodes = async (
         String(servers.urls.length),
         ...(options.args ?? []),
       ],
-      env: { STATEHOLD_MASTER_KEY: masterKey },
+      env: { ...options.env, STATEHOLD_MASTER_KEY: masterKey },
       generatedAdminKey: true,
     });
     nodes.push(node);

@@ -162,6 +162,14 @@ export const routeDocs: Record<RouteKey, RouteDoc> = {
     ok: { status: 200, description: "The node's view.", schema: { type: 'object' } },
     errors: { 400: ['invalid-parameter'], 404: ['not-found'] },
   },
+  'GET /metrics': {
+    summary: "The node's metrics in Prometheus's text format (a Statehold addition)",
+    tag: 'operator',
+    description:
+      'Requests by route and status, events committed, commit and sandbox-call latency, actors, timers, outbox, websockets, storage sizes; on a cluster node, NATS, forwarded requests and ownership moves. Public when the node runs with --metrics-public.',
+    access: 'operator',
+    ok: { status: 200, description: 'The metrics.', contentType: 'text/plain', schema: { type: 'string' } },
+  },
   'GET /stats': {
     summary: "The node's memory, actors, sandbox workers and realtime sockets",
     tag: 'operator',

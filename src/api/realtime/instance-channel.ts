@@ -80,6 +80,11 @@ export class InstanceChannel {
     private readonly onError: (message: string, error: unknown) => void,
   ) {}
 
+  /** Subscriptions to this instance, on every socket (for metrics). */
+  get subscriberCount(): number {
+    return this.subscriptions;
+  }
+
   /** Whether anyone is subscribed or waiting. */
   get idle(): boolean {
     return this.subscriptions === 0 && this.queue.length === 0 && !this.pumping;

@@ -84,6 +84,13 @@ export class RealtimeHub {
     return this.channels.size;
   }
 
+  /** Subscriptions open on every socket, counted at a scrape (GET /metrics). */
+  get subscriptionCount(): number {
+    let count = 0;
+    for (const { channel } of this.channels.values()) count += channel.subscriberCount;
+    return count;
+  }
+
   /** One text frame from a socket. */
   handle(session: RtSession, text: string): void {
     let message: ClientMessage;

@@ -11,6 +11,7 @@ import { registerInstanceRoutes } from './instance-routes.js';
 import { registerKeyRoutes } from './key-routes.js';
 import { registerLogRoutes } from './log-routes.js';
 import { registerMachineRoutes } from './machine-routes.js';
+import { registerMetricsRoutes } from './metrics-routes.js';
 import { registerMigrationRoutes } from './migration-routes.js';
 import { registerOpenApiRoute } from './openapi-routes.js';
 import { registerOrgRoutes } from './org-routes.js';
@@ -44,6 +45,7 @@ export const buildRouter = (context: ApiContext): Router => {
   registerMigrationRoutes(router, context);
   registerUploadRoutes(router, context);
   registerStatsRoutes(router, context);
+  registerMetricsRoutes(router, context);
   registerUsageRoutes(router, context);
   registerHttpApiRoutes(router, context);
   registerOpenApiRoute(router, context);

@@ -40,6 +40,8 @@ interface SandboxClientOptions extends WorkerLifecycleOptions {
   onLog: (versionId: string, entry: CapturedLog) => void;
   /** Told what a version's live actors hold of its isolate, when over their budget and when back within (live-heap-watch.ts). */
   onLiveHeap?: (report: LiveHeapReport) => void;
+  /** Told how long each answered request took, from the call to its answer, batching and the worker's queue included (GET /metrics). */
+  onAnswered?: (seconds: number) => void;
 }
 
 /** What a version's live actors hold of its isolate's heap, against their budget (live-heap-watch.ts). */
@@ -185,6 +187,7 @@ export class SandboxClient {
         reject,
         versionId: 'versionId' in request ? request.versionId : undefined,
         key: 'key' in request ? request.key : undefined,
+        sentAt: this.options.onAnswered ? performance.now() : 0,
       });
       this.outgoing.push({ id, request });
       if (!this.flushScheduled) {
@@ -256,6 +259,7 @@ export class SandboxClient {
         const waiting = worker.pending.get(message.id);
         if (waiting) {
           worker.pending.delete(message.id);
+          this.options.onAnswered?.((performance.now() - waiting.sentAt) / 1000);
           if (message.ok) waiting.resolve(message.value);
           else waiting.reject(rebuild(message.error));
         }

@@ -154,6 +154,8 @@ interface Pending {
   versionId: string | undefined;
   /** The actor the request is for, if it is an actor's. */
   key: string | undefined;
+  /** When it was made (performance.now()), when the client times its calls (SandboxClient's onAnswered). */
+  sentAt: number;
 }
 
 /** One forked worker process and the requests it was given that it has not answered. */

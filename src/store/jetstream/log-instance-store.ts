@@ -137,6 +137,24 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
+   * How far the partitions this node holds are caught up (a starting node's progress lines): how many
+   * are ready, and the span of the log applied of the span to catch up, summed over the partitions.
+   */
+  catchUpProgress(): { ready: number; held: number; done: number; total: number } {
+    let ready = 0;
+    let done = 0;
+    let total = 0;
+    for (const copy of this.owned.values()) {
+      if (copy.ready) ready++;
+      const { from, applied, to } = copy.catchUpSpan();
+      if (to === undefined || to <= from) continue;
+      total += to - from;
+      done += Math.min(Math.max(applied - from, 0), to - from);
+    }
+    return { ready, held: this.owned.size, done, total };
+  }
+
+  /**
    * Told the earliest due time of every head a follower applies with pending timers. This node's timer
    * scheduler hears of its own commits' timers from the runtime; a head written by another node (in a
    * partition this node took over) reaches it only here, and without this the scheduler would find it

@@ -35,6 +35,8 @@ export class PartitionCopy {
   private readonly readiness: Promise<void>;
   private isReady = false;
   private stopped = false;
+  /** The partition's last entry when the catch-up began, once the log said it (for progress lines). */
+  private catchUpTo: number | undefined;
 
   constructor(private readonly options: PartitionCopyOptions) {
     this.partition = options.partition;
@@ -85,6 +87,14 @@ export class PartitionCopy {
     return this.isReady;
   }
 
+  /**
+   * How far the catch-up is, in stream sequences (other partitions' entries lie between this one's, so
+   * this measures the span of the log, not a count of entries): `to` unknown until the log answered.
+   */
+  catchUpSpan(): { from: number; applied: number; to: number | undefined } {
+    return { from: this.options.from - 1, applied: this.appliedSeq, to: this.catchUpTo };
+  }
+
   /** Resolves once ready; rejects only when stopped first. */
   whenReady(): Promise<void> {
     return this.readiness;
@@ -121,6 +131,7 @@ export class PartitionCopy {
       if (this.stopped) throw new Error(`partition ${this.partition} was given up`);
       try {
         const last = await this.options.lastSeq();
+        this.catchUpTo = last;
         if (attempt === 0 || !this.followerStarted) {
           await this.follower.start();
           this.followerStarted = true;

@@ -46,6 +46,11 @@ export class DueTimers {
     for (const key of now) if (!old.some((had) => sameKey(had, key))) void this.db.put(key, true);
   }
 
+  /** How many pending timers LMDB holds (not counting commits not yet applied from the write-ahead log). */
+  count(): number {
+    return this.db.getCount();
+  }
+
   /** Up to `limit` pending timers due by `uptoMs`, earliest first. */
   due(uptoMs: number, limit: number, newer: NewerHeads): DueTimer[] {
     const out: DueTimer[] = [];

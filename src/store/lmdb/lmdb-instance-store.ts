@@ -17,7 +17,7 @@ import { DueTimers, type NewerHeads } from './due-timers.js';
 import { IndexEntries } from './index-entries.js';
 import { instanceKey } from './unapplied-commits.js';
 import { msgpackOrJson } from './json-values.js';
-import { commitTexts, WalCommits } from './wal-commits.js';
+import { commitTexts, type ReplayProgress, WalCommits } from './wal-commits.js';
 import { WriteAheadLog } from './write-ahead-log.js';
 
 const AFTER_ALL = '\uffff';
@@ -47,6 +47,8 @@ export interface InstanceStoreOptions {
   walApplyDelayMs?: number;
   /** LMDB failed to take writes the log acknowledged: the node must stop writing and be restarted. */
   onStorageFailure?: (error: Error) => void;
+  /** Told how far the log's replay at open is, when it is long. */
+  replayProgress?: ReplayProgress;
 }
 
 /**
@@ -111,9 +113,10 @@ export class LmdbInstanceStore implements InstanceStore {
         segmentBytes: options.walSegmentBytes,
         applyDelayMs: options.walApplyDelayMs,
         onFailure: options.onStorageFailure,
+        replayProgress: options.replayProgress,
       });
     } else {
-      WalCommits.recover(root, this.heads, this.transitions, [this.indexes, this.timers], options.walDir);
+      WalCommits.recover(root, this.heads, this.transitions, [this.indexes, this.timers], options.walDir, options.replayProgress);
       WriteAheadLog.remove(options.walDir);
     }
   }
@@ -356,6 +359,11 @@ export class LmdbInstanceStore implements InstanceStore {
     }
     found.sort((a, b) => (descending ? compareIndexPositions(b, a) : compareIndexPositions(a, b)));
     return found.slice(0, query.limit);
+  }
+
+  /** Pending timers and messages waiting in the outbox, counted in LMDB (GET /metrics, at a scrape). */
+  backlog(): { timersPending: number; outboxDepth: number } {
+    return { timersPending: this.timers.count(), outboxDepth: this.outbox.getCount() };
   }
 
   listDueTimers(uptoMs: number, limit: number): DueTimer[] {

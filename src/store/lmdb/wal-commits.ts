@@ -4,6 +4,7 @@ import { tooDeep } from '../../domain/json-depth.js';
 import type { InstanceHead, TransitionRecord } from '../instance-store.js';
 import { asJsonValue } from './json-values.js';
 import { UnappliedCommits } from './unapplied-commits.js';
+import type { Progress } from '../../domain/progress.js';
 import { DEFAULT_SEGMENT_BYTES, WriteAheadLog } from './write-ahead-log.js';
 
 type HeadKey = [string, string, string];
@@ -80,7 +81,12 @@ interface WalCommitsOptions {
   applyDelayMs?: number;
   /** LMDB could not take writes the log acknowledged: the node must stop writing and be restarted. */
   onFailure?: (error: Error) => void;
+  /** Told how far the replay at start is (only a long one says anything: domain/progress.ts). */
+  replayProgress?: ReplayProgress;
 }
+
+/** Starts the progress of a replay (its steps count frames). */
+export type ReplayProgress = () => Progress;
 
 const keyOf = (head: InstanceHead): HeadKey => [head.orgId, head.machine, head.name];
 
@@ -203,7 +209,7 @@ export class WalCommits {
     private readonly options: WalCommitsOptions,
   ) {
     this.walDb = openWalDb(root);
-    const applied = WalCommits.recover(root, heads, transitions, derived, options.dir);
+    const applied = WalCommits.recover(root, heads, transitions, derived, options.dir, options.replayProgress);
     this.lastQueued = applied;
     this.wal = WriteAheadLog.start(options.dir, applied + 1, options.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
   }
@@ -214,7 +220,14 @@ export class WalCommits {
    * LMDB holds. Index and timer entries move from the head LMDB holds (a read inside the transaction
    * sees the frames applied before) to the frame's.
    */
-  static recover(root: RootDatabase, heads: HeadsDb, transitions: TransitionsDb, derived: HeadEntries[], dir: string): number {
+  static recover(
+    root: RootDatabase,
+    heads: HeadsDb,
+    transitions: TransitionsDb,
+    derived: HeadEntries[],
+    dir: string,
+    replayProgress?: ReplayProgress,
+  ): number {
     const walDb = openWalDb(root);
     let applied = walDb.getEntry(APPLIED_KEY)?.version ?? 0;
     const frames = WriteAheadLog.read(dir, applied).filter((frame) => frame.seq > applied);
@@ -225,17 +238,20 @@ export class WalCommits {
       );
     }
     const last = frames.at(-1);
+    const told = frames.length > 0 ? replayProgress?.() : undefined;
     root.transactionSync(() => {
-      for (const frame of frames) {
+      for (const [index, frame] of frames.entries()) {
         for (const [head, records] of JSON.parse(frame.payload.toString('utf8')) as Array<[InstanceHead, TransitionRecord[]]>) {
           const stored = heads.get(keyOf(head));
           for (const entries of derived) entries.replace(stored, head);
           putCommit(heads, transitions, head, records);
         }
+        told?.step(index + 1, frames.length);
       }
       if (last) applied = last.seq;
       void walDb.put(APPLIED_KEY, true, applied);
     });
+    told?.end(frames.length);
     return applied;
   }
 
