@@ -1,19 +1,6 @@
-/** A machine version's states and transitions as GET /machines/{m}/v/{version}/definition gives them. */
-export interface DefinitionNode {
-  key: string;
-  id: string;
-  type: string;
-  initial?: string;
-  tags?: string[];
-  states: DefinitionNode[];
-  transitions: { event: string; targets: string[]; guarded?: true }[];
-}
+import type { DefinitionNode } from '../../src/domain/machine-definition.js';
 
-export interface MachineDefinition {
-  xstate: 4 | 5;
-  root: DefinitionNode;
-  truncated: boolean;
-}
+export type { DefinitionNode, MachineDefinition } from '../../src/domain/machine-definition.js';
 
 /** The ids of the state nodes a state value makes active (the root included). */
 export const activeIds = (root: DefinitionNode, value: unknown): Set<string> => {

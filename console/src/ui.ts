@@ -63,3 +63,23 @@ export const useAction = () => {
   };
   return { busy, error, run, setError };
 };
+
+/**
+ * Previous and next buttons over a list's pages: `cursors` holds the cursor of each page after the
+ * first that led to the one shown; `next` is the shown page's cursor (none on the last page).
+ */
+export const Pager = ({
+  cursors,
+  setCursors,
+  next,
+  what = 'page',
+}: {
+  cursors: string[];
+  setCursors: (cursors: string[]) => void;
+  next: string | undefined;
+  what?: string;
+}) =>
+  html`<div class="pager">
+    <button type="button" disabled=${cursors.length === 0} onClick=${() => setCursors(cursors.slice(0, -1))}>Previous ${what}</button>
+    <button type="button" disabled=${!next} onClick=${() => next && setCursors([...cursors, next])}>Next ${what}</button>
+  </div>`;

@@ -3,28 +3,11 @@ import { useState } from 'preact/hooks';
 import { api, enc, query } from '../api.js';
 import type { Session } from '../session.js';
 import type { KeyListing } from '../types.js';
-import { ErrorBox, useAction, useLoad, when } from '../ui.js';
+import { allScopes } from '../../../src/domain/scopes.js';
+import { ErrorBox, useAction, useLoad, when, Pager } from '../ui.js';
 
-const SCOPES = [
-  'events.write',
-  'events.read',
-  'state.read',
-  'instances.read',
-  'instances.write',
-  'instances.admin',
-  'indexes.read',
-  'machines.read',
-  'machines.write',
-  'machines.admin',
-  'machine-versions.read',
-  'machine-versions.write',
-  'analytics.read',
-  'org.read',
-  'org.write',
-  'org.keys.write',
-  'logs.read',
-  'tokens.admin',
-];
+/** Every scope a key can have, as the node knows them. */
+const SCOPES = allScopes;
 
 /** The org's keys: list, create (the secret shown once), delete. */
 export const Keys = ({ session }: { session: Session }) => {
@@ -101,12 +84,7 @@ export const Keys = ({ session }: { session: Session }) => {
             </tbody>
           </table>`)
     }
-    <div class="pager">
-      <button type="button" disabled=${cursors.length === 0} onClick=${() => setCursors(cursors.slice(0, -1))}>Previous page</button>
-      <button type="button" disabled=${!page.data?.cursor} onClick=${() => page.data?.cursor && setCursors([...cursors, page.data.cursor])}>
-        Next page
-      </button>
-    </div>
+    <${Pager} cursors=${cursors} setCursors=${setCursors} next=${page.data?.cursor} />
     <${CreateKey}
       session=${session}
       onCreated=${(k: { id: string; key: string }) => {

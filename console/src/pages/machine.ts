@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { api, enc, query } from '../api.js';
 import type { Session } from '../session.js';
 import type { InstanceListing, MachineRecord, VersionInfo } from '../types.js';
-import { ErrorBox, href, useAction, useLoad, when } from '../ui.js';
+import { ErrorBox, href, useAction, useLoad, when, Pager } from '../ui.js';
 
 /** A machine: its versions (which is current) and its instances, found by name prefix or an index. */
 export const Machine = ({ session, machine }: { session: Session; machine: string }) => {
@@ -61,18 +61,7 @@ const Versions = ({ session, machine, current }: { session: Session; machine: st
     }
     ${
       (cursors.length > 0 || page.data?.cursor) &&
-      html`<div class="pager">
-        <button type="button" disabled=${cursors.length === 0} onClick=${() => setCursors(cursors.slice(0, -1))}>
-          Previous versions page
-        </button>
-        <button
-          type="button"
-          disabled=${!page.data?.cursor}
-          onClick=${() => page.data?.cursor && setCursors([...cursors, page.data.cursor])}
-        >
-          Next versions page
-        </button>
-      </div>`
+      html`<${Pager} cursors=${cursors} setCursors=${setCursors} next=${page.data?.cursor} what="versions page" />`
     }`;
 };
 
@@ -180,12 +169,7 @@ const Instances = ({ session, machine, indexes }: { session: Session; machine: s
             </tbody>
           </table>`)
     }
-    <div class="pager">
-      <button type="button" disabled=${cursors.length === 0} onClick=${() => setCursors(cursors.slice(0, -1))}>Previous page</button>
-      <button type="button" disabled=${!page.data?.cursor} onClick=${() => page.data?.cursor && setCursors([...cursors, page.data.cursor])}>
-        Next page
-      </button>
-    </div>
+    <${Pager} cursors=${cursors} setCursors=${setCursors} next=${page.data?.cursor} />
     <${CreateInstance} session=${session} machine=${machine} />`;
 };
 

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { api, query } from '../api.js';
 import type { Session } from '../session.js';
 import type { MachineListing } from '../types.js';
-import { ErrorBox, href, useLoad, when } from '../ui.js';
+import { ErrorBox, href, useLoad, when, Pager } from '../ui.js';
 
 /** Every machine of the org, a page at a time. */
 export const Machines = ({ session }: { session: Session }) => {
@@ -45,11 +45,6 @@ export const Machines = ({ session }: { session: Session }) => {
             </tbody>
           </table>`)
     }
-    <div class="pager">
-      <button type="button" disabled=${cursors.length === 0} onClick=${() => setCursors(cursors.slice(0, -1))}>Previous page</button>
-      <button type="button" disabled=${!page.data?.cursor} onClick=${() => page.data?.cursor && setCursors([...cursors, page.data.cursor])}>
-        Next page
-      </button>
-    </div>
+    <${Pager} cursors=${cursors} setCursors=${setCursors} next=${page.data?.cursor} />
   </section>`;
 };
