@@ -480,7 +480,7 @@ const errorOf = ({
 /** How often a node waiting on an owner checks that the owner is still in the cluster. */
 const DEPARTURE_CHECK_MS = 100;
 /** A request unanswered this long makes its node suspected (it may have died with the request in hand): cheap to check, often. */
-const SLOW_ANSWER_MS = 500;
+const SLOW_ANSWER_MS = 200;
 /** Requests asked again after a lost answer, at most (each after the owner changed or timed out). */
 const MAX_LOST = 3;
 
