@@ -1,4 +1,4 @@
-import { type JetStreamClient, type JsMsg, jetstream } from '@nats-io/jetstream';
+import type { JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { unavailable } from '../../domain/errors.js';
 import type { IndexPosition } from '../../domain/index-values.js';
@@ -19,15 +19,8 @@ import { withinMs } from '../../domain/within-ms.js';
 import { DeliveredMessages } from './delivered-messages.js';
 import { entryOf, instanceOf, keyOf, keyOfSubject, type LogEntry, type LogEntryBody, messageIdOf, withoutLogSeq } from './log-entries.js';
 import { HeldPartitionReads, type LocalCopy } from './held-partition-reads.js';
-import { PartitionCopy } from './partition-copy.js';
+import { type AppliedMark, HeldPartitions } from './held-partitions.js';
 import { type CountsHere, type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
-
-/** A partition's applied position, as one copy of it said (LogInstanceStore.appliedMarks). */
-interface AppliedMark {
-  partition: number;
-  seq: number;
-  copy: object;
-}
 
 interface LogInstanceStoreOptions {
   /** Where usage counts go so that every node sums every node's (the META log); local when not given. */
@@ -52,11 +45,8 @@ interface LogInstanceStoreOptions {
 export class LogInstanceStore implements InstanceStore {
   /** Local applies of one instance, one after another (the owner's own and the follower's may meet). */
   private readonly applying = new Map<string, Promise<unknown>>();
-  /** The partitions this node owns, by number, with their followers. */
-  private readonly owned = new Map<number, PartitionCopy>();
-  /** Partitions given up whose rows are still being dropped from the store. */
-  private dropping: Promise<void> = Promise.resolve();
-  private js: JetStreamClient | undefined;
+  /** The partitions this node owns, with their followers. */
+  private readonly held: HeldPartitions;
   private timersApplied: ((earliestDueAt: number) => void) | undefined;
   /**
    * The log position of the latest entry applied here, by instance, for the LATEST_KEPT instances
@@ -92,9 +82,15 @@ export class LogInstanceStore implements InstanceStore {
   ) {
     this.nodeId = options.nodeId ?? 'node';
     this.delivered = new DeliveredMessages(local, onError);
+    this.held = new HeldPartitions({
+      log,
+      apply: (message) => this.applyFollowed(message),
+      drop: (partitions) => this.dropPartitions(partitions),
+      onError,
+    });
     this.reads = new HeldPartitionReads(local, {
       of: (orgId, machine, name) => this.partitionOf(orgId, machine, name),
-      copy: (partition) => this.owned.get(partition),
+      copy: (partition) => this.held.get(partition),
     });
     this.shareUsage = options.shareUsage;
   }
@@ -111,47 +107,25 @@ export class LogInstanceStore implements InstanceStore {
 
   /** By partition this node owns: the stream sequence up to which its entries are applied here (for a restart to resume from). */
   appliedPositions(): Record<number, number> {
-    const positions: Record<number, number> = {};
-    for (const [partition, copy] of this.owned) positions[partition] = copy.appliedSeq;
-    return positions;
+    return this.held.appliedPositions();
   }
 
-  /**
-   * By partition this node owns: its applied position now, and the copy that says so (see
-   * stillHolds): a position to checkpoint once the local store has synced what it names.
-   */
+  /** By partition this node owns: its applied position now, and the copy that says so (HeldPartitions.appliedMarks). */
   appliedMarks(): AppliedMark[] {
-    return [...this.owned.values()].map((copy) => ({ partition: copy.partition, seq: copy.appliedSeq, copy }));
+    return this.held.appliedMarks();
   }
 
-  /** Whether the copy that gave `mark` still holds its partition (not given up since, or given up and taken again). */
   stillHolds(mark: AppliedMark): boolean {
-    return this.owned.get(mark.partition) === mark.copy;
+    return this.held.stillHolds(mark);
   }
 
   /** The partitions this node owns, and whether each is caught up. */
   partitions(): Array<{ partition: number; ready: boolean; appliedSeq: number }> {
-    return [...this.owned.values()]
-      .map((copy) => ({ partition: copy.partition, ready: copy.ready, appliedSeq: copy.appliedSeq }))
-      .sort((a, b) => a.partition - b.partition);
+    return this.held.list();
   }
 
-  /**
-   * How far the partitions this node holds are caught up (a starting node's progress lines): how many
-   * are ready, and the span of the log applied of the span to catch up, summed over the partitions.
-   */
   catchUpProgress(): { ready: number; held: number; done: number; total: number } {
-    let ready = 0;
-    let done = 0;
-    let total = 0;
-    for (const copy of this.owned.values()) {
-      if (copy.ready) ready++;
-      const { from, applied, to } = copy.catchUpSpan();
-      if (to === undefined || to <= from) continue;
-      total += to - from;
-      done += Math.min(Math.max(applied - from, 0), to - from);
-    }
-    return { ready, held: this.owned.size, done, total };
+    return this.held.catchUpProgress();
   }
 
   /**
@@ -168,49 +142,15 @@ export class LogInstanceStore implements InstanceStore {
     if (head.pendingTimers.length > 0) this.timersApplied?.(Math.min(...head.pendingTimers.map((timer) => timer.dueAt)));
   }
 
-  /**
-   * Makes `partitions` the ones this node holds: a partition newly owned gets a follower from
-   * `from(partition)` (the first stream sequence not applied here; 1 when this copy holds none of it)
-   * and is ready once caught up with the log; one given up loses its follower and its rows.
-   */
+  /** Makes `partitions` the ones this node holds (HeldPartitions.hold). */
   own(nc: NatsConnection, partitions: ReadonlySet<number>, from: (partition: number) => number): void {
-    // The first time, rows of every partition not held now go (a node that restarts may have held others).
-    const first = this.js === undefined;
-    this.js ??= jetstream(nc);
-    const js = this.js;
     this.stopped = false;
-    const given = [...this.owned.values()].filter((copy) => !partitions.has(copy.partition));
-    for (const copy of given) this.owned.delete(copy.partition);
-    for (const partition of partitions) {
-      if (this.owned.has(partition)) continue;
-      this.owned.set(
-        partition,
-        new PartitionCopy({
-          partition,
-          js,
-          stream: this.log.stream,
-          filter: this.log.partitionSubject(partition),
-          from: from(partition),
-          lastSeq: () => this.log.lastSeqOfPartition(partition),
-          apply: (message) => this.applyFollowed(message),
-          onError: this.onError,
-        }),
-      );
-    }
-    const dropped = new Set(given.map((copy) => copy.partition));
-    if (first) for (let partition = 0; partition < this.log.partitions; partition++) if (!partitions.has(partition)) dropped.add(partition);
-    if (dropped.size === 0) return;
-    this.dropping = this.dropping
-      .then(async () => {
-        await Promise.all(given.map((copy) => copy.stop()));
-        await this.dropPartitions(dropped);
-      })
-      .catch((error: unknown) => this.onError(`could not drop partitions ${[...dropped].join(', ')} from the local store`, error));
+    this.held.hold(nc, partitions, from);
   }
 
   /** Whether this node owns the instance's partition (in the view it was last given). */
   holds(orgId: string, machine: string, name: string): boolean {
-    return this.owned.has(this.partitionOf(orgId, machine, name));
+    return this.held.has(this.partitionOf(orgId, machine, name));
   }
 
   /**
@@ -218,7 +158,7 @@ export class LogInstanceStore implements InstanceStore {
    * hold it (its owner is asked instead), a 503 when it is not caught up within `ms`.
    */
   async partitionReady(orgId: string, machine: string, name: string, ms = READY_WAIT_MS): Promise<void> {
-    const copy = this.owned.get(this.partitionOf(orgId, machine, name));
+    const copy = this.held.get(this.partitionOf(orgId, machine, name));
     // (nothing ran here: whoever asked asks the instance's owner in its view again)
     if (!copy) throw new RequestMovedError(`this node does not hold instance ${name} of machine ${machine} now`);
     if (copy.ready) return;
@@ -228,19 +168,13 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /** Resolves once every partition this node owns is caught up (within `ms`, else a 503): before it answers for all it holds. */
-  async allReady(ms = READY_WAIT_MS): Promise<void> {
-    const waiting = [...this.owned.values()].filter((copy) => !copy.ready);
-    if (waiting.length === 0) return;
-    await withinMs(Promise.all(waiting.map((copy) => copy.whenReady())), ms, () =>
-      unavailable(`this node is still catching up ${waiting.length} partitions with the cluster's log; retry`),
-    );
+  allReady(ms = READY_WAIT_MS): Promise<void> {
+    return this.held.allReady(ms);
   }
 
   async stopFollowing(): Promise<void> {
     this.stopped = true;
-    const copies = [...this.owned.values()];
-    await Promise.all(copies.map((copy) => copy.stop()));
-    await this.dropping;
+    await this.held.stop();
   }
 
   /** Drops every row of the given partitions from the store: heads, histories, indexes, timers, and their senders' outbox entries. */
@@ -283,7 +217,7 @@ export class LogInstanceStore implements InstanceStore {
 
   /** The instances of partitions this node holds (rows of one given up and not dropped yet are passed by). */
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[] {
-    return this.reads.listIn((partition) => this.owned.has(partition), orgId, machine, afterName, limit);
+    return this.reads.listIn((partition) => this.held.has(partition), orgId, machine, afterName, limit);
   }
 
   async createInstance(head: InstanceHead, history: TransitionRecord[], effects: CommitEffects = {}): Promise<boolean> {
@@ -375,7 +309,7 @@ export class LogInstanceStore implements InstanceStore {
 
   /** This node's part of an index: the entries of the partitions it holds, with their heads. */
   queryIndex(query: IndexQuery): IndexPosition[] {
-    return this.reads.queryIn((partition) => this.owned.has(partition), query);
+    return this.reads.queryIn((partition) => this.held.has(partition), query);
   }
 
   listDueTimers(uptoMs: number, limit: number): DueTimer[] {
@@ -499,7 +433,7 @@ export class LogInstanceStore implements InstanceStore {
       await this.allReady().catch(() => undefined);
       return;
     }
-    const copy = this.owned.get(this.partitionOf(orgId, machine, name));
+    const copy = this.held.get(this.partitionOf(orgId, machine, name));
     if (!copy) return;
     await withinMs(copy.whenReady(), CATCH_UP_MS, () => undefined).catch(() => undefined);
     const last = await this.log.lastSeq(orgId, machine, name).catch(() => 0);
@@ -513,7 +447,7 @@ export class LogInstanceStore implements InstanceStore {
    */
   private async caughtUpStrictly(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): Promise<number> {
     await this.partitionReady(key.orgId, key.machine, key.name);
-    const copy = this.owned.get(this.partitionOf(key.orgId, key.machine, key.name));
+    const copy = this.held.get(this.partitionOf(key.orgId, key.machine, key.name));
     if (!copy) throw new RequestMovedError(`this node does not hold instance ${key.name} of machine ${key.machine} now`);
     let last: number;
     try {
@@ -549,7 +483,7 @@ export class LogInstanceStore implements InstanceStore {
    */
   private async applyOwn(entry: LogEntry, seq: number): Promise<void> {
     const { orgId, machine, name } = instanceOf(entry);
-    const copy = this.owned.get(this.partitionOf(orgId, machine, name));
+    const copy = this.held.get(this.partitionOf(orgId, machine, name));
     // (a write of a request that was under way when this node gave the partition up: it is in the log,
     // and its partition's owner applies it; this node holds none of the partition)
     if (!copy) return;
@@ -669,7 +603,7 @@ export class LogInstanceStore implements InstanceStore {
     if (entry.after === undefined) return true;
     if (position !== undefined) return entry.after === position;
     const { orgId, machine, name } = instanceOf(entry);
-    if (this.owned.get(this.partitionOf(orgId, machine, name))?.followedFromStart && !this.headlessForgotten) return entry.after === 0;
+    if (this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart && !this.headlessForgotten) return entry.after === 0;
     for (let attempt = 0; ; attempt++) {
       try {
         return (await this.log.firstAfter(orgId, machine, name, entry.after)) === seq;
@@ -692,7 +626,7 @@ export class LogInstanceStore implements InstanceStore {
    */
   private countsHere(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): CountsHere {
     return async (seq) => {
-      const copy = this.owned.get(this.partitionOf(key.orgId, key.machine, key.name));
+      const copy = this.held.get(this.partitionOf(key.orgId, key.machine, key.name));
       if (!copy) return undefined;
       await copy.appliedTo(seq, CATCH_UP_MS);
       if (copy.appliedSeq < seq) return undefined;
