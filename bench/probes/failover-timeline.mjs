@@ -7,9 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { StateBackedClient } from '@statebacked/client';
-import { signToken } from '@statebacked/token';
-import { MACHINE_CODE } from '../lib/cart-machine.mjs';
+import { setupMachine } from '../lib/setup-machine.mjs';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const dir = process.env.PROBE_DIR ?? '/tmp/probe-failover';
@@ -25,11 +23,7 @@ try {
   const state = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8'));
   const { adminKey } = JSON.parse(readFileSync(join(dir, 'secrets.json'), 'utf8'));
   const urls = state.nodes.map((node) => node.url);
-  const client = new StateBackedClient(adminKey, { apiHost: urls[0] });
-  await client.machines.create('probe');
-  await client.machineVersions.create('probe', { clientInfo: 'probe', makeCurrent: true, code: MACHINE_CODE });
-  const key = await client.keys.create({ name: 'probe', use: 'production' });
-  const token = await signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: 'probe' }, { expires: { in: '1h' } });
+  const { token } = await setupMachine({ url: urls[0], adminKey, machine: 'probe' });
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   const post = async (url, path, body) => {
     const response = await fetch(`${url}${path}`, {
