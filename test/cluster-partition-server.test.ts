@@ -275,7 +275,9 @@ t.test(
       const untilServed = async (what: string, everyNode: boolean) => {
         const since = Date.now();
         await eventually(
-          () => (!everyNode || nodes.every((_, node) => load.acknowledged({ node, since }) >= 20)) && load.acknowledged({ since }) >= 60,
+          () =>
+            load.ended() ||
+            ((!everyNode || nodes.every((_, node) => load.acknowledged({ node, since }) >= 20)) && load.acknowledged({ since }) >= 60),
           { timeoutMs: 30_000, message: `the load gets events acknowledged ${what}` },
         );
         t.pass(`events acknowledged ${what}${everyNode ? ' through every node' : ''}, within ${Date.now() - since} ms`);

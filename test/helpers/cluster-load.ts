@@ -2,6 +2,7 @@ import { StateBackedClient } from '@statebacked/client';
 import type { Test } from 'tap';
 import { request } from 'undici';
 import { ledgerMachine } from '../fixtures/ledger-machine.js';
+import { eventually } from './eventually.js';
 import { startClusterNodes, startNats } from './nats.js';
 
 /**
@@ -131,6 +132,8 @@ export interface RunningLoad {
    * letting it run a fixed time.
    */
   acknowledged(filter?: { node?: number; since?: number }): number;
+  /** Whether the load has sent all it will (`maxEvents` or `maxMs` reached): a wait for more acknowledgements ends there. */
+  ended(): boolean;
 }
 
 export const startLoad = (options: LoadOptions): RunningLoad => {
@@ -179,6 +182,7 @@ export const startLoad = (options: LoadOptions): RunningLoad => {
   );
   return {
     sent: () => issued,
+    ended: () => issued >= options.maxEvents || Date.now() - startedAt >= options.maxMs,
     acknowledged: ({ node, since } = {}) =>
       events.filter(
         (event) =>
@@ -224,6 +228,20 @@ interface NodeView {
   heads: Map<string, { n: number; last: string | null; state: unknown }>;
 }
 
+/**
+ * A read through `node`, asked again while it answers 503 "retry" (as a client does), for up to 45 s:
+ * after a reset cut, Debian's nats-server 2.9.10 was seen answering "JetStream system temporarily
+ * unavailable" to the healed node for ≈ 30 s, and the node's read barrier asks the log.
+ */
+const readAnswered = (node: ClusterNodeUrl, path: string, token: string, orgId: string) =>
+  eventually(
+    async () => {
+      const answer = await callApi(node.url, 'GET', path, token, { orgId });
+      return answer.status === 503 ? undefined : answer;
+    },
+    { timeoutMs: 45_000, intervalMs: 250, message: `GET ${path} on ${node.url} answered other than 503` },
+  );
+
 const readView = async (node: ClusterNodeUrl, token: string, orgId: string, names: string[]): Promise<NodeView> => {
   const histories = new Map<string, Array<{ type: string; id?: string }>>();
   const heads = new Map<string, { n: number; last: string | null; state: unknown }>();
@@ -231,12 +249,11 @@ const readView = async (node: ClusterNodeUrl, token: string, orgId: string, name
     const history: Array<{ type: string; id?: string }> = [];
     let cursor: string | undefined;
     do {
-      const page = await callApi(
-        node.url,
-        'GET',
+      const page = await readAnswered(
+        node,
         `/machines/${LEDGER}/i/${name}/events${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`,
         token,
-        { orgId },
+        orgId,
       );
       if (page.status !== 200) throw new Error(`history of ${name} on ${node.url}: ${page.status} ${JSON.stringify(page.body)}`);
       for (const record of page.body.transitions as Array<{ event: { type: string; id?: string } }>)
@@ -244,7 +261,7 @@ const readView = async (node: ClusterNodeUrl, token: string, orgId: string, name
       cursor = page.body.cursor;
     } while (cursor);
     histories.set(name, history);
-    const admin = await callApi(node.url, 'GET', `/machines/${LEDGER}/i/${name}/admin`, token, { orgId });
+    const admin = await readAnswered(node, `/machines/${LEDGER}/i/${name}/admin`, token, orgId);
     if (admin.status !== 200) throw new Error(`head of ${name} on ${node.url}: ${admin.status} ${JSON.stringify(admin.body)}`);
     heads.set(name, { n: admin.body.context.n, last: admin.body.context.last, state: admin.body.state });
   }
