@@ -134,11 +134,13 @@ export const composeNode = async (
   const logs = new LogSink(store.logs, logger);
   const fault = faultHook(process.env);
   const { metrics } = deployment;
-  // Machine code runs in a worker process: if it crashes V8, the worker restarts and the node stays up.
+  // Machine code runs in a worker process (unless --sandbox inline): if it crashes V8, the worker restarts
+  // and the node stays up.
   // A call that holds it past the stall limit retires it for a standby worker, and its org is moved to
   // the quarantine worker at once: one org's spinning or thrashing code does not hold up the others.
   const sandboxClient = new SandboxClient({
     role: 'main',
+    inline: config.sandbox === 'inline',
     restartAfterCrash: true,
     nodeArgs: config.sandboxNodeArgs,
     stallMs: config.sandboxStallMs,

@@ -20,6 +20,8 @@ export interface ServeConfig {
   liveActorMemoryMb: number;
   cpuLimitMs: number;
   sandboxStallMs: number;
+  /** Where machine code runs: a worker process of the node's (process), or the node's own process (inline). */
+  sandbox: SandboxMode;
   quarantineReleaseMs: number;
   maxLiveActors: number;
   pureSteps: boolean;
@@ -52,6 +54,7 @@ export interface ServeConfig {
 }
 
 export type LogFormat = 'text' | 'json';
+export type SandboxMode = 'process' | 'inline';
 
 /** Flag name, environment variable, default and help line of each setting: one table, used for parsing and for --help. */
 export const serveSettings = [
@@ -108,6 +111,12 @@ export const serveSettings = [
     help: "memory a machine version's live instances may hold in its isolate (≈ 7 KB each for a small machine); beyond, the least recently used are evicted and reload from their snapshot on demand. The isolate's heap limit is this plus --isolate-memory-mb",
   },
   { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
+  {
+    flag: 'sandbox',
+    env: 'STATEHOLD_SANDBOX',
+    fallback: 'process',
+    help: "where machine code's isolates run: process (a worker process of the node's: a V8 crash in machine code costs a worker restart, and a call that holds it past --sandbox-stall-ms moves its org to the quarantine worker) or inline (the node's own process: no crossing between processes per call, but a V8 crash in machine code takes the node down and a spinning call holds the node until --cpu-limit-ms; for code you trust). Uploads are checked, and quarantined orgs run, in worker processes either way",
+  },
   {
     flag: 'sandbox-stall-ms',
     env: 'STATEHOLD_SANDBOX_STALL_MS',
@@ -276,6 +285,7 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     liveActorMemoryMb: integer('live-actor-memory-mb', 1, 16_384),
     cpuLimitMs: integer('cpu-limit-ms', 10, 600_000),
     sandboxStallMs: integer('sandbox-stall-ms', 0, 600_000),
+    sandbox: sandboxMode(pick('sandbox')),
     quarantineReleaseMs: integer('quarantine-release-ms', 0, 30 * 86_400_000),
     maxLiveActors: integer('max-live-actors', 1, 10_000_000),
     pureSteps: onOff('pure-steps', pick('pure-steps')),
@@ -331,6 +341,11 @@ const adminKey = (text: string | undefined): string | undefined => {
     );
   }
   return text;
+};
+
+const sandboxMode = (text: string | undefined): SandboxMode => {
+  if (text === 'process' || text === 'inline') return text;
+  throw new ConfigError(`--sandbox must be process or inline, not "${text}"`);
 };
 
 const commitLog = (text: string | undefined): CommitLog => {

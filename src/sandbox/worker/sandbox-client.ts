@@ -34,7 +34,7 @@ import {
 } from './protocol.js';
 import { RemoteVersion } from './remote-version.js';
 import type { StallReport } from './stall-watchdog.js';
-import { SandboxCrashedError, WorkerLifecycle, type WorkerLifecycleOptions, type WorkerProcess } from './worker-lifecycle.js';
+import { SandboxCrashedError, WorkerLifecycle, type SandboxWorker, type WorkerLifecycleOptions } from './worker-lifecycle.js';
 
 interface SandboxClientOptions extends WorkerLifecycleOptions {
   onLog: (versionId: string, entry: CapturedLog) => void;
@@ -203,8 +203,7 @@ export class SandboxClient {
     this.outgoing = [];
     const worker = this.workers.worker;
     if (batch.length === 0 || !worker) return;
-    worker.child.send(batch, (error) => {
-      if (!error) return;
+    worker.send(batch, (error) => {
       for (const { id } of batch) {
         const waiting = worker.pending.get(id);
         if (waiting && worker.pending.delete(id)) waiting.reject(new SandboxCrashedError({ reason: error.message, outside: true }));
@@ -230,7 +229,7 @@ export class SandboxClient {
    * Everything else it held is moved (failed with SandboxMovedError, so the runtime runs it again at
    * once, in the next worker); the culprit is left to finish there. Returns the culprit's version.
    */
-  private moveAside(worker: WorkerProcess, report: StallReport): string | undefined {
+  private moveAside(worker: SandboxWorker, report: StallReport): string | undefined {
     const culprit = worker.pending.get(report.stalled);
     // A request names its version; a delivery (a fetch's answer running machine code) only by number.
     const versionId = culprit?.versionId ?? this.loadNumbers.get(report.versionNo);
@@ -253,7 +252,7 @@ export class SandboxClient {
     return versionId;
   }
 
-  private received(worker: WorkerProcess, message: WorkerMessage): void {
+  private received(worker: SandboxWorker, message: WorkerMessage): void {
     switch (message.kind) {
       case 'response': {
         const waiting = worker.pending.get(message.id);

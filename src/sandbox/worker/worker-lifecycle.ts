@@ -14,7 +14,8 @@ import { availableParallelism, setPriority } from 'node:os';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { MachineCodeError, SandboxStalledError } from '../errors.js';
-import { type Batch, REPORT_FD, type WorkerMessage, workerArgs } from './protocol.js';
+import { InlineWorker } from './inline-worker.js';
+import { type Batch, type NodeMessage, REPORT_FD, type WorkerMessage, workerArgs } from './protocol.js';
 import type { StallReport } from './stall-watchdog.js';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./sandbox-worker.js', import.meta.url));
@@ -112,19 +113,25 @@ export interface WorkerLifecycleOptions {
    * and runs only on what the node and the main worker leave of the cores.
    */
   niceness?: number;
+  /**
+   * Run machine code in the node's own process (`--sandbox inline`) instead of a forked worker: no
+   * crossing between processes, but a V8 crash in machine code takes the node down, and there is no
+   * stall watchdog (a call still ends at its CPU limit). For operators who trust the code they run.
+   */
+  inline?: boolean;
 }
 
 /** What the client is told of its workers. */
 interface WorkerEvents {
   /** A message from `worker` (after which a retired worker that holds nothing more is dismissed). */
-  received(worker: WorkerProcess, message: WorkerMessage): void;
+  received(worker: SandboxWorker, message: WorkerMessage): void;
   /** The current worker is no more (it died): what was queued for it and the versions loaded in it go too. */
   forgetWorkerState(): void;
   /**
    * The watchdog retired `worker` for the call of request `report.stalled`: everything else it held
    * moves on, and the worker's state is forgotten. Returns the version whose code held it, if known.
    */
-  retired(worker: WorkerProcess, report: StallReport): string | undefined;
+  retired(worker: SandboxWorker, report: StallReport): string | undefined;
 }
 
 /** A retired worker's nice value: the lowest. */
@@ -148,7 +155,7 @@ const STANDBY_DELAY_MS = 1_000;
 const RETIRED_GRACE_MS = 1_000;
 
 /** A request a worker was given and has not answered. */
-interface Pending {
+export interface Pending {
   resolve: (value: unknown) => void;
   reject: (error: Error) => void;
   versionId: string | undefined;
@@ -158,8 +165,23 @@ interface Pending {
   sentAt: number;
 }
 
+/** Where a SandboxClient's requests run (a forked worker process, or the node itself), and what it has not answered. */
+export interface SandboxWorker {
+  readonly pending: Map<number, Pending>;
+  readonly spawnedAt: number;
+  retired: boolean;
+  /** When a retired worker is killed whatever its culprit is doing. */
+  deadline: NodeJS.Timeout | undefined;
+  readonly alive: boolean;
+  /** Hands over a batch of requests; `onError` when the channel to the worker failed (nothing of it ran). */
+  send(batch: Batch<NodeMessage>, onError: (error: Error) => void): void;
+  kill(): void;
+  /** Ends the worker as a node ends it normally. */
+  close(): Promise<void>;
+}
+
 /** One forked worker process and the requests it was given that it has not answered. */
-export class WorkerProcess {
+export class WorkerProcess implements SandboxWorker {
   readonly pending = new Map<number, Pending>();
   readonly spawnedAt = Date.now();
   retired = false;
@@ -170,6 +192,12 @@ export class WorkerProcess {
 
   get alive(): boolean {
     return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  send(batch: Batch<NodeMessage>, onError: (error: Error) => void): void {
+    this.child.send(batch, (error) => {
+      if (error) onError(error);
+    });
   }
 
   kill(): void {
@@ -192,11 +220,11 @@ export class WorkerProcess {
 /** The workers of one SandboxClient: the current one, its standby, and retired ones finishing their culprit's call. */
 export class WorkerLifecycle {
   /** The worker requests go to. */
-  private current: WorkerProcess | undefined;
+  private current: SandboxWorker | undefined;
   /** Forked and idle, to replace `current` at once (only with a stall limit). */
-  private standby: WorkerProcess | undefined;
+  private standby: SandboxWorker | undefined;
   /** Retired workers still finishing their culprit's call. */
-  private readonly retired = new Set<WorkerProcess>();
+  private readonly retired = new Set<SandboxWorker>();
   private closed = false;
   /** The node is stopping: no worker is started any more. */
   private draining = false;
@@ -211,7 +239,7 @@ export class WorkerLifecycle {
   ) {}
 
   /** The worker requests go to, if one runs. */
-  get worker(): WorkerProcess | undefined {
+  get worker(): SandboxWorker | undefined {
     return this.current;
   }
 
@@ -219,8 +247,9 @@ export class WorkerLifecycle {
     return this.closed;
   }
 
+  /** 0 inline: the watchdog is a thread of a worker process, and retiring one moves its requests to the next. */
   get stallMs(): number {
-    return this.options.stallMs ?? 0;
+    return this.options.inline ? 0 : (this.options.stallMs ?? 0);
   }
 
   /** Makes sure a worker runs: the standby, if one is ready; else a new fork (see SandboxClient.start). */
@@ -243,14 +272,18 @@ export class WorkerLifecycle {
     this.closed = true;
     clearTimeout(this.restartTimer);
     clearTimeout(this.standbyTimer);
-    const workers = [this.current, this.standby, ...this.retired].filter((w): w is WorkerProcess => w !== undefined);
+    const workers = [this.current, this.standby, ...this.retired].filter((w): w is SandboxWorker => w !== undefined);
     this.current = undefined;
     this.standby = undefined;
     this.retired.clear();
     await Promise.all(workers.map((worker) => worker.close()));
   }
 
-  private spawn(): WorkerProcess {
+  private spawn(): SandboxWorker {
+    if (this.options.inline) {
+      const worker: InlineWorker = new InlineWorker((batch) => this.receive(worker, batch));
+      return worker;
+    }
     const stall = this.stallMs > 0;
     const child = fork(WORKER_SCRIPT, workerArgs({ role: this.options.role ?? 'main', stallMs: this.stallMs }), {
       execArgv: ['--no-node-snapshot', ...defaultWorkerNodeArgs(), ...(this.options.nodeArgs ?? [])],
@@ -259,17 +292,19 @@ export class WorkerLifecycle {
     });
     const worker = new WorkerProcess(child);
     if (this.options.niceness) deprioritize(child, this.options.niceness);
-    child.on('message', (batch: Batch<WorkerMessage>) => {
-      for (const message of batch) {
-        this.events.received(worker, message);
-        if (message.kind === 'response' && worker.retired && worker.pending.size === 0) this.dismiss(worker);
-      }
-    });
+    child.on('message', (batch: Batch<WorkerMessage>) => this.receive(worker, batch));
     child.once('exit', (code, signal) => this.lost(worker, lossOf(code, signal)));
     // fork failing (EAGAIN, ENOMEM) or the channel breaking: the same as a crash, without 'exit'.
     child.on('error', (error) => this.lost(worker, { reason: error.message, outside: true }));
     if (stall) readLines(child.stdio[REPORT_FD] as Readable, (line) => this.stalled(worker, JSON.parse(line) as StallReport));
     return worker;
+  }
+
+  private receive(worker: SandboxWorker, batch: Batch<WorkerMessage>): void {
+    for (const message of batch) {
+      this.events.received(worker, message);
+      if (message.kind === 'response' && worker.retired && worker.pending.size === 0) this.dismiss(worker);
+    }
   }
 
   private scheduleStandby(delayMs: number): void {
@@ -282,7 +317,7 @@ export class WorkerLifecycle {
   }
 
   /** A worker is gone (see `lossOf`). */
-  private lost(worker: WorkerProcess, loss: Loss): void {
+  private lost(worker: SandboxWorker, loss: Loss): void {
     worker.kill();
     if (worker === this.standby) {
       this.standby = undefined;
@@ -313,7 +348,7 @@ export class WorkerLifecycle {
   }
 
   /** 0 after a worker that lived long enough; else a delay that doubles with each young death in a row. */
-  private restartDelay(worker: WorkerProcess): number {
+  private restartDelay(worker: SandboxWorker): number {
     this.youngDeaths = Date.now() - worker.spawnedAt < YOUNG_MS ? this.youngDeaths + 1 : 0;
     return this.youngDeaths === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, 250 * 2 ** (this.youngDeaths - 1));
   }
@@ -353,14 +388,14 @@ export class WorkerLifecycle {
     worker.deadline.unref();
   }
 
-  private dismiss(worker: WorkerProcess): void {
+  private dismiss(worker: SandboxWorker): void {
     this.retired.delete(worker);
     worker.kill();
   }
 }
 
 /** Fails every request a worker still holds. */
-const failAll = (worker: WorkerProcess, error: () => Error): void => {
+const failAll = (worker: SandboxWorker, error: () => Error): void => {
   for (const { reject } of worker.pending.values()) reject(error());
   worker.pending.clear();
 };
