@@ -185,7 +185,7 @@ export const loadConfig = () => {
       capS,
     },
   };
-  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances,cluster,indexes')
+  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances,cluster,indexes,yardstick')
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
