@@ -19,6 +19,7 @@ import { instancesFailed, runInstances } from './lib/instances.mjs';
 import { realtimeFailed, runRealtime } from './lib/realtime.mjs';
 import { clusterFailed, runCluster } from './lib/cluster.mjs';
 import { indexesFailed, runIndexes } from './lib/indexes.mjs';
+import { runYardstick, yardstickFailed } from './lib/yardstick.mjs';
 
 const benchDir = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = resolve(benchDir, '..');
@@ -158,6 +159,15 @@ const main = async () => {
       );
       continue;
     }
+    if (scenario.kind === 'yardstick') {
+      report.scenarios.push(
+        await runYardstick(scenario, config, { startServer, repoRoot, log }).catch((err) => ({
+          scenario,
+          error: String(err?.stack ?? err),
+        })),
+      );
+      continue;
+    }
     report.scenarios.push(await runScenario(scenario, config));
   }
   report.wallS = (Date.now() - t0) / 1000;
@@ -170,6 +180,7 @@ const main = async () => {
     realtime: realtimeFailed,
     cluster: clusterFailed,
     indexes: indexesFailed,
+    yardstick: yardstickFailed,
   };
   const failed = report.scenarios.filter(
     (r) => r.error || (failedKind[r.scenario.kind] ?? ((x) => !x.verify?.ok || x.stateMismatches > 0))(r),

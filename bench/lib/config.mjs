@@ -1,5 +1,10 @@
 // Benchmark knobs, read from the environment, and the scenario definitions built from them.
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CYCLE } from './cart-machine.mjs';
+import { parseArms } from './yardstick.mjs';
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
 const int = (name, fallback, min = 1) => {
   const raw = process.env[name];
@@ -154,8 +159,33 @@ export const loadConfig = () => {
       queryCreateCapS: int('BENCH_IDX_CREATE_CAP_S', 600),
       capS,
     },
+    // Statehold against the yardstick (../shared/yardstick: fastify + xstate 5 + a PostgreSQL UPSERT per
+    // event) in the same run: the same counter, the same closed loops at C=64 and C=1, R rounds alternated
+    // (bench/lib/yardstick.mjs).
+    yardstick: {
+      id: 'yardstick',
+      kind: 'yardstick',
+      dir: resolve(process.env.BENCH_YARDSTICK_DIR || resolve(repoRoot, '../shared/yardstick')),
+      // where start.sh keeps PostgreSQL's data and the service (its own default)
+      stateDir: process.env.YARDSTICK_DIR || '/tmp/statehold-yardstick',
+      arms: parseArms(process.env.BENCH_YARDSTICK_STATEHOLD || 'statehold='),
+      instances: int('BENCH_YARDSTICK_INSTANCES', 1000),
+      concurrency: int('BENCH_YARDSTICK_CONCURRENCY', 64),
+      events: int('BENCH_YARDSTICK_EVENTS', 20000),
+      c1Events: int('BENCH_YARDSTICK_C1_EVENTS', 3000),
+      warmupEvents: int('BENCH_YARDSTICK_WARMUP_EVENTS', int('BENCH_YARDSTICK_INSTANCES', 1000) * 3, 0),
+      rounds: int('BENCH_YARDSTICK_ROUNDS', 2),
+      // the major version of xstate bundled into Statehold's counter (the yardstick runs xstate 5)
+      xstate: (() => {
+        const major = int('BENCH_YARDSTICK_XSTATE', 5);
+        if (major !== 4 && major !== 5) throw new Error(`BENCH_YARDSTICK_XSTATE takes 4 or 5, got ${major}`);
+        return major;
+      })(),
+      stopPostgres: flag('BENCH_YARDSTICK_STOP_PG'),
+      capS,
+    },
   };
-  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances,cluster,indexes')
+  const wanted = (process.env.BENCH_SCENARIOS || 'c64,c1,open,neighbours,realtime,instances,cluster,indexes,yardstick')
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
@@ -163,7 +193,7 @@ export const loadConfig = () => {
     if (!all[id]) throw new Error(`unknown scenario ${id} in BENCH_SCENARIOS (known: ${Object.keys(all).join(', ')})`);
   for (const id of wanted) {
     const s = all[id];
-    if ((s.kind === 'closed' || s.kind === 'cluster' || s.kind === 'indexes') && s.instances < s.concurrency) {
+    if (['closed', 'cluster', 'indexes', 'yardstick'].includes(s.kind) && s.instances < s.concurrency) {
       throw new Error(
         `${id}: BENCH_INSTANCES (${s.instances}) must be >= concurrency (${s.concurrency}) so that each worker owns its instances`,
       );

@@ -7,6 +7,7 @@ import { instancesMarkdown } from './instances.mjs';
 import { realtimeMarkdown } from './realtime.mjs';
 import { clusterMarkdown } from './cluster.mjs';
 import { indexesMarkdown } from './indexes.mjs';
+import { yardstickMarkdown } from './yardstick.mjs';
 import { failureText, int } from './markdown-format.mjs';
 
 const fmt = (x, digits = 2) => (x === null || x === undefined ? '–' : typeof x === 'number' ? x.toFixed(digits) : String(x));
@@ -38,7 +39,7 @@ export const renderMarkdown = (report) => {
     '|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---|',
   ];
   for (const r of scenarios) {
-    if (['neighbours', 'instances', 'realtime', 'cluster', 'indexes'].includes(r.scenario.kind)) continue;
+    if (['neighbours', 'instances', 'realtime', 'cluster', 'indexes', 'yardstick'].includes(r.scenario.kind)) continue;
     const m = r.measure ?? {};
     const l = m.latencyMs ?? {};
     const s = r.server ?? {};
@@ -103,6 +104,7 @@ export const renderMarkdown = (report) => {
   for (const r of scenarios) if (r.scenario.kind === 'realtime') lines.push(...realtimeMarkdown(r, fmt));
   for (const r of scenarios) if (r.scenario.kind === 'cluster') lines.push(...clusterMarkdown(r, fmt));
   for (const r of scenarios) if (r.scenario.kind === 'indexes') lines.push(...indexesMarkdown(r, fmt));
+  for (const r of scenarios) if (r.scenario.kind === 'yardstick') lines.push(...yardstickMarkdown(r, fmt));
   const creates = scenarios.filter((r) => r.create);
   if (creates.length) {
     lines.push(
