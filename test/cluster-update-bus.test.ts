@@ -35,7 +35,16 @@ t.test("an owner's news reach its own listeners at once and other nodes' in comm
   owner.listen('org_a', 'm', 'i', (news) => news.kind === 'update' && local.push(news.seq));
   const stop = other.listen('org_a', 'm', 'i', (news) => news.kind === 'update' && remote.push(news.seq));
   other.listen('org_a', 'm', 'j', (news) => elsewhere.push(news.kind));
+  // Interest crosses the cluster's routes in the order it was made: once the probe's (made last) reaches
+  // the owner's server, so did the others, and nothing published after is dropped for want of a listener.
+  let probed = false;
+  other.listen('org_a', 'm', 'probe', () => (probed = true));
   await two.flush();
+  for (let i = 0; i < 500 && !probed; i++) {
+    owner.publish(update(1, 'probe'));
+    await sleep(20);
+  }
+  t.ok(probed, "the other node's interest reached the owner's server");
   for (let seq = 1; seq <= 500; seq++) owner.publish(update(seq));
   t.same(
     local,
