@@ -152,7 +152,8 @@ export const composeNode = async (
     },
     onAnswered: metrics.sandboxCallTimer('main'),
     onStall: (stall) => {
-      metrics.workerRestarted('main', 'stall');
+      // (inline, nothing restarts: the call ran on the node's thread and is over)
+      if (config.sandbox !== 'inline') metrics.workerRestarted('main', 'stall');
       const moved = stall.versionId === undefined ? undefined : sandboxes.quarantineVersion(stall.versionId, 'stall');
       const org = moved?.orgId === undefined ? '' : `, and so does every version of org ${moved.orgId}`;
       const until =
@@ -160,7 +161,7 @@ export const composeNode = async (
           ? ` until it holds no worker for ${config.quarantineReleaseMs} ms (--quarantine-release-ms)`
           : ' from now on';
       logger.warn(
-        `${stallText(stall, config.sandboxStallMs, 'sandbox worker')}${moved ? `; it runs in the quarantine worker${until}${org}` : ''}`,
+        `${config.sandbox === 'inline' ? inlineStallText(stall, config.sandboxStallMs) : stallText(stall, config.sandboxStallMs, 'sandbox worker')}${moved ? `; it runs in the quarantine worker${until}${org}` : ''}`,
       );
     },
     onLiveHeap: (report) => runtime.relieveLiveHeap(report),
@@ -415,6 +416,10 @@ const registerNodeMetrics = (
 /** The log line of a stall (sandbox-client.ts). */
 const stallText = ({ versionId, heldMs, cpuMs }: Stall, stallMs: number, worker: string): string =>
   `${versionId === undefined ? 'a call' : `machine version ${versionId}`} held the ${worker} for ${heldMs} ms${cpuMs === undefined ? '' : ` (${cpuMs} ms of CPU seen)`} (--sandbox-stall-ms ${stallMs}): the other requests moved to a fresh worker`;
+
+/** The same for a call that ran in the node's own process (--sandbox inline): nothing was moved, as nothing waited in a worker. */
+const inlineStallText = ({ versionId, heldMs, cpuMs }: Stall, stallMs: number): string =>
+  `${versionId === undefined ? 'a call' : `machine version ${versionId}`} held the node's main thread for ${heldMs} ms (${cpuMs ?? heldMs} ms of CPU; --sandbox inline, --sandbox-stall-ms ${stallMs})`;
 
 /**
  * The quarantine worker's CPU priority (nice 19, the lowest): the code there has held or crashed a

@@ -4,11 +4,19 @@
  * processes of every call (a write, a read and a wake-up each way, with V8 serialization of the batch).
  * What it gives up: a V8 crash in machine code (one huge allocation past what isolated-vm catches)
  * takes the node down, and a call that holds the thread holds the node's event loop (HTTP included)
- * until its CPU limit ends it, with no watchdog to move its org aside.
+ * until it returns or its CPU limit ends it: no watchdog can move the other requests on meanwhile.
+ * Such a call is still noticed once it returned (`stallMs` of its isolate's CPU time), and its org is
+ * moved aside as the watchdog's would be (onStall: to the quarantine worker, a process).
  */
 import type { Batch, NodeMessage, WorkerMessage } from './protocol.js';
-import { SandboxHost } from './sandbox-host.js';
-import type { Pending, SandboxWorker } from './worker-lifecycle.js';
+import { SandboxHost, type SlowCall } from './sandbox-host.js';
+import type { Pending, SandboxWorker, Stall } from './worker-lifecycle.js';
+
+export interface InlineOptions {
+  /** A call into machine code that takes this much CPU time is reported to onStall (0: never). */
+  stallMs: number;
+  onStall: (stall: Stall) => void;
+}
 
 export class InlineWorker implements SandboxWorker {
   readonly pending = new Map<number, Pending>();
@@ -19,17 +27,32 @@ export class InlineWorker implements SandboxWorker {
   /** What the host said, handed to the client together once the batch (or the callback that said it) is done. */
   private outgoing: WorkerMessage[] = [];
   private flushScheduled = false;
-  private readonly host = new SandboxHost({
-    post: (message) => {
-      this.outgoing.push(message);
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(this.flush);
-      }
-    },
-  });
+  /** Calls that held the thread, reported after the batch they were in (the pool then moves their org). */
+  private slow: SlowCall[] = [];
+  private readonly host: SandboxHost;
 
-  constructor(private readonly deliver: (batch: Batch<WorkerMessage>) => void) {}
+  constructor(
+    private readonly deliver: (batch: Batch<WorkerMessage>) => void,
+    private readonly options: InlineOptions,
+  ) {
+    this.host = new SandboxHost({
+      post: (message) => {
+        this.outgoing.push(message);
+        this.scheduleFlush();
+      },
+      ...(options.stallMs > 0
+        ? {
+            slowCalls: {
+              stallMs: options.stallMs,
+              onSlow: (slow: SlowCall) => {
+                this.slow.push(slow);
+                this.scheduleFlush();
+              },
+            },
+          }
+        : {}),
+    });
+  }
 
   get alive(): boolean {
     return this.open;
@@ -53,11 +76,25 @@ export class InlineWorker implements SandboxWorker {
     return Promise.resolve();
   }
 
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flush);
+  }
+
   private readonly flush = (): void => {
     this.flushScheduled = false;
-    if (this.outgoing.length === 0 || !this.open) return;
-    const batch = this.outgoing;
-    this.outgoing = [];
-    this.deliver(batch);
+    if (!this.open) return;
+    if (this.outgoing.length > 0) {
+      const batch = this.outgoing;
+      this.outgoing = [];
+      this.deliver(batch);
+    }
+    // After the answers: the call's own result stands (it returned within its CPU limit, or failed at it).
+    if (this.slow.length > 0) {
+      const slow = this.slow;
+      this.slow = [];
+      for (const { versionId, heldMs, cpuMs } of slow) this.options.onStall({ versionId, heldMs, cpuMs });
+    }
   };
 }

@@ -47,6 +47,19 @@ export interface SandboxHostOptions {
   post: (message: WorkerMessage) => void;
   /** Shared with a stall watchdog (call-slot.ts), when there is one: each call into machine code is marked in it. */
   slot?: CallSlot;
+  /**
+   * Without a watchdog (inline: no thread can interrupt the thread that runs machine code and move the
+   * other requests on), each call into machine code is timed here instead: one that took `stallMs` of
+   * the isolate's CPU time is reported once it returned, so that its org can be moved aside.
+   */
+  slowCalls?: { stallMs: number; onSlow: (slow: SlowCall) => void };
+}
+
+/** A call into machine code that held the thread it ran on (see SandboxHostOptions.slowCalls). */
+export interface SlowCall {
+  versionId: string;
+  heldMs: number;
+  cpuMs: number;
 }
 
 export class SandboxHost {
@@ -59,10 +72,12 @@ export class SandboxHost {
   private readonly unloads = new Map<string, number>();
   private readonly post: (message: WorkerMessage) => void;
   private readonly slot: CallSlot | undefined;
+  private readonly slowCalls: SandboxHostOptions['slowCalls'];
 
   constructor(options: SandboxHostOptions) {
     this.post = options.post;
     this.slot = options.slot;
+    this.slowCalls = options.slowCalls;
   }
 
   /** Runs one message of the node's; what it answers (now, or later for an asynchronous call) goes to `post`. */
@@ -76,7 +91,7 @@ export class SandboxHost {
     let value: unknown;
     try {
       value =
-        this.slot && TIMED_OPS.has(request.op) && 'versionId' in request
+        (this.slot || this.slowCalls) && TIMED_OPS.has(request.op) && 'versionId' in request
           ? this.timed(id, request.versionId, () => this.handle(request, id))
           : this.handle(request, id);
     } catch (error) {
@@ -104,12 +119,30 @@ export class SandboxHost {
   /** Runs a call into machine code on behalf of request `id` (or DELIVERY), timed by the watchdog. */
   private timed<T>(id: number, versionId: string, run: () => T): T {
     const slot = this.slot;
-    if (!slot) return run();
+    if (!slot) return this.slowCalls ? this.timedHere(versionId, run, this.slowCalls) : run();
     slot.begin(id, this.versionNumbers.get(versionId) ?? 0);
     try {
       return run();
     } finally {
       slot.end();
+    }
+  }
+
+  /** A call timed by the thread that makes it (no watchdog): by the clock first, then by its isolate's CPU time. */
+  private timedHere<T>(versionId: string, run: () => T, { stallMs, onSlow }: { stallMs: number; onSlow: (slow: SlowCall) => void }): T {
+    const isolate = this.isolates.get(versionId);
+    const startedAt = performance.now();
+    const cpuBefore = isolate?.cpuTimeNs();
+    try {
+      return run();
+    } finally {
+      const heldMs = performance.now() - startedAt;
+      // (CPU time, not the clock: on a busy host a call can wait for a core far longer than it runs)
+      const cpuAfter = heldMs >= stallMs ? isolate?.cpuTimeNs() : undefined;
+      if (cpuBefore !== undefined && cpuAfter !== undefined) {
+        const cpuMs = Number(cpuAfter - cpuBefore) / 1e6;
+        if (cpuMs >= stallMs) onSlow({ versionId, heldMs: Math.round(heldMs), cpuMs: Math.round(cpuMs) });
+      }
     }
   }
 

@@ -116,7 +116,8 @@ export interface WorkerLifecycleOptions {
   /**
    * Run machine code in the node's own process (`--sandbox inline`) instead of a forked worker: no
    * crossing between processes, but a V8 crash in machine code takes the node down, and there is no
-   * stall watchdog (a call still ends at its CPU limit). For operators who trust the code they run.
+   * stall watchdog (a call still ends at its CPU limit; one that took `stallMs` of CPU is reported to
+   * onStall once it returned). For operators who trust the code they run.
    */
   inline?: boolean;
 }
@@ -281,7 +282,10 @@ export class WorkerLifecycle {
 
   private spawn(): SandboxWorker {
     if (this.options.inline) {
-      const worker: InlineWorker = new InlineWorker((batch) => this.receive(worker, batch));
+      const worker: InlineWorker = new InlineWorker((batch) => this.receive(worker, batch), {
+        stallMs: this.options.stallMs ?? 0,
+        onStall: (stall) => this.options.onStall?.(stall),
+      });
       return worker;
     }
     const stall = this.stallMs > 0;
