@@ -115,7 +115,7 @@ export const serveSettings = [
     flag: 'sandbox',
     env: 'STATEHOLD_SANDBOX',
     fallback: 'process',
-    help: "where machine code's isolates run: process (a worker process of the node's: a V8 crash in machine code costs a worker restart, and a call that holds it past --sandbox-stall-ms moves its org to the quarantine worker) or inline (the node's own process: no crossing between processes per call, but a V8 crash in machine code takes the node down and a spinning call holds the node until --cpu-limit-ms; for code you trust). Uploads are checked, and quarantined orgs run, in worker processes either way",
+    help: "where machine code's isolates run: process (a worker process of the node's: a V8 crash in machine code costs a worker restart, and a call that holds it past --sandbox-stall-ms moves its org to the quarantine worker) or inline (the node's own process: no crossing between processes per call, but a V8 crash in machine code takes the node down and a spinning call holds the node until it returns or --cpu-limit-ms ends it, and only then is its org moved aside; for code you trust). Uploads are checked, and quarantined orgs run, in worker processes either way",
   },
   {
     flag: 'sandbox-stall-ms',
