@@ -49,6 +49,12 @@ t.test('events, reads and timers work, and no main sandbox worker process runs',
     { message: 'the delayed event fired' },
   );
   t.same(workerPids(node, 'main'), [], "the node forked no main sandbox worker: machine code runs in the node's process");
+  const stats = await call(node.url, 'GET', '/stats', { token });
+  t.match(
+    stats.body,
+    { sandboxWorkers: { main: { inNodeProcess: true } } },
+    "GET /stats says the main sandbox's isolates are in the node's process",
+  );
 });
 
 t.test('a gradual memory bomb fails its call with a 400 and costs only its isolate', async (t) => {

@@ -36,6 +36,7 @@ export class InlineWorker implements SandboxWorker {
     private readonly options: InlineOptions,
   ) {
     this.host = new SandboxHost({
+      inNodeProcess: true,
       post: (message) => {
         this.outgoing.push(message);
         this.scheduleFlush();

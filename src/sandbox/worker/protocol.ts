@@ -76,7 +76,9 @@ export type SandboxRequest =
 export type RequestOf<Op extends SandboxRequest['op']> = Extract<SandboxRequest, { op: Op }>;
 
 export interface WorkerStats {
+  /** The RSS of the process the isolates run in: the node's own with `--sandbox inline` (then `inNodeProcess`). */
   rssBytes: number;
+  inNodeProcess?: true;
   isolates: { versionId: string; heapUsedBytes: number; resting: number; interpreters: number }[];
 }
 

@@ -53,6 +53,8 @@ export interface SandboxHostOptions {
    * the isolate's CPU time is reported once it returned, so that its org can be moved aside.
    */
   slowCalls?: { stallMs: number; onSlow: (slow: SlowCall) => void };
+  /** The host runs in the node's own process (inline): its stats say so, as their RSS is the node's. */
+  inNodeProcess?: boolean;
 }
 
 /** A call into machine code that held the thread it ran on (see SandboxHostOptions.slowCalls). */
@@ -73,8 +75,10 @@ export class SandboxHost {
   private readonly post: (message: WorkerMessage) => void;
   private readonly slot: CallSlot | undefined;
   private readonly slowCalls: SandboxHostOptions['slowCalls'];
+  private readonly inNodeProcess: boolean;
 
   constructor(options: SandboxHostOptions) {
+    this.inNodeProcess = options.inNodeProcess === true;
     this.post = options.post;
     this.slot = options.slot;
     this.slowCalls = options.slowCalls;
@@ -275,6 +279,7 @@ export class SandboxHost {
   private stats(): WorkerStats {
     return {
       rssBytes: process.memoryUsage.rss(),
+      ...(this.inNodeProcess ? { inNodeProcess: true as const } : {}),
       isolates: [...this.isolates]
         .filter(([, isolate]) => isolate.healthy)
         .map(([versionId, isolate]) => ({ versionId, heapUsedBytes: isolate.heapUsedBytes(), ...isolate.census() })),
