@@ -6,12 +6,12 @@
 // /proc, and what GET /stats says of the isolate heap and live actors) is read as each phase ends. A
 // sample of instances is checked at the end: each one's count equals the events acknowledged for it.
 import { writeFileSync } from 'node:fs';
-import { build } from 'esbuild';
 import { signToken } from '@statebacked/token';
 import { StateBackedClient } from '@statebacked/client';
 import { authHeaders, makePool, outcomeKey, request } from './http.mjs';
 import { timingsOf } from './closed-loop.mjs';
 import { startSampler } from './proc-sampler.mjs';
+import { bundleAsSmply } from './smply-bundle.mjs';
 import { summarize } from './stats.mjs';
 import { failureText, int } from './markdown-format.mjs';
 
@@ -32,18 +32,7 @@ const MACHINE = 'counter';
  */
 export const counterCode = async (bundle, repoRoot) => {
   if (bundle === 'service') return COUNTER;
-  const out = await build({
-    stdin: { contents: COUNTER.replace(/'npm:xstate'/, "'xstate'"), resolveDir: repoRoot, loader: 'js' },
-    bundle: true,
-    platform: 'browser',
-    format: 'esm',
-    minify: true,
-    keepNames: true,
-    legalComments: 'none',
-    write: false,
-    logLevel: 'silent',
-  });
-  return out.outputFiles[0].text;
+  return bundleAsSmply(COUNTER.replace(/'npm:xstate'/, "'xstate'"), repoRoot);
 };
 const SAMPLE_CHECKED = 200;
 

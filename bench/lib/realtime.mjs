@@ -7,7 +7,6 @@
 // also gives every update's delivery delay: from the moment the sender had the event's HTTP answer to
 // the moment each subscriber of its instance received the update with the same `ts`, both read from
 // CLOCK_MONOTONIC (process.hrtime, one clock for every process on the host).
-import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { signToken } from '@statebacked/token';
 import { StateBackedClient } from '@statebacked/client';
@@ -16,6 +15,7 @@ import { runOpenLoop } from './open-loop.mjs';
 import { startSampler } from './proc-sampler.mjs';
 import { round, summarize } from './stats.mjs';
 import { int } from './markdown-format.mjs';
+import { startForked } from './forked-driver.mjs';
 
 export const RT_MACHINE = 'rt-counter';
 
@@ -93,48 +93,9 @@ export const deliveryFigures = ({ sent, receipts, perInstance, wallS }) => {
   };
 };
 
-/** One forked subscriber process, driven by request/answer messages; every call is bounded in time. */
+/** One forked subscriber process (realtime-subscribers.mjs). */
 const startSubscribers = ({ params, log }) =>
-  new Promise((resolve, reject) => {
-    const child = fork(SUBSCRIBERS_SCRIPT, [JSON.stringify(params)], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      execArgv: [],
-      serialization: 'advanced',
-    });
-    const pending = new Map();
-    let nextId = 1;
-    let exited = false;
-    child.on('exit', (code, signal) => {
-      exited = true;
-      for (const { reject: fail } of pending.values()) fail(new Error(`subscriber process exited (code ${code}, signal ${signal})`));
-      pending.clear();
-      reject(new Error(`subscriber process exited at start (code ${code}, signal ${signal})`));
-    });
-    child.on('message', (message) => {
-      if (message.ready) {
-        resolve({ pid: child.pid, call, kill: () => !exited && child.kill('SIGKILL'), stop: () => !exited && child.disconnect() });
-        return;
-      }
-      const waiting = pending.get(message.id);
-      if (!waiting) return;
-      pending.delete(message.id);
-      clearTimeout(waiting.timer);
-      if (message.error) waiting.reject(new Error(message.error));
-      else waiting.resolve(message.result);
-    });
-    const call = (op, args = {}, timeoutMs = 60_000) =>
-      new Promise((ok, fail) => {
-        if (exited) return fail(new Error('subscriber process is gone'));
-        const id = nextId++;
-        const timer = setTimeout(() => {
-          pending.delete(id);
-          log(`subscriber process ${child.pid}: ${op} took more than ${timeoutMs} ms`);
-          fail(new Error(`subscriber ${op} timed out after ${timeoutMs} ms`));
-        }, timeoutMs);
-        pending.set(id, { resolve: ok, reject: fail, timer });
-        child.send({ id, op, args });
-      });
-  });
+  startForked({ script: SUBSCRIBERS_SCRIPT, params, name: 'subscriber process', log, serialization: 'advanced' });
 
 const mb = (bytes) => (typeof bytes === 'number' ? Number((bytes / 1024 / 1024).toFixed(1)) : null);
 
@@ -339,7 +300,7 @@ export const runRealtime = async (scenario, config, { startServer, repoRoot, log
   } finally {
     clearTimeout(watchdog);
     if (timedOut) out.error = `${out.error ? out.error + '; ' : ''}stopped by the ${budgetS} s watchdog`;
-    for (const c of children) c.stop();
+    await Promise.all(children.map((c) => c.stop()));
     await pool.close().catch(() => {});
     await adminPool.close().catch(() => {});
     const stopped = await server.stop({ keepData: config.keepData });

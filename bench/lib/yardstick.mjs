@@ -8,17 +8,18 @@
 // per acknowledged event of every process on each side (from /proc), and the issue's aims (printed,
 // not asserted). Every counter is read back at the end of each target's round: its count must be the
 // sum of its acknowledged INCs.
-import { fork, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 import { StateBackedClient } from '@statebacked/client';
 import { signToken } from '@statebacked/token';
 import { family, startSampler } from './proc-sampler.mjs';
+import { bundleAsSmply } from './smply-bundle.mjs';
+import { startForked } from './forked-driver.mjs';
 import { failureText, int } from './markdown-format.mjs';
 
 const LOAD_SCRIPT = fileURLToPath(new URL('./yardstick-load.mjs', import.meta.url));
@@ -62,25 +63,13 @@ export const allowWrite = () => true;`,
 };
 
 /** The counter bundled with xstate inside, as smply 0.1.18 builds an upload (esbuild, the same options). */
-export const yardstickCounterCode = async (xstateMajor, repoRoot) => {
-  const require = createRequire(join(repoRoot, 'package.json'));
-  const out = await build({
-    stdin: { contents: COUNTER_SOURCES[xstateMajor], resolveDir: repoRoot, loader: 'js' },
-    bundle: true,
-    platform: 'browser',
-    format: 'esm',
-    minify: true,
-    keepNames: true,
-    legalComments: 'none',
-    define: { 'process.env.NODE_ENV': '"production"' },
-    drop: ['debugger'],
+export const yardstickCounterCode = (xstateMajor, repoRoot) =>
+  bundleAsSmply(
+    COUNTER_SOURCES[xstateMajor],
+    repoRoot,
     // the repository has xstate 4 as `xstate` and xstate 5 as `xstate5`
-    alias: xstateMajor === 5 ? { xstate: dirname(require.resolve('xstate5/package.json')) } : {},
-    write: false,
-    logLevel: 'silent',
-  });
-  return out.outputFiles[0].text;
-};
+    xstateMajor === 5 ? { xstate: dirname(createRequire(join(repoRoot, 'package.json')).resolve('xstate5/package.json')) } : {},
+  );
 
 /**
  * BENCH_YARDSTICK_STATEHOLD: `;`-separated arms, each `label[@repoRoot]=extra server args` (args split on
@@ -315,54 +304,8 @@ const stopYardstick = async (service, { dir, stateDir, all }) => {
   return notes;
 };
 
-/** One forked load process, driven by request/answer messages; every call bounded in time. */
-const startLoad = (params, log) =>
-  new Promise((resolveLoad, reject) => {
-    const child = fork(LOAD_SCRIPT, [JSON.stringify(params)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
-    const pending = new Map();
-    let nextId = 1;
-    let exited = false;
-    child.on('exit', (code, signal) => {
-      exited = true;
-      for (const { reject: fail } of pending.values()) fail(new Error(`load process exited (code ${code}, signal ${signal})`));
-      pending.clear();
-      reject(new Error(`load process exited at start (code ${code}, signal ${signal})`));
-    });
-    const call = (op, args, timeoutMs) =>
-      new Promise((ok, fail) => {
-        if (exited) return fail(new Error('the load process is gone'));
-        const id = nextId++;
-        const timer = setTimeout(() => {
-          pending.delete(id);
-          log(`yardstick: load process ${child.pid}: ${op} took more than ${timeoutMs} ms, killing it`);
-          child.kill('SIGKILL');
-          fail(new Error(`load ${op} timed out after ${timeoutMs} ms`));
-        }, timeoutMs);
-        pending.set(id, { resolve: ok, reject: fail, timer });
-        child.send({ id, op, args });
-      });
-    child.on('message', (message) => {
-      if (message.ready) {
-        resolveLoad({
-          pid: child.pid,
-          call,
-          stop: async () => {
-            if (exited) return;
-            child.disconnect();
-            for (let i = 0; i < 50 && !exited; i++) await sleep(100);
-            if (!exited) child.kill('SIGKILL');
-          },
-        });
-        return;
-      }
-      const waiting = pending.get(message.id);
-      if (!waiting) return;
-      pending.delete(message.id);
-      clearTimeout(waiting.timer);
-      if (message.error) waiting.reject(new Error(message.error));
-      else waiting.resolve(message.result);
-    });
-  });
+/** One forked load process (yardstick-load.mjs); a call that overruns kills it. */
+const startLoad = (params, log) => startForked({ script: LOAD_SCRIPT, params, name: 'yardstick load process', log, killOnTimeout: true });
 
 const allOk = (counts) => Object.keys(counts ?? {}).every((key) => key === '200');
 
