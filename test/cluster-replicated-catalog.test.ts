@@ -160,3 +160,23 @@ t.test(
     );
   },
 );
+
+t.test("a node's key ring stops finding a key deleted through another node, once the deletion is applied", { skip }, async (t) => {
+  const { SecretSealer } = await import('../src/auth/secret-sealer.js');
+  const { KeyRing } = await import('../src/auth/key-ring.js');
+  const { a, b } = await twoNodes(t);
+  const sealer = new SecretSealer(Buffer.alloc(32, 7));
+  const createdAt = new Date().toISOString();
+  await a.catalog.createOrg({ id: 'org_1', name: 'one', createdAt, allowAnonymousAccess: false });
+  const sealedSecret = sealer.seal('the-secret', 'sbk_ring');
+  await a.catalog.putKey({ id: 'sbk_ring', orgId: 'org_1', name: 'k', scopes: ['state.read'], createdAt, sealedSecret });
+  const ring = new KeyRing(a.catalog, sealer);
+  const found = ring.find('sbk_ring');
+  t.equal(found?.secret.toString('utf8'), 'the-secret');
+  t.equal(ring.find('sbk_ring'), found, 'found again from its cache while no key was written');
+  const generation = a.catalog.keysGeneration;
+  t.equal(await b.catalog.deleteKey('org_1', 'sbk_ring'), true);
+  await a.log.catchUp();
+  t.ok(a.catalog.keysGeneration > generation, "applying the deletion on a moved a's key generation on");
+  t.equal(ring.find('sbk_ring'), undefined, 'the ring on a no longer finds the key, without being told to forget it');
+});

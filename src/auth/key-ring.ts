@@ -11,12 +11,14 @@ interface SigningKey {
 
 /**
  * Signing keys by id, with their secrets unsealed once and kept in memory. A deleted key stops
- * working at once: every lookup also asks the catalog whether the key still exists (one local read),
- * because in a cluster a key deleted through another node leaves this node's catalog as the META log
- * applies it, without passing through this node's keys route (which calls `forget`).
+ * working at once: a cached key is used only while the catalog's keysGeneration is the one it was
+ * read at, and read again after any write of keys, whether it went through this node's keys route
+ * (which also calls `forget`) or, in a cluster, was applied from the META log. (Reading the key's
+ * record from LMDB on every request instead cost ≈ 4–5 % of the main thread at 64 requests in flight:
+ * an LMDB read and a msgpack decode per request.)
  */
 export class KeyRing {
-  private readonly cache = new Map<string, SigningKey>();
+  private readonly cache = new Map<string, { key: SigningKey; generation: number }>();
 
   constructor(
     private readonly catalog: Catalog,
@@ -24,20 +26,25 @@ export class KeyRing {
   ) {}
 
   find(keyId: string): SigningKey | undefined {
+    const generation = this.catalog.keysGeneration;
+    const cached = this.cache.get(keyId);
+    if (cached && cached.generation === generation) return cached.key;
     const record = this.catalog.getKey(keyId);
     if (!record) {
       this.cache.delete(keyId);
       return undefined;
     }
-    const cached = this.cache.get(keyId);
-    if (cached) return cached;
+    if (cached && cached.key.orgId === record.orgId) {
+      cached.generation = generation;
+      return cached.key;
+    }
     const key: SigningKey = {
       id: record.id,
       orgId: record.orgId,
       scopes: new Set(record.scopes),
       secret: Buffer.from(this.sealer.open(record.sealedSecret, record.id), 'utf8'),
     };
-    this.cache.set(keyId, key);
+    this.cache.set(keyId, { key, generation });
     return key;
   }
 

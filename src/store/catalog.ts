@@ -48,6 +48,12 @@ export interface Catalog {
 
   putKey(key: KeyRecord): Promise<void>;
   getKey(keyId: string): KeyRecord | undefined;
+  /**
+   * Changes once a write of keys (a key put or deleted, anonymous access set up or removed) committed
+   * here, whether made through this node or applied from a cluster's log: a key read while it holds is
+   * still what the catalog holds (KeyRing's cache).
+   */
+  readonly keysGeneration: number;
   /** Keys of one org ordered by id, starting after `afterId`. */
   listKeys(orgId: string, afterId: string | undefined, limit: number): KeyRecord[];
   /** false when the key does not exist in that org. */

@@ -98,6 +98,10 @@ export class ReplicatedCatalog implements Catalog {
     return this.local.getKey(keyId);
   }
 
+  get keysGeneration(): number {
+    return this.local.keysGeneration;
+  }
+
   listKeys(orgId: string, afterId: string | undefined, limit: number): KeyRecord[] {
     return this.local.listKeys(orgId, afterId, limit);
   }

@@ -38,6 +38,8 @@ export class LmdbCatalog implements Catalog {
   private readonly meta: Database<unknown, string>;
   private readonly idps: Database<IdentityProviderRecord, [string, string, string]>;
   private readonly tokenProviders: Database<TokenProviderRecord, [string, string]>;
+  /** Writes of keys committed so far (see keysGeneration). */
+  private keyWrites = 0;
 
   /**
    * `unappliedInstances`: whether the instance store holds acknowledged instances of a machine that are
@@ -58,40 +60,46 @@ export class LmdbCatalog implements Catalog {
   }
 
   async createOrg(org: OrgRecord, anonymous?: AnonymousAccessRecords): Promise<void> {
-    await this.root.transaction(() => {
-      void this.orgs.put(org.id, anonymous ? { ...org, anonymousKeyId: anonymous.key.id } : org);
-      if (anonymous) this.writeAnonymousSync(anonymous);
-    });
+    await this.changingKeys(
+      this.root.transaction(() => {
+        void this.orgs.put(org.id, anonymous ? { ...org, anonymousKeyId: anonymous.key.id } : org);
+        if (anonymous) this.writeAnonymousSync(anonymous);
+      }),
+    );
   }
 
   async setAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords | undefined): Promise<boolean> {
-    return this.root.transaction(() => {
-      const org = this.orgs.get(orgId);
-      if (!org) return false;
-      if (anonymous && this.anonymousIntactSync(org)) {
-        if (!org.allowAnonymousAccess) void this.orgs.put(orgId, { ...org, allowAnonymousAccess: true });
+    return this.changingKeys(
+      this.root.transaction(() => {
+        const org = this.orgs.get(orgId);
+        if (!org) return false;
+        if (anonymous && this.anonymousIntactSync(org)) {
+          if (!org.allowAnonymousAccess) void this.orgs.put(orgId, { ...org, allowAnonymousAccess: true });
+          return true;
+        }
+        this.removeAnonymousSync(org);
+        const { anonymousKeyId: _, ...rest } = org;
+        if (!anonymous) {
+          void this.orgs.put(orgId, { ...rest, allowAnonymousAccess: false });
+          return true;
+        }
+        this.writeAnonymousSync(anonymous);
+        void this.orgs.put(orgId, { ...rest, allowAnonymousAccess: true, anonymousKeyId: anonymous.key.id });
         return true;
-      }
-      this.removeAnonymousSync(org);
-      const { anonymousKeyId: _, ...rest } = org;
-      if (!anonymous) {
-        void this.orgs.put(orgId, { ...rest, allowAnonymousAccess: false });
-        return true;
-      }
-      this.writeAnonymousSync(anonymous);
-      void this.orgs.put(orgId, { ...rest, allowAnonymousAccess: true, anonymousKeyId: anonymous.key.id });
-      return true;
-    });
+      }),
+    );
   }
 
   async provisionAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords): Promise<boolean> {
-    return this.root.transaction(() => {
-      const org = this.orgs.get(orgId);
-      if (!org || !org.allowAnonymousAccess || org.anonymousKeyId !== undefined) return false;
-      this.writeAnonymousSync(anonymous);
-      void this.orgs.put(orgId, { ...org, anonymousKeyId: anonymous.key.id });
-      return true;
-    });
+    return this.changingKeys(
+      this.root.transaction(() => {
+        const org = this.orgs.get(orgId);
+        if (!org || !org.allowAnonymousAccess || org.anonymousKeyId !== undefined) return false;
+        this.writeAnonymousSync(anonymous);
+        void this.orgs.put(orgId, { ...org, anonymousKeyId: anonymous.key.id });
+        return true;
+      }),
+    );
   }
 
   /** Whether the org's key, identity provider and token provider for anonymous access all still exist, tied together. */
@@ -138,14 +146,29 @@ export class LmdbCatalog implements Catalog {
   }
 
   async putKey(key: KeyRecord): Promise<void> {
-    await this.root.transaction(() => {
-      void this.keys.put(key.id, key);
-      void this.orgKeys.put([key.orgId, key.id], true);
-    });
+    await this.changingKeys(
+      this.root.transaction(() => {
+        void this.keys.put(key.id, key);
+        void this.orgKeys.put([key.orgId, key.id], true);
+      }),
+    );
   }
 
   getKey(keyId: string): KeyRecord | undefined {
     return this.keys.get(keyId);
+  }
+
+  get keysGeneration(): number {
+    return this.keyWrites;
+  }
+
+  /** A write of keys, counted once it committed (or failed): until then readers still see the keys before it. */
+  private async changingKeys<T>(write: Promise<T>): Promise<T> {
+    try {
+      return await write;
+    } finally {
+      this.keyWrites++;
+    }
   }
 
   listKeys(orgId: string, afterId: string | undefined, limit: number): KeyRecord[] {
@@ -160,13 +183,15 @@ export class LmdbCatalog implements Catalog {
   }
 
   async deleteKey(orgId: string, keyId: string): Promise<boolean> {
-    return this.root.transaction(() => {
-      const existing = this.keys.get(keyId);
-      if (!existing || existing.orgId !== orgId) return false;
-      void this.keys.remove(keyId);
-      void this.orgKeys.remove([orgId, keyId]);
-      return true;
-    });
+    return this.changingKeys(
+      this.root.transaction(() => {
+        const existing = this.keys.get(keyId);
+        if (!existing || existing.orgId !== orgId) return false;
+        void this.keys.remove(keyId);
+        void this.orgKeys.remove([orgId, keyId]);
+        return true;
+      }),
+    );
   }
 
   createMachine(machine: MachineRecord): Promise<boolean> {
