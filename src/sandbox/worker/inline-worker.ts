@@ -59,8 +59,12 @@ export class InlineWorker implements SandboxWorker {
     return this.open;
   }
 
-  send(batch: Batch<NodeMessage>): void {
-    if (!this.open) return;
+  send(batch: Batch<NodeMessage>, onError: (error: Error) => void): void {
+    // (as a send to a worker process that is gone: its requests fail at once rather than wait forever)
+    if (!this.open) {
+      onError(new Error('the inline sandbox was closed'));
+      return;
+    }
     for (const message of batch) this.host.run(message);
     this.flush();
   }
