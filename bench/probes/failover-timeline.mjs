@@ -3,45 +3,18 @@
 // every 20 ms through the survivors until answered 200. Prints each instance's time from the kill, and the
 // survivors' log lines after the kill (their timestamps, when the nodes print them).
 //   node bench/probes/failover-timeline.mjs
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { setupMachine } from '../lib/setup-machine.mjs';
+import { createInstances, sendEvents, withProbeCluster } from '../lib/probe-cluster.mjs';
 
-const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const dir = process.env.PROBE_DIR ?? '/tmp/probe-failover';
 const instances = Number(process.env.PROBE_INSTANCES ?? 300);
 const warmEvents = Number(process.env.PROBE_EVENTS ?? 3000);
-const env = { ...process.env, CLUSTER_DIR: dir, NODES: '3' };
-const launch = (what) => execFileSync(process.execPath, [join(repoRoot, 'cluster/launch.mjs'), what], { env, stdio: 'inherit' });
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-execFileSync('rm', ['-rf', dir]);
-launch('up');
-try {
-  const state = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8'));
-  const { adminKey } = JSON.parse(readFileSync(join(dir, 'secrets.json'), 'utf8'));
-  const urls = state.nodes.map((node) => node.url);
-  const { token } = await setupMachine({ url: urls[0], adminKey, machine: 'probe' });
-  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-  const post = async (url, path, body) => {
-    const response = await fetch(`${url}${path}`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(15_000),
-    });
-    return response.status;
-  };
-  for (let i = 0; i < instances; i++) await post(urls[i % 3], '/machines/probe', { slug: `i${i}` });
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 32 }, async () => {
-      for (let n = next++; n < warmEvents; n = next++)
-        await post(urls[n % 3], `/machines/probe/i/i${n % instances}/events`, { event: { type: 'ADD', item: 'x' } });
-    }),
-  );
+await withProbeCluster({ dir, nodes: 3 }, async ({ state, adminKey, urls, post }) => {
+  await createInstances({ urls, post, instances });
+  await sendEvents({ urls, post, instances, events: warmEvents, concurrency: 32 });
   const org = (await (await fetch(`${urls[0]}/orgs`, { headers: { authorization: `Bearer ${adminKey}` } })).json()).orgs[0].id;
   const owned = [];
   for (let i = 0; i < instances; i++) {
@@ -95,6 +68,4 @@ try {
       .filter((line) => /^\d{4}-\d\d-\d\dT/.test(line) && line >= new Date(wall - 100).toISOString());
     console.log(`--- ${id}\n${lines.slice(0, 40).join('\n')}`);
   }
-} finally {
-  launch('down');
-}
+});

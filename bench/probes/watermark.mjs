@@ -4,44 +4,23 @@
 // PROBE_INSTANCES instances, then compares GET /cluster's partitions.held[].appliedSeq with the log's
 // last entry of each partition (the node's own /cluster?last=1 view is not used: the log is asked here).
 //   node bench/probes/watermark.mjs     (NODES=1 by default; PROBE_WATCH_S how long to watch after)
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { setupMachine } from '../lib/setup-machine.mjs';
+import { createInstances, sendEvents, withProbeCluster } from '../lib/probe-cluster.mjs';
 
-const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const dir = process.env.PROBE_DIR ?? '/tmp/probe-watermark';
 const instances = Number(process.env.PROBE_INSTANCES ?? 200);
 const events = Number(process.env.PROBE_EVENTS ?? 3000);
 const concurrency = Number(process.env.PROBE_C ?? 64);
 const watchS = Number(process.env.PROBE_WATCH_S ?? 8);
-const env = { ...process.env, CLUSTER_DIR: dir, NODES: process.env.NODES ?? '1' };
-const launch = (what) => execFileSync(process.execPath, [join(repoRoot, 'cluster/launch.mjs'), what], { env, stdio: 'inherit' });
 
-execFileSync('rm', ['-rf', dir]);
-launch('up');
-try {
-  const state = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8'));
-  const { adminKey } = JSON.parse(readFileSync(join(dir, 'secrets.json'), 'utf8'));
-  const urls = state.nodes.map((node) => node.url);
-  const { token } = await setupMachine({ url: urls[0], adminKey, machine: 'probe' });
-  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-  const post = async (url, path, body) => {
-    const response = await fetch(`${url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
-    if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
+await withProbeCluster({ dir, nodes: process.env.NODES ?? 1 }, async ({ state, adminKey, urls, post }) => {
+  const checked = (status, path) => {
+    if (status !== 200) throw new Error(`${path}: ${status}`);
   };
-  for (let i = 0; i < instances; i++) await post(urls[i % urls.length], '/machines/probe', { slug: `i${i}` });
-  let next = 0;
+  await createInstances({ urls, post, instances, checked });
   const t0 = Date.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let n = next++; n < events; n = next++)
-        await post(urls[n % urls.length], `/machines/probe/i/i${n % instances}/events`, { event: { type: 'ADD', item: 'x' } });
-    }),
-  );
+  await sendEvents({ urls, post, instances, events, concurrency, checked });
   console.log(`${events} events in ${Date.now() - t0} ms`);
   const nc = await connect({ servers: state.nats });
   const jsm = await jetstreamManager(nc);
@@ -75,6 +54,4 @@ try {
     await new Promise((resolve) => setTimeout(resolve, 2000));
   }
   await nc.close();
-} finally {
-  launch('down');
-}
+});
