@@ -1,6 +1,6 @@
 // Machine code as `smply` 0.1.18 uploads it (wire-protocol §7.3): esbuild, bundle, browser platform, ESM,
-// minified with kept names, production defines, xstate bundled in. The tests' test/helpers/bundle.ts
-// does the same with their import spellings.
+// minified with kept names, production defines, xstate bundled in. The tests' bundleLikeSmply
+// (test/helpers/bundle.ts) calls it once it has mapped the service's import spellings.
 import { build } from 'esbuild';
 
 /** `source` bundled as smply would; `alias` maps an import to another package (xstate 5 is `xstate5` here). */

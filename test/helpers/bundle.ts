@@ -1,4 +1,4 @@
-import { build } from 'esbuild';
+import { bundleAsSmply } from '../../bench/lib/smply-bundle.mjs';
 import { fileURLToPath } from 'node:url';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -13,20 +13,7 @@ export async function bundleLikeSmply(code: string, options: { xstate5?: boolean
   const local = (options.xstate5 ? code.replace(/(['"])xstate(\/[^'"]*)?\1/g, '$1xstate5$2$1') : code)
     .replace(/(['"])(?:npm:)?xstate@5(\/[^'"]*)?\1/g, '$1xstate5$2$1')
     .replace(/(['"])npm:xstate(\/[^'"]*)?\1/g, options.xstate5 ? '$1xstate5$2$1' : '$1xstate$2$1');
-  const out = await build({
-    stdin: { contents: local, resolveDir: repoRoot, loader: 'js' },
-    bundle: true,
-    platform: 'browser',
-    format: 'esm',
-    minify: true,
-    keepNames: true,
-    legalComments: 'none',
-    define: { 'process.env.NODE_ENV': '"production"' },
-    drop: ['debugger'],
-    write: false,
-    logLevel: 'silent',
-  });
-  const text = out.outputFiles[0]?.text ?? '';
+  const text: string = await bundleAsSmply(local, repoRoot);
   if (/from\s*["'](npm:)?xstate/.test(text)) throw new Error('bundleLikeSmply: xstate was left as an import');
   return text;
 }
