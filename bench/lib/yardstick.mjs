@@ -10,15 +10,15 @@
 // sum of its acknowledged INCs.
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { StateBackedClient } from '@statebacked/client';
-import { signToken } from '@statebacked/token';
 import { family, startSampler } from './proc-sampler.mjs';
 import { bundleAsSmply } from './smply-bundle.mjs';
+import { alive } from './cluster.mjs';
+import { setupMachine } from './setup-machine.mjs';
+import { freePort } from '../../cluster/nats-servers.mjs';
 import { startForked } from './forked-driver.mjs';
 import { failureText, int } from './markdown-format.mjs';
 
@@ -218,24 +218,6 @@ export const yardstickFailed = (r) => {
 // ---------------------------------------------------------------------------------------------------
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-const freePort = () =>
-  new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolvePort(port));
-    });
-  });
 
 /** Runs one of the yardstick's scripts to its exit; its output goes to a file (start.sh's service keeps its stdout). */
 const runScript = async (script, args, env, timeoutMs) => {
@@ -385,15 +367,13 @@ const stateholdRound = async ({ arm, code, scenario, config, deps }) => {
       profileDir: config.profile ? join(repoRoot, 'bench/results/prof') : undefined,
     });
     log(`yardstick: ${arm.label}: server pid ${server.pid} at ${server.url}${arm.args.length ? ` (${arm.args.join(' ')})` : ''}`);
-    const admin = new StateBackedClient(config.adminKey, { apiHost: server.url });
-    await admin.machines.create(MACHINE);
-    await admin.machineVersions.create(MACHINE, {
-      clientInfo: `bench yardstick (xstate ${scenario.xstate}, smply bundle)`,
-      makeCurrent: true,
+    const { token } = await setupMachine({
+      url: server.url,
+      adminKey: config.adminKey,
+      machine: MACHINE,
       code,
+      clientInfo: `bench yardstick (xstate ${scenario.xstate}, smply bundle)`,
     });
-    const key = await admin.keys.create({ name: 'bench', use: 'production' });
-    const token = await signToken({ stateBackedKeyId: key.id, stateBackedSecretKey: key.key }, { sub: 'bench' }, { expires: { in: '2h' } });
     await measureTarget({
       out,
       target: { kind: 'statehold', url: server.url, token, machine: MACHINE },
