@@ -16,6 +16,12 @@ export const ErrorBox = ({ error }: { error: unknown }) => {
   return html`<div class="error" role="alert"><strong>${error instanceof Error ? error.message : String(error)}</strong></div>`;
 };
 
+/** An input, select or textarea's handler that hands its value to `set` (a state setter). */
+export const valueTo =
+  (set: (value: string) => void) =>
+  (e: Event): void =>
+    set((e.target as HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement).value);
+
 /** Loads something when its inputs change; `reload` loads it again. */
 export const useLoad = <T>(load: () => Promise<T>, inputs: unknown[]) => {
   const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });

@@ -2,7 +2,7 @@ import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api, query } from '../api.js';
 import type { Session } from '../session.js';
-import { ErrorBox, Json, useLoad, when } from '../ui.js';
+import { ErrorBox, Json, useLoad, when, valueTo } from '../ui.js';
 
 interface ClusterStatus {
   nodeId: string;
@@ -111,7 +111,7 @@ export const Cluster = ({ session }: { session: Session }) => {
         size="50"
         placeholder="org_.../machine/instance"
         value=${lookup}
-        onInput=${(e: Event) => setLookup((e.target as HTMLInputElement).value)}
+        onInput=${valueTo(setLookup)}
       />
       <button type="submit">Find owner</button>
     </form>

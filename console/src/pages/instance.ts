@@ -7,7 +7,7 @@ import { type InstanceUpdate, type LiveStatus, watchInstance } from '../realtime
 import type { Session } from '../session.js';
 import { Statechart } from '../statechart.js';
 import type { AdminState, OrgListing, Transition, VersionInfo } from '../types.js';
-import { ErrorBox, href, Json, useAction, useLoad, when } from '../ui.js';
+import { ErrorBox, href, Json, useAction, useLoad, when, valueTo } from '../ui.js';
 
 /** Definitions never change for a version: fetched once per page load. */
 const definitions = new Map<string, Promise<{ definition: MachineDefinition }>>();
@@ -167,7 +167,7 @@ const SendEvent = ({ session, base, onSent }: { session: Session; base: string; 
         name="eventType"
         placeholder="e.g. TOGGLE"
         value=${type}
-        onInput=${(e: Event) => setType((e.target as HTMLInputElement).value)}
+        onInput=${valueTo(setType)}
     /></label>
     <label
       >Payload <span class="muted">(optional JSON object)</span
@@ -176,7 +176,7 @@ const SendEvent = ({ session, base, onSent }: { session: Session; base: string; 
         rows="2"
         placeholder='{"amount": 3}'
         value=${payload}
-        onInput=${(e: Event) => setPayload((e.target as HTMLTextAreaElement).value)}
+        onInput=${valueTo(setPayload)}
       ></textarea>
     </label>
     <${ErrorBox} error=${action.error} />
@@ -232,7 +232,7 @@ const Manage = ({
   return html`<div class="manage">
     <button type="button" onClick=${setStatus} disabled=${!admin || action.busy}>${paused ? 'Resume' : 'Pause'}</button>
     <form class="toolbar" onSubmit=${setVersion} aria-label="set the desired version">
-      <select name="targetVersion" value=${target} onChange=${(e: Event) => setTarget((e.target as HTMLSelectElement).value)}>
+      <select name="targetVersion" value=${target} onChange=${valueTo(setTarget)}>
         <option value="">Desired version…</option>
         ${(versions.data?.versions ?? []).map((v) => html`<option value=${v.id}>${v.clientInfo || v.id}${v.id === admin?.machineVersion.id ? ' (its version)' : ''}</option>`)}
       </select>
@@ -246,7 +246,7 @@ const Manage = ({
               name="confirmName"
               autocomplete="off"
               value=${typed}
-              onInput=${(e: Event) => setTyped((e.target as HTMLInputElement).value)}
+              onInput=${valueTo(setTyped)}
             />
             <button type="submit" class="danger" disabled=${typed !== instance || action.busy}>Delete for good</button>
             <button type="button" onClick=${() => setConfirming(false)}>Cancel</button>

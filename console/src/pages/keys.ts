@@ -4,7 +4,7 @@ import { api, enc, query } from '../api.js';
 import type { Session } from '../session.js';
 import type { KeyListing } from '../types.js';
 import { allScopes } from '../../../src/domain/scopes.js';
-import { ErrorBox, useAction, useLoad, when, Pager } from '../ui.js';
+import { ErrorBox, useAction, useLoad, when, Pager, valueTo } from '../ui.js';
 
 /** Every scope a key can have, as the node knows them. */
 const SCOPES = allScopes;
@@ -112,7 +112,7 @@ const CreateKey = ({ session, onCreated }: { session: Session; onCreated: (key: 
     <h2>Create a key</h2>
     <label
       >Name
-      <input name="keyName" value=${name} placeholder="e.g. backend" onInput=${(e: Event) => setName((e.target as HTMLInputElement).value)}
+      <input name="keyName" value=${name} placeholder="e.g. backend" onInput=${valueTo(setName)}
     /></label>
     <fieldset>
       <legend>Scopes</legend>

@@ -3,7 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, query } from '../api.js';
 import type { Session } from '../session.js';
 import type { LogEntry } from '../types.js';
-import { ErrorBox, when } from '../ui.js';
+import { ErrorBox, when, valueTo } from '../ui.js';
 
 const SINCE: Record<string, number> = { '15 minutes': 15 * 60_000, '1 hour': 3_600_000, '24 hours': 86_400_000, '7 days': 7 * 86_400_000 };
 const MAX_SHOWN = 2_000;
@@ -86,18 +86,18 @@ export const Logs = ({ session, params }: { session: Session; params: URLSearchP
         name="machine"
         placeholder="machine (all)"
         value=${machine}
-        onInput=${(e: Event) => setMachine((e.target as HTMLInputElement).value)}
+        onInput=${valueTo(setMachine)}
       />
       <input
         name="instance"
         placeholder="instance (all)"
         value=${instance}
         disabled=${machine.trim() === ''}
-        onInput=${(e: Event) => setInstance((e.target as HTMLInputElement).value)}
+        onInput=${valueTo(setInstance)}
       />
       <label class="inline">
         from the last
-        <select name="since" value=${since} onChange=${(e: Event) => setSince((e.target as HTMLSelectElement).value)}>
+        <select name="since" value=${since} onChange=${valueTo(setSince)}>
           ${Object.keys(SINCE).map((s) => html`<option value=${s}>${s}</option>`)}
         </select>
       </label>

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { api, enc, query } from '../api.js';
 import type { Session } from '../session.js';
 import type { InstanceListing, MachineRecord, VersionInfo } from '../types.js';
-import { ErrorBox, href, useAction, useLoad, when, Pager } from '../ui.js';
+import { ErrorBox, href, useAction, useLoad, when, Pager, valueTo } from '../ui.js';
 
 /** A machine: its versions (which is current) and its instances, found by name prefix or an index. */
 export const Machine = ({ session, machine }: { session: Session; machine: string }) => {
@@ -93,7 +93,7 @@ const Instances = ({ session, machine, indexes }: { session: Session; machine: s
     setCursors([]);
     setSearch(draft);
   };
-  const field = (name: string) => (e: Event) => setDraft({ ...draft, [name]: (e.target as HTMLInputElement).value } as Search);
+  const field = (name: string) => valueTo((value) => setDraft({ ...draft, [name]: value } as Search));
 
   return html`<h2>Instances</h2>
     <form class="toolbar" onSubmit=${find} aria-label="find instances">
@@ -199,7 +199,7 @@ const CreateInstance = ({ session, machine }: { session: Session; machine: strin
           name="slug"
           placeholder="letters, digits, _ and -"
           value=${slug}
-          onInput=${(e: Event) => setSlug((e.target as HTMLInputElement).value)}
+          onInput=${valueTo(setSlug)}
       /></label>
       <label
         >Initial context (JSON)
@@ -207,7 +207,7 @@ const CreateInstance = ({ session, machine }: { session: Session; machine: strin
           name="context"
           rows="3"
           value=${context}
-          onInput=${(e: Event) => setContext((e.target as HTMLTextAreaElement).value)}
+          onInput=${valueTo(setContext)}
         ></textarea>
       </label>
       <${ErrorBox} error=${action.error} />

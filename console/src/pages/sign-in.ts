@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api.js';
 import { signKeyToken } from '../crypto.js';
 import { kindOf, type Session } from '../session.js';
-import { ErrorBox } from '../ui.js';
+import { ErrorBox, valueTo } from '../ui.js';
 
 /**
  * Sign in with the operator key (printed once by the node, or --admin-key), a State Backed token, or a
@@ -84,7 +84,7 @@ export const SignIn = ({ onSignedIn }: { onSignedIn: (session: Session) => void 
                 autocomplete="off"
                 placeholder="shadm_... or eyJ..."
                 value=${credential}
-                onInput=${(e: Event) => setCredential((e.target as HTMLInputElement).value)}
+                onInput=${valueTo(setCredential)}
               />
               <small>The node prints its operator key once, on its first start (or takes one with <code>--admin-key</code>).</small>
             </label>`
@@ -95,7 +95,7 @@ export const SignIn = ({ onSignedIn }: { onSignedIn: (session: Session) => void 
                   autocomplete="off"
                   placeholder="sbk_..."
                   value=${keyId}
-                  onInput=${(e: Event) => setKeyId((e.target as HTMLInputElement).value)}
+                  onInput=${valueTo(setKeyId)}
                 />
               </label>
               <label>
@@ -106,13 +106,13 @@ export const SignIn = ({ onSignedIn }: { onSignedIn: (session: Session) => void 
                   autocomplete="off"
                   placeholder="sbsec_..."
                   value=${secret}
-                  onInput=${(e: Event) => setSecret((e.target as HTMLInputElement).value)}
+                  onInput=${valueTo(setSecret)}
                 />
                 <small>A 12-hour token is signed with it here, in the page; the secret is not sent anywhere.</small>
               </label>
               <label>
                 Acting as (the <code>sub</code> machines' authorizers see)
-                <input name="sub" autocomplete="off" value=${sub} onInput=${(e: Event) => setSub((e.target as HTMLInputElement).value)} />
+                <input name="sub" autocomplete="off" value=${sub} onInput=${valueTo(setSub)} />
               </label>`
       }
       <label>
@@ -122,7 +122,7 @@ export const SignIn = ({ onSignedIn }: { onSignedIn: (session: Session) => void 
           autocomplete="off"
           placeholder="org_..."
           value=${orgId}
-          onInput=${(e: Event) => setOrgId((e.target as HTMLInputElement).value)}
+          onInput=${valueTo(setOrgId)}
         />
       </label>
       <${ErrorBox} error=${error} />
