@@ -99,7 +99,7 @@ export class InlineWorker implements SandboxWorker {
     if (this.slow.length > 0) {
       const slow = this.slow;
       this.slow = [];
-      for (const { versionId, heldMs, cpuMs } of slow) this.options.onStall({ versionId, heldMs, cpuMs });
+      for (const stall of slow) this.options.onStall(stall);
     }
   };
 }
