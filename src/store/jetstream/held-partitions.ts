@@ -65,7 +65,7 @@ export class HeldPartitions {
           stream: log.stream,
           filter: log.partitionSubject(partition),
           from: from(partition),
-          lastSeq: (timeoutMs) => log.lastSeqOfPartition(partition, timeoutMs),
+          lastSeq: () => log.lastSeqOfPartition(partition),
           apply,
           onError,
         }),

@@ -10,8 +10,7 @@ interface PartitionCopyOptions {
   /** The first stream sequence not applied here for this partition (1: follow from the start). */
   from: number;
   /** The partition's last entry's stream sequence in the log now. */
-  /** The partition's last entry's stream sequence, asked within `timeoutMs`. */
-  lastSeq: (timeoutMs?: number) => Promise<number>;
+  lastSeq: () => Promise<number>;
   /** Applies one entry; entries of different instances may be applied side by side. */
   apply: (message: JsMsg) => Promise<void>;
   onError: (message: string, error: unknown) => void;
@@ -131,7 +130,7 @@ export class PartitionCopy {
     for (let attempt = 0; ; attempt++) {
       if (this.stopped) throw new Error(`partition ${this.partition} was given up`);
       try {
-        const last = await this.options.lastSeq(Math.min(1_000 * 2 ** attempt, 5_000));
+        const last = await this.options.lastSeq();
         this.catchUpTo = last;
         if (attempt === 0 || !this.followerStarted) {
           await this.follower.start();

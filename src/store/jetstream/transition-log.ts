@@ -87,11 +87,7 @@ export class JetStreamTransitionLog {
     private readonly prefix: string,
     /** How many partitions the log's instances are divided into (fixed when the stream was made). */
     readonly partitions: number,
-    private readonly nc: NatsConnection,
   ) {}
-
-  /** Managers whose requests give up sooner than the default 5 s, by their timeout (lastSeqOfPartition). */
-  private readonly quickManagers = new Map<number, Promise<JetStreamManager>>();
 
   static async open(nc: NatsConnection, options: TransitionLogOptions): Promise<JetStreamTransitionLog> {
     const jsm = await jetstreamManager(nc);
@@ -135,7 +131,7 @@ export class JetStreamTransitionLog {
         `stream ${stream} has ${info.config.num_replicas} replicas, not the ${options.replicas} asked for: change it with the nats CLI or use --replicas ${info.config.num_replicas}`,
       );
     }
-    return new JetStreamTransitionLog(jetstream(nc), jsm, stream, prefix, partitionsOf(info.config.description) ?? wanted, nc);
+    return new JetStreamTransitionLog(jetstream(nc), jsm, stream, prefix, partitionsOf(info.config.description) ?? wanted);
   }
 
   partitionOf(orgId: string, machine: string, name: string): number {
@@ -151,31 +147,15 @@ export class JetStreamTransitionLog {
     return `${this.prefix}.${partition}.>`;
   }
 
-  /**
-   * The stream sequence of the partition's last entry, 0 when it has none: its owner has caught up once it
-   * applied it. With `timeoutMs`, the question is given up sooner than the default 5 s: a node that joins
-   * as the cluster's streams are made asks before the TX stream has a leader, and a request to a stream
-   * without one is not answered at all (measured: each joining node waited the whole 5 s), so its caller
-   * asks again soon, waiting longer each time.
-   */
-  async lastSeqOfPartition(partition: number, timeoutMs?: number): Promise<number> {
-    const jsm = timeoutMs === undefined ? this.jsm : await this.quickManager(timeoutMs);
+  /** The stream sequence of the partition's last entry, 0 when it has none: its owner has caught up once it applied it. */
+  async lastSeqOfPartition(partition: number): Promise<number> {
     try {
-      const message = await jsm.streams.getMessage(this.stream, { last_by_subj: this.partitionSubject(partition) });
+      const message = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.partitionSubject(partition) });
       return message?.seq ?? 0;
     } catch (error) {
       if (error instanceof JetStreamApiError && error.status === 404) return 0;
       throw error;
     }
-  }
-
-  private quickManager(timeoutMs: number): Promise<JetStreamManager> {
-    let manager = this.quickManagers.get(timeoutMs);
-    if (!manager) {
-      manager = jetstreamManager(this.nc, { timeout: timeoutMs, checkAPI: false });
-      this.quickManagers.set(timeoutMs, manager);
-    }
-    return manager;
   }
 
   /**
