@@ -9,6 +9,7 @@ import {
   type PubAck,
   RetentionPolicy,
   StorageType,
+  type StreamInfo,
   DiscardPolicy,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -57,6 +58,15 @@ const FOLLOWER_SILENCE_NS = 3_000_000_000;
 /** An append whose answer did not come is asked again this many times (same message id), each waiting this long. */
 const APPEND_RETRIES = 3;
 const APPEND_RETRY_TIMEOUT_MS = 2_000;
+
+/**
+ * How long a node that opens a replicated TX stream without a leader waits for one before it goes on. A
+ * stream just made by another node has none for a moment, and a question to it then goes unanswered: each
+ * partition's catch-up waited out the client's 5 s timeout (measured: a 3-node cluster served 8 s after
+ * start instead of 3). Bounded: a node that starts while its streams have no quorum still starts, and
+ * answers 503 until they do.
+ */
+const LEADER_WAIT_MS = 5_000;
 
 /** JetStream's API error code for a publish whose expected last subject sequence did not match. */
 const WRONG_LAST_SEQUENCE = 10071;
@@ -131,6 +141,7 @@ export class JetStreamTransitionLog {
         `stream ${stream} has ${info.config.num_replicas} replicas, not the ${options.replicas} asked for: change it with the nats CLI or use --replicas ${info.config.num_replicas}`,
       );
     }
+    await leaderElected(jsm, stream, info, LEADER_WAIT_MS);
     return new JetStreamTransitionLog(jetstream(nc), jsm, stream, prefix, partitionsOf(info.config.description) ?? wanted);
   }
 
@@ -188,7 +199,20 @@ export class JetStreamTransitionLog {
           ...(attempt > 0 ? { timeout: APPEND_RETRY_TIMEOUT_MS } : {}),
         });
       } catch (error) {
-        if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) throw new LogFencedError(subject, expectedSeq);
+        if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {
+          // Asked again, the position may have moved past this append's own first copy (stored, its
+          // answer lost; JetStream checked the position before the message id): that is this append,
+          // not another writer's (seen under a partition: taken for a fence, the request ran again
+          // elsewhere and its event was in the history twice).
+          const own = attempt > 0 ? await this.ownEntryAfter(orgId, machine, name, expectedSeq, messageId) : undefined;
+          if (own === undefined) throw new LogFencedError(subject, expectedSeq);
+          if (own === 'unknown')
+            throw unavailable(
+              `the cluster's log moved past this write's position and could not tell whether by this write; it may or may not have been applied: read the instance, then retry`,
+            );
+          ack = { seq: own, duplicate: true, stream: this.stream } as PubAck;
+          break;
+        }
         const reason = error instanceof Error ? error.message : String(error);
         // A commit over the nats-server's max_payload (1 MB by default; cluster/README.md) never fits: no retry helps.
         if (/max_payload|maximum payload/i.test(reason)) {
@@ -278,6 +302,26 @@ export class JetStreamTransitionLog {
     }
   }
 
+  /**
+   * The stream sequence of the instance's first entry after `after` when it carries `messageId` (an
+   * append's own copy), undefined when it is another's, 'unknown' when the log cannot tell now.
+   */
+  private async ownEntryAfter(
+    orgId: string,
+    machine: string,
+    name: string,
+    after: number,
+    messageId: string,
+  ): Promise<number | undefined | 'unknown'> {
+    try {
+      const query: NextMsgRequest = { seq: after + 1, next_by_subj: this.subjectOf(orgId, machine, name) };
+      const message = await this.jsm.streams.getMessage(this.stream, query as unknown as MsgRequest);
+      return message !== null && message.header?.get('Nats-Msg-Id') === messageId ? message.seq : undefined;
+    } catch {
+      return 'unknown';
+    }
+  }
+
   /** The stream sequence of the instance's last commit, 0 when it has none (what a new owner appends after). */
   async lastSeq(orgId: string, machine: string, name: string): Promise<number> {
     try {
@@ -308,4 +352,13 @@ const partitionsOf = (description: string | undefined): number | undefined => {
   const found = /partitions=(\d+)/.exec(description ?? '');
   const count = found ? Number(found[1]) : Number.NaN;
   return Number.isInteger(count) && count >= 1 && count <= MAX_PARTITIONS ? count : undefined;
+};
+
+/** Resolves once the stream names a leader (at once on one replica), or after `ms`. */
+const leaderElected = async (jsm: JetStreamManager, stream: string, info: StreamInfo, ms: number): Promise<void> => {
+  const deadline = Date.now() + ms;
+  while (info.config.num_replicas > 1 && !info.cluster?.leader && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    info = await jsm.streams.info(stream).catch(() => info);
+  }
 };
