@@ -1,5 +1,6 @@
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { StreamFollower } from './stream-follower.js';
+import { type ServiceError, unavailable } from '../../domain/errors.js';
 
 interface PartitionCopyOptions {
   partition: number;
@@ -128,7 +129,7 @@ export class PartitionCopy {
   /** Starts following; ready once the entries the log had when it started are applied (asked again while the log does not answer). */
   private async catchUp(): Promise<void> {
     for (let attempt = 0; ; attempt++) {
-      if (this.stopped) throw new Error(`partition ${this.partition} was given up`);
+      if (this.stopped) throw this.givenUp();
       try {
         const last = await this.options.lastSeq();
         this.catchUpTo = last;
@@ -139,12 +140,12 @@ export class PartitionCopy {
         for (;;) {
           await this.appliedTo(last, 1_000);
           if (this.appliedSeq >= last) break;
-          if (this.stopped) throw new Error(`partition ${this.partition} was given up`);
+          if (this.stopped) throw this.givenUp();
         }
         this.isReady = true;
         return;
       } catch (error) {
-        if (this.stopped) throw error;
+        if (this.stopped) throw this.givenUp();
         if (attempt === 0) this.options.onError(`could not catch partition ${this.partition} up with the log yet; trying again`, error);
         await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
       }
@@ -152,6 +153,18 @@ export class PartitionCopy {
   }
 
   private followerStarted = false;
+
+  /**
+   * What waiting for a copy that was given up meets, whatever its catch-up was doing then (a question to
+   * the log that timed out, say): a 503, not a 500. Not "moved": the request that waited may be a copy
+   * asked again of this node after its first went unanswered, which the new owner could then run a second
+   * time (seen under a partition); its client reads the instance and retries.
+   */
+  private givenUp(): ServiceError {
+    return unavailable(
+      `partition ${this.partition} moved to another node while this request waited for it; it may or may not have been applied: read the instance, then retry`,
+    );
+  }
 }
 
 /** TX entries of one partition applied side by side at most while following. */
