@@ -305,7 +305,7 @@ export const startClusterNode = async (
     machine: string,
     name: string,
     request: { retried: boolean; requestId?: string },
-  ): Promise<void> => {
+  ): Promise<{ retried: boolean }> => {
     if (membership.stalled()) {
       unverify();
       throw new RequestMovedError(`node ${config.nodeId} was stalled past its heartbeats; ask the owner again`);
@@ -313,11 +313,16 @@ export const startClusterNode = async (
     // (a partition this node just took is caught up with the log before anything of it is answered)
     await instances.partitionReady(orgId, machine, name);
     const key = `${orgId}/${machine}/${name}`;
+    // A copy of a request that was fenced, which is not itself asked again, is a late one (held up on
+    // the way while its asker gave up on it, seen under a partition): the copy asked again may have
+    // applied it already, so it is looked for in the history first, as for that copy.
+    const retried = request.retried || (request.requestId !== undefined && instances.wasFenced(request.requestId));
     if (request.retried && request.requestId !== undefined) await instances.fence(orgId, machine, name, request.requestId);
     else if (!verified.has(key)) await instances.ensureCurrent(orgId, machine, name);
-    else return;
+    else return { retried };
     if (verified.size >= MAX_VERIFIED) verified.clear();
     verified.add(key);
+    return { retried };
   };
   const node = await composeNode(config, logger, announce, {
     metrics,

@@ -76,9 +76,16 @@ interface ForwarderOptions {
   /**
    * Run on the owner before each instance request (not gateMachine), forwarded or local, with whether it
    * is asked again after a lost answer and its id (a create's or send's request id, a message's id). It
-   * may refuse with RequestMovedError (nothing ran: the request is asked of the owner again).
+   * may refuse with RequestMovedError (nothing ran: the request is asked of the owner again). It answers
+   * whether the request is to be run as one asked again (it may have been applied already: its history
+   * is looked in first), which a late copy of a request that another copy was asked again for is too.
    */
-  prepare?: (orgId: string, machine: string, name: string, request: { retried: boolean; requestId?: string }) => Promise<void>;
+  prepare?: (
+    orgId: string,
+    machine: string,
+    name: string,
+    request: { retried: boolean; requestId?: string },
+  ) => Promise<{ retried: boolean }>;
   /** Told of a node that may be gone: a request found no one listening on its subject, or is slow to be answered (Membership.suspect). */
   suspect?: (nodeId: string, why: Suspicion) => void;
 }
@@ -422,10 +429,14 @@ export class Forwarder implements InstanceWrites, InstanceReads {
   private async runLocally(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
     const local = this.local;
     const { prepare } = this.options;
+    let retried = command.op === 'send' && command.retry === true;
     if (prepare) {
       const [orgId, machine, name] = keyOf(command);
       const requestId = requestIdOf(command);
-      await prepare(orgId, machine, name, { retried: command.retry === true, ...(requestId === undefined ? {} : { requestId }) });
+      ({ retried } = await prepare(orgId, machine, name, {
+        retried: command.retry === true,
+        ...(requestId === undefined ? {} : { requestId }),
+      }));
     }
     switch (command.op) {
       case 'create': {
@@ -435,8 +446,8 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       case 'read':
         return stateOf(await local.read(command.orgId, command.machine, command.name, command.authContext));
       case 'send': {
-        const { orgId, machine, name, event, authContext, requestId, retry } = command;
-        return stateOf(await local.send(orgId, machine, name, event, authContext, requestId, retry === true));
+        const { orgId, machine, name, event, authContext, requestId } = command;
+        return stateOf(await local.send(orgId, machine, name, event, authContext, requestId, retried));
       }
       case 'setStatus':
         await local.setStatus(command.orgId, command.machine, command.name, command.status);

@@ -380,6 +380,11 @@ export class LogInstanceStore implements InstanceStore {
     throw unavailable(`instance ${name} of machine ${machine} is being written by another node; retry`);
   }
 
+  /** Whether a request was fenced (by any node, this one included) lately: one of its copies was asked again. */
+  wasFenced(requestId: string): boolean {
+    return this.fenced.has(requestId);
+  }
+
   addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now()): Promise<void> {
     return this.shareUsage ? this.shareUsage(orgId, usage, machine, atMs) : this.local.addUsage(orgId, usage, machine, atMs);
   }
