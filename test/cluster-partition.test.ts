@@ -77,7 +77,10 @@ t.test(
     t.ok(report.count('ok') > 100, `${report.count('ok')} events acknowledged`);
 
     await untilNodesApplied(nats.urls, nodes, ADMIN);
-    for (const node of nodes) t.equal((await call(node.url, 'GET', '/health')).status, 200, `${node.url} healthy again`);
+    for (const node of nodes) {
+      const health = await call(node.url, 'GET', '/health');
+      t.equal(health.status, 200, `${node.url} healthy again (${JSON.stringify(health.body)})`);
+    }
     await checkInvariants(t, { nodes, token: ADMIN, orgId, names, report });
     if (process.env.STATEHOLD_TEST_VERBOSE) for (const node of nodes) t.comment(node.output().slice(-6_000));
   },

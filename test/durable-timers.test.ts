@@ -282,8 +282,12 @@ t.test('a node with a 1 s settling budget', async (t) => {
       // seconds): the fired record's own time, checked below, says whether it was early.
       if (Date.now() < created + 12_000) t.equal(state, 'waiting', 'not early');
     }
-    // (no read meanwhile: a read loads the instance, which would fire an overdue timer itself)
-    await sleep(800 + clusterGrace);
+    // (no read of the instance meanwhile: it loads the instance, which would fire an overdue timer
+    // itself; its history is read from the store)
+    await eventually(async () => (await client.machineInstances.listTransitions('twelve', 't')).transitions.length >= 2, {
+      timeoutMs: 800 + clusterGrace,
+      intervalMs: 100,
+    }).catch(() => undefined);
     const done = await client.machineInstances.get('twelve', 't');
     t.equal(done.state, 'done', 'it moved on by itself');
     const fired = (await client.machineInstances.listTransitions('twelve', 't')).transitions.at(-1);
