@@ -96,6 +96,8 @@ interface Leaders {
   text: string;
   /** The TX log's stream, and the server that leads it ('nats-1'…), if any. */
   tx: { name: string; leader: string | undefined } | undefined;
+  /** The server that leads the META log, if any. */
+  meta: string | undefined;
 }
 
 const leadersNow = async (nats: Servers): Promise<Leaders> => {
@@ -105,14 +107,16 @@ const leadersNow = async (nats: Servers): Promise<Leaders> => {
       (account: any) => account.stream_detail ?? [],
     );
     const tx = streams.find((stream) => stream.name.endsWith('_TX'));
+    const meta = streams.find((stream) => stream.name.endsWith('_META'));
     return {
+      meta: meta?.cluster?.leader,
       text: [`meta ${jsz.meta_cluster?.leader ?? '-'}`, ...streams.map((stream) => `${stream.name} ${stream.cluster?.leader ?? '-'}`)].join(
         ', ',
       ),
       tx: tx && { name: tx.name, leader: tx.cluster?.leader },
     };
   } catch (error) {
-    return { text: `(jsz: ${error instanceof Error ? error.message : String(error)})`, tx: undefined };
+    return { text: `(jsz: ${error instanceof Error ? error.message : String(error)})`, tx: undefined, meta: undefined };
   }
 };
 
@@ -211,6 +215,8 @@ t.test(
 
       const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 12_000, maxMs: 120_000 });
       const notes: string[] = [];
+      /** Whether the META log was led by the server cut off at the start of a cut (see usageMayDiffer below). */
+      let metaLedByCutServer = false;
 
       /**
        * Makes server `txLeader` (0-based) lead the TX log, cuts every route of server 3 for `ms` (sampling
@@ -221,6 +227,7 @@ t.test(
         const steered = await steerTxLeader(nats, txLeader);
         const before = load.sent();
         const leaders = await leadersNow(nats);
+        if (leaders.meta !== undefined && leaders.meta === nats.servers[CUT]?.name) metaLedByCutServer = true;
         const label = `${mode} ${ms / 1000} s, the TX log led by ${leaders.tx?.leader ?? 'none'}`;
         // (how long n3 may take to notice: longer when its own server leads the log: LEADER_CUT_NOTICE_MS)
         const noticeMs = leaders.tx?.leader === nats.servers[CUT]?.name ? LEADER_CUT_NOTICE_MS : 3_000;
@@ -302,7 +309,26 @@ t.test(
 
       await untilNodesApplied(nats.urls, nodes, ADMIN, 60_000);
       // (three cuts: each may take the META log away from a node once while cut and once as it heals)
-      await checkInvariants(t, { nodes, token: ADMIN, orgId, names, report, usageOutages: 6 });
+      await checkInvariants(t, {
+        nodes,
+        token: ADMIN,
+        orgId,
+        names,
+        report,
+        usageOutages: 6,
+        // A known defect of Debian's nats-server 2.9.10, not of Statehold (cluster/README.md, What is
+        // left, 13): a server cut off while it led the META log keeps other entries than the leader's at
+        // some positions, and the node reading from it applies them. Reported as todo when it is that
+        // node alone; any other difference fails.
+        ...(metaLedByCutServer
+          ? {
+              usageMayDiffer: {
+                node: CUT,
+                why: 'known: a nats-server 2.9.10 cut off while it led the META log keeps a different copy (cluster/README.md, What is left, 13)',
+              },
+            }
+          : {}),
+      });
 
       // For the output: each node's usage and how far it applied the META log, until they agree (30 s at most).
       const usageNow = async () => {
