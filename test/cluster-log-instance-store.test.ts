@@ -187,6 +187,10 @@ t.test('a fenced request is committed only by the node that fenced it; an append
   // a took request R and is slow; the node that forwarded it asks b again, which fences R first.
   await b.fence('org_a', 'm', 'i', 'req_R');
   t.notOk(b.isCurrent(first), 'the head held from before the fence is not current on the fencing node');
+  t.ok(b.wasFenced('req_R'), 'the fencing node knows R was fenced (a late copy of R is then run as a retry)');
+  t.notOk(b.wasFenced('req_other'), 'and no other request');
+  for (let i = 0; i < 100 && !a.wasFenced('req_R'); i++) await sleep(10);
+  t.ok(a.wasFenced('req_R'), 'so does the other node, once it applied the fence');
   const withR = (seq: number): TransitionRecord => ({ ...record(seq, seq - 1), requestId: 'req_R' });
   await t.rejects(
     a.commit(headAt(2, 1), first, [record(2, 1)]),
