@@ -13,6 +13,7 @@ import { progress } from '../domain/progress.js';
 import { summaryOf, viewOf } from '../store/instance-reads.js';
 import { RequestMovedError } from '../store/instance-store.js';
 import { LogInstanceStore } from '../store/jetstream/log-instance-store.js';
+import { PartitionGivenUpError } from '../store/jetstream/partition-copy.js';
 import { applyMetaOp, type MetaOp } from '../store/jetstream/meta-ops.js';
 import { JetStreamOpLog } from '../store/jetstream/op-log.js';
 import { ReplicatedCatalog } from '../store/jetstream/replicated-catalog.js';
@@ -311,7 +312,15 @@ export const startClusterNode = async (
       throw new RequestMovedError(`node ${config.nodeId} was stalled past its heartbeats; ask the owner again`);
     }
     // (a partition this node just took is caught up with the log before anything of it is answered)
-    await instances.partitionReady(orgId, machine, name);
+    try {
+      await instances.partitionReady(orgId, machine, name);
+    } catch (error) {
+      // Given up while the request waited: a first copy ran nowhere and is asked of the new owner; one
+      // asked again after a lost answer may have run elsewhere, and stays a 503 (PartitionGivenUpError).
+      if (error instanceof PartitionGivenUpError && !request.retried)
+        throw new RequestMovedError(`partition ${error.partition} was given up by node ${config.nodeId}; ask its owner`);
+      throw error;
+    }
     const key = `${orgId}/${machine}/${name}`;
     // A copy of a request that was fenced, which is not itself asked again, is a late one (held up on
     // the way while its asker gave up on it, seen under a partition): the copy asked again may have

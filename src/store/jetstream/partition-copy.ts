@@ -1,6 +1,6 @@
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { StreamFollower } from './stream-follower.js';
-import { type ServiceError, unavailable } from '../../domain/errors.js';
+import { ServiceError } from '../../domain/errors.js';
 
 interface PartitionCopyOptions {
   partition: number;
@@ -15,6 +15,22 @@ interface PartitionCopyOptions {
   /** Applies one entry; entries of different instances may be applied side by side. */
   apply: (message: JsMsg) => Promise<void>;
   onError: (message: string, error: unknown) => void;
+}
+
+/**
+ * A request waited for a partition this node then gave up (a change of members), whatever its catch-up
+ * was doing then (a question to the log that timed out, say): a 503 that says the request may or may not
+ * have been applied, not a 500. The owner's `prepare` makes it "moved" for a request's first copy, which
+ * ran nowhere; a copy asked again after a lost answer keeps the 503 (the new owner could run it twice).
+ */
+export class PartitionGivenUpError extends ServiceError {
+  constructor(readonly partition: number) {
+    super(
+      503,
+      'unavailable',
+      `partition ${partition} moved to another node while this request waited for it; it may or may not have been applied: read the instance, then retry`,
+    );
+  }
 }
 
 /**
@@ -154,16 +170,9 @@ export class PartitionCopy {
 
   private followerStarted = false;
 
-  /**
-   * What waiting for a copy that was given up meets, whatever its catch-up was doing then (a question to
-   * the log that timed out, say): a 503, not a 500. Not "moved": the request that waited may be a copy
-   * asked again of this node after its first went unanswered, which the new owner could then run a second
-   * time (seen under a partition); its client reads the instance and retries.
-   */
-  private givenUp(): ServiceError {
-    return unavailable(
-      `partition ${this.partition} moved to another node while this request waited for it; it may or may not have been applied: read the instance, then retry`,
-    );
+  /** What waiting for a copy that was given up meets, whatever its catch-up was doing then (PartitionGivenUpError). */
+  private givenUp(): PartitionGivenUpError {
+    return new PartitionGivenUpError(this.partition);
   }
 }
 
