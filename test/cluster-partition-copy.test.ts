@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { ServiceError } from '../src/domain/errors.js';
-import { PartitionCopy } from '../src/store/jetstream/partition-copy.js';
+import { PartitionCopy, PartitionGivenUpError } from '../src/store/jetstream/partition-copy.js';
 
 /** A copy whose catch-up asks a log that does not answer (its question fails after `failAfterMs`). */
 const unansweredCopy = (failAfterMs: number, errors: string[]): PartitionCopy =>
@@ -32,6 +32,10 @@ t.test("a request waiting for a partition given up while the log does not answer
       (reason: unknown) => reason,
     );
     t.ok(error instanceof ServiceError, `${label}: a ServiceError, which the API answers as it says`);
+    t.ok(
+      error instanceof PartitionGivenUpError,
+      `${label}: one the owner's prepare can tell apart (a first copy is then asked of the new owner)`,
+    );
     t.match(
       error,
       { status: 503, code: 'unavailable', message: /partition 7 moved to another node.*may or may not have been applied/ },
