@@ -61,10 +61,10 @@ t.test(
     // longer, a fast one does not wait for nothing): this many more events acknowledged, and for the
     // instances a killed node owned, some of theirs.
     const ackedIn = (of: string[] = names) => of.reduce((sum, name) => sum + (acked.get(name)?.length ?? 0), 0);
-    const untilAcked = async (count: number, what: string, of: string[] = names) => {
+    const untilAcked = async (count: number, what: string, of: string[] = names, timeoutMs = 30_000) => {
       const before = ackedIn(of);
       const since = Date.now();
-      await eventually(() => ackedIn(of) - before >= count, { timeoutMs: 30_000, message: `${count} events acknowledged ${what}` });
+      await eventually(() => ackedIn(of) - before >= count, { timeoutMs, message: `${count} events acknowledged ${what}` });
       t.pass(`${count} events acknowledged ${what}, within ${Date.now() - since} ms`);
     };
     await untilAcked(30, 'before the pause');
@@ -100,7 +100,10 @@ t.test(
     // The owner of a third of the instances dies mid-load: requests it had taken are asked again of
     // the new owners with their request ids, and applied once.
     await nodes[2]?.stop('SIGKILL');
-    await untilAcked(2 * onN3.length, 'on the instances the killed node owned, after it died', onN3);
+    // (up to a minute: with a nats-server lost just before, the new owners' followers read replicas that
+    // are still catching up, one entry per restart of their consumer; 0.6–23 s in 17 runs here, once over 30 s in a
+    // clean-clone CI run: cluster/README.md, What is left, 14)
+    await untilAcked(2 * onN3.length, 'on the instances the killed node owned, after it died', onN3, 60_000);
     await untilAcked(50, 'after the owner was killed');
     stop = true;
     await load;
