@@ -429,14 +429,11 @@ export class Forwarder implements InstanceWrites, InstanceReads {
   private async runLocally(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
     const local = this.local;
     const { prepare } = this.options;
-    let retried = command.op === 'send' && command.retry === true;
+    let retried = command.retry === true;
     if (prepare) {
       const [orgId, machine, name] = keyOf(command);
       const requestId = requestIdOf(command);
-      ({ retried } = await prepare(orgId, machine, name, {
-        retried: command.retry === true,
-        ...(requestId === undefined ? {} : { requestId }),
-      }));
+      ({ retried } = await prepare(orgId, machine, name, { retried, ...(requestId === undefined ? {} : { requestId }) }));
     }
     switch (command.op) {
       case 'create': {

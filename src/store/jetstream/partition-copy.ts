@@ -145,7 +145,7 @@ export class PartitionCopy {
   /** Starts following; ready once the entries the log had when it started are applied (asked again while the log does not answer). */
   private async catchUp(): Promise<void> {
     for (let attempt = 0; ; attempt++) {
-      if (this.stopped) throw this.givenUp();
+      if (this.stopped) throw new PartitionGivenUpError(this.partition);
       try {
         const last = await this.options.lastSeq();
         this.catchUpTo = last;
@@ -156,12 +156,12 @@ export class PartitionCopy {
         for (;;) {
           await this.appliedTo(last, 1_000);
           if (this.appliedSeq >= last) break;
-          if (this.stopped) throw this.givenUp();
+          if (this.stopped) throw new PartitionGivenUpError(this.partition);
         }
         this.isReady = true;
         return;
       } catch (error) {
-        if (this.stopped) throw this.givenUp();
+        if (this.stopped) throw new PartitionGivenUpError(this.partition);
         if (attempt === 0) this.options.onError(`could not catch partition ${this.partition} up with the log yet; trying again`, error);
         await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
       }
@@ -169,11 +169,6 @@ export class PartitionCopy {
   }
 
   private followerStarted = false;
-
-  /** What waiting for a copy that was given up meets, whatever its catch-up was doing then (PartitionGivenUpError). */
-  private givenUp(): PartitionGivenUpError {
-    return new PartitionGivenUpError(this.partition);
-  }
 }
 
 /** TX entries of one partition applied side by side at most while following. */

@@ -9,6 +9,7 @@ import {
   type PubAck,
   RetentionPolicy,
   StorageType,
+  type StoredMsg,
   type StreamInfo,
   DiscardPolicy,
 } from '@nats-io/jetstream';
@@ -291,13 +292,17 @@ export class JetStreamTransitionLog {
    * an entry at `seq` that names `after` counts exactly when this is `seq`.
    */
   async firstAfter(orgId: string, machine: string, name: string, after: number): Promise<number> {
+    return (await this.entryAfter(orgId, machine, name, after))?.seq ?? 0;
+  }
+
+  /** The instance's first entry after stream sequence `after`, null when it has none. */
+  private async entryAfter(orgId: string, machine: string, name: string, after: number): Promise<StoredMsg | null> {
     try {
       // (the client's type leaves out next_by_subj, which a 2.9 server takes: its first message on the subject from seq on)
       const query: NextMsgRequest = { seq: after + 1, next_by_subj: this.subjectOf(orgId, machine, name) };
-      const message = await this.jsm.streams.getMessage(this.stream, query as unknown as MsgRequest);
-      return message?.seq ?? 0;
+      return await this.jsm.streams.getMessage(this.stream, query as unknown as MsgRequest);
     } catch (error) {
-      if (error instanceof JetStreamApiError && error.status === 404) return 0;
+      if (error instanceof JetStreamApiError && error.status === 404) return null;
       throw error;
     }
   }
@@ -313,13 +318,9 @@ export class JetStreamTransitionLog {
     after: number,
     messageId: string,
   ): Promise<number | undefined | 'unknown'> {
-    try {
-      const query: NextMsgRequest = { seq: after + 1, next_by_subj: this.subjectOf(orgId, machine, name) };
-      const message = await this.jsm.streams.getMessage(this.stream, query as unknown as MsgRequest);
-      return message !== null && message.header?.get('Nats-Msg-Id') === messageId ? message.seq : undefined;
-    } catch {
-      return 'unknown';
-    }
+    const message = await this.entryAfter(orgId, machine, name, after).catch(() => 'unknown' as const);
+    if (message === 'unknown') return message;
+    return message?.header?.get('Nats-Msg-Id') === messageId ? message.seq : undefined;
   }
 
   /** The stream sequence of the instance's last commit, 0 when it has none (what a new owner appends after). */
