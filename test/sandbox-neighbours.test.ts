@@ -177,6 +177,18 @@ t.test(
   },
 );
 
+t.test('a worker runs no machine code before its stall watchdog watches', async (t) => {
+  // Before: a worker took requests at once, while its watchdog thread was still starting (seconds on a
+  // busy host), and a spin that began then held it unnoticed: HEAVY ran to the end and was applied.
+  const node = await startNode({ args: ['--cpu-limit-ms', '8000'], env: { STATEHOLD_TEST_WATCHDOG_LATE_MS: '1500' } });
+  t.teardown(() => node.stop('SIGKILL'));
+  const { a } = await twoOrgs(node);
+  const heavy = await a.send('i0', 'HEAVY');
+  t.equal(heavy.status, 400, `the stall is noticed: ${heavy.text}`);
+  t.equal(heavy.body?.code, 'machine-code-error');
+  t.same(await a.history('i0'), ['xstate.init'], 'nothing of it was applied');
+});
+
 t.test('an org moved aside for a stall returns to the main worker once it held no worker for --quarantine-release-ms', async (t) => {
   // The release counts from each stall, and a loaded host can stretch a spin in the retired worker (nice
   // 19) to seconds: the CPU limit, on the clock, ends it within 4 s, so the second event comes within 6.

@@ -14,9 +14,24 @@ const { stallMs } = parseWorkerArgs(process.argv.slice(2));
 
 /** Shared with the watchdog thread (call-slot.ts), when the node asked for one. */
 const slot = stallMs > 0 ? new CallSlot() : undefined;
+/**
+ * Batches that came before the watchdog thread watched. A thread takes a while to start (much longer
+ * on a busy host), and a call that began before it would hold this worker unnoticed to its CPU limit.
+ */
+let beforeWatchdog: Batch<NodeMessage>[] | undefined;
 if (slot) {
+  beforeWatchdog = [];
   const data: WatchdogData = { buffer: slot.buffer, stallMs, reportFd: REPORT_FD };
-  new Worker(new URL('./stall-watchdog.js', import.meta.url), { workerData: data }).unref();
+  const watchdog = new Worker(new URL('./stall-watchdog.js', import.meta.url), { workerData: data });
+  watchdog.unref();
+  const begin = (): void => {
+    const held = beforeWatchdog ?? [];
+    beforeWatchdog = undefined;
+    for (const batch of held) runBatch(batch);
+  };
+  watchdog.once('message', begin);
+  // Without a watchdog a call still ends at its CPU limit: better that than answering nothing.
+  watchdog.once('error', begin);
 }
 
 /** Messages for the node, sent together once the current batch (or callback) is done. */
@@ -42,10 +57,15 @@ const host = new SandboxHost({
   ...(slot ? { slot } : {}),
 });
 
-process.on('message', (batch: Batch<NodeMessage>) => {
+const runBatch = (batch: Batch<NodeMessage>): void => {
   for (const message of batch) host.run(message);
   // Answer the whole batch in one message, without waiting for the check phase.
   flush();
+};
+
+process.on('message', (batch: Batch<NodeMessage>) => {
+  if (beforeWatchdog) beforeWatchdog.push(batch);
+  else runBatch(batch);
 });
 
 // The node went away: nothing to do here any more.

@@ -7,7 +7,7 @@
  * main thread). The node then moves everything else to a fresh worker (sandbox-client.ts).
  */
 import { readFileSync, writeSync } from 'node:fs';
-import { workerData } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { CallSlot } from './call-slot.js';
 
 export interface WatchdogData {
@@ -29,6 +29,10 @@ export interface StallReport {
 }
 
 const { buffer, stallMs, reportFd } = workerData as WatchdogData;
+
+// Tests stand in for a thread that starts late on a busy host with this (sandbox-neighbours.test.ts).
+const lateStartMs = Number(process.env.STATEHOLD_TEST_WATCHDOG_LATE_MS ?? 0);
+if (lateStartMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, lateStartMs);
 const slot = new CallSlot(buffer);
 
 /**
@@ -87,3 +91,6 @@ const watching = setInterval(
   },
   Math.max(5, Math.min(25, Math.floor(stallMs / 4))),
 );
+
+// The worker's main thread runs no machine code until this arrives (sandbox-worker.ts).
+parentPort?.postMessage('watching');
