@@ -61,6 +61,12 @@ export class SandboxClient {
   private readonly versions = new Map<string, RemoteVersion>();
   /** Each load's number, which the worker's stall reports name (the version whose code held it). */
   private readonly loadNumbers = new Map<number, string>();
+  /**
+   * Per worker, the request it answered last. The watchdog's report and the culprit's answer travel on
+   * different channels, so on a busy node the answer can be read first; the culprit is then the last
+   * request answered (a retired worker runs nothing after it), and is still told it was the culprit.
+   */
+  private readonly lastAnswered = new WeakMap<SandboxWorker, { id: number; key: string | undefined; versionId: string | undefined }>();
   private nextLoadNumber = 1;
   /** Requests made during this turn of the event loop, sent as one batch in its check phase. */
   private outgoing: NodeMessage[] = [];
@@ -230,23 +236,27 @@ export class SandboxClient {
    * once, in the next worker); the culprit is left to finish there. Returns the culprit's version.
    */
   private moveAside(worker: SandboxWorker, report: StallReport): string | undefined {
-    const culprit = worker.pending.get(report.stalled);
+    const waitingCulprit = worker.pending.get(report.stalled);
+    const answered = this.lastAnswered.get(worker);
+    const culprit = waitingCulprit ?? (answered?.id === report.stalled ? answered : undefined);
     // A request names its version; a delivery (a fetch's answer running machine code) only by number.
     const versionId = culprit?.versionId ?? this.loadNumbers.get(report.versionNo);
+    const ownStall = { stallMs: this.workers.stallMs };
     for (const [id, waiting] of worker.pending) {
       if (id === report.stalled) continue;
       worker.pending.delete(id);
-      waiting.reject(new SandboxMovedError());
+      // The culprit's actor's next call, sent after its answer: it cannot run where the actor lives.
+      const own = culprit?.key !== undefined && waiting.key === culprit.key;
+      waiting.reject(own ? new SandboxDisposedError(ownStall) : new SandboxMovedError());
     }
     // The culprit's actor finds its isolate gone on its next call: it is told that it was the culprit.
-    const ownStall = { stallMs: this.workers.stallMs };
     const culpritVersion = culprit?.versionId === undefined ? undefined : this.versions.get(culprit.versionId);
     if (culprit?.key !== undefined) culpritVersion?.heldByOwnCall(culprit.key, ownStall);
-    if (culprit) {
+    if (waitingCulprit) {
       // So is an asynchronous call (an http API's handler) that the retired worker moves on at its next
       // crossing: it cannot go on there, and it was not a bystander.
-      const { reject } = culprit;
-      culprit.reject = (error) => reject(error instanceof SandboxMovedError ? new SandboxDisposedError(ownStall) : error);
+      const { reject } = waitingCulprit;
+      waitingCulprit.reject = (error) => reject(error instanceof SandboxMovedError ? new SandboxDisposedError(ownStall) : error);
     }
     this.forgetWorkerState();
     return versionId;
@@ -258,6 +268,9 @@ export class SandboxClient {
         const waiting = worker.pending.get(message.id);
         if (waiting) {
           worker.pending.delete(message.id);
+          // A retired worker answers what it did not run with a MOVED_ERROR: those ran no machine code.
+          if (message.ok || message.error.name !== MOVED_ERROR)
+            this.lastAnswered.set(worker, { id: message.id, key: waiting.key, versionId: waiting.versionId });
           this.options.onAnswered?.((performance.now() - waiting.sentAt) / 1000);
           if (message.ok) waiting.resolve(message.value);
           else waiting.reject(rebuild(message.error));
