@@ -1,9 +1,13 @@
-import { type JetStreamClient, type JsMsg, jetstream } from '@nats-io/jetstream';
+import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { unavailable } from '../../domain/errors.js';
 import { withinMs } from '../../domain/within-ms.js';
 import { PartitionCopy } from './partition-copy.js';
+import type { FollowedMessage } from './stream-follower.js';
 import type { JetStreamTransitionLog } from './transition-log.js';
+
+/** How long a partition's follower waits for JetStream to answer a question (StreamFollower asks again). */
+const FOLLOW_QUESTION_MS = 1_000;
 
 /** A partition's applied position, as one copy of it said (HeldPartitions.appliedMarks). */
 export interface AppliedMark {
@@ -15,7 +19,7 @@ export interface AppliedMark {
 interface HeldPartitionsOptions {
   log: JetStreamTransitionLog;
   /** Applies one entry a partition's follower received. */
-  apply: (message: JsMsg) => Promise<void>;
+  apply: (message: FollowedMessage) => Promise<void>;
   /** Drops every row of the partitions given up from the local store (their followers stopped first). */
   drop: (partitions: ReadonlySet<number>) => Promise<void>;
   onError: (message: string, error: unknown) => void;
@@ -52,7 +56,9 @@ export class HeldPartitions {
   hold(nc: NatsConnection, partitions: ReadonlySet<number>, from: (partition: number) => number): void {
     const { log, apply, drop, onError } = this.options;
     const first = this.js === undefined;
-    const js = (this.js ??= jetstream(nc));
+    // A short timeout for the followers' questions (making a consumer, reading an entry): while one
+    // cannot be made, a follower reads the partition's entries instead, and tries again (StreamFollower).
+    const js = (this.js ??= jetstream(nc, { timeout: FOLLOW_QUESTION_MS }));
     const given = [...this.copies.values()].filter((copy) => !partitions.has(copy.partition));
     for (const copy of given) this.copies.delete(copy.partition);
     for (const partition of partitions) {

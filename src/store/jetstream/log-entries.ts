@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { JsMsg } from '@nats-io/jetstream';
+import type { FollowedMessage } from './stream-follower.js';
 import type { CommitEffects, InstanceHead, TransitionRecord } from '../instance-store.js';
 
 /**
@@ -41,7 +41,7 @@ export const instanceOf = (entry: LogEntry): Pick<InstanceHead, 'orgId' | 'machi
   entry.kind === 'create' || entry.kind === 'commit' || entry.kind === 'head' ? entry.head : entry;
 
 /** The entry a TX log message holds, with the position it follows (from its header for older entries). */
-export const entryOf = (message: JsMsg): LogEntry => {
+export const entryOf = (message: FollowedMessage): LogEntry => {
   const entry = message.json<LogEntry>();
   entry.after ??= positionOf(message.headers?.get(EXPECTED_HEADER));
   return entry;

@@ -1,4 +1,4 @@
-import type { JsMsg } from '@nats-io/jetstream';
+import type { FollowedMessage } from './stream-follower.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { unavailable } from '../../domain/errors.js';
 import type { IndexPosition } from '../../domain/index-values.js';
@@ -203,7 +203,7 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /** One entry a partition's follower received. */
-  private applyFollowed(message: JsMsg): Promise<void> {
+  private applyFollowed(message: FollowedMessage): Promise<void> {
     // This node's own appends come back through the follower: known applied by the subject alone (its
     // last three tokens name the instance), they are passed by without decoding the entry.
     const latest = this.latest.get(keyOfSubject(message.subject));

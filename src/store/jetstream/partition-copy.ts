@@ -1,5 +1,5 @@
-import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import { StreamFollower } from './stream-follower.js';
+import type { JetStreamClient } from '@nats-io/jetstream';
+import { type FollowedMessage, StreamFollower } from './stream-follower.js';
 import { ServiceError } from '../../domain/errors.js';
 
 interface PartitionCopyOptions {
@@ -13,7 +13,7 @@ interface PartitionCopyOptions {
   /** The partition's last entry's stream sequence in the log now. */
   lastSeq: () => Promise<number>;
   /** Applies one entry; entries of different instances may be applied side by side. */
-  apply: (message: JsMsg) => Promise<void>;
+  apply: (message: FollowedMessage) => Promise<void>;
   onError: (message: string, error: unknown) => void;
 }
 

@@ -1,4 +1,21 @@
-import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
+import {
+  type ConsumerMessages,
+  DeliverPolicy,
+  type JetStreamClient,
+  JetStreamApiError,
+  type MsgRequest,
+  type NextMsgRequest,
+  type StoredMsg,
+} from '@nats-io/jetstream';
+import type { MsgHdrs } from '@nats-io/transport-node';
+
+/** What a follower hands on: a consumer's message, or an entry read from the stream itself (readBehind). */
+export interface FollowedMessage {
+  readonly seq: number;
+  readonly subject: string;
+  readonly headers?: MsgHdrs | undefined;
+  json<T>(): T;
+}
 
 interface StreamFollowerOptions {
   js: JetStreamClient;
@@ -10,14 +27,21 @@ interface StreamFollowerOptions {
   /** The first sequence not handled yet: asked again each time the follower (re)starts. */
   next: () => number;
   /** Handles one message, in stream order; its failure is reported and the follower goes on. */
-  handle: (message: JsMsg) => Promise<void>;
+  handle: (message: FollowedMessage) => Promise<void>;
   onError: (message: string, error: unknown) => void;
 }
 
-/** Wait before following again after the consumer ended (a server lost, heartbeats missed). */
+/**
+ * Wait before following again after the consumer ended (a server lost, heartbeats missed), doubled
+ * after each failure in a row up to the most: a node cut off from NATS for long asks little, and its
+ * questions do not queue up at its nats-server to hold up the ones after the heal.
+ */
 const RESTART_MS = 250;
+const MAX_RESTART_MS = 4_000;
 /** How often the follower checks that it is not stuck behind its stream. */
 const STALL_CHECK_MS = 2_000;
+/** At most this many entries read one by one from the stream after a stall, before following again. */
+const MAX_READS_BEHIND = 10_000;
 
 /**
  * Follows a stream from a sequence, in order, for as long as it is not stopped: an ordered consumer,
@@ -33,12 +57,25 @@ export class StreamFollower {
   private lastNext = 0;
   /** Set by restart: what the consumer still delivers is passed by until a new one starts from `next()`. */
   private restarting = false;
+  /**
+   * Where to read up to before following again: the stream's last sequence at a stall check, or its
+   * last when read (`last`) after a consumer could not be made or failed.
+   */
+  private behindTo: number | 'last' | undefined;
 
   constructor(private readonly options: StreamFollowerOptions) {}
 
-  /** Resolves once the first consumer exists (messages then arrive in the background). */
+  /**
+   * Resolves once the first consumer exists (messages then arrive in the background), or once it could
+   * not be made: the follower then reads the stream's entries one by one meanwhile, and makes one again.
+   */
   async start(): Promise<void> {
-    await this.open();
+    try {
+      await this.open();
+    } catch (error) {
+      this.options.onError(`could not follow ${this.options.stream} yet; reading its entries meanwhile`, error);
+      this.behindTo = 'last';
+    }
     this.loop = this.run();
     this.watchdog = setInterval(() => void this.checkStalled(), STALL_CHECK_MS);
     this.watchdog.unref();
@@ -72,16 +109,21 @@ export class StreamFollower {
     this.lastNext = next;
     if (moved || this.stopped || !this.messages) return;
     try {
-      const last = this.options.lastSeq
-        ? await this.options.lastSeq()
-        : (await (await this.options.js.jetstreamManager()).streams.info(this.options.stream)).state.last_seq;
+      const last = await this.lastSeq();
       if (last >= next && this.options.next() === next) {
         this.options.onError(`following ${this.options.stream} stalled at ${next - 1} of ${last}`, new Error('no entry for a while'));
+        this.behindTo = last;
         await this.messages?.close();
       }
     } catch {
       // (the stream is not reachable now: the next check tries again)
     }
+  }
+
+  private async lastSeq(): Promise<number> {
+    return this.options.lastSeq
+      ? this.options.lastSeq()
+      : (await (await this.options.js.jetstreamManager()).streams.info(this.options.stream)).state.last_seq;
   }
 
   private async open(): Promise<void> {
@@ -96,10 +138,35 @@ export class StreamFollower {
     this.restarting = false;
   }
 
+  /**
+   * After a stall, or a consumer that could not be made or failed, the entries up to the stream's last
+   * sequence are read one by one from the stream (its leader answers) before a new consumer is made.
+   * After a nats-server was lost, making a consumer timed out again and again for seconds (the
+   * JetStream cluster's meta leader elected anew), and a consumer made then delivered one entry per
+   * restart (cluster/README.md, What is left, 14): reads need neither.
+   */
+  private async readBehind(): Promise<void> {
+    const wanted = this.behindTo;
+    this.behindTo = undefined;
+    if (wanted === undefined) return;
+    const to = wanted === 'last' ? await this.lastSeq() : wanted;
+    const jsm = await this.options.js.jetstreamManager();
+    for (let reads = 0; reads < MAX_READS_BEHIND && !this.stopped; reads++) {
+      const next = this.options.next();
+      if (next > to) return;
+      const message = await firstFrom(jsm, this.options.stream, next, this.options.filter);
+      if (!message || message.seq > to) return;
+      await this.options.handle(message);
+    }
+  }
+
   private async run(): Promise<void> {
+    let failures = 0;
     for (;;) {
       try {
+        await this.readBehind();
         if (!this.messages) await this.open();
+        failures = 0;
         for await (const message of this.messages as ConsumerMessages) {
           if (this.restarting || message.seq < this.options.next()) continue;
           try {
@@ -110,11 +177,35 @@ export class StreamFollower {
         }
       } catch (error) {
         if (!this.stopped) this.options.onError(`stopped following ${this.options.stream}; following again`, error);
+        this.behindTo ??= 'last';
+        failures++;
       }
       this.messages = undefined;
       if (this.stopped) return;
-      await new Promise((resolve) => setTimeout(resolve, RESTART_MS));
+      await new Promise((resolve) => setTimeout(resolve, Math.min(RESTART_MS * 2 ** Math.max(0, failures - 1), MAX_RESTART_MS)));
       if (this.stopped) return;
     }
   }
 }
+
+/** The stream's first entry at or after `seq` (on `filter`, when given), from its leader; null when none. */
+const firstFrom = async (
+  jsm: Awaited<ReturnType<JetStreamClient['jetstreamManager']>>,
+  stream: string,
+  seq: number,
+  filter: string | undefined,
+): Promise<FollowedMessage | null> => {
+  // (the client's type leaves out next_by_subj, which a 2.9 server takes: its first message on the subject
+  // from seq on; with `>`, the first from seq on, past a sequence removed by age)
+  const query: NextMsgRequest = { seq, next_by_subj: filter ?? '>' };
+  let stored: StoredMsg | null;
+  try {
+    stored = await jsm.streams.getMessage(stream, query as unknown as MsgRequest);
+  } catch (error) {
+    if (error instanceof JetStreamApiError && error.status === 404) return null;
+    throw error;
+  }
+  if (!stored) return null;
+  const found = stored;
+  return { seq: found.seq, subject: found.subject, headers: found.header, json: <T>() => found.json<T>() };
+};

@@ -1,0 +1,86 @@
+/**
+ * A stream follower that cannot make a consumer still delivers the stream's entries, in order, read one
+ * by one from the stream: after a nats-server was lost, making one timed out again and again for seconds
+ * while the stream itself answered (cluster/README.md, What is left, 14). Here a real nats-server
+ * refuses the follower's user every consumer API subject, so only the reads can deliver.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import t from 'tap';
+import { freePort, natsServerAvailable } from '../cluster/nats-servers.mjs';
+import { type FollowedMessage, StreamFollower } from '../src/store/jetstream/stream-follower.js';
+import { eventually } from './helpers/eventually.js';
+
+if (!natsServerAvailable()) {
+  t.plan(0, 'nats-server is not installed (apt-get install nats-server)');
+  process.exit(0);
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'statehold-follower-'));
+const port = await freePort();
+writeFileSync(
+  join(dir, 'server.conf'),
+  `listen: 127.0.0.1:${port}
+jetstream { store_dir: "${join(dir, 'store')}" }
+authorization {
+  users: [
+    { user: writer, password: writer }
+    { user: follower, password: follower, permissions: { publish: { allow: [">"], deny: ["$JS.API.CONSUMER.>"] } } }
+  ]
+}
+`,
+);
+const server = spawn('nats-server', ['-c', join(dir, 'server.conf')], { stdio: 'ignore' });
+t.teardown(() => {
+  server.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+const connectAs = (user: string) =>
+  eventually(() => connect({ servers: `127.0.0.1:${port}`, user, pass: user }).catch(() => undefined), {
+    message: 'nats-server did not start',
+  });
+
+const writer = await connectAs('writer');
+const reader = await connectAs('follower');
+t.teardown(async () => {
+  await writer.close();
+  await reader.close();
+});
+await (await jetstreamManager(writer)).streams.add({ name: 'FOLLOWED', subjects: ['followed.>'] });
+const js = jetstream(writer);
+for (let i = 1; i <= 30; i++) await js.publish(`followed.${i % 3}.x`, JSON.stringify({ i }));
+
+t.test('with no consumer to be had, the entries of its filter are read from the stream, in order', async (t) => {
+  const seen: Array<{ seq: number; i: number }> = [];
+  const errors: string[] = [];
+  let next = 5;
+  const follower = new StreamFollower({
+    js: jetstream(reader, { timeout: 500 }),
+    stream: 'FOLLOWED',
+    filter: 'followed.1.>',
+    next: () => next,
+    handle: async (message: FollowedMessage) => {
+      seen.push({ seq: message.seq, i: message.json<{ i: number }>().i });
+      next = message.seq + 1;
+    },
+    onError: (message) => errors.push(message),
+  });
+  t.teardown(() => follower.stop());
+  await follower.start();
+  // Entries on followed.1: i = 1, 4, …, 28 at sequences 1, 4, …, 28; from sequence 5 on: 7, 10, …, 28.
+  const expected = Array.from({ length: 8 }, (_, k) => ({ seq: 7 + 3 * k, i: 7 + 3 * k }));
+  await eventually(() => seen.length >= expected.length, { message: `read ${JSON.stringify(seen)}` });
+  t.same(seen, expected, 'every entry of the filter from next() on, once, in stream order');
+  t.match(errors[0], /could not follow FOLLOWED yet; reading its entries meanwhile/, 'the missing consumer is reported');
+
+  // What is appended later is read too, once the follower's next try to make a consumer failed again.
+  await js.publish('followed.1.x', JSON.stringify({ i: 31 }));
+  await js.publish('followed.2.x', JSON.stringify({ i: 32 }));
+  await eventually(() => seen.length > expected.length, { message: 'the entry appended later was not read' });
+  t.same(seen.at(-1), { seq: 31, i: 31 });
+  t.equal(seen.length, expected.length + 1, 'and nothing of another filter');
+});
