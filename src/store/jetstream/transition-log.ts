@@ -100,6 +100,11 @@ export class JetStreamTransitionLog {
     readonly partitions: number,
   ) {}
 
+  /** Whether the last check (unwritable) found the log writable. */
+  private writable = true;
+  /** Waiting for the log to take writes again (whenWritable). */
+  private writableWaiters: Array<() => void> = [];
+
   static async open(nc: NatsConnection, options: TransitionLogOptions): Promise<JetStreamTransitionLog> {
     const jsm = await jetstreamManager(nc);
     const stream = `STATEHOLD_${options.cluster}_TX`;
@@ -159,8 +164,24 @@ export class JetStreamTransitionLog {
     return `${this.prefix}.${partition}.>`;
   }
 
-  /** The stream sequence of the partition's last entry, 0 when it has none: its owner has caught up once it applied it. */
+  /**
+   * The stream sequence of the partition's last entry, 0 when it has none: its owner has caught up once
+   * it applied it. Asked while the log had no leader (a nats-server lost, an election), the question may
+   * go unanswered until the client's 5 s timeout: it is asked again as soon as the log takes writes again
+   * (a new owner's catch-up had waited out those 5 s: cluster/README.md, What is left, 14). Not asked
+   * with a shorter timeout instead: the server still runs every question the client gave up on (a scan
+   * of the partition's subjects), and a node cut off from NATS piled up so many that its /health's
+   * question waited behind them after the heal.
+   */
   async lastSeqOfPartition(partition: number): Promise<number> {
+    const asked = this.askLastSeqOfPartition(partition);
+    if (this.writable) return asked;
+    asked.catch(() => undefined);
+    const answered = await Promise.race([asked.then((seq) => ({ seq })), this.whenWritable().then(() => undefined)]);
+    return answered?.seq ?? this.askLastSeqOfPartition(partition);
+  }
+
+  private async askLastSeqOfPartition(partition: number): Promise<number> {
     try {
       const message = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.partitionSubject(partition) });
       return message?.seq ?? 0;
@@ -168,6 +189,20 @@ export class JetStreamTransitionLog {
       if (error instanceof JetStreamApiError && error.status === 404) return 0;
       throw error;
     }
+  }
+
+  /** Resolves once a check (unwritable) finds the log writable after one that did not. */
+  private whenWritable(): Promise<void> {
+    return new Promise((resolve) => this.writableWaiters.push(resolve));
+  }
+
+  private noteWritable(writable: boolean): void {
+    const again = writable && !this.writable;
+    this.writable = writable;
+    if (!again) return;
+    const waiters = this.writableWaiters;
+    this.writableWaiters = [];
+    for (const resolve of waiters) resolve();
   }
 
   /**
@@ -261,6 +296,12 @@ export class JetStreamTransitionLog {
    * answers neither). What GET /health goes by, so a balancer stops sending to a node that cannot commit.
    */
   async unwritable(ms: number): Promise<string | undefined> {
+    const reason = await this.whyUnwritable(ms);
+    this.noteWritable(reason === undefined);
+    return reason;
+  }
+
+  private async whyUnwritable(ms: number): Promise<string | undefined> {
     let timer: NodeJS.Timeout | undefined;
     try {
       const info = await Promise.race([
