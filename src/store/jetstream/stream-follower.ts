@@ -33,8 +33,8 @@ interface StreamFollowerOptions {
 
 /**
  * Wait before following again after the consumer ended (a server lost, heartbeats missed), doubled
- * after each failure in a row up to the most: a node cut off from NATS for long asks little, and its
- * questions do not queue up at its nats-server to hold up the ones after the heal.
+ * after each failure in a row up to the most: a node cut off from NATS for long asks little (its
+ * nats-server runs every question the client gave up on, and holds up the later ones with them).
  */
 const RESTART_MS = 250;
 const MAX_RESTART_MS = 4_000;
