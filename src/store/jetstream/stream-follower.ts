@@ -1,13 +1,6 @@
-import {
-  type ConsumerMessages,
-  DeliverPolicy,
-  type JetStreamClient,
-  JetStreamApiError,
-  type MsgRequest,
-  type NextMsgRequest,
-  type StoredMsg,
-} from '@nats-io/jetstream';
+import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { MsgHdrs } from '@nats-io/transport-node';
+import { firstMessageFrom } from './first-message.js';
 
 /** What a follower hands on: a consumer's message, or an entry read from the stream itself (readBehind). */
 export interface FollowedMessage {
@@ -62,6 +55,9 @@ export class StreamFollower {
    * last when read (`last`) after a consumer could not be made or failed.
    */
   private behindTo: number | 'last' | undefined;
+
+  /** Made once, without the client's account check (a request of its own each time it is made). */
+  private jsm: Promise<JetStreamManager> | undefined;
 
   constructor(private readonly options: StreamFollowerOptions) {}
 
@@ -121,9 +117,12 @@ export class StreamFollower {
   }
 
   private async lastSeq(): Promise<number> {
-    return this.options.lastSeq
-      ? this.options.lastSeq()
-      : (await (await this.options.js.jetstreamManager()).streams.info(this.options.stream)).state.last_seq;
+    return this.options.lastSeq ? this.options.lastSeq() : (await (await this.manager()).streams.info(this.options.stream)).state.last_seq;
+  }
+
+  private manager(): Promise<JetStreamManager> {
+    this.jsm ??= this.options.js.jetstreamManager(false);
+    return this.jsm;
   }
 
   private async open(): Promise<void> {
@@ -150,7 +149,7 @@ export class StreamFollower {
     this.behindTo = undefined;
     if (wanted === undefined) return;
     const to = wanted === 'last' ? await this.lastSeq() : wanted;
-    const jsm = await this.options.js.jetstreamManager();
+    const jsm = await this.manager();
     for (let reads = 0; reads < MAX_READS_BEHIND && !this.stopped; reads++) {
       const next = this.options.next();
       if (next > to) return;
@@ -188,24 +187,13 @@ export class StreamFollower {
   }
 }
 
-/** The stream's first entry at or after `seq` (on `filter`, when given), from its leader; null when none. */
+/** The stream's first entry at or after `seq` on `filter` (every subject when not given; `>` also passes a sequence removed by age). */
 const firstFrom = async (
-  jsm: Awaited<ReturnType<JetStreamClient['jetstreamManager']>>,
+  jsm: JetStreamManager,
   stream: string,
   seq: number,
   filter: string | undefined,
 ): Promise<FollowedMessage | null> => {
-  // (the client's type leaves out next_by_subj, which a 2.9 server takes: its first message on the subject
-  // from seq on; with `>`, the first from seq on, past a sequence removed by age)
-  const query: NextMsgRequest = { seq, next_by_subj: filter ?? '>' };
-  let stored: StoredMsg | null;
-  try {
-    stored = await jsm.streams.getMessage(stream, query as unknown as MsgRequest);
-  } catch (error) {
-    if (error instanceof JetStreamApiError && error.status === 404) return null;
-    throw error;
-  }
-  if (!stored) return null;
-  const found = stored;
-  return { seq: found.seq, subject: found.subject, headers: found.header, json: <T>() => found.json<T>() };
+  const found = await firstMessageFrom(jsm, stream, seq, filter ?? '>');
+  return found && { seq: found.seq, subject: found.subject, headers: found.header, json: <T>() => found.json<T>() };
 };

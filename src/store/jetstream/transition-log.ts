@@ -4,8 +4,6 @@ import {
   jetstream,
   jetstreamManager,
   JetStreamApiError,
-  type MsgRequest,
-  type NextMsgRequest,
   type PubAck,
   RetentionPolicy,
   StorageType,
@@ -16,6 +14,7 @@ import {
 import type { NatsConnection } from '@nats-io/transport-node';
 import { payloadTooLarge, unavailable } from '../../domain/errors.js';
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
+import { firstMessageFrom } from './first-message.js';
 
 /** An append refused because the instance's log moved past what the writer expected: it is not the owner any more. */
 export class LogFencedError extends Error {
@@ -102,8 +101,8 @@ export class JetStreamTransitionLog {
 
   /** Whether the last check (unwritable) found the log writable. */
   private writable = true;
-  /** Waiting for the log to take writes again (whenWritable). */
-  private writableWaiters: Array<() => void> = [];
+  /** Questions waiting for the log to take writes again (lastSeqOfPartition). */
+  private readonly writableWaiters = new Set<() => void>();
 
   static async open(nc: NatsConnection, options: TransitionLogOptions): Promise<JetStreamTransitionLog> {
     const jsm = await jetstreamManager(nc);
@@ -177,8 +176,18 @@ export class JetStreamTransitionLog {
     const asked = this.askLastSeqOfPartition(partition);
     if (this.writable) return asked;
     asked.catch(() => undefined);
-    const answered = await Promise.race([asked.then((seq) => ({ seq })), this.whenWritable().then(() => undefined)]);
-    return answered?.seq ?? this.askLastSeqOfPartition(partition);
+    let wake = (): void => undefined;
+    const writableAgain = new Promise<void>((resolve) => {
+      wake = resolve;
+      this.writableWaiters.add(resolve);
+    });
+    try {
+      const answered = await Promise.race([asked.then((seq) => ({ seq })), writableAgain.then(() => undefined)]);
+      return answered?.seq ?? (await this.askLastSeqOfPartition(partition));
+    } finally {
+      // (answered first, or failed: a question asked every 2 s through a long outage leaves nothing behind)
+      this.writableWaiters.delete(wake);
+    }
   }
 
   private async askLastSeqOfPartition(partition: number): Promise<number> {
@@ -191,18 +200,12 @@ export class JetStreamTransitionLog {
     }
   }
 
-  /** Resolves once a check (unwritable) finds the log writable after one that did not. */
-  private whenWritable(): Promise<void> {
-    return new Promise((resolve) => this.writableWaiters.push(resolve));
-  }
-
   private noteWritable(writable: boolean): void {
     const again = writable && !this.writable;
     this.writable = writable;
     if (!again) return;
-    const waiters = this.writableWaiters;
-    this.writableWaiters = [];
-    for (const resolve of waiters) resolve();
+    for (const resolve of this.writableWaiters) resolve();
+    this.writableWaiters.clear();
   }
 
   /**
@@ -337,15 +340,8 @@ export class JetStreamTransitionLog {
   }
 
   /** The instance's first entry after stream sequence `after`, null when it has none. */
-  private async entryAfter(orgId: string, machine: string, name: string, after: number): Promise<StoredMsg | null> {
-    try {
-      // (the client's type leaves out next_by_subj, which a 2.9 server takes: its first message on the subject from seq on)
-      const query: NextMsgRequest = { seq: after + 1, next_by_subj: this.subjectOf(orgId, machine, name) };
-      return await this.jsm.streams.getMessage(this.stream, query as unknown as MsgRequest);
-    } catch (error) {
-      if (error instanceof JetStreamApiError && error.status === 404) return null;
-      throw error;
-    }
+  private entryAfter(orgId: string, machine: string, name: string, after: number): Promise<StoredMsg | null> {
+    return firstMessageFrom(this.jsm, this.stream, after + 1, this.subjectOf(orgId, machine, name));
   }
 
   /**
