@@ -3,6 +3,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { freePort } from '../cluster/nats-servers.mjs';
 import { defaultWorkerNodeArgs } from '../src/sandbox/index.js';
 import { call } from './helpers/http.js';
 import { entryPoint, removeDir, shim, startNode, tempDataDir } from './helpers/node-process.js';
@@ -110,6 +111,25 @@ t.test('--help documents the settings; bad flags exit 2 with a message', async (
     t.match(failed.stderr, /statehold: /);
     if (args[1] === '--admin-key') t.notMatch(failed.stderr, args[2] as string, 'the key is not echoed');
   }
+});
+
+t.test('a second node on a port in use fails to start and says so (it does not share the port)', async (t) => {
+  // (a port given, as an operator gives one: uWS shared a given port, not one the kernel picked for port 0)
+  const first = await startNode({ args: ['--port', String(await freePort())] });
+  t.teardown(() => first.stop());
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const second = await run(
+    process.execPath,
+    ['--no-node-snapshot', entryPoint, 'serve', '--port', String(first.port), '--data-dir', dataDir],
+    { timeout: 30_000 },
+  ).then(
+    () => ({ code: 0, stderr: '' }),
+    (error: { code: number; stderr: string }) => error,
+  );
+  t.not(second.code, 0, 'the second node exits');
+  t.match(second.stderr, new RegExp(`could not listen on 127\\.0\\.0\\.1:${first.port} \\(is another process using that port\\?\\)`));
+  t.equal((await fetch(`${first.url}/health`)).status, 200, 'the first goes on');
 });
 
 t.test('STATEHOLD_SANDBOX_NODE_ARGS reaches the sandbox worker; anything but flags is refused', async (t) => {

@@ -11,6 +11,9 @@ import type { RealtimeHub, RealtimeLimits } from './realtime/realtime-hub.js';
 import { attachRealtime, type RealtimeEndpoint } from './realtime/rt-websocket.js';
 import type { Router } from './router.js';
 
+/** uWS's listen option that leaves SO_REUSEPORT off (its ListenOptions, which the module does not export at runtime). */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+
 /** The CORS headers every answer carries unless its route set them itself. */
 const CORS_ENTRIES = Object.entries(corsHeaders);
 
@@ -108,9 +111,17 @@ export class HttpServer {
     if (this.options.realtime) this.realtime = attachRealtime(app, this.options.realtime.hub, this.options.realtime.limits, this.logError);
     app.any('/*', (res, req) => this.handle(res, req));
     return new Promise((resolve, reject) => {
-      app.listen(this.options.host, this.options.port, (socket) => {
+      // Exclusive: by default uWS sets SO_REUSEPORT, so a second node started on a port in use "listened"
+      // too, and the kernel split connections between two nodes with different data (seen by hand).
+      const listen = app.listen as unknown as (
+        host: string,
+        port: number,
+        options: number,
+        cb: (socket: uWS.us_listen_socket | false) => void,
+      ) => void;
+      listen.call(app, this.options.host, this.options.port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) => {
         if (!socket) {
-          reject(new Error(`could not listen on ${this.options.host}:${this.options.port}`));
+          reject(new Error(`could not listen on ${this.options.host}:${this.options.port} (is another process using that port?)`));
           return;
         }
         this.listenSocket = socket;
