@@ -84,3 +84,34 @@ t.test('with no consumer to be had, the entries of its filter are read from the 
   t.same(seen.at(-1), { seq: 31, i: 31 });
   t.equal(seen.length, expected.length + 1, 'and nothing of another filter');
 });
+
+t.test('an entry someone waits for is read at once (readSoon), not after the pause before the next try', async (t) => {
+  const seen: number[] = [];
+  const errors: string[] = [];
+  let next = (await (await jetstreamManager(writer)).streams.info('FOLLOWED')).state.last_seq + 1;
+  const follower = new StreamFollower({
+    js: jetstream(reader, { timeout: 300 }),
+    stream: 'FOLLOWED',
+    filter: 'followed.0.>',
+    next: () => next,
+    handle: async (message: FollowedMessage) => {
+      seen.push(message.seq);
+      next = message.seq + 1;
+    },
+    onError: (message) => errors.push(message),
+  });
+  t.teardown(() => follower.stop());
+  await follower.start();
+  // Each try to make a consumer fails, and the pause before the next doubles: after five, it is 4 s.
+  await eventually(() => errors.filter((error) => /stopped following FOLLOWED/.test(error)).length >= 5, {
+    timeoutMs: 20_000,
+    message: `the follower did not fail five times: ${errors.join('; ')}`,
+  });
+  const { seq } = await js.publish('followed.0.x', JSON.stringify({ i: 'waited for' }));
+  const asked = Date.now();
+  follower.readSoon(seq);
+  await eventually(() => seen.includes(seq), { timeoutMs: 10_000, message: 'the entry waited for was not read' });
+  const took = Date.now() - asked;
+  t.ok(took < 1_500, `read ${took} ms after it was asked for (the pause before the next try is 4 s)`);
+  t.same(seen, [seq], 'that entry, once');
+});

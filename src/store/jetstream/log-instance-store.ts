@@ -633,7 +633,7 @@ export class LogInstanceStore implements InstanceStore {
     return async (seq) => {
       const copy = this.held.get(this.partitionOf(key.orgId, key.machine, key.name));
       if (!copy) return undefined;
-      await copy.appliedTo(seq, CATCH_UP_MS);
+      await copy.ownEntryApplied(seq, CATCH_UP_MS);
       if (copy.appliedSeq < seq) return undefined;
       if (this.uncounted.has(seq)) return false;
       const current = this.local.getInstance(key.orgId, key.machine, key.name);

@@ -126,6 +126,21 @@ export class PartitionCopy {
     });
   }
 
+  /**
+   * Resolves once the watermark reaches `seq`, an entry this node just appended (or after `ms`). When the
+   * consumer has not brought it within READ_SOON_MS (it normally takes milliseconds), the follower reads
+   * it from the stream, and again each READ_SOON_MS while it is still missing.
+   */
+  async ownEntryApplied(seq: number, ms: number): Promise<void> {
+    if (this.appliedSeq >= seq) return;
+    const hurry = setInterval(() => this.follower.readSoon(seq), READ_SOON_MS);
+    try {
+      await this.appliedTo(seq, ms);
+    } finally {
+      clearInterval(hurry);
+    }
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     await this.follower.stop();
@@ -173,3 +188,10 @@ export class PartitionCopy {
 
 /** TX entries of one partition applied side by side at most while following. */
 const MAX_PENDING = 256;
+
+/**
+ * How long an append waits for its own entry from the consumer before the follower reads it from the
+ * stream (ownEntryApplied): far above a working consumer's delivery, far below the 2 s an append waited
+ * in the failover after a lost nats-server, entry after entry, while consumers could not be made.
+ */
+const READ_SOON_MS = 500;

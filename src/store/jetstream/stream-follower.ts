@@ -59,6 +59,11 @@ export class StreamFollower {
   /** Made once, without the client's account check (a request of its own each time it is made). */
   private jsm: Promise<JetStreamManager> | undefined;
 
+  /** Set by readSoon: the entries asked for are read before anything else, without the pause between consumers. */
+  private hurried = false;
+  /** Ends the pause between consumers early (set while the loop pauses). */
+  private endPause: (() => void) | undefined;
+
   constructor(private readonly options: StreamFollowerOptions) {}
 
   /**
@@ -87,8 +92,25 @@ export class StreamFollower {
     void this.messages?.close();
   }
 
+  /**
+   * Someone waits for the entries up to `seq`, which the stream holds, and the consumer has not brought
+   * them: they are read from the stream now (readBehind), as after a stall, without waiting for the
+   * stall check or out the pause before the next consumer. After a nats-server was lost, consumers
+   * could not be made or delivered nothing for many seconds while the stream answered reads; each
+   * append to a partition taken over then waited 2 s for its own entry (cluster/README.md, What is left, 14).
+   */
+  readSoon(seq: number): void {
+    if (this.stopped || this.options.next() > seq) return;
+    const behind = this.behindTo;
+    this.behindTo = behind === 'last' ? 'last' : Math.max(behind ?? 0, seq);
+    this.hurried = true;
+    this.endPause?.();
+    void this.messages?.close();
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
+    this.endPause?.();
     clearInterval(this.watchdog);
     await this.messages?.close();
     await this.loop;
@@ -181,9 +203,24 @@ export class StreamFollower {
       }
       this.messages = undefined;
       if (this.stopped) return;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(RESTART_MS * 2 ** Math.max(0, failures - 1), MAX_RESTART_MS)));
+      await this.pause(Math.min(RESTART_MS * 2 ** Math.max(0, failures - 1), MAX_RESTART_MS));
       if (this.stopped) return;
     }
+  }
+
+  /** The pause before the next consumer, ended early by readSoon (or skipped when it came first). */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const end = (): void => {
+        clearTimeout(timer);
+        this.endPause = undefined;
+        this.hurried = false;
+        resolve();
+      };
+      const timer = setTimeout(end, ms);
+      this.endPause = end;
+      if (this.hurried) end();
+    });
   }
 }
 
