@@ -46,7 +46,19 @@ export class NodeRequests {
       suspect?: (node: string, why: Suspicion) => void;
       slowMs?: number;
     },
-  ) {}
+  ) {
+    void this.loseOnReconnect();
+  }
+
+  /**
+   * The requests in flight when this node's connection to NATS came back are lost: the nats-server it
+   * was on may have died holding a request or its answer, and NATS sends neither again. Waiting out
+   * their timeout (the settle limit and 10 s) held such requests ≈ 20 s after a nats-server was killed;
+   * they are asked again instead, with their request ids, as after any answer that did not come.
+   */
+  private async loseOnReconnect(): Promise<void> {
+    for await (const status of this.nc.status()) if (status.type === 'reconnect') this.end(() => true);
+  }
 
   request(node: string, subject: string, data: Uint8Array, timeoutMs: number): Promise<RequestEnd> {
     return new Promise<RequestEnd>((resolve, reject) => {
