@@ -169,9 +169,14 @@ export class PartitionCopy {
           this.followerStarted = true;
         }
         for (;;) {
+          const before = this.appliedSeq;
           await this.appliedTo(last, 1_000);
           if (this.appliedSeq >= last) break;
           if (this.stopped) throw new PartitionGivenUpError(this.partition);
+          // Nothing came for a second while entries are missing: a consumer made while the JetStream
+          // cluster was getting over a lost server can deliver nothing (cluster/README.md, What is left,
+          // 14); the rest is read from the stream rather than waiting for the stall check.
+          if (this.appliedSeq === before) this.follower.readSoon(last);
         }
         this.isReady = true;
         return;
