@@ -117,6 +117,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       members: () => this.options.members(),
       checkMs: DEPARTURE_CHECK_MS,
       ...(options.suspect ? { suspect: options.suspect, slowMs: SLOW_ANSWER_MS } : {}),
+      reconnects: { nodeId: options.nodeId, subject: `statehold.${options.cluster}.reconnected` },
     });
   }
 

@@ -45,19 +45,39 @@ export class NodeRequests {
        */
       suspect?: (node: string, why: Suspicion) => void;
       slowMs?: number;
+      /**
+       * This node's id and the subject on which every node says its connection to NATS came back: the
+       * requests in flight to a node that says so are lost too (see loseOnReconnect).
+       */
+      reconnects?: { nodeId: string; subject: string };
     },
   ) {
+    const { reconnects } = options;
+    if (reconnects) {
+      nc.subscribe(reconnects.subject, {
+        callback: (error, message) => {
+          const node = error ? undefined : message.string();
+          if (node && node !== reconnects.nodeId) this.end((pending) => pending.node === node);
+        },
+      });
+    }
     void this.loseOnReconnect();
   }
 
   /**
-   * The requests in flight when this node's connection to NATS came back are lost: the nats-server it
-   * was on may have died holding a request or its answer, and NATS sends neither again. Waiting out
-   * their timeout (the settle limit and 10 s) held such requests ≈ 20 s after a nats-server was killed;
-   * they are asked again instead, with their request ids, as after any answer that did not come.
+   * The requests in flight when a connection to NATS came back, this node's or the asked node's, are
+   * lost: the nats-server it was on may have died holding a request or its answer, and NATS sends
+   * neither again. Waiting out their timeout (the settle limit and 10 s) held such requests ≈ 20 s after
+   * a nats-server was killed; they are asked again instead, with their request ids, as after any answer
+   * that did not come. (An answer sent before the reconnect, and so before the word of it, settles its
+   * request first; one that overtakes it only costs a request asked again.)
    */
   private async loseOnReconnect(): Promise<void> {
-    for await (const status of this.nc.status()) if (status.type === 'reconnect') this.end(() => true);
+    for await (const status of this.nc.status()) {
+      if (status.type !== 'reconnect') continue;
+      this.end(() => true);
+      if (this.options.reconnects) this.nc.publish(this.options.reconnects.subject, this.options.reconnects.nodeId);
+    }
   }
 
   request(node: string, subject: string, data: Uint8Array, timeoutMs: number): Promise<RequestEnd> {
