@@ -319,7 +319,7 @@ t.test(
         // A known defect of Debian's nats-server 2.9.10, not of Statehold (cluster/README.md, What is
         // left, 13): a server cut off while it led the META log keeps other entries than the leader's at
         // some positions, and a node whose consumer reads from it applies them: the cut node, or another
-        // (n2 in a clean-clone CI run, its consumer on that server's copy). Reported as todo then; a
+        // (n2 in a clean-clone CI run, presumably its consumer on that copy). Reported as todo then; a
         // difference of usage in any other run fails.
         ...(metaLedByCutServer
           ? {
