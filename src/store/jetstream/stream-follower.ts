@@ -101,8 +101,7 @@ export class StreamFollower {
    */
   readSoon(seq: number): void {
     if (this.stopped || this.options.next() > seq) return;
-    const behind = this.behindTo;
-    this.behindTo = behind === 'last' ? 'last' : Math.max(behind ?? 0, seq);
+    this.readBehindTo(seq);
     this.hurried = true;
     this.endPause?.();
     void this.messages?.close();
@@ -130,12 +129,18 @@ export class StreamFollower {
       const last = await this.lastSeq();
       if (last >= next && this.options.next() === next) {
         this.options.onError(`following ${this.options.stream} stalled at ${next - 1} of ${last}`, new Error('no entry for a while'));
-        this.behindTo = last;
+        this.readBehindTo(last);
         await this.messages?.close();
       }
     } catch {
       // (the stream is not reachable now: the next check tries again)
     }
+  }
+
+  /** The entries up to `to` are read from the stream before the next consumer: the furthest asked for wins. */
+  private readBehindTo(to: number): void {
+    const behind = this.behindTo;
+    this.behindTo = behind === 'last' ? 'last' : Math.max(behind ?? 0, to);
   }
 
   private async lastSeq(): Promise<number> {
