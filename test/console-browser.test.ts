@@ -104,6 +104,9 @@ t.teardown(async () => {
   if (launched) await (await launched).close();
 });
 
+// The two tests share only the browser (each has its own context and node): they run side by side.
+t.jobs = 2;
+
 t.test('the console in headless Chromium, as a new user', { skip, timeout: 180_000 }, async (t) => {
   mkdirSync(screenshots, { recursive: true });
   t.comment(`screenshots: ${screenshots}`);

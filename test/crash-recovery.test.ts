@@ -16,6 +16,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.
  * With the write-ahead log the machine is bundled with xstate inside, as smply uploads it (its
  * instances are restored by its own xstate copy after the restart).
  */
+// Each test has a node and a data dir of its own: two run side by side.
+t.jobs = 2;
+
 for (const commitLog of ['wal', 'lmdb'])
   t.test(`no acknowledged event is lost across kill -9 (--commit-log ${commitLog})`, async (t) => {
     const dataDir = tempDataDir();

@@ -9,6 +9,9 @@ import { eventType } from './helpers/transitions.js';
 const eventTypes = async (client: StateBackedClient, machine: string, instance: string) =>
   (await client.machineInstances.listTransitions(machine, instance)).transitions.map(eventType);
 
+// The two nodes below share nothing: their subtests run side by side (most of their time is waiting for delays).
+t.jobs = 2;
+
 /** One node with a short settling budget (delays are left to the durable timers) and quick timer retries. */
 t.test('a node with a 100 ms settling budget and 150 ms timer retries', async (t) => {
   const node = await startNode({ args: ['--settle-timeout-ms', '100', '--timer-retry-ms', '150'] });

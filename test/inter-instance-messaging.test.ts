@@ -38,6 +38,10 @@ const waitForPongs = (client: StateBackedClient, parent: string, pongs: number) 
  * settling budget, for the undeliverable message's retries), in its first org; the restart test last,
  * in an org of its own, restarts it.
  */
+// Each test has a node and a data dir of its own: two run side by side (much of their time is waiting
+// for timers and restarts).
+t.jobs = 2;
+
 t.test('on one node', async (t) => {
   const dataDir = tempDataDir();
   const nodeArgs = ['--admin-key', ADMIN, '--timer-retry-ms', '100', '--settle-timeout-ms', '100'];
