@@ -13,6 +13,9 @@ import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 
 const skip = natsMissing();
 const ADMIN = 'departure-admin-key';
+// Each test has its nats-server and nodes of its own: the two run side by side (much of their time is
+// waiting for nodes to start and for the cluster to settle).
+t.jobs = 2;
 
 t.test('a dead node is taken for gone at the first request that finds no one listening', { skip, timeout: 120_000 }, async (t) => {
   const nats = await startNats(1);
