@@ -1,9 +1,10 @@
 import { isIP } from 'node:net';
-import { importJWK, type JWK, type KeyLike } from 'jose';
+import type { JWK, KeyLike } from 'jose';
 import { MAX_JSON_DEPTH, tooDeep } from '../domain/json-depth.js';
 import { RecencyMap } from '../domain/recency-map.js';
 import { destinationOf, refusal, systemLookup, type AllowEntry, type Lookup, type ResolvedAddress } from '../sandbox/egress-policy.js';
 import { FetchFailure, hostFetch } from '../sandbox/host-fetch.js';
+import { jose } from './jose-module.js';
 
 /**
  * The JWKS documents of identity providers configured with a `jwksUrl` (wire-protocol §3.7), fetched
@@ -309,10 +310,13 @@ export class JwksCache {
     const id = `${index} ${alg}`;
     let key = document.imported.get(id);
     if (key === undefined) {
-      key = importJWK(publicPart(document.keys[index] as JWK), alg).catch(() => {
-        document.imported.delete(id);
-        throw new JwksFailure('bad-key', `key ${index} of ${jwksUrl} could not be imported for ${alg}`);
-      });
+      const jwk = publicPart(document.keys[index] as JWK);
+      key = jose()
+        .then(({ importJWK }) => importJWK(jwk, alg))
+        .catch(() => {
+          document.imported.delete(id);
+          throw new JwksFailure('bad-key', `key ${index} of ${jwksUrl} could not be imported for ${alg}`);
+        });
       document.imported.set(id, key);
     }
     return key;

@@ -1,7 +1,8 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWTHeaderParameters, type ProtectedHeaderParameters } from 'jose';
+import type { errors as joseErrors, JWTHeaderParameters, ProtectedHeaderParameters } from 'jose';
 import { tooDeep } from '../domain/json-depth.js';
 import { signingAlgorithms } from '../domain/records.js';
+import { jose } from './jose-module.js';
 import { JwksFailure, type JwksCache, type VerificationKey } from './jwks-cache.js';
 
 /**
@@ -65,8 +66,9 @@ export class SubjectTokenRefused extends Error {
 }
 
 /** The claims of a token, unverified: only to choose the IdP that will verify it. Throws SubjectTokenRefused (`malformed`). */
-export function unverifiedClaims(token: string): Record<string, unknown> {
+export async function unverifiedClaims(token: string): Promise<Record<string, unknown>> {
   checkShape(token);
+  const { decodeJwt } = await jose();
   try {
     return decodeJwt(token) as Record<string, unknown>;
   } catch (e) {
@@ -227,6 +229,7 @@ export async function verifySubjectToken(
   nowSeconds?: number,
 ): Promise<Record<string, unknown>> {
   checkShape(token);
+  const { decodeProtectedHeader, errors, jwtVerify } = await jose();
   let header: ProtectedHeaderParameters;
   try {
     header = decodeProtectedHeader(token);
@@ -248,12 +251,12 @@ export async function verifySubjectToken(
     });
     return payload as Record<string, unknown>;
   } catch (e) {
-    throw refusalOf(e);
+    throw refusalOf(e, errors);
   }
 }
 
 /** jose's failures as refusals; the reason is jose's message, which names claims, never values. */
-function refusalOf(e: unknown): SubjectTokenRefused {
+function refusalOf(e: unknown, errors: typeof joseErrors): SubjectTokenRefused {
   if (e instanceof SubjectTokenRefused) return e;
   if (e instanceof errors.JWTExpired) return new SubjectTokenRefused('expired', e.message);
   if (e instanceof errors.JWTClaimValidationFailed) {

@@ -72,7 +72,7 @@ export class TokenExchange {
     let unverified: Record<string, unknown>;
     try {
       // (bounded in size and depth before anything is parsed, as verification will be)
-      unverified = unverifiedClaims(request.subjectToken);
+      unverified = await unverifiedClaims(request.subjectToken);
     } catch (error) {
       if (!(error instanceof SubjectTokenRefused)) throw error;
       throw new OAuthError('invalid_request', 'subject_token is not a JWT');
