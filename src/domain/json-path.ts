@@ -7,7 +7,9 @@
  * unions or `^` hide more descents from any check of the path's text). Both callers run on the node's
  * main thread, where every request waits for them.
  */
-import { JSONPathEnvironment, JSONPathError, type JSONPathQuery, jsonpath, TokenKind } from 'json-p3';
+import { createRequire } from 'node:module';
+import type * as JsonP3 from 'json-p3';
+import type { JSONPathEnvironment, JSONPathQuery } from 'json-p3';
 
 /** Longest JSONPath, in characters. */
 const MAX_PATH_CHARS = 1_024;
@@ -35,7 +37,19 @@ export interface VisitBudget {
   exhausted: () => Error;
 }
 
-const environment = new JSONPathEnvironment({ strict: true });
+/**
+ * json-p3, loaded by the first path compiled (a version with index selectors, an identity provider's
+ * claim mapping): a node that has none spends ≈ 0.03 s less CPU at start. Its CommonJS build, which is
+ * what an import of it loads too, so that compilePath can stay synchronous.
+ */
+let p3: { module: typeof JsonP3; environment: JSONPathEnvironment } | undefined;
+const jsonP3 = (): { module: typeof JsonP3; environment: JSONPathEnvironment } => {
+  if (p3 === undefined) {
+    const module = createRequire(import.meta.url)('json-p3') as typeof JsonP3;
+    p3 = { module, environment: new module.JSONPathEnvironment({ strict: true }) };
+  }
+  return p3;
+};
 
 type Json = unknown;
 const isObject = (v: Json): v is Record<string, Json> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -49,6 +63,8 @@ export function compilePath(text: string): { ok: true; path: CompiledPath } | { 
   if (text.length > MAX_PATH_CHARS) return { ok: false, problem: `longer than ${MAX_PATH_CHARS} characters` };
   if (text.trim() === '') return { ok: false, problem: 'empty' };
   const rooted = text.startsWith('$') ? text : text.startsWith('.') || text.startsWith('[') ? `$${text}` : `$.${text}`;
+  const { module: json, environment } = jsonP3();
+  const { JSONPathError, jsonpath, TokenKind } = json;
   let query: JSONPathQuery;
   try {
     query = environment.compile(rooted);
