@@ -5,11 +5,12 @@
  *
  * Layout of the SharedArrayBuffer: three float64s (the request id running, 0 for none, DELIVERY for a
  * host call's outcome being delivered; when it began, ms since the epoch; the node's number of the
- * version whose code runs), then three int32s: the retired flag, the sleeping flag, and how many calls began (wrapping). The main thread writes the
- * first three around each call (three stores, no allocation); the watchdog reads them and trusts a read
- * only when the id did not change meanwhile. Once the watchdog sets the retired flag, the main thread
- * runs nothing more. A watchdog with nothing to watch for a while sleeps (sleepUntilCall) instead of
- * looking 40 times a second, and the next call's begin wakes it.
+ * version whose code runs), then three int32s: the retired flag, the sleeping flag, and how many calls
+ * began (wrapping). The main thread writes the three float64s around each call (three stores, no
+ * allocation); the watchdog reads them and trusts a read only when the id did not change meanwhile.
+ * Once the watchdog sets the retired flag, the main thread runs nothing more. A watchdog with nothing to
+ * watch for a while sleeps (sleepUntilCall) instead of looking 40 times a second, and the next call's
+ * begin wakes it.
  */
 const RUNNING = 0;
 const STARTED_AT = 1;
