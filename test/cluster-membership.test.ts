@@ -58,3 +58,45 @@ t.test('different cluster names on one NATS do not mix', { skip }, async (t) => 
   t.same(y.current(), ['y']);
   await Promise.all([x.stop(), y.stop()]);
 });
+
+t.test('a node that turns ready owns its share once the owning members count it, and waits a few beats at most', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const connections = await Promise.all(['a', 'b', 'c', 'old'].map((id) => connectTo(nats, id)));
+  t.teardown(() => Promise.all(connections.map((nc) => nc.close())));
+  const a = new Membership(connections[0] as never, options('node-a'));
+  const b = new Membership(connections[1] as never, { ...options('node-b'), readyAtStart: false });
+  await Promise.all([a.start(), b.start()]);
+  t.same(b.current(), ['node-a'], 'a joining node owns nothing');
+  // What node-a counted when node-b first counted itself: node-a must have let go of node-b's share by then
+  // (else node-b fires timers of instances whose reads node-a still answers from its copy).
+  let aCountedThen: string[] | undefined;
+  b.onChange((members) => {
+    if (members.includes('node-b')) aCountedThen ??= [...a.current()];
+  });
+  b.setReady();
+  t.same(b.current(), ['node-a'], 'not at once: node-a has not heard that it is ready');
+  for (const until = Date.now() + 2_000; !b.current().includes('node-b') && Date.now() < until;) await sleep(5);
+  t.same(b.current(), ['node-a', 'node-b']);
+  t.same(aCountedThen, ['node-a', 'node-b'], 'node-a counted node-b as an owner before node-b did');
+
+  // A member that does not tell its view (an earlier release) is waited for four beats, not forever.
+  const old = connections[3] as { publish(subject: string, data: string): void };
+  const oldBeat = () =>
+    old.publish('statehold.test.members', JSON.stringify({ id: 'node-old', url: 'http://127.0.0.1/old', startedAt: 1 }));
+  oldBeat();
+  const beating = setInterval(oldBeat, 100);
+  t.teardown(() => clearInterval(beating));
+  await sleep(150);
+  t.same(a.current(), ['node-a', 'node-b', 'node-old']);
+  const c = new Membership(connections[2] as never, { ...options('node-c'), readyAtStart: false });
+  await c.start();
+  const readyAt = Date.now();
+  c.setReady();
+  await sleep(200);
+  t.notOk(c.current().includes('node-c'), 'still waiting for node-old after two beats');
+  for (const until = Date.now() + 3_000; !c.current().includes('node-c') && Date.now() < until;) await sleep(10);
+  const waitedMs = Date.now() - readyAt;
+  t.ok(c.current().includes('node-c') && waitedMs >= 350 && waitedMs < 1_500, `owns its share after ≈ four beats (${waitedMs} ms)`);
+  await Promise.all([a.stop(), b.stop(), c.stop()]);
+});

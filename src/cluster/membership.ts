@@ -17,6 +17,8 @@ interface Member {
   state: MemberState;
   /** The draining members whose share this node has caught up (it can take it over warm). */
   warm: string[];
+  /** The members that node counts as owning (its `current`); absent from a node that does not say. */
+  owners?: string[];
 }
 
 interface MembershipOptions {
@@ -32,6 +34,13 @@ interface MembershipOptions {
   readyAtStart?: boolean;
 }
 
+/**
+ * A node that turned ready owns its share once every owning member said it counts it as an owner; one
+ * that does not say so within this many beats (a node of a release that does not tell its view, one
+ * about to be dropped) is not waited for longer.
+ */
+const TAKEOVER_WAIT_BEATS = 4;
+
 /** A member whose answers are slow is checked (see Membership.suspect) at most this often. */
 const SUSPECT_INTERVAL_MS = 1_000;
 
@@ -46,6 +55,8 @@ interface Beat {
   /** Absent from a node that does not say (it owns its share). */
   state?: MemberState;
   warm?: string[];
+  /** The sender's view of the owning members: a node that turned ready waits for the others' (see takesShare). */
+  owners?: string[];
 }
 
 /**
@@ -57,6 +68,12 @@ interface Beat {
  * The view that owns (`current`) holds the members that are ready or draining: a node joins first,
  * catches up what it is to own, then says it is ready, so it takes its share warm; a node that leaves
  * says it is draining and waits until the others say they caught up its share (`warm`) before it goes.
+ *
+ * A node that turns ready counts itself as an owner only once each owning member's beat names it among
+ * theirs (each beats back at once when its view changes), or after TAKEOVER_WAIT_BEATS: until then a
+ * member that has not heard it yet still serves the partitions moving to it, from its copy, and the
+ * newcomer must not commit to them meanwhile (a timer it fired would be missing from the reads the old
+ * owner answers).
  */
 export class Membership {
   private readonly members = new Map<string, Member>();
@@ -70,6 +87,9 @@ export class Membership {
   private told = '';
   private state: MemberState;
   private warm: string[] = [];
+  /** When this node turned ready while others own shares, until they all count it as an owner (see takesShare). */
+  private readySince: number | undefined;
+  private takesShare: boolean;
   /** When the beat timer last ran: a gap past the drop window means this process was stopped or stalled. */
   private lastTickAt = 0;
   private readonly stallListeners = new Set<() => void>();
@@ -87,6 +107,7 @@ export class Membership {
     this.now = options.now ?? Date.now;
     this.startedAt = this.now();
     this.state = options.readyAtStart === false ? 'joining' : 'ready';
+    this.takesShare = this.state !== 'joining';
   }
 
   private get subject(): string {
@@ -210,6 +231,7 @@ export class Membership {
 
   private setState(state: MemberState): void {
     if (this.state === state) return;
+    if (state === 'ready' && this.state === 'joining') this.readySince = this.now();
     this.state = state;
     const self = this.members.get(this.options.self.id);
     if (self) self.state = state;
@@ -289,7 +311,10 @@ export class Membership {
     }
     const known = this.members.get(beat.id);
     const state: MemberState = beat.state === 'joining' || beat.state === 'draining' ? beat.state : 'ready';
-    const warm = Array.isArray(beat.warm) ? beat.warm.filter((id): id is string => typeof id === 'string').sort() : [];
+    const idsOf = (value: unknown): string[] | undefined =>
+      Array.isArray(value) ? value.filter((id): id is string => typeof id === 'string').sort() : undefined;
+    const warm = idsOf(beat.warm) ?? [];
+    const owners = idsOf(beat.owners);
     this.members.set(beat.id, {
       id: beat.id,
       url: String(beat.url),
@@ -297,17 +322,20 @@ export class Membership {
       lastSeenAt: this.now(),
       state,
       warm,
+      ...(owners ? { owners } : {}),
     });
-    // A newcomer learns of this node now rather than at its next beat.
-    if (!known) this.beat();
-    if (!known || known.state !== state || known.warm.join(',') !== warm.join(',')) this.refreshView();
+    const viewBefore = this.view;
+    if (!known || known.state !== state || known.warm.join(',') !== warm.join(',') || this.readySince !== undefined) this.refreshView();
+    // A newcomer learns of this node now rather than at its next beat; a node whose view changed says so
+    // at once (a member that turned ready waits for that before it owns its share).
+    if (!known || this.view !== viewBefore) this.beat();
   }
 
   private beat(): void {
     if (this.nc.isClosed()) return;
     const self = this.members.get(this.options.self.id);
     if (self) self.lastSeenAt = this.now();
-    this.publish({ ...this.options.self, startedAt: this.startedAt, state: this.state, warm: this.warm });
+    this.publish({ ...this.options.self, startedAt: this.startedAt, state: this.state, warm: this.warm, owners: [...this.view] });
   }
 
   private publish(beat: Beat): void {
@@ -333,6 +361,8 @@ export class Membership {
     this.beat();
     if (!stalled) {
       this.sweep();
+      // (waited long enough for the members that did not say they count this node: see takesShare)
+      if (this.readySince !== undefined && now - this.readySince >= this.options.heartbeatMs * TAKEOVER_WAIT_BEATS) this.refreshView();
       return;
     }
     // This node, not the others, went silent: their beats of that time wait unread behind this one.
@@ -354,15 +384,39 @@ export class Membership {
     if (changed) this.refreshView();
   }
 
+  /**
+   * Whether this node counts itself as an owner: not while joining; once ready, when every other owning
+   * member's last beat named it among theirs, or it waited TAKEOVER_WAIT_BEATS (see the class comment).
+   */
+  private ownsShare(): boolean {
+    if (this.state === 'joining') return false;
+    if (this.takesShare) return true;
+    const self = this.options.self.id;
+    const counted = [...this.members.values()].every(
+      (member) => member.id === self || member.state === 'joining' || member.owners?.includes(self) === true,
+    );
+    const waited = this.now() - (this.readySince ?? 0) >= this.options.heartbeatMs * TAKEOVER_WAIT_BEATS;
+    // (a draining node serves its share until the others took it: they count it as an owner by then)
+    if (counted || waited || this.state === 'draining') {
+      this.takesShare = true;
+      this.readySince = undefined;
+    }
+    return this.takesShare;
+  }
+
   private refreshView(): void {
-    this.view = [...this.members.values()]
-      .filter((member) => member.state !== 'joining')
+    const self = this.options.self.id;
+    const view = [...this.members.values()]
+      .filter((member) => member.state !== 'joining' && (member.id !== self || this.ownsShare()))
       .map((member) => member.id)
       .sort();
+    // (the same array while nothing changed: `heard` compares by identity)
+    if (view.join(',') !== this.view.join(',')) this.view = view;
     const told = [...this.members.values()]
       .map((member) => `${member.id}:${member.state}:${member.warm.join('+')}`)
       .sort()
-      .join(',');
+      .join(',')
+      .concat(' owners ', this.view.join(','));
     if (told === this.told) return;
     this.told = told;
     for (const listener of [...this.listeners]) listener(this.view);

@@ -126,17 +126,26 @@ const streamsLed = async (urls: string[]): Promise<void> => {
   }
 };
 
-/** Waits until every node sees all three members, so the first request finds ownership settled. */
+/**
+ * Waits until every node sees all three members ready (each has caught up its share and owns it a beat
+ * later), so the first request finds ownership settled. As long as `streamsLed` allows: after a restart
+ * the nodes catch up only once JetStream has elected its leaders.
+ */
 const clusterFormed = async (nodes: NodeProcess[], adminKey: string): Promise<void> => {
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 60_000;
+  const readyMembers = (node: NodeProcess) =>
+    fetch(`${node.url}/cluster`, { headers: { authorization: `Bearer ${adminKey}` } })
+      .then(async (response) => {
+        if (!response.ok) return 0;
+        const { members } = (await response.json()) as { members?: ({ state?: string } | null)[] };
+        return (members ?? []).filter((member) => member?.state === 'ready').length;
+      })
+      .catch(() => 0);
   for (const node of nodes) {
     for (;;) {
-      const members = await fetch(`${node.url}/cluster`, { headers: { authorization: `Bearer ${adminKey}` } })
-        .then(async (response) => (response.ok ? (((await response.json()) as { members?: unknown[] }).members?.length ?? 0) : 0))
-        .catch(() => 0);
-      if (members === nodes.length) break;
+      if ((await readyMembers(node)) === nodes.length) break;
       if (Date.now() > deadline)
-        throw new Error(`the cluster did not form in 30 s:\n${nodes.map((n) => n.output().slice(-2_000)).join('\n')}`);
+        throw new Error(`the cluster did not form in 60 s:\n${nodes.map((n) => n.output().slice(-2_000)).join('\n')}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
