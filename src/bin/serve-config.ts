@@ -110,7 +110,12 @@ export const serveSettings = [
     fallback: '128',
     help: "memory a machine version's live instances may hold in its isolate (≈ 7 KB each for a small machine); beyond, the least recently used are evicted and reload from their snapshot on demand. The isolate's heap limit is this plus --isolate-memory-mb",
   },
-  { flag: 'cpu-limit-ms', env: 'STATEHOLD_CPU_LIMIT_MS', fallback: '1000', help: 'CPU time one call into machine code may take' },
+  {
+    flag: 'cpu-limit-ms',
+    env: 'STATEHOLD_CPU_LIMIT_MS',
+    fallback: '1000',
+    help: 'time one call into machine code may run (isolated-vm counts it on the clock: on a loaded host, waits for a core count too)',
+  },
   {
     flag: 'sandbox',
     env: 'STATEHOLD_SANDBOX',

@@ -15,7 +15,7 @@ export interface RuntimeSettings {
    * are evicted (worker/live-heap-watch.ts). The isolate's heap limit is this plus isolateMemoryLimitMb.
    */
   liveActorMemoryMb: number;
-  /** CPU time one call into machine code may take. */
+  /** Time one call into machine code may run (isolated-vm times it on the clock, not the thread's CPU). */
   cpuLimitMs: number;
   /** Live actors kept in memory; idle ones beyond either bound are evicted, least recently used first. */
   maxLiveActors: number;
