@@ -7,7 +7,7 @@ SERVE_NODE_ARGS ?= --no-node-snapshot --initial-old-space-size=160
 PORT      ?= 8787
 DATA_DIR  ?= ./data
 
-.PHONY: all install build run test test-cluster bench clean cluster-up cluster-down
+.PHONY: all install build run test test-build test-cluster bench clean cluster-up cluster-down
 
 all: build
 
@@ -33,17 +33,22 @@ run: build
 # the other files (skipped without nats-server). `make test-cluster` runs all that apply to a cluster.
 CLUSTER_SUITES_ALL := client-compat-foundation instances durable-timers inter-instance-messaging realtime usage machines history-times upgrades token-exchange machine-versions orgs-keys-billing event-type-names runtime-behaviour machine-fetch http-api client-compat-smply-bundle security-cross-instance upgrades-v5 xstate-v5 xstate-v5-restore
 
-test: build
+# The tests run compiled (test/build-tests.mjs: test/ into dist-test/, beside the dist/ they import).
+# One file: make test-build && npx tap dist-test/test/<name>.test.js
+test: build test-build
 	npx --no-install tap
 
-test-cluster: build
-	STATEHOLD_TEST_DEPLOYMENT=cluster npx --no-install tap $(CLUSTER_SUITES_ALL:%=test/%.test.ts)
+test-build:
+	node test/build-tests.mjs
+
+test-cluster: build test-build
+	STATEHOLD_TEST_DEPLOYMENT=cluster npx --no-install tap $(CLUSTER_SUITES_ALL:%=dist-test/test/%.test.js)
 
 bench: build
 	$(NODE) $(NODE_ARGS) bench/run.mjs
 
 clean:
-	rm -rf dist .tap coverage
+	rm -rf dist dist-test .tap coverage
 
 # A cluster on this host: NODES statehold nodes (default 3) and their nats-servers (3 for 3+ nodes,
 # else 1), data and logs in CLUSTER_DIR (default ./cluster-data); cluster/README.md.

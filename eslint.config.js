@@ -3,7 +3,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'src/sandbox/isolate/**', '.scratch/**', 'cluster-data/**', 'data/**'] },
+  { ignores: ['dist/**', 'dist-test/**', 'node_modules/**', 'src/sandbox/isolate/**', '.scratch/**', 'cluster-data/**', 'data/**'] },
   {
     files: ['src/**/*.ts', 'test/**/*.ts', 'console/src/**/*.ts'],
     languageOptions: {

@@ -1,11 +1,10 @@
 /** The indexes bench scenario: its pure parts, and one small run against a real server (sizes from the environment's knobs). */
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { loadConfig } from '../bench/lib/config.mjs';
 import { compareRounds, indexesFailed, indexesMarkdown, inIndexOrder, runIndexes } from '../bench/lib/indexes.mjs';
 import { startServer } from '../bench/lib/server-process.mjs';
+import { repoRoot } from './helpers/paths.js';
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const window = (perSecond: number, p99: number, status: Record<string, number> = { 200: 10 }) => ({
   perSecond,
   latencyMs: { p50: 1, p99 },

@@ -1,8 +1,6 @@
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { parsePerfScript, placeOf, summarizePerf } from '../bench/perf-summary.mjs';
-
-const repoRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
+import { repoRoot } from './helpers/paths.js';
 
 /** `perf script -F comm,pid,tid,ip,sym,dso` output of four samples in three threads, as perf writes it. */
 const SCRIPT = `node 100/100 

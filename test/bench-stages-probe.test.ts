@@ -1,11 +1,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
+import { repoRoot } from './helpers/paths.js';
 
-const probe = fileURLToPath(new URL('../bench/probes/stages.mjs', import.meta.url));
+const probe = join(repoRoot, 'bench', 'probes', 'stages.mjs');
 
 const TOGGLE = `import { createMachine, assign } from "xstate";
 export default createMachine({

@@ -6,11 +6,11 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { repoRoot } from './helpers/paths.js';
 
-const probe = fileURLToPath(new URL('../bench/probes/test-cpu.mjs', import.meta.url));
-const summary = fileURLToPath(new URL('../bench/probes/test-cpu-summary.mjs', import.meta.url));
+const probe = join(repoRoot, 'bench', 'probes', 'test-cpu.mjs');
+const summary = join(repoRoot, 'bench', 'probes', 'test-cpu-summary.mjs');
 
 t.test('a process records its CPU, its reaped children and what it spawned; the summary adds them up', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'statehold-test-cpu-'));

@@ -13,7 +13,7 @@ import { eventually } from './helpers/eventually.js';
 
 /** A thread that sleeps in the slot once and says how long it slept. */
 const sleeper = (slot: CallSlot, timeoutMs: number): Promise<number> => {
-  const worker = new Worker(new URL('./fixtures/sandbox/slot-sleeper.ts', import.meta.url), {
+  const worker = new Worker(new URL('./fixtures/sandbox/slot-sleeper.js', import.meta.url), {
     workerData: { buffer: slot.buffer, timeoutMs },
   });
   return new Promise((resolve, reject) => {
@@ -63,7 +63,7 @@ t.test('a call that holds the thread past the stall limit after the watchdog sle
   const reportFd = openSync(reports, 'w');
   t.teardown(() => closeSync(reportFd));
   const slot = new CallSlot();
-  const watchdog = new Worker(new URL('../src/sandbox/worker/stall-watchdog.ts', import.meta.url), {
+  const watchdog = new Worker(new URL('../src/sandbox/worker/stall-watchdog.js', import.meta.url), {
     workerData: { buffer: slot.buffer, stallMs: 100, reportFd },
   });
   t.teardown(() => watchdog.terminate());

@@ -6,12 +6,13 @@ import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 import { natsMissing } from './helpers/nats.js';
+import { repoRoot } from './helpers/paths.js';
 
 /** `make cluster-up` / `cluster-down` (cluster/launch.mjs): a working cluster, then nothing left running. */
 
 const skip = natsMissing();
 const run = promisify(execFile);
-const launcher = new URL('../cluster/launch.mjs', import.meta.url).pathname;
+const launcher = join(repoRoot, 'cluster', 'launch.mjs');
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);

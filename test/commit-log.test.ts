@@ -1,7 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { open } from 'lmdb';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { ServiceError } from '../src/domain/errors.js';
 import { type InstanceHead, SequenceConflictError, type TransitionRecord } from '../src/store/instance-store.js';
@@ -11,8 +10,8 @@ import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 import { instanceHead as head, transitionRecord as record } from './helpers/store-records.js';
 import { lmdbInstances, logState } from './helpers/wal.js';
+import { repoRoot } from './helpers/paths.js';
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const HOLD = 600_000; // LMDB gets nothing from the log while a test runs
 
 const framesIn = (dataDir: string) => WriteAheadLog.read(join(dataDir, 'wal'));

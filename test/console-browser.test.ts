@@ -13,7 +13,6 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { StateBackedClient } from '@statebacked/client';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import t from 'tap';
@@ -21,6 +20,7 @@ import { eventually } from './helpers/eventually.js';
 import { call } from './helpers/http.js';
 import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 import { startNode } from './helpers/node-process.js';
+import { repoRoot } from './helpers/paths.js';
 import { machineWithVersion } from './helpers/setup.js';
 
 const findChromium = (): string | undefined => {
@@ -36,7 +36,7 @@ const chromiumPath = findChromium();
 const skip = chromiumPath ? false : 'Chromium is not installed (apt-get install chromium): the console browser tests were not run';
 if (skip) t.comment(skip);
 
-const screenshots = fileURLToPath(new URL('../.tap/console-screenshots/', import.meta.url));
+const screenshots = join(repoRoot, '.tap', 'console-screenshots');
 
 const LAMP = (clientInfo: string) => `
 import { createMachine, assign } from 'xstate';

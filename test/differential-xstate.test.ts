@@ -511,7 +511,7 @@ const describe = (m: Mismatch): string => {
     `  got:      ${JSON.stringify(m.got)}`,
     ...upload.spec.instances.map((events, i) => `  events of i${i}: ${JSON.stringify(events)}`),
     `  create context: ${JSON.stringify(upload.spec.createContext ?? null)}`,
-    `  run alone: ${only} npx tap test/differential-xstate.test.ts`,
+    `  run alone: ${only} make test-build && npx tap dist-test/test/differential-xstate.test.js`,
     `  machine (${upload.flavor.bundled ? 'bundled with esbuild as smply does, from this source' : 'uploaded as is'}):`,
     ...upload.source.split('\n').map((l) => `    ${l}`),
   ].join('\n');

@@ -1,5 +1,4 @@
 import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import {
   changedIndexes,
@@ -17,8 +16,8 @@ import type { IndexQuery, InstanceHead, InstanceStore } from '../src/store/insta
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 import { instanceHead, transitionRecord as record } from './helpers/store-records.js';
+import { repoRoot } from './helpers/paths.js';
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const HOLD = 600_000; // LMDB gets nothing from the write-ahead log while a test runs
 
 const head = (name: string, seq: number, indexValues?: IndexValues, extra: Partial<InstanceHead> = {}): InstanceHead =>

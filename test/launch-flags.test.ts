@@ -1,12 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { shimNodeArgs } from '../bench/lib/server-process.mjs';
 import { call } from './helpers/http.js';
 import { removeDir, startNode } from './helpers/node-process.js';
-
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+import { repoRoot } from './helpers/paths.js';
 
 t.test("the node's Node flags are the same wherever it is started from", async (t) => {
   const fromShim = shimNodeArgs(repoRoot) as string[];

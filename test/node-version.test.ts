@@ -1,12 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { nodeVersionProblem, SUPPORTED_NODE } from '../src/bin/node-version.js';
+import { repoRoot } from './helpers/paths.js';
 
 /** The version check `statehold` makes at start (exit 2 with its message): this host has one Node, so unit-tested. */
-
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 t.test('Node.js releases without zlib.crc32, or older than undici 7 needs, are refused', async (t) => {
   for (const version of [

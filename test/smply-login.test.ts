@@ -3,12 +3,11 @@ import { mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { call } from './helpers/http.js';
 import { entryPoint, startNode } from './helpers/node-process.js';
+import { repoRoot } from './helpers/paths.js';
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const smplyBin = join(repoRoot, 'node_modules', 'smply', 'dist', 'index.js');
 const loopbackOnly = join(repoRoot, 'test', 'fixtures', 'smply', 'loopback-only.mjs');
 

@@ -9,16 +9,18 @@ if (!dir) {
   console.error('usage: node bench/probes/test-cpu-summary.mjs <TEST_CPU_DIR> [tap log]');
   process.exit(2);
 }
+// (make test runs the tests compiled into dist-test/: a file is named by its source, test/…/x.test.ts)
+const sourceOf = (file) => file.replace(/^dist-test\//, '').replace(/\.js$/, '.ts');
 const tapTimes = new Map();
 if (log) {
-  for (const match of readFileSync(log, 'utf8').matchAll(/^(?:not )?ok \d+ - (test\/\S+) .*?# time=([\d.]+)(m?s)/gm))
-    tapTimes.set(match[1], Number(match[2]) / (match[3] === 'ms' ? 1000 : 1));
+  for (const match of readFileSync(log, 'utf8').matchAll(/^(?:not )?ok \d+ - ((?:dist-test\/)?test\/\S+) .*?# time=([\d.]+)(m?s)/gm))
+    tapTimes.set(sourceOf(match[1]), Number(match[2]) / (match[3] === 'ms' ? 1000 : 1));
 }
 const rows = readdirSync(dir)
   .filter((name) => name.endsWith('.json'))
   .map((name) => JSON.parse(readFileSync(join(dir, name), 'utf8')))
   .map((r) => {
-    const file = relative(process.cwd(), r.file);
+    const file = sourceOf(relative(process.cwd(), r.file));
     return { file, cpuS: r.selfCpuS + r.childrenCpuS, wallS: tapTimes.get(file) ?? r.wallS, spawned: r.spawned };
   });
 const sum = (list, key) => list.reduce((total, row) => total + row[key], 0);

@@ -1,7 +1,5 @@
 import { bundleAsSmply } from '../../bench/lib/smply-bundle.mjs';
-import { fileURLToPath } from 'node:url';
-
-const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+import { repoRoot } from './paths.js';
 
 /**
  * Machine code as `smply` 0.1.18 uploads it (wire-protocol §7.3): esbuild, bundle, browser platform,

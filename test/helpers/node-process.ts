@@ -2,9 +2,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { repoRoot } from './paths.js';
 
-const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const entryPoint = join(repoRoot, 'dist', 'bin', 'statehold.js');
 /** The `statehold` command as npm installs it: runs the built CLI with the node's flags (its first line). */
 export const shim = join(repoRoot, 'bin', 'statehold.js');
