@@ -100,3 +100,28 @@ t.test('a node that turns ready owns its share once the owning members count it,
   t.ok(c.current().includes('node-c') && waitedMs >= 350 && waitedMs < 1_500, `owns its share after ≈ four beats (${waitedMs} ms)`);
   await Promise.all([a.stop(), b.stop(), c.stop()]);
 });
+
+t.test('a member that gains an owner names it in its beats once what it handed over settled', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const connections = await Promise.all(['a', 'b'].map((id) => connectTo(nats, id)));
+  t.teardown(() => Promise.all(connections.map((nc) => nc.close())));
+  const a = new Membership(connections[0] as never, options('node-a'));
+  const b = new Membership(connections[1] as never, { ...options('node-b'), readyAtStart: false });
+  let settling = 0;
+  a.handOverWith(async () => {
+    settling++;
+    await sleep(300);
+  });
+  await Promise.all([a.start(), b.start()]);
+  const readyAt = Date.now();
+  b.setReady();
+  await sleep(120);
+  t.same(a.current(), ['node-a', 'node-b'], 'node-a counts node-b as an owner (it sends it their requests) at once');
+  t.notOk(b.current().includes('node-b'), 'node-b does not own its share while node-a settles what it handed over');
+  for (const until = Date.now() + 2_000; !b.current().includes('node-b') && Date.now() < until;) await sleep(5);
+  const tookMs = Date.now() - readyAt;
+  t.ok(b.current().includes('node-b') && tookMs >= 300 && tookMs < 400 + 300, `node-b owns it once that settled (${tookMs} ms)`);
+  t.equal(settling, 1, 'one hand-over');
+  await Promise.all([a.stop(), b.stop()]);
+});

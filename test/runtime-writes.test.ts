@@ -177,3 +177,28 @@ t.test('a message in the outbox is received once, however often it is delivered'
   t.same(historyOf(h, 'receiver'), ['xstate.init', 'NOTE'], 'redeliveries applied nothing');
   t.same(logOf(h.runtime.head(ORG, MACHINE, 'receiver')?.context ?? {}), ['from sender']);
 });
+
+t.test('settleNotOwned: waits for the work under way on instances given away (a cluster hand-over), within its bound', async (t) => {
+  // (each step takes 150 ms of real time, so a send is still under way when the hand-over looks)
+  const h = runtimeHarness({ versions: { v1: { ...notes, stepDelayMs: () => 150 } } });
+  t.teardown(() => h.close());
+  for (const name of ['a', 'b'])
+    await h.runtime.create({ orgId: ORG, machine: MACHINE, name, versionId: 'v1', context: { log: [] }, authContext: noAuth });
+  const ownsOnlyB = (_org: string, _machine: string, name: string) => name === 'b';
+  t.equal(await h.runtime.settleNotOwned(ownsOnlyB, 1_000), true, 'nothing under way: settled at once');
+
+  const sent = h.runtime.send(ORG, MACHINE, 'a', { type: 'NOTE', note: 'under way' }, noAuth);
+  t.equal(await h.runtime.settleNotOwned(ownsOnlyB, 1_000), true, 'settled once the send ran');
+  t.equal(historyOf(h, 'a').at(-1), 'NOTE', 'the send had committed by then');
+  await sent;
+
+  const late = h.runtime.send(ORG, MACHINE, 'a', { type: 'NOTE', note: 'slow' }, noAuth);
+  t.equal(await h.runtime.settleNotOwned(ownsOnlyB, 20), false, 'not within 20 ms: said so');
+  await late;
+
+  const kept = h.runtime.send(ORG, MACHINE, 'b', { type: 'NOTE', note: 'kept' }, noAuth);
+  const startedAt = Date.now();
+  t.equal(await h.runtime.settleNotOwned(ownsOnlyB, 1_000), true);
+  t.ok(Date.now() - startedAt < 100, 'work on an instance still owned is not waited for');
+  await kept;
+});

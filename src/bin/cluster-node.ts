@@ -429,6 +429,13 @@ export const startClusterNode = async (
         }
         return true;
       });
+      // A newcomer owns its share once this node's beats count it, and they do once the requests and
+      // timers this node was running on the instances it gave away have committed or failed: the
+      // newcomer's first look at such an instance's log then finds them (HANDOVER_SETTLE_MS at most).
+      membership.handOverWith(async () => {
+        if (!(await runtime.settleNotOwned((orgId, machine, name) => owner.owns(orgId, machine, name), HANDOVER_SETTLE_MS)))
+          logger.warn(`work on instances handed over was still running after ${HANDOVER_SETTLE_MS} ms; the newcomer takes them now`);
+      });
       membership.onChange((members) => {
         const dropped = runtime.releaseNotOwned((orgId, machine, name) => owner.owns(orgId, machine, name));
         logger.info(`cluster members: ${members.join(', ')}${dropped > 0 ? `; let go of ${dropped} instances other nodes own now` : ''}`);
@@ -498,6 +505,9 @@ export const startClusterNode = async (
   });
   return { ...node, membership };
 };
+
+/** How long a node waits for its work on instances it handed over before its beats count their new owner. */
+const HANDOVER_SETTLE_MS = 500;
 
 /** Instances remembered as checked against the log (see prepare); past it, all are checked again. */
 const MAX_VERIFIED = 100_000;

@@ -87,6 +87,10 @@ export class Membership {
   private told = '';
   private state: MemberState;
   private warm: string[] = [];
+  /** The owners this node's beats name: its view, but a member it gained only once what it handed over settled (handOverWith). */
+  private announced: readonly string[] = [];
+  private handOver: (() => Promise<void>) | undefined;
+  private handingOver = false;
   /** When this node turned ready while others own shares, until they all count it as an owner (see takesShare). */
   private readySince: number | undefined;
   private takesShare: boolean;
@@ -207,6 +211,15 @@ export class Membership {
   /** Whether every other owning member says it caught up the share of draining member `id`. */
   warmFor(id: string): boolean {
     return this.view.every((member) => member === id || this.members.get(member)?.warm.includes(id) === true);
+  }
+
+  /**
+   * What this node waits for before its beats name a member it newly counts as an owner (the newcomer
+   * owns its share only then): the work under way on the instances it gave away, so that the newcomer
+   * does not answer for one of them while this node may still commit to it. Bounded by `settle` itself.
+   */
+  handOverWith(settle: () => Promise<void>): void {
+    this.handOver = settle;
   }
 
   /** This node owns its share from now on (it caught up what it is to own). */
@@ -335,7 +348,7 @@ export class Membership {
     if (this.nc.isClosed()) return;
     const self = this.members.get(this.options.self.id);
     if (self) self.lastSeenAt = this.now();
-    this.publish({ ...this.options.self, startedAt: this.startedAt, state: this.state, warm: this.warm, owners: [...this.view] });
+    this.publish({ ...this.options.self, startedAt: this.startedAt, state: this.state, warm: this.warm, owners: [...this.announced] });
   }
 
   private publish(beat: Beat): void {
@@ -404,6 +417,29 @@ export class Membership {
     return this.takesShare;
   }
 
+  /** Names the view in the beats from now on; one with a member gained, once the hand-over settled (handOverWith). */
+  private announceOwners(): void {
+    const self = this.options.self.id;
+    const gained = this.view.some((id) => id !== self && !this.announced.includes(id));
+    if (!gained || !this.handOver) {
+      this.announced = this.view;
+      return;
+    }
+    // (a hand-over under way announces the view it settled for, then looks again)
+    if (this.handingOver) return;
+    this.handingOver = true;
+    const settling = this.view;
+    void this.handOver()
+      .catch(() => undefined)
+      .finally(() => {
+        this.handingOver = false;
+        this.announced = settling;
+        this.announceOwners();
+        // (not after stop: a beat then would bring this node back into the others' views)
+        if (this.beating !== undefined) this.beat();
+      });
+  }
+
   private refreshView(): void {
     const self = this.options.self.id;
     const view = [...this.members.values()]
@@ -411,7 +447,10 @@ export class Membership {
       .map((member) => member.id)
       .sort();
     // (the same array while nothing changed: `heard` compares by identity)
-    if (view.join(',') !== this.view.join(',')) this.view = view;
+    if (view.join(',') !== this.view.join(',')) {
+      this.view = view;
+      this.announceOwners();
+    }
     const told = [...this.members.values()]
       .map((member) => `${member.id}:${member.state}:${member.warm.join('+')}`)
       .sort()

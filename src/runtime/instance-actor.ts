@@ -54,6 +54,11 @@ export class InstanceActor {
     return this.queued === 0;
   }
 
+  /** Resolves once every task queued so far has run (whatever its outcome). */
+  settled(): Promise<void> {
+    return this.tail;
+  }
+
   /** Inside a task: whether it is the only one queued (nothing behind it relies on this actor). */
   get alone(): boolean {
     return this.queued <= 1;

@@ -277,6 +277,23 @@ export class InstanceRuntime {
     return this.actors.forgetWhere((actor) => !owns(actor.orgId, actor.machine, actor.name));
   }
 
+  /**
+   * Resolves once the tasks under way on instances this node no longer owns have run (a cluster node
+   * that gave instances away says so only then: see Membership.handOverWith), or after `maxMs`; true
+   * when they all had.
+   */
+  async settleNotOwned(owns: (orgId: string, machine: string, name: string) => boolean, maxMs: number): Promise<boolean> {
+    const busy = [...this.actors.all()].filter((actor) => !actor.idle && !owns(actor.orgId, actor.machine, actor.name));
+    if (busy.length === 0) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), maxMs)));
+    try {
+      return await Promise.race([Promise.all(busy.map((actor) => actor.settled())).then(() => true as const), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */
   unloadVersions(versionIds: string[]): void {
     for (const versionId of versionIds) this.deps.sandboxes.unload(versionId);
