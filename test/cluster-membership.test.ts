@@ -80,7 +80,8 @@ t.test('a node that turns ready owns its share once the owning members count it,
   t.same(b.current(), ['node-a', 'node-b']);
   t.same(aCountedThen, ['node-a', 'node-b'], 'node-a counted node-b as an owner before node-b did');
 
-  // A member that does not tell its view (an earlier release) is waited for four beats, not forever.
+  // A member that does not tell its view (an earlier release) is waited for, not forever: four beats, and
+  // never less than a hand-over's bound and two beats (500 + 200 ms at these 100 ms beats).
   const old = connections[3] as { publish(subject: string, data: string): void };
   const oldBeat = () =>
     old.publish('statehold.test.members', JSON.stringify({ id: 'node-old', url: 'http://127.0.0.1/old', startedAt: 1 }));
@@ -91,13 +92,15 @@ t.test('a node that turns ready owns its share once the owning members count it,
   t.same(a.current(), ['node-a', 'node-b', 'node-old']);
   const c = new Membership(connections[2] as never, { ...options('node-c'), readyAtStart: false });
   await c.start();
+  let ownedAt: number | undefined;
+  c.onChange((members) => {
+    if (members.includes('node-c')) ownedAt ??= Date.now();
+  });
   const readyAt = Date.now();
   c.setReady();
-  await sleep(200);
-  t.notOk(c.current().includes('node-c'), 'still waiting for node-old after two beats');
-  for (const until = Date.now() + 3_000; !c.current().includes('node-c') && Date.now() < until;) await sleep(10);
-  const waitedMs = Date.now() - readyAt;
-  t.ok(c.current().includes('node-c') && waitedMs >= 350 && waitedMs < 1_500, `owns its share after ≈ four beats (${waitedMs} ms)`);
+  for (const until = Date.now() + 3_000; ownedAt === undefined && Date.now() < until;) await sleep(10);
+  const waitedMs = (ownedAt ?? Infinity) - readyAt;
+  t.ok(waitedMs >= 690 && waitedMs < 2_500, `owns its share once it waited 700 ms for node-old (${waitedMs} ms)`);
   await Promise.all([a.stop(), b.stop(), c.stop()]);
 });
 
@@ -108,20 +111,31 @@ t.test('a member that gains an owner names it in its beats once what it handed o
   t.teardown(() => Promise.all(connections.map((nc) => nc.close())));
   const a = new Membership(connections[0] as never, options('node-a'));
   const b = new Membership(connections[1] as never, { ...options('node-b'), readyAtStart: false });
+  // (300 ms: well before node-b would stop waiting for node-a, 700 ms at these beats, so only the hand-over decides)
   let settling = 0;
+  let settledAt: number | undefined;
   a.handOverWith(async () => {
     settling++;
     await sleep(300);
+    settledAt = Date.now();
   });
   await Promise.all([a.start(), b.start()]);
-  const readyAt = Date.now();
+  let aCountedBAt: number | undefined;
+  a.onChange((members) => {
+    if (members.includes('node-b')) aCountedBAt ??= Date.now();
+  });
+  let bOwnedAt: number | undefined;
+  b.onChange((members) => {
+    if (members.includes('node-b')) bOwnedAt ??= Date.now();
+  });
   b.setReady();
-  await sleep(120);
-  t.same(a.current(), ['node-a', 'node-b'], 'node-a counts node-b as an owner (it sends it their requests) at once');
-  t.notOk(b.current().includes('node-b'), 'node-b does not own its share while node-a settles what it handed over');
-  for (const until = Date.now() + 2_000; !b.current().includes('node-b') && Date.now() < until;) await sleep(5);
-  const tookMs = Date.now() - readyAt;
-  t.ok(b.current().includes('node-b') && tookMs >= 300 && tookMs < 400 + 300, `node-b owns it once that settled (${tookMs} ms)`);
+  for (const until = Date.now() + 3_000; bOwnedAt === undefined && Date.now() < until;) await sleep(5);
+  t.ok(aCountedBAt !== undefined, 'node-a counts node-b as an owner (it sends it their requests)');
+  t.ok(
+    settledAt !== undefined && bOwnedAt !== undefined && bOwnedAt >= settledAt,
+    'node-b owns its share only after node-a settled what it handed over',
+  );
+  t.ok(bOwnedAt !== undefined && bOwnedAt - (aCountedBAt ?? 0) < 690, 'before it would have stopped waiting for node-a');
   t.equal(settling, 1, 'one hand-over');
   await Promise.all([a.stop(), b.stop()]);
 });

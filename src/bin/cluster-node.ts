@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { Forwarder } from '../cluster/forwarder.js';
-import { Membership } from '../cluster/membership.js';
+import { HANDOVER_MAX_MS, Membership } from '../cluster/membership.js';
 import { NatsUpdateBus } from '../cluster/nats-update-bus.js';
 import { PartitionOwnership } from '../cluster/partition-ownership.js';
 import { toBase64Url } from '../domain/base64url.js';
@@ -431,10 +431,12 @@ export const startClusterNode = async (
       });
       // A newcomer owns its share once this node's beats count it, and they do once the requests and
       // timers this node was running on the instances it gave away have committed or failed: the
-      // newcomer's first look at such an instance's log then finds them (HANDOVER_SETTLE_MS at most).
+      // newcomer's first look at such an instance's log then finds them (HANDOVER_MAX_MS at most).
       membership.handOverWith(async () => {
-        if (!(await runtime.settleNotOwned((orgId, machine, name) => owner.owns(orgId, machine, name), HANDOVER_SETTLE_MS)))
-          logger.warn(`work on instances handed over was still running after ${HANDOVER_SETTLE_MS} ms; the newcomer takes them now`);
+        const owns = (orgId: string, machine: string, name: string) => owner.owns(orgId, machine, name);
+        const settled = await Promise.all([owner.settleNotOwned(HANDOVER_MAX_MS), runtime.settleNotOwned(owns, HANDOVER_MAX_MS)]);
+        if (settled.includes(false))
+          logger.warn(`work on instances handed over was still running after ${HANDOVER_MAX_MS} ms; the newcomer takes them now`);
       });
       membership.onChange((members) => {
         const dropped = runtime.releaseNotOwned((orgId, machine, name) => owner.owns(orgId, machine, name));
@@ -505,9 +507,6 @@ export const startClusterNode = async (
   });
   return { ...node, membership };
 };
-
-/** How long a node waits for its work on instances it handed over before its beats count their new owner. */
-const HANDOVER_SETTLE_MS = 500;
 
 /** Instances remembered as checked against the log (see prepare); past it, all are checked again. */
 const MAX_VERIFIED = 100_000;

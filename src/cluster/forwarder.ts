@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { ServiceError, unavailable } from '../domain/errors.js';
+import { withinMs } from '../domain/within-ms.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import { compareIndexPositions, type IndexPosition } from '../domain/index-values.js';
@@ -107,6 +108,8 @@ export class Forwarder implements InstanceWrites, InstanceReads {
   private subscription: Subscription | undefined;
   private readonly requests: NodeRequests;
   private readonly subjects = new Map<string, string>();
+  /** The instance commands this node runs as their owner, until each answers (settleNotOwned). */
+  private readonly running = new Set<{ key: [string, string, string]; run: Promise<unknown> }>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -425,9 +428,31 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     return { ok: false, error: { status: 500, code: 'internal', message: 'internal error' } };
   }
 
+  /**
+   * Resolves once the commands this node is running as the owner of instances it no longer owns have
+   * answered (a hand-over: Membership.handOverWith), or after `maxMs`; true when they all had. A command
+   * counts from its ownership check on, so one still in `prepare` is waited for too.
+   */
+  async settleNotOwned(maxMs: number): Promise<boolean> {
+    const given = [...this.running].filter(({ key: [orgId, machine, name] }) => !this.owns(orgId, machine, name));
+    if (given.length === 0) return true;
+    const settled = Promise.allSettled(given.map(({ run }) => run)).then(() => true as const);
+    return (await withinMs(settled, maxMs, () => undefined)) === true;
+  }
+
+  /** Runs an instance command on this node, its owner (tracked in `running` until it answers). */
+  private runLocally<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>>;
+  private runLocally(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
+    const entry = { key: keyOf(command), run: this.runAsOwner(command) };
+    this.running.add(entry);
+    const forget = () => void this.running.delete(entry);
+    entry.run.then(forget, forget);
+    return entry.run;
+  }
+
   /** Runs an instance command on this node, its owner: the answer is what the command's reply carries. */
-  private async runLocally<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>>;
-  private async runLocally(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
+  private async runAsOwner<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>>;
+  private async runAsOwner(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
     const local = this.local;
     const { prepare } = this.options;
     let retried = command.retry === true;

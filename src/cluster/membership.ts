@@ -1,4 +1,5 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { withinMs } from '../domain/within-ms.js';
 
 /**
  * Where a node is in its life: `joining` while it catches up the partitions it is to own (it owns none
@@ -36,10 +37,14 @@ interface MembershipOptions {
 
 /**
  * A node that turned ready owns its share once every owning member said it counts it as an owner; one
- * that does not say so within this many beats (a node of a release that does not tell its view, one
- * about to be dropped) is not waited for longer.
+ * that does not say so within this many beats, and never before a hand-over's bound and two beats have
+ * passed (a node of a release that does not tell its view, one about to be dropped), is not waited for
+ * longer.
  */
 const TAKEOVER_WAIT_BEATS = 4;
+
+/** The longest a member waits for its work on the instances it gave away before it names their new owner (handOverWith). */
+export const HANDOVER_MAX_MS = 500;
 
 /** A member whose answers are slow is checked (see Membership.suspect) at most this often. */
 const SUSPECT_INTERVAL_MS = 1_000;
@@ -91,6 +96,7 @@ export class Membership {
   private announced: readonly string[] = [];
   private handOver: (() => Promise<void>) | undefined;
   private handingOver = false;
+  private stopped = false;
   /** When this node turned ready while others own shares, until they all count it as an owner (see takesShare). */
   private readySince: number | undefined;
   private takesShare: boolean;
@@ -216,7 +222,7 @@ export class Membership {
   /**
    * What this node waits for before its beats name a member it newly counts as an owner (the newcomer
    * owns its share only then): the work under way on the instances it gave away, so that the newcomer
-   * does not answer for one of them while this node may still commit to it. Bounded by `settle` itself.
+   * does not answer for one of them while this node may still commit to it. HANDOVER_MAX_MS at most.
    */
   handOverWith(settle: () => Promise<void>): void {
     this.handOver = settle;
@@ -302,6 +308,7 @@ export class Membership {
 
   /** Leaves: tells the others (they drop this node at once) and stops beating. */
   async stop(): Promise<void> {
+    this.stopped = true;
     if (this.beating) clearInterval(this.beating);
     this.beating = undefined;
     // (this node owns nothing from now on, in its own view too)
@@ -318,6 +325,7 @@ export class Membership {
   }
 
   private heard(beat: Beat): void {
+    if (this.stopped) return;
     if (beat.leaving) {
       if (this.members.delete(beat.id)) this.refreshView();
       return;
@@ -345,7 +353,8 @@ export class Membership {
   }
 
   private beat(): void {
-    if (this.nc.isClosed()) return;
+    // (not after stop: a beat then would bring this node back into the others' views)
+    if (this.stopped || this.nc.isClosed()) return;
     const self = this.members.get(this.options.self.id);
     if (self) self.lastSeenAt = this.now();
     this.publish({ ...this.options.self, startedAt: this.startedAt, state: this.state, warm: this.warm, owners: [...this.announced] });
@@ -375,7 +384,7 @@ export class Membership {
     if (!stalled) {
       this.sweep();
       // (waited long enough for the members that did not say they count this node: see takesShare)
-      if (this.readySince !== undefined && now - this.readySince >= this.options.heartbeatMs * TAKEOVER_WAIT_BEATS) this.refreshView();
+      if (this.readySince !== undefined && now - this.readySince >= this.takeoverWaitMs()) this.refreshView();
       return;
     }
     // This node, not the others, went silent: their beats of that time wait unread behind this one.
@@ -408,9 +417,8 @@ export class Membership {
     const counted = [...this.members.values()].every(
       (member) => member.id === self || member.state === 'joining' || member.owners?.includes(self) === true,
     );
-    const waited = this.now() - (this.readySince ?? 0) >= this.options.heartbeatMs * TAKEOVER_WAIT_BEATS;
-    // (a draining node serves its share until the others took it: they count it as an owner by then)
-    if (counted || waited || this.state === 'draining') {
+    const waited = this.now() - (this.readySince ?? 0) >= this.takeoverWaitMs();
+    if (counted || waited) {
       this.takesShare = true;
       this.readySince = undefined;
     }
@@ -425,19 +433,32 @@ export class Membership {
       this.announced = this.view;
       return;
     }
-    // (a hand-over under way announces the view it settled for, then looks again)
-    if (this.handingOver) return;
+    // (a hand-over under way announces the view it settled for, then looks again; members that left
+    // meanwhile are no longer named)
+    const stillHere = (ids: readonly string[]) => ids.filter((id) => this.view.includes(id));
+    if (this.handingOver) {
+      this.announced = stillHere(this.announced);
+      return;
+    }
     this.handingOver = true;
     const settling = this.view;
-    void this.handOver()
-      .catch(() => undefined)
-      .finally(() => {
-        this.handingOver = false;
-        this.announced = settling;
-        this.announceOwners();
-        // (not after stop: a beat then would bring this node back into the others' views)
-        if (this.beating !== undefined) this.beat();
-      });
+    void withinMs(
+      this.handOver().catch(() => undefined),
+      HANDOVER_MAX_MS,
+      () => undefined,
+    ).then(() => {
+      this.handingOver = false;
+      if (this.stopped) return;
+      this.announced = stillHere(settling);
+      this.announceOwners();
+      this.beat();
+    });
+  }
+
+  /** How long a node that turned ready waits for a member that does not name it (see TAKEOVER_WAIT_BEATS). */
+  private takeoverWaitMs(): number {
+    const beat = this.options.heartbeatMs;
+    return Math.max(beat * TAKEOVER_WAIT_BEATS, HANDOVER_MAX_MS + 2 * beat);
   }
 
   private refreshView(): void {

@@ -19,6 +19,7 @@ import { HeadChanges } from './head-changes.js';
 import { type TimerFiring, TimerDelivery } from './timer-firing.js';
 import { TransitionPipeline } from './transition-pipeline.js';
 import { UsageMeter } from './usage-meter.js';
+import { withinMs } from '../domain/within-ms.js';
 
 interface RuntimeStats {
   node: { rssBytes: number; heapUsedBytes: number };
@@ -285,13 +286,8 @@ export class InstanceRuntime {
   async settleNotOwned(owns: (orgId: string, machine: string, name: string) => boolean, maxMs: number): Promise<boolean> {
     const busy = [...this.actors.all()].filter((actor) => !actor.idle && !owns(actor.orgId, actor.machine, actor.name));
     if (busy.length === 0) return true;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), maxMs)));
-    try {
-      return await Promise.race([Promise.all(busy.map((actor) => actor.settled())).then(() => true as const), late]);
-    } finally {
-      clearTimeout(timer);
-    }
+    const settled = Promise.all(busy.map((actor) => actor.settled())).then(() => true as const);
+    return (await withinMs(settled, maxMs, () => undefined)) === true;
   }
 
   /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */
