@@ -139,3 +139,23 @@ t.test('a member that gains an owner names it in its beats once what it handed o
   t.equal(settling, 1, 'one hand-over');
   await Promise.all([a.stop(), b.stop()]);
 });
+
+t.test('a node that owns no share yet does not drain: the others never count it as an owner', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const connections = await Promise.all(['a', 'b'].map((id) => connectTo(nats, id)));
+  t.teardown(() => Promise.all(connections.map((nc) => nc.close())));
+  const a = new Membership(connections[0] as never, options('node-a'));
+  const b = new Membership(connections[1] as never, { ...options('node-b'), readyAtStart: false });
+  await Promise.all([a.start(), b.start()]);
+  t.equal(b.drain(), false, 'joining: nothing to hand over');
+  t.equal(b.self, 'joining');
+  await sleep(250);
+  t.same(a.current(), ['node-a'], 'node-a does not count it (a draining member would be an owner)');
+  b.setReady();
+  for (const until = Date.now() + 3_000; !b.current().includes('node-b') && Date.now() < until;) await sleep(5);
+  t.equal(b.drain(), true, 'once it owns its share, it drains');
+  for (const until = Date.now() + 3_000; !a.draining().includes('node-b') && Date.now() < until;) await sleep(5);
+  t.same(a.draining(), ['node-b'], 'and node-a sees it draining');
+  await Promise.all([a.stop(), b.stop()]);
+});

@@ -468,8 +468,8 @@ export const startClusterNode = async (
      * (or after LEAVE_WAIT_MS): they then own them warm.
      */
     async leave() {
-      if (membership.current().length <= 1) return;
-      membership.drain();
+      // (a node that owns nothing yet, or is alone, leaves at once: close() says so to the others)
+      if (membership.current().length <= 1 || !membership.drain()) return;
       const until = Date.now() + LEAVE_WAIT_MS;
       while (Date.now() < until && !membership.warmFor(config.nodeId)) await new Promise((resolve) => setTimeout(resolve, 20));
       if (!membership.warmFor(config.nodeId))

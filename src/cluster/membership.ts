@@ -233,9 +233,15 @@ export class Membership {
     this.setState('ready');
   }
 
-  /** This node is leaving: it keeps its share until the others caught it up (warmFor), then stops. */
-  drain(): void {
+  /**
+   * This node is leaving: it keeps its share until the others caught it up (warmFor), then stops. False
+   * when it owns no share yet (joining, or not yet counted by the others): it has nothing to hand over,
+   * and a draining member is an owner to the others, of partitions this one may never have caught up.
+   */
+  drain(): boolean {
+    if (!this.view.includes(this.options.self.id)) return false;
     this.setState('draining');
+    return true;
   }
 
   /** The draining members whose share this node caught up (told to the others with each beat). */
