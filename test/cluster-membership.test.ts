@@ -104,13 +104,20 @@ t.test('a node that turns ready owns its share once the owning members count it,
   await Promise.all([a.stop(), b.stop(), c.stop()]);
 });
 
-t.test('a member that gains an owner names it in its beats once what it handed over settled', { skip }, async (t) => {
+/** node-a, ready from the start, and node-b, joining, each on its own connection to one nats-server; not started (a test may set hooks first). */
+const readyAndJoining = async (t: { teardown(fn: () => unknown): void }) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
   const connections = await Promise.all(['a', 'b'].map((id) => connectTo(nats, id)));
   t.teardown(() => Promise.all(connections.map((nc) => nc.close())));
-  const a = new Membership(connections[0] as never, options('node-a'));
-  const b = new Membership(connections[1] as never, { ...options('node-b'), readyAtStart: false });
+  return {
+    a: new Membership(connections[0] as never, options('node-a')),
+    b: new Membership(connections[1] as never, { ...options('node-b'), readyAtStart: false }),
+  };
+};
+
+t.test('a member that gains an owner names it in its beats once what it handed over settled', { skip }, async (t) => {
+  const { a, b } = await readyAndJoining(t);
   // (300 ms: well before node-b would stop waiting for node-a, 700 ms at these beats, so only the hand-over decides)
   let settling = 0;
   let settledAt: number | undefined;
@@ -141,12 +148,7 @@ t.test('a member that gains an owner names it in its beats once what it handed o
 });
 
 t.test('a node that owns no share yet does not drain: the others never count it as an owner', { skip }, async (t) => {
-  const nats = await startNats(1);
-  t.teardown(() => nats.stop());
-  const connections = await Promise.all(['a', 'b'].map((id) => connectTo(nats, id)));
-  t.teardown(() => Promise.all(connections.map((nc) => nc.close())));
-  const a = new Membership(connections[0] as never, options('node-a'));
-  const b = new Membership(connections[1] as never, { ...options('node-b'), readyAtStart: false });
+  const { a, b } = await readyAndJoining(t);
   await Promise.all([a.start(), b.start()]);
   t.equal(b.drain(), false, 'joining: nothing to hand over');
   t.equal(b.self, 'joining');
