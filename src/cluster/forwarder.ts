@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { ServiceError, unavailable } from '../domain/errors.js';
-import { withinMs } from '../domain/within-ms.js';
+import { allSettledWithin } from '../domain/within-ms.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import { compareIndexPositions, type IndexPosition } from '../domain/index-values.js';
@@ -433,11 +433,12 @@ export class Forwarder implements InstanceWrites, InstanceReads {
    * answered (a hand-over: Membership.handOverWith), or after `maxMs`; true when they all had. A command
    * counts from its ownership check on, so one still in `prepare` is waited for too.
    */
-  async settleNotOwned(maxMs: number): Promise<boolean> {
+  settleNotOwned(maxMs: number): Promise<boolean> {
     const given = [...this.running].filter(({ key: [orgId, machine, name] }) => !this.owns(orgId, machine, name));
-    if (given.length === 0) return true;
-    const settled = Promise.allSettled(given.map(({ run }) => run)).then(() => true as const);
-    return (await withinMs(settled, maxMs, () => undefined)) === true;
+    return allSettledWithin(
+      given.map(({ run }) => run),
+      maxMs,
+    );
   }
 
   /** Runs an instance command on this node, its owner (tracked in `running` until it answers). */

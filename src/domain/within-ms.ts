@@ -14,3 +14,10 @@ export const withinMs = async <T>(work: Promise<T>, ms: number, timedOut: () => 
     clearTimeout(timer);
   }
 };
+
+/** Whether every one of `work` settled (whatever its outcome) within `ms`; true at once when there is none. */
+export const allSettledWithin = async (work: Promise<unknown>[], ms: number): Promise<boolean> => {
+  if (work.length === 0) return true;
+  const settled = Promise.allSettled(work).then(() => true as const);
+  return (await withinMs(settled, ms, () => undefined)) === true;
+};

@@ -2,6 +2,7 @@ import { type Clock, systemClock } from '../domain/clock.js';
 import { notFound, rejectedByAuthorizer } from '../domain/errors.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
+import { allSettledWithin } from '../domain/within-ms.js';
 import type { LiveHeapReport, WorkerStats } from '../sandbox/index.js';
 import type { InstanceHead, InstanceStatus, OutboxMessage, UsageMonth } from '../store/instance-store.js';
 import { ActorHeads } from './actor-heads.js';
@@ -19,7 +20,6 @@ import { HeadChanges } from './head-changes.js';
 import { type TimerFiring, TimerDelivery } from './timer-firing.js';
 import { TransitionPipeline } from './transition-pipeline.js';
 import { UsageMeter } from './usage-meter.js';
-import { withinMs } from '../domain/within-ms.js';
 
 interface RuntimeStats {
   node: { rssBytes: number; heapUsedBytes: number };
@@ -283,11 +283,12 @@ export class InstanceRuntime {
    * that gave instances away says so only then: see Membership.handOverWith), or after `maxMs`; true
    * when they all had.
    */
-  async settleNotOwned(owns: (orgId: string, machine: string, name: string) => boolean, maxMs: number): Promise<boolean> {
+  settleNotOwned(owns: (orgId: string, machine: string, name: string) => boolean, maxMs: number): Promise<boolean> {
     const busy = [...this.actors.all()].filter((actor) => !actor.idle && !owns(actor.orgId, actor.machine, actor.name));
-    if (busy.length === 0) return true;
-    const settled = Promise.all(busy.map((actor) => actor.settled())).then(() => true as const);
-    return (await withinMs(settled, maxMs, () => undefined)) === true;
+    return allSettledWithin(
+      busy.map((actor) => actor.settled()),
+      maxMs,
+    );
   }
 
   /** Frees the isolates of versions that were deleted (with their machine, which had no instances left). */
