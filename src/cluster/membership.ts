@@ -46,6 +46,10 @@ const TAKEOVER_WAIT_BEATS = 4;
 /** The longest a member waits for its work on the instances it gave away before it names their new owner (handOverWith). */
 export const HANDOVER_MAX_MS = 500;
 
+/** The ids a beat's list holds, sorted; undefined when it holds no list. */
+const idsOf = (value: unknown): string[] | undefined =>
+  Array.isArray(value) ? value.filter((id): id is string => typeof id === 'string').sort() : undefined;
+
 /** A member whose answers are slow is checked (see Membership.suspect) at most this often. */
 const SUSPECT_INTERVAL_MS = 1_000;
 
@@ -60,7 +64,7 @@ interface Beat {
   /** Absent from a node that does not say (it owns its share). */
   state?: MemberState;
   warm?: string[];
-  /** The sender's view of the owning members: a node that turned ready waits for the others' (see takesShare). */
+  /** The sender's view of the owning members: a node that turned ready waits for the others' (see ownsShare). */
   owners?: string[];
 }
 
@@ -97,9 +101,8 @@ export class Membership {
   private handOver: (() => Promise<void>) | undefined;
   private handingOver = false;
   private stopped = false;
-  /** When this node turned ready while others own shares, until they all count it as an owner (see takesShare). */
+  /** When this node turned ready, until the others all count it as an owner (see ownsShare); unset once it owns its share. */
   private readySince: number | undefined;
-  private takesShare: boolean;
   /** When the beat timer last ran: a gap past the drop window means this process was stopped or stalled. */
   private lastTickAt = 0;
   private readonly stallListeners = new Set<() => void>();
@@ -117,7 +120,6 @@ export class Membership {
     this.now = options.now ?? Date.now;
     this.startedAt = this.now();
     this.state = options.readyAtStart === false ? 'joining' : 'ready';
-    this.takesShare = this.state !== 'joining';
   }
 
   private get subject(): string {
@@ -338,8 +340,6 @@ export class Membership {
     }
     const known = this.members.get(beat.id);
     const state: MemberState = beat.state === 'joining' || beat.state === 'draining' ? beat.state : 'ready';
-    const idsOf = (value: unknown): string[] | undefined =>
-      Array.isArray(value) ? value.filter((id): id is string => typeof id === 'string').sort() : undefined;
     const warm = idsOf(beat.warm) ?? [];
     const owners = idsOf(beat.owners);
     this.members.set(beat.id, {
@@ -389,7 +389,7 @@ export class Membership {
     this.beat();
     if (!stalled) {
       this.sweep();
-      // (waited long enough for the members that did not say they count this node: see takesShare)
+      // (waited long enough for the members that did not say they count this node: see ownsShare)
       if (this.readySince !== undefined && now - this.readySince >= this.takeoverWaitMs()) this.refreshView();
       return;
     }
@@ -418,17 +418,14 @@ export class Membership {
    */
   private ownsShare(): boolean {
     if (this.state === 'joining') return false;
-    if (this.takesShare) return true;
+    if (this.readySince === undefined) return true;
     const self = this.options.self.id;
     const counted = [...this.members.values()].every(
       (member) => member.id === self || member.state === 'joining' || member.owners?.includes(self) === true,
     );
-    const waited = this.now() - (this.readySince ?? 0) >= this.takeoverWaitMs();
-    if (counted || waited) {
-      this.takesShare = true;
-      this.readySince = undefined;
-    }
-    return this.takesShare;
+    const waited = this.now() - this.readySince >= this.takeoverWaitMs();
+    if (counted || waited) this.readySince = undefined;
+    return this.readySince === undefined;
   }
 
   /** Names the view in the beats from now on; one with a member gained, once the hand-over settled (handOverWith). */
