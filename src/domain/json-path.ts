@@ -10,6 +10,7 @@
 import { createRequire } from 'node:module';
 import type * as JsonP3 from 'json-p3';
 import type { JSONPathEnvironment, JSONPathQuery } from 'json-p3';
+import { onFirstUse } from './on-first-use.js';
 
 /** Longest JSONPath, in characters. */
 const MAX_PATH_CHARS = 1_024;
@@ -42,14 +43,10 @@ export interface VisitBudget {
  * claim mapping): a node that has none spends ≈ 0.03 s less CPU at start. Its CommonJS build, which is
  * what an import of it loads too, so that compilePath can stay synchronous.
  */
-let p3: { module: typeof JsonP3; environment: JSONPathEnvironment } | undefined;
-const jsonP3 = (): { module: typeof JsonP3; environment: JSONPathEnvironment } => {
-  if (p3 === undefined) {
-    const module = createRequire(import.meta.url)('json-p3') as typeof JsonP3;
-    p3 = { module, environment: new module.JSONPathEnvironment({ strict: true }) };
-  }
-  return p3;
-};
+const jsonP3 = onFirstUse((): { module: typeof JsonP3; environment: JSONPathEnvironment } => {
+  const module = createRequire(import.meta.url)('json-p3') as typeof JsonP3;
+  return { module, environment: new module.JSONPathEnvironment({ strict: true }) };
+});
 
 type Json = unknown;
 const isObject = (v: Json): v is Record<string, Json> => typeof v === 'object' && v !== null && !Array.isArray(v);

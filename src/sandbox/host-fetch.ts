@@ -16,14 +16,14 @@
  */
 import type { LookupFunction } from 'node:net';
 import type { Agent } from 'undici';
+import { onFirstUse } from '../domain/on-first-use.js';
 import { destinationOf, resolveDestination, systemLookup, type AllowEntry, type Lookup, type ResolvedAddress } from './egress-policy.js';
 
 /**
  * undici, loaded on the first fetch: a node and each of its sandbox workers otherwise spend ≈ 0.1 s of
  * CPU at start loading it (of ≈ 0.5 and 0.3 s in all), and most never fetch.
  */
-let loadedUndici: Promise<typeof import('undici')> | undefined;
-const undici = (): Promise<typeof import('undici')> => (loadedUndici ??= import('undici'));
+const undici: () => Promise<typeof import('undici')> = onFirstUse(() => import('undici'));
 
 const MAX_REDIRECTS = 5;
 const MAX_REQUEST_BODY_BYTES = 1024 * 1024;
