@@ -3,6 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { eventually } from './eventually.js';
 import { type NodeProcess, removeDir, type StartOptions, startNodeProcess, tempDataDir } from './node-process.js';
 import { startRoundRobinProxy } from './round-robin-proxy.js';
 import { startNatsServers } from '../../cluster/nats-servers.mjs';
@@ -132,7 +133,6 @@ const streamsLed = async (urls: string[]): Promise<void> => {
  * the nodes catch up only once JetStream has elected its leaders.
  */
 const clusterFormed = async (nodes: NodeProcess[], adminKey: string): Promise<void> => {
-  const deadline = Date.now() + 60_000;
   const readyMembers = (node: NodeProcess) =>
     fetch(`${node.url}/cluster`, { headers: { authorization: `Bearer ${adminKey}` } })
       .then(async (response) => {
@@ -141,12 +141,8 @@ const clusterFormed = async (nodes: NodeProcess[], adminKey: string): Promise<vo
         return (members ?? []).filter((member) => member?.state === 'ready').length;
       })
       .catch(() => 0);
-  for (const node of nodes) {
-    for (;;) {
-      if ((await readyMembers(node)) === nodes.length) break;
-      if (Date.now() > deadline)
-        throw new Error(`the cluster did not form in 60 s:\n${nodes.map((n) => n.output().slice(-2_000)).join('\n')}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
+  const allReady = async () => (await Promise.all(nodes.map(readyMembers))).every((ready) => ready === nodes.length);
+  await eventually(allReady, { timeoutMs: 60_000, intervalMs: 100 }).catch(() => {
+    throw new Error(`the cluster did not form in 60 s:\n${nodes.map((n) => n.output().slice(-2_000)).join('\n')}`);
+  });
 };
