@@ -51,8 +51,15 @@ const idpToken = (
 
 // --- the service ---------------------------------------------------------------------------------------
 // (every request here comes from one loopback address: the per-address limit is the rate-limit test's)
-const node = await startNode({ args: ['--fetch-allow', `127.0.0.1:${jwksPort}`, '--token-exchanges-per-address', '1000'] });
-t.teardown(() => node.stop());
+// (the last test restarts this node on its data dir: a node of its own would cost a start, a whole
+// cluster's in the drop-in pass on a cluster)
+const nodeDir = tempDataDir();
+const nodeArgs = ['--fetch-allow', `127.0.0.1:${jwksPort}`, '--token-exchanges-per-address', '1000'];
+let node = await startNode({ dataDir: nodeDir, args: nodeArgs });
+t.teardown(async () => {
+  await node.stop();
+  removeDir(nodeDir);
+});
 const operator = new StateBackedClient(node.adminKey as string, { apiHost: node.url });
 const orgId = (await operator.orgs.list()).orgs[0]?.id as string;
 const admin = node.adminKey as string;
@@ -441,19 +448,20 @@ t.test('POST /tokens is rate-limited per client address', onlyEmbedded('the limi
 });
 
 t.test('identity providers, token providers and anonymous access survive a restart', async (t) => {
-  const dataDir = tempDataDir();
-  t.teardown(() => removeDir(dataDir));
-  const first = await startNode({ dataDir, args: ['--token-exchanges-per-address', '1000'] });
+  // (the file's last test: it restarts the file's node)
+  const first = node;
   const operatorOf = (n: typeof first) => ({ token: n.adminKey as string });
-  const org = (await call(first.url, 'GET', '/orgs', operatorOf(first))).body.orgs[0].id as string;
-  const key = (await call(first.url, 'POST', '/keys', { ...operatorOf(first), body: { name: 'k', use: 'production' } })).body;
+  const org = (await call(first.url, 'POST', '/orgs', { ...operatorOf(first), body: { name: 'restarted' } })).body.id as string;
+  const key = (await call(first.url, 'POST', '/keys', { ...operatorOf(first), headers: { 'x-statebacked-org-id': org }, body: { name: 'k', use: 'production' } })).body;
   const secret = 'restart secret';
   await call(first.url, 'POST', '/token-providers', {
     ...operatorOf(first),
+    headers: { 'x-statebacked-org-id': org },
     body: { service: 'svc', keyId: key.id, mapping: { 'sub.$': '$.sub' } },
   });
   await call(first.url, 'POST', '/idps', {
     ...operatorOf(first),
+    headers: { 'x-statebacked-org-id': org },
     body: { iss: 'https://restart.test/', key: Buffer.from(secret).toString('base64url'), algs: ['HS256'], mapping: { 'sub.$': '$.sub' } },
   });
   const subject = () =>
@@ -461,8 +469,8 @@ t.test('identity providers, token providers and anonymous access survive a resta
   t.equal((await exchange(exchangeForm(await subject(), 'svc', org), first.url)).status, 200);
   await first.stop();
 
-  const second = await startNode({ dataDir, args: ['--token-exchanges-per-address', '1000'] });
-  t.teardown(() => second.stop());
+  node = await startNode({ dataDir: nodeDir, args: nodeArgs });
+  const second = node;
   const again = await exchange(exchangeForm(await subject(), 'svc', org), second.url);
   t.equal(again.status, 200, 'the sealed key opens after the restart');
   t.same(payloadOf(again.body.access_token as string).act, { sub: 'u' });
@@ -470,6 +478,6 @@ t.test('identity providers, token providers and anonymous access survive a resta
   await t.rejects(
     anonymous.machineInstances.get('notes', 'x'),
     errors.NotFoundError,
-    'the anonymous token works (the machine does not exist here)',
+    'the anonymous token works (the machine does not exist in this org)',
   );
 });
