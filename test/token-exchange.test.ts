@@ -452,7 +452,13 @@ t.test('identity providers, token providers and anonymous access survive a resta
   const first = node;
   const operatorOf = (n: typeof first) => ({ token: n.adminKey as string });
   const org = (await call(first.url, 'POST', '/orgs', { ...operatorOf(first), body: { name: 'restarted' } })).body.id as string;
-  const key = (await call(first.url, 'POST', '/keys', { ...operatorOf(first), headers: { 'x-statebacked-org-id': org }, body: { name: 'k', use: 'production' } })).body;
+  const key = (
+    await call(first.url, 'POST', '/keys', {
+      ...operatorOf(first),
+      headers: { 'x-statebacked-org-id': org },
+      body: { name: 'k', use: 'production' },
+    })
+  ).body;
   const secret = 'restart secret';
   await call(first.url, 'POST', '/token-providers', {
     ...operatorOf(first),
