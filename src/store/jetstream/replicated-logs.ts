@@ -8,11 +8,14 @@ export interface LogsOp {
   entries: LogEntry[];
 }
 
-/** Writes a batch from the LOGS log into this node's local log store (every node, in log order). */
+/**
+ * Writes a batch from the LOGS log into this node's local log store (every node, in log order), at its
+ * stream sequence: a batch replayed after a crash (from the last checkpoint) replaces its copy.
+ */
 export const applyLogsOp =
   (local: LogStore): ApplyOp<LogsOp> =>
-  (op) =>
-    local.appendLogs(op.entries);
+  (op, seq) =>
+    local.appendLogs(op.entries, seq);
 
 /**
  * The machine logs of a cluster node: what machine code prints runs on the instance's owner, but the

@@ -1,0 +1,64 @@
+import t from 'tap';
+import type { LogEntry } from '../src/store/log-store.js';
+import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
+import { JetStreamOpLog } from '../src/store/jetstream/op-log.js';
+import { applyLogsOp, type LogsOp, ReplicatedLogStore } from '../src/store/jetstream/replicated-logs.js';
+import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+import { removeDir, tempDataDir } from './helpers/node-process.js';
+
+/**
+ * Machine logs in a cluster (replicated-logs.ts): every node writes the LOGS log's batches into its own
+ * LMDB copy. After a crash a node replays the log from its last checkpoint (written every second), over a
+ * copy that may hold those batches already: they must not be there twice, nor take another line's place.
+ */
+
+const skip = natsMissing();
+const line = (n: number, timestamp = 1_000): LogEntry => ({ orgId: 'org_a', timestamp, level: 'log', machine: 'm', args: [`line ${n}`] });
+const texts = (entries: LogEntry[]) => entries.map((entry) => entry.args[0]);
+
+t.test('a batch kept again at its log position replaces its first copy', async (t) => {
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir);
+  t.teardown(() => store.close());
+  await store.logs.appendLogs([line(1), line(2)], 7);
+  await store.logs.appendLogs([line(3)], 8);
+  await store.logs.appendLogs([line(1), line(2)], 7);
+  t.same(texts(store.logs.listLogs('org_a', 0, 10_000, 100)), ['line 1', 'line 2', 'line 3'], 'each line once, in log order');
+  // Lines of the same millisecond from batches without a position (the embedded node's) are all kept.
+  await store.logs.appendLogs([line(4, 2_000)]);
+  await store.logs.appendLogs([line(4, 2_000)]);
+  t.equal(store.logs.listLogs('org_a', 2_000, 3_000, 100).length, 2);
+});
+
+t.test('a node that replays the LOGS log over its copy (a crash before its checkpoint) keeps each line once', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const nc = await connectTo(nats, 'logs');
+  t.teardown(() => nc.close());
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const local = openLmdbNodeStore(dir);
+  t.teardown(() => local.close());
+  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
+  const open = (from: number) =>
+    JetStreamOpLog.open<LogsOp>(nc, { cluster: 'c', name: 'LOGS', replicas: 1, from }, applyLogsOp(local.logs), fail);
+
+  const first = await open(1);
+  const logs = new ReplicatedLogStore(local.logs, first);
+  // Three batches, the same millisecond throughout (where the keys of a replay and the first copy meet).
+  await logs.appendLogs([line(1), line(2)]);
+  await logs.appendLogs([line(3)]);
+  await logs.appendLogs([line(4), line(5), line(6)]);
+  const before = texts(local.logs.listLogs('org_a', 0, 10_000, 100));
+  t.same(before, ['line 1', 'line 2', 'line 3', 'line 4', 'line 5', 'line 6']);
+  await first.close();
+
+  // The checkpoint said 1: batches 2 and 3 come again, over a copy that has them.
+  const again = await open(2);
+  t.teardown(() => again.close());
+  await again.catchUp();
+  t.same(texts(local.logs.listLogs('org_a', 0, 10_000, 100)), before, 'the replayed batches are not there twice');
+  await new ReplicatedLogStore(local.logs, again).appendLogs([line(7)]);
+  t.same(texts(local.logs.listLogs('org_a', 0, 10_000, 100)), [...before, 'line 7'], 'and the next batch adds to them');
+});
