@@ -207,8 +207,13 @@ export interface InstanceStore {
   nextTimerDue(): number | undefined;
   /** Removes index entries that no head lists any more (left by a crash between versions of this code). */
   removeDueTimers(entries: DueTimer[]): Promise<void>;
-  /** Adds to the org's counters of the month of `atMs` (default now), and to the machine's when named. */
-  addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs?: number): Promise<void>;
+  /**
+   * Adds to the org's counters of the month of `atMs` (default now), and to the machine's when named.
+   * `position` is the count's place in a log that can hand it over again (the cluster's META stream
+   * sequence, replayed from a checkpoint after a crash): a count at or before the last position kept
+   * was kept already, and is not added again.
+   */
+  addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs?: number, position?: number): Promise<void>;
   getUsage(orgId: string, month: string): UsageDelta;
   /** The org's months that have counts, newest first, at most `months` of them. */
   listUsage(orgId: string, months: number): UsageMonth[];

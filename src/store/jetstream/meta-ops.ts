@@ -34,8 +34,9 @@ export const applyMetaOp = (
       case 'versions':
         return applyVersions(op, seq);
       case 'usage': {
+        // (at its stream sequence: counts replayed after a crash, from the last checkpoint, are not added twice)
         const [orgId, usage, machine, atMs] = op.args;
-        return instances.addUsage(orgId, usage, machine ?? undefined, atMs);
+        return instances.addUsage(orgId, usage, machine ?? undefined, atMs, seq);
       }
     }
   };

@@ -24,6 +24,8 @@ const AFTER_ALL = '\uffff';
 
 /** In the `meta` db: the heads' format; 2 = heads carry their sequence as their LMDB entry version. */
 const HEADS_FORMAT_KEY = 'instances-format';
+/** The log position of the last usage count kept (addUsage's `position`), in the `meta` database. */
+const USAGE_POSITION_KEY = 'usage-position';
 const HEADS_FORMAT = 2;
 
 type HeadKey = [string, string, string];
@@ -88,6 +90,7 @@ export class LmdbInstanceStore implements InstanceStore {
   private readonly heads: Database<InstanceHead, HeadKey>;
   private readonly transitions: Database<TransitionRecord, [string, string, string, number]>;
   private readonly usage: Database<UsageDelta, [string, string] | [string, string, string]>;
+  private readonly positions: Database<number, string>;
   private readonly timers: DueTimers;
   private readonly outbox: Database<OutboxMessage, [number, number]>;
   private readonly inbox: Database<number, [string, string, string, string]>;
@@ -102,6 +105,7 @@ export class LmdbInstanceStore implements InstanceStore {
     this.heads = root.openDB({ name: 'instances', ...msgpackOrJson, useVersions: true });
     this.transitions = root.openDB({ name: 'transitions', ...msgpackOrJson });
     this.usage = root.openDB({ name: 'usage', encoding: 'msgpack' });
+    this.positions = root.openDB({ name: 'meta', encoding: 'msgpack' });
     this.timers = new DueTimers(root);
     this.outbox = root.openDB({ name: 'outbox', encoding: 'msgpack' });
     this.inbox = root.openDB({ name: 'inbox', encoding: 'msgpack' });
@@ -379,9 +383,16 @@ export class LmdbInstanceStore implements InstanceStore {
     await this.root.transaction(() => this.timers.remove(entries));
   }
 
-  async addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now()): Promise<void> {
+  async addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now(), position?: number): Promise<void> {
     this.checkHealthy();
-    await this.root.transaction(() => this.bumpUsage(orgId, usage, machine, atMs));
+    await this.root.transaction(() => {
+      if (position !== undefined) {
+        // (the position is kept in the same transaction as the counts: after a crash both or neither)
+        if (position <= (this.positions.get(USAGE_POSITION_KEY) ?? 0)) return;
+        void this.positions.put(USAGE_POSITION_KEY, position);
+      }
+      this.bumpUsage(orgId, usage, machine, atMs);
+    });
   }
 
   getUsage(orgId: string, month: string): UsageDelta {

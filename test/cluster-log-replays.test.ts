@@ -2,14 +2,18 @@ import t from 'tap';
 import type { LogEntry } from '../src/store/log-store.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { JetStreamOpLog } from '../src/store/jetstream/op-log.js';
+import { applyMetaOp, type MetaOp } from '../src/store/jetstream/meta-ops.js';
 import { applyLogsOp, type LogsOp, ReplicatedLogStore } from '../src/store/jetstream/replicated-logs.js';
+import { openCodeStore } from '../src/store/jetstream/replicated-versions.js';
+import { usageMonth } from '../src/store/instance-store.js';
 import { connectTo, natsMissing, startNats } from './helpers/nats.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 
 /**
- * Machine logs in a cluster (replicated-logs.ts): every node writes the LOGS log's batches into its own
- * LMDB copy. After a crash a node replays the log from its last checkpoint (written every second), over a
- * copy that may hold those batches already: they must not be there twice, nor take another line's place.
+ * A cluster node's copy of the LOGS and META logs (machine logs; orgs, versions and usage counts) is
+ * written without a sync per write, and a checkpoint written every second says from where to follow them
+ * after a crash: what is replayed may be in the copy already. It must not count twice: machine log lines
+ * (replicated-logs.ts) and usage counts (meta-ops.ts), which are added, not set.
  */
 
 const skip = natsMissing();
@@ -61,4 +65,45 @@ t.test('a node that replays the LOGS log over its copy (a crash before its check
   t.same(texts(local.logs.listLogs('org_a', 0, 10_000, 100)), before, 'the replayed batches are not there twice');
   await new ReplicatedLogStore(local.logs, again).appendLogs([line(7)]);
   t.same(texts(local.logs.listLogs('org_a', 0, 10_000, 100)), [...before, 'line 7'], 'and the next batch adds to them');
+});
+
+t.test('usage counts replayed from the META log over a copy that has them are not added again', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const nc = await connectTo(nats, 'meta');
+  t.teardown(() => nc.close());
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const local = openLmdbNodeStore(dir);
+  t.teardown(() => local.close());
+  const code = await openCodeStore(nc, { cluster: 'c', replicas: 1 });
+  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
+  const open = (from: number) =>
+    JetStreamOpLog.open<MetaOp>(
+      nc,
+      { cluster: 'c', name: 'META', replicas: 1, from },
+      applyMetaOp(local.catalog, local.versions, code, local.instances),
+      fail,
+    );
+  const atMs = Date.UTC(2026, 10, 15);
+  const count = (transitions: number): MetaOp => ({
+    store: 'usage',
+    method: 'addUsage',
+    args: ['org_a', { transitions, reads: 1 }, 'm', atMs],
+  });
+  const month = usageMonth(atMs);
+
+  const first = await open(1);
+  for (const transitions of [1, 2, 4]) await first.submit(count(transitions), { everywhere: false });
+  t.same(local.instances.getUsage('org_a', month), { transitions: 7, reads: 3 });
+  await first.close();
+
+  // The checkpoint said 1: the counts at 2 and 3 come again, over a copy that has them.
+  const again = await open(2);
+  t.teardown(() => again.close());
+  await again.catchUp();
+  t.same(local.instances.getUsage('org_a', month), { transitions: 7, reads: 3 }, 'the replayed counts are not added twice');
+  await again.submit(count(8), { everywhere: false });
+  t.same(local.instances.getUsage('org_a', month), { transitions: 15, reads: 4 }, 'the next count is added');
+  t.same(local.instances.listUsage('org_a', 1)[0]?.machines, [{ machine: 'm', transitions: 15, reads: 4 }], "and so is the machine's");
 });
