@@ -44,6 +44,11 @@ interface SandboxClientOptions extends WorkerLifecycleOptions {
   onAnswered?: (seconds: number) => void;
 }
 
+/** Requests sent to the worker and unanswered from which a new batch waits for its answers (schedule). */
+const HOLD_WHILE_AWAITING = 8;
+/** How long a batch waits for the worker's answers at most (schedule). */
+const HOLD_MS = 1;
+
 /** What a version's live actors hold of its isolate's heap, against their budget (live-heap-watch.ts). */
 export interface LiveHeapReport {
   version: RemoteVersion;
@@ -70,7 +75,11 @@ export class SandboxClient {
   private nextLoadNumber = 1;
   /** Requests made during this turn of the event loop, sent as one batch in its check phase. */
   private outgoing: NodeMessage[] = [];
+  /** Of `outgoing`, the requests that wait for an answer (not the notifications). */
+  private outgoingAnswered = 0;
   private flushScheduled = false;
+  /** A flush held while the worker is busy (see schedule): it goes with the worker's next answers, or at this timer. */
+  private heldFlush: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: SandboxClientOptions) {
     this.workers = new WorkerLifecycle(options, {
@@ -175,10 +184,7 @@ export class SandboxClient {
   notify(request: SandboxRequest): void {
     if (this.workers.isClosed || !this.workers.worker) return;
     this.outgoing.push({ id: 0, request });
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      setImmediate(this.flush);
-    }
+    this.schedule();
   }
 
   request(request: SandboxRequest): Promise<unknown> {
@@ -196,17 +202,34 @@ export class SandboxClient {
         sentAt: this.options.onAnswered ? performance.now() : 0,
       });
       this.outgoing.push({ id, request });
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(this.flush);
-      }
+      this.outgoingAnswered++;
+      this.schedule();
     });
+  }
+
+  /**
+   * Sends what this turn of the event loop asked in the check phase; but while the worker still has
+   * HOLD_WHILE_AWAITING or more requests sent and unanswered, with the worker's next answers (it answers
+   * at least every millisecond while it runs a batch) or HOLD_MS later: under load the requests then go in
+   * fewer, larger messages, each of which costs both processes a serialization, a pipe write and a wake-up,
+   * whatever it holds (bench/JOURNAL.md, 2026-11-29 11:40). With few in flight, at once, as before.
+   */
+  private schedule(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    const worker = this.workers.worker;
+    const awaited = worker ? worker.pending.size - this.outgoingAnswered : 0;
+    if (awaited >= HOLD_WHILE_AWAITING) this.heldFlush = setTimeout(this.flush, HOLD_MS);
+    else setImmediate(this.flush);
   }
 
   private readonly flush = (): void => {
     this.flushScheduled = false;
+    clearTimeout(this.heldFlush);
+    this.heldFlush = undefined;
     const batch: Batch<NodeMessage> = this.outgoing;
     this.outgoing = [];
+    this.outgoingAnswered = 0;
     const worker = this.workers.worker;
     if (batch.length === 0 || !worker) return;
     worker.send(batch, (error) => {
@@ -225,6 +248,7 @@ export class SandboxClient {
   private forgetWorkerState(): void {
     // Not yet sent, they were meant for the old worker's isolates; their promises were failed already.
     this.outgoing = [];
+    this.outgoingAnswered = 0;
     for (const version of this.versions.values()) version.markUnhealthy();
     this.versions.clear();
     this.loadNumbers.clear();
@@ -274,6 +298,13 @@ export class SandboxClient {
           this.options.onAnswered?.((performance.now() - waiting.sentAt) / 1000);
           if (message.ok) waiting.resolve(message.value);
           else waiting.reject(rebuild(message.error));
+        }
+        // The worker moved on: what was held for it goes in this turn's check phase (after the rest of
+        // these answers, and the requests they lead to).
+        if (this.heldFlush !== undefined) {
+          clearTimeout(this.heldFlush);
+          this.heldFlush = undefined;
+          setImmediate(this.flush);
         }
         return;
       }
