@@ -20,6 +20,20 @@ const skip = natsMissing();
 const line = (n: number, timestamp = 1_000): LogEntry => ({ orgId: 'org_a', timestamp, level: 'log', machine: 'm', args: [`line ${n}`] });
 const texts = (entries: LogEntry[]) => entries.map((entry) => entry.args[0]);
 
+/** A nats-server (R1 logs), a connection to it, and a node's LMDB copy, all gone at the test's end. */
+const nodeCopy = async (t: { teardown(fn: () => unknown): void; fail(message: string): unknown }) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const nc = await connectTo(nats, 'replays');
+  t.teardown(() => nc.close());
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const local = openLmdbNodeStore(dir);
+  t.teardown(() => local.close());
+  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
+  return { nc, local, fail };
+};
+
 t.test('a batch kept again at its log position replaces its first copy', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
@@ -36,15 +50,7 @@ t.test('a batch kept again at its log position replaces its first copy', async (
 });
 
 t.test('a node that replays the LOGS log over its copy (a crash before its checkpoint) keeps each line once', { skip }, async (t) => {
-  const nats = await startNats(1);
-  t.teardown(() => nats.stop());
-  const nc = await connectTo(nats, 'logs');
-  t.teardown(() => nc.close());
-  const dir = tempDataDir();
-  t.teardown(() => removeDir(dir));
-  const local = openLmdbNodeStore(dir);
-  t.teardown(() => local.close());
-  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
+  const { nc, local, fail } = await nodeCopy(t);
   const open = (from: number) =>
     JetStreamOpLog.open<LogsOp>(nc, { cluster: 'c', name: 'LOGS', replicas: 1, from }, applyLogsOp(local.logs), fail);
 
@@ -68,16 +74,8 @@ t.test('a node that replays the LOGS log over its copy (a crash before its check
 });
 
 t.test('usage counts replayed from the META log over a copy that has them are not added again', { skip }, async (t) => {
-  const nats = await startNats(1);
-  t.teardown(() => nats.stop());
-  const nc = await connectTo(nats, 'meta');
-  t.teardown(() => nc.close());
-  const dir = tempDataDir();
-  t.teardown(() => removeDir(dir));
-  const local = openLmdbNodeStore(dir);
-  t.teardown(() => local.close());
+  const { nc, local, fail } = await nodeCopy(t);
   const code = await openCodeStore(nc, { cluster: 'c', replicas: 1 });
-  const fail = (message: string, error: unknown) => t.fail(`${message}: ${String(error)}`);
   const open = (from: number) =>
     JetStreamOpLog.open<MetaOp>(
       nc,
