@@ -12,6 +12,7 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { randomUUID } from 'node:crypto';
 import { payloadTooLarge, unavailable } from '../../domain/errors.js';
 import { StreamFollower } from './stream-follower.js';
+import { openingManager } from './stream-opening.js';
 
 interface OpLogOptions {
   cluster: string;
@@ -80,13 +81,14 @@ export class JetStreamOpLog<Op> {
     onError: (message: string, error: unknown) => void,
   ): Promise<JetStreamOpLog<Op>> {
     const jsm = await jetstreamManager(nc);
+    const opening = await openingManager(nc);
     const stream = `STATEHOLD_${options.cluster}_${options.name}`;
     const subject = `statehold.${options.cluster}.${options.name.toLowerCase()}`;
     try {
-      await jsm.streams.info(stream);
+      await opening.streams.info(stream);
     } catch (error) {
       if (!(error instanceof JetStreamApiError) || error.status !== 404) throw error;
-      await jsm.streams.add({
+      await opening.streams.add({
         name: stream,
         subjects: [subject],
         storage: StorageType.File,

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import { type ObjectStore, Objm } from '@nats-io/obj';
-import { StorageType } from '@nats-io/jetstream';
+import { jetstream, StorageType } from '@nats-io/jetstream';
 import { ClosedConnectionError, DrainingConnectionError, type NatsConnection } from '@nats-io/transport-node';
 import type { MachineVersionMigrationRecord, MachineVersionRecord } from '../../domain/records.js';
 import type { FinalizeMigrationResult, FinalizeResult, PendingUpload, VersionCursor, VersionStore } from '../version-store.js';
 import type { ApplyOp, JetStreamOpLog } from './op-log.js';
+import { STREAM_OPEN_TIMEOUT_MS } from './stream-opening.js';
 
 /*
  * Code bundles (up to 10 MB) are far above JetStream's 1 MB message limit, so they never travel in the
@@ -47,8 +48,16 @@ import type { ApplyOp, JetStreamOpLog } from './op-log.js';
  */
 
 /** The cluster's code bucket: `STATEHOLD_<cluster>_CODE` (stream `OBJ_STATEHOLD_<cluster>_CODE`). */
-export const openCodeStore = (nc: NatsConnection, options: { cluster: string; replicas: number }): Promise<ObjectStore> =>
-  new Objm(nc).create(`STATEHOLD_${options.cluster}_CODE`, { replicas: options.replicas, storage: StorageType.File });
+export const openCodeStore = async (nc: NatsConnection, options: { cluster: string; replicas: number }): Promise<ObjectStore> => {
+  const name = `STATEHOLD_${options.cluster}_CODE`;
+  // Made (or found) with the short timeout of a node's start; opened with the client's default, which
+  // its puts and gets of code keep.
+  await new Objm(jetstream(nc, { timeout: STREAM_OPEN_TIMEOUT_MS })).create(name, {
+    replicas: options.replicas,
+    storage: StorageType.File,
+  });
+  return new Objm(nc).open(name);
+};
 
 /** Code put in the object store, as an operation names it. */
 export interface CodeRef {

@@ -15,6 +15,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { payloadTooLarge, unavailable } from '../../domain/errors.js';
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
 import { firstMessageFrom } from './first-message.js';
+import { openingManager } from './stream-opening.js';
 
 /** An append refused because the instance's log moved past what the writer expected: it is not the owner any more. */
 export class LogFencedError extends Error {
@@ -125,14 +126,15 @@ export class JetStreamTransitionLog {
       max_msgs: -1,
       max_bytes: -1,
     };
+    const opening = await openingManager(nc);
     try {
-      await jsm.streams.info(stream);
+      await opening.streams.info(stream);
     } catch (error) {
       if (!(error instanceof JetStreamApiError) || error.status !== 404) throw error;
-      await jsm.streams.add(config);
+      await opening.streams.add(config);
     }
     // Read back: a 2.9 server ignores settings it does not know rather than refusing them (measured-here.md).
-    let info = await jsm.streams.info(stream);
+    let info = await opening.streams.info(stream);
     if (partitionsOf(info.config.description) === undefined) {
       // A stream made by a release before partitions: its entries' subjects name no partition.
       if (info.state.messages > 0)
