@@ -50,13 +50,13 @@ import { STREAM_OPEN_TIMEOUT_MS } from './stream-opening.js';
 /** The cluster's code bucket: `STATEHOLD_<cluster>_CODE` (stream `OBJ_STATEHOLD_<cluster>_CODE`). */
 export const openCodeStore = async (nc: NatsConnection, options: { cluster: string; replicas: number }): Promise<ObjectStore> => {
   const name = `STATEHOLD_${options.cluster}_CODE`;
-  // Made (or found) with the short timeout of a node's start; opened with the client's default, which
-  // its puts and gets of code keep.
+  // Made (or found) with the short timeout of a node's start; then the same bucket through a client with
+  // the default timeout, which its puts and gets of code keep (no second look: it was just made or found).
   await new Objm(jetstream(nc, { timeout: STREAM_OPEN_TIMEOUT_MS })).create(name, {
     replicas: options.replicas,
     storage: StorageType.File,
   });
-  return new Objm(nc).open(name);
+  return new Objm(jetstream(nc, { checkAPI: false })).open(name, false);
 };
 
 /** Code put in the object store, as an operation names it. */

@@ -12,5 +12,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
  */
 export const STREAM_OPEN_TIMEOUT_MS = 2_000;
 
-/** A JetStream manager for the questions a node asks while it opens the cluster's streams. */
-export const openingManager = (nc: NatsConnection): Promise<JetStreamManager> => jetstreamManager(nc, { timeout: STREAM_OPEN_TIMEOUT_MS });
+/**
+ * A JetStream manager for the questions a node asks while it opens the cluster's streams. It does not
+ * ask whether JetStream is there (`checkAPI`): the caller's own manager, made first, did.
+ */
+export const openingManager = (nc: NatsConnection): Promise<JetStreamManager> =>
+  jetstreamManager(nc, { timeout: STREAM_OPEN_TIMEOUT_MS, checkAPI: false });

@@ -90,7 +90,8 @@ export class LmdbInstanceStore implements InstanceStore {
   private readonly heads: Database<InstanceHead, HeadKey>;
   private readonly transitions: Database<TransitionRecord, [string, string, string, number]>;
   private readonly usage: Database<UsageDelta, [string, string] | [string, string, string]>;
-  private readonly positions: Database<number, string>;
+  /** The `meta` database: the heads' format, the usage counts' log position. */
+  private readonly meta: Database<number, string>;
   private readonly timers: DueTimers;
   private readonly outbox: Database<OutboxMessage, [number, number]>;
   private readonly inbox: Database<number, [string, string, string, string]>;
@@ -105,7 +106,7 @@ export class LmdbInstanceStore implements InstanceStore {
     this.heads = root.openDB({ name: 'instances', ...msgpackOrJson, useVersions: true });
     this.transitions = root.openDB({ name: 'transitions', ...msgpackOrJson });
     this.usage = root.openDB({ name: 'usage', encoding: 'msgpack' });
-    this.positions = root.openDB({ name: 'meta', encoding: 'msgpack' });
+    this.meta = root.openDB({ name: 'meta', encoding: 'msgpack' });
     this.timers = new DueTimers(root);
     this.outbox = root.openDB({ name: 'outbox', encoding: 'msgpack' });
     this.inbox = root.openDB({ name: 'inbox', encoding: 'msgpack' });
@@ -388,8 +389,8 @@ export class LmdbInstanceStore implements InstanceStore {
     await this.root.transaction(() => {
       if (position !== undefined) {
         // (the position is kept in the same transaction as the counts: after a crash both or neither)
-        if (position <= (this.positions.get(USAGE_POSITION_KEY) ?? 0)) return;
-        void this.positions.put(USAGE_POSITION_KEY, position);
+        if (position <= (this.meta.get(USAGE_POSITION_KEY) ?? 0)) return;
+        void this.meta.put(USAGE_POSITION_KEY, position);
       }
       this.bumpUsage(orgId, usage, machine, atMs);
     });
@@ -447,13 +448,12 @@ export class LmdbInstanceStore implements InstanceStore {
    * as version; read through a handle that does not expect versions.
    */
   private upgradeHeads(): void {
-    const meta = this.root.openDB<number, string>({ name: 'meta', encoding: 'msgpack' });
-    if (meta.get(HEADS_FORMAT_KEY) === HEADS_FORMAT) return;
+    if (this.meta.get(HEADS_FORMAT_KEY) === HEADS_FORMAT) return;
     const legacy = this.root.openDB<InstanceHead, HeadKey>({ name: 'instances', encoding: 'msgpack' });
     this.root.transactionSync(() => {
       const heads = [...legacy.getRange({})];
       for (const { key, value } of heads) void this.heads.put(key, value, value.seq);
-      void meta.put(HEADS_FORMAT_KEY, HEADS_FORMAT);
+      void this.meta.put(HEADS_FORMAT_KEY, HEADS_FORMAT);
     });
   }
 
