@@ -4,7 +4,7 @@ import type { StepResult } from '../src/sandbox/index.js';
 import type { TransitionRecord } from '../src/store/instance-store.js';
 
 /** The pure parts of a commit, alone. */
-const record = (seq: number, ts: number): TransitionRecord => ({ seq, createdAt: '', ts, event: { type: 'E' }, state: 'a', context: {} });
+const record = (seq: number, ts: number): TransitionRecord => ({ seq, createdAt: '', ts, event: { type: 'E' }, state: 'a' });
 
 t.test("records are dated when applied, strictly after the instance's last, even when the clock stepped back", async (t) => {
   const records = [record(4, 2_000), record(5, 1_500), record(6, 3_000)];

@@ -110,14 +110,12 @@ export class InstanceCreation {
           ts: now,
           event: INIT_EVENT,
           state: untilFired.state,
-          context: untilFired.context,
           ...(request.requestId === undefined ? {} : { requestId: request.requestId }),
         },
         ...firedRecords(settled, 1),
       ];
       const last = records.at(-1) as TransitionRecord;
       last.state = result.state;
-      last.context = result.context;
       stampTimes(records, now - 1);
       const head: InstanceHead = indexer.index({
         orgId,

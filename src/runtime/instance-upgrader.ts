@@ -83,9 +83,7 @@ export class InstanceUpgrader {
       fromMachineVersionId: from,
       toMachineVersionId: target,
     };
-    const records: TransitionRecord[] = [
-      { seq: head.seq + 1, createdAt: '', ts: now, event, state: result.state, context: result.context },
-    ];
+    const records: TransitionRecord[] = [{ seq: head.seq + 1, createdAt: '', ts: now, event, state: result.state }];
     stampTimes(records, head.ts);
     const { targetVersionId: _reached, ...rest } = head;
     const state = headStateOf(result);

@@ -104,5 +104,4 @@ export const firedRecords = (settled: Settled, lastSeq: number): TransitionRecor
     ts: f.appliedAt,
     event: f.event,
     state: f.result.state,
-    context: f.result.context,
   }));

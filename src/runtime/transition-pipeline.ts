@@ -62,7 +62,6 @@ export class TransitionPipeline {
           ts: appliedAt,
           event: input.event,
           state: result.state,
-          context: result.context,
           ...(input.requestId === undefined ? {} : { requestId: input.requestId }),
         });
       }
@@ -73,11 +72,9 @@ export class TransitionPipeline {
       const lastInput = records.at(-1) as TransitionRecord;
       const untilFired = settled.beforeFired ?? settled.result;
       lastInput.state = untilFired.state;
-      lastInput.context = untilFired.context;
       records.push(...firedRecords(settled, lastInput.seq));
       const last = records.at(-1) as TransitionRecord;
       last.state = settled.result.state;
-      last.context = settled.result.context;
       const size = checkedSize(settled.result, deps.settings);
       return await this.commit(actor, head, records, settled.result, settled.stoppedChildren, size, effects, commitEffects);
     } catch (error) {

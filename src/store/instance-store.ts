@@ -89,7 +89,12 @@ export interface DueTimer {
   timerId: string;
 }
 
-/** One entry of an instance's linear history. */
+/**
+ * One entry of an instance's linear history: the event and the state it led to. Not the context: the
+ * history is read as `{ createdAt, state, event }` (wire-protocol §3.4), and the head holds the
+ * context; carrying it in every record doubled what each event wrote (WAL frame, LMDB, the cluster's
+ * TX log). Records written before 2026-11-29 still hold one, which nothing reads.
+ */
 export interface TransitionRecord {
   seq: number;
   /**
@@ -102,7 +107,6 @@ export interface TransitionRecord {
   ts: number;
   event: MachineEvent;
   state: StateValue;
-  context: JsonObject;
 }
 
 export interface UsageDelta {

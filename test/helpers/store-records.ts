@@ -31,5 +31,4 @@ export const transitionRecord = (seq: number) => ({
   ts: seq,
   event: { type: `E${seq}` },
   state: 'idle',
-  context: { n: seq },
 });
