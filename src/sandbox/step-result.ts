@@ -5,6 +5,7 @@
  * isolate as the harness and could tamper with what it produces; the host never trusts the shape
  * blindly, so a malformed result becomes a MachineCodeError.
  */
+import { rememberJsonText } from '../domain/json-texts.js';
 import { MachineCodeError } from './errors.js';
 import type { StepResult, StepSizes } from './types.js';
 
@@ -63,6 +64,8 @@ export function parseStep(raw: RawStep): StepResult {
     raw.snapshot.startsWith('{');
   if (!ok) throw new MachineCodeError('the sandbox produced a malformed step result');
   checkEffects(rest as Record<string, unknown[]>);
+  // The commit writes this text into the head, rather than encoding the context once more.
+  rememberJsonText(context as object, raw.context);
   // Named fields rather than a spread of the harness's object: one shape for every result, and nothing
   // machine code may have added to that object comes along.
   const fields = rest as unknown as Omit<StepResult, 'context' | 'snapshot' | 'pendingHostCalls' | 'sizes'>;

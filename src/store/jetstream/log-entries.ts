@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { stringifyWithKnownField } from '../../domain/json-texts.js';
 import type { FollowedMessage } from './stream-follower.js';
 import type { CommitEffects, InstanceHead, TransitionRecord } from '../instance-store.js';
 
@@ -26,6 +27,17 @@ export type LogEntryBody =
    * commits that request after it (see fence).
    */
   | { kind: 'fence'; orgId: string; machine: string; name: string; requestId: string; by: string };
+
+/**
+ * The JSON of an entry as the TX log holds it; a head's context is the text the step gave it when
+ * there is one (domain/json-texts.ts), not encoded again.
+ */
+export const entryText = (entry: LogEntry): string => {
+  if (!('head' in entry)) return JSON.stringify(entry);
+  const { head, ...others } = entry;
+  const text = JSON.stringify(others);
+  return `${text.slice(0, -1)},"head":${stringifyWithKnownField(head, 'context')}}`;
+};
 
 /** JetStream's header for the expected last subject sequence: what entries written before 2026-11-28 say instead of `after`. */
 const EXPECTED_HEADER = 'Nats-Expected-Last-Subject-Sequence';

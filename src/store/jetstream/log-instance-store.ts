@@ -17,7 +17,17 @@ import {
 } from '../instance-store.js';
 import { withinMs } from '../../domain/within-ms.js';
 import { DeliveredMessages } from './delivered-messages.js';
-import { entryOf, instanceOf, keyOf, keyOfSubject, type LogEntry, type LogEntryBody, messageIdOf, withoutLogSeq } from './log-entries.js';
+import {
+  entryOf,
+  entryText,
+  instanceOf,
+  keyOf,
+  keyOfSubject,
+  type LogEntry,
+  type LogEntryBody,
+  messageIdOf,
+  withoutLogSeq,
+} from './log-entries.js';
 import { HeldPartitionReads, type LocalCopy } from './held-partition-reads.js';
 import { type AppliedMark, HeldPartitions } from './held-partitions.js';
 import { type CountsHere, type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
@@ -226,7 +236,7 @@ export class LogInstanceStore implements InstanceStore {
       this.checkNotTakenOver(head, history, effects);
       try {
         const entry: LogEntry = { kind: 'create', head: withoutLogSeq(head), history, effects, after: expected };
-        const payload = JSON.stringify(entry);
+        const payload = entryText(entry);
         const { seq } = await this.log.append(
           head.orgId,
           head.machine,
@@ -368,7 +378,7 @@ export class LogInstanceStore implements InstanceStore {
       const last = await this.caughtUpStrictly(key);
       try {
         const entry: LogEntry = { kind: 'fence', orgId, machine, name, requestId, by: this.nodeId, after: last };
-        const payload = JSON.stringify(entry);
+        const payload = entryText(entry);
         const { seq } = await this.log.append(orgId, machine, name, last, payload, messageIdOf(key, payload, last), this.countsHere(key));
         await this.applyOwn(entry, seq);
         return;
@@ -401,7 +411,7 @@ export class LogInstanceStore implements InstanceStore {
   private async append(previous: InstanceHead, body: LogEntryBody): Promise<{ entry: LogEntry; seq: number }> {
     const after = previous.logSeq ?? 0;
     const entry: LogEntry = { ...body, after };
-    const payload = JSON.stringify(entry);
+    const payload = entryText(entry);
     try {
       return {
         entry,

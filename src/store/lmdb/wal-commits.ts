@@ -1,6 +1,7 @@
 import type { Database, RootDatabase } from 'lmdb';
 import { unavailable } from '../../domain/errors.js';
 import { tooDeep } from '../../domain/json-depth.js';
+import { stringifyWithKnownField } from '../../domain/json-texts.js';
 import type { InstanceHead, TransitionRecord } from '../instance-store.js';
 import { asJsonValue } from './json-values.js';
 import { UnappliedCommits } from './unapplied-commits.js';
@@ -98,7 +99,8 @@ const keyOf = (head: InstanceHead): HeadKey => [head.orgId, head.machine, head.n
 export const commitTexts = (head: InstanceHead, records: TransitionRecord[]): CommitTexts | undefined => {
   let texts: CommitTexts;
   try {
-    texts = { head: JSON.stringify(head), records: records.map((record) => JSON.stringify(record)) };
+    // (the context as the step's result gave it, when it did: one encoding of it per event)
+    texts = { head: stringifyWithKnownField(head, 'context'), records: records.map((record) => JSON.stringify(record)) };
   } catch {
     return undefined;
   }
