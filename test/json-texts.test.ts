@@ -13,29 +13,32 @@ import { instanceHead as head, transitionRecord as record } from './helpers/stor
 
 t.test('a remembered text is spliced in once; without one, the object is encoded as JSON.stringify does', async (t) => {
   const plain = { a: 1, context: { b: [1, 'two'] }, z: null };
-  t.equal(stringifyWithKnownField(plain, 'context'), JSON.stringify(plain), 'nothing remembered: JSON.stringify');
+  t.same(stringifyWithKnownField(plain, 'context'), { text: JSON.stringify(plain) }, 'nothing remembered: JSON.stringify');
 
   const context = { b: [1, 'two'] };
   // Spaced as no JSON.stringify would: the text in the output can only be this one.
-  rememberJsonText(context, '{ "b" : [1, "two"] }');
+  rememberJsonText(context, '{ "b" : [1, "two"] }', 2);
   const withText = { a: 1, context, z: null };
   const spliced = stringifyWithKnownField(withText, 'context');
-  t.equal(spliced, '{"a":1,"z":null,"context":{ "b" : [1, "two"] }}');
-  t.same(JSON.parse(spliced), withText, 'the same value');
-  t.equal(stringifyWithKnownField(withText, 'context'), JSON.stringify(withText), 'taken once: the next encoding is a plain one');
+  t.same(spliced, {
+    text: '{"a":1,"z":null,"context":{ "b" : [1, "two"] }}',
+    spliced: { others: '{"a":1,"z":null}', maxDepth: 2 },
+  });
+  t.same(JSON.parse(spliced.text), withText, 'the same value');
+  t.same(stringifyWithKnownField(withText, 'context'), { text: JSON.stringify(withText) }, 'taken once: the next encoding is a plain one');
 
   const alone = { k: 1 };
-  rememberJsonText(alone, '{"k":1}');
-  t.equal(stringifyWithKnownField({ context: alone }, 'context'), '{"context":{"k":1}}', 'the only field');
+  rememberJsonText(alone, '{"k":1}', 1);
+  t.equal(stringifyWithKnownField({ context: alone }, 'context').text, '{"context":{"k":1}}', 'the only field');
 });
 
 t.test('a text with a lone surrogate is not kept (as UTF-8 it would not read back as its value)', async (t) => {
   const value = JSON.parse('{"s":"\\ud800"}') as object;
-  rememberJsonText(value, '{"s":"\ud800"}');
+  rememberJsonText(value, '{"s":"\ud800"}', 1);
   t.equal(takeJsonText(value), undefined);
   const escaped = JSON.parse('{"s":"\\ud800"}') as object;
-  rememberJsonText(escaped, '{"s":"\\ud800"}');
-  t.equal(takeJsonText(escaped), '{"s":"\\ud800"}', 'escaped, it is kept');
+  rememberJsonText(escaped, '{"s":"\\ud800"}', 1);
+  t.same(takeJsonText(escaped), { text: '{"s":"\\ud800"}', maxDepth: 1 }, 'escaped, it is kept');
 });
 
 t.test("a parsed step's context carries its text into the head's encoding", async (t) => {
@@ -51,18 +54,24 @@ t.test("a parsed step's context carries its text into the head's encoding", asyn
     transitions: 1,
   };
   const contextText = '{"count":3,  "note":"é"}';
-  const step = parseStep(
-    splitStep(`${JSON.stringify(rest)}\n${contextText}\n{"xstate":5}`, 0) as NonNullable<ReturnType<typeof splitStep>>,
+  const raw = splitStep(`${JSON.stringify(rest)}\n${contextText}\n{"xstate":5}`, 0) as NonNullable<ReturnType<typeof splitStep>>;
+  const unchecked = parseStep(raw);
+  t.equal(
+    stringifyWithKnownField(head(2, { context: unchecked.context }), 'context').spliced,
+    undefined,
+    'not checked by a sandbox: not kept',
   );
+  const step = parseStep({ ...raw, maxDepth: 200 });
   t.same(step.context, { count: 3, note: 'é' });
-  const text = stringifyWithKnownField(head(2, { context: step.context }), 'context');
+  const { text, spliced } = stringifyWithKnownField(head(2, { context: step.context }), 'context');
+  t.equal(spliced?.maxDepth, 200, 'with the depth the sandbox checked');
   t.ok(text.endsWith(`"context":${contextText}}`), text);
   t.same(JSON.parse(text), head(2, { context: { count: 3, note: 'é' } }));
 });
 
 t.test("a TX log entry's head takes its context's text; the entry reads back the same", async (t) => {
   const context = { count: 7 };
-  rememberJsonText(context, '{"count": 7}');
+  rememberJsonText(context, '{"count": 7}', 1);
   const entry: LogEntry = { kind: 'commit', head: head(7, { context }), previousSeq: 6, history: [record(7)], effects: {}, after: 41 };
   const text = entryText(entry);
   t.ok(text.includes('"context":{"count": 7}'), 'the remembered text, as it was');
@@ -81,7 +90,7 @@ t.test('the log frame holds the remembered text; the head reads back the same fr
     // LMDB gets nothing from the log while it is open: the reopen below reads the head from the log.
     const store = openLmdbNodeStore(dir, { walApplyDelayMs: 600_000 });
     t.equal(await store.instances.createInstance(head(1), [record(1)]), true);
-    rememberJsonText(context, contextText);
+    rememberJsonText(context, contextText, 2);
     await store.instances.commit(head(2, { context }), head(1), [record(2)]);
     t.same(store.instances.getInstance('org_a', 'm', 'i')?.context, context, 'read before LMDB has it');
     const frames = WriteAheadLog.read(join(dir, 'wal'));
@@ -102,4 +111,19 @@ t.test('the log frame holds the remembered text; the head reads back the same fr
     ],
     'history records hold no context',
   );
+});
+
+t.test('a commit does not scan a context the sandbox checked, and still refuses a head too deep to encode', async (t) => {
+  const { commitTexts } = await import('../src/store/lmdb/wal-commits.js');
+  const shallow = { n: 1 };
+  rememberJsonText(shallow, '{"n":1}', 200);
+  t.ok(commitTexts(head(2, { context: shallow }), [record(2)]), 'checked to 200 levels: taken by the log');
+  const claimed = { n: 1 };
+  rememberJsonText(claimed, '{"n":1}', 998);
+  t.equal(commitTexts(head(2, { context: claimed }), [record(2)]), undefined, 'a bound past what can be encoded: not taken by the log');
+  let deep: unknown = 1;
+  for (let i = 0; i < 1_000; i++) deep = [deep];
+  const context = { n: 2 };
+  rememberJsonText(context, '{"n":2}', 1);
+  t.equal(commitTexts(head(2, { context, state: { a: deep } as never }), [record(2)]), undefined, 'the rest of the head is still scanned');
 });

@@ -18,6 +18,11 @@ export interface RawStep {
   snapshot: string;
   pendingHostCalls: number;
   sizes: StepSizes;
+  /**
+   * How deeply the texts nest at most, once the sandbox checked (version-isolate.ts): the commit then
+   * does not scan the context's text again.
+   */
+  maxDepth?: number;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -65,7 +70,7 @@ export function parseStep(raw: RawStep): StepResult {
   if (!ok) throw new MachineCodeError('the sandbox produced a malformed step result');
   checkEffects(rest as Record<string, unknown[]>);
   // The commit writes this text into the head, rather than encoding the context once more.
-  rememberJsonText(context as object, raw.context);
+  if (raw.maxDepth !== undefined) rememberJsonText(context as object, raw.context, raw.maxDepth);
   // Named fields rather than a spread of the harness's object: one shape for every result, and nothing
   // machine code may have added to that object comes along.
   const fields = rest as unknown as Omit<StepResult, 'context' | 'snapshot' | 'pendingHostCalls' | 'sizes'>;

@@ -393,6 +393,7 @@ export class VersionIsolate {
           `the machine's state nests objects and arrays more than ${MAX_STATE_DEPTH} levels deep, which cannot be persisted`,
         );
       }
+      raw.maxDepth = MAX_STATE_DEPTH;
       return raw;
     }
     // Not a result: the harness's answer for a failed step or a missing actor.

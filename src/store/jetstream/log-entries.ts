@@ -36,7 +36,7 @@ export const entryText = (entry: LogEntry): string => {
   if (!('head' in entry)) return JSON.stringify(entry);
   const { head, ...others } = entry;
   const text = JSON.stringify(others);
-  return `${text.slice(0, -1)},"head":${stringifyWithKnownField(head, 'context')}}`;
+  return `${text.slice(0, -1)},"head":${stringifyWithKnownField(head, 'context').text}}`;
 };
 
 /** JetStream's header for the expected last subject sequence: what entries written before 2026-11-28 say instead of `after`. */

@@ -1,7 +1,7 @@
 import type { Database, RootDatabase } from 'lmdb';
 import { unavailable } from '../../domain/errors.js';
 import { tooDeep } from '../../domain/json-depth.js';
-import { stringifyWithKnownField } from '../../domain/json-texts.js';
+import { type SplicedJson, stringifyWithKnownField } from '../../domain/json-texts.js';
 import type { InstanceHead, TransitionRecord } from '../instance-store.js';
 import { asJsonValue } from './json-values.js';
 import { UnappliedCommits } from './unapplied-commits.js';
@@ -98,14 +98,19 @@ const keyOf = (head: InstanceHead): HeadKey => [head.orgId, head.machine, head.n
  */
 export const commitTexts = (head: InstanceHead, records: TransitionRecord[]): CommitTexts | undefined => {
   let texts: CommitTexts;
+  let headJson: SplicedJson;
   try {
     // (the context as the step's result gave it, when it did: one encoding of it per event)
-    texts = { head: stringifyWithKnownField(head, 'context'), records: records.map((record) => JSON.stringify(record)) };
+    headJson = stringifyWithKnownField(head, 'context');
+    texts = { head: headJson.text, records: records.map((record) => JSON.stringify(record)) };
   } catch {
     return undefined;
   }
-  // In a frame a head is one level down ([commit, …] → [head, records]) and a record two.
-  if (tooDeep(texts.head, MAX_ENCODABLE_DEPTH - 2)) return undefined;
+  // In a frame a head is one level down ([commit, …] → [head, records]) and a record two. A context
+  // spliced in from a step was checked by the sandbox: only the rest of the head is scanned.
+  const headLimit = MAX_ENCODABLE_DEPTH - 2;
+  const { spliced } = headJson;
+  if (spliced ? spliced.maxDepth + 1 > headLimit || tooDeep(spliced.others, headLimit) : tooDeep(texts.head, headLimit)) return undefined;
   for (const record of texts.records) if (tooDeep(record, MAX_ENCODABLE_DEPTH - 3)) return undefined;
   return texts;
 };
