@@ -36,6 +36,14 @@ export const takeJsonText = (value: object): KnownJsonText | undefined => {
   return known;
 };
 
+/**
+ * Forgets the text of `value`, if one is remembered: a commit that did not take it (one with messages,
+ * which LMDB encodes itself) must not leave a live head holding its context twice.
+ */
+export const forgetJsonText = (value: object): void => {
+  texts.delete(value);
+};
+
 /** The JSON of an object, with the remembered text of one of its fields spliced in (see below). */
 export interface SplicedJson {
   text: string;

@@ -5,6 +5,7 @@
  */
 import { ServiceError } from '../domain/errors.js';
 import { changedIndexes } from '../domain/index-values.js';
+import { forgetJsonText } from '../domain/json-texts.js';
 import type { MachineEvent } from '../domain/machine-state.js';
 import type { Restore, StepResult } from '../sandbox/index.js';
 import type { CommitEffects, InstanceHead, OutboxMessage, TransitionRecord } from '../store/instance-store.js';
@@ -101,6 +102,7 @@ export class TransitionPipeline {
   /** After a durable commit: remember the head, account memory, wake the timer scheduler and the outbox. */
   committed(actor: InstanceActor, head: InstanceHead, stateBytes: number, outbox: OutboxMessage[]): void {
     const { actors, deps } = this.parts;
+    forgetJsonText(head.context);
     actor.head = head;
     deps.updates?.publish(updateOf(head));
     actors.resize(actor, stateBytes + 4096);
