@@ -258,7 +258,7 @@ export class JetStreamTransitionLog {
         // A commit over the nats-server's max_payload (1 MB by default; cluster/README.md) never fits: no retry helps.
         if (/max_payload|maximum payload/i.test(reason)) {
           throw payloadTooLarge(
-            `this commit (${typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length} bytes: the instance's head and the history records of this event, each with its context) is larger than the cluster's log takes in one message (the nats-server's max_payload): keep contexts smaller, or run fewer delayed steps per event`,
+            `this commit (${typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length} bytes: the instance's head with its context, and the history records of this event) is larger than the cluster's log takes in one message (the nats-server's max_payload): keep contexts smaller`,
           );
         }
         // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
