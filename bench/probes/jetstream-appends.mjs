@@ -13,9 +13,8 @@
 // With group size 1 each message goes to one of 1,024 instance subjects with the expected last subject
 // sequence header, as the TX log's appends do; grouped messages go to one subject per partition (64)
 // without it. Prints the medians over rounds; writes bench/results/jetstream-appends-<time>.json.
-import { connect } from '@nats-io/transport-node';
+import { connect, headers as natsHeaders } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { headers as natsHeaders } from '@nats-io/nats-core';
 import { readFileSync } from 'node:fs';
 import { startNatsServers } from '../../cluster/nats-servers.mjs';
 import { writeProbeReport } from '../lib/probe-report.mjs';
