@@ -317,6 +317,30 @@ t.test('aims: each figure with its target, met or not', async (t) => {
   t.equal(byName['cluster-3 C=1 p50 through a non-owner ÷ embedded']?.value, 1.8);
   t.equal(byName['failover p99 ms']?.met, true);
   t.same(clusterAims({ deployments: [] }), [], 'nothing measured, no aims');
+
+  // With every deployment at one rate (the open loop), the same two figures from those loops.
+  const run = runOf() as ReturnType<typeof runOf> & { scenario?: { openRate: number } };
+  const open = (nodesUs: Record<string, number>, natsUs: Record<string, number> = {}) => ({
+    cpu: {
+      nodes: { totalUs: Object.values(nodesUs).reduce((a, b) => a + b, 0), perProcessUs: nodesUs },
+      nats: { totalUs: Object.values(natsUs).reduce((a, b) => a + b, 0), perProcessUs: natsUs },
+    },
+  });
+  run.scenario = { openRate: 800 };
+  Object.assign(run.deployments[0] as object, { open: open({ embedded: 600 }) });
+  Object.assign(run.deployments[1] as object, { open: open({ 'node-1': 900 }, { 'nats-1': 100 }) });
+  Object.assign(run.deployments[2] as object, {
+    open: open({ 'node-1': 300, 'node-2': 300, 'node-3': 300 }, { 'nats-1': 150, 'nats-2': 75, 'nats-3': 75 }),
+  });
+  const atOneLoad = Object.fromEntries(clusterAims(run).map((a) => [a.aim, a]));
+  t.same(atOneLoad['at one load (open loop, 800/s): cluster-3 cluster-wide CPU per event ÷ embedded'], {
+    aim: 'at one load (open loop, 800/s): cluster-3 cluster-wide CPU per event ÷ embedded',
+    value: 2,
+    target: '≤ 2',
+    met: true,
+  });
+  t.equal(atOneLoad['at one load (open loop, 800/s): per-node CPU per event N=3 ÷ N=1']?.value, 0.33);
+  t.equal(atOneLoad['at one load (open loop, 800/s): per-node CPU per event N=3 ÷ N=1']?.met, true);
 });
 
 t.test('failover figures: served, not served, the distribution', async (t) => {

@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { startNatsServers, natsServerAvailable } from '../../cluster/nats-servers.mjs';
 import { MACHINE_NAME } from './cart-machine.mjs';
 import { runClosedLoop } from './closed-loop.mjs';
+import { runOpenLoop } from './open-loop.mjs';
 import { authHeaders, makePool, outcomeKey, request, tally } from './http.mjs';
 import { InstanceBook } from './instance-book.mjs';
 import { family, startSampler } from './proc-sampler.mjs';
@@ -586,13 +587,16 @@ const processesOf = (deployment, except) => ({
  * as NATS delivered it): the CPU per event then includes the followers' work, and `appliedPerSecond`
  * is the rate at which events were acknowledged *and* applied by their owners' followers.
  */
-const measuredLoop = async ({ deployment, dispatcher, book, concurrency, events, capS, sampleMs, adminKey, catchUpS }) => {
+const measuredLoop = async ({ deployment, dispatcher, book, concurrency, events, capS, sampleMs, adminKey, catchUpS, open }) => {
   const procs = processesOf(deployment);
   const all = [...procs.nodes.map((p) => ({ ...p, role: 'nodes' })), ...procs.nats.map((p) => ({ ...p, role: 'nats' }))];
   const clustered = deployment.nats.length > 0;
   let catchUp;
   const { result, samples, generatorCpuPct } = await sampled(all, sampleMs, async () => {
-    const loop = await runClosedLoop({ book, pool: dispatcher, concurrency, events, capS });
+    // (`open`: an open loop at `open.rate` for `open.durationS` instead of the closed one)
+    const loop = open
+      ? await runOpenLoop({ book, pool: dispatcher, rate: open.rate, durationS: open.durationS, capS })
+      : await runClosedLoop({ book, pool: dispatcher, concurrency, events, capS });
     if (clustered) catchUp = await waitCaughtUp(deployment, adminKey, catchUpS * 1000);
     return loop;
   });
@@ -890,6 +894,21 @@ const runDeployment = async (kind, scenario, config, ctx) => {
         log(`${kind}: ${name}: ${p.throughput} ev/s, p50 ${p.latencyMs.p50}, p99 ${p.latencyMs.p99} ms, ${JSON.stringify(p.statusCounts)}`);
       out.c64 = await loop(scenario.concurrency, scenario.events);
       say(`C=${scenario.concurrency}${many ? ' spread' : ''}`, out.c64);
+      if (scenario.openRate > 0) {
+        // Every deployment at the same rate (config.mjs, openRate): what each spends per event at one load.
+        out.open = await measuredLoop({
+          deployment,
+          dispatcher: spread,
+          book,
+          events: 0,
+          capS: scenario.capS,
+          sampleMs: config.sampleMs,
+          adminKey: config.adminKey,
+          catchUpS: scenario.catchUpS,
+          open: { rate: scenario.openRate, durationS: scenario.openS },
+        });
+        say(`open loop at ${scenario.openRate}/s${many ? ' spread' : ''}`, out.open);
+      }
       if (many && scenario.directEvents > 0) {
         // The same C=64 loop with every request sent to its instance's owner: no forwarding hop.
         out.direct = await routedLoop(scenario.concurrency, scenario.directEvents, 'owners');
@@ -971,7 +990,7 @@ export const clusterFailed = (r) => {
       d.error ||
       !d.verify?.ok ||
       d.stateMismatches > 0 ||
-      ['create', 'c64', 'c1', 'direct', 'c1Owners', 'c1NonOwner'].some(
+      ['create', 'c64', 'open', 'c1', 'direct', 'c1Owners', 'c1NonOwner'].some(
         (phase) => d[phase] && Object.keys(d[phase].statusCounts ?? {}).some((key) => key !== '200'),
       ) ||
       (d.failover && d.failover.failover?.notServed !== 0),
@@ -1013,7 +1032,8 @@ export const clusterAims = (r) => {
   const c1 = find('cluster-1');
   const c3 = find('cluster-3');
   const c5 = find('cluster-5');
-  const perNode = (d) => (d?.c64?.cpu?.nodes?.totalUs == null ? null : d.c64.cpu.nodes.totalUs / nodesOf(d.kind));
+  const perNode = (d, loop = 'c64') => (d?.[loop]?.cpu?.nodes?.totalUs == null ? null : d[loop].cpu.nodes.totalUs / nodesOf(d.kind));
+  const wideUs = (d, loop) => (d?.[loop]?.cpu?.nodes ? d[loop].cpu.nodes.totalUs + (d[loop].cpu.nats?.totalUs ?? 0) : null);
   const aims = [];
   const add = (aim, value, target, met) => {
     if (value != null && Number.isFinite(value)) aims.push({ aim, value: round(value, 2), target, met });
@@ -1026,6 +1046,24 @@ export const clusterAims = (r) => {
   if (perNode(c1) && perNode(c3))
     add('per-node CPU per event: N=3 ÷ N=1', perNode(c3) / perNode(c1), '≤ 0.5', perNode(c3) / perNode(c1) <= 0.5);
   if (perNode(c3) && perNode(c5)) add('per-node CPU per event: N=5 ÷ N=3', perNode(c5) / perNode(c3), '< 1', perNode(c5) < perNode(c3));
+  // The same two figures with every deployment at one rate (the open loop): the work, not the speed.
+  const embOpen = wideUs(embedded, 'open');
+  const c3Open = wideUs(c3, 'open');
+  const rate = r.scenario?.openRate;
+  if (embOpen && c3Open)
+    add(
+      `at one load (open loop, ${rate}/s): cluster-3 cluster-wide CPU per event ÷ embedded`,
+      c3Open / embOpen,
+      '≤ 2',
+      c3Open / embOpen <= 2,
+    );
+  if (perNode(c1, 'open') && perNode(c3, 'open'))
+    add(
+      `at one load (open loop, ${rate}/s): per-node CPU per event N=3 ÷ N=1`,
+      perNode(c3, 'open') / perNode(c1, 'open'),
+      '≤ 0.5',
+      perNode(c3, 'open') / perNode(c1, 'open') <= 0.5,
+    );
   const model = capacityOf(r);
   const m3 = model?.rows.find((x) => x.kind === 'cluster-3');
   if (m3?.vsEmbedded != null) add('capacity model: N=3 ÷ one embedded node', m3.vsEmbedded, '≥ 2.5', m3.vsEmbedded >= 2.5);
@@ -1057,7 +1095,7 @@ export const clusterMarkdown = (r, fmt) => {
     '',
     `### cluster: ${kinds} on this host (K=${int(s.instances)}, C=${s.concurrency}: ${int(s.events)} events, C=1: ${int(s.c1Events)} events, after ${int(s.warmupEvents)} warm-up events)`,
     '',
-    'Each deployment fresh, everything on this host (nodes, nats-servers, the load in the bench process); cluster-1 on one nats-server (R1), larger clusters on three (R3). On a cluster of 2 or more: requests round-robin over the nodes ("spread"), straight to each instance\'s owner ("owners"), or each to the node after its owner ("non-owner"). CPU µs per acked event: every node with its sandbox workers (all nodes: main thread / other threads / sandbox workers; per node: mean, and the busiest), every nats-server, and the two summed ("cluster-wide").',
+    'Each deployment fresh, everything on this host (nodes, nats-servers, the load in the bench process); cluster-1 on one nats-server (R1), larger clusters on three (R3). On a cluster of 2 or more: requests round-robin over the nodes ("spread"), straight to each instance\'s owner ("owners"), or each to the node after its owner ("non-owner"). "open": every deployment at the same rate, an open loop spread over its nodes (a process\'s CPU per event falls as its rate grows: at one load the figures compare the work, not the speed). CPU µs per acked event: every node with its sandbox workers (all nodes: main thread / other threads / sandbox workers; per node: mean, and the busiest), every nats-server, and the two summed ("cluster-wide").',
     '',
     '| deployment | load | acked ev/s | p50 | p99 | max | non-200 | caught up: ev/s (s, lag at loop end) | node CPU µs/ev (main / other / worker) | per node: mean / busiest | NATS CPU µs/ev | cluster-wide µs/ev | host busy cores | bench CPU % | verified |',
     '|---|---|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---|',
@@ -1074,6 +1112,7 @@ export const clusterMarkdown = (r, fmt) => {
     for (const [name, p] of [
       [`C=${s.concurrency}${many ? ' spread' : ''}`, d.c64],
       [`C=${s.concurrency} owners`, d.direct],
+      [`open ${int(s.openRate)}/s${many ? ' spread' : ''}`, d.open],
       [`C=1${many ? ' spread' : ''}`, d.c1],
       ['C=1 owners', d.c1Owners],
       ['C=1 non-owner', d.c1NonOwner],

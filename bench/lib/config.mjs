@@ -126,6 +126,12 @@ export const loadConfig = () => {
       concurrency: int('BENCH_CLUSTER_CONCURRENCY', 64),
       events: int('BENCH_CLUSTER_EVENTS', 10000),
       c1Events: int('BENCH_CLUSTER_C1_EVENTS', 500),
+      // Every deployment at the same load: an open loop at this rate, spread over the nodes (0: skip).
+      // Each one's C=64 loop runs it at its own rate, and CPU per event falls as a process's rate grows
+      // (one node: 643 µs at 600 events/s, 158 at 7,000; bench/JOURNAL.md 2026-11-29 13:15): at one rate the
+      // CPU per event of the deployments compares the work they do, not how fast each one could go.
+      openRate: int('BENCH_CLUSTER_OPEN_RATE', 800, 0),
+      openS: int('BENCH_CLUSTER_OPEN_S', 10),
       // Clusters of N ≥ 2 only: the C loop again, each request sent to its instance's owner (0: skip; the
       // capacity model needs it to tell the forwarding hop from the rest).
       directEvents: int('BENCH_CLUSTER_DIRECT_EVENTS', 5000, 0),
