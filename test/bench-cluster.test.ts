@@ -5,6 +5,7 @@ import {
   capacityModel,
   capacityOf,
   clusterAims,
+  trafficPerEvent,
   clusterFailed,
   clusterProgress,
   cpuPerEvent,
@@ -341,6 +342,14 @@ t.test('aims: each figure with its target, met or not', async (t) => {
   });
   t.equal(atOneLoad['at one load (open loop, 800/s): per-node CPU per event N=3 ÷ N=1']?.value, 0.33);
   t.equal(atOneLoad['at one load (open loop, 800/s): per-node CPU per event N=3 ÷ N=1']?.met, true);
+});
+
+t.test("the nats-servers' traffic per acked event, from two readings of their counters", async (t) => {
+  const before = { inMsgs: 100, outMsgs: 50, inBytes: 10_000, outBytes: 5_000 };
+  const after = { inMsgs: 1_100, outMsgs: 2_050, inBytes: 410_000, outBytes: 205_000 };
+  t.same(trafficPerEvent(before, after, 200), { inMsgs: 5, outMsgs: 10, inBytes: 2_000, outBytes: 1_000 });
+  t.equal(trafficPerEvent(undefined, after, 200), undefined, 'a server that did not answer: nothing');
+  t.equal(trafficPerEvent(before, after, 0), undefined, 'no event acknowledged: nothing');
 });
 
 t.test('failover figures: served, not served, the distribution', async (t) => {

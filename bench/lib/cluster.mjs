@@ -456,6 +456,32 @@ const txConsumers = async (deployment) => {
   return [...byName.values()];
 };
 
+/**
+ * The nats-servers' message and byte counters (/varz, summed over the servers; a message a server takes
+ * from a route counts there too), or undefined when a server does not answer.
+ */
+const natsTraffic = async (deployment) => {
+  const sum = { inMsgs: 0, outMsgs: 0, inBytes: 0, outBytes: 0 };
+  for (const server of deployment.nats) {
+    const varz = await fetch(`http://127.0.0.1:${server.httpPort}/varz`)
+      .then((r) => r.json())
+      .catch(() => undefined);
+    if (!varz) return undefined;
+    sum.inMsgs += varz.in_msgs;
+    sum.outMsgs += varz.out_msgs;
+    sum.inBytes += varz.in_bytes;
+    sum.outBytes += varz.out_bytes;
+  }
+  return sum;
+};
+
+/** Per acked event, what the nats-servers took in and sent out between two natsTraffic readings. */
+export const trafficPerEvent = (before, after, acked) => {
+  if (!before || !after || !(acked > 0)) return undefined;
+  const per = (key) => round((after[key] - before[key]) / acked, 1);
+  return { inMsgs: per('inMsgs'), outMsgs: per('outMsgs'), inBytes: per('inBytes'), outBytes: per('outBytes') };
+};
+
 /** Each live node's GET /cluster, and the TX consumers: clusterProgress of them. */
 const progressOf = async (deployment, adminKey) => {
   const live = deployment.nodes.filter((n) => !n.killed);
@@ -592,6 +618,7 @@ const measuredLoop = async ({ deployment, dispatcher, book, concurrency, events,
   const all = [...procs.nodes.map((p) => ({ ...p, role: 'nodes' })), ...procs.nats.map((p) => ({ ...p, role: 'nats' }))];
   const clustered = deployment.nats.length > 0;
   let catchUp;
+  const trafficBefore = clustered ? await natsTraffic(deployment) : undefined;
   const { result, samples, generatorCpuPct } = await sampled(all, sampleMs, async () => {
     // (`open`: an open loop at `open.rate` for `open.durationS` instead of the closed one)
     const loop = open
@@ -600,6 +627,7 @@ const measuredLoop = async ({ deployment, dispatcher, book, concurrency, events,
     if (clustered) catchUp = await waitCaughtUp(deployment, adminKey, catchUpS * 1000);
     return loop;
   });
+  const traffic = clustered ? trafficPerEvent(trafficBefore, await natsTraffic(deployment), result.acked) : undefined;
   const groups = { nodes: [], nats: [] };
   for (const s of samples) groups[s.role].push({ id: s.id, sample: s.sample });
   const { overTime, ...figures } = result;
@@ -616,6 +644,7 @@ const measuredLoop = async ({ deployment, dispatcher, book, concurrency, events,
     // CPU over the sampled window (the loop and, on a cluster, the catch-up) ÷ the events acknowledged.
     cpu: cpuPerEvent(groups, result.acked / sampledS),
     rssPeakMb: Object.fromEntries(samples.map((s) => [s.id, s.sample.rssPeakMb])),
+    ...(traffic ? { natsTraffic: traffic } : {}),
   };
 };
 
@@ -1170,6 +1199,22 @@ export const clusterMarkdown = (r, fmt) => {
           : '') +
         '.',
     );
+    const traffic = [
+      [`C=${s.concurrency}${nodesOf(d.kind) > 1 ? ' spread' : ''}`, d.c64],
+      [`C=${s.concurrency} owners`, d.direct],
+      [`open ${int(s.openRate)}/s`, d.open],
+      ['C=1', d.c1],
+    ].filter(([, p]) => p?.natsTraffic);
+    if (traffic.length)
+      lines.push(
+        '',
+        `${d.kind}, the nats-servers' traffic per acked event (/varz, all servers; messages in / out, bytes in / out): ${traffic
+          .map(
+            ([name, p]) =>
+              `${name} ${fmt(p.natsTraffic.inMsgs, 1)} / ${fmt(p.natsTraffic.outMsgs, 1)} msgs, ${int(p.natsTraffic.inBytes)} / ${int(p.natsTraffic.outBytes)} bytes`,
+          )
+          .join('; ')}.`,
+      );
   }
   const fd = (r.deployments ?? []).find((d) => d.failover?.failover);
   const f = fd?.failover;
