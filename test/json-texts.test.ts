@@ -127,3 +127,21 @@ t.test('a commit does not scan a context the sandbox checked, and still refuses 
   rememberJsonText(context, '{"n":2}', 1);
   t.equal(commitTexts(head(2, { context, state: { a: deep } as never }), [record(2)]), undefined, 'the rest of the head is still scanned');
 });
+
+t.test("a real isolate's step hands the node its context's text, with the depth the sandbox checked", async (t) => {
+  const { VersionIsolate } = await import('../src/sandbox/index.js');
+  const { importing } = await import('./fixtures/sandbox/bundles.js');
+  const { MAX_STATE_DEPTH } = await import('../src/domain/json-depth.js');
+  const vi = await VersionIsolate.load({
+    versionId: 'ver-json-texts',
+    code: importing(`export default createMachine({ id: 'c', initial: 'on', predictableActionArguments: true, context: { n: 0, lines: [] },
+  states: { on: { on: { ADD: { actions: assign({ n: (c) => c.n + 1, lines: (c, e) => [...c.lines, e.line] }) } } } } });`),
+  });
+  t.teardown(() => vi.dispose());
+  vi.start('i', { context: {} });
+  const step = vi.send('i', { type: 'ADD', line: { sku: 'a', qty: 2 } });
+  t.same(step.context, { n: 1, lines: [{ sku: 'a', qty: 2 }] });
+  const { text, spliced } = stringifyWithKnownField(head(2, { context: step.context }), 'context');
+  t.equal(spliced?.maxDepth, MAX_STATE_DEPTH, 'the text is kept, with the bound the sandbox checked');
+  t.same(JSON.parse(text), head(2, { context: { n: 1, lines: [{ sku: 'a', qty: 2 }] } }));
+});
