@@ -265,13 +265,16 @@ t.test('capacity model: busiest node and nats-server bound each cluster, project
   );
 });
 
+/** A loop's CPU per event as the bench reports it, from each process's figure. */
+const cpuOf = (nodesUs: Record<string, number>, natsUs: Record<string, number> = {}) => ({
+  nodes: { totalUs: Object.values(nodesUs).reduce((a, b) => a + b, 0), perProcessUs: nodesUs },
+  nats: { totalUs: Object.values(natsUs).reduce((a, b) => a + b, 0), perProcessUs: natsUs },
+});
+
 const runOf = () => {
   const loop = (nodesUs: Record<string, number>, natsUs: Record<string, number> = {}, p50 = 1) => ({
     latencyMs: { p50 },
-    cpu: {
-      nodes: { totalUs: Object.values(nodesUs).reduce((a, b) => a + b, 0), perProcessUs: nodesUs },
-      nats: { totalUs: Object.values(natsUs).reduce((a, b) => a + b, 0), perProcessUs: natsUs },
-    },
+    cpu: cpuOf(nodesUs, natsUs),
   });
   return {
     deployments: [
@@ -321,12 +324,7 @@ t.test('aims: each figure with its target, met or not', async (t) => {
 
   // With every deployment at one rate (the open loop), the same two figures from those loops.
   const run = runOf() as ReturnType<typeof runOf> & { scenario?: { openRate: number } };
-  const open = (nodesUs: Record<string, number>, natsUs: Record<string, number> = {}) => ({
-    cpu: {
-      nodes: { totalUs: Object.values(nodesUs).reduce((a, b) => a + b, 0), perProcessUs: nodesUs },
-      nats: { totalUs: Object.values(natsUs).reduce((a, b) => a + b, 0), perProcessUs: natsUs },
-    },
-  });
+  const open = (nodesUs: Record<string, number>, natsUs: Record<string, number> = {}) => ({ cpu: cpuOf(nodesUs, natsUs) });
   run.scenario = { openRate: 800 };
   Object.assign(run.deployments[0] as object, { open: open({ embedded: 600 }) });
   Object.assign(run.deployments[1] as object, { open: open({ 'node-1': 900 }, { 'nats-1': 100 }) });

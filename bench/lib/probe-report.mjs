@@ -12,3 +12,20 @@ export const writeProbeReport = (name, report) => {
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   return file;
 };
+
+/**
+ * Runs `runOnce(repo, round)` for each built checkout, round after round, the order reversed every
+ * other round (the host drifts: neither build is always first); prints each run's figures and returns
+ * them by checkout.
+ */
+export const alternatingRounds = async (repos, rounds, runOnce) => {
+  const runs = Object.fromEntries(repos.map((repo) => [repo, []]));
+  for (let round = 0; round < rounds; round++) {
+    for (const repo of round % 2 === 0 ? repos : [...repos].reverse()) {
+      const figures = await runOnce(repo, round);
+      runs[repo].push(figures);
+      console.log(`round ${round + 1} ${repo}: ${JSON.stringify(figures)}`);
+    }
+  }
+  return runs;
+};

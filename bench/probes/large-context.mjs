@@ -22,7 +22,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { authHeaders, makePool, request } from '../lib/http.mjs';
-import { writeProbeReport } from '../lib/probe-report.mjs';
+import { alternatingRounds, writeProbeReport } from '../lib/probe-report.mjs';
 import { family } from '../lib/proc-sampler.mjs';
 import { startServer } from '../lib/server-process.mjs';
 import { summarize } from '../lib/stats.mjs';
@@ -150,14 +150,7 @@ const runOnce = async (repoRoot, round) => {
   }
 };
 
-const runs = Object.fromEntries(repos.map((repo) => [repo, []]));
-for (let round = 0; round < ROUNDS; round++) {
-  for (const repo of round % 2 === 0 ? repos : [...repos].reverse()) {
-    const figures = await runOnce(repo, round);
-    runs[repo].push(figures);
-    console.log(`round ${round + 1} ${repo}: ${JSON.stringify(figures)}`);
-  }
-}
+const runs = await alternatingRounds(repos, ROUNDS, runOnce);
 const median = (xs) => summarize(xs).p50;
 const medians = Object.fromEntries(
   Object.entries(runs).map(([repo, list]) => [
