@@ -42,9 +42,8 @@ export const openLmdbNodeStore = (
     versions,
     instances,
     logs: new LmdbLogStore(root),
-    /** Resolves once every write made so far is synced to disk (the log's frames, then LMDB's writes). */
+    /** Resolves once every write made so far is synced to disk. */
     async flushed() {
-      await instances.walSynced();
       await root.flushed;
     },
     async close() {
