@@ -566,3 +566,35 @@ t.test("a frame's payload is the JSON array of its commits as [head, records], i
   }
   t.equal(framePayload([]).toString('utf8'), '[]', 'no commits: an empty array');
 });
+
+t.test("a direct write queued while LMDB's writer is busy, with frames queued after it: the store stays writable", async (t) => {
+  // lmdb-js runs its queued transaction callbacks after its queued single writes: the frames applied
+  // after the delete was queued land before the delete's callback runs (wal-commits.ts, beforeDirect).
+  // Until 2026-11-29 that was taken for missing frames, and every write was refused until a restart.
+  const dir = tempDataDir();
+  t.teardown(() => removeDir(dir));
+  const store = openLmdbNodeStore(dir, { walApplyDelayMs: 600_000 });
+  const { instances } = store;
+  for (const name of ['a', 'b', 'x', 'y']) await instances.createInstance(head(1, { name }), [record(1)]);
+  await instances.deleteInstance('org_a', 'm', 'zz'); // lands the creates
+  const root = (instances as unknown as { root: import('lmdb').RootDatabase }).root;
+  const filler = root.openDB({ name: 'filler' });
+  // LMDB's writer busy with a large batch: what is queued meanwhile runs in the next one
+  const busy = Array.from({ length: 1000 }, (_, i) => filler.put(`k${i}`, 'v'.repeat(100_000)));
+  await instances.commit(head(2, { name: 'a' }), head(1, { name: 'a' }), [record(2)]);
+  const first = instances.deleteInstance('org_a', 'm', 'x');
+  await instances.commit(head(2, { name: 'b' }), head(1, { name: 'b' }), [record(2)]);
+  const second = instances.deleteInstance('org_a', 'm', 'y');
+  const outcomes = await Promise.allSettled([first, second, ...busy]);
+  t.same(
+    outcomes
+      .filter((o) => o.status === 'rejected')
+      .map((o) => String((o as PromiseRejectedResult).reason))
+      .slice(0, 2),
+    [],
+    'no write refused',
+  );
+  t.equal(instances.getInstance('org_a', 'm', 'x'), undefined);
+  t.equal(instances.getInstance('org_a', 'm', 'b')?.seq, 2);
+  await store.close();
+});

@@ -379,6 +379,12 @@ export class WalCommits {
    * For a write that goes to LMDB directly as an async transaction callback (and for `direct`): call
    * before queuing it; inside the callback, `framesLanded` says whether LMDB holds every frame queued
    * before it (`expected`; if not, write nothing and call `framesMissing`); `done` once it settled.
+   *
+   * Frames queued after it may have landed too: lmdb-js runs the asynchronous transaction callbacks
+   * it has queued after the single writes it has queued (its README, "strictAsyncOrder"), so while
+   * its writer is busy, a batch of frames queued after this write lands before the callback runs. That
+   * is harmless (the instance is claimed: none of its commits is among them), and was taken for missing
+   * frames until 2026-11-29, which broke the store (every write then refused until a restart).
    */
   beforeDirect(key: string): { expected: number; framesLanded: () => boolean; framesMissing: () => never; done: () => void } {
     this.checkWritable();
@@ -388,7 +394,7 @@ export class WalCommits {
     const expected = this.lastQueued;
     return {
       expected,
-      framesLanded: () => this.walDb.getEntry(APPLIED_KEY)?.version === expected,
+      framesLanded: () => (this.walDb.getEntry(APPLIED_KEY)?.version ?? 0) >= expected,
       framesMissing: () => {
         this.fail(new Error(`LMDB does not hold the write-ahead log's frames up to ${expected}`));
         throw this.unwritable();
