@@ -229,3 +229,40 @@ t.test('a segment missing in the middle of the log is refused, not skipped', asy
     'reading from a frame the missing segment held is fine: LMDB has it',
   );
 });
+
+t.test('frames not synced one by one (a cluster copy): written without O_DSYNC, synced when asked and at rotation', async (t) => {
+  const O_DSYNC = 0o10000; // Linux
+  const flagsOf = (log: WriteAheadLog): number => {
+    const fd = (log as unknown as { fd: number }).fd;
+    const line = readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('flags:')) as string;
+    return parseInt(line.split(/\s+/)[1] as string, 8);
+  };
+  const synced = tempDataDir();
+  const loose = tempDataDir();
+  t.teardown(() => {
+    removeDir(synced);
+    removeDir(loose);
+  });
+  const byDefault = WriteAheadLog.start(synced, 1, 200);
+  t.ok(flagsOf(byDefault) & O_DSYNC, 'by default each frame is written with O_DSYNC');
+  await byDefault.sync();
+  await byDefault.close(false);
+
+  const log = WriteAheadLog.start(loose, 1, 200, { syncFrames: false });
+  t.notOk(flagsOf(log) & O_DSYNC, 'without O_DSYNC');
+  const seqs = [1, 2, 3, 4, 5, 6, 7].map((n) => log.appendSync(payload(n)));
+  t.ok(segmentsOf(loose).length >= 3, 'segments rotate as before');
+  t.notOk(flagsOf(log) & O_DSYNC, 'the next segment too');
+  t.equal(await log.append(payload(8)), 8, 'a frame written on the pool');
+  await log.sync();
+  t.same(
+    WriteAheadLog.read(loose).map((f) => f.seq),
+    [...seqs, 8],
+    'every frame reads back',
+  );
+  await log.close(false);
+  await log.sync();
+  t.pass('a sync after close does nothing');
+});

@@ -45,6 +45,13 @@ export interface InstanceStoreOptions {
   commitLog?: CommitLog;
   /** Size of the log's segments (tests make it small to see them rotate). */
   walSegmentBytes?: number;
+  /**
+   * Default true: a commit through the log is acknowledged once its frame is durable. False: once it is
+   * written (readable at once, as always), and `walSynced` makes what was acknowledged durable: a
+   * cluster's local copy, which JetStream makes durable and whose checkpoint names only positions made
+   * durable here.
+   */
+  walSyncFrames?: boolean;
   /** How long commits acknowledged from the log wait before LMDB gets them (tests hold them back). */
   walApplyDelayMs?: number;
   /** LMDB failed to take writes the log acknowledged: the node must stop writing and be restarted. */
@@ -116,6 +123,7 @@ export class LmdbInstanceStore implements InstanceStore {
       this.wal = new WalCommits(root, this.heads, this.transitions, [this.indexes, this.timers], {
         dir: options.walDir,
         segmentBytes: options.walSegmentBytes,
+        ...(options.walSyncFrames === undefined ? {} : { syncFrames: options.walSyncFrames }),
         applyDelayMs: options.walApplyDelayMs,
         onFailure: options.onStorageFailure,
         replayProgress: options.replayProgress,
@@ -124,6 +132,11 @@ export class LmdbInstanceStore implements InstanceStore {
       WalCommits.recover(root, this.heads, this.transitions, [this.indexes, this.timers], options.walDir, options.replayProgress);
       WriteAheadLog.remove(options.walDir);
     }
+  }
+
+  /** Resolves once every commit acknowledged so far is durable in the log (InstanceStoreOptions.walSyncFrames). */
+  walSynced(): Promise<void> {
+    return this.wal?.sync() ?? Promise.resolve();
   }
 
   caughtUp(): Promise<void> {

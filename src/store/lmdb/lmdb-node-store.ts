@@ -42,8 +42,9 @@ export const openLmdbNodeStore = (
     versions,
     instances,
     logs: new LmdbLogStore(root),
-    /** Resolves once every write made so far is synced to disk. */
+    /** Resolves once every write made so far is synced to disk (the log's frames, then LMDB's writes). */
     async flushed() {
+      await instances.walSynced();
       await root.flushed;
     },
     async close() {

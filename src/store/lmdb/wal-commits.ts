@@ -78,6 +78,11 @@ interface Waiting extends HeadCommit {
 interface WalCommitsOptions {
   dir: string;
   segmentBytes?: number;
+  /**
+   * Default true: a commit is acknowledged once its frame is durable. False: once it is written, and
+   * `sync` makes the frames written so far durable (a cluster's local copy, which JetStream makes durable).
+   */
+  syncFrames?: boolean;
   /** How long log commits wait before their LMDB writes are queued (tests hold them back). */
   applyDelayMs?: number;
   /** LMDB could not take writes the log acknowledged: the node must stop writing and be restarted. */
@@ -218,7 +223,14 @@ export class WalCommits {
     this.walDb = openWalDb(root);
     const applied = WalCommits.recover(root, heads, transitions, derived, options.dir, options.replayProgress);
     this.lastQueued = applied;
-    this.wal = WriteAheadLog.start(options.dir, applied + 1, options.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
+    this.wal = WriteAheadLog.start(options.dir, applied + 1, options.segmentBytes ?? DEFAULT_SEGMENT_BYTES, {
+      syncFrames: options.syncFrames ?? true,
+    });
+  }
+
+  /** Makes every commit acknowledged so far durable in the log (see WalCommitsOptions.syncFrames). */
+  sync(): Promise<void> {
+    return this.wal.sync();
   }
 
   /**

@@ -24,6 +24,8 @@
 import {
   closeSync,
   existsSync,
+  fdatasync,
+  fdatasyncSync,
   fsyncSync,
   ftruncateSync,
   mkdirSync,
@@ -122,13 +124,17 @@ export class WriteAheadLog {
   /** A frame is being written on libuv's pool. */
   private busy = false;
   private closed = false;
+  /** The flags a segment is written with: O_DSYNC, unless frames are synced only when asked (`sync`). */
+  private readonly writeFlags: number;
 
   private constructor(
     private readonly dir: string,
     firstSeq: number,
     private readonly segmentBytes: number,
     spares: string[],
+    private readonly syncFrames: boolean,
   ) {
+    this.writeFlags = constants.O_RDWR | (syncFrames ? constants.O_DSYNC : 0);
     this.spares = spares;
     this.nextSeq = firstSeq;
     const path = join(dir, segmentName(firstSeq));
@@ -136,7 +142,7 @@ export class WriteAheadLog {
     if (spare) renameSync(spare, path);
     else zeroFilledSync(path, segmentBytes);
     syncDirectory(dir);
-    this.fd = openSync(path, constants.O_RDWR | constants.O_DSYNC);
+    this.fd = openSync(path, this.writeFlags);
     this.capacity = statSync(path).size;
     this.segments = [{ firstSeq, path }];
     this.prepareSpare();
@@ -186,7 +192,12 @@ export class WriteAheadLog {
    * Starts a log in `dir` whose next frame is `firstSeq`. What segments hold must be durable elsewhere
    * already (read them first): they are reused as spares, and deleted beyond one.
    */
-  static start(dir: string, firstSeq: number, segmentBytes: number = DEFAULT_SEGMENT_BYTES): WriteAheadLog {
+  static start(
+    dir: string,
+    firstSeq: number,
+    segmentBytes: number = DEFAULT_SEGMENT_BYTES,
+    { syncFrames = true }: { syncFrames?: boolean } = {},
+  ): WriteAheadLog {
     mkdirSync(dir, { recursive: true });
     const kept: string[] = [];
     for (const name of namesIn(dir).sort()) {
@@ -203,7 +214,7 @@ export class WriteAheadLog {
       return spare;
     });
     if (reusable.length > 0) syncDirectory(dir);
-    return new WriteAheadLog(dir, firstSeq, segmentBytes, reusable);
+    return new WriteAheadLog(dir, firstSeq, segmentBytes, reusable, syncFrames);
   }
 
   /** Deletes every segment and spare in `dir` (what they held is durable elsewhere). */
@@ -249,6 +260,23 @@ export class WriteAheadLog {
           this.nextSeq = seq + 1;
           resolve(seq);
         }
+      });
+    });
+  }
+
+  /**
+   * Makes every frame written so far durable. Only a log whose frames are not synced one by one
+   * (`syncFrames: false`) has anything to do: its current segment is synced (a full one was synced when
+   * the next one took over).
+   */
+  sync(): Promise<void> {
+    if (this.syncFrames || this.closed) return Promise.resolve();
+    const fd = this.fd;
+    return new Promise((resolve, reject) => {
+      fdatasync(fd, (error) => {
+        // (the segment was closed meanwhile: by a rotation, which synced it, or by close)
+        if (error && !(error.code === 'EBADF' && (this.closed || this.fd !== fd))) reject(error);
+        else resolve();
       });
     });
   }
@@ -315,15 +343,18 @@ export class WriteAheadLog {
       if (spare) {
         renameSync(spare, path);
         syncDirectory(this.dir);
-        fd = openSync(path, constants.O_RDWR | constants.O_DSYNC);
+        fd = openSync(path, this.writeFlags);
       } else {
         // (a file of that name is what a failed rotation left: no frame was acknowledged in it)
-        fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC | constants.O_DSYNC, 0o600);
+        fd = openSync(path, this.writeFlags | constants.O_CREAT | constants.O_TRUNC, 0o600);
         ftruncateSync(fd, Math.max(this.segmentBytes, frameBytes));
         fsyncSync(fd);
         syncDirectory(this.dir);
       }
       const capacity = statSync(path).size;
+      // Frames not synced one by one: the full segment is, before frames go to the next (`sync` syncs
+      // only the current one).
+      if (!this.syncFrames) fdatasyncSync(this.fd);
       try {
         closeSync(this.fd);
       } catch {
