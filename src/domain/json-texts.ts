@@ -44,6 +44,10 @@ export const forgetJsonText = (value: object): void => {
   texts.delete(value);
 };
 
+/** `json`, the JSON of an object, with one more field last: `field`, whose JSON is `fieldText`. */
+export const withJsonField = (json: string, field: string, fieldText: string): string =>
+  json === '{}' ? `{"${field}":${fieldText}}` : `${json.slice(0, -1)},"${field}":${fieldText}}`;
+
 /** The JSON of an object, with the remembered text of one of its fields spliced in (see below). */
 export interface SplicedJson {
   text: string;
@@ -61,6 +65,5 @@ export const stringifyWithKnownField = <T extends object, K extends keyof T & st
   if (known === undefined) return { text: JSON.stringify(object) };
   const { [field]: _known, ...rest } = object;
   const others = JSON.stringify(rest);
-  const text = others === '{}' ? `{"${field}":${known.text}}` : `${others.slice(0, -1)},"${field}":${known.text}}`;
-  return { text, spliced: { others, maxDepth: known.maxDepth } };
+  return { text: withJsonField(others, field, known.text), spliced: { others, maxDepth: known.maxDepth } };
 };

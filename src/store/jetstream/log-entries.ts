@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { stringifyWithKnownField } from '../../domain/json-texts.js';
+import { stringifyWithKnownField, withJsonField } from '../../domain/json-texts.js';
 import type { FollowedMessage } from './stream-follower.js';
 import type { CommitEffects, InstanceHead, TransitionRecord } from '../instance-store.js';
 
@@ -35,8 +35,7 @@ export type LogEntryBody =
 export const entryText = (entry: LogEntry): string => {
   if (!('head' in entry)) return JSON.stringify(entry);
   const { head, ...others } = entry;
-  const text = JSON.stringify(others);
-  return `${text.slice(0, -1)},"head":${stringifyWithKnownField(head, 'context').text}}`;
+  return withJsonField(JSON.stringify(others), 'head', stringifyWithKnownField(head, 'context').text);
 };
 
 /** JetStream's header for the expected last subject sequence: what entries written before 2026-11-28 say instead of `after`. */

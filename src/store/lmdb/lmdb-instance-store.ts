@@ -123,7 +123,7 @@ export class LmdbInstanceStore implements InstanceStore {
       this.wal = new WalCommits(root, this.heads, this.transitions, [this.indexes, this.timers], {
         dir: options.walDir,
         segmentBytes: options.walSegmentBytes,
-        ...(options.walSyncFrames === undefined ? {} : { syncFrames: options.walSyncFrames }),
+        syncFrames: options.walSyncFrames,
         applyDelayMs: options.walApplyDelayMs,
         onFailure: options.onStorageFailure,
         replayProgress: options.replayProgress,
