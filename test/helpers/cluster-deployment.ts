@@ -40,6 +40,9 @@ export const startClusterDeployment = async (options: StartOptions): Promise<Nod
             command: 'node',
             dataDir: join(root, id),
             generatedAdminKey: true,
+            // A node waits up to 60 s for JetStream before it listens (cluster-node.ts JETSTREAM_WAIT_MS):
+            // nats-servers restarted with the deployment can take that long to elect their leaders.
+            startTimeoutMs: Math.max(options.startTimeoutMs ?? 0, 75_000),
             nodeArgs: options.nodeArgs,
             env: { STATEHOLD_MASTER_KEY: MASTER_KEY, ...options.env },
             args: [
