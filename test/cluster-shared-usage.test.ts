@@ -1,10 +1,10 @@
 import t from 'tap';
-import { SharedUsage, type UsageBatch } from '../src/store/jetstream/shared-usage.js';
+import { SharedUsage, type UsageBatch, type UsageCounts } from '../src/store/jetstream/shared-usage.js';
 
 /** Usage counts on their way to the cluster's META log, through an outage of the log. */
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const batch = (transitions: number): UsageBatch => ({ orgId: 'org_a', usage: { transitions, reads: 0 }, machine: 'm', atMs: 0 });
+const batch = (transitions: number): UsageCounts => ({ orgId: 'org_a', usage: { transitions, reads: 0 }, machine: 'm', atMs: 0 });
 
 t.test('batches the log does not take are held and sent again with their ids, in order; an outage is logged once', async (t) => {
   let down = true;
@@ -71,4 +71,60 @@ t.test('an outage is logged once though submits sent during it fail after the he
     'one line when it began, one when it ended',
   );
   usage.stop();
+});
+
+t.test("each batch carries its run's totals so far, by org, month and machine", async (t) => {
+  const sent: UsageBatch[] = [];
+  const usage = new SharedUsage({ submit: async (b) => void sent.push(b), log: () => undefined });
+  const november = Date.UTC(2026, 10, 30, 23, 59);
+  const december = Date.UTC(2026, 11, 1, 0, 1);
+  const counts = (orgId: string, machine: string, transitions: number, atMs = november) => ({
+    orgId,
+    machine,
+    atMs,
+    usage: { transitions, reads: 1 },
+  });
+  await usage.add(counts('org_a', 'm', 3));
+  await usage.add(counts('org_a', 'm', 4));
+  await usage.add(counts('org_a', 'n', 5));
+  await usage.add(counts('org_b', 'm', 6));
+  await usage.add(counts('org_a', 'm', 2, december));
+  await usage.add(counts('org_a', 'm', 1));
+  t.same(
+    sent.map((b) => [b.orgId, b.machine, b.usage.transitions, b.totals]),
+    [
+      ['org_a', 'm', 3, { transitions: 3, reads: 1 }],
+      ['org_a', 'm', 4, { transitions: 7, reads: 2 }],
+      ['org_a', 'n', 5, { transitions: 5, reads: 1 }],
+      ['org_b', 'm', 6, { transitions: 6, reads: 1 }],
+      ['org_a', 'm', 2, { transitions: 2, reads: 1 }],
+      ['org_a', 'm', 1, { transitions: 8, reads: 3 }],
+    ],
+    'the totals go on within a month (a late batch of the month before included), and start again in a new one',
+  );
+  t.ok(sent.every((b) => b.run === usage.run) && typeof usage.run === 'string' && usage.run.length > 0, 'all under this run');
+  t.not(new SharedUsage({ submit: async () => undefined, log: () => undefined }).run, usage.run, 'another run, another id');
+  usage.stop();
+});
+
+t.test('the totals of the last batch of an org, month and machine are sent once more, with nothing to add', async (t) => {
+  const sent: UsageBatch[] = [];
+  const usage = new SharedUsage({ submit: async (b) => void sent.push(b), log: () => undefined, echoMs: 40 });
+  t.teardown(() => usage.stop());
+  const atMs = Date.UTC(2026, 10, 15);
+  await usage.add({ orgId: 'org_a', machine: 'm', atMs, usage: { transitions: 2, reads: 0 } });
+  await usage.add({ orgId: 'org_a', machine: 'm', atMs, usage: { transitions: 3, reads: 1 } });
+  await usage.add({ orgId: 'org_a', machine: 'n', atMs, usage: { transitions: 1, reads: 0 } });
+  await sleep(150);
+  t.same(
+    sent.map((b) => [b.machine, b.usage, b.totals]),
+    [
+      ['m', { transitions: 2, reads: 0 }, { transitions: 2, reads: 0 }],
+      ['m', { transitions: 3, reads: 1 }, { transitions: 5, reads: 1 }],
+      ['n', { transitions: 1, reads: 0 }, { transitions: 1, reads: 0 }],
+      ['m', { transitions: 0, reads: 0 }, { transitions: 5, reads: 1 }],
+      ['n', { transitions: 0, reads: 0 }, { transitions: 1, reads: 0 }],
+    ],
+    "each key's latest totals once more, after the quiet time, and only once",
+  );
 });

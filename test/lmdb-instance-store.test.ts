@@ -177,3 +177,45 @@ t.test('log retention removes only old entries of the org', async (t) => {
   );
   await store.close();
 });
+
+t.test("usage given as a run's totals so far: copies of the log that differ sum to the same counts", async (t) => {
+  const dirs = [tempDataDir(), tempDataDir()];
+  const stores = dirs.map((dir) => openLmdbNodeStore(dir));
+  t.teardown(async () => {
+    for (const store of stores) await store.close();
+    for (const dir of dirs) removeDir(dir);
+  });
+  const atMs = Date.UTC(2026, 10, 15);
+  const month = usageMonth(atMs);
+  // Two nodes' runs, each batch with what its run counted so far (its own counts being 3, 4, 5 and 2, 6).
+  const batch = (run: string, transitions: number, reads: number) => ({ run, totals: { transitions, reads } });
+  const a1 = batch('run-a', 3, 1);
+  const a2 = batch('run-a', 7, 1);
+  const a3 = batch('run-a', 12, 2);
+  const b1 = batch('run-b', 2, 0);
+  const b2 = batch('run-b', 8, 3);
+  // (the second argument is what a release before totals would add; here it is not used)
+  const ignored = { transitions: 1_000, reads: 1_000 };
+  const apply = async (store: (typeof stores)[number], sequence: Array<ReturnType<typeof batch>>) => {
+    for (const [i, counted] of sequence.entries()) await store.instances.addUsage('org_a', ignored, 'm', atMs, i + 1, counted);
+  };
+  // One copy as the leader has it; the other missing a2 and b1, a1 there twice, a2's totals after a3's.
+  await apply(stores[0]!, [a1, b1, a2, b2, a3]);
+  await apply(stores[1]!, [a1, a1, b2, a3, a2]);
+  for (const [i, store] of stores.entries()) {
+    t.same(store.instances.getUsage('org_a', month), { transitions: 20, reads: 5 }, `copy ${i + 1}: every count once`);
+    t.same(
+      store.instances.listUsage('org_a', 1)[0]?.machines,
+      [{ machine: 'm', transitions: 20, reads: 5 }],
+      `copy ${i + 1}: the machine's`,
+    );
+  }
+  // A later run of node a (restarted) counts from nothing again: its totals add to the earlier run's.
+  for (const store of stores) await store.instances.addUsage('org_a', ignored, 'm', atMs, 10, batch('run-a2', 1, 0));
+  t.same(stores[1]!.instances.getUsage('org_a', month), { transitions: 21, reads: 5 }, "a new run's counts add to the old run's");
+  // Another machine of the same run is kept apart; so is another month.
+  await stores[0]!.instances.addUsage('org_a', ignored, 'n', atMs, 11, batch('run-a', 4, 0));
+  await stores[0]!.instances.addUsage('org_a', ignored, 'm', Date.UTC(2026, 11, 2), 12, batch('run-a', 5, 0));
+  t.same(stores[0]!.instances.getUsage('org_a', month), { transitions: 25, reads: 5 });
+  t.same(stores[0]!.instances.getUsage('org_a', usageMonth(Date.UTC(2026, 11, 2))), { transitions: 5, reads: 0 });
+});

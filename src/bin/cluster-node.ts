@@ -120,9 +120,9 @@ export const startClusterNode = async (
   );
   const usage = new SharedUsage({
     // (counts need no read-your-writes on other nodes: no waiting for them)
-    submit: async ({ orgId, usage: counts, machine, atMs }, id) => {
+    submit: async ({ orgId, usage: counts, machine, atMs, run, totals }, id) => {
       await meta.submit(
-        { store: 'usage', method: 'addUsage', args: [orgId, counts, machine ?? null, atMs] },
+        { store: 'usage', method: 'addUsage', args: [orgId, counts, machine ?? null, atMs, run, totals] },
         { everywhere: false, msgId: `usage:${id}` },
       );
     },

@@ -215,12 +215,22 @@ export interface InstanceStore {
    * Adds to the org's counters of the month of `atMs` (default now), and to the machine's when named.
    * `position` is the count's place in a log that can hand it over again (the cluster's META stream
    * sequence, replayed from a checkpoint after a crash): a count at or before the last position kept
-   * was kept already, and is not added again.
+   * was kept already, and is not added again. `counted`, when given, is what the counting process has
+   * counted so far for this org, month and machine: what is added is then by how much it exceeds the
+   * last such totals kept of that process (so a count lost, repeated or seen out of order on its way is
+   * made good, or ignored, by the next one), and `usage` is not used.
    */
-  addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs?: number, position?: number): Promise<void>;
+  addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs?: number, position?: number, counted?: CountedSoFar): Promise<void>;
   getUsage(orgId: string, month: string): UsageDelta;
   /** The org's months that have counts, newest first, at most `months` of them. */
   listUsage(orgId: string, months: number): UsageMonth[];
+}
+
+/** One counting process's totals so far, for one org, month and machine (see InstanceStore.addUsage). */
+export interface CountedSoFar {
+  /** The process's run: a new id each time it starts, so that its totals start from nothing. */
+  run: string;
+  totals: UsageDelta;
 }
 
 /** Billing month of a timestamp, `YYYY-MM` in UTC. */

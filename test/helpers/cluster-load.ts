@@ -296,8 +296,6 @@ export const checkInvariants = async (
     report: LoadReport;
     /** How many outages of the META log the test may have caused on a node, each said once (SharedUsage): 2 unless given. */
     usageOutages?: number;
-    /** A node (0-based) whose usage alone may differ from the others', for a known reason: reported as todo. */
-    usageMayDiffer?: { why: string };
   },
 ): Promise<void> => {
   const { nodes, token, orgId, names, report } = options;
@@ -384,16 +382,11 @@ export const checkInvariants = async (
     await sleep(250);
   }
   const same = usages.every((u) => u === usages[0]);
-  const known = options.usageMayDiffer;
-  t.ok(same, `every node shows the same usage (${usages.join(', ')})`, !same && known ? { todo: known.why } : {});
+  t.ok(same, `every node shows the same usage (${usages.join(', ')})`);
   // A known gap, left open (cluster/README.md): under a pause of an owner, its count of an event it
   // committed can be lost while a retry elsewhere answers that event from the history (seen: 1 to 3 of a few
   // thousand, in about one run of seven). A shortfall that small is reported as todo; a larger one fails.
-  // When the copies differ for the known reason (usageMayDiffer: a nats-server's diverged copy of the META
-  // log, cluster/README.md, What is left, 13), the counting is checked on a node whose copy it is not: one
-  // whose usage is within the bounds (seen: 2999, 2983 and 3016 with 2983 records applied); there is none
-  // when the counting itself is wrong.
-  const usage = (!same && known ? usages.find((u) => within(u)) : undefined) ?? (usages[0] as number);
+  const usage = usages[0] as number;
   const shortfall = records - failed - usage;
   const todo =
     shortfall > 0 && shortfall <= KNOWN_USAGE_SHORTFALL ? 'known: a paused owner can lose the count of an event it committed' : false;

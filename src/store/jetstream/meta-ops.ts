@@ -10,8 +10,12 @@ import { type CodeReadError, type VersionOp, applyVersionOp } from './replicated
 export interface UsageOp {
   store: 'usage';
   method: 'addUsage';
-  /** orgId, counts, machine (null: the org only), and when they were counted (their month). */
-  args: [string, UsageDelta, string | null, number];
+  /**
+   * orgId, counts, machine (null: the org only), when they were counted (their month), and the counting
+   * run with its totals so far (shared-usage.ts; absent from the batches of releases before 2026-11-29,
+   * whose counts are added as they are).
+   */
+  args: [string, UsageDelta, string | null, number, string?, UsageDelta?];
 }
 
 /** Everything the cluster's META log carries: each operation names the store it writes by `store`. */
@@ -35,9 +39,16 @@ export const applyMetaOp = (
         return applyVersions(op, seq);
       case 'usage': {
         // (at its stream sequence: counts replayed after a crash, from the last checkpoint, are not added twice)
-        const [orgId, usage, machine, atMs] = op.args;
-        return instances.addUsage(orgId, usage, machine ?? undefined, atMs, seq);
+        const [orgId, usage, machine, atMs, run, totals] = op.args;
+        const counted = typeof run === 'string' && isUsageDelta(totals) ? { run, totals } : undefined;
+        return instances.addUsage(orgId, usage, machine ?? undefined, atMs, seq, counted);
       }
     }
   };
 };
+
+const isUsageDelta = (value: unknown): value is UsageDelta =>
+  typeof value === 'object' &&
+  value !== null &&
+  Number.isSafeInteger((value as UsageDelta).transitions) &&
+  Number.isSafeInteger((value as UsageDelta).reads);

@@ -1,12 +1,25 @@
 import { randomUUID } from 'node:crypto';
-import type { UsageDelta } from '../instance-store.js';
+import { type UsageDelta, usageMonth } from '../instance-store.js';
 
-/** One node's counts of about a second for one org (and machine), as the META log carries them. */
-export interface UsageBatch {
+/** One node's counts of about a second for one org (and machine). */
+export interface UsageCounts {
   orgId: string;
   usage: UsageDelta;
   machine: string | undefined;
   atMs: number;
+}
+
+/**
+ * Counts as the META log carries them: with what this node's process (its `run`) has counted so far
+ * for the org, the month of `atMs` and the machine, `totals`. Every node keeps the last totals of each
+ * run and adds what a batch's exceed them by (LmdbInstanceStore.addUsage), so copies of the log that
+ * differ (a batch missing from one, there twice or out of order: a nats-server's copy that diverged
+ * under a partition, cluster/README.md, What is left, 13) still sum to the same counts once a later
+ * batch of each run has arrived.
+ */
+export interface UsageBatch extends UsageCounts {
+  run: string;
+  totals: UsageDelta;
 }
 
 interface SharedUsageOptions {
@@ -19,7 +32,11 @@ interface SharedUsageOptions {
   maxRetryMs?: number;
   /** Held batches kept at most (the oldest go beyond, said in one line). */
   maxHeld?: number;
+  /** How long after a batch, if no other of its org, month and machine follows, its totals are sent once more (5 s). */
+  echoMs?: number;
 }
+
+const NOTHING: UsageDelta = { transitions: 0, reads: 0 };
 
 /**
  * Usage counts on their way to every node, through the cluster's META log. A batch the log does not
@@ -37,6 +54,13 @@ export class SharedUsage {
   private sending = false;
   /** First submits under way: one sent before an outage may fail after the held ones went through. */
   private inFlight = 0;
+  /** This process's counting run: its totals start from nothing. */
+  readonly run = randomUUID();
+  /** What this run counted, by month (the latest two), then by org and machine. */
+  private readonly totals = new Map<string, Map<string, UsageDelta>>();
+  /** The last batch of each org, month and machine, until its totals were sent again (see echo). */
+  private readonly toEcho = new Map<string, { batch: UsageBatch; at: number }>();
+  private echoTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: SharedUsageOptions) {
     this.waitMs = options.retryMs ?? 500;
@@ -47,8 +71,32 @@ export class SharedUsage {
     return this.held.length;
   }
 
-  /** Resolves once the batch is in the log, or held for later: never rejects. */
-  async add(batch: UsageBatch): Promise<void> {
+  /** Resolves once the counts are in the log, or held for later: never rejects. */
+  async add(counts: UsageCounts): Promise<void> {
+    const batch = this.withTotals(counts);
+    this.toEcho.set(JSON.stringify([usageMonth(batch.atMs), batch.orgId, batch.machine ?? '']), { batch, at: Date.now() });
+    this.echoTimer ??= setInterval(() => this.echo(), this.options.echoMs ?? 5_000).unref();
+    await this.send(batch);
+  }
+
+  /**
+   * Sends once more, with nothing to add, the totals of each org, month and machine that no batch
+   * followed for `echoMs`: a copy of the log that lost a run's last batch gets its totals from this one.
+   */
+  private echo(): void {
+    const now = Date.now();
+    for (const [key, { batch, at }] of this.toEcho) {
+      if (now - at < (this.options.echoMs ?? 5_000)) continue;
+      this.toEcho.delete(key);
+      void this.send({ ...batch, usage: NOTHING });
+    }
+    if (this.toEcho.size === 0) {
+      clearInterval(this.echoTimer);
+      this.echoTimer = undefined;
+    }
+  }
+
+  private async send(batch: UsageBatch): Promise<void> {
     const id = randomUUID();
     if (this.held.length > 0) {
       // (while others wait, no point in asking the log now: the retry sends them all, oldest first)
@@ -76,6 +124,24 @@ export class SharedUsage {
   stop(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
+    clearInterval(this.echoTimer);
+    this.echoTimer = undefined;
+  }
+
+  private withTotals(counts: UsageCounts): UsageBatch {
+    const month = usageMonth(counts.atMs);
+    let ofMonth = this.totals.get(month);
+    if (!ofMonth) {
+      ofMonth = new Map();
+      this.totals.set(month, ofMonth);
+      // (a batch of the month before may still come, counted just before it turned; none older)
+      for (const older of [...this.totals.keys()].sort().slice(0, -2)) this.totals.delete(older);
+    }
+    const key = JSON.stringify([counts.orgId, counts.machine ?? '']);
+    const before = ofMonth.get(key) ?? { transitions: 0, reads: 0 };
+    const totals = { transitions: before.transitions + counts.usage.transitions, reads: before.reads + counts.usage.reads };
+    ofMonth.set(key, totals);
+    return { ...counts, run: this.run, totals };
   }
 
   private hold(entry: { id: string; batch: UsageBatch }, error: unknown): void {

@@ -2,6 +2,7 @@ import type { Database, RootDatabase } from 'lmdb';
 import { compareIndexPositions, type IndexPosition, matchesIndexOp } from '../../domain/index-values.js';
 import {
   type CommitEffects,
+  type CountedSoFar,
   type DueTimer,
   type IndexQuery,
   type OutboxMessage,
@@ -97,6 +98,8 @@ export class LmdbInstanceStore implements InstanceStore {
   private readonly heads: Database<InstanceHead, HeadKey>;
   private readonly transitions: Database<TransitionRecord, [string, string, string, number]>;
   private readonly usage: Database<UsageDelta, [string, string] | [string, string, string]>;
+  /** The last totals kept of each counting run, by run, org, month and machine ('' for none): see addUsage. */
+  private readonly usageRuns: Database<UsageDelta, [string, string, string, string]>;
   /** The `meta` database: the heads' format, the usage counts' log position. */
   private readonly meta: Database<number, string>;
   private readonly timers: DueTimers;
@@ -113,6 +116,7 @@ export class LmdbInstanceStore implements InstanceStore {
     this.heads = root.openDB({ name: 'instances', ...msgpackOrJson, useVersions: true });
     this.transitions = root.openDB({ name: 'transitions', ...msgpackOrJson });
     this.usage = root.openDB({ name: 'usage', encoding: 'msgpack' });
+    this.usageRuns = root.openDB({ name: 'usageRuns', encoding: 'msgpack' });
     this.meta = root.openDB({ name: 'meta', encoding: 'msgpack' });
     this.timers = new DueTimers(root);
     this.outbox = root.openDB({ name: 'outbox', encoding: 'msgpack' });
@@ -397,7 +401,14 @@ export class LmdbInstanceStore implements InstanceStore {
     await this.root.transaction(() => this.timers.remove(entries));
   }
 
-  async addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now(), position?: number): Promise<void> {
+  async addUsage(
+    orgId: string,
+    usage: UsageDelta,
+    machine?: string,
+    atMs: number = Date.now(),
+    position?: number,
+    counted?: CountedSoFar,
+  ): Promise<void> {
     this.checkHealthy();
     await this.root.transaction(() => {
       if (position !== undefined) {
@@ -405,8 +416,18 @@ export class LmdbInstanceStore implements InstanceStore {
         if (position <= (this.meta.get(USAGE_POSITION_KEY) ?? 0)) return;
         void this.meta.put(USAGE_POSITION_KEY, position);
       }
-      this.bumpUsage(orgId, usage, machine, atMs);
+      this.bumpUsage(orgId, counted ? this.beyondKept(orgId, machine, atMs, counted) : usage, machine, atMs);
     });
+  }
+
+  /** By how much a run's totals exceed the last ones kept of it (each field on its own); keeps the larger. */
+  private beyondKept(orgId: string, machine: string | undefined, atMs: number, { run, totals }: CountedSoFar): UsageDelta {
+    const key: [string, string, string, string] = [run, orgId, usageMonth(atMs), machine ?? ''];
+    const kept = this.usageRuns.get(key) ?? { transitions: 0, reads: 0 };
+    const beyond = { transitions: Math.max(0, totals.transitions - kept.transitions), reads: Math.max(0, totals.reads - kept.reads) };
+    if (beyond.transitions > 0 || beyond.reads > 0)
+      void this.usageRuns.put(key, { transitions: kept.transitions + beyond.transitions, reads: kept.reads + beyond.reads });
+    return beyond;
   }
 
   getUsage(orgId: string, month: string): UsageDelta {
