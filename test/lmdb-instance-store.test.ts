@@ -218,4 +218,13 @@ t.test("usage given as a run's totals so far: copies of the log that differ sum 
   await stores[0]!.instances.addUsage('org_a', ignored, 'm', Date.UTC(2026, 11, 2), 12, batch('run-a', 5, 0));
   t.same(stores[0]!.instances.getUsage('org_a', month), { transitions: 25, reads: 5 });
   t.same(stores[0]!.instances.getUsage('org_a', usageMonth(Date.UTC(2026, 11, 2))), { transitions: 5, reads: 0 });
+  // The runs' totals of months before the one before the latest are let go: there, a batch of November
+  // repeated after one of January would count again (none comes so late: a node sends within seconds).
+  await stores[0]!.instances.addUsage('org_a', ignored, 'm', atMs, 13, a3);
+  t.same(stores[0]!.instances.getUsage('org_a', month), { transitions: 25, reads: 5 }, 'a repeat counts nothing while kept');
+  await stores[0]!.instances.addUsage('org_a', ignored, 'm', Date.UTC(2027, 0, 3), 14, batch('run-a', 6, 0));
+  await stores[0]!.instances.addUsage('org_a', ignored, 'm', Date.UTC(2026, 11, 3), 15, batch('run-a', 5, 0));
+  t.same(stores[0]!.instances.getUsage('org_a', usageMonth(Date.UTC(2026, 11, 3))), { transitions: 5, reads: 0 }, "December's kept");
+  await stores[0]!.instances.addUsage('org_a', ignored, 'm', atMs, 16, a3);
+  t.same(stores[0]!.instances.getUsage('org_a', month), { transitions: 37, reads: 7 }, "November's let go");
 });

@@ -100,6 +100,8 @@ export class LmdbInstanceStore implements InstanceStore {
   private readonly usage: Database<UsageDelta, [string, string] | [string, string, string]>;
   /** The last totals kept of each counting run, by run, org, month and machine ('' for none): see addUsage. */
   private readonly usageRuns: Database<UsageDelta, [string, string, string, string]>;
+  /** The latest month whose batch forgot older runs' totals (forgetOldRuns). */
+  private usageRunsMonth = '';
   /** The `meta` database: the heads' format, the usage counts' log position. */
   private readonly meta: Database<number, string>;
   private readonly timers: DueTimers;
@@ -422,12 +424,26 @@ export class LmdbInstanceStore implements InstanceStore {
 
   /** By how much a run's totals exceed the last ones kept of it (each field on its own); keeps the larger. */
   private beyondKept(orgId: string, machine: string | undefined, atMs: number, { run, totals }: CountedSoFar): UsageDelta {
-    const key: [string, string, string, string] = [run, orgId, usageMonth(atMs), machine ?? ''];
+    const month = usageMonth(atMs);
+    if (month > this.usageRunsMonth) this.forgetOldRuns(month);
+    const key: [string, string, string, string] = [run, orgId, month, machine ?? ''];
     const kept = this.usageRuns.get(key) ?? { transitions: 0, reads: 0 };
     const beyond = { transitions: Math.max(0, totals.transitions - kept.transitions), reads: Math.max(0, totals.reads - kept.reads) };
     if (beyond.transitions > 0 || beyond.reads > 0)
       void this.usageRuns.put(key, { transitions: kept.transitions + beyond.transitions, reads: kept.reads + beyond.reads });
     return beyond;
+  }
+
+  /**
+   * Drops the runs' totals of months before the one before `month` (once a month, at its first batch:
+   * a scan of them all), so they do not grow with every restart for ever. A batch of such a month no
+   * longer comes: a node sends its counts within seconds.
+   */
+  private forgetOldRuns(month: string): void {
+    this.usageRunsMonth = month;
+    const [year, monthNo] = month.split('-').map(Number) as [number, number];
+    const keepFrom = usageMonth(Date.UTC(year, monthNo - 2, 1));
+    for (const key of this.usageRuns.getKeys({})) if (key[2] < keepFrom) void this.usageRuns.remove(key);
   }
 
   getUsage(orgId: string, month: string): UsageDelta {
