@@ -75,6 +75,12 @@ t.test("a TX log entry's head takes its context's text; the entry reads back the
   const entry: LogEntry = { kind: 'commit', head: head(7, { context }), previousSeq: 6, history: [record(7)], effects: {}, after: 41 };
   const text = entryText(entry);
   t.ok(text.includes('"context":{"count": 7}'), 'the remembered text, as it was');
+  t.equal(
+    stringifyWithKnownField({ ...entry.head, logSeq: 50 }, 'context').spliced?.maxDepth,
+    1,
+    "kept for the writer's local copy, which commits the same head next",
+  );
+  t.equal(stringifyWithKnownField(entry.head, 'context').spliced, undefined, 'and taken by it');
   const message = { json: () => JSON.parse(text) as unknown, headers: undefined } as unknown as FollowedMessage;
   t.same(entryOf(message), entry, 'the same entry');
   const fence: LogEntry = { kind: 'fence', orgId: 'o', machine: 'm', name: 'i', requestId: 'r', by: 'n1', after: 3 };

@@ -8,7 +8,8 @@
  *
  * Keyed weakly by the object: nothing keeps a text alive past its value, and a value is not changed
  * once parsed (heads are replaced, never edited in place). A text is taken once, by the commit that
- * writes it: the actor's head in memory does not hold its context twice.
+ * writes it (on a cluster owner, by its local copy's commit after the TX entry used it): the actor's
+ * head in memory does not hold its context twice.
  */
 
 /** A JSON text, and how deeply it nests at most (a bound its maker checked: domain/json-depth.ts). */
@@ -57,11 +58,17 @@ export interface SplicedJson {
 
 /**
  * `JSON.stringify(object)` for a plain object whose `field` (an object) may have a remembered text:
- * that text is spliced in (the field then comes last) instead of encoding the field again.
+ * that text is spliced in (the field then comes last) instead of encoding the field again. `keep`: the
+ * text stays remembered, for a later hop that writes the same value (a cluster owner's TX entry, then
+ * its local copy's commit of the same head).
  */
-export const stringifyWithKnownField = <T extends object, K extends keyof T & string>(object: T, field: K): SplicedJson => {
+export const stringifyWithKnownField = <T extends object, K extends keyof T & string>(
+  object: T,
+  field: K,
+  { keep = false }: { keep?: boolean } = {},
+): SplicedJson => {
   const value = object[field];
-  const known = value !== null && typeof value === 'object' ? takeJsonText(value) : undefined;
+  const known = value !== null && typeof value === 'object' ? (keep ? texts.get(value) : takeJsonText(value)) : undefined;
   if (known === undefined) return { text: JSON.stringify(object) };
   const { [field]: _known, ...rest } = object;
   const others = JSON.stringify(rest);

@@ -30,12 +30,13 @@ export type LogEntryBody =
 
 /**
  * The JSON of an entry as the TX log holds it; a head's context is the text the step gave it when
- * there is one (domain/json-texts.ts), not encoded again.
+ * there is one (domain/json-texts.ts), not encoded again. The text stays remembered: the writer's local
+ * copy commits the same head next (applyOwn), and takes it then.
  */
 export const entryText = (entry: LogEntry): string => {
   if (!('head' in entry)) return JSON.stringify(entry);
   const { head, ...others } = entry;
-  return withJsonField(JSON.stringify(others), 'head', stringifyWithKnownField(head, 'context').text);
+  return withJsonField(JSON.stringify(others), 'head', stringifyWithKnownField(head, 'context', { keep: true }).text);
 };
 
 /** JetStream's header for the expected last subject sequence: what entries written before 2026-11-28 say instead of `after`. */
