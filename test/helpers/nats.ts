@@ -86,6 +86,9 @@ export const startClusterNodes = async (
       ],
       env: { ...options.env, STATEHOLD_MASTER_KEY: masterKey },
       generatedAdminKey: true,
+      // (a node waits up to 60 s for JetStream before it listens: nats-servers just started or restarted
+      // may still be electing their leaders on a loaded host; as cluster-deployment.ts gives it)
+      startTimeoutMs: 75_000,
     });
     nodes.push(node);
     t.teardown(() => node.stop('SIGKILL'));
