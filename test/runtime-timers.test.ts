@@ -127,3 +127,63 @@ t.test('a paused instance rejects events and its delayed events are dropped, not
   t.same(after?.context, { fired: 0 });
   t.same(historyOf(h, 'p'), ['xstate.init', 'START']);
 });
+
+/** A clock that moves on `stepMs` each time it is read once armed: time passing while a step runs. */
+const ticking = (h: ReturnType<typeof runtimeHarness>, stepMs: number) => {
+  const read = h.clock.now.bind(h.clock);
+  h.clock.now = () => {
+    const at = read();
+    h.clock.ms += stepMs;
+    return at;
+  };
+};
+
+const chained: FakeMachine = {
+  initial: 'idle',
+  context: {},
+  states: {
+    idle: { on: { GO: { target: 'waiting' }, SLOW: { target: 'first' } } },
+    waiting: { after: { 1: { target: 'done' } } },
+    first: { after: { 3: { target: 'second' } } },
+    second: { after: { 7: { target: 'third' } } },
+    done: {},
+    third: {},
+  },
+};
+
+t.test(
+  'without a settle budget, a delayed event due 1 ms after the event is not taken in though the clock moved on meanwhile',
+  async (t) => {
+    // (seen in the differential test: a step after a restart took over a millisecond, and the event's
+    // answer included an `after` of 1 ms fired; the budget was counted from a later reading of the clock)
+    const h = runtimeHarness({ versions: { v1: chained }, settings: { settleBudgetMs: 0 } });
+    t.teardown(() => h.close());
+    await h.runtime.create({ orgId: ORG, machine: MACHINE, name: 'w', versionId: 'v1', context: {}, authContext: noAuth });
+    ticking(h, 1);
+    const sentAt = h.clock.ms;
+    const head = await h.runtime.send(ORG, MACHINE, 'w', { type: 'GO' }, noAuth);
+    t.equal(head.state, 'waiting', 'answered before the delayed event');
+    t.same(
+      head.pendingTimers.map((timer) => timer.dueAt),
+      [sentAt + 1],
+      'which is left to the timers, due 1 ms after the event',
+    );
+    t.same(historyOf(h, 'w'), ['xstate.init', 'GO']);
+  },
+);
+
+t.test('a step that outlasts its settle budget takes in the delayed events due inside the budget, not those due after it', async (t) => {
+  const h = runtimeHarness({ versions: { v1: chained }, settings: { settleBudgetMs: 5 } });
+  t.teardown(() => h.close());
+  await h.runtime.create({ orgId: ORG, machine: MACHINE, name: 's', versionId: 'v1', context: {}, authContext: noAuth });
+  // Each reading of the clock 10 ms after the one before: the budget has run out before the loop looks.
+  ticking(h, 10);
+  const sentAt = h.clock.ms;
+  const head = await h.runtime.send(ORG, MACHINE, 's', { type: 'SLOW' }, noAuth);
+  t.equal(head.state, 'second', 'the one due at 3 ms fired; the one due at 10 ms did not');
+  t.same(
+    head.pendingTimers.map((timer) => timer.dueAt),
+    [sentAt + 10],
+  );
+  t.same(historyOf(h, 's'), ['xstate.init', 'SLOW', 'xstate.after(3)#fake.first']);
+});

@@ -73,7 +73,7 @@ export class EventDelivery {
         if (stepped === 'rejected') throw rejectedByAuthorizer('allowWrite');
         return stepped;
       };
-      return this.pipeline.run(actor, head, [{ event, run, ...(requestId === undefined ? {} : { requestId }) }], effects);
+      return this.pipeline.run(actor, head, [{ event, run, ...(requestId === undefined ? {} : { requestId }) }], effects, now);
     }
     const sandbox = await deps.sandboxes.get(orgId, machine, head.versionId);
     if (!(await guarded(sandbox.allowWrite(request), `${orgId}/${machine}/${name}`, deps.logger))) throw rejectedByAuthorizer('allowWrite');
@@ -83,7 +83,7 @@ export class EventDelivery {
       return { event: errorEvent, run: (vi, key, restore) => vi.send(key, errorEvent, now, restore) };
     });
     inputs.push({ event, ...(requestId === undefined ? {} : { requestId }), run: (vi, key, restore) => vi.send(key, event, now, restore) });
-    return this.pipeline.run(actor, head, inputs, effects);
+    return this.pipeline.run(actor, head, inputs, effects, now);
   }
 
   /** Whether one of the instance's latest records applied the request with that id. */

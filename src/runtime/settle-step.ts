@@ -53,7 +53,10 @@ export const settleStep = async (
   const fired: FiredTimer[] = [];
   let beforeFired: StepResult | undefined;
   let latest = first;
+  /** The latest time the actor's clock was moved to (never moved back). */
+  let advancedTo = startedAt;
   const advance = async (nowMs: number) => {
+    advancedTo = Math.max(advancedTo, nowMs);
     // Due times one after another, earliest first, including delayed events that fired ones schedule
     // (bounded: an actor holds at most 1,000 timers). Timers due at the same moment fire together.
     for (let round = 0; round < 1_000; round++) {
@@ -77,7 +80,8 @@ export const settleStep = async (
   };
   const host = { activitySeq: () => sandbox.activitySeq, nextActivity: (since: number) => sandbox.nextActivity(since), seqBeforeFirst };
   const time: SettleTime = { now: () => clock.now(), sleep: (ms) => (clock.sleep ? clock.sleep(ms) : realTime.sleep(ms)) };
-  const outcome = await settle(advance, first, startedAt + settings.settleBudgetMs, host, time);
+  const deadline = startedAt + settings.settleBudgetMs;
+  const outcome = await settle(advance, first, deadline, host, time);
   const firedPart = beforeFired ? { fired, beforeFired } : { fired: [] };
   if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [], ...firedPart };
   const stopped = (await sandbox.stopChildren(actor.key)).map((child) => child.id);
@@ -91,8 +95,10 @@ export const settleStep = async (
       { child: id },
     );
   }
-  // The state after stopping the children (read back; a delayed event due by now fires, recorded).
-  const result = await advance(clock.now());
+  // The state after stopping the children (read back; a delayed event due inside the budget fires,
+  // recorded; one due after it is left to the timers, as when the step settles in time: a step that
+  // itself took longer than the budget must not take in delayed events the budget does not reach).
+  const result = await advance(Math.max(advancedTo, Math.min(clock.now(), deadline)));
   return { result, stoppedChildren: stopped, ...(beforeFired ? { fired, beforeFired } : { fired: [] }) };
 };
 

@@ -37,11 +37,18 @@ export class TransitionPipeline {
   /**
    * Runs the inputs on the live actor, settles after the last one, checks the context, commits
    * records, outbox and effects in one transaction. On any failure the live actor is dropped, so the
-   * instance stays exactly as committed.
+   * instance stays exactly as committed. `now`: the time the inputs give the machine (an event's),
+   * from which the settle budget counts; a delayed event it schedules is due after it by its delay, so
+   * a budget measured from a later reading of the clock could take in one due after the budget.
    */
-  async run(actor: InstanceActor, head: InstanceHead, inputs: Input[], commitEffects: CommitEffects): Promise<InstanceHead> {
+  async run(
+    actor: InstanceActor,
+    head: InstanceHead,
+    inputs: Input[],
+    commitEffects: CommitEffects,
+    now: number = this.parts.clock.now(),
+  ): Promise<InstanceHead> {
     const { clock, deps } = this.parts;
-    const now = clock.now();
     const effects = new StepEffects();
     try {
       // The usual case (version loaded, actor live) costs no extra turns of the microtask queue.
