@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { FakeMachine } from './helpers/fake-sandbox.js';
 import { historyOf, MACHINE, noAuth, ORG, runtimeHarness } from './helpers/runtime-harness.js';
 
@@ -128,16 +128,6 @@ t.test('a paused instance rejects events and its delayed events are dropped, not
   t.same(historyOf(h, 'p'), ['xstate.init', 'START']);
 });
 
-/** A clock that moves on `stepMs` each time it is read once armed: time passing while a step runs. */
-const ticking = (h: ReturnType<typeof runtimeHarness>, stepMs: number) => {
-  const read = h.clock.now.bind(h.clock);
-  h.clock.now = () => {
-    const at = read();
-    h.clock.ms += stepMs;
-    return at;
-  };
-};
-
 const chained: FakeMachine = {
   initial: 'idle',
   context: {},
@@ -151,39 +141,42 @@ const chained: FakeMachine = {
   },
 };
 
+/**
+ * `event` sent to a new instance of `chained` under a settle budget of `budgetMs`, with the clock moving
+ * on `tickMs` each time it is read from the send on (time passing while the step runs): the answer, the
+ * time the event was sent at, and the history.
+ */
+const sentWhileTimePasses = async (t: Test, budgetMs: number, tickMs: number, event: string) => {
+  const h = runtimeHarness({ versions: { v1: chained }, settings: { settleBudgetMs: budgetMs } });
+  t.teardown(() => h.close());
+  await h.runtime.create({ orgId: ORG, machine: MACHINE, name: 'i', versionId: 'v1', context: {}, authContext: noAuth });
+  const read = h.clock.now.bind(h.clock);
+  h.clock.now = () => {
+    const at = read();
+    h.clock.ms += tickMs;
+    return at;
+  };
+  const sentAt = h.clock.ms;
+  const head = await h.runtime.send(ORG, MACHINE, 'i', { type: event }, noAuth);
+  return { head, sentAt, dueAt: head.pendingTimers.map((timer) => timer.dueAt), history: historyOf(h, 'i') };
+};
+
 t.test(
   'without a settle budget, a delayed event due 1 ms after the event is not taken in though the clock moved on meanwhile',
   async (t) => {
     // (seen in the differential test: a step after a restart took over a millisecond, and the event's
     // answer included an `after` of 1 ms fired; the budget was counted from a later reading of the clock)
-    const h = runtimeHarness({ versions: { v1: chained }, settings: { settleBudgetMs: 0 } });
-    t.teardown(() => h.close());
-    await h.runtime.create({ orgId: ORG, machine: MACHINE, name: 'w', versionId: 'v1', context: {}, authContext: noAuth });
-    ticking(h, 1);
-    const sentAt = h.clock.ms;
-    const head = await h.runtime.send(ORG, MACHINE, 'w', { type: 'GO' }, noAuth);
+    const { head, sentAt, dueAt, history } = await sentWhileTimePasses(t, 0, 1, 'GO');
     t.equal(head.state, 'waiting', 'answered before the delayed event');
-    t.same(
-      head.pendingTimers.map((timer) => timer.dueAt),
-      [sentAt + 1],
-      'which is left to the timers, due 1 ms after the event',
-    );
-    t.same(historyOf(h, 'w'), ['xstate.init', 'GO']);
+    t.same(dueAt, [sentAt + 1], 'which is left to the timers, due 1 ms after the event');
+    t.same(history, ['xstate.init', 'GO']);
   },
 );
 
 t.test('a step that outlasts its settle budget takes in the delayed events due inside the budget, not those due after it', async (t) => {
-  const h = runtimeHarness({ versions: { v1: chained }, settings: { settleBudgetMs: 5 } });
-  t.teardown(() => h.close());
-  await h.runtime.create({ orgId: ORG, machine: MACHINE, name: 's', versionId: 'v1', context: {}, authContext: noAuth });
-  // Each reading of the clock 10 ms after the one before: the budget has run out before the loop looks.
-  ticking(h, 10);
-  const sentAt = h.clock.ms;
-  const head = await h.runtime.send(ORG, MACHINE, 's', { type: 'SLOW' }, noAuth);
+  // (each reading of the clock 10 ms after the one before: the 5 ms budget has run out before the loop looks)
+  const { head, sentAt, dueAt, history } = await sentWhileTimePasses(t, 5, 10, 'SLOW');
   t.equal(head.state, 'second', 'the one due at 3 ms fired; the one due at 10 ms did not');
-  t.same(
-    head.pendingTimers.map((timer) => timer.dueAt),
-    [sentAt + 10],
-  );
-  t.same(historyOf(h, 's'), ['xstate.init', 'SLOW', 'xstate.after(3)#fake.first']);
+  t.same(dueAt, [sentAt + 10]);
+  t.same(history, ['xstate.init', 'SLOW', 'xstate.after(3)#fake.first']);
 });
