@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { eventually } from './eventually.js';
-import { type NodeProcess, removeDir, type StartOptions, startNodeProcess, tempDataDir } from './node-process.js';
+import { CLUSTER_NODE_START_MS, type NodeProcess, removeDir, type StartOptions, startNodeProcess, tempDataDir } from './node-process.js';
 import { startRoundRobinProxy } from './round-robin-proxy.js';
 import { startNatsServers } from '../../cluster/nats-servers.mjs';
 
@@ -40,9 +40,7 @@ export const startClusterDeployment = async (options: StartOptions): Promise<Nod
             command: 'node',
             dataDir: join(root, id),
             generatedAdminKey: true,
-            // A node waits up to 60 s for JetStream before it listens (cluster-node.ts JETSTREAM_WAIT_MS):
-            // nats-servers restarted with the deployment can take that long to elect their leaders.
-            startTimeoutMs: Math.max(options.startTimeoutMs ?? 0, 75_000),
+            startTimeoutMs: Math.max(options.startTimeoutMs ?? 0, CLUSTER_NODE_START_MS),
             nodeArgs: options.nodeArgs,
             env: { STATEHOLD_MASTER_KEY: MASTER_KEY, ...options.env },
             args: [

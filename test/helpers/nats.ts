@@ -1,6 +1,6 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { openLmdbNodeStore } from '../../src/store/lmdb/lmdb-node-store.js';
-import { type NodeProcess, removeDir, startNode, tempDataDir } from './node-process.js';
+import { CLUSTER_NODE_START_MS, type NodeProcess, removeDir, startNode, tempDataDir } from './node-process.js';
 import { natsServerAvailable, startNatsServers } from '../../cluster/nats-servers.mjs';
 
 /** The part of a tap test the helpers use. */
@@ -86,9 +86,7 @@ export const startClusterNodes = async (
       ],
       env: { ...options.env, STATEHOLD_MASTER_KEY: masterKey },
       generatedAdminKey: true,
-      // (a node waits up to 60 s for JetStream before it listens: nats-servers just started or restarted
-      // may still be electing their leaders on a loaded host; as cluster-deployment.ts gives it)
-      startTimeoutMs: 75_000,
+      startTimeoutMs: CLUSTER_NODE_START_MS,
     });
     nodes.push(node);
     t.teardown(() => node.stop('SIGKILL'));

@@ -42,6 +42,13 @@ export interface StartOptions {
   startTimeoutMs?: number;
 }
 
+/**
+ * How long a `statehold node` of a test is given to listen: it waits up to 60 s for JetStream first
+ * (cluster-node.ts JETSTREAM_WAIT_MS), and nats-servers just started or restarted on a loaded host can
+ * take that long to elect their leaders.
+ */
+export const CLUSTER_NODE_START_MS = 75_000;
+
 export const tempDataDir = (): string => mkdtempSync(join(tmpdir(), 'statehold-test-'));
 
 /**

@@ -73,8 +73,8 @@ export class SharedUsage {
 
   /** Resolves once the counts are in the log, or held for later: never rejects. */
   async add(counts: UsageCounts): Promise<void> {
-    const batch = this.withTotals(counts);
-    this.toEcho.set(JSON.stringify([usageMonth(batch.atMs), batch.orgId, batch.machine ?? '']), { batch, at: Date.now() });
+    const { batch, key } = this.withTotals(counts);
+    this.toEcho.set(key, { batch, at: Date.now() });
     this.echoTimer ??= setInterval(() => this.echo(), this.options.echoMs ?? 5_000).unref();
     await this.send(batch);
   }
@@ -128,7 +128,8 @@ export class SharedUsage {
     this.echoTimer = undefined;
   }
 
-  private withTotals(counts: UsageCounts): UsageBatch {
+  /** The counts with this run's totals so far, and the key of their month, org and machine. */
+  private withTotals(counts: UsageCounts): { batch: UsageBatch; key: string } {
     const month = usageMonth(counts.atMs);
     let ofMonth = this.totals.get(month);
     if (!ofMonth) {
@@ -141,7 +142,7 @@ export class SharedUsage {
     const before = ofMonth.get(key) ?? { transitions: 0, reads: 0 };
     const totals = { transitions: before.transitions + counts.usage.transitions, reads: before.reads + counts.usage.reads };
     ofMonth.set(key, totals);
-    return { ...counts, run: this.run, totals };
+    return { batch: { ...counts, run: this.run, totals }, key: `${month} ${key}` };
   }
 
   private hold(entry: { id: string; batch: UsageBatch }, error: unknown): void {
