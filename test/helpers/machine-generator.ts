@@ -11,7 +11,12 @@
  *   state (or one in a region and one on the parallel state or above it): xstate 4 takes the regions
  *   in the state value's key order after `State.create`, in the order last entered when live, and
  *   conflicting multi-region transitions resolve differently. Eventless (`always`) transitions count
- *   as one event type for this.
+ *   as one event type for this. v5 machines may have such pairs (`regionConflicts`), but not where
+ *   either handler can target a history state: with one such handler targeting a history state inside
+ *   a parallel state and another leaving it, xstate 5 live ends in a configuration its own state value
+ *   cannot hold (both s7 and s1 active under a compound root, seed 616 case 44 before this rule), and
+ *   restored from its persisted snapshot it resolves that to another one (xstate alone, without
+ *   Statehold: n 9 live, 10 restored).
  * - Actions in a region that write what another region writes: every node inside a region of a
  *   parallel state writes only its region's own context key (`public.r_<region>`), so the order in
  *   which regions run never matters.
@@ -25,15 +30,6 @@
  * - Endless raising: raised events (I0, I1) go to handlers that raise nothing.
  * - Throwing only where the event asks for it (`event.boom === <site>`), so delayed events never
  *   throw and initial states never throw.
- */
-/*
- * A corner not kept out yet (found 2026-11-29, seed 616 case 44, v5 only): handlers of one event type in
- * two regions of a parallel state where one targets a history state inside it and the other leaves it
- * (`E2` of s1.s2.s3 → s1.s2.h5, `E2` of s1.s6 → s7.s8). Live, xstate 5 ends in a configuration with both
- * s7 and s1 active under a compound root; restored from its persisted snapshot it resolves that to
- * another one, and the next event's answer differs (n 9 live, 10 restored: xstate alone, without
- * Statehold). So the nodes that restore instances (evicting, durable-timers) answer as xstate restored
- * does, not as the live reference. `regionConflicts` should keep such pairs out of v5 machines.
  */
 import fc from 'fast-check';
 
@@ -475,13 +471,19 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
 
   // Handlers per event type ('' stands for eventless transitions).
   const handlers = new Map<string, SNode[]>();
-  const canHandle = (n: SNode, type: string): boolean =>
-    options.regionConflicts === true || (handlers.get(type) ?? []).every((h) => !handlersConflict(h, n));
-  const addHandler = (n: SNode, type: string) => {
+  /** Handlers with a candidate that targets a history state, per event type. */
+  const historyHandlers = new Map<string, Set<SNode>>();
+  /** Whether `n` may handle `type` (with a candidate aiming at a history state if `toHistory`). */
+  const canHandle = (n: SNode, type: string, toHistory = false): boolean =>
+    (handlers.get(type) ?? []).every(
+      (h) => !handlersConflict(h, n) || (options.regionConflicts === true && !toHistory && !(historyHandlers.get(type)?.has(h) ?? false)),
+    );
+  const addHandler = (n: SNode, type: string, toHistory = false) => {
     const list = handlers.get(type) ?? [];
     if (list.some((h) => handlersConflict(h, n))) features.regionConflict = true;
     if (!list.includes(n)) list.push(n);
     handlers.set(type, list);
+    if (toHistory) historyHandlers.set(type, (historyHandlers.get(type) ?? new Set()).add(n));
   };
   const sources = nodes.filter((n) => n.kind !== 'history' && n.kind !== 'final');
   const targetables = nodes.filter((n) => n !== root);
@@ -489,10 +491,13 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
   const autoTargets = (n: SNode): SNode[] => nodes.filter((t) => t.index > n.lastIndex && t.kind !== 'history' && !crossesRegions(n, t));
 
   const addUserTransition = (src: SNode, r: RawTransition, types: string[] = ['E0', 'E1', 'E2', 'E3', 'E4', 'E5']) => {
+    const histories = targetables.filter((n) => n.kind === 'history');
+    const aimsAtHistory = (c: RawCandidate): boolean => c.target !== null && c.toHistory && histories.length > 0;
+    const toHistory = r.candidates.some(aimsAtHistory);
     let type: string | undefined;
     for (let i = 0; i < types.length; i++) {
       const candidate = types[(r.evt + i) % types.length] as string;
-      if (canHandle(src, candidate)) {
+      if (canHandle(src, candidate, toHistory)) {
         type = candidate;
         break;
       }
@@ -500,8 +505,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     if (type === undefined) return;
     const sends: Sends[] = type.startsWith('E') ? ['raise', 'schedule', 'cancel'] : type.startsWith('D') ? ['raise', 'cancel'] : [];
     const candidates = r.candidates.map((c): Candidate => {
-      const histories = targetables.filter((n) => n.kind === 'history');
-      const pool = c.toHistory && histories.length > 0 ? histories : targetables;
+      const pool = aimsAtHistory(c) ? histories : targetables;
       let target: SNode | null = c.target === null ? null : (pool[c.target % pool.length] as SNode);
       if (target && crossesRegions(src, target)) target = null;
       const cand = {
@@ -520,7 +524,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
       } else if (cand.actions.some((a) => a.kind !== 'throwAction')) features.targetlessAssign = true;
       return cand;
     });
-    addHandler(src, type);
+    addHandler(src, type, toHistory);
     // Candidates after an unguarded one are never taken (xstate 4 warns about them): drop them.
     const all = [...(src.on.get(type) ?? []), ...candidates];
     const open = all.findIndex((c) => c.guard === null);
@@ -804,6 +808,8 @@ interface RefActor {
   /** The history records since the last call. */
   takeRecords(): HistoryRecord[];
   stop(): void;
+  /** The actor's persisted state (v4: its State as JSON; v5: its persisted snapshot). */
+  persisted(): unknown;
 }
 
 const recordOf = (event: { type: string }, observed: Observed, user: unknown): HistoryRecord =>
@@ -814,7 +820,8 @@ const recordOf = (event: { type: string }, observed: Observed, user: unknown): H
 const observe4 = (s: any): Observed => plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.done === true });
 const observe5 = (s: any): Observed => plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.status === 'done' });
 
-const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): RefActor => {
+/** `snapshot`: start from this persisted state (v4: a State's JSON) instead of the machine's initial one. */
+const startReference = (spec: MachineSpec, major: Major, xs: XstateModules, snapshot?: unknown): RefActor => {
   const body = renderBody(spec, major, startingContext(spec));
   if (major === 4) {
     const machine = machineFrom(body, 4, xs.v4);
@@ -824,7 +831,7 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
     let records: HistoryRecord[] = [];
     let user: unknown;
     service.onTransition((state: any) => records.push(recordOf(state.event, observe4(state), user)));
-    service.start();
+    service.start(snapshot === undefined ? undefined : (machine as any).resolveState((xs.v4.State as any).create(snapshot)));
     flush(clock);
     return {
       send(event) {
@@ -844,6 +851,7 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
       observe: () => observe4(service.state),
       error: () => failure,
       stop: () => service.stop(),
+      persisted: () => JSON.parse(JSON.stringify(service.state)),
     };
   }
   const machine = machineFrom(body, 5, xs.v5);
@@ -854,7 +862,7 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
     if (ev.type === '@xstate.snapshot' && ev.actorRef === actor && ev.snapshot.status !== 'error')
       records.push(recordOf(ev.event, observe5(ev.snapshot), user));
   };
-  const actor = xs.v5.createActor(machine, { clock, inspect });
+  const actor = xs.v5.createActor(machine, { clock, inspect, ...(snapshot === undefined ? {} : { snapshot }) });
   actor.subscribe({ error: () => {} });
   actor.start();
   flush(clock);
@@ -870,6 +878,7 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules): Ref
       return taken;
     },
     observe: () => observe5(actor.getSnapshot()),
+    persisted: () => actor.getPersistedSnapshot(),
     error: () => {
       const s = actor.getSnapshot();
       return s.status === 'error' ? s.error : undefined;
@@ -911,4 +920,37 @@ export const referenceRun = (spec: MachineSpec, major: Major, events: Array<{ ty
     actor.stop();
   }
   return { initial, initialRecords, steps };
+};
+
+/**
+ * What xstate alone answers when each event goes to an actor restored from the state persisted after
+ * the step before (as a node that keeps no actor live restores it: v4 `State.create` and
+ * `resolveState`, v5 a persisted snapshot): the state after each event, or 'refused'. The reference
+ * settles each step (flush), so no delayed event is pending when a state is persisted (a persisted
+ * state holds none).
+ */
+export const restoredRun = (
+  spec: MachineSpec,
+  major: Major,
+  events: Array<{ type: string }>,
+  xs: XstateModules,
+): Array<Observed | 'refused'> => {
+  const first = startReference(spec, major, xs);
+  let persisted = first.persisted();
+  let done = first.observe().done;
+  first.stop();
+  const answers: Array<Observed | 'refused'> = [];
+  for (const event of events) {
+    const actor = startReference(spec, major, xs, persisted);
+    if (!done) actor.send(event);
+    if (actor.error() !== undefined) answers.push('refused');
+    else {
+      const observed = actor.observe();
+      answers.push(observed);
+      done = observed.done;
+      persisted = actor.persisted();
+    }
+    actor.stop();
+  }
+  return answers;
 };
