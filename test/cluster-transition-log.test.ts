@@ -2,7 +2,9 @@ import t from 'tap';
 import { JetStreamTransitionLog, LogFencedError } from '../src/store/jetstream/transition-log.js';
 import { type MsgRequest, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { UncertainWriteError } from '../src/store/instance-store.js';
 import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+import { startTcpProxy } from './helpers/tcp-proxy.js';
 
 /** The JetStream log of instance commits on real nats-servers: fencing, duplicates, replicas, a lost server. */
 
@@ -150,5 +152,45 @@ t.test(
     }
     t.equal(more, 0, 'exactly one append counted in every round');
     t.comment(`rounds in which the server stored more than one: ${extra} of 40`);
+  },
+);
+
+t.test(
+  'an append whose answer does not come is a 503 that tells later whether the log took it (so its usage is counted once)',
+  { skip },
+  async (t) => {
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const proxy = await startTcpProxy(Number(new URL(nats.urls[0] as string).port));
+    t.teardown(() => proxy.close());
+    const cutOff = await connect({ servers: proxy.address, name: 'cut-off', maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+    t.teardown(() => cutOff.close());
+    const other = await connectTo(nats, 'other');
+    t.teardown(() => other.close());
+    const log = await JetStreamTransitionLog.open(cutOff, { cluster: 'u', replicas: 1 });
+    const otherLog = await JetStreamTransitionLog.open(other, { cluster: 'u', replicas: 1 });
+    const i1 = (await log.append('org_a', 'm', 'i', 0, '{"seq":1}', 'i:1')).seq;
+    const j1 = (await log.append('org_a', 'm', 'j', 0, '{"seq":1}', 'j:1')).seq;
+
+    // Cut as a partition cuts: what this node sends waits, and reaches the server only on heal.
+    proxy.cut('blackhole');
+    const started = Date.now();
+    const [i2, j2] = await Promise.all([
+      log.append('org_a', 'm', 'i', i1, '{"seq":2}', 'i:2').catch((error: unknown) => error),
+      log.append('org_a', 'm', 'j', j1, '{"seq":2}', 'j:2').catch((error: unknown) => error),
+    ]);
+    t.comment(`answered after ${Date.now() - started} ms`);
+    for (const error of [i2, j2]) {
+      t.ok(error instanceof UncertainWriteError, 'the append may or may not have been stored');
+      t.match(error, { status: 503, code: 'unavailable', message: /may or may not have been stored/ });
+    }
+    // Meanwhile another node wrote j after the same position (a retry of its request, say).
+    const jOther = (await otherLog.append('org_a', 'm', 'j', j1, '{"seq":2,"by":"other"}', 'j:2b')).seq;
+    proxy.heal();
+    // The held appends now reach the server: i's is stored (late), j's is refused (another came first).
+    t.equal(await (i2 as UncertainWriteError).stored, true, "i's append was stored after all: it counts");
+    t.equal(await (j2 as UncertainWriteError).stored, false, "j's was not: another entry came first");
+    t.equal(await otherLog.firstAfter('org_a', 'm', 'i', i1), await otherLog.lastSeq('org_a', 'm', 'i'));
+    t.equal(await otherLog.firstAfter('org_a', 'm', 'j', j1), jOther);
   },
 );

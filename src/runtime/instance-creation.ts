@@ -138,7 +138,11 @@ export class InstanceCreation {
         ...(request.receivedMessageId ? { receivedMessageId: request.receivedMessageId } : {}),
       };
       const startedAt = performance.now();
-      const created = await deps.instances.createInstance(head, records, commitEffects);
+      const billed = billedTransitions(records.length, size.contextBytes, changedIndexes(undefined, head.indexValues));
+      const created = await deps.instances.createInstance(head, records, commitEffects).catch((error: unknown) => {
+        usage.transitionsIfMadeLate(error, orgId, machine, billed);
+        throw error;
+      });
       if (created) deps.meters?.committed(records.length, (performance.now() - startedAt) / 1000);
       if (!created) {
         // A retried create whose first attempt did land (its answer was lost) answers that instance.
@@ -150,7 +154,7 @@ export class InstanceCreation {
         }
         throw conflict(`instance ${name} of machine ${machine} already exists`);
       }
-      usage.transitions(orgId, machine, billedTransitions(records.length, size.contextBytes, changedIndexes(undefined, head.indexValues)));
+      usage.transitions(orgId, machine, billed);
       this.pipeline.committed(actor, head, size.stateBytes, outbox);
       return head;
     } catch (error) {

@@ -40,9 +40,15 @@ export class LazyUpgrade {
     try {
       const { records, next, size, migrationIds } = await this.upgrader.plan(actor, head, target);
       const startedAt = performance.now();
-      await deps.instances.commit(next, head, records, {});
+      const billed = billedTransitions(1, size.contextBytes, changedIndexes(head.indexValues, next.indexValues));
+      try {
+        await deps.instances.commit(next, head, records, {});
+      } catch (error) {
+        usage.transitionsIfMadeLate(error, orgId, machine, billed);
+        throw error;
+      }
       deps.meters?.committed(records.length, (performance.now() - startedAt) / 1000);
-      usage.transitions(orgId, machine, billedTransitions(1, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)));
+      usage.transitions(orgId, machine, billed);
       this.pipeline.committed(actor, next, size.stateBytes, []);
       deps.logs.service(
         orgId,

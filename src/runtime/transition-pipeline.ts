@@ -152,13 +152,15 @@ export class TransitionPipeline {
     const next = indexer.index({ ...head, seq: last.seq, ts: last.ts, ...state, stoppedChildren, timerAttempts });
     const outbox = this.outboxOf(next, effects, last.ts);
     const startedAt = performance.now();
-    await deps.instances.commit(next, head, records, { ...commitEffects, outbox });
+    const billed = billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues));
+    try {
+      await deps.instances.commit(next, head, records, { ...commitEffects, outbox });
+    } catch (error) {
+      usage.transitionsIfMadeLate(error, actor.orgId, actor.machine, billed);
+      throw error;
+    }
     deps.meters?.committed(records.length, (performance.now() - startedAt) / 1000);
-    usage.transitions(
-      actor.orgId,
-      actor.machine,
-      billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues)),
-    );
+    usage.transitions(actor.orgId, actor.machine, billed);
     this.committed(actor, next, size.stateBytes, outbox);
     return next;
   }

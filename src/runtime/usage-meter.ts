@@ -1,5 +1,5 @@
 import type { Logger } from '../domain/logger.js';
-import type { InstanceStore, UsageDelta, UsageMonth } from '../store/instance-store.js';
+import { type InstanceStore, type UsageDelta, type UsageMonth, UncertainWriteError } from '../store/instance-store.js';
 
 /**
  * Counts reads and transitions per org and machine in memory and writes them once a second, so
@@ -23,6 +23,18 @@ export class UsageMeter {
 
   transitions(orgId: string, machine: string, count: number): void {
     this.add(orgId, machine, count, 0);
+  }
+
+  /**
+   * For a write that failed with `error`: when the store could not tell whether it was made
+   * (UncertainWriteError, a 503), its `count` transitions are counted once the store finds it was. A
+   * retry of the request answered from the history counts nothing, so without this they were lost.
+   */
+  transitionsIfMadeLate(error: unknown, orgId: string, machine: string, count: number): void {
+    if (!(error instanceof UncertainWriteError)) return;
+    void error.stored.then((made) => {
+      if (made) this.transitions(orgId, machine, count);
+    });
   }
 
   /** The org's months, newest first, with what is still in memory written first. */

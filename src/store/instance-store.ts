@@ -1,5 +1,6 @@
 import type { IndexOp, IndexPosition, IndexValues } from '../domain/index-values.js';
 import type { JsonObject, MachineEvent, PendingTimer, PersistedSnapshot, StateValue } from '../domain/machine-state.js';
+import { ServiceError } from '../domain/errors.js';
 
 export type InstanceStatus = 'running' | 'paused';
 
@@ -154,6 +155,22 @@ export class RequestMovedError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'RequestMovedError';
+  }
+}
+
+/**
+ * A write the store may or may not have made durable (a cluster's log took it, or not, and its answer
+ * was lost): a 503 to the client, who reads the instance and retries. `stored` settles once the store
+ * can tell (false when it cannot within its time), so what counts writes (usage) counts this one if it
+ * was made: a retry answered from the history counts nothing.
+ */
+export class UncertainWriteError extends ServiceError {
+  constructor(
+    message: string,
+    readonly stored: Promise<boolean>,
+  ) {
+    super(503, 'unavailable', message);
+    this.name = 'UncertainWriteError';
   }
 }
 

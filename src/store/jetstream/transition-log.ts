@@ -12,7 +12,8 @@ import {
   DiscardPolicy,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { payloadTooLarge, unavailable } from '../../domain/errors.js';
+import { payloadTooLarge } from '../../domain/errors.js';
+import { UncertainWriteError } from '../instance-store.js';
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
 import { firstMessageFrom } from './first-message.js';
 import { openingManager } from './stream-opening.js';
@@ -69,6 +70,14 @@ const APPEND_RETRY_TIMEOUT_MS = 2_000;
  */
 const LEADER_WAIT_MS = 5_000;
 
+/**
+ * How long, and how often, an append the log may or may not have stored is asked after (UncertainWriteError's
+ * `stored`): long enough for a leader election and a client's reconnect, so the answer is known rather
+ * than given up on.
+ */
+const UNCERTAIN_ASKED_FOR_MS = 60_000;
+const UNCERTAIN_ASKED_EVERY_MS = 1_000;
+
 /** JetStream's API error code for a publish whose expected last subject sequence did not match. */
 const WRONG_LAST_SEQUENCE = 10071;
 
@@ -102,6 +111,12 @@ export class JetStreamTransitionLog {
 
   /** Whether the last check (unwritable) found the log writable. */
   private writable = true;
+  /**
+   * Message ids of appends that may or may not have been stored, still asked after (uncertain), and
+   * whether an append of the same id (a retry that made the same commit) has since resolved: that one
+   * counted it, so the uncertain one does not.
+   */
+  private readonly uncertainIds = new Map<string, { retried: boolean }>();
   /** Questions waiting for the log to take writes again (lastSeqOfPartition). */
   private readonly writableWaiters = new Set<() => void>();
 
@@ -248,8 +263,9 @@ export class JetStreamTransitionLog {
           const own = attempt > 0 ? await this.ownEntryAfter(orgId, machine, name, expectedSeq, messageId) : undefined;
           if (own === undefined) throw new LogFencedError(subject, expectedSeq);
           if (own === 'unknown')
-            throw unavailable(
+            throw this.uncertain(
               `the cluster's log moved past this write's position and could not tell whether by this write; it may or may not have been applied: read the instance, then retry`,
+              [orgId, machine, name, expectedSeq, messageId],
             );
           ack = { seq: own, duplicate: true, stream: this.stream } as PubAck;
           break;
@@ -263,8 +279,9 @@ export class JetStreamTransitionLog {
         }
         // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
         if (attempt >= APPEND_RETRIES)
-          throw unavailable(
+          throw this.uncertain(
             `the cluster's log did not take the write (${reason}); it may or may not have been stored: read the instance, then retry`,
+            [orgId, machine, name, expectedSeq, messageId],
           );
         await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
       }
@@ -272,8 +289,9 @@ export class JetStreamTransitionLog {
     // (a duplicate's sequence is the first copy's, and whether that one counts is asked the same way;
     // an acknowledgement that does not place it past the position named is not one to go by)
     if (ack.seq <= expectedSeq)
-      throw unavailable(
+      throw this.uncertain(
         `the cluster's log acknowledged the write at sequence ${ack.seq}, not after ${expectedSeq}; it may or may not have been stored: read the instance, then retry`,
+        [orgId, machine, name, expectedSeq, messageId],
       );
     if (ack.seq !== expectedSeq + 1) {
       // (the writer's own copy of the instance's partition can tell, without asking the log)
@@ -285,13 +303,16 @@ export class JetStreamTransitionLog {
         first = await this.firstAfter(orgId, machine, name, expectedSeq);
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
-        throw unavailable(
+        throw this.uncertain(
           `the cluster's log took the write but could not tell whether another one came first (${reason}); it may or may not have been applied: read the instance, then retry`,
+          [orgId, machine, name, expectedSeq, messageId],
         );
       }
       // Stored after another entry that named the same position: it changes nothing (a stale entry).
       if (first !== ack.seq) throw new LogFencedError(subject, expectedSeq);
     }
+    const uncertain = this.uncertainIds.get(messageId);
+    if (uncertain) uncertain.retried = true;
     return { seq: ack.seq, duplicate: ack.duplicate };
   }
 
@@ -339,6 +360,32 @@ export class JetStreamTransitionLog {
    */
   async firstAfter(orgId: string, machine: string, name: string, after: number): Promise<number> {
     return (await this.entryAfter(orgId, machine, name, after))?.seq ?? 0;
+  }
+
+  /**
+   * The error for an append that may or may not have been stored: its `stored` asks the log, until it
+   * can tell or UNCERTAIN_ASKED_FOR_MS have passed, whether the instance's first entry after
+   * `expectedSeq` is this append's (so it counts), another's, or none (not stored, as far as can be told).
+   */
+  private uncertain(
+    message: string,
+    append: [orgId: string, machine: string, name: string, expectedSeq: number, messageId: string],
+  ): UncertainWriteError {
+    const [orgId, machine, name, expectedSeq, messageId] = append;
+    const pending = { retried: false };
+    this.uncertainIds.set(messageId, pending);
+    const stored = (async () => {
+      const until = Date.now() + UNCERTAIN_ASKED_FOR_MS;
+      for (;;) {
+        await new Promise((resolve) => setTimeout(resolve, UNCERTAIN_ASKED_EVERY_MS).unref());
+        const first = await this.entryAfter(orgId, machine, name, expectedSeq).catch(() => 'unknown' as const);
+        if (first !== 'unknown' && first !== null) return first.header?.get('Nats-Msg-Id') === messageId && !pending.retried;
+        if (Date.now() >= until) return false;
+      }
+    })().finally(() => {
+      if (this.uncertainIds.get(messageId) === pending) this.uncertainIds.delete(messageId);
+    });
+    return new UncertainWriteError(message, stored);
   }
 
   /** The instance's first entry after stream sequence `after`, null when it has none. */

@@ -1,0 +1,35 @@
+/**
+ * The usage meter: counts in memory, written once a second; a write that failed as uncertain (a
+ * cluster's log may or may not have taken it) is counted once the store finds it was made, and not
+ * otherwise (the retry of its request, answered from the history, counts nothing).
+ */
+import t from 'tap';
+import { unavailable } from '../src/domain/errors.js';
+import { UncertainWriteError } from '../src/store/instance-store.js';
+import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
+import { UsageMeter } from '../src/runtime/usage-meter.js';
+import { removeDir, tempDataDir } from './helpers/node-process.js';
+
+const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+t.test('a write that failed as uncertain is counted once it turns out made, and only then', async (t) => {
+  const dir = tempDataDir();
+  const store = openLmdbNodeStore(dir);
+  t.teardown(async () => {
+    await store.close();
+    removeDir(dir);
+  });
+  const meter = new UsageMeter(store.instances, quiet, 10);
+  meter.transitions('org_a', 'm', 1);
+  let made!: (value: boolean) => void;
+  let notMade!: (value: boolean) => void;
+  meter.transitionsIfMadeLate(new UncertainWriteError('lost answer', new Promise((resolve) => (made = resolve))), 'org_a', 'm', 3);
+  meter.transitionsIfMadeLate(new UncertainWriteError('lost answer', new Promise((resolve) => (notMade = resolve))), 'org_a', 'm', 5);
+  meter.transitionsIfMadeLate(unavailable('a plain 503: nothing was written'), 'org_a', 'm', 7);
+  const transitions = async () => (await meter.months('org_a', 1))[0]?.transitions;
+  t.equal(await transitions(), 1, 'not counted while the store cannot tell');
+  made(true);
+  notMade(false);
+  await new Promise((resolve) => setImmediate(resolve));
+  t.equal(await transitions(), 4, 'the one made counted; the one not made, and the plain 503, not');
+});
