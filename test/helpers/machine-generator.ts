@@ -49,6 +49,8 @@ interface RawGuard {
   kind: number;
   k: number;
   throws: boolean;
+  /** Also require a state to be active (v4 `in`, v5 `and([stateIn(…), …])`), when not null. */
+  inState: number | null;
 }
 interface RawCandidate {
   target: number | null;
@@ -109,7 +111,12 @@ export interface GeneratorOptions {
 }
 
 const rawAction: fc.Arbitrary<RawAction> = fc.record({ kind: fc.nat(99), k: fc.nat(5), sends: fc.nat(2).map((x) => x === 0) });
-const rawGuard: fc.Arbitrary<RawGuard> = fc.record({ kind: fc.nat(99), k: fc.nat(5), throws: fc.nat(3).map((x) => x === 0) });
+const rawGuard: fc.Arbitrary<RawGuard> = fc.record({
+  kind: fc.nat(99),
+  k: fc.nat(5),
+  throws: fc.nat(3).map((x) => x === 0),
+  inState: fc.option(fc.nat(999), { freq: 3 }),
+});
 const rawCandidate: fc.Arbitrary<RawCandidate> = fc.record({
   target: fc.option(fc.nat(999), { freq: 3 }),
   toHistory: fc.nat(3).map((x) => x === 0),
@@ -194,6 +201,8 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
 
 type ActionSpec =
   | { kind: 'inc' | 'mix' | 'secret' }
+  /** Picks an assign by the parity of the owner's counter: v4 `choose`, v5 `enqueueActions`. */
+  | { kind: 'choose'; key: string }
   | { kind: 'raise'; event: string }
   | { kind: 'schedule'; event: string; delay: number; id: string }
   | { kind: 'cancel'; id: string }
@@ -206,6 +215,8 @@ interface GuardSpec {
   k: number;
   key: string;
   site: number | null;
+  /** The id of a state that must be active too. */
+  inState: string | null;
 }
 
 interface Candidate {
@@ -262,6 +273,8 @@ export interface Features {
   delayedSend: boolean;
   cancel: boolean;
   flippedEntry: boolean;
+  choose: boolean;
+  inStateGuard: boolean;
   /** Only with `regionConflicts`: handlers of one event type that can be picked together across regions. */
   regionConflict: boolean;
 }
@@ -398,6 +411,8 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     delayedSend: false,
     cancel: false,
     flippedEntry: false,
+    choose: false,
+    inStateGuard: false,
     regionConflict: false,
   };
   /** Raised events go to handlers that raise nothing; delayed events to handlers that send nothing delayed. */
@@ -422,10 +437,13 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
         features.delayedSend = true;
         return { kind, event: DELAYED[d] as string, delay: 5 + 20 * d, id: `d${d}` };
       }
-      const main = ['inc', 'mix', 'trace', 'secret', 'inc', 'trace', 'throwAction', 'throwAssign'] as const;
-      const region = ['rinc', 'rmix', 'rinc', 'rmix', 'throwAction', 'throwAssign'] as const;
+      const main = ['inc', 'mix', 'trace', 'secret', 'inc', 'trace', 'throwAction', 'throwAssign', 'choose'] as const;
+      const region = ['rinc', 'rmix', 'rinc', 'rmix', 'throwAction', 'throwAssign', 'choose'] as const;
       const kind = owner === 'main' ? main[r.kind % main.length] : region[r.kind % region.length];
       switch (kind) {
+        case 'choose':
+          features.choose = true;
+          return { kind, key: owner === 'main' ? 'n' : owner };
         case 'throwAction':
         case 'throwAssign':
           if (kind === 'throwAction') features.throwingAction = true;
@@ -451,7 +469,15 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
       site = throwSites++;
       features.throwingGuard = true;
     }
-    return { expr, k: r.k, key: owner, site };
+    let inState: string | null = null;
+    if (r.inState !== null) {
+      const states = nodes.filter((n) => n !== root && n.kind !== 'history');
+      if (states.length > 0) {
+        inState = (states[r.inState % states.length] as SNode).id;
+        features.inStateGuard = true;
+      }
+    }
+    return { expr, k: r.k, key: owner, site, inState };
   };
 
   // entry, exit, tags
@@ -659,6 +685,15 @@ const renderAction = (a: ActionSpec, major: Major): string => {
       return `${major === 4 ? 'send' : 'raise'}({ type: ${JSON.stringify(a.event)} }, { delay: ${a.delay}, id: ${JSON.stringify(a.id)} })`;
     case 'cancel':
       return `cancel(${JSON.stringify(a.id)})`;
+    case 'choose': {
+      const [even, odd] =
+        a.key === 'n'
+          ? [renderAction({ kind: 'inc' }, major), renderAction({ kind: 'mix' }, major)]
+          : [renderAction({ kind: 'rinc', key: a.key }, major), renderAction({ kind: 'rmix', key: a.key }, major)];
+      return major === 4
+        ? `choose([{ cond: (c) => c.public.${a.key} % 2 === 0, actions: [${even}] }, { actions: [${odd}] }])`
+        : `enqueueActions(({ context: c, enqueue }) => { if (c.public.${a.key} % 2 === 0) enqueue(${even}); else enqueue(${odd}); })`;
+    }
   }
 };
 
@@ -672,7 +707,10 @@ const renderGuard = (g: GuardSpec, major: Major): string => {
           ? `(e.by ?? 0) > ${g.k % 4}`
           : `c.public.${g.key} < ${3 + g.k * 4}`;
   const body = g.site === null ? expr : `e.boom === ${g.site} ? boom(${g.site}) : ${expr}`;
-  return `${major === 4 ? 'cond' : 'guard'}: ${params(major)} => ${body}`;
+  const fn = `${params(major)} => ${body}`;
+  if (g.inState === null) return `${major === 4 ? 'cond' : 'guard'}: ${fn}`;
+  const id = JSON.stringify(`#${g.inState}`);
+  return major === 4 ? `in: ${id}, cond: ${fn}` : `guard: and([stateIn(${id}), ${fn}])`;
 };
 
 const renderCandidates = (cands: Candidate[], major: Major): string =>
@@ -734,7 +772,9 @@ export const renderBody = (spec: MachineSpec, major: Major, context: unknown = s
 const AUTHORIZERS = 'export const allowRead = () => true;\nexport const allowWrite = () => true;\n';
 
 const imports = (major: Major) =>
-  major === 4 ? ['createMachine', 'assign', 'send', 'raise', 'cancel'] : ['createMachine', 'assign', 'raise', 'cancel'];
+  major === 4
+    ? ['createMachine', 'assign', 'send', 'raise', 'cancel', 'choose']
+    : ['createMachine', 'assign', 'raise', 'cancel', 'enqueueActions', 'and', 'stateIn'];
 
 /** A module for upload (or for bundling): imports xstate's functions from `specifier`. */
 export const renderModule = (spec: MachineSpec, major: Major, specifier: string): string =>
