@@ -100,6 +100,8 @@ export interface RawCase {
   delayedSends: boolean;
   instances: RawEvent[][];
   initialSecret: number | null;
+  /** Actions and guards referred to by name, implemented in the machine's options (v4) or `setup` (v5). */
+  named: boolean;
 }
 
 export interface GeneratorOptions {
@@ -194,6 +196,7 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
       maxLength: options.instances,
     }),
     initialSecret: fc.option(fc.nat(50), { freq: 2 }),
+    named: fc.boolean(),
   });
 
 // ---------------------------------------------------------------------------------------------
@@ -275,6 +278,7 @@ export interface Features {
   flippedEntry: boolean;
   choose: boolean;
   inStateGuard: boolean;
+  named: boolean;
   /** Only with `regionConflicts`: handlers of one event type that can be picked together across regions. */
   regionConflict: boolean;
 }
@@ -289,6 +293,8 @@ export interface MachineSpec {
   /** What a create request passes as `context` (shallow-merged over the default), or undefined. */
   createContext: Record<string, unknown> | undefined;
   instances: Array<Array<{ type: string; by?: number; boom?: number }>>;
+  /** Actions and guards by name (v4 machine options, v5 `setup`) rather than inline. */
+  named: boolean;
   features: Features;
 }
 
@@ -413,6 +419,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     flippedEntry: false,
     choose: false,
     inStateGuard: false,
+    named: false,
     regionConflict: false,
   };
   /** Raised events go to handlers that raise nothing; delayed events to handlers that send nothing delayed. */
@@ -633,7 +640,8 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     initialContext: { public: publicContext, secret: { k: 1 } },
     createContext: raw.initialSecret === null ? undefined : { secret: { k: raw.initialSecret } },
     instances,
-    features,
+    named: raw.named,
+    features: { ...features, named: raw.named },
   };
 };
 
@@ -660,7 +668,27 @@ const blankNode = (index: number, parent: SNode, key: string): SNode => ({
 
 const params = (major: Major): string => (major === 4 ? '(c, e)' : '({ context: c, event: e })');
 
-const renderAction = (a: ActionSpec, major: Major): string => {
+/**
+ * A named machine's implementations as they are rendered: each distinct action or guard once, by
+ * name (v4 machine options, v5 `setup`).
+ */
+interface Names {
+  actions: Map<string, string>;
+  guards: Map<string, string>;
+}
+const nameFor = (table: Map<string, string>, code: string, prefix: string): string => {
+  let name = table.get(code);
+  if (name === undefined) {
+    name = `${prefix}${table.size}`;
+    table.set(code, name);
+  }
+  return JSON.stringify(name);
+};
+
+const renderAction = (a: ActionSpec, major: Major, names?: Names): string =>
+  names ? nameFor(names.actions, actionCode(a, major), 'act') : actionCode(a, major);
+
+const actionCode = (a: ActionSpec, major: Major): string => {
   const p = params(major);
   switch (a.kind) {
     case 'inc':
@@ -697,7 +725,7 @@ const renderAction = (a: ActionSpec, major: Major): string => {
   }
 };
 
-const renderGuard = (g: GuardSpec, major: Major): string => {
+const renderGuard = (g: GuardSpec, major: Major, names?: Names): string => {
   const expr =
     g.expr === 'even'
       ? 'c.public.n % 2 === 0'
@@ -707,25 +735,26 @@ const renderGuard = (g: GuardSpec, major: Major): string => {
           ? `(e.by ?? 0) > ${g.k % 4}`
           : `c.public.${g.key} < ${3 + g.k * 4}`;
   const body = g.site === null ? expr : `e.boom === ${g.site} ? boom(${g.site}) : ${expr}`;
-  const fn = `${params(major)} => ${body}`;
+  const code = `${params(major)} => ${body}`;
+  const fn = names ? nameFor(names.guards, code, 'guard') : code;
   if (g.inState === null) return `${major === 4 ? 'cond' : 'guard'}: ${fn}`;
   const id = JSON.stringify(`#${g.inState}`);
   return major === 4 ? `in: ${id}, cond: ${fn}` : `guard: and([stateIn(${id}), ${fn}])`;
 };
 
-const renderCandidates = (cands: Candidate[], major: Major): string =>
+const renderCandidates = (cands: Candidate[], major: Major, names?: Names): string =>
   `[${cands
     .map((c) => {
       const parts: string[] = [];
       if (c.target) parts.push(`target: ${JSON.stringify(`#${c.target.id}`)}`);
       if (c.flip) parts.push(major === 4 ? 'internal: true' : 'reenter: true');
-      if (c.guard) parts.push(renderGuard(c.guard, major));
-      if (c.actions.length) parts.push(`actions: [${c.actions.map((a) => renderAction(a, major)).join(', ')}]`);
+      if (c.guard) parts.push(renderGuard(c.guard, major, names));
+      if (c.actions.length) parts.push(`actions: [${c.actions.map((a) => renderAction(a, major, names)).join(', ')}]`);
       return `{ ${parts.join(', ')} }`;
     })
     .join(', ')}]`;
 
-const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string): string => {
+const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string, names?: Names): string => {
   const lines: string[] = [];
   const inner = `${indent}  `;
   if (n.parent === null) {
@@ -740,19 +769,19 @@ const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string)
   if (n.kind === 'parallel' || n.kind === 'final') lines.push(`${inner}type: ${JSON.stringify(n.kind)},`);
   if (n.initial) lines.push(`${inner}initial: ${JSON.stringify(n.initial)},`);
   if (n.tags.length) lines.push(`${inner}tags: ${JSON.stringify(n.tags)},`);
-  if (n.entry.length) lines.push(`${inner}entry: [${n.entry.map((a) => renderAction(a, major)).join(', ')}],`);
-  if (n.exit.length) lines.push(`${inner}exit: [${n.exit.map((a) => renderAction(a, major)).join(', ')}],`);
+  if (n.entry.length) lines.push(`${inner}entry: [${n.entry.map((a) => renderAction(a, major, names)).join(', ')}],`);
+  if (n.exit.length) lines.push(`${inner}exit: [${n.exit.map((a) => renderAction(a, major, names)).join(', ')}],`);
   if (n.on.size) {
     lines.push(`${inner}on: {`);
-    for (const [type, cands] of n.on) lines.push(`${inner}  ${type}: ${renderCandidates(cands, major)},`);
+    for (const [type, cands] of n.on) lines.push(`${inner}  ${type}: ${renderCandidates(cands, major, names)},`);
     lines.push(`${inner}},`);
   }
-  if (n.always.length) lines.push(`${inner}always: ${renderCandidates(n.always, major)},`);
-  if (n.after) lines.push(`${inner}after: { ${n.after.delay}: ${renderCandidates(n.after.candidates, major)} },`);
-  if (n.onDone.length) lines.push(`${inner}onDone: ${renderCandidates(n.onDone, major)},`);
+  if (n.always.length) lines.push(`${inner}always: ${renderCandidates(n.always, major, names)},`);
+  if (n.after) lines.push(`${inner}after: { ${n.after.delay}: ${renderCandidates(n.after.candidates, major, names)} },`);
+  if (n.onDone.length) lines.push(`${inner}onDone: ${renderCandidates(n.onDone, major, names)},`);
   if (n.children.length) {
     lines.push(`${inner}states: {`);
-    for (const c of n.children) lines.push(`${inner}  ${c.key}: ${renderNode(c, major, `${inner}  `, contextExpr)},`);
+    for (const c of n.children) lines.push(`${inner}  ${c.key}: ${renderNode(c, major, `${inner}  `, contextExpr, names)},`);
     lines.push(`${inner}},`);
   }
   return `{\n${lines.join('\n')}\n${indent}}`;
@@ -762,19 +791,29 @@ const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string)
 export const startingContext = (spec: MachineSpec): Record<string, unknown> => ({ ...spec.initialContext, ...(spec.createContext ?? {}) });
 
 /**
- * The machine as statements that define `machine` with xstate's `createMachine`, `assign`, `raise`,
- * `cancel` (and v4's `send`) in scope.
+ * The machine as statements that define `machine` with xstate's functions (`imports`) in scope; a
+ * named machine's actions and guards are referred to by name and implemented in its options (v4) or
+ * `setup` (v5).
  * `context` replaces the machine's default context (the reference uses the merged starting context).
  */
-export const renderBody = (spec: MachineSpec, major: Major, context: unknown = spec.initialContext): string =>
-  `function boom(site) { throw new Error("boom " + site); }\nconst machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context))});\n`;
+export const renderBody = (spec: MachineSpec, major: Major, context: unknown = spec.initialContext): string => {
+  const boom = 'function boom(site) { throw new Error("boom " + site); }\n';
+  if (!spec.named) return `${boom}const machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context))});\n`;
+  const names: Names = { actions: new Map(), guards: new Map() };
+  const config = renderNode(spec.root, major, '', JSON.stringify(context), names);
+  const table = (m: Map<string, string>) => `{\n${[...m].map(([code, name]) => `    ${name}: ${code},`).join('\n')}\n  }`;
+  const implementations = `{\n  actions: ${table(names.actions)},\n  guards: ${table(names.guards)},\n}`;
+  return major === 4
+    ? `${boom}const machine = createMachine(${config}, ${implementations});\n`
+    : `${boom}const machine = setup(${implementations}).createMachine(${config});\n`;
+};
 
 const AUTHORIZERS = 'export const allowRead = () => true;\nexport const allowWrite = () => true;\n';
 
 const imports = (major: Major) =>
   major === 4
     ? ['createMachine', 'assign', 'send', 'raise', 'cancel', 'choose']
-    : ['createMachine', 'assign', 'raise', 'cancel', 'enqueueActions', 'and', 'stateIn'];
+    : ['createMachine', 'assign', 'raise', 'cancel', 'enqueueActions', 'and', 'stateIn', 'setup'];
 
 /** A module for upload (or for bundling): imports xstate's functions from `specifier`. */
 export const renderModule = (spec: MachineSpec, major: Major, specifier: string): string =>
@@ -871,7 +910,9 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules, snap
     let records: HistoryRecord[] = [];
     let user: unknown;
     service.onTransition((state: any) => records.push(recordOf(state.event, observe4(state), user)));
-    service.start(snapshot === undefined ? undefined : (machine as any).resolveState((xs.v4.State as any).create(snapshot)));
+    // (restored as a node restores it: the stored State's actions, children and history left out, so nothing runs again)
+    const stored = snapshot === undefined ? undefined : { ...(snapshot as object), actions: [], children: {}, history: undefined };
+    service.start(stored === undefined ? undefined : (machine as any).resolveState((xs.v4.State as any).create(stored)));
     flush(clock);
     return {
       send(event) {
