@@ -160,17 +160,24 @@ export class RequestMovedError extends Error {
 
 /**
  * A write the store may or may not have made durable (a cluster's log took it, or not, and its answer
- * was lost): a 503 to the client, who reads the instance and retries. `stored` settles once the store
- * can tell (false when it cannot within its time), so what counts writes (usage) counts this one if it
- * was made: a retry answered from the history counts nothing.
+ * was lost): a 503 to the client, who reads the instance and retries. `stored` asks the store, on first
+ * use, until it can tell (false when it cannot within its time), so what counts writes (usage) counts
+ * this one if it was made: a retry answered from the history counts nothing.
  */
 export class UncertainWriteError extends ServiceError {
+  private asked: Promise<boolean> | undefined;
+
   constructor(
     message: string,
-    readonly stored: Promise<boolean>,
+    private readonly whetherStored: () => Promise<boolean>,
   ) {
     super(503, 'unavailable', message);
     this.name = 'UncertainWriteError';
+  }
+
+  get stored(): Promise<boolean> {
+    this.asked ??= this.whetherStored().catch(() => false);
+    return this.asked;
   }
 }
 

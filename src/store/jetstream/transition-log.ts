@@ -71,12 +71,13 @@ const APPEND_RETRY_TIMEOUT_MS = 2_000;
 const LEADER_WAIT_MS = 5_000;
 
 /**
- * How long, and how often, an append the log may or may not have stored is asked after (UncertainWriteError's
- * `stored`): long enough for a leader election and a client's reconnect, so the answer is known rather
- * than given up on.
+ * How long an append the log may or may not have stored is asked after (UncertainWriteError's
+ * `stored`), first after a second, then each time twice as long up to 8 s: long enough for a leader
+ * election and a client's reconnect, so the answer is known rather than given up on.
  */
 const UNCERTAIN_ASKED_FOR_MS = 60_000;
 const UNCERTAIN_ASKED_EVERY_MS = 1_000;
+const UNCERTAIN_ASKED_EVERY_MAX_MS = 8_000;
 
 /** JetStream's API error code for a publish whose expected last subject sequence did not match. */
 const WRONG_LAST_SEQUENCE = 10071;
@@ -111,12 +112,8 @@ export class JetStreamTransitionLog {
 
   /** Whether the last check (unwritable) found the log writable. */
   private writable = true;
-  /**
-   * Message ids of appends that may or may not have been stored, still asked after (uncertain), and
-   * whether an append of the same id (a retry that made the same commit) has since resolved: that one
-   * counted it, so the uncertain one does not.
-   */
-  private readonly uncertainIds = new Map<string, { retried: boolean }>();
+  /** Questions for the instance's first entry after a position, shared by the uncertain appends at it (firstIdAfter). */
+  private readonly firstIdsAsked = new Map<string, Promise<string | undefined>>();
   /** Questions waiting for the log to take writes again (lastSeqOfPartition). */
   private readonly writableWaiters = new Set<() => void>();
 
@@ -311,8 +308,6 @@ export class JetStreamTransitionLog {
       // Stored after another entry that named the same position: it changes nothing (a stale entry).
       if (first !== ack.seq) throw new LogFencedError(subject, expectedSeq);
     }
-    const uncertain = this.uncertainIds.get(messageId);
-    if (uncertain) uncertain.retried = true;
     return { seq: ack.seq, duplicate: ack.duplicate };
   }
 
@@ -363,29 +358,55 @@ export class JetStreamTransitionLog {
   }
 
   /**
-   * The error for an append that may or may not have been stored: its `stored` asks the log, until it
-   * can tell or UNCERTAIN_ASKED_FOR_MS have passed, whether the instance's first entry after
-   * `expectedSeq` is this append's (so it counts), another's, or none (not stored, as far as can be told).
+   * The error for an append that may or may not have been stored: its `stored` (asked only where it is
+   * used: what counts usage) is whether the instance's first entry after `expectedSeq` is this append's,
+   * so it counts. (A request run again makes another message id: its entries carry new times.)
    */
   private uncertain(
     message: string,
     append: [orgId: string, machine: string, name: string, expectedSeq: number, messageId: string],
   ): UncertainWriteError {
     const [orgId, machine, name, expectedSeq, messageId] = append;
-    const pending = { retried: false };
-    this.uncertainIds.set(messageId, pending);
-    const stored = (async () => {
+    return new UncertainWriteError(message, async () => (await this.firstIdAfter(orgId, machine, name, expectedSeq)) === messageId);
+  }
+
+  /**
+   * The message id of the instance's first entry after `after`, asked until the log has one or
+   * UNCERTAIN_ASKED_FOR_MS have passed (undefined then): less often as time passes, only while the log
+   * takes writes (a node cut off from NATS would pile its questions up for the heal, as
+   * lastSeqOfPartition says), and once for all the appends that wait on the same position.
+   */
+  private firstIdAfter(orgId: string, machine: string, name: string, after: number): Promise<string | undefined> {
+    const key = `${this.subjectOf(orgId, machine, name)} ${after}`;
+    let asked = this.firstIdsAsked.get(key);
+    if (asked) return asked;
+    asked = (async () => {
       const until = Date.now() + UNCERTAIN_ASKED_FOR_MS;
-      for (;;) {
-        await new Promise((resolve) => setTimeout(resolve, UNCERTAIN_ASKED_EVERY_MS).unref());
-        const first = await this.entryAfter(orgId, machine, name, expectedSeq).catch(() => 'unknown' as const);
-        if (first !== 'unknown' && first !== null) return first.header?.get('Nats-Msg-Id') === messageId && !pending.retried;
-        if (Date.now() >= until) return false;
+      for (let round = 0; Date.now() < until; round++) {
+        const wait = Math.min(UNCERTAIN_ASKED_EVERY_MS * 2 ** round, UNCERTAIN_ASKED_EVERY_MAX_MS, Math.max(0, until - Date.now()));
+        await new Promise((resolve) => setTimeout(resolve, wait).unref());
+        if (!this.writable) await this.writableAgainOr(until);
+        const first = await this.entryAfter(orgId, machine, name, after).catch(() => null);
+        if (first) return first.header?.get('Nats-Msg-Id') ?? '';
       }
-    })().finally(() => {
-      if (this.uncertainIds.get(messageId) === pending) this.uncertainIds.delete(messageId);
+      return undefined;
+    })().finally(() => this.firstIdsAsked.delete(key));
+    this.firstIdsAsked.set(key, asked);
+    return asked;
+  }
+
+  /** Resolves when the log is found taking writes again (noteWritable), or at `atMs`. */
+  private writableAgainOr(atMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.writableWaiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(0, atMs - Date.now()));
+      timer.unref();
+      this.writableWaiters.add(done);
     });
-    return new UncertainWriteError(message, stored);
   }
 
   /** The instance's first entry after stream sequence `after`, null when it has none. */
