@@ -675,6 +675,8 @@ const params = (major: Major): string => (major === 4 ? '(c, e)' : '({ context: 
 interface Names {
   actions: Map<string, string>;
   guards: Map<string, string>;
+  /** Delays by name (`wait<ms>`: the machine's `delays`), for `after` and delayed sends. */
+  delays: Set<number>;
 }
 const nameFor = (table: Map<string, string>, code: string, prefix: string): string => {
   let name = table.get(code);
@@ -686,9 +688,16 @@ const nameFor = (table: Map<string, string>, code: string, prefix: string): stri
 };
 
 const renderAction = (a: ActionSpec, major: Major, names?: Names): string =>
-  names ? nameFor(names.actions, actionCode(a, major), 'act') : actionCode(a, major);
+  names ? nameFor(names.actions, actionCode(a, major, names), 'act') : actionCode(a, major);
 
-const actionCode = (a: ActionSpec, major: Major): string => {
+/** A delay in milliseconds, or by its name in a named machine. */
+const renderDelay = (ms: number, names?: Names): string => {
+  if (!names) return String(ms);
+  names.delays.add(ms);
+  return JSON.stringify(`wait${ms}`);
+};
+
+const actionCode = (a: ActionSpec, major: Major, names?: Names): string => {
   const p = params(major);
   switch (a.kind) {
     case 'inc':
@@ -710,7 +719,7 @@ const actionCode = (a: ActionSpec, major: Major): string => {
     case 'raise':
       return major === 4 ? `raise(${JSON.stringify(a.event)})` : `raise({ type: ${JSON.stringify(a.event)} })`;
     case 'schedule':
-      return `${major === 4 ? 'send' : 'raise'}({ type: ${JSON.stringify(a.event)} }, { delay: ${a.delay}, id: ${JSON.stringify(a.id)} })`;
+      return `${major === 4 ? 'send' : 'raise'}({ type: ${JSON.stringify(a.event)} }, { delay: ${renderDelay(a.delay, names)}, id: ${JSON.stringify(a.id)} })`;
     case 'cancel':
       return `cancel(${JSON.stringify(a.id)})`;
     case 'choose': {
@@ -777,7 +786,8 @@ const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string,
     lines.push(`${inner}},`);
   }
   if (n.always.length) lines.push(`${inner}always: ${renderCandidates(n.always, major, names)},`);
-  if (n.after) lines.push(`${inner}after: { ${n.after.delay}: ${renderCandidates(n.after.candidates, major, names)} },`);
+  if (n.after)
+    lines.push(`${inner}after: { ${renderDelay(n.after.delay, names)}: ${renderCandidates(n.after.candidates, major, names)} },`);
   if (n.onDone.length) lines.push(`${inner}onDone: ${renderCandidates(n.onDone, major, names)},`);
   if (n.children.length) {
     lines.push(`${inner}states: {`);
@@ -792,17 +802,18 @@ export const startingContext = (spec: MachineSpec): Record<string, unknown> => (
 
 /**
  * The machine as statements that define `machine` with xstate's functions (`imports`) in scope; a
- * named machine's actions and guards are referred to by name and implemented in its options (v4) or
- * `setup` (v5).
+ * named machine's actions, guards and delays are referred to by name and implemented in its options
+ * (v4) or `setup` (v5).
  * `context` replaces the machine's default context (the reference uses the merged starting context).
  */
 export const renderBody = (spec: MachineSpec, major: Major, context: unknown = spec.initialContext): string => {
   const boom = 'function boom(site) { throw new Error("boom " + site); }\n';
   if (!spec.named) return `${boom}const machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context))});\n`;
-  const names: Names = { actions: new Map(), guards: new Map() };
+  const names: Names = { actions: new Map(), guards: new Map(), delays: new Set() };
   const config = renderNode(spec.root, major, '', JSON.stringify(context), names);
   const table = (m: Map<string, string>) => `{\n${[...m].map(([code, name]) => `    ${name}: ${code},`).join('\n')}\n  }`;
-  const implementations = `{\n  actions: ${table(names.actions)},\n  guards: ${table(names.guards)},\n}`;
+  const delays = `{ ${[...names.delays].map((ms) => `wait${ms}: ${ms}`).join(', ')} }`;
+  const implementations = `{\n  actions: ${table(names.actions)},\n  guards: ${table(names.guards)},\n  delays: ${delays},\n}`;
   return major === 4
     ? `${boom}const machine = createMachine(${config}, ${implementations});\n`
     : `${boom}const machine = setup(${implementations}).createMachine(${config});\n`;
