@@ -734,18 +734,28 @@ const actionCode = (a: ActionSpec, major: Major, names?: Names): string => {
   }
 };
 
+/**
+ * A guard: inline, or by name. A named guard takes its bound as a parameter, as users write them: v4
+ * a guard object (`{ type, k }`, read from the third argument's `cond`), v5 `{ type, params: { k } }`.
+ */
 const renderGuard = (g: GuardSpec, major: Major, names?: Names): string => {
+  const bound = g.expr === 'byGt' ? g.k % 4 : g.expr === 'keyLt' ? 3 + g.k * 4 : undefined;
+  const k = bound === undefined ? '' : names ? (major === 4 ? 'meta.cond.k' : 'params.k') : String(bound);
   const expr =
     g.expr === 'even'
       ? 'c.public.n % 2 === 0'
       : g.expr === 'odd'
         ? 'c.public.n % 2 === 1'
         : g.expr === 'byGt'
-          ? `(e.by ?? 0) > ${g.k % 4}`
-          : `c.public.${g.key} < ${3 + g.k * 4}`;
+          ? `(e.by ?? 0) > ${k}`
+          : `c.public.${g.key} < ${k}`;
   const body = g.site === null ? expr : `e.boom === ${g.site} ? boom(${g.site}) : ${expr}`;
-  const code = `${params(major)} => ${body}`;
-  const fn = names ? nameFor(names.guards, code, 'guard') : code;
+  let fn: string;
+  if (!names) fn = `${params(major)} => ${body}`;
+  else {
+    const name = nameFor(names.guards, `${major === 4 ? '(c, e, meta)' : '({ context: c, event: e }, params)'} => ${body}`, 'guard');
+    fn = bound === undefined ? name : major === 4 ? `{ type: ${name}, k: ${bound} }` : `{ type: ${name}, params: { k: ${bound} } }`;
+  }
   if (g.inState === null) return `${major === 4 ? 'cond' : 'guard'}: ${fn}`;
   const id = JSON.stringify(`#${g.inState}`);
   return major === 4 ? `in: ${id}, cond: ${fn}` : `guard: and([stateIn(${id}), ${fn}])`;
