@@ -16,7 +16,7 @@
  * The reference decides first: an event whose step throws in xstate must get 400 machine-code-error
  * and leave the instance as it was; an event after the machine is done changes nothing.
  *
- * Environment: STATEHOLD_DIFF_SEED (default below), STATEHOLD_DIFF_RUNS (machines, default 6),
+ * Environment: STATEHOLD_DIFF_SEED (default below), STATEHOLD_DIFF_RUNS (machines, default 10),
  * STATEHOLD_DIFF_BATCH (machines between restarts, default 8), STATEHOLD_DIFF_EVENTS (events per
  * instance, default 12), STATEHOLD_DIFF_ONLY (case indices, comma-separated), STATEHOLD_DIFF_FLAVORS
  * (v4-bundled,v4-import,v5-bundled,v5-import), STATEHOLD_DIFF_SERVERS
@@ -51,8 +51,10 @@ import {
 } from './helpers/machine-generator.js';
 
 const env = process.env;
-const SEED = Number(env.STATEHOLD_DIFF_SEED ?? 69);
-const RUNS = Number(env.STATEHOLD_DIFF_RUNS ?? 6);
+// The default seed's machines cover every feature the generator has (the last test below checks it):
+// one that does is picked again when the generator changes what it draws (69 until 2026-11-29).
+const SEED = Number(env.STATEHOLD_DIFF_SEED ?? 2);
+const RUNS = Number(env.STATEHOLD_DIFF_RUNS ?? 10);
 const BATCH = Math.max(1, Number(env.STATEHOLD_DIFF_BATCH ?? 8));
 const EVENTS = Number(env.STATEHOLD_DIFF_EVENTS ?? 12);
 const ONLY = env.STATEHOLD_DIFF_ONLY ? new Set(env.STATEHOLD_DIFF_ONLY.split(',').map(Number)) : undefined;
