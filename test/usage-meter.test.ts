@@ -23,9 +23,11 @@ t.test('a write that failed as uncertain is counted once it turns out made, and 
   meter.transitions('org_a', 'm', 1);
   let made!: (value: boolean) => void;
   let notMade!: (value: boolean) => void;
-  meter.transitionsIfMadeLate(new UncertainWriteError('lost answer', () => new Promise((resolve) => (made = resolve))), 'org_a', 'm', 3);
-  meter.transitionsIfMadeLate(new UncertainWriteError('lost answer', () => new Promise((resolve) => (notMade = resolve))), 'org_a', 'm', 5);
-  meter.transitionsIfMadeLate(unavailable('a plain 503: nothing was written'), 'org_a', 'm', 7);
+  const failed = (error: Error, count: number) =>
+    meter.countedIfMadeLate(Promise.reject(error), 'org_a', 'm', count).catch(() => undefined);
+  await failed(new UncertainWriteError('lost answer', () => new Promise((resolve) => (made = resolve))), 3);
+  await failed(new UncertainWriteError('lost answer', () => new Promise((resolve) => (notMade = resolve))), 5);
+  await failed(unavailable('a plain 503: nothing was written'), 7);
   const transitions = async () => (await meter.months('org_a', 1))[0]?.transitions;
   t.equal(await transitions(), 1, 'not counted while the store cannot tell');
   made(true);

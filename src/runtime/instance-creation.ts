@@ -139,10 +139,7 @@ export class InstanceCreation {
       };
       const startedAt = performance.now();
       const billed = billedTransitions(records.length, size.contextBytes, changedIndexes(undefined, head.indexValues));
-      const created = await deps.instances.createInstance(head, records, commitEffects).catch((error: unknown) => {
-        usage.transitionsIfMadeLate(error, orgId, machine, billed);
-        throw error;
-      });
+      const created = await usage.countedIfMadeLate(deps.instances.createInstance(head, records, commitEffects), orgId, machine, billed);
       if (created) deps.meters?.committed(records.length, (performance.now() - startedAt) / 1000);
       if (!created) {
         // A retried create whose first attempt did land (its answer was lost) answers that instance.

@@ -41,12 +41,7 @@ export class LazyUpgrade {
       const { records, next, size, migrationIds } = await this.upgrader.plan(actor, head, target);
       const startedAt = performance.now();
       const billed = billedTransitions(1, size.contextBytes, changedIndexes(head.indexValues, next.indexValues));
-      try {
-        await deps.instances.commit(next, head, records, {});
-      } catch (error) {
-        usage.transitionsIfMadeLate(error, orgId, machine, billed);
-        throw error;
-      }
+      await usage.countedIfMadeLate(deps.instances.commit(next, head, records, {}), orgId, machine, billed);
       deps.meters?.committed(records.length, (performance.now() - startedAt) / 1000);
       usage.transitions(orgId, machine, billed);
       this.pipeline.committed(actor, next, size.stateBytes, []);

@@ -153,12 +153,12 @@ export class TransitionPipeline {
     const outbox = this.outboxOf(next, effects, last.ts);
     const startedAt = performance.now();
     const billed = billedTransitions(records.length, size.contextBytes, changedIndexes(head.indexValues, next.indexValues));
-    try {
-      await deps.instances.commit(next, head, records, { ...commitEffects, outbox });
-    } catch (error) {
-      usage.transitionsIfMadeLate(error, actor.orgId, actor.machine, billed);
-      throw error;
-    }
+    await usage.countedIfMadeLate(
+      deps.instances.commit(next, head, records, { ...commitEffects, outbox }),
+      actor.orgId,
+      actor.machine,
+      billed,
+    );
     deps.meters?.committed(records.length, (performance.now() - startedAt) / 1000);
     usage.transitions(actor.orgId, actor.machine, billed);
     this.committed(actor, next, size.stateBytes, outbox);

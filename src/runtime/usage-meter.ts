@@ -26,14 +26,18 @@ export class UsageMeter {
   }
 
   /**
-   * For a write that failed with `error`: when the store could not tell whether it was made
-   * (UncertainWriteError, a 503), its `count` transitions are counted once the store finds it was. A
-   * retry of the request answered from the history counts nothing, so without this they were lost.
+   * `write`, whose `count` transitions the caller counts once it resolves. Should it fail because the
+   * store could not tell whether it was made (UncertainWriteError, a 503), they are counted once the
+   * store finds it was: a retry of the request answered from the history counts nothing, so without
+   * this they were lost.
    */
-  transitionsIfMadeLate(error: unknown, orgId: string, machine: string, count: number): void {
-    if (!(error instanceof UncertainWriteError)) return;
-    void error.stored.then((made) => {
-      if (made) this.transitions(orgId, machine, count);
+  countedIfMadeLate<T>(write: Promise<T>, orgId: string, machine: string, count: number): Promise<T> {
+    return write.catch((error: unknown) => {
+      if (error instanceof UncertainWriteError)
+        void error.stored.then((made) => {
+          if (made) this.transitions(orgId, machine, count);
+        });
+      throw error;
     });
   }
 

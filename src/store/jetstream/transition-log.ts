@@ -190,17 +190,13 @@ export class JetStreamTransitionLog {
     const asked = this.askLastSeqOfPartition(partition);
     if (this.writable) return asked;
     asked.catch(() => undefined);
-    let wake = (): void => undefined;
-    const writableAgain = new Promise<void>((resolve) => {
-      wake = resolve;
-      this.writableWaiters.add(resolve);
-    });
+    const again = this.writableAgain();
     try {
-      const answered = await Promise.race([asked.then((seq) => ({ seq })), writableAgain.then(() => undefined)]);
+      const answered = await Promise.race([asked.then((seq) => ({ seq })), again.promise.then(() => undefined)]);
       return answered?.seq ?? (await this.askLastSeqOfPartition(partition));
     } finally {
       // (answered first, or failed: a question asked every 2 s through a long outage leaves nothing behind)
-      this.writableWaiters.delete(wake);
+      again.cancel();
     }
   }
 
@@ -239,6 +235,9 @@ export class JetStreamTransitionLog {
     countsHere?: CountsHere,
   ): Promise<Appended> {
     const subject = this.subjectOf(orgId, machine, name);
+    // (an append that may or may not have been stored counts if the instance's first entry after its position is its own)
+    const uncertain = (message: string) =>
+      new UncertainWriteError(message, async () => (await this.firstIdAfter(orgId, machine, name, expectedSeq)) === messageId);
     let ack: PubAck | undefined;
     // An append whose answer did not come (no leader for a moment, a timeout: this process paused, say)
     // may have been stored: asked again with the same message id, JetStream answers the first one's
@@ -260,9 +259,8 @@ export class JetStreamTransitionLog {
           const own = attempt > 0 ? await this.ownEntryAfter(orgId, machine, name, expectedSeq, messageId) : undefined;
           if (own === undefined) throw new LogFencedError(subject, expectedSeq);
           if (own === 'unknown')
-            throw this.uncertain(
+            throw uncertain(
               `the cluster's log moved past this write's position and could not tell whether by this write; it may or may not have been applied: read the instance, then retry`,
-              [orgId, machine, name, expectedSeq, messageId],
             );
           ack = { seq: own, duplicate: true, stream: this.stream } as PubAck;
           break;
@@ -276,9 +274,8 @@ export class JetStreamTransitionLog {
         }
         // JetStream without a leader for the stream (a server lost, an election), or no answer in time.
         if (attempt >= APPEND_RETRIES)
-          throw this.uncertain(
+          throw uncertain(
             `the cluster's log did not take the write (${reason}); it may or may not have been stored: read the instance, then retry`,
-            [orgId, machine, name, expectedSeq, messageId],
           );
         await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
       }
@@ -286,9 +283,8 @@ export class JetStreamTransitionLog {
     // (a duplicate's sequence is the first copy's, and whether that one counts is asked the same way;
     // an acknowledgement that does not place it past the position named is not one to go by)
     if (ack.seq <= expectedSeq)
-      throw this.uncertain(
+      throw uncertain(
         `the cluster's log acknowledged the write at sequence ${ack.seq}, not after ${expectedSeq}; it may or may not have been stored: read the instance, then retry`,
-        [orgId, machine, name, expectedSeq, messageId],
       );
     if (ack.seq !== expectedSeq + 1) {
       // (the writer's own copy of the instance's partition can tell, without asking the log)
@@ -300,9 +296,8 @@ export class JetStreamTransitionLog {
         first = await this.firstAfter(orgId, machine, name, expectedSeq);
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
-        throw this.uncertain(
+        throw uncertain(
           `the cluster's log took the write but could not tell whether another one came first (${reason}); it may or may not have been applied: read the instance, then retry`,
-          [orgId, machine, name, expectedSeq, messageId],
         );
       }
       // Stored after another entry that named the same position: it changes nothing (a stale entry).
@@ -358,19 +353,6 @@ export class JetStreamTransitionLog {
   }
 
   /**
-   * The error for an append that may or may not have been stored: its `stored` (asked only where it is
-   * used: what counts usage) is whether the instance's first entry after `expectedSeq` is this append's,
-   * so it counts. (A request run again makes another message id: its entries carry new times.)
-   */
-  private uncertain(
-    message: string,
-    append: [orgId: string, machine: string, name: string, expectedSeq: number, messageId: string],
-  ): UncertainWriteError {
-    const [orgId, machine, name, expectedSeq, messageId] = append;
-    return new UncertainWriteError(message, async () => (await this.firstIdAfter(orgId, machine, name, expectedSeq)) === messageId);
-  }
-
-  /**
    * The message id of the instance's first entry after `after`, asked until the log has one or
    * UNCERTAIN_ASKED_FOR_MS have passed (undefined then): less often as time passes, only while the log
    * takes writes (a node cut off from NATS would pile its questions up for the heal, as
@@ -385,7 +367,7 @@ export class JetStreamTransitionLog {
       for (let round = 0; Date.now() < until; round++) {
         const wait = Math.min(UNCERTAIN_ASKED_EVERY_MS * 2 ** round, UNCERTAIN_ASKED_EVERY_MAX_MS, Math.max(0, until - Date.now()));
         await new Promise((resolve) => setTimeout(resolve, wait).unref());
-        if (!this.writable) await this.writableAgainOr(until);
+        if (!this.writable) await this.writableAgain(until).promise;
         const first = await this.entryAfter(orgId, machine, name, after).catch(() => null);
         if (first) return first.header?.get('Nats-Msg-Id') ?? '';
       }
@@ -395,18 +377,22 @@ export class JetStreamTransitionLog {
     return asked;
   }
 
-  /** Resolves when the log is found taking writes again (noteWritable), or at `atMs`. */
-  private writableAgainOr(atMs: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = (): void => {
+  /**
+   * Resolves when the log is found taking writes again (noteWritable), or at `atMs` when given; `cancel`
+   * lets go of the wait (its waiter and timer) when it is no longer wanted.
+   */
+  private writableAgain(atMs?: number): { promise: Promise<void>; cancel: () => void } {
+    let cancel = (): void => undefined;
+    const promise = new Promise<void>((resolve) => {
+      const timer = atMs === undefined ? undefined : setTimeout(() => cancel(), Math.max(0, atMs - Date.now())).unref();
+      cancel = () => {
         clearTimeout(timer);
-        this.writableWaiters.delete(done);
+        this.writableWaiters.delete(cancel);
         resolve();
       };
-      const timer = setTimeout(done, Math.max(0, atMs - Date.now()));
-      timer.unref();
-      this.writableWaiters.add(done);
+      this.writableWaiters.add(cancel);
     });
+    return { promise, cancel };
   }
 
   /** The instance's first entry after stream sequence `after`, null when it has none. */
