@@ -3,7 +3,7 @@
 // own server_name, client, route and monitoring ports and its own store dir (measured-here.md: a
 // cluster needs distinct names and monitoring ports).
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,21 +12,40 @@ import { join } from 'node:path';
 export const natsServerAvailable = () => spawnSync('nats-server', ['--version'], { stdio: 'ignore' }).status === 0;
 
 /**
- * `count` distinct free loopback TCP ports: all held open together while the kernel picks them (so no
- * two are the same), then released for their users (a small race with other programs, fine on a test host).
+ * The loopback ports to pick from: below the kernel's ephemeral range, where outgoing connections take
+ * their source ports. A port the kernel picked (listen on 0) and released comes from that range, and
+ * any connection made meanwhile can take it before its server binds it (seen in CI: a nats-server's
+ * route port "address already in use"). Undefined where that range leaves too little below it.
+ */
+const pickRange = () => {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return low - 20_000 >= 2_000 ? { from: 20_000, to: low - 1 } : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** Holds `port` (0: one the kernel picks) open on loopback; undefined when it is taken. */
+const hold = (port) =>
+  new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', (error) => (error.code === 'EADDRINUSE' || error.code === 'EACCES' ? resolve(undefined) : reject(error)));
+    server.listen(port, '127.0.0.1', () => resolve(server));
+  });
+
+/**
+ * `count` distinct free loopback TCP ports: all held open together while they are picked (so no two are
+ * the same), then released for their users (a small race with other programs binding the same port).
  */
 export const freePorts = async (count) => {
-  const servers = await Promise.all(
-    Array.from(
-      { length: count },
-      () =>
-        new Promise((resolve, reject) => {
-          const server = createServer();
-          server.once('error', reject);
-          server.listen(0, '127.0.0.1', () => resolve(server));
-        }),
-    ),
-  );
+  const range = pickRange();
+  const servers = [];
+  for (let tries = 0; servers.length < count; tries++) {
+    const port = range && tries < count * 50 ? range.from + Math.floor(Math.random() * (range.to - range.from + 1)) : 0;
+    const server = await hold(port);
+    if (server) servers.push(server);
+  }
   const ports = servers.map((server) => server.address().port);
   await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
   return ports;
