@@ -118,21 +118,20 @@ interface Case {
 }
 
 const raws = fc.sample(caseArbitrary({ minEvents: EVENTS - 2, maxEvents: EVENTS + 2, instances: 2 }), { seed: SEED, numRuns: RUNS });
-const cases: Case[] = raws
-  .map((raw, index) => {
-    const specs = new Map<Major, MachineSpec>();
-    const references = new Map<Major, ReferenceRun[]>();
-    for (const major of new Set(FLAVORS.map((f) => f.major))) {
-      const spec = buildSpec(raw, { regionConflicts: major === 5 });
-      specs.set(major, spec);
-      references.set(
-        major,
-        spec.instances.map((events) => referenceRun(spec, major, events, xs)),
-      );
-    }
-    return { index, specs, references };
-  })
-  .filter((c) => !ONLY || ONLY.has(c.index));
+const cases: Case[] = [];
+for (const [index, raw] of raws.entries()) {
+  if (ONLY && !ONLY.has(index)) continue;
+  const specs = new Map<Major, MachineSpec>();
+  const references = new Map<Major, ReferenceRun[]>();
+  for (const major of new Set(FLAVORS.map((f) => f.major))) {
+    const spec = buildSpec(raw, { regionConflicts: major === 5 });
+    specs.set(major, spec);
+    const runs: ReferenceRun[] = [];
+    for (const events of spec.instances) runs.push(await referenceRun(spec, major, events, xs));
+    references.set(major, runs);
+  }
+  cases.push({ index, specs, references });
+}
 
 interface Upload {
   case: Case;

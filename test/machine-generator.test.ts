@@ -27,17 +27,19 @@ for (const seed of SEEDS) {
   t.test(`seed ${seed}: generated machines answer alike live and restored`, async (t) => {
     const raws = fc.sample(caseArbitrary({ minEvents: 10, maxEvents: 14, instances: 2 }), { seed, numRuns: RUNS });
     let compared = 0;
-    raws.forEach((raw, index) => {
+    for (const [index, raw] of raws.entries()) {
       for (const major of [4, 5] as const) {
         const spec = buildSpec(raw, { regionConflicts: major === 5 });
-        spec.instances.forEach((events, instance) => {
-          const live = referenceRun(spec, major, events, xs).steps.map((step) => (step.kind === 'refused' ? 'refused' : step.state));
-          const restored = restoredRun(spec, major, events, xs);
+        for (const [instance, events] of spec.instances.entries()) {
+          const live = (await referenceRun(spec, major, events, xs)).steps.map((step) =>
+            step.kind === 'refused' ? 'refused' : step.state,
+          );
+          const restored = await restoredRun(spec, major, events, xs);
           t.same(restored, live, `case ${index} v${major}, instance ${instance}`);
           compared++;
-        });
+        }
       }
-    });
+    }
     t.ok(compared >= 2 * RUNS, `${compared} instances compared`);
   });
 }

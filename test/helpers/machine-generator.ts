@@ -28,6 +28,12 @@
  *   either `after` or delayed sends to itself (D0..D2, 5, 25 and 45 ms, sent only by handlers of the
  *   user's events, so all of one step's are sent at once and due 20 ms apart).
  * - Endless raising: raised events (I0, I1) go to handlers that raise nothing.
+ * - Invoked promises (a third of the machines, three states at most) settle at once, so within the
+ *   step that entered their state, before any timer, live and in the service alike; their handlers
+ *   are automatic steps (forward in document order, or targetless) and send nothing; `onError` is
+ *   never guarded (an error event no transition takes throws in xstate 4 and ends a v5 machine in
+ *   error). The reference folds their done and error events into the record of the step that started
+ *   them, as the service's history does.
  * - Throwing only where the event asks for it (`event.boom === <site>`), so delayed events never
  *   throw and initial states never throw.
  */
@@ -68,6 +74,15 @@ interface RawAuto {
   actions: RawAction[];
   delay: number;
 }
+/** An invoked promise: resolves with `value` (or rejects with it), handled by `done` (or `error`). */
+interface RawInvoke {
+  rejects: boolean;
+  /** Both handlers targetless (the state stays active, its promise settled). */
+  stays: boolean;
+  value: number;
+  done: RawAuto;
+  error: RawAuto;
+}
 interface RawNode {
   kind: 'atomic' | 'final' | 'compound' | 'parallel';
   children: RawNode[];
@@ -79,6 +94,7 @@ interface RawNode {
   after: RawAuto | null;
   always: RawAuto | null;
   onDone: RawAuto | null;
+  invoke: RawInvoke | null;
 }
 interface RawTransition {
   src: number;
@@ -102,6 +118,8 @@ export interface RawCase {
   initialSecret: number | null;
   /** Actions and guards referred to by name, implemented in the machine's options (v4) or `setup` (v5). */
   named: boolean;
+  /** States may invoke promises (a third of the machines). */
+  promises: boolean;
 }
 
 export interface GeneratorOptions {
@@ -133,6 +151,13 @@ const rawAuto: fc.Arbitrary<RawAuto> = fc.record({
   actions: fc.array(rawAction, { maxLength: 2 }),
   delay: fc.nat(7),
 });
+const rawInvoke: fc.Arbitrary<RawInvoke> = fc.record({
+  rejects: fc.nat(2).map((x) => x === 0),
+  stays: fc.boolean(),
+  value: fc.nat(8).map((x) => x + 1),
+  done: rawAuto,
+  error: rawAuto,
+});
 const rawTransition: fc.Arbitrary<RawTransition> = fc.record({
   src: fc.nat(999),
   evt: fc.nat(5),
@@ -151,6 +176,7 @@ const nodeFields = {
   after: fc.option(rawAuto, { freq: 3 }),
   always: fc.option(rawAuto, { freq: 5 }),
   onDone: fc.option(rawAuto, { freq: 5 }),
+  invoke: fc.option(rawInvoke, { freq: 2 }),
 };
 
 const nodeArbs = new Map<number, fc.Arbitrary<RawNode>>();
@@ -197,6 +223,7 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
     }),
     initialSecret: fc.option(fc.nat(50), { freq: 2 }),
     named: fc.boolean(),
+    promises: fc.nat(2).map((x) => x === 0),
   });
 
 // ---------------------------------------------------------------------------------------------
@@ -211,7 +238,9 @@ type ActionSpec =
   | { kind: 'cancel'; id: string }
   | { kind: 'trace'; label: string }
   | { kind: 'rinc' | 'rmix'; key: string }
-  | { kind: 'throwAction' | 'throwAssign'; site: number };
+  | { kind: 'throwAction' | 'throwAssign'; site: number }
+  /** Adds what an invoked promise resolved (`done`) or rejected (`error`) with to the owner's counter. */
+  | { kind: 'got'; key: string; outcome: 'done' | 'error' };
 
 interface GuardSpec {
   expr: 'even' | 'odd' | 'byGt' | 'keyLt';
@@ -249,6 +278,16 @@ interface SNode {
   always: Candidate[];
   after: { delay: number; candidates: Candidate[] } | null;
   onDone: Candidate[];
+  invoke: InvokeSpec | null;
+}
+
+/** A promise the state invokes while active: it settles at once (a microtask), so within the step that entered the state. */
+interface InvokeSpec {
+  id: string;
+  rejects: boolean;
+  value: number;
+  onDone: Candidate[];
+  onError: Candidate[];
 }
 
 export interface Features {
@@ -278,6 +317,8 @@ export interface Features {
   flippedEntry: boolean;
   choose: boolean;
   inStateGuard: boolean;
+  invokedPromise: boolean;
+  rejectedPromise: boolean;
   named: boolean;
   /** Only with `regionConflicts`: handlers of one event type that can be picked together across regions. */
   regionConflict: boolean;
@@ -359,6 +400,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
       always: [],
       after: null,
       onDone: [],
+      invoke: null,
     };
     nodes.push(node);
     if (kind === 'compound' || kind === 'parallel') {
@@ -419,6 +461,8 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     flippedEntry: false,
     choose: false,
     inStateGuard: false,
+    invokedPromise: false,
+    rejectedPromise: false,
     named: false,
     regionConflict: false,
   };
@@ -619,6 +663,37 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     features.onDone = true;
   }
 
+  // invoke: a promise settled at once (its done or error event is its own type: no region conflicts),
+  // handled like an automatic step (forward in document order, or targetless), at most three a machine
+  let invoking = 0;
+  for (const n of nodes) {
+    const r = rawOf.get(n);
+    if (!raw.promises || !r?.invoke || n === root || n.kind === 'final' || n.kind === 'history' || invoking >= 3) continue;
+    const invoke = r.invoke;
+    // (an error event no transition takes ends a v5 machine in error, and an unhandled one throws in
+    // v4: onError is never guarded, and a handler with no target to aim at stays targetless)
+    const handler = (a: RawAuto, outcome: 'done' | 'error'): Candidate[] => {
+      const c = autoCandidate(n, { ...a, targetless: a.targetless || invoke.stays }, true, `${outcome}:${n.key}`) ?? {
+        target: null,
+        flip: false,
+        guard: null,
+        actions: [],
+      };
+      const got: ActionSpec = { kind: 'got', key: n.owner === 'main' ? 'n' : n.owner, outcome };
+      return [{ ...c, guard: outcome === 'error' ? null : c.guard, actions: [...c.actions, got] }];
+    };
+    n.invoke = {
+      id: `p${n.index}`,
+      rejects: invoke.rejects,
+      value: invoke.value,
+      onDone: handler(invoke.done, 'done'),
+      onError: handler(invoke.error, 'error'),
+    };
+    invoking++;
+    features.invokedPromise = true;
+    if (r.invoke.rejects) features.rejectedPromise = true;
+  }
+
   const eventTypes = [...handlers.keys()].filter((k) => k.startsWith('E')).sort();
   const alphabet = [...eventTypes, 'NOPE'];
   const instances = raw.instances.map((events) =>
@@ -661,6 +736,7 @@ const blankNode = (index: number, parent: SNode, key: string): SNode => ({
   always: [],
   after: null,
   onDone: [],
+  invoke: null,
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -677,6 +753,8 @@ interface Names {
   guards: Map<string, string>;
   /** Delays by name (`wait<ms>`: the machine's `delays`), for `after` and delayed sends. */
   delays: Set<number>;
+  /** Invoked promises by name: v4 `services`, v5 `actors`. */
+  actors: Map<string, string>;
 }
 const nameFor = (table: Map<string, string>, code: string, prefix: string): string => {
   let name = table.get(code);
@@ -722,6 +800,10 @@ const actionCode = (a: ActionSpec, major: Major, names?: Names): string => {
       return `${major === 4 ? 'send' : 'raise'}({ type: ${JSON.stringify(a.event)} }, { delay: ${renderDelay(a.delay, names)}, id: ${JSON.stringify(a.id)} })`;
     case 'cancel':
       return `cancel(${JSON.stringify(a.id)})`;
+    case 'got': {
+      const data = major === 4 ? 'e.data' : a.outcome === 'done' ? 'e.output' : 'e.error';
+      return `assign({ public: ${p} => ({ ...c.public, ${a.key}: c.public.${a.key} + ${data} }) })`;
+    }
     case 'choose': {
       const [even, odd] =
         a.key === 'n'
@@ -773,6 +855,18 @@ const renderCandidates = (cands: Candidate[], major: Major, names?: Names): stri
     })
     .join(', ')}]`;
 
+/** An invoked promise: inline (v4 a function, v5 `fromPromise`), or by name (v4 `services`, v5 `setup({ actors })`). */
+const renderInvoke = (inv: InvokeSpec, major: Major, names?: Names): string => {
+  const settle = `() => Promise.${inv.rejects ? 'reject' : 'resolve'}(${inv.value})`;
+  const creator = major === 4 ? settle : `fromPromise(${settle})`;
+  let src = creator;
+  if (names) {
+    src = JSON.stringify(`promise${inv.id}`);
+    names.actors.set(`promise${inv.id}`, creator);
+  }
+  return `{ id: ${JSON.stringify(inv.id)}, src: ${src}, onDone: ${renderCandidates(inv.onDone, major, names)}, onError: ${renderCandidates(inv.onError, major, names)} }`;
+};
+
 const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string, names?: Names): string => {
   const lines: string[] = [];
   const inner = `${indent}  `;
@@ -799,6 +893,7 @@ const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string,
   if (n.after)
     lines.push(`${inner}after: { ${renderDelay(n.after.delay, names)}: ${renderCandidates(n.after.candidates, major, names)} },`);
   if (n.onDone.length) lines.push(`${inner}onDone: ${renderCandidates(n.onDone, major, names)},`);
+  if (n.invoke) lines.push(`${inner}invoke: ${renderInvoke(n.invoke, major, names)},`);
   if (n.children.length) {
     lines.push(`${inner}states: {`);
     for (const c of n.children) lines.push(`${inner}  ${c.key}: ${renderNode(c, major, `${inner}  `, contextExpr, names)},`);
@@ -819,11 +914,12 @@ export const startingContext = (spec: MachineSpec): Record<string, unknown> => (
 export const renderBody = (spec: MachineSpec, major: Major, context: unknown = spec.initialContext): string => {
   const boom = 'function boom(site) { throw new Error("boom " + site); }\n';
   if (!spec.named) return `${boom}const machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context))});\n`;
-  const names: Names = { actions: new Map(), guards: new Map(), delays: new Set() };
+  const names: Names = { actions: new Map(), guards: new Map(), delays: new Set(), actors: new Map() };
   const config = renderNode(spec.root, major, '', JSON.stringify(context), names);
   const table = (m: Map<string, string>) => `{\n${[...m].map(([code, name]) => `    ${name}: ${code},`).join('\n')}\n  }`;
   const delays = `{ ${[...names.delays].map((ms) => `wait${ms}: ${ms}`).join(', ')} }`;
-  const implementations = `{\n  actions: ${table(names.actions)},\n  guards: ${table(names.guards)},\n  delays: ${delays},\n}`;
+  const actors = `{ ${[...names.actors].map(([name, creator]) => `${name}: ${creator}`).join(', ')} }`;
+  const implementations = `{\n  actions: ${table(names.actions)},\n  guards: ${table(names.guards)},\n  delays: ${delays},\n  ${major === 4 ? 'services' : 'actors'}: ${actors},\n}`;
   return major === 4
     ? `${boom}const machine = createMachine(${config}, ${implementations});\n`
     : `${boom}const machine = setup(${implementations}).createMachine(${config});\n`;
@@ -834,7 +930,7 @@ const AUTHORIZERS = 'export const allowRead = () => true;\nexport const allowWri
 const imports = (major: Major) =>
   major === 4
     ? ['createMachine', 'assign', 'send', 'raise', 'cancel', 'choose']
-    : ['createMachine', 'assign', 'raise', 'cancel', 'enqueueActions', 'and', 'stateIn', 'setup'];
+    : ['createMachine', 'assign', 'raise', 'cancel', 'enqueueActions', 'and', 'stateIn', 'setup', 'fromPromise'];
 
 /** A module for upload (or for bundling): imports xstate's functions from `specifier`. */
 export const renderModule = (spec: MachineSpec, major: Major, specifier: string): string =>
@@ -892,17 +988,33 @@ const machineFrom = (body: string, major: Major, xs: Record<string, unknown>): u
 
 const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
+/** Lets every settled promise's callbacks run (an invoked promise settles at once). */
+const promisesRun = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /**
- * Fires every pending delayed event, a millisecond at a time: xstate 4's SimulatedClock fires a timer
- * cancelled during the same increment anyway. None is due past the settle window.
+ * Fires every pending delayed event, a millisecond at a time, letting invoked promises settle before
+ * each (xstate 4's SimulatedClock fires a timer cancelled during the same increment anyway). None is
+ * due past the settle window.
  */
-const flush = (clock: { timeouts: Map<unknown, unknown>; increment(ms: number): void }) => {
-  for (let i = 0; i < 5000 && clock.timeouts.size > 0; i++) clock.increment(1);
+const flush = async (clock: { timeouts: Map<unknown, unknown>; increment(ms: number): void }) => {
+  await promisesRun();
+  for (let i = 0; i < 5000 && clock.timeouts.size > 0; i++) {
+    clock.increment(1);
+    await promisesRun();
+  }
   if (clock.timeouts.size > 0) throw new Error('the reference machine never settled');
 };
 
+/**
+ * An invoked promise's done or error event: the service runs it within the step whose actions started
+ * the promise (it settles at once), so it makes no history record of its own; the step's record holds
+ * the state after it.
+ */
+const settledPromiseEvent = (type: string): boolean =>
+  /^(done\.invoke\.|error\.platform\.|xstate\.done\.actor\.|xstate\.error\.actor\.)/.test(type);
+
 interface RefActor {
-  send(event: unknown): void;
+  send(event: unknown): Promise<void>;
   observe(): Observed;
   error(): unknown;
   /** The history records since the last call. */
@@ -917,11 +1029,20 @@ const recordOf = (event: { type: string }, observed: Observed, user: unknown): H
     ? { event: plain(event), state: observed.value, full: true, observed }
     : { event: { type: event.type }, state: observed.value, full: false, observed };
 
+/** Adds the record of a step to `records`, or folds a settled promise's into the record of the step that started it. */
+const noteRecord = (records: HistoryRecord[], event: { type: string }, observed: Observed, user: unknown): void => {
+  const last = records.at(-1);
+  if (last && settledPromiseEvent(event.type)) {
+    last.state = observed.value;
+    last.observed = observed;
+  } else records.push(recordOf(event, observed, user));
+};
+
 const observe4 = (s: any): Observed => plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.done === true });
 const observe5 = (s: any): Observed => plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.status === 'done' });
 
 /** `snapshot`: start from this persisted state (v4: a State's JSON) instead of the machine's initial one. */
-const startReference = (spec: MachineSpec, major: Major, xs: XstateModules, snapshot?: unknown): RefActor => {
+const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules, snapshot?: unknown): Promise<RefActor> => {
   const body = renderBody(spec, major, startingContext(spec));
   if (major === 4) {
     const machine = machineFrom(body, 4, xs.v4);
@@ -930,17 +1051,17 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules, snap
     let failure: unknown;
     let records: HistoryRecord[] = [];
     let user: unknown;
-    service.onTransition((state: any) => records.push(recordOf(state.event, observe4(state), user)));
+    service.onTransition((state: any) => noteRecord(records, state.event, observe4(state), user));
     // (restored as a node restores it: the stored State's actions, children and history left out, so nothing runs again)
     const stored = snapshot === undefined ? undefined : { ...(snapshot as object), actions: [], children: {}, history: undefined };
     service.start(stored === undefined ? undefined : (machine as any).resolveState((xs.v4.State as any).create(stored)));
-    flush(clock);
+    await flush(clock);
     return {
-      send(event) {
+      async send(event) {
         user = event;
         try {
           service.send(event);
-          flush(clock);
+          await flush(clock);
         } catch (e) {
           failure = e;
         }
@@ -962,17 +1083,17 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules, snap
   let user: unknown;
   const inspect = (ev: any) => {
     if (ev.type === '@xstate.snapshot' && ev.actorRef === actor && ev.snapshot.status !== 'error')
-      records.push(recordOf(ev.event, observe5(ev.snapshot), user));
+      noteRecord(records, ev.event, observe5(ev.snapshot), user);
   };
   const actor = xs.v5.createActor(machine, { clock, inspect, ...(snapshot === undefined ? {} : { snapshot }) });
   actor.subscribe({ error: () => {} });
   actor.start();
-  flush(clock);
+  await flush(clock);
   return {
-    send(event) {
+    async send(event) {
       user = event;
       actor.send(event);
-      flush(clock);
+      await flush(clock);
     },
     takeRecords: () => {
       const taken = records;
@@ -994,8 +1115,13 @@ const startReference = (spec: MachineSpec, major: Major, xs: XstateModules, snap
  * interpreter (actor) and then sends the new one, so a step that throws leaves no trace in the
  * reference, as a refused event must leave none in the service.
  */
-export const referenceRun = (spec: MachineSpec, major: Major, events: Array<{ type: string }>, xs: XstateModules): ReferenceRun => {
-  const first = startReference(spec, major, xs);
+export const referenceRun = async (
+  spec: MachineSpec,
+  major: Major,
+  events: Array<{ type: string }>,
+  xs: XstateModules,
+): Promise<ReferenceRun> => {
+  const first = await startReference(spec, major, xs);
   const initial = first.observe();
   const initialRecords = first.takeRecords();
   first.stop();
@@ -1007,11 +1133,11 @@ export const referenceRun = (spec: MachineSpec, major: Major, events: Array<{ ty
       steps.push({ kind: 'after-done', state: current, records: [recordOf(event, current, event)] });
       continue;
     }
-    const actor = startReference(spec, major, xs);
-    for (const e of accepted) actor.send(e);
+    const actor = await startReference(spec, major, xs);
+    for (const e of accepted) await actor.send(e);
     if (actor.error() !== undefined) throw new Error(`the reference failed replaying accepted events: ${String(actor.error())}`);
     actor.takeRecords();
-    actor.send(event);
+    await actor.send(event);
     const error = actor.error();
     if (error !== undefined) steps.push({ kind: 'refused', state: current, error: String(error) });
     else {
@@ -1031,20 +1157,20 @@ export const referenceRun = (spec: MachineSpec, major: Major, events: Array<{ ty
  * settles each step (flush), so no delayed event is pending when a state is persisted (a persisted
  * state holds none).
  */
-export const restoredRun = (
+export const restoredRun = async (
   spec: MachineSpec,
   major: Major,
   events: Array<{ type: string }>,
   xs: XstateModules,
-): Array<Observed | 'refused'> => {
-  const first = startReference(spec, major, xs);
+): Promise<Array<Observed | 'refused'>> => {
+  const first = await startReference(spec, major, xs);
   let persisted = first.persisted();
   let done = first.observe().done;
   first.stop();
   const answers: Array<Observed | 'refused'> = [];
   for (const event of events) {
-    const actor = startReference(spec, major, xs, persisted);
-    if (!done) actor.send(event);
+    const actor = await startReference(spec, major, xs, persisted);
+    if (!done) await actor.send(event);
     if (actor.error() !== undefined) answers.push('refused');
     else {
       const observed = actor.observe();
