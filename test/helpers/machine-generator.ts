@@ -57,6 +57,8 @@ interface RawGuard {
   throws: boolean;
   /** Also require a state to be active (v4 `in`, v5 `and([stateIn(…), …])`), when not null. */
   inState: number | null;
+  /** The condition negated (v5 `not(…)`; v4 has no combinator: a function that negates it). */
+  negate: boolean;
 }
 interface RawCandidate {
   target: number | null;
@@ -74,7 +76,7 @@ interface RawAuto {
   actions: RawAction[];
   delay: number;
 }
-/** An invoked promise: resolves with `value` (or rejects with it), handled by `done` (or `error`). */
+/** An invoked promise: resolves (or rejects) with `value` plus a counter, handled by `done` (or `error`). */
 interface RawInvoke {
   rejects: boolean;
   /** Both handlers targetless (the state stays active, its promise settled). */
@@ -136,6 +138,7 @@ const rawGuard: fc.Arbitrary<RawGuard> = fc.record({
   k: fc.nat(5),
   throws: fc.nat(3).map((x) => x === 0),
   inState: fc.option(fc.nat(999), { freq: 3 }),
+  negate: fc.nat(3).map((x) => x === 0),
 });
 const rawCandidate: fc.Arbitrary<RawCandidate> = fc.record({
   target: fc.option(fc.nat(999), { freq: 3 }),
@@ -249,6 +252,7 @@ interface GuardSpec {
   site: number | null;
   /** The id of a state that must be active too. */
   inState: string | null;
+  negate: boolean;
 }
 
 interface Candidate {
@@ -285,7 +289,9 @@ interface SNode {
 interface InvokeSpec {
   id: string;
   rejects: boolean;
+  /** Settles with `value` plus the owner's counter `key` mod 7 when it started (v4 from the context, v5 through `input`). */
   value: number;
+  key: string;
   onDone: Candidate[];
   onError: Candidate[];
 }
@@ -317,6 +323,7 @@ export interface Features {
   flippedEntry: boolean;
   choose: boolean;
   inStateGuard: boolean;
+  negatedGuard: boolean;
   invokedPromise: boolean;
   rejectedPromise: boolean;
   named: boolean;
@@ -461,6 +468,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     flippedEntry: false,
     choose: false,
     inStateGuard: false,
+    negatedGuard: false,
     invokedPromise: false,
     rejectedPromise: false,
     named: false,
@@ -528,7 +536,8 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
         features.inStateGuard = true;
       }
     }
-    return { expr, k: r.k, key: owner, site, inState };
+    if (r.negate) features.negatedGuard = true;
+    return { expr, k: r.k, key: owner, site, inState, negate: r.negate };
   };
 
   // entry, exit, tags
@@ -670,6 +679,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     const r = rawOf.get(n);
     if (!raw.promises || !r?.invoke || n === root || n.kind === 'final' || n.kind === 'history' || invoking >= 3) continue;
     const invoke = r.invoke;
+    const key = n.owner === 'main' ? 'n' : n.owner;
     // (an error event no transition takes ends a v5 machine in error, and an unhandled one throws in
     // v4: onError is never guarded, and a handler with no target to aim at stays targetless)
     const handler = (a: RawAuto, outcome: 'done' | 'error'): Candidate[] => {
@@ -679,13 +689,14 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
         guard: null,
         actions: [],
       };
-      const got: ActionSpec = { kind: 'got', key: n.owner === 'main' ? 'n' : n.owner, outcome };
+      const got: ActionSpec = { kind: 'got', key, outcome };
       return [{ ...c, guard: outcome === 'error' ? null : c.guard, actions: [...c.actions, got] }];
     };
     n.invoke = {
       id: `p${n.index}`,
       rejects: invoke.rejects,
       value: invoke.value,
+      key,
       onDone: handler(invoke.done, 'done'),
       onError: handler(invoke.error, 'error'),
     };
@@ -831,13 +842,16 @@ const renderGuard = (g: GuardSpec, major: Major, names?: Names): string => {
         : g.expr === 'byGt'
           ? `(e.by ?? 0) > ${k}`
           : `c.public.${g.key} < ${k}`;
-  const body = g.site === null ? expr : `e.boom === ${g.site} ? boom(${g.site}) : ${expr}`;
+  const checked = g.site === null ? expr : `e.boom === ${g.site} ? boom(${g.site}) : ${expr}`;
+  // (v4 negates inside the function; v5 wraps the guard in not())
+  const body = g.negate && major === 4 ? `!(${checked})` : checked;
   let fn: string;
   if (!names) fn = `${params(major)} => ${body}`;
   else {
     const name = nameFor(names.guards, `${major === 4 ? '(c, e, meta)' : '({ context: c, event: e }, params)'} => ${body}`, 'guard');
     fn = bound === undefined ? name : major === 4 ? `{ type: ${name}, k: ${bound} }` : `{ type: ${name}, params: { k: ${bound} } }`;
   }
+  if (g.negate && major === 5) fn = `not(${fn})`;
   if (g.inState === null) return `${major === 4 ? 'cond' : 'guard'}: ${fn}`;
   const id = JSON.stringify(`#${g.inState}`);
   return major === 4 ? `in: ${id}, cond: ${fn}` : `guard: and([stateIn(${id}), ${fn}])`;
@@ -857,14 +871,15 @@ const renderCandidates = (cands: Candidate[], major: Major, names?: Names): stri
 
 /** An invoked promise: inline (v4 a function, v5 `fromPromise`), or by name (v4 `services`, v5 `setup({ actors })`). */
 const renderInvoke = (inv: InvokeSpec, major: Major, names?: Names): string => {
-  const settle = `() => Promise.${inv.rejects ? 'reject' : 'resolve'}(${inv.value})`;
-  const creator = major === 4 ? settle : `fromPromise(${settle})`;
+  const settle = (x: string) => `Promise.${inv.rejects ? 'reject' : 'resolve'}(${x} + ${inv.value})`;
+  const creator = major === 4 ? `(c) => ${settle(`c.public.${inv.key} % 7`)}` : `fromPromise(({ input }) => ${settle('input.x')})`;
   let src = creator;
   if (names) {
     src = JSON.stringify(`promise${inv.id}`);
     names.actors.set(`promise${inv.id}`, creator);
   }
-  return `{ id: ${JSON.stringify(inv.id)}, src: ${src}, onDone: ${renderCandidates(inv.onDone, major, names)}, onError: ${renderCandidates(inv.onError, major, names)} }`;
+  const input = major === 5 ? `, input: ({ context: c }) => ({ x: c.public.${inv.key} % 7 })` : '';
+  return `{ id: ${JSON.stringify(inv.id)}, src: ${src}${input}, onDone: ${renderCandidates(inv.onDone, major, names)}, onError: ${renderCandidates(inv.onError, major, names)} }`;
 };
 
 const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string, names?: Names): string => {
@@ -930,7 +945,7 @@ const AUTHORIZERS = 'export const allowRead = () => true;\nexport const allowWri
 const imports = (major: Major) =>
   major === 4
     ? ['createMachine', 'assign', 'send', 'raise', 'cancel', 'choose']
-    : ['createMachine', 'assign', 'raise', 'cancel', 'enqueueActions', 'and', 'stateIn', 'setup', 'fromPromise'];
+    : ['createMachine', 'assign', 'raise', 'cancel', 'enqueueActions', 'and', 'not', 'stateIn', 'setup', 'fromPromise'];
 
 /** A module for upload (or for bundling): imports xstate's functions from `specifier`. */
 export const renderModule = (spec: MachineSpec, major: Major, specifier: string): string =>
