@@ -31,9 +31,10 @@ for (const seed of SEEDS) {
       for (const major of [4, 5] as const) {
         const spec = buildSpec(raw, { regionConflicts: major === 5 });
         for (const [instance, events] of spec.instances.entries()) {
-          const live = (await referenceRun(spec, major, events, xs)).steps.map((step) =>
-            step.kind === 'refused' ? 'refused' : step.state,
-          );
+          const live = (await referenceRun(spec, major, events, xs)).steps.map((step) => ({
+            answer: step.kind === 'refused' ? 'refused' : step.state,
+            logs: step.logs,
+          }));
           const restored = await restoredRun(spec, major, events, xs);
           t.same(restored, live, `case ${index} v${major}, instance ${instance}`);
           compared++;

@@ -122,6 +122,8 @@ export interface RawCase {
   named: boolean;
   /** States may invoke promises (a third of the machines). */
   promises: boolean;
+  /** Machine code writes to the console (a third of the machines): some actions, and every guard as it is evaluated. */
+  logs: boolean;
 }
 
 export interface GeneratorOptions {
@@ -227,6 +229,7 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
     initialSecret: fc.option(fc.nat(50), { freq: 2 }),
     named: fc.boolean(),
     promises: fc.nat(2).map((x) => x === 0),
+    logs: fc.nat(2).map((x) => x === 0),
   });
 
 // ---------------------------------------------------------------------------------------------
@@ -234,6 +237,10 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
 
 type ActionSpec =
   | { kind: 'inc' | 'mix' | 'secret' }
+  /** A custom action that writes a line to the console, with the owner's counter. */
+  | { kind: 'say'; label: string; key: string }
+  /** A custom action that changes the context in place, without assign (as some users write them). */
+  | { kind: 'mutate'; key: string }
   /** Picks an assign by the parity of the owner's counter: v4 `choose`, v5 `enqueueActions`. */
   | { kind: 'choose'; key: string }
   | { kind: 'raise'; event: string }
@@ -253,6 +260,8 @@ interface GuardSpec {
   /** The id of a state that must be active too. */
   inState: string | null;
   negate: boolean;
+  /** The line the guard writes to the console as it is evaluated, in a machine that logs. */
+  says: string | null;
 }
 
 interface Candidate {
@@ -324,6 +333,8 @@ export interface Features {
   choose: boolean;
   inStateGuard: boolean;
   negatedGuard: boolean;
+  mutatingAction: boolean;
+  logs: boolean;
   invokedPromise: boolean;
   rejectedPromise: boolean;
   named: boolean;
@@ -469,6 +480,8 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     choose: false,
     inStateGuard: false,
     negatedGuard: false,
+    mutatingAction: false,
+    logs: false,
     invokedPromise: false,
     rejectedPromise: false,
     named: false,
@@ -496,10 +509,13 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
         features.delayedSend = true;
         return { kind, event: DELAYED[d] as string, delay: 5 + 20 * d, id: `d${d}` };
       }
-      const main = ['inc', 'mix', 'trace', 'secret', 'inc', 'trace', 'throwAction', 'throwAssign', 'choose'] as const;
-      const region = ['rinc', 'rmix', 'rinc', 'rmix', 'throwAction', 'throwAssign', 'choose'] as const;
+      const main = ['inc', 'mix', 'trace', 'secret', 'inc', 'trace', 'throwAction', 'throwAssign', 'choose', 'mutate'] as const;
+      const region = ['rinc', 'rmix', 'rinc', 'rmix', 'throwAction', 'throwAssign', 'choose', 'mutate'] as const;
       const kind = owner === 'main' ? main[r.kind % main.length] : region[r.kind % region.length];
       switch (kind) {
+        case 'mutate':
+          features.mutatingAction = true;
+          return { kind, key: owner === 'main' ? 'n' : owner };
         case 'choose':
           features.choose = true;
           return { kind, key: owner === 'main' ? 'n' : owner };
@@ -509,14 +525,20 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
           else features.throwingAssign = true;
           return { kind, site: throwSites++ };
         case 'trace':
-          return { kind, label: `${label}${raws.length > 1 ? `#${i}` : ''}` };
-        case 'rinc':
         case 'rmix':
+          if (raw.logs && r.k % 2 === 0) {
+            features.logs = true;
+            return { kind: 'say', label: `${label}${raws.length > 1 ? `#${i}` : ''}`, key: owner === 'main' ? 'n' : owner };
+          }
+          if (kind === 'trace') return { kind, label: `${label}${raws.length > 1 ? `#${i}` : ''}` };
+          return { kind, key: owner };
+        case 'rinc':
           return { kind, key: owner };
         default:
           return { kind: kind as 'inc' | 'mix' | 'secret' };
       }
     });
+  let guardsMade = 0;
   const guardFor = (r: RawGuard | null, owner: string): GuardSpec | null => {
     if (r === null) return null;
     features.guard = true;
@@ -537,7 +559,9 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
       }
     }
     if (r.negate) features.negatedGuard = true;
-    return { expr, k: r.k, key: owner, site, inState, negate: r.negate };
+    const says = raw.logs ? `G ${guardsMade}` : null;
+    guardsMade++;
+    return { expr, k: r.k, key: owner, site, inState, negate: r.negate, says };
   };
 
   // entry, exit, tags
@@ -801,6 +825,10 @@ const actionCode = (a: ActionSpec, major: Major, names?: Names): string => {
       return `assign({ public: ${p} => ({ ...c.public, ${a.key}: c.public.${a.key} + (e.by ?? 1) }) })`;
     case 'rmix':
       return `assign(${p} => ({ public: { ...c.public, ${a.key}: (c.public.${a.key} * 5 + 3) % 97 } }))`;
+    case 'say':
+      return `${p} => console.log(${JSON.stringify(`L ${a.label} `)} + c.public.${a.key})`;
+    case 'mutate':
+      return `${p} => { c.public.${a.key} += 2; }`;
     case 'throwAction':
       return `${p} => { if (e.boom === ${a.site}) boom(${a.site}); }`;
     case 'throwAssign':
@@ -842,7 +870,8 @@ const renderGuard = (g: GuardSpec, major: Major, names?: Names): string => {
         : g.expr === 'byGt'
           ? `(e.by ?? 0) > ${k}`
           : `c.public.${g.key} < ${k}`;
-  const checked = g.site === null ? expr : `e.boom === ${g.site} ? boom(${g.site}) : ${expr}`;
+  const thrown = g.site === null ? expr : `e.boom === ${g.site} ? boom(${g.site}) : ${expr}`;
+  const checked = g.says === null ? thrown : `(console.log(${JSON.stringify(g.says)}), ${thrown})`;
   // (v4 negates inside the function; v5 wraps the guard in not())
   const body = g.negate && major === 4 ? `!(${checked})` : checked;
   let fn: string;
@@ -975,18 +1004,21 @@ export interface HistoryRecord {
   observed: Observed;
 }
 
+/** `logs`: the lines machine code wrote to the console in the step, its delayed events' included (a refused step's too: its code ran). */
 export type Expectation =
   /** The event was taken: the service must answer this, and these are its history records. */
-  | { kind: 'ok'; state: Observed; records: HistoryRecord[] }
+  | { kind: 'ok'; state: Observed; records: HistoryRecord[]; logs: string[] }
   /** Machine code threw: 400 machine-code-error, the instance unchanged. */
-  | { kind: 'refused'; state: Observed; error: string }
+  | { kind: 'refused'; state: Observed; error: string; logs: string[] }
   /** The machine was already done: the event changes nothing. */
-  | { kind: 'after-done'; state: Observed; records: HistoryRecord[] };
+  | { kind: 'after-done'; state: Observed; records: HistoryRecord[]; logs: string[] };
 
 export interface ReferenceRun {
   initial: Observed;
   /** xstate.init and the delayed events that fired while the new instance settled. */
   initialRecords: HistoryRecord[];
+  /** What machine code wrote to the console as the instance started and settled. */
+  initialLogs: string[];
   steps: Expectation[];
 }
 
@@ -1056,7 +1088,11 @@ const noteRecord = (records: HistoryRecord[], event: { type: string }, observed:
 const observe4 = (s: any): Observed => plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.done === true });
 const observe5 = (s: any): Observed => plain({ value: s.value, context: s.context, tags: [...s.tags].sort(), done: s.status === 'done' });
 
-/** `snapshot`: start from this persisted state (v4: a State's JSON) instead of the machine's initial one. */
+/**
+ * `snapshot`: start from this persisted state (v4: a State's JSON) instead of the machine's initial one.
+ * A copy of it, as a node reads a new one from storage each time: actions that change the context in
+ * place would otherwise change the stored state too (also in a step that then throws).
+ */
 const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules, snapshot?: unknown): Promise<RefActor> => {
   const body = renderBody(spec, major, startingContext(spec));
   if (major === 4) {
@@ -1068,7 +1104,7 @@ const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules
     let user: unknown;
     service.onTransition((state: any) => noteRecord(records, state.event, observe4(state), user));
     // (restored as a node restores it: the stored State's actions, children and history left out, so nothing runs again)
-    const stored = snapshot === undefined ? undefined : { ...(snapshot as object), actions: [], children: {}, history: undefined };
+    const stored = snapshot === undefined ? undefined : { ...(plain(snapshot) as object), actions: [], children: {}, history: undefined };
     service.start(stored === undefined ? undefined : (machine as any).resolveState((xs.v4.State as any).create(stored)));
     await flush(clock);
     return {
@@ -1100,7 +1136,7 @@ const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules
     if (ev.type === '@xstate.snapshot' && ev.actorRef === actor && ev.snapshot.status !== 'error')
       noteRecord(records, ev.event, observe5(ev.snapshot), user);
   };
-  const actor = xs.v5.createActor(machine, { clock, inspect, ...(snapshot === undefined ? {} : { snapshot }) });
+  const actor = xs.v5.createActor(machine, { clock, inspect, ...(snapshot === undefined ? {} : { snapshot: plain(snapshot) }) });
   actor.subscribe({ error: () => {} });
   actor.start();
   await flush(clock);
@@ -1125,6 +1161,29 @@ const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules
   };
 };
 
+/** Console lines of machine code while a reference runs (withConsole): kept while `heard` is set, else dropped. */
+let heard: string[] | null = null;
+const withConsole = async <T>(run: () => Promise<T>): Promise<T> => {
+  const original = console.log;
+  console.log = (...args: unknown[]) => void heard?.push(args.map(String).join(' '));
+  try {
+    return await run();
+  } finally {
+    console.log = original;
+  }
+};
+/** The console lines written while `run` runs. */
+const hearing = async (run: () => Promise<unknown>): Promise<string[]> => {
+  const lines: string[] = [];
+  heard = lines;
+  try {
+    await run();
+  } finally {
+    heard = null;
+  }
+  return lines;
+};
+
 /**
  * What the service must answer to each event: each step replays the accepted events on a fresh
  * interpreter (actor) and then sends the new one, so a step that throws leaves no trace in the
@@ -1135,40 +1194,44 @@ export const referenceRun = async (
   major: Major,
   events: Array<{ type: string }>,
   xs: XstateModules,
-): Promise<ReferenceRun> => {
-  const first = await startReference(spec, major, xs);
-  const initial = first.observe();
-  const initialRecords = first.takeRecords();
-  first.stop();
-  const accepted: unknown[] = [];
-  let current = initial;
-  const steps: Expectation[] = [];
-  for (const event of events) {
-    if (current.done) {
-      steps.push({ kind: 'after-done', state: current, records: [recordOf(event, current, event)] });
-      continue;
+): Promise<ReferenceRun> =>
+  withConsole(async () => {
+    let first: RefActor | undefined;
+    const initialLogs = await hearing(async () => (first = await startReference(spec, major, xs)));
+    if (!first) throw new Error('the reference did not start');
+    const initial = first.observe();
+    const initialRecords = first.takeRecords();
+    first.stop();
+    const accepted: unknown[] = [];
+    let current = initial;
+    const steps: Expectation[] = [];
+    for (const event of events) {
+      if (current.done) {
+        steps.push({ kind: 'after-done', state: current, records: [recordOf(event, current, event)], logs: [] });
+        continue;
+      }
+      const actor = await startReference(spec, major, xs);
+      for (const e of accepted) await actor.send(e);
+      if (actor.error() !== undefined) throw new Error(`the reference failed replaying accepted events: ${String(actor.error())}`);
+      actor.takeRecords();
+      const logs = await hearing(() => actor.send(event));
+      const error = actor.error();
+      if (error !== undefined) steps.push({ kind: 'refused', state: current, error: String(error), logs });
+      else {
+        accepted.push(event);
+        current = actor.observe();
+        steps.push({ kind: 'ok', state: current, records: actor.takeRecords(), logs });
+      }
+      actor.stop();
     }
-    const actor = await startReference(spec, major, xs);
-    for (const e of accepted) await actor.send(e);
-    if (actor.error() !== undefined) throw new Error(`the reference failed replaying accepted events: ${String(actor.error())}`);
-    actor.takeRecords();
-    await actor.send(event);
-    const error = actor.error();
-    if (error !== undefined) steps.push({ kind: 'refused', state: current, error: String(error) });
-    else {
-      accepted.push(event);
-      current = actor.observe();
-      steps.push({ kind: 'ok', state: current, records: actor.takeRecords() });
-    }
-    actor.stop();
-  }
-  return { initial, initialRecords, steps };
-};
+    return { initial, initialRecords, initialLogs, steps };
+  });
 
 /**
  * What xstate alone answers when each event goes to an actor restored from the state persisted after
  * the step before (as a node that keeps no actor live restores it: v4 `State.create` and
- * `resolveState`, v5 a persisted snapshot): the state after each event, or 'refused'. The reference
+ * `resolveState`, v5 a persisted snapshot): the state after each event, or 'refused', with what machine
+ * code wrote to the console in the step. The reference
  * settles each step (flush), so no delayed event is pending when a state is persisted (a persisted
  * state holds none).
  */
@@ -1177,23 +1240,24 @@ export const restoredRun = async (
   major: Major,
   events: Array<{ type: string }>,
   xs: XstateModules,
-): Promise<Array<Observed | 'refused'>> => {
-  const first = await startReference(spec, major, xs);
-  let persisted = first.persisted();
-  let done = first.observe().done;
-  first.stop();
-  const answers: Array<Observed | 'refused'> = [];
-  for (const event of events) {
-    const actor = await startReference(spec, major, xs, persisted);
-    if (!done) await actor.send(event);
-    if (actor.error() !== undefined) answers.push('refused');
-    else {
-      const observed = actor.observe();
-      answers.push(observed);
-      done = observed.done;
-      persisted = actor.persisted();
+): Promise<Array<{ answer: Observed | 'refused'; logs: string[] }>> =>
+  withConsole(async () => {
+    const first = await startReference(spec, major, xs);
+    let persisted = first.persisted();
+    let done = first.observe().done;
+    first.stop();
+    const answers: Array<{ answer: Observed | 'refused'; logs: string[] }> = [];
+    for (const event of events) {
+      const actor = await startReference(spec, major, xs, persisted);
+      const logs = done ? [] : await hearing(() => actor.send(event));
+      if (actor.error() !== undefined) answers.push({ answer: 'refused', logs });
+      else {
+        const observed = actor.observe();
+        answers.push({ answer: observed, logs });
+        done = observed.done;
+        persisted = actor.persisted();
+      }
+      actor.stop();
     }
-    actor.stop();
-  }
-  return answers;
-};
+    return answers;
+  });
