@@ -438,9 +438,10 @@ class Drive {
       }
       return true;
     };
-    // (stored in batches, and on a cluster through the LOGS stream: a little after the step)
+    // (stored in batches, and on a cluster through the LOGS stream: a little after the step; a loaded
+    // host can take seconds, and only a check that does not pass waits the whole 10 s)
     let got: string[] = [];
-    for (let i = 0; i < 40; i++) {
+    for (let i = 0; i < 200; i++) {
       got = await this.logLines(instance);
       if (fits(got)) {
         logLinesChecked += got.length;
