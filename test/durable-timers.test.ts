@@ -1,6 +1,6 @@
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
-import { timersMachine, twelveSecondsMachine } from './fixtures/instance-machines.js';
+import { soonMachine, timersMachine, twelveSecondsMachine } from './fixtures/instance-machines.js';
 import { eventually, sleep } from './helpers/eventually.js';
 import { removeDir, startNode, tempDataDir, testDeployment } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
@@ -273,6 +273,16 @@ t.test('a node with a 1 s settling budget', async (t) => {
     // The delay counts from the node's clock when the instance started, which its first record carries
     // (the request itself may have waited for a sandbox worker to start).
     const created = Date.parse((await operator.machineInstances.listTransitions('twelve', 't')).transitions[0]?.createdAt ?? '');
+    // Instances whose log holds five heads, each with a delayed event that the next one moved on, the
+    // last one due after the kill: only that one may run, once, whichever node fires it (a cluster's
+    // first node up owns every partition for a moment, and fired the delayed events of the heads it
+    // was replaying, long past: their code ran, and their commits failed).
+    const soon = ['s0', 's1', 's2', 's3', 's4', 's5'];
+    await operator.machines.create('soon');
+    await operator.machineVersions.create('soon', { clientInfo: 'soon-v1', makeCurrent: true, code: soonMachine });
+    await Promise.all(soon.map((slug) => operator.machineInstances.create('soon', { slug })));
+    for (let bump = 0; bump < 5; bump++)
+      await Promise.all(soon.map((slug) => operator.machineInstances.sendEvent('soon', slug, { event: 'BUMP' })));
     await sleep(2000);
     t.equal(await first.stop('SIGKILL'), 'SIGKILL');
     node = await startNode({ dataDir, args: [...args, '--admin-key', adminKey], generatedAdminKey: true });
@@ -303,5 +313,19 @@ t.test('a node with a 1 s settling budget', async (t) => {
     const fired = (await client.machineInstances.listTransitions('twelve', 't')).transitions.at(-1);
     const late = Date.parse(fired?.createdAt ?? '') - (created + 12_000);
     t.ok(late >= 0 && late < 500 + backLate, `fired ${late} ms after its due time (the node was back ${backLate} ms after it)`);
+    for (const slug of soon) {
+      await eventually(async () => (await client.machineInstances.get('soon', slug)).state === 'done', {
+        timeoutMs: 10_000,
+        intervalMs: 200,
+      });
+      const fired = async () =>
+        (await client.logs.retrieve(new Date(created - 60_000), { machineName: 'soon', instanceName: slug })).logs
+          .map((l) => l.log.trim())
+          .filter((line) => line.startsWith('fired'));
+      // (logs are stored in batches, and on a cluster travel through the LOGS stream)
+      await eventually(async () => (await fired()).length > 0, { timeoutMs: 5_000, intervalMs: 100 }).catch(() => undefined);
+      await sleep(300);
+      t.same(await fired(), ['fired 5'], `${slug}: the last head's delayed event ran, once; none of the heads before`);
+    }
   });
 });

@@ -447,8 +447,20 @@ export const startClusterNode = async (
       });
       return {
         writes: owner,
-        fire: (orgId, machine, name) =>
-          owner.owns(orgId, machine, name) ? runtime.fireTimers(orgId, machine, name) : Promise.resolve('not-owner' as const),
+        // Delayed events run machine code as requests do, so they wait for what a request waits for (see
+        // prepare): a node that just took the instance's partition fires them once its copy has caught up,
+        // not on a head it is still replaying (that run's commit fails, and its code ran for nothing: its
+        // console lines and fetches twice, the differential test saw, after a cluster's restart).
+        fire: async (orgId, machine, name) => {
+          if (!owner.owns(orgId, machine, name)) return 'not-owner';
+          try {
+            await prepare(orgId, machine, name, { retried: false });
+          } catch (error) {
+            if (error instanceof RequestMovedError) return 'not-owner';
+            throw error;
+          }
+          return owner.owns(orgId, machine, name) ? runtime.fireTimers(orgId, machine, name) : 'not-owner';
+        },
         deliver: (message) => owner.receive(message),
         shouldDispatch: (message) => owner.owns(message.orgId, message.from.machine, message.from.name),
         onReplicatedTimers: (listener) => instances.onTimersApplied(listener),
