@@ -1035,8 +1035,14 @@ const machineFrom = (body: string, major: Major, xs: Record<string, unknown>): u
 
 const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
-/** Lets every settled promise's callbacks run (an invoked promise settles at once). */
-const promisesRun = () => new Promise<void>((resolve) => setImmediate(resolve));
+/**
+ * Lets every settled promise's callbacks run: an invoked promise settles at once, and xstate sends its
+ * done or error event a few microtasks later, well within these turns (a macrotask per simulated
+ * millisecond cost seconds a run).
+ */
+const promisesRun = async () => {
+  for (let i = 0; i < 16; i++) await null;
+};
 
 /**
  * Fires every pending delayed event, a millisecond at a time, letting invoked promises settle before
