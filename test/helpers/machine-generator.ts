@@ -1041,7 +1041,7 @@ const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
  * millisecond cost seconds a run).
  */
 const promisesRun = async () => {
-  for (let i = 0; i < 16; i++) await null;
+  for (let i = 0; i < 16; i++) await Promise.resolve();
 };
 
 /**
