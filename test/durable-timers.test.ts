@@ -318,14 +318,14 @@ t.test('a node with a 1 s settling budget', async (t) => {
         timeoutMs: 10_000,
         intervalMs: 200,
       });
-      const fired = async () =>
+      const firedLines = async () =>
         (await client.logs.retrieve(new Date(created - 60_000), { machineName: 'soon', instanceName: slug })).logs
           .map((l) => l.log.trim())
           .filter((line) => line.startsWith('fired'));
       // (logs are stored in batches, and on a cluster travel through the LOGS stream)
-      await eventually(async () => (await fired()).length > 0, { timeoutMs: 5_000, intervalMs: 100 }).catch(() => undefined);
+      await eventually(async () => (await firedLines()).length > 0, { timeoutMs: 5_000, intervalMs: 100 }).catch(() => undefined);
       await sleep(300);
-      t.same(await fired(), ['fired 5'], `${slug}: the last head's delayed event ran, once; none of the heads before`);
+      t.same(await firedLines(), ['fired 5'], `${slug}: the last head's delayed event ran, once; none of the heads before`);
     }
   });
 });

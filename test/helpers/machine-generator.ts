@@ -352,8 +352,7 @@ export interface MachineSpec {
   /** What a create request passes as `context` (shallow-merged over the default), or undefined. */
   createContext: Record<string, unknown> | undefined;
   instances: Array<Array<{ type: string; by?: number; boom?: number }>>;
-  /** Actions and guards by name (v4 machine options, v5 `setup`) rather than inline. */
-  named: boolean;
+  /** `named`: actions, guards, delays and promises by name (v4 machine options, v5 `setup`) rather than inline. */
   features: Features;
 }
 
@@ -386,6 +385,9 @@ const crossesRegions = (src: SNode, target: SNode): boolean => {
   }
   return false;
 };
+
+/** The counter a node's actions may change: `n` for the machine's own nodes, else its region's key. */
+const counterOf = (owner: string): string => (owner === 'main' ? 'n' : owner);
 
 /** Builds the machine a raw case describes, keeping out of the corners listed at the top of this file. */
 export interface BuildOptions {
@@ -512,27 +514,28 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
       const main = ['inc', 'mix', 'trace', 'secret', 'inc', 'trace', 'throwAction', 'throwAssign', 'choose', 'mutate'] as const;
       const region = ['rinc', 'rmix', 'rinc', 'rmix', 'throwAction', 'throwAssign', 'choose', 'mutate'] as const;
       const kind = owner === 'main' ? main[r.kind % main.length] : region[r.kind % region.length];
+      const labelled = `${label}${raws.length > 1 ? `#${i}` : ''}`;
+      // (in a machine that logs, half the traces and region mixes write a console line instead)
+      if ((kind === 'trace' || kind === 'rmix') && raw.logs && r.k % 2 === 0) {
+        features.logs = true;
+        return { kind: 'say', label: labelled, key: counterOf(owner) };
+      }
       switch (kind) {
         case 'mutate':
           features.mutatingAction = true;
-          return { kind, key: owner === 'main' ? 'n' : owner };
+          return { kind, key: counterOf(owner) };
         case 'choose':
           features.choose = true;
-          return { kind, key: owner === 'main' ? 'n' : owner };
+          return { kind, key: counterOf(owner) };
         case 'throwAction':
         case 'throwAssign':
           if (kind === 'throwAction') features.throwingAction = true;
           else features.throwingAssign = true;
           return { kind, site: throwSites++ };
         case 'trace':
-        case 'rmix':
-          if (raw.logs && r.k % 2 === 0) {
-            features.logs = true;
-            return { kind: 'say', label: `${label}${raws.length > 1 ? `#${i}` : ''}`, key: owner === 'main' ? 'n' : owner };
-          }
-          if (kind === 'trace') return { kind, label: `${label}${raws.length > 1 ? `#${i}` : ''}` };
-          return { kind, key: owner };
+          return { kind, label: labelled };
         case 'rinc':
+        case 'rmix':
           return { kind, key: owner };
         default:
           return { kind: kind as 'inc' | 'mix' | 'secret' };
@@ -703,7 +706,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     const r = rawOf.get(n);
     if (!raw.promises || !r?.invoke || n === root || n.kind === 'final' || n.kind === 'history' || invoking >= 3) continue;
     const invoke = r.invoke;
-    const key = n.owner === 'main' ? 'n' : n.owner;
+    const key = counterOf(n.owner);
     // (an error event no transition takes ends a v5 machine in error, and an unhandled one throws in
     // v4: onError is never guarded, and a handler with no target to aim at stays targetless)
     const handler = (a: RawAuto, outcome: 'done' | 'error'): Candidate[] => {
@@ -726,7 +729,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     };
     invoking++;
     features.invokedPromise = true;
-    if (r.invoke.rejects) features.rejectedPromise = true;
+    if (invoke.rejects) features.rejectedPromise = true;
   }
 
   const eventTypes = [...handlers.keys()].filter((k) => k.startsWith('E')).sort();
@@ -750,7 +753,6 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     initialContext: { public: publicContext, secret: { k: 1 } },
     createContext: raw.initialSecret === null ? undefined : { secret: { k: raw.initialSecret } },
     instances,
-    named: raw.named,
     features: { ...features, named: raw.named },
   };
 };
@@ -957,7 +959,7 @@ export const startingContext = (spec: MachineSpec): Record<string, unknown> => (
  */
 export const renderBody = (spec: MachineSpec, major: Major, context: unknown = spec.initialContext): string => {
   const boom = 'function boom(site) { throw new Error("boom " + site); }\n';
-  if (!spec.named) return `${boom}const machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context))});\n`;
+  if (!spec.features.named) return `${boom}const machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context))});\n`;
   const names: Names = { actions: new Map(), guards: new Map(), delays: new Set(), actors: new Map() };
   const config = renderNode(spec.root, major, '', JSON.stringify(context), names);
   const table = (m: Map<string, string>) => `{\n${[...m].map(([code, name]) => `    ${name}: ${code},`).join('\n')}\n  }`;
