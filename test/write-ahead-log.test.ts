@@ -11,9 +11,13 @@ const segmentsOf = (dir: string): string[] =>
     .sort();
 const HEADER = 20;
 const sparesIn = (dir: string): string[] => readdirSync(dir).filter((name) => name.endsWith('.spare'));
-/** Waits (up to a second) for the log to have made its spare on libuv's pool. */
-const spareMade = async (dir: string): Promise<void> => {
+/**
+ * Waits (up to a second) for the log to have made its spare on libuv's pool, and to know it: the file
+ * is renamed into place on the pool a moment before the log's callback takes it as its spare.
+ */
+const spareMade = async (dir: string, log: WriteAheadLog): Promise<void> => {
   for (let wait = 0; wait < 100 && sparesIn(dir).length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+  await (log as unknown as { preparation: Promise<unknown> }).preparation;
 };
 
 /** A log in `dir` that holds frames 1 to `frames`, closed with its segments kept. */
@@ -130,7 +134,7 @@ t.test('released segments are written over as the next ones; their old frames ar
   const bytes = 150; // two 60-byte frames a segment
   const log = WriteAheadLog.start(dir, 1, bytes);
   const sparesOf = () => sparesIn(dir);
-  await spareMade(dir);
+  await spareMade(dir, log);
   t.equal(sparesOf().length, 1, 'a zero-filled spare is made ahead of time');
   t.equal(
     readFileSync(join(dir, sparesOf()[0] as string)).every((byte) => byte === 0),
@@ -195,17 +199,17 @@ t.test('a rotation that fails changes nothing: that frame fails, the next ones g
   t.teardown(() => removeDir(dir));
   const log = WriteAheadLog.start(dir, 1, 150);
   const spares = () => sparesIn(dir);
-  await spareMade(dir);
+  await spareMade(dir, log);
   log.appendSync(payload(1));
   log.appendSync(payload(2));
   // The spare vanishes under the log (an I/O error renaming it would do the same).
   for (const name of spares()) rmSync(join(dir, name));
   t.throws(() => log.appendSync(payload(3)), { code: 'ENOENT' }, 'on this thread the frame fails');
   // A new spare is made; it vanishes too.
-  await spareMade(dir);
+  await spareMade(dir, log);
   for (const name of spares()) rmSync(join(dir, name));
   await t.rejects(log.append(payload(3)), { code: 'ENOENT' }, 'on the pool the promise rejects (nothing is thrown past it)');
-  await spareMade(dir);
+  await spareMade(dir, log);
   t.equal(await log.append(payload(3)), 3, 'the next try takes the spare made since');
   t.equal(log.appendSync(payload(4)), 4);
   t.same(
