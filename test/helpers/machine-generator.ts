@@ -28,8 +28,9 @@
  *   either `after` or delayed sends to itself (D0..D2, 5, 25 and 45 ms, sent only by handlers of the
  *   user's events, so all of one step's are sent at once and due 20 ms apart).
  * - Endless raising: raised events (I0, I1) go to handlers that raise nothing.
- * - Invoked promises (a third of the machines, three states at most) settle at once, so within the
- *   step that entered their state, before any timer, live and in the service alike; their handlers
+ * - Invoked promises and child machines (a third of the machines, three states at most) settle at
+ *   once (a child machine ends as it starts, never in error), so within the step that entered their
+ *   state, before any timer, live and in the service alike; their handlers
  *   are automatic steps (forward in document order, or targetless) and send nothing; `onError` is
  *   never guarded (an error event no transition takes throws in xstate 4 and ends a v5 machine in
  *   error). The reference folds their done and error events into the record of the step that started
@@ -76,8 +77,12 @@ interface RawAuto {
   actions: RawAction[];
   delay: number;
 }
-/** An invoked promise: resolves (or rejects) with `value` plus a counter, handled by `done` (or `error`). */
+/**
+ * An invoked promise: resolves (or rejects) with `value` plus a counter, handled by `done` (or `error`);
+ * or (`machine`) a child machine that doubles the counter and ends at once with `value` added.
+ */
 interface RawInvoke {
+  machine: boolean;
   rejects: boolean;
   /** Both handlers targetless (the state stays active, its promise settled). */
   stays: boolean;
@@ -157,6 +162,7 @@ const rawAuto: fc.Arbitrary<RawAuto> = fc.record({
   delay: fc.nat(7),
 });
 const rawInvoke: fc.Arbitrary<RawInvoke> = fc.record({
+  machine: fc.nat(2).map((x) => x === 0),
   rejects: fc.nat(2).map((x) => x === 0),
   stays: fc.boolean(),
   value: fc.nat(8).map((x) => x + 1),
@@ -294,11 +300,20 @@ interface SNode {
   invoke: InvokeSpec | null;
 }
 
-/** A promise the state invokes while active: it settles at once (a microtask), so within the step that entered the state. */
+/**
+ * A promise the state invokes while active: it settles at once (a microtask), so within the step that
+ * entered the state. Or (`machine`) a child machine, which ends as it starts (an `always` to its final
+ * state), never in error.
+ */
 interface InvokeSpec {
   id: string;
+  machine: boolean;
   rejects: boolean;
-  /** Settles with `value` plus the owner's counter `key` mod 7 when it started (v4 from the context, v5 through `input`). */
+  /**
+   * Settles with `value` plus the owner's counter `key` mod 7 when it started (v4 from the context, v5
+   * through `input`); a child machine takes that counter as its context (v4 the invoke's `data`, v5
+   * `input`), doubles it on entry and outputs it plus `value` (v4 its final state's `data`, v5 `output`).
+   */
   value: number;
   key: string;
   onDone: Candidate[];
@@ -337,6 +352,7 @@ export interface Features {
   logs: boolean;
   invokedPromise: boolean;
   rejectedPromise: boolean;
+  invokedMachine: boolean;
   named: boolean;
   /** Only with `regionConflicts`: handlers of one event type that can be picked together across regions. */
   regionConflict: boolean;
@@ -486,6 +502,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     logs: false,
     invokedPromise: false,
     rejectedPromise: false,
+    invokedMachine: false,
     named: false,
     regionConflict: false,
   };
@@ -721,15 +738,17 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     };
     n.invoke = {
       id: `p${n.index}`,
-      rejects: invoke.rejects,
+      machine: invoke.machine,
+      rejects: invoke.rejects && !invoke.machine,
       value: invoke.value,
       key,
       onDone: handler(invoke.done, 'done'),
       onError: handler(invoke.error, 'error'),
     };
     invoking++;
-    features.invokedPromise = true;
-    if (invoke.rejects) features.rejectedPromise = true;
+    if (invoke.machine) features.invokedMachine = true;
+    else features.invokedPromise = true;
+    if (n.invoke.rejects) features.rejectedPromise = true;
   }
 
   const eventTypes = [...handlers.keys()].filter((k) => k.startsWith('E')).sort();
@@ -900,16 +919,33 @@ const renderCandidates = (cands: Candidate[], major: Major, names?: Names): stri
     })
     .join(', ')}]`;
 
-/** An invoked promise: inline (v4 a function, v5 `fromPromise`), or by name (v4 `services`, v5 `setup({ actors })`). */
+/** A child machine that ends as it starts, with its context's `x` doubled plus `value`. */
+const renderChildMachine = (inv: InvokeSpec, major: Major): string => {
+  const id = JSON.stringify(`child${inv.id}`);
+  return major === 4
+    ? `createMachine({ id: ${id}, predictableActionArguments: true, context: { x: 0 }, initial: "a", states: { a: { entry: assign({ x: (c) => c.x * 2 }), always: "b" }, b: { type: "final", data: (c) => c.x + ${inv.value} } } })`
+    : `createMachine({ id: ${id}, context: ({ input }) => ({ x: input.x }), initial: "a", states: { a: { entry: assign({ x: ({ context }) => context.x * 2 }), always: "b" }, b: { type: "final" } }, output: ({ context }) => context.x + ${inv.value} })`;
+};
+
+/**
+ * An invoked promise (v4 a function, v5 `fromPromise`) or child machine, inline or by name (v4
+ * `services`, v5 `setup({ actors })`).
+ */
 const renderInvoke = (inv: InvokeSpec, major: Major, names?: Names): string => {
   const settle = (x: string) => `Promise.${inv.rejects ? 'reject' : 'resolve'}(${x} + ${inv.value})`;
-  const creator = major === 4 ? `(c) => ${settle(`c.public.${inv.key} % 7`)}` : `fromPromise(({ input }) => ${settle('input.x')})`;
+  const creator = inv.machine
+    ? renderChildMachine(inv, major)
+    : major === 4
+      ? `(c) => ${settle(`c.public.${inv.key} % 7`)}`
+      : `fromPromise(({ input }) => ${settle('input.x')})`;
   let src = creator;
   if (names) {
-    src = JSON.stringify(`promise${inv.id}`);
-    names.actors.set(`promise${inv.id}`, creator);
+    const name = `${inv.machine ? 'child' : 'promise'}${inv.id}`;
+    src = JSON.stringify(name);
+    names.actors.set(name, creator);
   }
-  const input = major === 5 ? `, input: ({ context: c }) => ({ x: c.public.${inv.key} % 7 })` : '';
+  const counter = `c.public.${inv.key} % 7`;
+  const input = major === 5 ? `, input: ({ context: c }) => ({ x: ${counter} })` : inv.machine ? `, data: (c) => ({ x: ${counter} })` : '';
   return `{ id: ${JSON.stringify(inv.id)}, src: ${src}${input}, onDone: ${renderCandidates(inv.onDone, major, names)}, onError: ${renderCandidates(inv.onError, major, names)} }`;
 };
 
@@ -1104,7 +1140,8 @@ const observe5 = (s: any): Observed => plain({ value: s.value, context: s.contex
  */
 const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules, snapshot?: unknown): Promise<RefActor> => {
   const body = renderBody(spec, major, startingContext(spec));
-  const promises = spec.features.invokedPromise;
+  // (a child machine ends within the step; its done event may still take a microtask to come)
+  const promises = spec.features.invokedPromise || spec.features.invokedMachine;
   if (major === 4) {
     const machine = machineFrom(body, 4, xs.v4);
     const clock = new xs.v4.SimulatedClock();
