@@ -244,7 +244,7 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
 type ActionSpec =
   | { kind: 'inc' | 'mix' | 'secret' }
   /** A custom action that writes a line to the console, with the owner's counter. */
-  | { kind: 'say'; label: string; key: string }
+  | { kind: 'say'; label: string; key: string; builtin: boolean }
   /** A custom action that changes the context in place, without assign (as some users write them). */
   | { kind: 'mutate'; key: string }
   /** Picks an assign by the parity of the owner's counter: v4 `choose`, v5 `enqueueActions`. */
@@ -353,6 +353,7 @@ export interface Features {
   invokedPromise: boolean;
   rejectedPromise: boolean;
   invokedMachine: boolean;
+  logAction: boolean;
   named: boolean;
   /** Only with `regionConflicts`: handlers of one event type that can be picked together across regions. */
   regionConflict: boolean;
@@ -503,6 +504,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     invokedPromise: false,
     rejectedPromise: false,
     invokedMachine: false,
+    logAction: false,
     named: false,
     regionConflict: false,
   };
@@ -533,9 +535,12 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
       const kind = owner === 'main' ? main[r.kind % main.length] : region[r.kind % region.length];
       const labelled = `${label}${raws.length > 1 ? `#${i}` : ''}`;
       // (in a machine that logs, half the traces and region mixes write a console line instead)
+      // (half of those through xstate's own `log` action, which writes through the actor's logger)
       if ((kind === 'trace' || kind === 'rmix') && raw.logs && r.k % 2 === 0) {
         features.logs = true;
-        return { kind: 'say', label: labelled, key: counterOf(owner) };
+        const builtin = r.k % 4 === 0;
+        if (builtin) features.logAction = true;
+        return { kind: 'say', label: labelled, key: counterOf(owner), builtin };
       }
       switch (kind) {
         case 'mutate':
@@ -846,8 +851,10 @@ const actionCode = (a: ActionSpec, major: Major, names?: Names): string => {
       return `assign({ public: ${p} => ({ ...c.public, ${a.key}: c.public.${a.key} + (e.by ?? 1) }) })`;
     case 'rmix':
       return `assign(${p} => ({ public: { ...c.public, ${a.key}: (c.public.${a.key} * 5 + 3) % 97 } }))`;
-    case 'say':
-      return `${p} => console.log(${JSON.stringify(`L ${a.label} `)} + c.public.${a.key})`;
+    case 'say': {
+      const line = `${JSON.stringify(`L ${a.label} `)} + c.public.${a.key}`;
+      return a.builtin ? `log(${p} => ${line})` : `${p} => console.log(${line})`;
+    }
     case 'mutate':
       return `${p} => { c.public.${a.key} += 2; }`;
     case 'throwAction':
@@ -1011,8 +1018,8 @@ const AUTHORIZERS = 'export const allowRead = () => true;\nexport const allowWri
 
 const imports = (major: Major) =>
   major === 4
-    ? ['createMachine', 'assign', 'send', 'raise', 'cancel', 'choose']
-    : ['createMachine', 'assign', 'raise', 'cancel', 'enqueueActions', 'and', 'not', 'stateIn', 'setup', 'fromPromise'];
+    ? ['createMachine', 'assign', 'send', 'raise', 'cancel', 'choose', 'log']
+    : ['createMachine', 'assign', 'raise', 'cancel', 'enqueueActions', 'and', 'not', 'stateIn', 'setup', 'fromPromise', 'log'];
 
 /** A module for upload (or for bundling): imports xstate's functions from `specifier`. */
 export const renderModule = (spec: MachineSpec, major: Major, specifier: string): string =>
@@ -1145,7 +1152,8 @@ const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules
   if (major === 4) {
     const machine = machineFrom(body, 4, xs.v4);
     const clock = new xs.v4.SimulatedClock();
-    const service = xs.v4.interpret(machine, { clock });
+    // (xstate's `log` action writes through the logger, by default the console.log of when xstate loaded)
+    const service = xs.v4.interpret(machine, { clock, logger: (...args: unknown[]) => console.log(...args) });
     let failure: unknown;
     let records: HistoryRecord[] = [];
     let user: unknown;
@@ -1183,7 +1191,8 @@ const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules
     if (ev.type === '@xstate.snapshot' && ev.actorRef === actor && ev.snapshot.status !== 'error')
       noteRecord(records, ev.event, observe5(ev.snapshot), user);
   };
-  const actor = xs.v5.createActor(machine, { clock, inspect, ...(snapshot === undefined ? {} : { snapshot: plain(snapshot) }) });
+  const logger = (...args: unknown[]) => console.log(...args);
+  const actor = xs.v5.createActor(machine, { clock, inspect, logger, ...(snapshot === undefined ? {} : { snapshot: plain(snapshot) }) });
   actor.subscribe({ error: () => {} });
   actor.start();
   await flush(clock, promises);
