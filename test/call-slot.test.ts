@@ -71,8 +71,11 @@ t.test('a call that holds the thread past the stall limit after the watchdog sle
   // 40 looks 25 ms apart with no call begun, then it sleeps
   await eventually(() => slot.watchdogAsleep, { message: 'the idle watchdog did not sleep' });
   slot.begin(42, 3);
-  // (shorter than the sleep's 1 s backstop: only the wake-up at begin lets the watchdog see this call)
-  spinFor(500);
+  // Held until the watchdog retires the worker (at most 10 s): it counts this thread's CPU time, which
+  // a loaded host hands out slowly (500 ms by the clock once gave it less than the 100 ms limit). That
+  // the next call wakes a sleeping watchdog at once is the test above's.
+  const until = Date.now() + 10_000;
+  while (!slot.retired && Date.now() < until) spinFor(10);
   slot.end();
   const report = await eventually(
     () => {
