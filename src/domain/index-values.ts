@@ -23,6 +23,14 @@ export const AFTER_ALL_VALUES = '\u{10FFFF}'.repeat(MAX_INDEX_VALUE_BYTES / 4 + 
 /** By index name: the values the instance holds there, distinct, in the order its selector found them. */
 export type IndexValues = Record<string, string[]>;
 
+/**
+ * The values an instance holds in one index. Own members only: an index may be named like a member
+ * of every object (`toString`, `constructor`), which a plain lookup would find where the instance
+ * holds no value.
+ */
+export const valuesIn = (values: IndexValues | undefined, index: string): string[] | undefined =>
+  values !== undefined && Object.hasOwn(values, index) ? values[index] : undefined;
+
 export type IndexOp = 'eq' | 'ne' | 'gt' | 'gte' | 'lt' | 'lte';
 export const indexOps: readonly IndexOp[] = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte'];
 
@@ -109,9 +117,9 @@ export const changedIndexes = (before: IndexValues | undefined, after: IndexValu
   const differs = (a: string[] | undefined, b: string[] | undefined) =>
     (a?.length ?? 0) !== (b?.length ?? 0) || (a ?? []).some((value) => !b?.includes(value));
   let changed = 0;
-  for (const index in before) if (differs(before[index], after?.[index])) changed++;
+  for (const index in before) if (differs(before[index], valuesIn(after, index))) changed++;
   // (indexes only the new head has values in)
-  for (const index in after) if (before?.[index] === undefined) changed++;
+  for (const index in after) if (valuesIn(before, index) === undefined) changed++;
   return changed;
 };
 

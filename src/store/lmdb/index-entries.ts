@@ -1,5 +1,5 @@
 import type { Database, RootDatabase } from 'lmdb';
-import { AFTER_ALL_VALUES, compareIndexPositions, type IndexOp, type IndexPosition } from '../../domain/index-values.js';
+import { AFTER_ALL_VALUES, compareIndexPositions, type IndexOp, type IndexPosition, valuesIn } from '../../domain/index-values.js';
 import type { InstanceHead, IndexQuery } from '../instance-store.js';
 
 /** [orgId, machine, index, value, instance name] */
@@ -65,11 +65,11 @@ export class IndexEntries {
     if (old === undefined && now === undefined) return;
     const { orgId, machine, name } = (next ?? previous) as InstanceHead;
     for (const [index, values] of Object.entries(old ?? {})) {
-      const kept = now?.[index];
+      const kept = valuesIn(now, index);
       for (const value of values) if (!kept?.includes(value)) void this.db.remove([orgId, machine, index, value, name]);
     }
     for (const [index, values] of Object.entries(now ?? {})) {
-      const had = old?.[index];
+      const had = valuesIn(old, index);
       for (const value of values) if (!had?.includes(value)) void this.db.put([orgId, machine, index, value, name], true);
     }
   }

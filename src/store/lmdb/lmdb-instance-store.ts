@@ -1,5 +1,5 @@
 import type { Database, RootDatabase } from 'lmdb';
-import { compareIndexPositions, type IndexPosition, matchesIndexOp } from '../../domain/index-values.js';
+import { compareIndexPositions, type IndexPosition, matchesIndexOp, valuesIn } from '../../domain/index-values.js';
 import {
   type CommitEffects,
   type CountedSoFar,
@@ -374,7 +374,7 @@ export class LmdbInstanceStore implements InstanceStore {
     // LMDB's entries of these instances are older than their heads: theirs come from the heads.
     const { after, descending, filter } = query;
     for (const head of pending) {
-      for (const value of head.indexValues?.[query.index] ?? []) {
+      for (const value of valuesIn(head.indexValues, query.index) ?? []) {
         const position = { value, name: head.name };
         if (filter && !matchesIndexOp(value, filter.op, filter.value)) continue;
         if (after && (descending ? compareIndexPositions(position, after) >= 0 : compareIndexPositions(position, after) <= 0)) continue;
