@@ -289,7 +289,12 @@ t.test('entries survive a restart and a kill -9', async (t) => {
 t.test('indexes named like members of every object (toString, constructor, …) hold only their own values', async (t) => {
   const names = ['toString', 'constructor', 'valueOf', 'hasOwnProperty'];
   const byEmail = new Set(['toString', 'constructor']);
-  await indexedMachine(api, 'builtins', names, { toString: '$.email', constructor: '$.email', valueOf: '$.tags', hasOwnProperty: '$.tags' });
+  await indexedMachine(api, 'builtins', names, {
+    toString: '$.email',
+    constructor: '$.email',
+    valueOf: '$.tags',
+    hasOwnProperty: '$.tags',
+  });
   const query = async (index: string) => (await queryAll('builtins', index, {})).entries;
   const expect = async (label: string, email: string | null, tags: string[]) => {
     for (const index of names) {
