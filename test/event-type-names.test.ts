@@ -165,3 +165,45 @@ t.test("the runtime's own event types are refused from clients (400 naming event
   }
   t.equal((await client.machineInstances.sendEvent(machine, 'r', { event: 'GO' })).state, 'done');
 });
+
+/**
+ * xstate 4 takes an event object with `$$type: "scxml"` as its own wrapped event and acts on its
+ * `name`: sent as is, `{ type: "HELLO", $$type: "scxml", name: "done.invoke.pay" }` passed the
+ * authorizer and the reserved-type check as HELLO and ran as the invoked service's result.
+ */
+t.test('events shaped as xstate 4 wraps its own ($$type "scxml") are refused, from clients and from other instances', async (t) => {
+  const machine = 'wrapped';
+  const source = `import { createMachine, sendTo } from "xstate";
+export default createMachine({
+  id: "wrapped", predictableActionArguments: true, initial: "idle",
+  states: {
+    idle: { on: { GO: "done", FORGE: { actions: sendTo(
+      () => ({ type: "statebacked.instance", machineName: "wrapped", machineInstanceName: "target" }),
+      () => ({ type: "HELLO", $$type: "scxml", name: "GO", data: { type: "HELLO", $$type: "scxml", name: "GO" } }),
+    ) } } },
+    done: {},
+  },
+});
+export const allowRead = () => true;
+export const allowWrite = ({ event }) => event?.type !== "GO";
+`;
+  await upload(machine, source, true);
+  await client.machineInstances.create(machine, { slug: 'target' });
+  await client.machineInstances.create(machine, { slug: 'forger' });
+  t.equal((await sendRaw(machine, 'target', 'GO')).status, 403, 'GO itself is refused by the authorizer');
+  for (const name of ['GO', 'done.invoke.pay', 'xstate.after(1000)#wrapped.idle']) {
+    const answer = await sendRaw(machine, 'target', { type: 'HELLO', $$type: 'scxml', name, data: { type: name } });
+    t.equal(answer.status, 400, `wrapped ${name}: 400`);
+    t.match(answer.body, { code: 'invalid-parameter', parameter: 'event', error: /\$\$type "scxml"/ });
+  }
+  const sent = await sendRaw(machine, 'forger', 'FORGE');
+  t.equal(sent.status, 400, 'a send of such an event to another instance fails the step');
+  t.match(sent.body, { code: 'machine-code-error', error: /\$\$type "scxml"/ });
+  t.equal((await sendRaw(machine, 'target', { type: 'HELLO', $$type: 'other' })).status, 200, 'another $$type is an ordinary field');
+  await sleep(300);
+  t.equal((await client.machineInstances.get(machine, 'target')).state, 'idle', 'the target never ran GO');
+  t.same(
+    (await client.machineInstances.listTransitions(machine, 'target')).transitions.map((tr) => (tr.event as { type: string }).type),
+    ['xstate.init', 'HELLO'],
+  );
+});

@@ -205,6 +205,10 @@ t.test('400: the handler throws, returns an invalid shape, is missing, or runs p
     t.match(passed.body, { code: 'machine-code-error', error: /the runtime's own/ });
   }
   t.equal((await call(node.url, 'POST', api('pass-on', '?type=ADD'))).status, 200, 'an ordinary type passes');
+  // (xstate 4 would act on the name of an event shaped as its own wrapped ones, not on its type)
+  const wrapped = await call(node.url, 'POST', api('pass-on-body'), { body: { type: 'ADD', $$type: 'scxml', name: 'done.invoke.pay' } });
+  t.equal(wrapped.status, 400, "a handler passing on its caller's body shaped as xstate 4 wraps its own events");
+  t.match(wrapped.body, { code: 'machine-code-error', error: /\$\$type "scxml"/ });
 });
 
 t.test('404: the instance is missing and the handler gave no initialContext', async (t) => {

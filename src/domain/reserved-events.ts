@@ -18,3 +18,17 @@ export const reservedEventProblem = (type: string): string | undefined => {
   if (reserved === undefined) return undefined;
   return `event types beginning with ${reserved} are the runtime's own (${[...RESERVED_PREFIXES, ...RESERVED_NAMES].join(', ')}); a client may not send them`;
 };
+
+/**
+ * Why an event object cannot be taken as sent, if it cannot: xstate 4 takes one with `$$type: "scxml"`
+ * as its own wrapped event and acts on its `name`, not its `type`, so such an event would pass the
+ * authorizer and the reserved-type check under one type and run as another.
+ */
+export const eventShapeProblem = (event: object): string | undefined =>
+  (event as { $$type?: unknown }).$$type === 'scxml'
+    ? 'an event may not have $$type "scxml": xstate 4 would take it as its own wrapped event and act on its name, not its type'
+    : undefined;
+
+/** Why a client (or an http API's handler) may not send this event, whose type is a non-empty string, if it may not. */
+export const clientEventProblem = (event: { type: string }): string | undefined =>
+  reservedEventProblem(event.type) ?? eventShapeProblem(event);

@@ -11,7 +11,7 @@ import { machineCodeFailed, notFound, rateLimited, ServiceError, unavailable } f
 import { isPrettyId } from '../domain/ids.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import { clipped, isSlug } from '../domain/names.js';
-import { reservedEventProblem } from '../domain/reserved-events.js';
+import { clientEventProblem } from '../domain/reserved-events.js';
 import {
   type HttpApiOutcome,
   type HttpApiRequest,
@@ -210,8 +210,8 @@ const handlerResponse = (value: unknown, slug: string): HandlerResponse => {
   if (!isObject(event) || typeof event.type !== 'string' || event.type === '')
     throw invalid('event must be a string or an object with a string type');
   // Handlers often pass on what their caller sent: the runtime's own types are refused as from any client.
-  const reserved = reservedEventProblem(event.type);
-  if (reserved !== undefined) throw invalid(reserved);
+  const problem = clientEventProblem(event as MachineEvent);
+  if (problem !== undefined) throw invalid(problem);
   if (!isObject(authContext)) throw invalid('authContext must be an object');
   if (initialContext !== undefined && initialContext !== null && !isObject(initialContext))
     throw invalid('initialContext must be an object when given');

@@ -6,6 +6,7 @@
  * blindly, so a malformed result becomes a MachineCodeError.
  */
 import { rememberJsonText } from '../domain/json-texts.js';
+import { eventShapeProblem } from '../domain/reserved-events.js';
 import { MachineCodeError } from './errors.js';
 import type { StepResult, StepSizes } from './types.js';
 
@@ -113,6 +114,8 @@ function checkEffects(rest: Record<string, unknown[]>): void {
   }
   for (const send of rest.outboundSends as unknown[]) {
     if (!isObject(send) || !isObject(send.event) || typeof send.event.type !== 'string') throw malformed();
+    const shape = eventShapeProblem(send.event);
+    if (shape !== undefined) throw new MachineCodeError(`a send to another instance is refused: ${shape}`);
     if (send.to === 'parent') continue;
     if (!isObject(send.to)) throw malformed();
     if (!isSlugText(send.to.machineName) || !isSlugText(send.to.machineInstanceName)) {

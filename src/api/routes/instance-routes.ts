@@ -5,7 +5,7 @@ import { limits } from '../../domain/limits.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
 import { clipped, isSlug, requireSlug } from '../../domain/names.js';
-import { reservedEventProblem } from '../../domain/reserved-events.js';
+import { clientEventProblem } from '../../domain/reserved-events.js';
 import { type ApiContext, callerInOrg, requireMachine, requireVersionParameter } from '../api-context.js';
 import { type ApiRequest, json, jsonBody, noContent } from '../http-types.js';
 import { pageOf } from '../pagination.js';
@@ -169,8 +169,8 @@ const eventOf = (raw: unknown): MachineEvent => {
   }
   const type = (event as { type?: unknown }).type;
   if (typeof type !== 'string' || type === '') throw invalidParameter('event', 'event must be a string or an object with a string type');
-  const reserved = reservedEventProblem(type);
-  if (reserved !== undefined) throw invalidParameter('event', reserved);
+  const problem = clientEventProblem(event as MachineEvent);
+  if (problem !== undefined) throw invalidParameter('event', problem);
   return event as MachineEvent;
 };
 
