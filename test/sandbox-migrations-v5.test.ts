@@ -203,6 +203,14 @@ t.test('an upgraded v5 snapshot naming no state of the new machine fails its sta
     /names no state/,
     'a history pseudo-state is no state to go back to',
   );
+  // (looked up in plain objects, these found Object.prototype's members: xstate 5 then started in the initial state)
+  for (const value of ['__proto__', 'constructor', 'toString', { powered: 'hasOwnProperty' }]) {
+    t.throws(
+      () => vi.start('k', { snapshot: { xstate: 4, state: { value, context: {}, __upgradeHistory: [] } } }),
+      { name: 'MachineCodeError', message: /which names no state of this version/ },
+      JSON.stringify(value),
+    );
+  }
 });
 
 t.test('v5 → v5: a persistent invoke is kept where the new version has one at the same place, else dropped', async (t) => {

@@ -132,3 +132,25 @@ t.test('a remembered path the new version does not have fails the upgraded start
   });
   t.equal(v2.start('k', { snapshot: snapshot([['powered', 'held']]) }).state, 'standby', 'one it has is taken');
 });
+
+t.test('an upgraded state named like a member of every object (__proto__, constructor, …) fails the start', async (t) => {
+  const v2 = await VersionIsolate.load({ versionId: 'ver_v2', code: V2 });
+  t.teardown(() => v2.dispose());
+  const snapshot = (value: unknown) => ({
+    xstate: 4 as const,
+    state: {
+      value,
+      context: {},
+      _event: { name: 'xstate.init', data: { type: 'xstate.init' }, $$type: 'scxml', type: 'external' },
+      __upgradeHistory: [],
+    },
+  });
+  for (const value of ['__proto__', 'constructor', 'toString', { powered: 'hasOwnProperty' }, { valueOf: 'x' }]) {
+    t.throws(
+      () => v2.start('k', { snapshot: snapshot(value) }),
+      { name: 'MachineCodeError', message: /which names no state of this version/ },
+      JSON.stringify(value),
+    );
+  }
+  t.same(v2.start('k', { snapshot: snapshot({ powered: 'held' }) }).state, { powered: 'held' }, 'a state it has is taken');
+});

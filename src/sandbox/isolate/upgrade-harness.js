@@ -136,6 +136,31 @@ export function makeUpgrades(h) {
     return node;
   }
 
+  /**
+   * Refuses a state value naming a state this version does not have as its own: xstate looks children
+   * up in plain objects, where `__proto__`, `constructor` or `toString` find Object.prototype's members
+   * (xstate 4 then committed an instance no event could move; xstate 5 put it in its initial state).
+   * Other unknown names xstate refuses itself.
+   */
+  function checkOwnStates(node, value, depth) {
+    if (depth > 100) return;
+    const states = node.states;
+    const has = (key) => states !== null && typeof states === 'object' && hasOwn(states, key);
+    const refuse = (key) => {
+      throw new $Error('upgradeState mapped the instance to ' + jsonStringify(key) + ', which names no state of this version');
+    };
+    if (typeof value === 'string') {
+      if (!has(value)) refuse(value);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const keys = objectKeys(value);
+    for (let i = 0; i < keys.length; i++) {
+      if (!has(keys[i])) refuse(keys[i]);
+      checkOwnStates(states[keys[i]], value[keys[i]], depth + 1);
+    }
+  }
+
   function valueOfPath(path) {
     let value = path[path.length - 1];
     for (let i = path.length - 2; i >= 0; i--) {
@@ -172,6 +197,7 @@ export function makeUpgrades(h) {
       snapshot.xstate === 5
         ? { value: s.value, context: s.context, _event: X_toSCXMLEvent(upgradeEvent()), actions: [], children: {}, activities: {} }
         : s;
+    checkOwnStates(base, state.value, 0);
     state.historyValue = upgradedHistory4(base, remembered, state.value);
     return state;
   }
@@ -182,6 +208,7 @@ export function makeUpgrades(h) {
    * no children. A value in a top-level final state makes it done, with the machine's output.
    */
   function upgradedState5(m, s) {
+    checkOwnStates(m.root, s.value, 0);
     const resolved = m.resolveState({ value: s.value, context: s.context });
     const state = {
       status: resolved.status === 'done' ? 'done' : 'active',
