@@ -182,6 +182,31 @@ t.test('an operator call with several orgs must name one', async (t) => {
   t.equal(keyOwnOrg.status, 200, 'a key token needs no org header');
 });
 
+t.test('a key with org.keys.write makes keys with at most its own scopes', async (t) => {
+  const keyWriter = await createKey(['org.keys.write', 'machines.read', 'state.read']);
+  const token = await signToken(
+    { stateBackedKeyId: keyWriter.id, stateBackedSecretKey: keyWriter.key },
+    { sub: 'k' },
+    { expires: { in: '1h' } },
+  );
+  const make = (body: Record<string, unknown>) => call(node.url, 'POST', '/keys', { token, body: { name: 'made', ...body } });
+  const stronger = await make({ scopes: ['machines.read', 'machine-versions.write', 'tokens.admin'] });
+  t.equal(stronger.status, 403);
+  t.match(stronger.body, {
+    code: 'missing-scope',
+    error: /only scopes it has itself; this one lacks machine-versions\.write, tokens\.admin/,
+  });
+  t.equal((await make({ use: 'production' })).status, 403, 'a preset it does not hold whole');
+  const weaker = await make({ scopes: ['machines.read', 'org.keys.write'] });
+  t.equal(weaker.status, 200, 'its own scopes, or fewer');
+  const admins = await call(node.url, 'POST', '/keys', {
+    token: admin,
+    body: { name: 'all', scopes: ['machine-versions.write', 'tokens.admin'] },
+    headers: { 'x-statebacked-org-id': bootstrapOrg },
+  });
+  t.equal(admins.status, 200, 'an operator gives any scope');
+});
+
 t.test('impersonation needs org.keys.write and a JSON object', async (t) => {
   const denied = await call(node.url, 'GET', '/machines', { token: good, headers: { 'x-statebacked-act': '{"sub":"x"}' } });
   t.equal(denied.status, 403);

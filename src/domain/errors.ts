@@ -91,6 +91,10 @@ export const unauthorized = (message: string): ServiceError => new ServiceError(
 export const missingScope = (scopes: readonly string[]): ServiceError =>
   new ServiceError(403, 'missing-scope', `this credential lacks the required scope: ${scopes.join(' or ')}`);
 
+/** A key asked to make a key with scopes it does not have itself. */
+export const scopesBeyondKey = (lacking: readonly string[]): ServiceError =>
+  new ServiceError(403, 'missing-scope', `a key may give a new key only scopes it has itself; this one lacks ${lacking.join(', ')}`);
+
 export const missingOrg = (message: string): ServiceError => new ServiceError(403, 'missing-org', message);
 
 export const missingUser = (message: string): ServiceError => new ServiceError(403, 'missing-user', message);

@@ -1,4 +1,4 @@
-import { invalidParameter, notFound } from '../../domain/errors.js';
+import { invalidParameter, notFound, scopesBeyondKey } from '../../domain/errors.js';
 import { decodeStringCursor } from '../../domain/cursor.js';
 import { newKeySecret, prettyId } from '../../domain/ids.js';
 import { requireDisplayName } from '../../domain/names.js';
@@ -20,10 +20,13 @@ export const registerKeyRoutes = (router: Router, context: ApiContext): void => 
   });
 
   router.add('POST', '/keys', async (request) => {
-    const { orgId } = callerInOrg(context, request, 'org.keys.write');
+    const { caller, orgId } = callerInOrg(context, request, 'org.keys.write');
     const body = jsonBody(request);
     const name = requireDisplayName(body.name, 'name');
     const scopes = requestedScopes(body.scopes, body.use);
+    // A key cannot make a key stronger than itself (an operator, a user's session, holds every scope).
+    const beyond = caller.kind === 'key' ? scopes.filter((scope) => !caller.scopes.has(scope)) : [];
+    if (beyond.length > 0) throw scopesBeyondKey(beyond);
     const id = prettyId('sbk');
     const secret = newKeySecret();
     const key: KeyRecord = { id, orgId, name, scopes, createdAt: new Date().toISOString(), sealedSecret: context.sealer.seal(secret, id) };
