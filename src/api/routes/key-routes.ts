@@ -24,7 +24,7 @@ export const registerKeyRoutes = (router: Router, context: ApiContext): void => 
     const body = jsonBody(request);
     const name = requireDisplayName(body.name, 'name');
     const scopes = requestedScopes(body.scopes, body.use);
-    // A key cannot make a key stronger than itself (an operator, a user's session, holds every scope).
+    // A key cannot make a key stronger than itself (the operator holds every scope).
     const beyond = caller.kind === 'key' ? scopes.filter((scope) => !caller.scopes.has(scope)) : [];
     if (beyond.length > 0) throw scopesBeyondKey(beyond);
     const id = prettyId('sbk');
