@@ -50,6 +50,8 @@ t.test(
     t.equal(first.status, 202);
     t.equal(first.headers['x-order-state'], 'open');
     t.equal(first.headers['x-items'], '1', 'a number header value is sent as text; names are lower-cased');
+    t.match(first.headers['x-request-id'], /^[^,]+$/, "one x-request-id, the node's: a mapper's is dropped");
+    t.not(first.headers['x-request-id'], 'from-the-mapper');
     t.match(first.headers['content-type'], /^application\/json/);
     t.same(
       first.body,

@@ -77,6 +77,8 @@ const FALLBACK: HttpApiAnswer = { status: 200, headers: {}, contentType: 'applic
 
 /** Headers that frame the message: the server writes them; a mapper's would corrupt the answer. */
 const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer']);
+/** Headers the node writes on every answer: a mapper's would make a second one. */
+const NODE_HEADERS = new Set(['x-request-id']);
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Visible characters, spaces and tabs: no CR, LF or NUL (a header value must not end the header). */
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\uffff]*$/;
@@ -237,7 +239,7 @@ const httpAnswer = (value: unknown): HttpApiAnswer | string => {
     const text = typeof rawValue === 'number' ? String(rawValue) : rawValue;
     if (!HEADER_NAME.test(name)) return `${clipped(JSON.stringify(rawName))} is not a valid header name`;
     if (typeof text !== 'string' || !HEADER_VALUE.test(text)) return `header ${name} must be a string without line breaks`;
-    if (FRAMING_HEADERS.has(name)) continue;
+    if (FRAMING_HEADERS.has(name) || NODE_HEADERS.has(name)) continue;
     if (name === 'content-type') contentType = text;
     else out[name] = text;
   }
