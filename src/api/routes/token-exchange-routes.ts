@@ -16,6 +16,11 @@ const SUBJECT_TOKEN_TYPES = new Set([
   'urn:ietf:params:oauth:token-type:id_token',
 ]);
 const SERVICE_PATTERN = /^[a-zA-Z0-9_-]{1,128}$/;
+/**
+ * Longest body taken: the subject token and a few short fields (the node's own limit, `--max-body-bytes`,
+ * is for machine code and uploads). Longer ones are refused before they are decoded.
+ */
+const MAX_BODY_BYTES = MAX_SUBJECT_TOKEN_CHARS * 2;
 
 /**
  * POST /tokens (wire-protocol §3.9): RFC 8693 token exchange. It takes no State Backed credential, so
@@ -64,6 +69,8 @@ export const registerTokenExchangeRoutes = (
 
 /** Form-encoded as the spec says; a JSON object is taken too (the values are the same strings). */
 const formOf = (request: ApiRequest): URLSearchParams => {
+  if (request.body.length > MAX_BODY_BYTES)
+    throw new OAuthError('invalid_request', `the body may have at most ${MAX_BODY_BYTES} bytes; this one has ${request.body.length}`);
   const text = request.body.toString('utf8');
   if ((request.headers['content-type'] ?? '').includes('json')) {
     try {
