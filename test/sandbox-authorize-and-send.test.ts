@@ -40,3 +40,19 @@ t.test('allowWrite gets the committed state, a copy of the context, the event an
   t.match(after, { state: 'a', context: { n: 2 } }, 'a refused event left the actor as it was');
   t.match(seen.at(-1), { state: 'b', context: { n: 1 } }, 'the next request shows the state the refused event did not change');
 });
+
+t.test('an authorizer that answers anything but true refuses: an async one too (authorizers are called synchronously)', async (t) => {
+  const vi = await VersionIsolate.load({
+    versionId: 'v-async',
+    code: `import { createMachine } from "xstate";
+export default createMachine({ id: "m", predictableActionArguments: true, initial: "a", states: { a: {} } });
+export const allowRead = async () => true;
+export const allowWrite = (request) => request.type === "initialization" ? true : request.event.type === "ONE" ? 1 : Promise.resolve(true);`,
+  });
+  t.teardown(() => vi.dispose());
+  vi.start('org/m/i', { context: {} });
+  const caller = { machineInstanceName: 'i', authContext: { sub: 'u1' } };
+  t.equal(vi.sendAuthorized('org/m/i', caller, { type: 'LATER' }), 'rejected', 'a Promise of true');
+  t.equal(vi.sendAuthorized('org/m/i', caller, { type: 'ONE' }), 'rejected', 'a truthy value that is not true');
+  t.equal(vi.allowRead({ machineInstanceName: 'i', state: 'a', context: {}, authContext: { sub: 'u1' } }), false, 'an async allowRead');
+});
