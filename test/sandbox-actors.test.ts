@@ -1,6 +1,7 @@
 import t from 'tap';
 import { VersionIsolate, MachineCodeError, NoLiveActorError, restoredSnapshot, type CapturedLog } from '../src/sandbox/index.js';
 import { importing, bundled, TRAFFIC_MACHINE, HISTORY_MACHINE } from './fixtures/sandbox/bundles.js';
+import { importing5 } from './fixtures/xstate-v5/machines.js';
 
 async function load(code: string, logs?: CapturedLog[]): Promise<VersionIsolate> {
   const vi = await VersionIsolate.load({ versionId: 'ver-1', code, ...(logs ? { onLog: (e: CapturedLog) => logs.push(e) } : {}) });
@@ -33,6 +34,17 @@ export function allowWrite(req) {
   t.equal(vi.allowWrite({ ...ev, event: { type: 'THROW' } }), false);
   t.equal(logs.length, 1);
   t.match(logs[0], { level: 'error', versionId: 'ver-1', machineInstanceName: 'i1', args: [/allowWrite threw: Error: nope: i1/] });
+});
+
+t.test('a default context that is not an object counts as {}; the created one is merged over it', async (t) => {
+  for (const context of ['"str"', '7', 'null', '[1, 2]']) {
+    const vi = await load(importing(`export default createMachine({ id: 'c', initial: 'x', context: ${context}, states: { x: {} } });`));
+    t.same(vi.defaultContext(), {}, context);
+    t.same(vi.start('k', { context: { given: 1 } }).context, { given: 1 }, `${context}: created with a context`);
+    const vi5 = await load(importing5(`export default createMachine({ id: 'c', initial: 'x', context: ${context}, states: { x: {} } });`));
+    t.same(vi5.defaultContext(), {}, `v5: ${context}`);
+    t.same(vi5.start('k', { context: { given: 1 } }).context, { given: 1 }, `v5: ${context}: created with a context`);
+  }
 });
 
 t.test('start merges context; nested + parallel states, tags, assign, final', async (t) => {

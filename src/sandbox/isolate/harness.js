@@ -601,6 +601,11 @@ function checkV5Node(node, depth) {
  * instances get theirs; a machine with a context factory computes its context from the input itself.
  * Built once per version (a StateMachine builds its node tree when constructed).
  */
+/** A machine's default context as a context: a JSON object (anything else, an array too, counts as {}). */
+function contextOr(value) {
+  return value !== null && typeof value === 'object' && !I.isArray(value) ? value : {};
+}
+
 function machine5() {
   if (runMachine5 === null) {
     const m = machine();
@@ -608,7 +613,7 @@ function machine5() {
     const given = m.config.context;
     if (typeof given === 'function') runMachine5 = m;
     else {
-      const defaults = jsonCopy(given !== null && typeof given === 'object' ? given : {});
+      const defaults = jsonCopy(contextOr(given));
       const config = assignOwn({}, m.config);
       config.context = function (args) {
         const input = args.input;
@@ -1466,7 +1471,7 @@ function startActor(key, name, init, now) {
       rec.changed = false;
     } else {
       const defaults = jsonCopy(base.context);
-      const context = assignOwn(assignOwn({}, defaults !== null && typeof defaults === 'object' ? defaults : {}), init.context || {});
+      const context = assignOwn(assignOwn({}, contextOr(defaults)), init.context || {});
       if (pureMachine() && pureStart(rec, base, context)) return;
       // The initial state is computed on the shared machine with this instance's context instead of
       // machine.withContext(context), which rebuilds the whole StateNode tree per instance (≈ 2.5x
@@ -2046,7 +2051,7 @@ export function inspect() {
 export function defaultContext() {
   enterCall();
   const c = v5 ? machine().config.context : machine().context;
-  return jsonStringify(c !== null && typeof c === 'object' ? c : {});
+  return jsonStringify(contextOr(c));
 }
 
 // ---- the machine's definition, for the web console's drawing ----
