@@ -595,17 +595,17 @@ function checkV5Node(node, depth) {
   for (let i = 0; i < keys.length; i++) checkV5Node(children[keys[i]], depth + 1);
 }
 
+/** A machine's default context as a context: a JSON object (anything else, an array too, counts as {}). */
+function contextOr(value) {
+  return value !== null && typeof value === 'object' && !I.isArray(value) ? value : {};
+}
+
 /**
  * The machine instances run: the bundle's, except that a machine whose context is an object (or
  * none) gets a context factory merging the instance's initial context over it, shallowly, as v4
  * instances get theirs; a machine with a context factory computes its context from the input itself.
  * Built once per version (a StateMachine builds its node tree when constructed).
  */
-/** A machine's default context as a context: a JSON object (anything else, an array too, counts as {}). */
-function contextOr(value) {
-  return value !== null && typeof value === 'object' && !I.isArray(value) ? value : {};
-}
-
 function machine5() {
   if (runMachine5 === null) {
     const m = machine();
