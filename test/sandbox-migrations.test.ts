@@ -56,6 +56,15 @@ t.test('a migration that throws or answers nonsense fails with what it did', asy
     /upgradeState returned "a" for the state path \["a"\]/,
   );
   await t.rejects(
+    runMigration('export const upgradeState = () => ["__proto__", "polluted"]; export const upgradeContext = (a, b, c) => c;', {
+      paths: [['a']],
+      remembered: [],
+      context: {},
+    }),
+    /upgradeState returned \["__proto__","polluted"\] for the state path \["a"\]/,
+    '__proto__ names no state',
+  );
+  await t.rejects(
     runMigration('export const upgradeState = (p) => p; export const upgradeContext = () => 7;', {
       paths: [['a']],
       remembered: [],

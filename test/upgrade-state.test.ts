@@ -32,6 +32,24 @@ t.test('paths that make no state are refused, saying where', async (t) => {
   );
 });
 
+t.test("a migration's paths never reach Object.prototype: __proto__, constructor and prototype are names like any other", async (t) => {
+  const before = Object.getOwnPropertyNames(Object.prototype).length;
+  const value = valueOfPaths([
+    ['__proto__', 'pwned', 'yes'],
+    ['constructor', 'prototype', 'isAdmin', 'true'],
+    ['toString', 'x'],
+  ]) as Record<string, unknown>;
+  t.equal(({} as Record<string, unknown>).pwned, undefined, 'no object gained pwned');
+  t.equal(({} as Record<string, unknown>).isAdmin, undefined, 'nor isAdmin');
+  t.equal(Object.getOwnPropertyNames(Object.prototype).length, before);
+  t.equal(Object.getPrototypeOf(value), Object.prototype, "the value's prototype is untouched");
+  t.same(Object.keys(value), ['__proto__', 'constructor', 'toString'], 'each is an own member of the value');
+  t.same(
+    JSON.parse(JSON.stringify(value)),
+    JSON.parse('{"__proto__":{"pwned":"yes"},"constructor":{"prototype":{"isAdmin":"true"}},"toString":"x"}'),
+  );
+});
+
 t.test('the paths history states remember, below the root', async (t) => {
   const history = {
     current: { on: 'playing' },

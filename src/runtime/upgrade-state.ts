@@ -44,6 +44,17 @@ export class InvalidUpgradePathError extends Error {
   override name = 'InvalidUpgradePathError';
 }
 
+/**
+ * A member of a state value under construction: its own ones only, and set as own data properties.
+ * The names come from a migration's upgradeState, so `__proto__` or `constructor` must neither find
+ * nor set Object.prototype's members (a plain assignment to `__proto__` would set the prototype, and
+ * one through `constructor.prototype` would change every object of the node's process).
+ */
+const ownMember = (node: Record<string, unknown>, key: string): unknown => (Object.hasOwn(node, key) ? node[key] : undefined);
+const setMember = (node: Record<string, unknown>, key: string, value: unknown): void => {
+  Object.defineProperty(node, key, { value, enumerable: true, writable: true, configurable: true });
+};
+
 /** The state value of leaf paths: the inverse of `leafPaths`. */
 export const valueOfPaths = (paths: StatePath[]): StateValue => {
   if (paths.length === 0) throw new InvalidUpgradePathError('upgradeState gave no state path');
@@ -57,17 +68,21 @@ export const valueOfPaths = (paths: StatePath[]): StateValue => {
     let node = root;
     for (let i = 0; i < path.length - 2; i++) {
       const key = path[i]!;
-      const next = node[key];
+      const next = ownMember(node, key);
       if (typeof next === 'string')
         throw new InvalidUpgradePathError(
           `state paths disagree at ${JSON.stringify(path.slice(0, i + 1))}: one ends there, another goes on`,
         );
-      node = (next as Record<string, unknown> | undefined) ?? (node[key] = {});
+      if (next === undefined) {
+        const child: Record<string, unknown> = {};
+        setMember(node, key, child);
+        node = child;
+      } else node = next as Record<string, unknown>;
     }
     const parent = path[path.length - 2]!;
     const leaf = path[path.length - 1]!;
-    const existing = node[parent];
-    if (existing === undefined) node[parent] = leaf;
+    const existing = ownMember(node, parent);
+    if (existing === undefined) setMember(node, parent, leaf);
     else if (existing !== leaf) {
       throw new InvalidUpgradePathError(
         `state paths disagree at ${JSON.stringify(path.slice(0, -1))}: ${JSON.stringify(existing)} or ${JSON.stringify(leaf)}`,

@@ -30,9 +30,10 @@ export function makeUpgrades(h) {
 
   const PLAIN_OBJECT_PROTOTYPE = getPrototypeOf({});
 
+  /** An array of state names; `__proto__` names no state (an object key of that name sets the prototype). */
   function isPath(p) {
     if (!I.isArray(p) || p.length === 0) return false;
-    for (let i = 0; i < p.length; i++) if (typeof p[i] !== 'string') return false;
+    for (let i = 0; i < p.length; i++) if (typeof p[i] !== 'string' || p[i] === '__proto__') return false;
     return true;
   }
 
@@ -140,7 +141,6 @@ export function makeUpgrades(h) {
    * Refuses a state value naming a state this version does not have as its own: xstate looks children
    * up in plain objects, where `__proto__`, `constructor` or `toString` find Object.prototype's members
    * (xstate 4 then committed an instance no event could move; xstate 5 put it in its initial state).
-   * Other unknown names xstate refuses itself.
    */
   function checkOwnStates(node, value, depth) {
     if (depth > 100) return;
