@@ -65,3 +65,18 @@ t.test('the head given is not changed', async (t) => {
   timerRetryPlan(before, [a], 'x', settings, 1_000);
   t.same(before, copy);
 });
+
+t.test('timer ids named like members of every object (constructor, __proto__) are counted and dropped like any other', async (t) => {
+  const c = timer('constructor', 900),
+    p = timer('__proto__', 900);
+  let current = head([c, p]);
+  for (let round = 1; round <= 2; round++) {
+    const plan = timerRetryPlan(current, current.pendingTimers, 'x', settings, 1_000);
+    t.same(plan.next.timerAttempts, JSON.parse(`{"constructor":${round},"__proto__":${round}}`), `round ${round}: counted`);
+    current = plan.next;
+  }
+  const last = timerRetryPlan(current, current.pendingTimers, 'x', settings, 1_000);
+  t.same(last.next.pendingTimers, [], 'both dropped after their retries');
+  t.same(Object.keys(last.next.timerAttempts), []);
+  t.equal(last.dropped, true);
+});

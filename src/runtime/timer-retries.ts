@@ -36,7 +36,8 @@ export const timerRetryPlan = (
 ): TimerRetryPlan => {
   const retryAt = now + settings.retryDelayMs;
   const failed = new Set(due.map((timer) => timer.id));
-  const timerAttempts = { ...head.timerAttempts };
+  // (by timer id, which machine code chooses: a Map, so that `constructor` or `__proto__` are ids like any other)
+  const timerAttempts = new Map(Object.entries(head.timerAttempts ?? {}));
   const pendingTimers: PendingTimer[] = [];
   const lines: TimerRetryLine[] = [];
   let dropped = false;
@@ -45,10 +46,10 @@ export const timerRetryPlan = (
       pendingTimers.push(timer);
       continue;
     }
-    const attempts = (timerAttempts[timer.id] ?? 0) + 1;
+    const attempts = (timerAttempts.get(timer.id) ?? 0) + 1;
     const label = timer.kind === 'event' ? timer.event.type : timer.id;
     if (attempts > settings.maxRetries) {
-      delete timerAttempts[timer.id];
+      timerAttempts.delete(timer.id);
       dropped = true;
       lines.push({
         level: 'error',
@@ -56,7 +57,7 @@ export const timerRetryPlan = (
         attrs: { event: label, attempts },
       });
     } else {
-      timerAttempts[timer.id] = attempts;
+      timerAttempts.set(timer.id, attempts);
       pendingTimers.push({ ...timer, dueAt: retryAt });
       lines.push({
         level: 'warn',
@@ -65,5 +66,5 @@ export const timerRetryPlan = (
       });
     }
   }
-  return { next: { ...head, pendingTimers, timerAttempts }, dropped, lines };
+  return { next: { ...head, pendingTimers, timerAttempts: Object.fromEntries(timerAttempts) }, dropped, lines };
 };
