@@ -4,6 +4,8 @@
  * (wire-protocol §1.4). A list, not only a type, so that the API's
  * description (GET /openapi.json) can name every one.
  */
+import { limits } from './limits.js';
+
 export const errorCodes = [
   'invalid-parameter',
   'specify-org',
@@ -114,7 +116,15 @@ export const rejectedByAuthorizer = (which: 'allowRead' | 'allowWrite'): Service
   new ServiceError(403, 'rejected-by-machine-authorizer', `the machine's ${which} refused this request`);
 
 /** Machine code failed while handling a request: the instance is left as if the request never came. */
-export const machineCodeFailed = (message: string): ServiceError => new ServiceError(400, 'machine-code-error', message);
+/** Machine code failed; the message (which machine code chooses in part) is clipped to limits.maxMachineErrorChars. */
+export const machineCodeFailed = (message: string): ServiceError => {
+  const max = limits.maxMachineErrorChars;
+  return new ServiceError(
+    400,
+    'machine-code-error',
+    message.length <= max ? message : `${message.slice(0, max)}… (${message.length} characters)`,
+  );
+};
 
 export const contextTooLarge = (bytes: number, limit: number): ServiceError =>
   new ServiceError(

@@ -20,4 +20,10 @@ export const limits = {
   /** Identity providers one org may trust (an exchange tries each that matches its token). */
   maxIdentityProvidersPerOrg: 100,
   maxTokenProvidersPerOrg: 100,
+  /**
+   * Longest message of a machine code failure kept, in characters: machine code chooses it (what it
+   * throws), and it goes into answers and into the instance's logs, where each retry of a delayed
+   * event repeats it (4 MB thrown once was stored again at every retry).
+   */
+  maxMachineErrorChars: 8 * 1024,
 } as const;

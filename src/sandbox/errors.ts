@@ -8,6 +8,8 @@
  * - SandboxMemoryError: the isolate hit its memory limit and is gone; load the version again.
  */
 import { ServiceError } from '../domain/errors.js';
+import { limits } from '../domain/limits.js';
+import { clipped } from '../domain/names.js';
 
 export class BundleValidationError extends ServiceError {
   constructor(message: string) {
@@ -18,7 +20,7 @@ export class BundleValidationError extends ServiceError {
 
 export class MachineCodeError extends ServiceError {
   constructor(message: string) {
-    super(500, 'internal', message);
+    super(500, 'internal', clipped(message, limits.maxMachineErrorChars));
     this.name = 'MachineCodeError';
   }
 }
