@@ -5,7 +5,7 @@
  */
 import type { Clock } from '../domain/clock.js';
 import type { MachineEvent, PendingTimer } from '../domain/machine-state.js';
-import type { StepResult } from '../sandbox/index.js';
+import { MachineCodeError, SandboxHeldError, SandboxTimeoutError, type StepResult } from '../sandbox/index.js';
 import type { TransitionRecord } from '../store/instance-store.js';
 import type { InstanceActor } from './instance-actor.js';
 import type { LogSink } from './log-sink.js';
@@ -30,6 +30,25 @@ export interface Settled {
   fired: FiredTimer[];
   /** The state before the first of `fired` (present when one fired). */
   beforeFired?: StepResult;
+  /**
+   * A delayed event's machine code failed as it fired while settling: the sandbox dropped the actor
+   * (rebuilt from this commit next time), and the event stays pending for the durable timers.
+   */
+  timerFailed?: true;
+}
+
+/** A failure of machine code itself (not of the sandbox's worker, nor a stall it was moved aside for). */
+const machineFailure = (error: unknown): boolean =>
+  error instanceof MachineCodeError || (error instanceof SandboxTimeoutError && !(error instanceof SandboxHeldError));
+
+/** Thrown out of the settle loop when a delayed event's machine code fails as it fires. */
+class TimerFailedWhileSettling extends Error {
+  constructor(
+    readonly event: MachineEvent,
+    readonly failure: Error,
+  ) {
+    super(failure.message);
+  }
 }
 
 interface SettleContext {
@@ -66,7 +85,12 @@ export const settleStep = async (
       const before = latest;
       // (a JS timer may wake the loop a hair early; the sandbox is told the due time then)
       const appliedAt = Math.max(clock.now(), at);
-      latest = effects.absorb(await sandbox.advance(actor.key, at));
+      try {
+        latest = effects.absorb(await sandbox.advance(actor.key, at));
+      } catch (error) {
+        if (!machineFailure(error)) throw error;
+        throw new TimerFailedWhileSettling((due.find((timer) => timer.dueAt === at) as EventTimer).event, error as Error);
+      }
       const pending = new Set(latest.pendingTimers.map((timer) => timer.id));
       const firedNow = due.filter((timer) => timer.dueAt === at && !pending.has(timer.id));
       if (firedNow.length === 0) break;
@@ -81,9 +105,30 @@ export const settleStep = async (
   const host = { activitySeq: () => sandbox.activitySeq, nextActivity: (since: number) => sandbox.nextActivity(since), seqBeforeFirst };
   const time: SettleTime = { now: () => clock.now(), sleep: (ms) => (clock.sleep ? clock.sleep(ms) : realTime.sleep(ms)) };
   const deadline = startedAt + settings.settleBudgetMs;
-  const outcome = await settle(advance, first, deadline, host, time);
-  const firedPart = beforeFired ? { fired, beforeFired } : { fired: [] };
-  if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [], ...firedPart };
+  const firedPart = () => (beforeFired ? { fired, beforeFired } : { fired: [] });
+  // As outside settling, a delayed event whose machine code fails does not undo what came before it:
+  // the step commits as it stood, the event stays pending, and the durable timers retry it (then
+  // drop it), each try logged. The children the dropped actor ran are gone with it.
+  const timerFailed = (failed: TimerFailedWhileSettling): Settled => {
+    const type = failed.event.type;
+    logs.service(
+      actor.orgId,
+      actor.machine,
+      actor.name,
+      'warn',
+      `delayed event ${type} failed as it fired while the step settled: ${failed.failure.message}; it stays pending and is retried`,
+      { event: type },
+    );
+    return { result: latest, stoppedChildren: latest.runningChildren.map((child) => child.id), ...firedPart(), timerFailed: true };
+  };
+  let outcome: Awaited<ReturnType<typeof settle>>;
+  try {
+    outcome = await settle(advance, first, deadline, host, time);
+  } catch (error) {
+    if (error instanceof TimerFailedWhileSettling) return timerFailed(error);
+    throw error;
+  }
+  if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [], ...firedPart() };
   const stopped = (await sandbox.stopChildren(actor.key)).map((child) => child.id);
   for (const id of stopped) {
     logs.service(
@@ -98,8 +143,14 @@ export const settleStep = async (
   // The state after stopping the children (read back; a delayed event due inside the budget fires,
   // recorded; one due after it is left to the timers, as when the step settles in time: a step that
   // itself took longer than the budget must not take in delayed events the budget does not reach).
-  const result = await advance(Math.max(advancedTo, Math.min(clock.now(), deadline)));
-  return { result, stoppedChildren: stopped, ...(beforeFired ? { fired, beforeFired } : { fired: [] }) };
+  try {
+    const result = await advance(Math.max(advancedTo, Math.min(clock.now(), deadline)));
+    return { result, stoppedChildren: stopped, ...firedPart() };
+  } catch (error) {
+    if (!(error instanceof TimerFailedWhileSettling)) throw error;
+    const failed = timerFailed(error);
+    return { ...failed, stoppedChildren: [...stopped, ...failed.stoppedChildren] };
+  }
 };
 
 /** History records for the delayed events that fired while settling, numbered on from `lastSeq`. */

@@ -84,7 +84,9 @@ export class TransitionPipeline {
       const last = records.at(-1) as TransitionRecord;
       last.state = settled.result.state;
       const size = checkedSize(settled.result, deps.settings);
-      return await this.commit(actor, head, records, settled.result, settled.stoppedChildren, size, effects, commitEffects);
+      const next = await this.commit(actor, head, records, settled.result, settled.stoppedChildren, size, effects, commitEffects);
+      if (settled.timerFailed) actor.discardLive();
+      return next;
     } catch (error) {
       // A write the authorizer refused never reached the machine: its live interpreter is intact.
       if (!(error instanceof ServiceError && error.code === 'rejected-by-machine-authorizer')) actor.discardLive();
