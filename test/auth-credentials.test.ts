@@ -194,7 +194,7 @@ t.test('a key with org.keys.write makes keys with at most its own scopes', async
   t.equal(stronger.status, 403);
   t.match(stronger.body, {
     code: 'missing-scope',
-    error: /only scopes it has itself; this one lacks machine-versions\.write, tokens\.admin/,
+    error: /give a new key only within the scopes it has itself; this one lacks machine-versions\.write, tokens\.admin/,
   });
   t.equal((await make({ use: 'production' })).status, 403, 'a preset it does not hold whole');
   const weaker = await make({ scopes: ['machines.read', 'org.keys.write'] });
@@ -205,6 +205,37 @@ t.test('a key with org.keys.write makes keys with at most its own scopes', async
     headers: { 'x-statebacked-org-id': bootstrapOrg },
   });
   t.equal(admins.status, 200, 'an operator gives any scope');
+
+  // Revoking gives nothing: it may delete a stronger key (a leaked one must be revocable).
+  const second = await call(node.url, 'POST', '/keys', {
+    token: admin,
+    body: { name: 'stronger', scopes: ['machines.admin'] },
+    headers: { 'x-statebacked-org-id': bootstrapOrg },
+  });
+  t.equal((await call(node.url, 'DELETE', `/keys/${second.body.id}`, { token })).status, 204, 'it deletes a key with scopes it lacks');
+
+  // Nor can a key borrow a stronger one's scopes through a token provider.
+
+  const tokensAdmin = await createKey(['tokens.admin', 'state.read']);
+  const adminToken = await signToken(
+    { stateBackedKeyId: tokensAdmin.id, stateBackedSecretKey: tokensAdmin.key },
+    { sub: 'k' },
+    { expires: { in: '1h' } },
+  );
+  const provider = (keyId: string) =>
+    call(node.url, 'POST', '/token-providers', { token: adminToken, body: { service: 'borrow', keyId, mapping: { 'sub.$': '$.sub' } } });
+  const borrowed = await provider(admins.body.id);
+  t.equal(
+    borrowed.status,
+    403,
+    "a tokens.admin key cannot point a token provider at a stronger key (its tokens would carry that key's scopes)",
+  );
+  t.match(borrowed.body, {
+    code: 'missing-scope',
+    error: /point a token provider at a key only within the scopes it has itself; this one lacks machine-versions\.write$/,
+  });
+  const reader = await createKey(['state.read']);
+  t.equal((await provider(reader.id)).status, 204, 'one with a subset of its scopes, it can');
 });
 
 t.test('impersonation needs org.keys.write and a JSON object', async (t) => {

@@ -93,9 +93,9 @@ export const unauthorized = (message: string): ServiceError => new ServiceError(
 export const missingScope = (scopes: readonly string[]): ServiceError =>
   new ServiceError(403, 'missing-scope', `this credential lacks the required scope: ${scopes.join(' or ')}`);
 
-/** A key asked to make a key with scopes it does not have itself. */
-export const scopesBeyondKey = (lacking: readonly string[]): ServiceError =>
-  new ServiceError(403, 'missing-scope', `a key may give a new key only scopes it has itself; this one lacks ${lacking.join(', ')}`);
+/** A key asked to hand out (or take away) scopes it does not have itself: `what` it may do only within its own. */
+export const scopesBeyondKey = (what: string, lacking: readonly string[]): ServiceError =>
+  new ServiceError(403, 'missing-scope', `a key may ${what} only within the scopes it has itself; this one lacks ${lacking.join(', ')}`);
 
 export const missingOrg = (message: string): ServiceError => new ServiceError(403, 'missing-org', message);
 

@@ -4,6 +4,7 @@ import { newKeySecret, prettyId } from '../../domain/ids.js';
 import { requireDisplayName } from '../../domain/names.js';
 import type { KeyRecord } from '../../domain/records.js';
 import { isScope, isScopePreset, type Scope, scopePresets } from '../../domain/scopes.js';
+import { scopesLacking } from '../../auth/caller.js';
 import { type ApiContext, callerInOrg } from '../api-context.js';
 import { json, jsonBody, noContent } from '../http-types.js';
 import { pageOf } from '../pagination.js';
@@ -24,9 +25,8 @@ export const registerKeyRoutes = (router: Router, context: ApiContext): void => 
     const body = jsonBody(request);
     const name = requireDisplayName(body.name, 'name');
     const scopes = requestedScopes(body.scopes, body.use);
-    // A key cannot make a key stronger than itself (the operator holds every scope).
-    const beyond = caller.kind === 'key' ? scopes.filter((scope) => !caller.scopes.has(scope)) : [];
-    if (beyond.length > 0) throw scopesBeyondKey(beyond);
+    const beyond = scopesLacking(caller, scopes);
+    if (beyond.length > 0) throw scopesBeyondKey('give a new key', beyond);
     const id = prettyId('sbk');
     const secret = newKeySecret();
     const key: KeyRecord = { id, orgId, name, scopes, createdAt: new Date().toISOString(), sealedSecret: context.sealer.seal(secret, id) };
@@ -35,6 +35,8 @@ export const registerKeyRoutes = (router: Router, context: ApiContext): void => 
   });
 
   router.add('DELETE', '/keys/:keyId', async (request) => {
+    // Any key of the org, whatever its scopes: revoking gives nothing, and a leaked strong key must be
+    // revocable by whoever manages keys.
     const { orgId } = callerInOrg(context, request, 'org.keys.write');
     const keyId = request.params.keyId as string;
     const deleted = await context.catalog.deleteKey(orgId, keyId);

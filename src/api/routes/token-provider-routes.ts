@@ -1,6 +1,7 @@
+import { scopesLacking } from '../../auth/caller.js';
 import { validateMapping } from '../../auth/claim-mapping.js';
 import { decodeStringCursor } from '../../domain/cursor.js';
-import { invalidParameter, notFound, ServiceError } from '../../domain/errors.js';
+import { invalidParameter, notFound, scopesBeyondKey, ServiceError } from '../../domain/errors.js';
 import { limits } from '../../domain/limits.js';
 import { isPrettyId } from '../../domain/ids.js';
 import type { TokenProviderRecord } from '../../domain/records.js';
@@ -23,18 +24,20 @@ export const registerTokenProviderRoutes = (router: Router, context: ApiContext)
   });
 
   router.add('POST', '/token-providers', async (request) => {
-    const { orgId } = callerInOrg(context, request, 'tokens.admin');
+    const { caller, orgId } = callerInOrg(context, request, 'tokens.admin');
     const body = jsonBody(request);
     const { service, keyId } = body;
     if (typeof service !== 'string' || !SERVICE_PATTERN.test(service)) {
       throw invalidParameter('service', 'service must be 1 to 128 characters of letters, digits, _ and -');
     }
-    if (typeof keyId !== 'string' || !isPrettyId(keyId, 'sbk') || context.catalog.getKey(keyId)?.orgId !== orgId) {
-      throw invalidParameter('keyId', 'keyId must name a key of this org (sbk_...)');
-    }
+    const key = typeof keyId === 'string' && isPrettyId(keyId, 'sbk') ? context.catalog.getKey(keyId) : undefined;
+    if (key?.orgId !== orgId) throw invalidParameter('keyId', 'keyId must name a key of this org (sbk_...)');
+    // (the tokens it mints carry the key's scopes: a key could otherwise borrow a stronger one's)
+    const beyond = scopesLacking(caller, key.scopes);
+    if (beyond.length > 0) throw scopesBeyondKey('point a token provider at a key', beyond);
     const mapping = checkMapping(body.mapping);
     const now = new Date().toISOString();
-    const record: TokenProviderRecord = { orgId, service, keyId, mapping, createdAt: now, updatedAt: now };
+    const record: TokenProviderRecord = { orgId, service, keyId: key.id, mapping, createdAt: now, updatedAt: now };
     if (!(await context.catalog.putTokenProvider(record, limits.maxTokenProvidersPerOrg))) {
       throw new ServiceError(
         409,
