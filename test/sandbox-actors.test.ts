@@ -37,7 +37,15 @@ export function allowWrite(req) {
 });
 
 t.test('a default context that is not an object counts as {}; the created one is merged over it', async (t) => {
-  for (const context of ['"str"', '7', 'null', '[1, 2]']) {
+  for (const context of [
+    '"str"',
+    '7',
+    'null',
+    '[1, 2]',
+    'new Date(0)',
+    '{ toJSON() { return [1, 2]; } }',
+    '{ toJSON() { return null; } }',
+  ]) {
     const vi = await load(importing(`export default createMachine({ id: 'c', initial: 'x', context: ${context}, states: { x: {} } });`));
     t.same(vi.defaultContext(), {}, context);
     t.same(vi.start('k', { context: { given: 1 } }).context, { given: 1 }, `${context}: created with a context`);

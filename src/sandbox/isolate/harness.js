@@ -613,7 +613,8 @@ function machine5() {
     const given = m.config.context;
     if (typeof given === 'function') runMachine5 = m;
     else {
-      const defaults = jsonCopy(contextOr(given));
+      // (as JSON first: a Date, or an object whose toJSON answers something else, is no object there)
+      const defaults = contextOr(jsonCopy(given));
       const config = assignOwn({}, m.config);
       config.context = function (args) {
         const input = args.input;
@@ -2051,7 +2052,7 @@ export function inspect() {
 export function defaultContext() {
   enterCall();
   const c = v5 ? machine().config.context : machine().context;
-  return jsonStringify(contextOr(c));
+  return jsonStringify(contextOr(jsonCopy(c)));
 }
 
 // ---- the machine's definition, for the web console's drawing ----
