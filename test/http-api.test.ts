@@ -211,6 +211,13 @@ t.test('400: the handler throws, returns an invalid shape, is missing, or runs p
   const wrapped = await call(node.url, 'POST', api('pass-on-body'), { body: { type: 'ADD', $$type: 'scxml', name: 'done.invoke.pay' } });
   t.equal(wrapped.status, 400, "a handler passing on its caller's body shaped as xstate 4 wraps its own events");
   t.match(wrapped.body, { code: 'machine-code-error', error: /\$\$type "scxml"/ });
+  // (the caller's body is parsed as JSON: a key __proto__ stays a key, until plain assignment copies it)
+  const proto = await call(node.url, 'POST', api('pass-on-body'), {
+    rawBody: '{"type":"ADD","__proto__":{"item":"x"}}',
+    headers: { 'content-type': 'application/json' },
+  });
+  t.equal(proto.status, 400, "a handler passing on its caller's body with a key __proto__");
+  t.match(proto.body, { code: 'machine-code-error', error: /a key named __proto__/ });
 });
 
 t.test('404: the instance is missing and the handler gave no initialContext', async (t) => {

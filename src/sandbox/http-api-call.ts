@@ -64,7 +64,17 @@ export async function runHttpApiCall(
         };
       if (tooDeep(text, MAX_STATE_DEPTH + 1))
         return { kind: 'threw', message: `its result nests objects and arrays more than ${MAX_STATE_DEPTH} levels deep` };
-      const collected = JSON.parse(text) as { value?: unknown; error?: string; pending?: true; nextDueAt?: number | null };
+      let protoKey = false;
+      // (a key named __proto__ in the event or initial context a handler answers, as in a request body
+      // of the node's own API, would become a prototype wherever plain assignment copies it)
+      const collected = JSON.parse(text, (key, value: unknown) => {
+        if (key === '__proto__') protoKey = true;
+        return value;
+      }) as { value?: unknown; error?: string; pending?: true; nextDueAt?: number | null };
+      if (protoKey && fn === 'handler') {
+        finished = true;
+        return { kind: 'threw', message: 'its result has a key named __proto__, which is not allowed' };
+      }
       if (collected.pending !== true) {
         finished = true;
         return typeof collected.error === 'string'
