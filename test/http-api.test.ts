@@ -246,8 +246,16 @@ t.test('403: allowWrite refuses the creation or the event', async (t) => {
   t.same((state.context as any).items, ['fig jam'], 'the event was not applied');
 });
 
+t.test("a responseMapper's date is dropped: the node's own is the one sent", async (t) => {
+  const res = await call(node.url, 'POST', api('mapper-date'));
+  t.equal(res.status, 201);
+  t.equal(res.headers['x-kept'], 'yes');
+  t.not(res.headers.date, 'from the mapper');
+  t.notMatch(res.headers.date, /from the mapper/, 'not beside it either');
+});
+
 t.test('a responseMapper that throws or answers something unusable: 200 {"ok":true}, the event applied', async (t) => {
-  for (const slug of ['mapper-throws', 'mapper-invalid']) {
+  for (const slug of ['mapper-throws', 'mapper-invalid', 'mapper-many-headers', 'mapper-long-header']) {
     const res = await call(node.url, 'POST', api(slug));
     t.equal(res.status, 200, slug);
     t.same(res.body, { ok: true }, slug);

@@ -77,8 +77,11 @@ const FALLBACK: HttpApiAnswer = { status: 200, headers: {}, contentType: 'applic
 
 /** Headers that frame the message: the server writes them; a mapper's would corrupt the answer. */
 const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer']);
-/** Headers the node writes on every answer: a mapper's would make a second one. */
-const NODE_HEADERS = new Set(['x-request-id']);
+/** Headers the node (and uWS under it) writes on every answer: a mapper's would make a second one. */
+const NODE_HEADERS = new Set(['x-request-id', 'date', 'uwebsockets']);
+/** Bounds on a mapper's headers: clients refuse answers whose head is much larger (undici's is 16 KiB by default). */
+const MAX_MAPPER_HEADERS = 100;
+const MAX_MAPPER_HEADER_CHARS = 8 * 1024;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Visible characters, spaces and tabs: no CR, LF or NUL (a header value must not end the header). */
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\uffff]*$/;
@@ -234,11 +237,15 @@ const httpAnswer = (value: unknown): HttpApiAnswer | string => {
   if (headers !== undefined && headers !== null && !isObject(headers)) return 'headers must be an object of strings';
   const out: Record<string, string> = {};
   let contentType: string | undefined;
-  for (const [rawName, rawValue] of Object.entries(headers ?? {})) {
+  const entries = Object.entries(headers ?? {});
+  if (entries.length > MAX_MAPPER_HEADERS) return `at most ${MAX_MAPPER_HEADERS} headers (it gave ${entries.length})`;
+  for (const [rawName, rawValue] of entries) {
     const name = rawName.toLowerCase();
     const text = typeof rawValue === 'number' ? String(rawValue) : rawValue;
     if (!HEADER_NAME.test(name)) return `${clipped(JSON.stringify(rawName))} is not a valid header name`;
     if (typeof text !== 'string' || !HEADER_VALUE.test(text)) return `header ${name} must be a string without line breaks`;
+    if (name.length + text.length > MAX_MAPPER_HEADER_CHARS)
+      return `header ${clipped(name)} is longer than ${MAX_MAPPER_HEADER_CHARS} characters`;
     if (FRAMING_HEADERS.has(name) || NODE_HEADERS.has(name)) continue;
     if (name === 'content-type') contentType = text;
     else out[name] = text;
