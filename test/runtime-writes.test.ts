@@ -178,6 +178,24 @@ t.test('a message in the outbox is received once, however often it is delivered'
   t.same(logOf(h.runtime.head(ORG, MACHINE, 'receiver')?.context ?? {}), ['from sender']);
 });
 
+t.test('a queued message whose event is shaped as xstate 4 wraps its own ($$type "scxml") is dropped, logged on its sender', async (t) => {
+  // (sends are refused as they leave their step now; one queued before that check is caught here)
+  const h = runtimeHarness({ versions: { v1: notes } });
+  t.teardown(() => h.close());
+  await h.runtime.create({ orgId: ORG, machine: MACHINE, name: 'sender', versionId: 'v1', context: {}, authContext: noAuth });
+  await h.runtime.send(ORG, MACHINE, 'sender', { type: 'PING' }, noAuth);
+  const [queued] = h.store.instances.listOutbox(10);
+  if (!queued) return t.fail('no message queued');
+  const forged = { ...queued, event: { type: 'NOTE', $$type: 'scxml', name: 'done.invoke.x', note: 'forged' } };
+  await h.runtime.receive(forged);
+  t.equal(h.runtime.head(ORG, MACHINE, 'receiver'), undefined, 'nothing was delivered (the receiver was not even made)');
+  t.ok(h.store.instances.hasReceived(ORG, MACHINE, 'receiver', forged.id), 'taken as received: not tried again');
+  t.match(
+    h.logs.lines.map((line) => line.message),
+    [/message to .*receiver dropped: an event may not have \$\$type "scxml"/],
+  );
+});
+
 t.test('settleNotOwned: waits for the work under way on instances given away (a cluster hand-over), within its bound', async (t) => {
   // (each step takes 150 ms of real time, so a send is still under way when the hand-over looks)
   const h = runtimeHarness({ versions: { v1: { ...notes, stepDelayMs: () => 150 } } });

@@ -7,6 +7,7 @@
  */
 import { conflict, notFound, unavailable } from '../domain/errors.js';
 import type { MachineEvent } from '../domain/machine-state.js';
+import { eventShapeProblem } from '../domain/reserved-events.js';
 import type { OutboxMessage } from '../store/instance-store.js';
 import type { ActorHeads } from './actor-heads.js';
 import type { EventDelivery } from './event-delivery.js';
@@ -48,6 +49,16 @@ export class MessageReceipt {
         this.heads.dropStale(actor);
         let head = actor.head ?? deps.instances.getInstance(orgId, machine, name);
         if (message.kind === 'spawn' && head) {
+          await deps.instances.markReceived(orgId, machine, name, message.id);
+          return;
+        }
+        // (sends are checked as they leave their step, step-result.ts; one queued before that check was not)
+        const shape = message.kind === 'send' && message.event ? eventShapeProblem(message.event) : undefined;
+        if (shape !== undefined) {
+          deps.logs.service(orgId, message.from.machine, message.from.name, 'warn', `message to ${machine}/${name} dropped: ${shape}`, {
+            machine,
+            instance: name,
+          });
           await deps.instances.markReceived(orgId, machine, name, message.id);
           return;
         }
