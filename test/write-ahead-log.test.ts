@@ -17,7 +17,9 @@ const sparesIn = (dir: string): string[] => readdirSync(dir).filter((name) => na
  */
 const spareMade = async (dir: string, log: WriteAheadLog): Promise<void> => {
   for (let wait = 0; wait < 100 && sparesIn(dir).length === 0; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
-  await (log as unknown as { preparation: Promise<unknown> }).preparation;
+  const { preparation } = log as unknown as { preparation: unknown };
+  if (!(preparation instanceof Promise)) throw new Error('the log keeps no preparation promise: spareMade must wait otherwise');
+  await preparation;
 };
 
 /** A log in `dir` that holds frames 1 to `frames`, closed with its segments kept. */
