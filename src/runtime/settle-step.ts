@@ -128,7 +128,21 @@ export const settleStep = async (
     if (error instanceof TimerFailedWhileSettling) return timerFailed(error);
     throw error;
   }
-  if (!outcome.timedOut) return { result: outcome.result, stoppedChildren: [], ...firedPart() };
+  // A raw setInterval keeps a callback timer due just past the budget however long it waits: the
+  // step that reached its budget with one still set is cut as one that timed out (its timers
+  // cleared), or every later step of the instance would wait out the budget again.
+  const ranOut = outcome.timedOut || (clock.now() >= deadline && outcome.result.pendingTimers.some((timer) => timer.kind === 'callback'));
+  if (!ranOut) return { result: outcome.result, stoppedChildren: [], ...firedPart() };
+  if (outcome.result.pendingTimers.some((timer) => timer.kind === 'callback')) {
+    logs.service(
+      actor.orgId,
+      actor.machine,
+      actor.name,
+      'warn',
+      `cleared its setTimeout and setInterval timers: the machine did not settle within ${settings.settleBudgetMs} ms`,
+      {},
+    );
+  }
   const stopped = (await sandbox.stopChildren(actor.key)).map((child) => child.id);
   for (const id of stopped) {
     logs.service(
