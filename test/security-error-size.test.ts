@@ -3,33 +3,31 @@
  * instance's logs, where each retry of a failing delayed event repeats the reason (a 4 MB message
  * thrown by ten delayed events had grown the data dir by ≈ 230 MB and the node to 1.4 GB).
  */
-import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { limits } from '../src/domain/limits.js';
 import { call } from './helpers/http.js';
+import { machineWithVersion } from './helpers/setup.js';
 import { startNode } from './helpers/node-process.js';
 
 const node = await startNode({ args: ['--timer-retry-ms', '100', '--settle-timeout-ms', '0'] });
 t.teardown(() => node.stop());
 const admin = node.adminKey as string;
-const client = new StateBackedClient(admin, { apiHost: node.url });
 const since = new Date(Date.now() - 1_000).toISOString();
 const BIG = 200_000;
 
 t.test('a huge thrown message is clipped in the answer and in the logs of every retry', async (t) => {
-  await client.machines.create('thrower');
-  await client.machineVersions.create('thrower', {
-    clientInfo: 'v1',
-    makeCurrent: true,
-    code: `import { createMachine, send } from "xstate";
+  const { operator } = await machineWithVersion(
+    node,
+    'thrower',
+    `import { createMachine, send } from "xstate";
 export default createMachine({ id: "t", predictableActionArguments: true, initial: "a", states: { a: { on: {
   T: { actions: () => { throw new Error("x".repeat(${BIG})); } },
   LATER: { actions: send({ type: "T" }, { delay: 20 }) },
 } } } });
 export const allowRead = () => true;
 export const allowWrite = () => true;`,
-  });
-  await client.machineInstances.create('thrower', { slug: 'one' });
+  );
+  await operator.machineInstances.create('thrower', { slug: 'one' });
   const answer = await call(node.url, 'POST', '/machines/thrower/i/one/events', { token: admin, body: { event: 'T' } });
   t.equal(answer.status, 400);
   t.equal(answer.body.code, 'machine-code-error');

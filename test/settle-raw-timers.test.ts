@@ -4,32 +4,30 @@
  * every later event of the instance waited out the budget again. Reaching the budget with such
  * timers set now clears them, as a step that timed out does, and says so in the instance's logs.
  */
-import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { call } from './helpers/http.js';
+import { machineWithVersion } from './helpers/setup.js';
 import { startNode } from './helpers/node-process.js';
 
 const BUDGET_MS = 600;
 const node = await startNode({ args: ['--settle-timeout-ms', String(BUDGET_MS)] });
 t.teardown(() => node.stop());
 const admin = node.adminKey as string;
-const client = new StateBackedClient(admin, { apiHost: node.url });
 const since = new Date(Date.now() - 1_000).toISOString();
 
 t.test('an interval set by an action is cleared at the settle budget; later events do not wait', async (t) => {
-  await client.machines.create('ticking');
-  await client.machineVersions.create('ticking', {
-    clientInfo: 'v1',
-    makeCurrent: true,
-    code: `import { createMachine, assign } from "xstate";
+  const { operator } = await machineWithVersion(
+    node,
+    'ticking',
+    `import { createMachine, assign } from "xstate";
 export default createMachine({ id: "m", predictableActionArguments: true, initial: "a", context: { n: 0 }, states: {
   a: { on: { GO: { target: "b", actions: () => { setInterval(() => {}, 1); } } } },
   b: { on: { PROBE: { actions: assign({ n: (c) => c.n + 1 }) } } },
 } });
 export const allowRead = () => true;
 export const allowWrite = () => true;`,
-  });
-  await client.machineInstances.create('ticking', { slug: 'one' });
+  );
+  await operator.machineInstances.create('ticking', { slug: 'one' });
   const timed = async (event: string) => {
     const startedAt = Date.now();
     const res = await call(node.url, 'POST', '/machines/ticking/i/one/events', { token: admin, body: { event } });
