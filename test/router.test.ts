@@ -47,3 +47,13 @@ t.test('other methods, malformed captures, invalid names and unknown paths', asy
   t.same(router.match('GET', '/machines/cart/i'), { kind: 'none' }, 'a path no route has that many segments for');
   t.same(router.match('GET', '/nothing/here/at/all'), { kind: 'none' });
 });
+
+t.test("a route's own body limit, found before the body is read (by method and literal segments)", async (t) => {
+  const limited = new Router()
+    .add('post', '/tokens', answer('tokens'), { maxBodyBytes: 65_536 })
+    .add('post', '/machines/:machine', answer('create'));
+  t.equal(limited.bodyLimit('POST', '/tokens'), 65_536);
+  t.equal(limited.bodyLimit('POST', '/machines/m'), undefined, 'a route without one: the node-wide limit applies');
+  t.equal(limited.bodyLimit('PUT', '/tokens'), undefined, 'another method');
+  t.equal(limited.bodyLimit('POST', '/nowhere'), undefined);
+});

@@ -186,13 +186,9 @@ export class HttpServer {
       );
       return;
     }
-    if (declaredLength !== undefined && declaredLength > this.options.maxBodyBytes) {
-      this.respond(
-        res,
-        state,
-        errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError),
-        true,
-      );
+    const maxBodyBytes = hasBody ? Math.min(this.options.router.bodyLimit(method, path) ?? Infinity, this.options.maxBodyBytes) : 0;
+    if (declaredLength !== undefined && declaredLength > maxBodyBytes) {
+      this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${maxBodyBytes} bytes`), this.logError), true);
       return;
     }
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString('utf8');
@@ -206,13 +202,8 @@ export class HttpServer {
     res.onData((chunk, isLast) => {
       if (state.aborted) return;
       received += chunk.byteLength;
-      if (received > this.options.maxBodyBytes) {
-        this.respond(
-          res,
-          state,
-          errorResponse(payloadTooLarge(`the request body exceeds ${this.options.maxBodyBytes} bytes`), this.logError),
-          true,
-        );
+      if (received > maxBodyBytes) {
+        this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${maxBodyBytes} bytes`), this.logError), true);
         return;
       }
       // uWS reuses the chunk's memory once this callback returns: copy it.

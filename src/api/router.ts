@@ -13,6 +13,8 @@ interface Route {
   /** Per segment: the name it captures under, or undefined for a literal. */
   captures: Array<string | undefined>;
   handler: RouteHandler;
+  /** A body limit of its own, below the node's (`--max-body-bytes`): checked before the body is read. */
+  maxBodyBytes?: number;
 }
 
 type RouteMatch =
@@ -43,7 +45,7 @@ export class Router {
   /** Every route, in the order added. */
   private readonly added: Route[] = [];
 
-  add(method: string, pattern: string, handler: RouteHandler): this {
+  add(method: string, pattern: string, handler: RouteHandler, options: { maxBodyBytes?: number } = {}): this {
     const segments = splitPath(pattern);
     const route: Route = {
       method: method.toUpperCase(),
@@ -51,6 +53,7 @@ export class Router {
       literals: segments.map((s) => (s.startsWith(':') ? undefined : s)),
       captures: segments.map((s) => (s.startsWith(':') ? s.slice(1) : undefined)),
       handler,
+      ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
     };
     const sameLength = this.routes.get(segments.length) ?? [];
     sameLength.push(route);
@@ -63,6 +66,18 @@ export class Router {
   /** Each route's method and pattern, in the order they were added: what the API's description is built from. */
   list(): Array<{ method: string; pattern: string }> {
     return this.added.map(({ method, pattern }) => ({ method, pattern }));
+  }
+
+  /**
+   * The body limit of the route a request would reach, if it has one of its own: the server reads no
+   * more than that of a request that takes no credential (`POST /tokens`), before anything else runs.
+   */
+  bodyLimit(method: string, path: string): number | undefined {
+    const segments = splitPath(path);
+    for (const route of this.routes.get(segments.length) ?? []) {
+      if (route.method === method && literalsMatch(route, segments)) return route.maxBodyBytes;
+    }
+    return undefined;
   }
 
   match(method: string, path: string): RouteMatch {

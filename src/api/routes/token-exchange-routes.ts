@@ -18,7 +18,8 @@ const SUBJECT_TOKEN_TYPES = new Set([
 const SERVICE_PATTERN = /^[a-zA-Z0-9_-]{1,128}$/;
 /**
  * Longest body taken: the subject token and a few short fields (the node's own limit, `--max-body-bytes`,
- * is for machine code and uploads). Longer ones are refused before they are decoded.
+ * is for machine code and uploads). The route takes no credential: the server reads no more than this
+ * of a request (413 past it), before anything else runs.
  */
 const MAX_BODY_BYTES = MAX_SUBJECT_TOKEN_CHARS * 2;
 
@@ -37,40 +38,43 @@ export const registerTokenExchangeRoutes = (
   const perAddress = new TokenBuckets(limits.perAddressPerSecond, limits.perAddressPerSecond * 2);
   const perOrg = new TokenBuckets(limits.perOrgPerSecond, limits.perOrgPerSecond * 2);
 
-  router.add('POST', '/tokens', async (request) => {
-    if (!perAddress.take(clientAddressGroup(request.remoteAddress))) {
-      throw new OAuthError('slow_down', `at most ${limits.perAddressPerSecond} token exchanges a second from one address: retry later`);
-    }
-    const form = formOf(request);
-    const grantType = form.get('grant_type');
-    if (grantType !== GRANT_TYPE)
-      throw new OAuthError(grantType === null ? 'invalid_request' : 'unsupported_grant_type', `grant_type must be ${GRANT_TYPE}`);
-    // (the client spells it requested_token_type, the State Backed spec requested_token-type)
-    const requested = form.get('requested_token_type') ?? form.get('requested_token-type');
-    if (requested !== null && requested !== ACCESS_TOKEN_TYPE)
-      throw new OAuthError('invalid_request', `requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
-    const subjectTokenType = form.get('subject_token_type');
-    if (subjectTokenType !== null && !SUBJECT_TOKEN_TYPES.has(subjectTokenType))
-      throw new OAuthError('invalid_request', 'subject_token_type must name a JWT, an access token or an id token');
-    const subjectToken = form.get('subject_token');
-    if (!subjectToken || subjectToken.length > MAX_SUBJECT_TOKEN_CHARS)
-      throw new OAuthError('invalid_request', `subject_token must be a JWT of at most ${MAX_SUBJECT_TOKEN_CHARS} characters`);
-    const { orgId, service } = audienceOf(form.get('audience'));
+  router.add(
+    'POST',
+    '/tokens',
+    async (request) => {
+      if (!perAddress.take(clientAddressGroup(request.remoteAddress))) {
+        throw new OAuthError('slow_down', `at most ${limits.perAddressPerSecond} token exchanges a second from one address: retry later`);
+      }
+      const form = formOf(request);
+      const grantType = form.get('grant_type');
+      if (grantType !== GRANT_TYPE)
+        throw new OAuthError(grantType === null ? 'invalid_request' : 'unsupported_grant_type', `grant_type must be ${GRANT_TYPE}`);
+      // (the client spells it requested_token_type, the State Backed spec requested_token-type)
+      const requested = form.get('requested_token_type') ?? form.get('requested_token-type');
+      if (requested !== null && requested !== ACCESS_TOKEN_TYPE)
+        throw new OAuthError('invalid_request', `requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
+      const subjectTokenType = form.get('subject_token_type');
+      if (subjectTokenType !== null && !SUBJECT_TOKEN_TYPES.has(subjectTokenType))
+        throw new OAuthError('invalid_request', 'subject_token_type must name a JWT, an access token or an id token');
+      const subjectToken = form.get('subject_token');
+      if (!subjectToken || subjectToken.length > MAX_SUBJECT_TOKEN_CHARS)
+        throw new OAuthError('invalid_request', `subject_token must be a JWT of at most ${MAX_SUBJECT_TOKEN_CHARS} characters`);
+      const { orgId, service } = audienceOf(form.get('audience'));
 
-    const { accessToken, expiresIn } = await context.tokenExchange.exchange({ orgId, service, subjectToken });
-    if (!perOrg.take(orgId))
-      throw new OAuthError('slow_down', `at most ${limits.perOrgPerSecond} token exchanges a second for one org: retry later`);
-    return {
-      ...json({ access_token: accessToken, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: expiresIn }),
-      headers: { 'cache-control': 'no-store' },
-    };
-  });
+      const { accessToken, expiresIn } = await context.tokenExchange.exchange({ orgId, service, subjectToken });
+      if (!perOrg.take(orgId))
+        throw new OAuthError('slow_down', `at most ${limits.perOrgPerSecond} token exchanges a second for one org: retry later`);
+      return {
+        ...json({ access_token: accessToken, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: expiresIn }),
+        headers: { 'cache-control': 'no-store' },
+      };
+    },
+    { maxBodyBytes: MAX_BODY_BYTES },
+  );
 };
 
 /** Form-encoded as the spec says; a JSON object is taken too (the values are the same strings). */
 const formOf = (request: ApiRequest): URLSearchParams => {
-  if (request.body.length > MAX_BODY_BYTES)
-    throw new OAuthError('invalid_request', `the body may have at most ${MAX_BODY_BYTES} bytes; this one has ${request.body.length}`);
   const text = request.body.toString('utf8');
   if ((request.headers['content-type'] ?? '').includes('json')) {
     try {
