@@ -283,8 +283,14 @@ t.test('a node with a 1 s settling budget', async (t) => {
     await Promise.all(soon.map((slug) => operator.machineInstances.create('soon', { slug })));
     for (let bump = 0; bump < 5; bump++)
       await Promise.all(soon.map((slug) => operator.machineInstances.sendEvent('soon', slug, { event: 'BUMP' })));
+    const soonDue = Date.now() + 5_000;
     await sleep(2000);
     t.equal(await first.stop('SIGKILL'), 'SIGKILL');
+    // (the last head's delayed event must come due after the kill, so that only the restarted node can
+    // run it: a 2.5 s delay once fired before a loaded CI host's cluster was down, and its log line,
+    // not yet flushed, died with it)
+    const killedBeforeDue = Date.now() < soonDue - 200;
+    if (!killedBeforeDue) t.comment('the kill came too late for the soon instances: their log lines are not checked');
     node = await startNode({ dataDir, args: [...args, '--admin-key', adminKey], generatedAdminKey: true });
     const second = node;
     // (a cluster deployment restarts three nats-servers and three nodes: should that outlast the delay,
@@ -325,7 +331,8 @@ t.test('a node with a 1 s settling budget', async (t) => {
       // (logs are stored in batches, and on a cluster travel through the LOGS stream)
       await eventually(async () => (await firedLines()).length > 0, { timeoutMs: 5_000, intervalMs: 100 }).catch(() => undefined);
       await sleep(300);
-      t.same(await firedLines(), ['fired 5'], `${slug}: the last head's delayed event ran, once; none of the heads before`);
+      if (killedBeforeDue)
+        t.same(await firedLines(), ['fired 5'], `${slug}: the last head's delayed event ran, once; none of the heads before`);
     }
   });
 });
