@@ -44,6 +44,8 @@ export class Router {
   private readonly routes = new Map<number, Route[]>();
   /** Every route, in the order added. */
   private readonly added: Route[] = [];
+  /** The few routes with a body limit of their own: all that bodyLimit looks at, for every request with a body. */
+  private readonly limited: Route[] = [];
 
   add(method: string, pattern: string, handler: RouteHandler, options: { maxBodyBytes?: number } = {}): this {
     const segments = splitPath(pattern);
@@ -60,6 +62,7 @@ export class Router {
     sameLength.sort((a, b) => specificity(b) - specificity(a));
     this.routes.set(segments.length, sameLength);
     this.added.push(route);
+    if (route.maxBodyBytes !== undefined) this.limited.push(route);
     return this;
   }
 
@@ -73,11 +76,11 @@ export class Router {
    * more than that of a request that takes no credential (`POST /tokens`), before anything else runs.
    */
   bodyLimit(method: string, path: string): number | undefined {
+    if (this.limited.length === 0) return undefined;
     const segments = splitPath(path);
-    for (const route of this.routes.get(segments.length) ?? []) {
-      if (route.method === method && literalsMatch(route, segments)) return route.maxBodyBytes;
-    }
-    return undefined;
+    // (a route without a limit of its own that would win over a limited one is more specific: none is, yet)
+    const route = this.limited.find((r) => r.method === method && r.literals.length === segments.length && literalsMatch(r, segments));
+    return route?.maxBodyBytes;
   }
 
   match(method: string, path: string): RouteMatch {

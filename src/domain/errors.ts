@@ -4,6 +4,7 @@
  * (wire-protocol §1.4). A list, not only a type, so that the API's
  * description (GET /openapi.json) can name every one.
  */
+import { clipped } from './clipped.js';
 import { limits } from './limits.js';
 
 export const errorCodes = [
@@ -117,14 +118,8 @@ export const rejectedByAuthorizer = (which: 'allowRead' | 'allowWrite'): Service
 
 /** Machine code failed while handling a request: the instance is left as if the request never came. */
 /** Machine code failed; the message (which machine code chooses in part) is clipped to limits.maxMachineErrorChars. */
-export const machineCodeFailed = (message: string): ServiceError => {
-  const max = limits.maxMachineErrorChars;
-  return new ServiceError(
-    400,
-    'machine-code-error',
-    message.length <= max ? message : `${message.slice(0, max)}… (${message.length} characters)`,
-  );
-};
+export const machineCodeFailed = (message: string): ServiceError =>
+  new ServiceError(400, 'machine-code-error', clipped(message, limits.maxMachineErrorChars));
 
 export const contextTooLarge = (bytes: number, limit: number): ServiceError =>
   new ServiceError(

@@ -26,6 +26,4 @@ export const requireDisplayName = (value: unknown, parameter: string): string =>
   return value;
 };
 
-/** A caller-given name or id as error messages quote it: whole if short, else its start and its length. */
-export const clipped = (value: string, max = 100): string =>
-  value.length <= max ? value : `${value.slice(0, max)}… (${value.length} characters)`;
+export { clipped } from './clipped.js';

@@ -131,9 +131,10 @@ export const settleStep = async (
   // A raw setInterval keeps a callback timer due just past the budget however long it waits: the
   // step that reached its budget with one still set is cut as one that timed out (its timers
   // cleared), or every later step of the instance would wait out the budget again.
-  const ranOut = outcome.timedOut || (clock.now() >= deadline && outcome.result.pendingTimers.some((timer) => timer.kind === 'callback'));
+  const callbacksSet = outcome.result.pendingTimers.some((timer) => timer.kind === 'callback');
+  const ranOut = outcome.timedOut || (callbacksSet && clock.now() >= deadline);
   if (!ranOut) return { result: outcome.result, stoppedChildren: [], ...firedPart() };
-  if (outcome.result.pendingTimers.some((timer) => timer.kind === 'callback')) {
+  if (callbacksSet) {
     logs.service(
       actor.orgId,
       actor.machine,

@@ -9,7 +9,7 @@
  */
 import { ServiceError } from '../domain/errors.js';
 import { limits } from '../domain/limits.js';
-import { clipped } from '../domain/names.js';
+import { clipped } from '../domain/clipped.js';
 
 export class BundleValidationError extends ServiceError {
   constructor(message: string) {

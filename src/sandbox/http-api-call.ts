@@ -67,11 +67,17 @@ export async function runHttpApiCall(
       let protoKey = false;
       // (a key named __proto__ in the event or initial context a handler answers, as in a request body
       // of the node's own API, would become a prototype wherever plain assignment copies it)
-      const collected = JSON.parse(text, (key, value: unknown) => {
+      const noteProtoKey = (key: string, value: unknown) => {
         if (key === '__proto__') protoKey = true;
         return value;
-      }) as { value?: unknown; error?: string; pending?: true; nextDueAt?: number | null };
-      if (protoKey && fn === 'handler') {
+      };
+      const collected = (fn === 'handler' ? JSON.parse(text, noteProtoKey) : JSON.parse(text)) as {
+        value?: unknown;
+        error?: string;
+        pending?: true;
+        nextDueAt?: number | null;
+      };
+      if (protoKey) {
         finished = true;
         return { kind: 'threw', message: 'its result has a key named __proto__, which is not allowed' };
       }
