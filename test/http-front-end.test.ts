@@ -209,6 +209,33 @@ t.test('a credential header given twice is a 400 naming it, whichever value come
   t.equal((await call(node.url, 'GET', '/machines/dup-hd', { token: admin })).status, 404, 'nothing was created');
 });
 
+t.test('a body to a route that needs a credential, or to no route, is refused before it is read', async (t) => {
+  // Headers that announce a body, and no body: the answer must come without the node waiting for it.
+  const announced = (line: string, headers: string[]) =>
+    exchange(`${line} HTTP/1.1\r\nhost: x\r\n${[...headers, 'content-length: 4000'].join('\r\n')}\r\n\r\n`);
+  for (const [what, headers] of [
+    ['no credential', []],
+    ['a bogus operator key', ['authorization: Bearer shadm_bogus']],
+    ['a malformed token', ['authorization: Bearer a.b.c']],
+  ] as const) {
+    for (const line of ['POST /machines', 'POST /machines/m/i/i1/events', 'PUT /machines/m/i/i1/status', 'POST /keys']) {
+      const answer = await announced(line, [...headers]);
+      t.match(answer, /^HTTP\/1\.1 403 [^]*"code":"unauthorized"/, `${line}, ${what}: 403 at once`);
+    }
+  }
+  t.match(await announced('POST /nowhere', [`authorization: Bearer ${admin}`]), /^HTTP\/1\.1 404 /, 'no such route: 404 at once');
+  t.match(
+    await announced('PATCH /machines', [`authorization: Bearer ${admin}`]),
+    /^HTTP\/1\.1 405 [^]*allow: GET, POST, HEAD/i,
+    'wrong method: 405 at once',
+  );
+  t.equal(await announced('POST /machines', [`authorization: Bearer ${admin}`]), '', 'with a credential the node waits for the body');
+  // (an unauthenticated route is not refused for want of one: the token exchange reads its body)
+  t.match(await announced('POST /tokens', []), /^$/, 'POST /tokens waits for its body');
+  const created = await call(node.url, 'POST', '/machines', { token: admin, body: { slug: 'after-refusals' } });
+  t.equal(created.status, 201, 'a request with a credential and its body is served as before');
+});
+
 t.test('names, ids and cursors longer than any real one are a 4xx, never a 500', async (t) => {
   const long = 'a'.repeat(5_000);
   await call(node.url, 'POST', '/machines', { token: admin, body: { slug: 'long-1' } });

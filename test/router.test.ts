@@ -48,12 +48,17 @@ t.test('other methods, malformed captures, invalid names and unknown paths', asy
   t.same(router.match('GET', '/nothing/here/at/all'), { kind: 'none' });
 });
 
-t.test("a route's own body limit, found before the body is read (by method and literal segments)", async (t) => {
-  const limited = new Router()
-    .add('post', '/tokens', answer('tokens'), { maxBodyBytes: 65_536 })
-    .add('post', '/machines/:machine', answer('create'));
-  t.equal(limited.bodyLimit('POST', '/tokens'), 65_536);
-  t.equal(limited.bodyLimit('POST', '/machines/m'), undefined, 'a route without one: the node-wide limit applies');
-  t.equal(limited.bodyLimit('PUT', '/tokens'), undefined, 'another method');
-  t.equal(limited.bodyLimit('POST', '/nowhere'), undefined);
+t.test("what the server checks before reading a body: a route's own body limit, and whether it takes a credential", async (t) => {
+  const router = new Router().add('post', '/tokens', answer('tokens'), { maxBodyBytes: 65_536 });
+  router.credentialed(() => router.add('post', '/machines/:machine', answer('create')).add('get', '/machines/:machine', answer('get')));
+  router.add('post', '/uploads/code', answer('upload'));
+  const found = (method: string, path: string) => {
+    const match = router.match(method, path);
+    return match.kind === 'found' ? { credential: match.credential, maxBodyBytes: match.maxBodyBytes } : match.kind;
+  };
+  t.same(found('POST', '/tokens'), { credential: false, maxBodyBytes: 65_536 });
+  t.same(found('POST', '/machines/m'), { credential: true, maxBodyBytes: undefined }, 'added within credentialed(): the node-wide limit');
+  t.same(found('GET', '/machines/m'), { credential: true, maxBodyBytes: undefined });
+  t.same(found('POST', '/uploads/code'), { credential: false, maxBodyBytes: undefined }, 'added after it: none');
+  t.equal(found('PUT', '/tokens'), 'wrong-method');
 });

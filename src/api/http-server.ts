@@ -9,7 +9,7 @@ import type { ApiRequest, ApiResponse } from './http-types.js';
 import { requestIdOf } from './request-id.js';
 import type { RealtimeHub, RealtimeLimits } from './realtime/realtime-hub.js';
 import { attachRealtime, type RealtimeEndpoint } from './realtime/rt-websocket.js';
-import type { Router } from './router.js';
+import type { Router, RouteMatch } from './router.js';
 
 /** uWS's listen option that leaves SO_REUSEPORT off (its ListenOptions, which the module does not export at runtime). */
 const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
@@ -54,6 +54,11 @@ interface HttpServerOptions {
    * so that what is counted by it stays a bounded set (GET /metrics).
    */
   onAnswered?: (method: string, route: string, status: number, seconds: number) => void;
+  /**
+   * Verifies the credential a request's headers carry, throwing what its route would answer (a 403):
+   * run before the body of a request to a credentialed route is read (Router.credentialed).
+   */
+  checkCredential?: (headers: Readonly<Record<string, string>>) => void;
 }
 
 /**
@@ -186,7 +191,26 @@ export class HttpServer {
       );
       return;
     }
-    const maxBodyBytes = hasBody ? Math.min(this.options.router.bodyLimit(method, path) ?? Infinity, this.options.maxBodyBytes) : 0;
+    const match = this.options.router.match(state.head ? 'GET' : method, path);
+    if (hasBody) {
+      // Refused before the body is read, the connection closed after the answer: a request no route
+      // takes, and one whose route needs a credential it does not have, cannot make the node hold
+      // up to --max-body-bytes first.
+      if (match.kind !== 'found' || this.refusesWhileDraining(path)) {
+        this.respond(res, state, this.answerWithoutRoute(match, method, path), true);
+        return;
+      }
+      if (match.credential && this.options.checkCredential) {
+        try {
+          this.options.checkCredential(headers);
+        } catch (error) {
+          state.route = match.pattern;
+          this.respond(res, state, errorResponse(error, this.logError), true);
+          return;
+        }
+      }
+    }
+    const maxBodyBytes = hasBody && match.kind === 'found' ? Math.min(match.maxBodyBytes ?? Infinity, this.options.maxBodyBytes) : 0;
     if (declaredLength !== undefined && declaredLength > maxBodyBytes) {
       this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${maxBodyBytes} bytes`), this.logError), true);
       return;
@@ -194,7 +218,7 @@ export class HttpServer {
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString('utf8');
     const request: ApiRequest = { method, path, params: {}, query, headers, body: Buffer.alloc(0), remoteAddress };
     if (!hasBody) {
-      this.dispatchSafely(res, state, request);
+      this.dispatchSafely(res, state, request, match);
       return;
     }
     const chunks: Buffer[] = [];
@@ -210,38 +234,23 @@ export class HttpServer {
       chunks.push(Buffer.from(new Uint8Array(chunk)));
       if (isLast) {
         request.body = Buffer.concat(chunks);
-        this.dispatchSafely(res, state, request);
+        this.dispatchSafely(res, state, request, match);
       }
     });
   }
 
   /** Route errors become answers inside dispatch; this only keeps a failure to answer from escaping. */
-  private dispatchSafely(res: uWS.HttpResponse, state: AnswerState, request: ApiRequest): void {
-    this.dispatch(res, state, request).catch((error: unknown) => this.logError('could not answer a request', error));
+  private dispatchSafely(res: uWS.HttpResponse, state: AnswerState, request: ApiRequest, match: RouteMatch): void {
+    this.dispatch(res, state, request, match).catch((error: unknown) => this.logError('could not answer a request', error));
   }
 
-  private async dispatch(res: uWS.HttpResponse, state: AnswerState, request: ApiRequest): Promise<void> {
+  private async dispatch(res: uWS.HttpResponse, state: AnswerState, request: ApiRequest, match: RouteMatch): Promise<void> {
+    if (match.kind !== 'found' || this.refusesWhileDraining(request.path)) {
+      this.respond(res, state, this.answerWithoutRoute(match, request.method, request.path));
+      return;
+    }
     let response: ApiResponse;
     try {
-      if (this.draining && request.path !== '/health') {
-        throw new ServiceError(503, 'unavailable', 'the node is shutting down');
-      }
-      const match = this.options.router.match(state.head ? 'GET' : request.method, request.path);
-      if (match.kind === 'none') throw new ServiceError(404, 'not-found', `no route for ${request.method} ${clipped(request.path)}`);
-      if (match.kind === 'no-such-thing') throw new ServiceError(404, 'not-found', match.message);
-      if (match.kind === 'wrong-method') {
-        const allow = match.allowed.includes('GET') ? [...match.allowed, 'HEAD'] : match.allowed;
-        const refused = errorResponse(
-          new ServiceError(
-            405,
-            'invalid-parameter',
-            `${request.method} is not allowed on ${clipped(request.path)}; use ${allow.join(', ')}`,
-          ),
-          this.logError,
-        );
-        this.respond(res, state, { ...refused, headers: { ...refused.headers, allow: allow.join(', ') } });
-        return;
-      }
       request.params = match.params;
       state.route = match.pattern;
       response = await match.handler(request);
@@ -250,6 +259,25 @@ export class HttpServer {
       response = errorResponse(error, (message, failure) => this.logError(message, failure, requestFields(request, state)));
     }
     this.respond(res, state, response);
+  }
+
+  private refusesWhileDraining(path: string): boolean {
+    return this.draining && path !== '/health';
+  }
+
+  /** The answer when no route runs: the node shutting down, or no route for the method and path. */
+  private answerWithoutRoute(match: RouteMatch, method: string, path: string): ApiResponse {
+    if (this.refusesWhileDraining(path))
+      return errorResponse(new ServiceError(503, 'unavailable', 'the node is shutting down'), this.logError);
+    if (match.kind === 'no-such-thing') return errorResponse(new ServiceError(404, 'not-found', match.message), this.logError);
+    if (match.kind !== 'wrong-method')
+      return errorResponse(new ServiceError(404, 'not-found', `no route for ${method} ${clipped(path)}`), this.logError);
+    const allow = match.allowed.includes('GET') ? [...match.allowed, 'HEAD'] : match.allowed;
+    const refused = errorResponse(
+      new ServiceError(405, 'invalid-parameter', `${method} is not allowed on ${clipped(path)}; use ${allow.join(', ')}`),
+      this.logError,
+    );
+    return { ...refused, headers: { ...refused.headers, allow: allow.join(', ') } };
   }
 
   private respond(res: uWS.HttpResponse, state: AnswerState, response: ApiResponse, close = false): void {

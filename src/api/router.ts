@@ -15,10 +15,17 @@ interface Route {
   handler: RouteHandler;
   /** A body limit of its own, below the node's (`--max-body-bytes`): checked before the body is read. */
   maxBodyBytes?: number;
+  /** The route verifies a credential: the server checks it before reading a body (see HttpServer). */
+  credential: boolean;
 }
 
-type RouteMatch =
-  | { kind: 'found'; handler: RouteHandler; params: Record<string, string>; pattern: string }
+export interface RouteOptions {
+  maxBodyBytes?: number;
+  credential?: boolean;
+}
+
+export type RouteMatch =
+  | { kind: 'found'; handler: RouteHandler; params: Record<string, string>; pattern: string; credential: boolean; maxBodyBytes?: number }
   | { kind: 'wrong-method'; allowed: string[] }
   | { kind: 'no-such-thing'; message: string }
   | { kind: 'none' };
@@ -44,10 +51,10 @@ export class Router {
   private readonly routes = new Map<number, Route[]>();
   /** Every route, in the order added. */
   private readonly added: Route[] = [];
-  /** The few routes with a body limit of their own: all that bodyLimit looks at, for every request with a body. */
-  private readonly limited: Route[] = [];
+  /** Whether routes added now verify a credential (see `credentialed`). */
+  private credentialByDefault = false;
 
-  add(method: string, pattern: string, handler: RouteHandler, options: { maxBodyBytes?: number } = {}): this {
+  add(method: string, pattern: string, handler: RouteHandler, options: RouteOptions = {}): this {
     const segments = splitPath(pattern);
     const route: Route = {
       method: method.toUpperCase(),
@@ -55,6 +62,7 @@ export class Router {
       literals: segments.map((s) => (s.startsWith(':') ? undefined : s)),
       captures: segments.map((s) => (s.startsWith(':') ? s.slice(1) : undefined)),
       handler,
+      credential: options.credential ?? this.credentialByDefault,
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
     };
     const sameLength = this.routes.get(segments.length) ?? [];
@@ -62,25 +70,27 @@ export class Router {
     sameLength.sort((a, b) => specificity(b) - specificity(a));
     this.routes.set(segments.length, sameLength);
     this.added.push(route);
-    if (route.maxBodyBytes !== undefined) this.limited.push(route);
+    return this;
+  }
+
+  /**
+   * Routes that `register` adds verify a credential before anything else: a request with a body to
+   * one of them has its credential checked before the body is read, so that a caller without one
+   * cannot make the node hold `--max-body-bytes` per connection.
+   */
+  credentialed(register: () => void): this {
+    this.credentialByDefault = true;
+    try {
+      register();
+    } finally {
+      this.credentialByDefault = false;
+    }
     return this;
   }
 
   /** Each route's method and pattern, in the order they were added: what the API's description is built from. */
   list(): Array<{ method: string; pattern: string }> {
     return this.added.map(({ method, pattern }) => ({ method, pattern }));
-  }
-
-  /**
-   * The body limit of the route a request would reach, if it has one of its own: the server reads no
-   * more than that of a request that takes no credential (`POST /tokens`), before anything else runs.
-   */
-  bodyLimit(method: string, path: string): number | undefined {
-    if (this.limited.length === 0) return undefined;
-    const segments = splitPath(path);
-    // (a route without a limit of its own that would win over a limited one is more specific: none is, yet)
-    const route = this.limited.find((r) => r.method === method && r.literals.length === segments.length && literalsMatch(r, segments));
-    return route?.maxBodyBytes;
   }
 
   match(method: string, path: string): RouteMatch {
@@ -96,7 +106,14 @@ export class Router {
           const form = NAMES[name];
           if (form && !form.valid(value)) return { kind: 'no-such-thing', message: `${form.what} ${clipped(value)} does not exist` };
         }
-        return { kind: 'found', handler: route.handler, params, pattern: route.pattern };
+        return {
+          kind: 'found',
+          handler: route.handler,
+          params,
+          pattern: route.pattern,
+          credential: route.credential,
+          ...(route.maxBodyBytes === undefined ? {} : { maxBodyBytes: route.maxBodyBytes }),
+        };
       }
       allowed.push(route.method);
     }

@@ -338,6 +338,13 @@ export const composeNode = async (
     logger,
     realtime: { hub, limits: realtimeLimits },
     onAnswered: metrics.answered,
+    checkCredential: (headers) => {
+      authenticator.authenticate({
+        authorization: headers.authorization,
+        orgId: headers['x-statebacked-org-id'],
+        act: headers['x-statebacked-act'],
+      });
+    },
   });
   registerNodeMetrics(metrics, config, { runtime, sandboxes, server, hub });
   // Booted now, once listening (so it does not slow startup down): the first request that runs machine

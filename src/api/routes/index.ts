@@ -25,28 +25,32 @@ import { registerVersionRoutes } from './version-routes.js';
 /** Every route of the API, in one router. */
 export const buildRouter = (context: ApiContext): Router => {
   const router = new Router();
+  // Routes that verify a credential first (a request with a body has it checked before the body is read).
+  router.credentialed(() => {
+    registerClusterRoutes(router, context);
+    registerOrgRoutes(router, context);
+    registerKeyRoutes(router, context);
+    registerIdentityProviderRoutes(router, context);
+    registerTokenProviderRoutes(router, context);
+    registerBillingRoutes(router, context);
+    registerMachineRoutes(router, context);
+    registerInstanceRoutes(router, context);
+    registerIndexRoutes(router, context);
+    registerLogRoutes(router, context);
+    registerVersionRoutes(router, context);
+    registerMigrationRoutes(router, context);
+    registerStatsRoutes(router, context);
+    registerUsageRoutes(router, context);
+  });
+  // Routes without one, or that take one only as configured (GET /metrics with --metrics-public).
   registerHealthRoutes(router, context);
-  registerClusterRoutes(router, context);
-  registerOrgRoutes(router, context);
-  registerKeyRoutes(router, context);
-  registerIdentityProviderRoutes(router, context);
-  registerTokenProviderRoutes(router, context);
   registerTokenExchangeRoutes(router, context, {
     perOrgPerSecond: context.settings.tokenExchangesPerSecond,
     perAddressPerSecond: context.settings.tokenExchangesPerAddress,
   });
-  registerBillingRoutes(router, context);
   registerBillingPortalRoute(router);
-  registerMachineRoutes(router, context);
-  registerInstanceRoutes(router, context);
-  registerIndexRoutes(router, context);
-  registerLogRoutes(router, context);
-  registerVersionRoutes(router, context);
-  registerMigrationRoutes(router, context);
   registerUploadRoutes(router, context);
-  registerStatsRoutes(router, context);
   registerMetricsRoutes(router, context);
-  registerUsageRoutes(router, context);
   registerHttpApiRoutes(router, context);
   registerOpenApiRoute(router, context);
   registerConsoleRoutes(router);
