@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { errors, StateBackedClient } from '@statebacked/client';
 import { signToken } from '@statebacked/token';
@@ -285,6 +286,26 @@ t.test('size limits: 1,000,000 bytes uploaded, 10,000,000 gunzipped', async (t) 
     .catch((e: unknown) => e);
   t.type(viaClient, errors.ApiError);
   t.equal((viaClient as errors.ApiError).status, 413, 'the client reports the upload status');
+
+  // The upload takes no credential (its token is in the form): a body past what any upload form can be
+  // is refused from its Content-Length, before the node reads it (here it is never sent).
+  const port = node.nodes?.[0]?.port ?? node.port;
+  const answer = await new Promise<string>((resolve) => {
+    let data = '';
+    const socket = connect(port, '127.0.0.1', () =>
+      socket.write(
+        'POST /uploads/code HTTP/1.1\r\nhost: x\r\ncontent-type: multipart/form-data; boundary=b\r\ncontent-length: 2000000\r\n\r\n',
+      ),
+    );
+    const timer = setTimeout(() => socket.destroy(), 3_000);
+    socket.on('data', (d) => (data += d.toString()));
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(data);
+    });
+    socket.on('error', () => undefined);
+  });
+  t.match(answer, /^HTTP\/1\.1 413 /, 'a 2 MB upload form: 413 before it is read');
 });
 
 t.test('scopes, unknown machines, cursors', async (t) => {

@@ -9,6 +9,8 @@ import type { Router } from '../router.js';
 
 /** Bundle limits (wire-protocol §8.7): the uploaded file part, and the code once gunzipped. */
 const MAX_UPLOAD_BYTES = 1_000_000;
+/** The form at most: the file, its fields (16 of 16 KiB) and the parts' headers. Read no further: the route takes no credential. */
+const MAX_FORM_BYTES = MAX_UPLOAD_BYTES + 16 * 16 * 1024 + 64 * 1024;
 const MAX_CODE_BYTES = 10_000_000;
 
 /** Path of the code upload endpoint; `codeUploadUrl` is the public URL plus this. */
@@ -24,40 +26,45 @@ const gunzipAsync = promisify(gunzip);
  * is kept as the version's pending upload (a re-upload replaces it) until finalization.
  */
 export const registerUploadRoutes = (router: Router, context: ApiContext): void => {
-  router.add('POST', CODE_UPLOAD_PATH, async (request) => {
-    const form = await parseMultipart(request.body, request.headers['content-type'], {
-      maxFileBytes: MAX_UPLOAD_BYTES + 1,
-      maxFiles: 1,
-      maxFields: 16,
-      maxFieldBytes: 16 * 1024,
-    });
-    const claims = verifiedUploadClaims(context, form.fields.get(UPLOAD_TOKEN_FIELD));
-    const file = form.files[0];
-    if (!file || file.field !== 'file') throw invalidParameter('file', 'the upload needs the code as a file part named "file"');
-    if (file.truncated || file.data.length > MAX_UPLOAD_BYTES)
-      throw payloadTooLarge(`the uploaded code exceeds ${MAX_UPLOAD_BYTES} bytes (the limit applies to the gzipped bytes when gzipped)`);
+  router.add(
+    'POST',
+    CODE_UPLOAD_PATH,
+    async (request) => {
+      const form = await parseMultipart(request.body, request.headers['content-type'], {
+        maxFileBytes: MAX_UPLOAD_BYTES + 1,
+        maxFiles: 1,
+        maxFields: 16,
+        maxFieldBytes: 16 * 1024,
+      });
+      const claims = verifiedUploadClaims(context, form.fields.get(UPLOAD_TOKEN_FIELD));
+      const file = form.files[0];
+      if (!file || file.field !== 'file') throw invalidParameter('file', 'the upload needs the code as a file part named "file"');
+      if (file.truncated || file.data.length > MAX_UPLOAD_BYTES)
+        throw payloadTooLarge(`the uploaded code exceeds ${MAX_UPLOAD_BYTES} bytes (the limit applies to the gzipped bytes when gzipped)`);
 
-    const encoding = form.fields.get('content-encoding')?.at(-1)?.trim().toLowerCase();
-    if (encoding !== undefined && encoding !== '' && encoding !== 'gzip' && encoding !== 'identity') {
-      throw invalidParameter('content-encoding', `content-encoding must be gzip when given, not ${encoding}`);
-    }
-    const gzipped = claims.gzip || encoding === 'gzip';
-    const bytes = gzipped ? await gunzipBounded(file.data) : file.data;
-    const code = decodeUtf8(bytes);
+      const encoding = form.fields.get('content-encoding')?.at(-1)?.trim().toLowerCase();
+      if (encoding !== undefined && encoding !== '' && encoding !== 'gzip' && encoding !== 'identity') {
+        throw invalidParameter('content-encoding', `content-encoding must be gzip when given, not ${encoding}`);
+      }
+      const gzipped = claims.gzip || encoding === 'gzip';
+      const bytes = gzipped ? await gunzipBounded(file.data) : file.data;
+      const code = decodeUtf8(bytes);
 
-    if (!context.catalog.getMachine(claims.orgId, claims.machine)) throw notFound(`machine ${claims.machine} does not exist`);
-    await context.versions.putPendingUpload({
-      orgId: claims.orgId,
-      machine: claims.machine,
-      versionId: pendingUploadId(claims),
-      code,
-      expiresAt: claims.expiresAt * 1000,
-    });
-    context.versions.sweepExpiredPendingUploads(Date.now()).catch((error: unknown) => {
-      context.logger.warn('sweeping expired pending uploads failed', { error: String(error) });
-    });
-    return noContent(204);
-  });
+      if (!context.catalog.getMachine(claims.orgId, claims.machine)) throw notFound(`machine ${claims.machine} does not exist`);
+      await context.versions.putPendingUpload({
+        orgId: claims.orgId,
+        machine: claims.machine,
+        versionId: pendingUploadId(claims),
+        code,
+        expiresAt: claims.expiresAt * 1000,
+      });
+      context.versions.sweepExpiredPendingUploads(Date.now()).catch((error: unknown) => {
+        context.logger.warn('sweeping expired pending uploads failed', { error: String(error) });
+      });
+      return noContent(204);
+    },
+    { maxBodyBytes: MAX_FORM_BYTES },
+  );
 };
 
 /**
