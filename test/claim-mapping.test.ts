@@ -132,6 +132,9 @@ t.test('validateMapping names the problem', async (t) => {
     [{ 'sub.$': '$.' + 'a'.repeat(2000) }, /longer than/],
     [{ sub: 1, 'sub.$': '$.sub' }, /"sub" is given twice/],
     [{ '.$': '$.sub' }, /names no output key/],
+    [{ '__proto__.$': '$.sub' }, /output key "__proto__" \(at __proto__\.\$\) is not allowed/],
+    [{ a: { '__proto__.$': '$.sub' } }, /output key "__proto__" \(at a\.__proto__\.\$\) is not allowed/],
+    [JSON.parse('{"__proto__":{"x":1}}'), /output key "__proto__" \(at __proto__\) is not allowed/],
   ];
   for (const [mapping, problem] of cases) t.match(validateMapping(mapping), problem, JSON.stringify(mapping).slice(0, 60));
   let deep: Record<string, unknown> = { 'x.$': '$.sub' };

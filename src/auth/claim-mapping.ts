@@ -158,6 +158,8 @@ export function validateMapping(mapping: unknown): string | undefined {
       const isPath = key.endsWith(PATH_SUFFIX);
       const output = isPath ? key.slice(0, -PATH_SUFFIX.length) : key;
       if (isPath && output === '') return `the key ${JSON.stringify(key)} names no output key`;
+      // (as in request bodies: the output becomes an auth context that machine code copies about)
+      if (output === '__proto__') return `the output key "__proto__" (at ${at}) is not allowed`;
       if (outputs.has(output))
         return `the output key ${JSON.stringify(output)} is given twice (${JSON.stringify(output)} and ${JSON.stringify(output + PATH_SUFFIX)})`;
       outputs.add(output);
