@@ -297,7 +297,13 @@ export const composeNode = async (
   // Idle actors and versions are looked for a few times per idle period, at most once a minute.
   const sweeping = setInterval(() => runtime.sweepIdle(), Math.min(60_000, runtimeSettings.idleUnloadMs / 4));
   sweeping.unref();
-  const realtimeLimits = { ...defaultRealtimeLimits, maxSubscriptionsPerSocket: config.rtMaxSubscriptions };
+  const realtimeLimits = {
+    ...defaultRealtimeLimits,
+    maxSubscriptionsPerSocket: config.rtMaxSubscriptions,
+    maxSubscriptions: config.rtMaxNodeSubscriptions,
+    maxSockets: config.rtMaxSockets,
+    unsubscribedCloseMs: config.rtUnsubscribedCloseSeconds * 1000,
+  };
   const hub = new RealtimeHub({
     runtime,
     bus: updates,

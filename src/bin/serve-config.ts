@@ -27,6 +27,9 @@ export interface ServeConfig {
   pureSteps: boolean;
   /** Realtime subscriptions one websocket may hold at once. */
   rtMaxSubscriptions: number;
+  rtMaxNodeSubscriptions: number;
+  rtMaxSockets: number;
+  rtUnsubscribedCloseSeconds: number;
   idleSeconds: number;
   timerRetryMs: number;
   madeInstancesPerSecond: number;
@@ -151,6 +154,24 @@ export const serveSettings = [
     env: 'STATEHOLD_RT_MAX_SUBSCRIPTIONS',
     fallback: '1000',
     help: 'subscriptions one /rt websocket may hold at once (duplicates count); one more gets an in-band 429 error',
+  },
+  {
+    flag: 'rt-max-node-subscriptions',
+    env: 'STATEHOLD_RT_MAX_NODE_SUBSCRIPTIONS',
+    fallback: '100000',
+    help: "subscriptions all of the node's /rt websockets may hold at once; one more gets an in-band 503 error",
+  },
+  {
+    flag: 'rt-max-sockets',
+    env: 'STATEHOLD_RT_MAX_SOCKETS',
+    fallback: '10000',
+    help: '/rt websockets open at once; one more is answered 503 on each subscribe and closed (1013) after 10 s, and beyond a tenth more the upgrade itself gets 503',
+  },
+  {
+    flag: 'rt-unsubscribed-close-seconds',
+    env: 'STATEHOLD_RT_UNSUBSCRIBED_CLOSE_SECONDS',
+    fallback: '60',
+    help: 'an /rt websocket that holds no subscription for this long is closed (1000)',
   },
   {
     flag: 'idle-seconds',
@@ -295,6 +316,9 @@ export const parseServeConfig = (argv: string[], env: NodeJS.ProcessEnv): ServeC
     maxLiveActors: integer('max-live-actors', 1, 10_000_000),
     pureSteps: onOff('pure-steps', pick('pure-steps')),
     rtMaxSubscriptions: integer('rt-max-subscriptions', 1, 1_000_000),
+    rtMaxNodeSubscriptions: integer('rt-max-node-subscriptions', 1, 100_000_000),
+    rtMaxSockets: integer('rt-max-sockets', 1, 10_000_000),
+    rtUnsubscribedCloseSeconds: integer('rt-unsubscribed-close-seconds', 1, 7 * 86_400),
     idleSeconds: integer('idle-seconds', 1, 7 * 86_400),
     timerRetryMs: integer('timer-retry-ms', 1, 3_600_000),
     madeInstancesPerSecond: integer('made-instances-per-second', 1, 1_000_000),

@@ -1,4 +1,4 @@
-import { invalidParameter, notFound, rateLimited, unauthorized } from '../../domain/errors.js';
+import { invalidParameter, notFound, rateLimited, unauthorized, unavailable } from '../../domain/errors.js';
 import type { InstanceNews } from '../../domain/instance-news.js';
 import type { JsonObject } from '../../domain/machine-state.js';
 import { actorKey } from '../../runtime/actor-key.js';
@@ -14,9 +14,22 @@ export interface RealtimeLimits {
   /** Subscribes a socket may make per second, with `subscribeBurst` saved up. */
   subscribesPerSecond: number;
   subscribeBurst: number;
+  /** Subscriptions open at once on all of the node's sockets together, those being made included. */
+  maxSubscriptions: number;
+  /** Sockets open at once (rt-websocket.ts). */
+  maxSockets: number;
+  /** How long a socket may stay open holding no subscription (rt-websocket.ts). */
+  unsubscribedCloseMs: number;
 }
 
-export const defaultRealtimeLimits: RealtimeLimits = { maxSubscriptionsPerSocket: 1_000, subscribesPerSecond: 100, subscribeBurst: 1_000 };
+export const defaultRealtimeLimits: RealtimeLimits = {
+  maxSubscriptionsPerSocket: 1_000,
+  subscribesPerSecond: 100,
+  subscribeBurst: 1_000,
+  maxSubscriptions: 100_000,
+  maxSockets: 10_000,
+  unsubscribedCloseMs: 60_000,
+};
 
 /**
  * Who a socket's token says its owner is, checked again at each subscribe (so an expired token is
@@ -76,6 +89,8 @@ export class RealtimeHub {
   private readonly channels = new Map<string, { channel: InstanceChannel; stopListening: () => void }>();
   /** Sockets signed in with a key that subscribed at least once (dropRevoked looks at them). */
   private readonly keyed = new Set<RtSession>();
+  /** Subscriptions held and being made on every socket (the node-wide bound, maxSubscriptions). */
+  private held = 0;
 
   constructor(private readonly deps: RealtimeHubDeps) {}
 
@@ -89,6 +104,21 @@ export class RealtimeHub {
     let count = 0;
     for (const { channel } of this.channels.values()) count += channel.subscriberCount;
     return count;
+  }
+
+  /**
+   * A frame on a socket the node holds beyond its bound (rt-websocket.ts): a subscribe is answered
+   * with `error` (503), anything else is ignored.
+   */
+  refuse(session: RtSession, text: string, error: unknown): void {
+    let message: ClientMessage;
+    try {
+      message = parseClientMessage(text);
+    } catch (problem) {
+      if (!(problem instanceof BadFrame)) throw problem;
+      return;
+    }
+    if (message.type === 'subscribe-to-instance') session.peer.send(errorText(message.requestId, error));
   }
 
   /** One text frame from a socket. */
@@ -118,6 +148,7 @@ export class RealtimeHub {
   closed(session: RtSession): void {
     session.closed = true;
     for (const { subscription, channel } of session.subscriptions.values()) channel.unsubscribe(subscription);
+    this.held -= session.subscriptions.size;
     session.subscriptions.clear();
     this.keyed.delete(session);
   }
@@ -147,6 +178,7 @@ export class RealtimeHub {
         channel.unsubscribe(subscription);
         ended++;
       }
+      this.held -= session.subscriptions.size;
       session.subscriptions.clear();
       this.keyed.delete(session);
     }
@@ -173,6 +205,9 @@ export class RealtimeHub {
       );
     }
     const { orgId, authContext, keyId } = this.deps.authenticate(session.token, session.orgHeader);
+    if (this.held >= limits.maxSubscriptions) {
+      throw unavailable(`this node holds as many realtime subscriptions as it may (${limits.maxSubscriptions}): try again later`);
+    }
     const waiting = { cancelled: false };
     session.waiting.set(requestId, waiting);
     // News that comes while the head is read (from the owner, maybe on another node) is kept, so that
@@ -181,6 +216,9 @@ export class RealtimeHub {
     const stopEarly = this.channels.has(actorKey(orgId, machine, name))
       ? () => undefined
       : this.deps.bus.listen(orgId, machine, name, (news) => early.push(news));
+    // Counted from here; a subscribe that does not end admitted gives its place back.
+    this.held++;
+    let admitted = false;
     return this.deps
       .head(orgId, machine, name)
       .finally(() => {
@@ -192,8 +230,12 @@ export class RealtimeHub {
         if (keyId !== undefined && !this.deps.keyExists(keyId))
           throw unauthorized("the key that signed this connection's token was deleted");
         this.admit(session, orgId, authContext, keyId, { machine, name, head, early }, requestId);
+        admitted = true;
       })
-      .finally(stopEarly);
+      .finally(() => {
+        stopEarly();
+        if (!admitted) this.held--;
+      });
   }
 
   private admit(
@@ -216,7 +258,9 @@ export class RealtimeHub {
       authKey: JSON.stringify(authContext),
       active: true,
       onRefused: () => {
-        if (session.subscriptions.get(requestId)?.subscription === subscription) session.subscriptions.delete(requestId);
+        if (session.subscriptions.get(requestId)?.subscription !== subscription) return;
+        session.subscriptions.delete(requestId);
+        this.held--;
       },
     };
     session.subscriptions.set(requestId, { subscription, channel });
@@ -233,6 +277,7 @@ export class RealtimeHub {
     const entry = session.subscriptions.get(requestId);
     if (!entry) return;
     session.subscriptions.delete(requestId);
+    this.held--;
     entry.channel.unsubscribe(entry.subscription);
   }
 

@@ -24,6 +24,19 @@ const RT_SOCKET_LIMITS = {
   closeGraceMs: 30_000,
   /** The client pings every 5 minutes (wire-protocol §6.2); uWS also pings a quiet socket to find dead peers. */
   idleTimeoutSeconds: 600,
+  /**
+   * Frames of any kind a socket may send per second, with `frameBurst` saved up: above what the
+   * subscribe bounds let through, so only a client sending what it should not (each bad frame earns
+   * an error frame back) reaches it; it is then closed (1008).
+   */
+  framesPerSecond: 200,
+  frameBurst: 2_000,
+  /**
+   * A socket beyond `maxSockets` is still taken (the real client does not retry a refused upgrade, and
+   * reconnects at once after a close), its subscribes answered 503, and closed (1013) after this long:
+   * its client comes back then, not in a tight loop. Beyond a tenth more (16 at least), upgrades get 503.
+   */
+  refusedCloseMs: 10_000,
 } as const;
 
 interface SocketData {
@@ -33,6 +46,13 @@ interface SocketData {
   slowSince?: number;
   /** Found too slow: its subscriptions stopped, their errors waiting for room in its output. */
   closing?: { since: number; requestIds: string[] };
+  openedAt: number;
+  /** Taken beyond maxSockets: only told so, then closed. */
+  refused: boolean;
+  /** Since when it has held no subscription (none made yet, or all ended). */
+  emptySince: number | undefined;
+  frameTokens: number;
+  framesAt: number;
 }
 
 let nextPeerId = 1;
@@ -78,6 +98,9 @@ export const attachRealtime = (
 ): RealtimeEndpoint => {
   const sockets = new Set<uWS.WebSocket<SocketData>>();
   let upgrades = 0;
+  let refusedCount = 0;
+  const overflowBound = Math.max(16, Math.ceil(limits.maxSockets / 10));
+  const full = unavailable(`this node holds as many realtime connections as it may (${limits.maxSockets}): try again later`);
 
   app.ws<SocketData>('/rt', {
     compression: 0,
@@ -86,8 +109,26 @@ export const attachRealtime = (
     idleTimeout: RT_SOCKET_LIMITS.idleTimeoutSeconds,
     sendPingsAutomatically: true,
     upgrade: (res, req, context) => {
+      const refused = sockets.size - refusedCount >= limits.maxSockets;
+      if (refused && refusedCount >= overflowBound) {
+        res.cork(() => {
+          res.writeStatus('503 Service Unavailable');
+          res.writeHeader('content-type', 'application/json');
+          res.end(JSON.stringify({ error: full.message, code: full.code }), true);
+        });
+        return;
+      }
       const query = new URLSearchParams(req.getQuery() ?? '');
-      const data: SocketData = { token: query.get('token') ?? '', orgHeader: query.get('x-statebacked-org-id') || undefined };
+      const now = Date.now();
+      const data: SocketData = {
+        token: query.get('token') ?? '',
+        orgHeader: query.get('x-statebacked-org-id') || undefined,
+        openedAt: now,
+        refused,
+        emptySince: now,
+        frameTokens: RT_SOCKET_LIMITS.frameBurst,
+        framesAt: now,
+      };
       upgrades++;
       res.upgrade(
         data,
@@ -101,11 +142,22 @@ export const attachRealtime = (
       const data = ws.getUserData();
       data.session = newSession(new UwsPeer(ws), data.token, data.orgHeader, limits);
       sockets.add(ws);
+      if (data.refused) refusedCount++;
     },
     message: (ws, message, isBinary) => {
-      const { session, closing } = ws.getUserData();
+      const data = ws.getUserData();
+      const { session, closing } = data;
       if (!session || closing) return;
+      if (!takeFrameToken(data)) {
+        ws.end(1008, 'too many frames');
+        return;
+      }
       try {
+        if (data.refused) {
+          if (!isBinary && message.byteLength <= RT_SOCKET_LIMITS.maxFrameBytes)
+            hub.refuse(session, Buffer.from(message).toString('utf8'), full);
+          return;
+        }
         if (isBinary) {
           session.peer.send(errorText('', new ServiceError(400, 'invalid-parameter', 'frames must be JSON text, not binary')));
           return;
@@ -121,7 +173,7 @@ export const attachRealtime = (
       }
     },
     close: (ws) => {
-      sockets.delete(ws);
+      if (sockets.delete(ws) && ws.getUserData().refused) refusedCount--;
       const session = ws.getUserData().session;
       if (!session) return;
       (session.peer as UwsPeer).open = false;
@@ -136,6 +188,21 @@ export const attachRealtime = (
     const now = Date.now();
     for (const ws of sockets) {
       const data = ws.getUserData();
+      if (data.refused) {
+        if (now - data.openedAt >= RT_SOCKET_LIMITS.refusedCloseMs) ws.end(1013, 'the node holds as many connections as it may');
+        continue;
+      }
+      // A socket that holds no subscription for a while is closed: the real client closes its own once
+      // it has no subscriber left, so what stays is a client whose subscribes all failed (it reconnects
+      // and subscribes again) or one that only holds a connection.
+      const session = data.session;
+      if (session && !data.closing && session.subscriptions.size === 0 && session.waiting.size === 0) {
+        data.emptySince ??= now;
+        if (now - data.emptySince >= limits.unsubscribedCloseMs) {
+          ws.end(1000, 'no subscription');
+          continue;
+        }
+      } else data.emptySince = undefined;
       const buffered = ws.getBufferedAmount();
       if (data.closing) {
         if (buffered < RT_SOCKET_LIMITS.maxBackpressureBytes) {
@@ -153,7 +220,6 @@ export const attachRealtime = (
         data.slowSince = now;
         continue;
       }
-      const session = data.session;
       data.closing = { since: now, requestIds: session ? [...session.subscriptions.keys()] : [] };
       if (session) hub.closed(session);
     }
@@ -172,4 +238,16 @@ export const attachRealtime = (
       return upgrades;
     },
   };
+};
+
+const takeFrameToken = (data: SocketData): boolean => {
+  const now = Date.now();
+  data.frameTokens = Math.min(
+    RT_SOCKET_LIMITS.frameBurst,
+    data.frameTokens + ((now - data.framesAt) / 1000) * RT_SOCKET_LIMITS.framesPerSecond,
+  );
+  data.framesAt = now;
+  if (data.frameTokens < 1) return false;
+  data.frameTokens -= 1;
+  return true;
 };
