@@ -53,6 +53,17 @@ t.test('migration path: shortest chain of migrations, each from its from version
   t.equal(migrationPath(edges, 'v1', 'v6'), undefined, 'unconnected');
   t.equal(migrationPath(edges, 'v7', 'v1'), undefined, 'unknown version');
   t.equal(migrationPath([], 'v1', 'v2'), undefined, 'no migrations');
+  const again = [
+    { id: 'a-first', fromVersionId: 'v1', toVersionId: 'v2', createdAt: '2026-11-30T01:00:00.000Z' },
+    { id: 'z-fix', fromVersionId: 'v1', toVersionId: 'v2', createdAt: '2026-11-30T02:00:00.000Z' },
+    { id: 'b-next', fromVersionId: 'v2', toVersionId: 'v3', createdAt: '2026-11-30T00:00:00.000Z' },
+  ];
+  for (const order of [again, [...again].reverse()])
+    t.same(
+      migrationPath(order, 'v1', 'v3')?.map((step) => step.migrationId),
+      ['z-fix', 'b-next'],
+      'a migration made again for the same hop replaces the earlier one, whatever their ids and order',
+    );
   // A cycle must not loop.
   t.equal(
     migrationPath(

@@ -3,14 +3,17 @@
  * chain of migrations, each from its `from` version to its `to` version (its functions map the one's
  * states to the other's; they cannot run the other way). The chain may go to a newer version or back
  * to an older one, through any versions, as long as a migration exists for every hop. The fewest hops
- * win (breadth-first); among chains of equal length, the first found in `migrations` order, so the
- * same edges always give the same chain.
+ * win (breadth-first); among chains of equal length, the one whose migrations were made last (a
+ * migration uploaded again for the same hop, to fix the first, replaces it), then the first found in
+ * `migrations` order, so the same edges always give the same chain.
  */
 
 export interface MigrationEdge {
   id: string;
   fromVersionId: string;
   toVersionId: string;
+  /** When it was made (ISO 8601): of two for the same hop, the later is taken. */
+  createdAt?: string;
 }
 
 /** One hop of a chain: the migration and the versions it goes between. */
@@ -32,7 +35,9 @@ export const migrationPath = (migrations: readonly MigrationEdge[], from: string
     if (list) list.push(step);
     else neighbours.set(step.fromVersionId, [step]);
   };
-  for (const migration of migrations) {
+  // Newest first (a stable sort: equal times keep their order), so each version's first way on is its newest.
+  const newestFirst = [...migrations].sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? ''));
+  for (const migration of newestFirst) {
     add({ migrationId: migration.id, fromVersionId: migration.fromVersionId, toVersionId: migration.toVersionId });
   }
   // How each version was first reached: walking these back from `to` gives the chain.
