@@ -173,6 +173,13 @@ export const startNatsServers = async ({
     async kill(index, signal = 'SIGKILL') {
       await stopOne(servers[index], signal);
     },
+    /** Stops one server's process where it stands (SIGSTOP: a hung server, its connections left open), or lets it go on. */
+    pause(index) {
+      servers[index].process?.kill('SIGSTOP');
+    },
+    resume(index) {
+      servers[index].process?.kill('SIGCONT');
+    },
     /** Starts a stopped server again with the same config and store. */
     async restart(index) {
       start(servers[index]);
@@ -189,6 +196,8 @@ const stopOne = async (server, signal) => {
   const child = server.process;
   if (!child || child.exitCode !== null || child.signalCode !== null) return;
   child.kill(signal);
+  // (a paused server takes the signal only once it goes on)
+  child.kill('SIGCONT');
   const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
   await server.exited;
   clearTimeout(timer);

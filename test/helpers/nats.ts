@@ -11,7 +11,12 @@ interface Teardowns {
 export interface NatsServers {
   urls: string[];
   dir: string;
+  /** Each server's name and monitoring port (GET /connz, /jsz). */
+  servers: Array<{ name: string; httpPort: number }>;
   kill(index: number, signal?: NodeJS.Signals): Promise<void>;
+  /** SIGSTOP (a hung server: its connections stay open) and SIGCONT. */
+  pause(index: number): void;
+  resume(index: number): void;
   restart(index: number): Promise<void>;
   stop(): Promise<void>;
 }
