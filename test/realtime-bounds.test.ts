@@ -63,6 +63,14 @@ const closeAll = async (raws: Raw[]) => {
   await sleep(50);
 };
 
+t.test('a socket without a token is told so on its subscribe, naming where the token goes', async (t) => {
+  const bare = await open('');
+  bare.subscribe('a', 'bare');
+  await until('its answer', () => errorFor(bare, 'bare') !== undefined);
+  t.match(errorFor(bare, 'bare'), { status: 403, code: 'unauthorized', message: /carries no token: connect to \/rt\?token=/ });
+  await closeAll([bare]);
+});
+
 t.test('subscriptions on all sockets together: one past the bound gets 503, and a freed place is taken again', async (t) => {
   const [one, two] = [await open(), await open()];
   one.subscribe('a', 's1');

@@ -10,6 +10,7 @@ import { provisionAnonymousAccess } from '../auth/anonymous-access.js';
 import { JwksCache } from '../auth/jwks-cache.js';
 import { SecretSealer } from '../auth/secret-sealer.js';
 import { TokenExchange } from '../auth/token-exchange.js';
+import { unauthorized } from '../domain/errors.js';
 import { limits } from '../domain/limits.js';
 import { parseAllowList } from '../sandbox/egress-policy.js';
 import { UploadSigner } from '../auth/upload-signer.js';
@@ -309,6 +310,7 @@ export const composeNode = async (
     bus: updates,
     fanout: { publish: (topic, text) => server.publish(topic, text) },
     authenticate: (token, orgHeader) => {
+      if (token === '') throw unauthorized('the connection carries no token: connect to /rt?token=<token>');
       const caller = authenticator.authenticate({ authorization: `Bearer ${token}`, orgId: orgHeader, act: undefined });
       requireScope(caller, 'state.read');
       return {
