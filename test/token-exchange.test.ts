@@ -148,6 +148,27 @@ t.test('anonymous access can be switched off and on again', async (t) => {
   t.equal(on.body.allowAnonymousAccess, true);
   const again = new StateBackedClient({ anonymous: { orgId, getSessionId: () => 'session-d' } }, { apiHost: node.url });
   t.match(await again.machineInstances.create('notes', { slug: 'session-d' }), { state: 'open' });
+  // Deleting its key (it is listed with the others) turns anonymous access off, as the org then says.
+  const itsKey = (await call(node.url, 'GET', '/keys', { token: admin, headers })).body.keys.find(
+    (key: { name: string }) => key.name === 'anonymous access',
+  );
+  t.equal((await call(node.url, 'DELETE', `/keys/${itsKey.id}`, { token: admin, headers })).status, 204);
+  const orgNow = (await call(node.url, 'GET', '/orgs', { token: admin })).body.orgs.find((org: { id: string }) => org.id === orgId);
+  t.equal(orgNow.allowAnonymousAccess, false, 'the org says it has no anonymous access once its key is deleted');
+  t.same((await call(node.url, 'GET', '/token-providers', { token: admin, headers })).body.tokenProviders, [], 'nor its token provider');
+  await t.rejects(
+    new StateBackedClient({ anonymous: { orgId, getSessionId: () => 'session-e' } }, { apiHost: node.url }).machineInstances.create(
+      'notes',
+      {
+        slug: 'session-e',
+      },
+    ),
+    errors.UnauthorizedError,
+  );
+  await call(node.url, 'PATCH', `/orgs/${orgId}`, { token: admin, headers, body: { allowAnonymousAccess: true } });
+  const back = new StateBackedClient({ anonymous: { orgId, getSessionId: () => 'session-f' } }, { apiHost: node.url });
+  t.match(await back.machineInstances.create('notes', { slug: 'session-f' }), { state: 'open' }, 'and PATCH turns it on again');
+
   const bad = await call(node.url, 'PATCH', `/orgs/${orgId}`, { token: admin, headers, body: { allowAnonymousAccess: 'no' } });
   t.equal(bad.status, 400);
   t.equal(bad.body.parameter, 'allowAnonymousAccess');

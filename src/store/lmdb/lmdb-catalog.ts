@@ -189,6 +189,15 @@ export class LmdbCatalog implements Catalog {
         if (!existing || existing.orgId !== orgId) return false;
         void this.keys.remove(keyId);
         void this.orgKeys.remove([orgId, keyId]);
+        // The org's anonymous-access key: its anonymous access goes with it, so that GET /orgs says
+        // so and PATCH /orgs/{id} can turn it on again (with a new key), rather than leave the org
+        // saying it has anonymous access that no exchange can give.
+        const org = this.orgs.get(orgId);
+        if (org?.anonymousKeyId === keyId) {
+          this.removeAnonymousSync(org);
+          const { anonymousKeyId: _, ...rest } = org;
+          void this.orgs.put(orgId, { ...rest, allowAnonymousAccess: false });
+        }
         return true;
       }),
     );
