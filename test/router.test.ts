@@ -62,3 +62,28 @@ t.test("what the server checks before reading a body: a route's own body limit, 
   t.same(found('POST', '/uploads/code'), { credential: false, maxBodyBytes: undefined }, 'added after it: none');
   t.equal(found('PUT', '/tokens'), 'wrong-method');
 });
+
+t.test('the most specific pattern that matches a path answers alone; absent routes say why they are absent', async (t) => {
+  const router = new Router()
+    .add('get', '/machines', answer('list'))
+    .add('post', '/machines', answer('create'))
+    .absent('put', '/:code', 'no invitations here')
+    .absent('post', '/org-members', 'no members here');
+  t.same(router.match('PUT', '/abc'), { kind: 'no-such-thing', message: 'no invitations here' });
+  t.same(
+    router.match('PUT', '/machines'),
+    { kind: 'wrong-method', allowed: ['GET', 'POST'] },
+    'a literal route takes its path from a capture',
+  );
+  t.same(router.match('POST', '/org-members'), { kind: 'no-such-thing', message: 'no members here' });
+  t.same(router.match('GET', '/org-members'), { kind: 'none' }, 'an absent route offers no method');
+  t.same(routeOf(router.match('GET', '/machines')), { route: 'list' });
+  t.same(
+    router.list(),
+    [
+      { method: 'GET', pattern: '/machines' },
+      { method: 'POST', pattern: '/machines' },
+    ],
+    'absent routes are not listed',
+  );
+});

@@ -188,6 +188,36 @@ t.test('the operator key, --org and default-org; what is replaced is said', asyn
   noNetwork(t, machines, 'machines list with the operator key');
   t.same(JSON.parse(machines.stdout), [], 'no machines yet');
 
+  // Invitations (wire-protocol §3.13): Statehold has no user accounts; smply says why, and what instead.
+  for (const args of [
+    ['invitations', 'send', '--email', 'someone@example.com', '--role', 'read'],
+    ['invitations', 'accept', '-i', 'a-code'],
+  ]) {
+    const invitation = await smply(home, project, node.url, [...(args[1] === 'send' ? ['-o', orgId] : []), ...args]);
+    t.notMatch(invitation.stderr, /loopback-only/);
+    t.not(invitation.code, 0, `${args.slice(0, 2).join(' ')} fails`);
+    t.match(
+      `${invitation.stdout}${invitation.stderr}`,
+      /no user accounts, so no org members or invitations: give the person a key/,
+      'and says why',
+    );
+  }
+  for (const [method, path] of [
+    ['POST', '/org-members'],
+    ['PUT', '/invitations/a-code'],
+    ['PUT', '/a-code'],
+  ] as const)
+    t.match(
+      await call(node.url, method, path, { token: node.adminKey as string }),
+      { status: 404, body: { code: 'not-found', error: /no user accounts/ } },
+      `${method} ${path}`,
+    );
+  t.match(
+    await call(node.url, 'PUT', '/machines', { token: node.adminKey as string }),
+    { status: 405 },
+    'PUT /machines is still a wrong method, not an invitation',
+  );
+
   const wrong = await login(home, ['--url', node.url, '--key', 'not-the-operator-key']);
   t.equal(wrong.code, 2);
   t.match(wrong.stderr, /refused the key \(unauthorized: invalid credentials\); nothing written/);

@@ -17,6 +17,10 @@ interface Route {
   maxBodyBytes?: number;
   /** The route verifies a credential: the server checks it before reading a body (see HttpServer). */
   credential: boolean;
+  /** How specific its pattern is (more segments, then literals from the left): the most specific that matches a path answers. */
+  rank: number;
+  /** A route the API does not have, named so that its 404 can say why (`absent`). */
+  absent?: string;
 }
 
 export interface RouteOptions {
@@ -55,22 +59,42 @@ export class Router {
   private credentialByDefault = false;
 
   add(method: string, pattern: string, handler: RouteHandler, options: RouteOptions = {}): this {
+    const route = this.routeOf(method, pattern, handler, options);
+    this.insert(route);
+    this.added.push(route);
+    return this;
+  }
+
+  /**
+   * A route the API does not have but a client asks for (smply's invitations, wire-protocol §3.13): its
+   * request gets `404 not-found` with `message`, which says why and what to do instead, where any
+   * other unknown path gets "no route". Not listed (the API's description does not have it).
+   */
+  absent(method: string, pattern: string, message: string): this {
+    this.insert({ ...this.routeOf(method, pattern, () => ({ status: 404 }), {}), absent: message });
+    return this;
+  }
+
+  private routeOf(method: string, pattern: string, handler: RouteHandler, options: RouteOptions): Route {
     const segments = splitPath(pattern);
-    const route: Route = {
+    const literals = segments.map((s) => (s.startsWith(':') ? undefined : s));
+    return {
       method: method.toUpperCase(),
       pattern,
-      literals: segments.map((s) => (s.startsWith(':') ? undefined : s)),
+      literals,
       captures: segments.map((s) => (s.startsWith(':') ? s.slice(1) : undefined)),
       handler,
       credential: options.credential ?? this.credentialByDefault,
+      rank: literals.reduce((n: number, s) => n * 2 + (s === undefined ? 0 : 1), literals.length),
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
     };
-    const sameLength = this.routes.get(segments.length) ?? [];
+  }
+
+  private insert(route: Route): void {
+    const sameLength = this.routes.get(route.literals.length) ?? [];
     sameLength.push(route);
-    sameLength.sort((a, b) => specificity(b) - specificity(a));
-    this.routes.set(segments.length, sameLength);
-    this.added.push(route);
-    return this;
+    sameLength.sort((a, b) => b.rank - a.rank);
+    this.routes.set(route.literals.length, sameLength);
   }
 
   /**
@@ -96,11 +120,20 @@ export class Router {
   match(method: string, path: string): RouteMatch {
     const segments = splitPath(path);
     const allowed: string[] = [];
+    let matchedRank: number | undefined;
     for (const route of this.routes.get(segments.length) ?? []) {
       if (!literalsMatch(route, segments)) continue;
       // Captures are decoded only for a route whose literal segments all match.
       const params = captured(route, segments);
       if (!params) continue;
+      // The most specific pattern that matches the path answers alone (405 when it lacks the method):
+      // a capture does not take a path that a route with a literal there has.
+      if (matchedRank !== undefined && route.rank < matchedRank) break;
+      matchedRank = route.rank;
+      if (route.absent !== undefined) {
+        if (route.method === method) return { kind: 'no-such-thing', message: route.absent };
+        continue;
+      }
       if (route.method === method) {
         for (const [name, value] of Object.entries(params)) {
           const form = NAMES[name];
@@ -122,10 +155,6 @@ export class Router {
 }
 
 const splitPath = (path: string): string[] => path.split('/').filter((s) => s !== '');
-
-/** More segments first, then literals before captures from the left. */
-const specificity = (route: Route): number =>
-  route.literals.reduce((n: number, s) => n * 2 + (s === undefined ? 0 : 1), route.literals.length);
 
 const literalsMatch = (route: Route, actual: string[]): boolean => {
   for (let i = 0; i < route.literals.length; i++) {

@@ -54,5 +54,13 @@ export const buildRouter = (context: ApiContext): Router => {
   registerHttpApiRoutes(router, context);
   registerOpenApiRoute(router, context);
   registerConsoleRoutes(router);
+  // smply's `invitations send` and `invitations accept` (wire-protocol §3.13, both forms of accept):
+  // an invitation makes a user a member of an org, and Statehold has no user accounts.
+  const noInvitations =
+    'Statehold has no user accounts, so no org members or invitations: give the person a key of the org with the scopes they need (smply keys create, POST /keys); they sign in with its id and secret (statehold smply-login --url <this service> --key-id <id> --key <secret>)';
+  router
+    .absent('POST', '/org-members', noInvitations)
+    .absent('PUT', '/invitations/:code', noInvitations)
+    .absent('PUT', '/:code', noInvitations);
   return router;
 };
