@@ -22,6 +22,7 @@ let ids = 0;
 class FakePeer implements RtPeer {
   readonly id = ++ids;
   open = true;
+  backlogged = false;
   readonly frames: any[] = [];
   constructor(private readonly topics: Topics) {}
   send(text: string): void {
@@ -251,4 +252,22 @@ t.test('deletion ends every subscription with 404', async (t) => {
     ],
   );
   t.equal(hub.channelCount, 0);
+});
+
+t.test('a socket that leaves its output unread gets no answers to its own frames, and its subscribes still work', async (t) => {
+  const { connect, subscribe, hub } = setUp();
+  const reader = connect('reader');
+  hub.handle(reader.session, 'not json');
+  t.match(reader.peer.frames, [{ type: 'error', status: 400, code: 'invalid-parameter' }], 'answered while it reads');
+  const stalled = connect('stalled');
+  stalled.peer.backlogged = true;
+  for (let i = 0; i < 100; i++) hub.handle(stalled.session, 'not json');
+  subscribe(stalled, 's1');
+  subscribe(stalled, 's1');
+  await waitFor(() => stalled.peer.frames.length > 0);
+  t.same(
+    stalled.peer.frames.map((f) => f.type),
+    ['instance-update'],
+    'no error for the bad frames or the reused requestId; the subscription itself goes on',
+  );
 });

@@ -165,7 +165,7 @@ export const serveSettings = [
     flag: 'rt-max-sockets',
     env: 'STATEHOLD_RT_MAX_SOCKETS',
     fallback: '10000',
-    help: '/rt websockets open at once; one more is answered 503 on each subscribe and closed (1013) after 10 s, and beyond a tenth more the upgrade itself gets 503',
+    help: '/rt websockets open at once; one more is answered 503 on each subscribe and closed (1013) after 10 s, and beyond half as many more the upgrade itself gets 503',
   },
   {
     flag: 'rt-unsubscribed-close-seconds',

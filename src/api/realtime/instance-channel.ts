@@ -7,6 +7,8 @@ import { errorText, updateText } from './rt-messages.js';
 export interface RtPeer {
   readonly id: number;
   readonly open: boolean;
+  /** Its client leaves much of what it was sent unread: the answers to its own frames are not sent then. */
+  readonly backlogged?: boolean;
   send(text: string): void;
   subscribe(topic: string): void;
   unsubscribe(topic: string): void;

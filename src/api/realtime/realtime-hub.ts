@@ -118,7 +118,7 @@ export class RealtimeHub {
       if (!(problem instanceof BadFrame)) throw problem;
       return;
     }
-    if (message.type === 'subscribe-to-instance') session.peer.send(errorText(message.requestId, error));
+    if (message.type === 'subscribe-to-instance') answer(session, errorText(message.requestId, error));
   }
 
   /** One text frame from a socket. */
@@ -128,15 +128,13 @@ export class RealtimeHub {
       message = parseClientMessage(text);
     } catch (error) {
       if (!(error instanceof BadFrame)) throw error;
-      session.peer.send(errorText(error.requestId, error.error));
+      answer(session, errorText(error.requestId, error.error));
       return;
     }
     if (message.type === 'ping') return;
     if (message.type === 'unsubscribe-from-instance') return this.unsubscribe(session, message.requestId);
     const { machineName, machineInstanceName, requestId } = message;
-    const refuse = (error: unknown) => {
-      if (session.peer.open) session.peer.send(errorText(requestId, error));
-    };
+    const refuse = (error: unknown) => answer(session, errorText(requestId, error));
     try {
       this.subscribe(session, machineName, machineInstanceName, requestId).catch(refuse);
     } catch (error) {
@@ -312,6 +310,15 @@ export class RealtimeHub {
     this.channels.delete(channel.key);
   }
 }
+
+/**
+ * An error answering one of the socket's own frames. Not sent while the socket leaves much of its
+ * output unread: a client sending bad frames without reading would otherwise make the node hold an
+ * error for each (up to the socket's hard bound, 4 MiB); the slow-consumer sweep closes it soon.
+ */
+export const answer = (session: RtSession, text: string): void => {
+  if (session.peer.open && session.peer.backlogged !== true) session.peer.send(text);
+};
 
 const takeSubscribeToken = (session: RtSession, limits: RealtimeLimits): boolean => {
   const now = Date.now();

@@ -1,7 +1,7 @@
 import type uWS from 'uWebSockets.js';
 import { payloadTooLarge, ServiceError, unavailable } from '../../domain/errors.js';
 import type { RtPeer } from './instance-channel.js';
-import { newSession, type RealtimeHub, type RealtimeLimits, type RtSession } from './realtime-hub.js';
+import { answer, newSession, type RealtimeHub, type RealtimeLimits, type RtSession } from './realtime-hub.js';
 import { errorText } from './rt-messages.js';
 
 /**
@@ -24,17 +24,13 @@ const RT_SOCKET_LIMITS = {
   closeGraceMs: 30_000,
   /** The client pings every 5 minutes (wire-protocol §6.2); uWS also pings a quiet socket to find dead peers. */
   idleTimeoutSeconds: 600,
-  /**
-   * Frames of any kind a socket may send per second, with `frameBurst` saved up: above what the
-   * subscribe bounds let through, so only a client sending what it should not (each bad frame earns
-   * an error frame back) reaches it; it is then closed (1008).
-   */
-  framesPerSecond: 200,
-  frameBurst: 2_000,
+  /** A socket with this much output unread gets no answers to its own frames (realtime-hub.ts `answer`). */
+  answersBacklogBytes: 256 * 1024,
   /**
    * A socket beyond `maxSockets` is still taken (the real client does not retry a refused upgrade, and
    * reconnects at once after a close), its subscribes answered 503, and closed (1013) after this long:
-   * its client comes back then, not in a tight loop. Beyond a tenth more (16 at least), upgrades get 503.
+   * its client comes back then, not in a tight loop. Beyond half as many more (16 at least), upgrades
+   * get 503: the file descriptors must not run out (the real client does not retry that; docs/realtime.md).
    */
   refusedCloseMs: 10_000,
 } as const;
@@ -51,8 +47,6 @@ interface SocketData {
   refused: boolean;
   /** Since when it has held no subscription (none made yet, or all ended). */
   emptySince: number | undefined;
-  frameTokens: number;
-  framesAt: number;
 }
 
 let nextPeerId = 1;
@@ -63,6 +57,10 @@ class UwsPeer implements RtPeer {
   open = true;
 
   constructor(private readonly ws: uWS.WebSocket<SocketData>) {}
+
+  get backlogged(): boolean {
+    return this.open && this.ws.getBufferedAmount() >= RT_SOCKET_LIMITS.answersBacklogBytes;
+  }
 
   send(text: string): void {
     if (this.open) this.ws.cork(() => this.ws.send(text, false, false));
@@ -99,7 +97,7 @@ export const attachRealtime = (
   const sockets = new Set<uWS.WebSocket<SocketData>>();
   let upgrades = 0;
   let refusedCount = 0;
-  const overflowBound = Math.max(16, Math.ceil(limits.maxSockets / 10));
+  const overflowBound = Math.max(16, Math.ceil(limits.maxSockets / 2));
   const full = unavailable(`this node holds as many realtime connections as it may (${limits.maxSockets}): try again later`);
 
   app.ws<SocketData>('/rt', {
@@ -126,8 +124,6 @@ export const attachRealtime = (
         openedAt: now,
         refused,
         emptySince: now,
-        frameTokens: RT_SOCKET_LIMITS.frameBurst,
-        framesAt: now,
       };
       upgrades++;
       res.upgrade(
@@ -148,10 +144,6 @@ export const attachRealtime = (
       const data = ws.getUserData();
       const { session, closing } = data;
       if (!session || closing) return;
-      if (!takeFrameToken(data)) {
-        ws.end(1008, 'too many frames');
-        return;
-      }
       try {
         if (data.refused) {
           if (!isBinary && message.byteLength <= RT_SOCKET_LIMITS.maxFrameBytes)
@@ -159,11 +151,11 @@ export const attachRealtime = (
           return;
         }
         if (isBinary) {
-          session.peer.send(errorText('', new ServiceError(400, 'invalid-parameter', 'frames must be JSON text, not binary')));
+          answer(session, errorText('', new ServiceError(400, 'invalid-parameter', 'frames must be JSON text, not binary')));
           return;
         }
         if (message.byteLength > RT_SOCKET_LIMITS.maxFrameBytes) {
-          session.peer.send(errorText('', payloadTooLarge(`a frame may carry at most ${RT_SOCKET_LIMITS.maxFrameBytes} bytes`)));
+          answer(session, errorText('', payloadTooLarge(`a frame may carry at most ${RT_SOCKET_LIMITS.maxFrameBytes} bytes`)));
           return;
         }
         // (decoded at once: uWS reuses the buffer when this returns)
@@ -238,16 +230,4 @@ export const attachRealtime = (
       return upgrades;
     },
   };
-};
-
-const takeFrameToken = (data: SocketData): boolean => {
-  const now = Date.now();
-  data.frameTokens = Math.min(
-    RT_SOCKET_LIMITS.frameBurst,
-    data.frameTokens + ((now - data.framesAt) / 1000) * RT_SOCKET_LIMITS.framesPerSecond,
-  );
-  data.framesAt = now;
-  if (data.frameTokens < 1) return false;
-  data.frameTokens -= 1;
-  return true;
 };
