@@ -95,8 +95,8 @@ t.test('quoted names reach claims that are not identifiers; prototype members ar
   });
   t.same(applyMapping({ 'c.$': '$.constructor', 'p.$': '$.__proto__', 't.$': '$.sub.length', 'l.$': '$.groups.length' }, claims), {});
   const input = JSON.parse('{"__proto__": {"polluted": true}}') as Record<string, unknown>;
-  const out = applyMapping({ '__proto__.$': '$.__proto__' }, input);
-  t.same(Object.keys(out), ['__proto__'], 'an own __proto__ key in and out, not a prototype change');
+  const out = applyMapping({ 'p2.$': '$.__proto__' }, input);
+  t.same(out, { p2: { polluted: true } }, 'an own __proto__ member of the input is an ordinary value, not a prototype');
   t.equal(Object.getPrototypeOf(out), Object.prototype);
   t.equal((out as { polluted?: unknown }).polluted, undefined);
 });
@@ -174,4 +174,9 @@ t.test('evaluation is bounded: a costly path on a large input fails instead of r
   );
   const deep = JSON.parse('['.repeat(5_000) + ']'.repeat(5_000)) as unknown;
   t.equal(queryPath('$..nope', { deep }).length, 0, 'descent through 5,000 levels does not recurse on the stack');
+});
+
+t.test('a mapping stored before __proto__ was refused as an output key fails when applied', async (t) => {
+  for (const mapping of [{ '__proto__.$': '$.sub' }, { a: { '__proto__.$': '$.sub' } }, JSON.parse('{"__proto__": {"isAdmin": true}}')])
+    t.throws(() => applyMapping(mapping, { sub: { isAdmin: true } }), MappingError, JSON.stringify(mapping));
 });

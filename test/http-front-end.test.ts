@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import t from 'tap';
-import { call } from './helpers/http.js';
+import { call, rawExchange } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
 
 const node = await startNode({ args: ['--max-body-bytes', '4096'] });
@@ -125,18 +125,7 @@ t.test('aborted requests do not crash the node or leak answers', async (t) => {
 });
 
 /** Writes `text` on a new connection and collects what comes back until the peer closes or `ms` pass. */
-const exchange = (text: string, ms = 1_500): Promise<string> =>
-  new Promise((resolve) => {
-    let data = '';
-    const socket = connect(node.port, '127.0.0.1', () => socket.write(text));
-    const timer = setTimeout(() => socket.destroy(), ms);
-    socket.on('data', (d) => (data += d.toString()));
-    socket.on('close', () => {
-      clearTimeout(timer);
-      resolve(data);
-    });
-    socket.on('error', () => undefined);
-  });
+const exchange = (text: string, ms = 1_500): Promise<string> => rawExchange(node.port, text, ms);
 
 t.test('HEAD is answered like GET, without a body, and the connection stays usable', async (t) => {
   const answer = await exchange('HEAD /health HTTP/1.1\r\nhost: x\r\n\r\nGET /health HTTP/1.1\r\nhost: x\r\n\r\n');

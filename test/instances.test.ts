@@ -3,7 +3,7 @@ import { errors, StateBackedClient } from '@statebacked/client';
 import { signToken } from '@statebacked/token';
 import t from 'tap';
 import { effectsMachine, ownerOnlyMachine, shapesMachine } from './fixtures/instance-machines.js';
-import { call } from './helpers/http.js';
+import { call, rawExchange } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
 import { machineWithVersion } from './helpers/setup.js';
 import { eventType } from './helpers/transitions.js';
@@ -306,6 +306,14 @@ t.test(
       body: { slug: 'huge', context: { items: items(110_000) } },
     });
     t.equal(create.status, 413, 'a create body over 1 MiB: 413');
+    // Refused from its Content-Length, before the node reads it (here it is never sent).
+    const port = node.nodes?.[0]?.port ?? node.port;
+    for (const path of ['/machines/sized/i/s/events', '/machines/sized'])
+      t.match(
+        await rawExchange(port, `POST ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${admin}\r\ncontent-length: 2000000\r\n\r\n`),
+        /^HTTP\/1\.1 413 [^]*at most 1048576 bytes/,
+        `POST ${path} announcing 2 MB: 413 before the body is read`,
+      );
     t.equal((await call(node.url, 'GET', '/machines/sized/i/huge', { token: admin })).status, 404, 'no instance was made');
     // Just within the limit (≈ 0.9 MiB): applied; the persisted state keeps the event, below its 2 MiB limit.
     const within = await call(node.url, 'POST', '/machines/sized/i/s/events', {

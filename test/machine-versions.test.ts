@@ -1,10 +1,9 @@
-import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { errors, StateBackedClient } from '@statebacked/client';
 import { signToken } from '@statebacked/token';
 import t from 'tap';
 import { INVALID_BUNDLES, NESTED_PARALLEL, TOGGLE } from './fixtures/machines.js';
-import { call } from './helpers/http.js';
+import { call, rawExchange } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
 
 const node = await startNode({ args: ['--page-size', '2'] });
@@ -290,22 +289,16 @@ t.test('size limits: 1,000,000 bytes uploaded, 10,000,000 gunzipped', async (t) 
   // The upload takes no credential (its token is in the form): a body past what any upload form can be
   // is refused from its Content-Length, before the node reads it (here it is never sent).
   const port = node.nodes?.[0]?.port ?? node.port;
-  const answer = await new Promise<string>((resolve) => {
-    let data = '';
-    const socket = connect(port, '127.0.0.1', () =>
-      socket.write(
-        'POST /uploads/code HTTP/1.1\r\nhost: x\r\ncontent-type: multipart/form-data; boundary=b\r\ncontent-length: 2000000\r\n\r\n',
-      ),
-    );
-    const timer = setTimeout(() => socket.destroy(), 3_000);
-    socket.on('data', (d) => (data += d.toString()));
-    socket.on('close', () => {
-      clearTimeout(timer);
-      resolve(data);
-    });
-    socket.on('error', () => undefined);
-  });
+  const announced = (head: string) => rawExchange(port, head);
+  const answer = await announced(
+    'POST /uploads/code HTTP/1.1\r\nhost: x\r\ncontent-type: multipart/form-data; boundary=b\r\ncontent-length: 2000000\r\n\r\n',
+  );
   t.match(answer, /^HTTP\/1\.1 413 /, 'a 2 MB upload form: 413 before it is read');
+  t.match(
+    await announced('GET /health HTTP/1.1\r\nhost: x\r\ncontent-length: 100000\r\n\r\n'),
+    /^HTTP\/1\.1 413 [^]*at most 4096 bytes/,
+    'a route anyone may call and that takes no body reads a stray one of 4 KiB at most',
+  );
 });
 
 t.test('scopes, unknown machines, cursors', async (t) => {

@@ -59,7 +59,11 @@ t.test("what the server checks before reading a body: a route's own body limit, 
   t.same(found('POST', '/tokens'), { credential: false, maxBodyBytes: 65_536 });
   t.same(found('POST', '/machines/m'), { credential: true, maxBodyBytes: undefined }, 'added within credentialed(): the node-wide limit');
   t.same(found('GET', '/machines/m'), { credential: true, maxBodyBytes: undefined });
-  t.same(found('POST', '/uploads/code'), { credential: false, maxBodyBytes: undefined }, 'added after it: none');
+  t.same(
+    found('POST', '/uploads/code'),
+    { credential: false, maxBodyBytes: 4096 },
+    'added after it: none, so a stray body of 4 KiB at most',
+  );
   t.equal(found('PUT', '/tokens'), 'wrong-method');
 });
 

@@ -329,7 +329,7 @@ t.test('refused subject tokens', async (t) => {
   // (refused before it is decoded: the node's body limit is for uploads and machine code)
   const padded = await exchange({ ...exchangeForm('a.b.c'), padding: 'x'.repeat(100_000) });
   t.equal(padded.status, 413, 'a body far longer than any subject token: not read past 64 KiB');
-  t.match(padded.body, { code: 'payload-too-large', error: /exceeds 65536 bytes/ });
+  t.match(padded.body, { code: 'payload-too-large', error: /at most 65536 bytes/ });
 });
 
 t.test('an HS256 identity provider with a shared secret; upserts and deletions', async (t) => {

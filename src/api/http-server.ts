@@ -212,7 +212,12 @@ export class HttpServer {
     }
     const maxBodyBytes = hasBody && match.kind === 'found' ? Math.min(match.maxBodyBytes ?? Infinity, this.options.maxBodyBytes) : 0;
     if (declaredLength !== undefined && declaredLength > maxBodyBytes) {
-      this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${maxBodyBytes} bytes`), this.logError), true);
+      this.respond(
+        res,
+        state,
+        errorResponse(payloadTooLarge(`the request body may have at most ${maxBodyBytes} bytes`), this.logError),
+        true,
+      );
       return;
     }
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString('utf8');
@@ -227,7 +232,12 @@ export class HttpServer {
       if (state.aborted) return;
       received += chunk.byteLength;
       if (received > maxBodyBytes) {
-        this.respond(res, state, errorResponse(payloadTooLarge(`the request body exceeds ${maxBodyBytes} bytes`), this.logError), true);
+        this.respond(
+          res,
+          state,
+          errorResponse(payloadTooLarge(`the request body may have at most ${maxBodyBytes} bytes`), this.logError),
+          true,
+        );
         return;
       }
       // uWS reuses the chunk's memory once this callback returns: copy it.

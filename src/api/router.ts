@@ -23,6 +23,9 @@ interface Route {
   absent?: string;
 }
 
+/** The body a route that takes no credential reads unless it sets a limit of its own (those that take none: a stray one). */
+const NO_CREDENTIAL_BODY_BYTES = 4 * 1024;
+
 export interface RouteOptions {
   maxBodyBytes?: number;
   credential?: boolean;
@@ -77,6 +80,9 @@ export class Router {
 
   private routeOf(method: string, pattern: string, handler: RouteHandler, options: RouteOptions): Route {
     const segments = splitPath(pattern);
+    const credential = options.credential ?? this.credentialByDefault;
+    // A route anyone may call reads a body only as large as it says it takes.
+    const maxBodyBytes = options.maxBodyBytes ?? (credential ? undefined : NO_CREDENTIAL_BODY_BYTES);
     const literals = segments.map((s) => (s.startsWith(':') ? undefined : s));
     return {
       method: method.toUpperCase(),
@@ -84,9 +90,9 @@ export class Router {
       literals,
       captures: segments.map((s) => (s.startsWith(':') ? s.slice(1) : undefined)),
       handler,
-      credential: options.credential ?? this.credentialByDefault,
+      credential,
       rank: literals.reduce((n: number, s) => n * 2 + (s === undefined ? 0 : 1), literals.length),
-      ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
+      ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
     };
   }
 

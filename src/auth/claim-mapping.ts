@@ -107,8 +107,12 @@ function compiledOrThrow(text: string): CompiledPath {
 // ---------------------------------------------------------------------------------------------------
 // Mappings
 
-/** Sets a property without going through `__proto__`'s setter, whatever the key. */
+/**
+ * Sets a property without going through `__proto__`'s setter. The key `__proto__` itself is refused,
+ * as `validateMapping` refuses it (a mapping stored before it did still reaches here).
+ */
 const put = (target: Record<string, unknown>, key: string, value: unknown): void => {
+  if (key === '__proto__') throw new MappingError('the mapping has the output key "__proto__", which is not allowed');
   Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
 };
 

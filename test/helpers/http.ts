@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { request } from 'undici';
 
 export interface HttpResult {
@@ -31,3 +32,21 @@ export const call = async (
   }
   return { status: response.statusCode, headers: response.headers, text, body: parsed };
 };
+
+/**
+ * Writes `text` (a raw request, or only its head) on a new loopback connection and resolves with all
+ * it got back once the node closes the connection, or after `ms`: what a test of answers given
+ * before a body is read uses (`announced` bodies are never sent).
+ */
+export const rawExchange = (port: number, text: string, ms = 3_000): Promise<string> =>
+  new Promise((resolve) => {
+    let data = '';
+    const socket = connect(port, '127.0.0.1', () => socket.write(text));
+    const timer = setTimeout(() => socket.destroy(), ms);
+    socket.on('data', (d) => (data += d.toString()));
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(data);
+    });
+    socket.on('error', () => undefined);
+  });

@@ -61,6 +61,7 @@ export const buildRouter = (context: ApiContext): Router => {
   router
     .absent('POST', '/org-members', noInvitations)
     .absent('PUT', '/invitations/:code', noInvitations)
-    .absent('PUT', '/:code', noInvitations);
+    // (any other one-segment path: a typo as likely as an invitation code)
+    .absent('PUT', '/:code', `no route for this PUT; if its path is an invitation code (smply invitations accept): ${noInvitations}`);
   return router;
 };

@@ -1,13 +1,13 @@
 import { requireDeletionConfirmation } from '../../domain/confirmation.js';
 import { decodeCursor, decodeStringCursor } from '../../domain/cursor.js';
-import { conflict, invalidParameter, notFound, payloadTooLarge } from '../../domain/errors.js';
+import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
 import { limits } from '../../domain/limits.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
 import { clipped, isSlug, requireSlug } from '../../domain/names.js';
 import { clientEventProblem } from '../../domain/reserved-events.js';
 import { type ApiContext, callerInOrg, requireMachine, requireVersionParameter } from '../api-context.js';
-import { type ApiRequest, json, jsonBody, noContent } from '../http-types.js';
+import { json, jsonBody, noContent } from '../http-types.js';
 import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
 import { stateView, versionInfo } from '../state-view.js';
@@ -23,37 +23,43 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     return head;
   };
 
-  router.add('POST', '/machines/:machine', async (request) => {
-    const { caller, orgId } = callerInOrg(context, request, 'instances.write');
-    const machine = requireMachine(context, orgId, request.params.machine as string);
-    const body = jsonBody(withinEventLimit(request, 'a request that creates an instance'));
-    const name = requireSlug(body.slug, 'slug');
-    const initial = body.context ?? {};
-    if (typeof initial !== 'object' || initial === null || Array.isArray(initial))
-      throw invalidParameter('context', 'context must be a JSON object');
-    let versionId: string;
-    if (body.machineVersionId !== undefined && body.machineVersionId !== null) {
-      if (typeof body.machineVersionId !== 'string')
-        throw invalidParameter('machineVersionId', 'machineVersionId must be a string (a ver_ id)');
-      if (!isPrettyId(body.machineVersionId, 'ver') || !versions.getVersion(orgId, machine.slug, body.machineVersionId)) {
-        throw notFound(`machine ${machine.slug} has no version ${clipped(body.machineVersionId)}`);
+  router.add(
+    'POST',
+    '/machines/:machine',
+    async (request) => {
+      const { caller, orgId } = callerInOrg(context, request, 'instances.write');
+      const machine = requireMachine(context, orgId, request.params.machine as string);
+      const body = jsonBody(request);
+      const name = requireSlug(body.slug, 'slug');
+      const initial = body.context ?? {};
+      if (typeof initial !== 'object' || initial === null || Array.isArray(initial))
+        throw invalidParameter('context', 'context must be a JSON object');
+      let versionId: string;
+      if (body.machineVersionId !== undefined && body.machineVersionId !== null) {
+        if (typeof body.machineVersionId !== 'string')
+          throw invalidParameter('machineVersionId', 'machineVersionId must be a string (a ver_ id)');
+        if (!isPrettyId(body.machineVersionId, 'ver') || !versions.getVersion(orgId, machine.slug, body.machineVersionId)) {
+          throw notFound(`machine ${machine.slug} has no version ${clipped(body.machineVersionId)}`);
+        }
+        versionId = body.machineVersionId;
+      } else if (machine.currentVersionId) {
+        versionId = machine.currentVersionId;
+      } else {
+        throw conflict(`machine ${machine.slug} has no current version: finalize a version first (the first one becomes current)`);
       }
-      versionId = body.machineVersionId;
-    } else if (machine.currentVersionId) {
-      versionId = machine.currentVersionId;
-    } else {
-      throw conflict(`machine ${machine.slug} has no current version: finalize a version first (the first one becomes current)`);
-    }
-    const head = await writes.create({
-      orgId,
-      machine: machine.slug,
-      name,
-      versionId,
-      context: initial as JsonObject,
-      authContext: caller.authContext,
-    });
-    return json(stateView(head));
-  });
+      const head = await writes.create({
+        orgId,
+        machine: machine.slug,
+        name,
+        versionId,
+        context: initial as JsonObject,
+        authContext: caller.authContext,
+      });
+      return json(stateView(head));
+    },
+    // (what machine code is handed at most: refused before it is read, limits.ts)
+    { maxBodyBytes: limits.maxEventBodyBytes },
+  );
 
   // `prefix` (not in the State Backed API; the web console's search): only names that start with it.
   router.add('GET', '/machines/:machine/i', async (request) => {
@@ -86,12 +92,18 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     return json(stateView(head));
   });
 
-  router.add('POST', '/machines/:machine/i/:instance/events', async (request) => {
-    const { caller, orgId } = callerInOrg(context, request, 'instances.write', 'events.write');
-    const event = eventOf(jsonBody(withinEventLimit(request, 'an event request')).event);
-    const head = await writes.send(orgId, request.params.machine as string, request.params.instance as string, event, caller.authContext);
-    return json(stateView(head));
-  });
+  router.add(
+    'POST',
+    '/machines/:machine/i/:instance/events',
+    async (request) => {
+      const { caller, orgId } = callerInOrg(context, request, 'instances.write', 'events.write');
+      const event = eventOf(jsonBody(request).event);
+      const head = await writes.send(orgId, request.params.machine as string, request.params.instance as string, event, caller.authContext);
+      return json(stateView(head));
+    },
+    // (what machine code is handed at most: refused before it is read, limits.ts)
+    { maxBodyBytes: limits.maxEventBodyBytes },
+  );
 
   router.add('GET', '/machines/:machine/i/:instance/events', async (request) => {
     const { orgId } = callerInOrg(context, request, 'instances.admin');
@@ -172,13 +184,6 @@ const eventOf = (raw: unknown): MachineEvent => {
   const problem = clientEventProblem(event as MachineEvent);
   if (problem !== undefined) throw invalidParameter('event', problem);
   return event as MachineEvent;
-};
-
-/** The request, if its body is within the limit of what is handed to machine code (limits.ts); else 413. */
-const withinEventLimit = (request: ApiRequest, what: string): ApiRequest => {
-  if (request.body.length > limits.maxEventBodyBytes)
-    throw payloadTooLarge(`${what} may have a body of at most ${limits.maxEventBodyBytes} bytes; this one has ${request.body.length}`);
-  return request;
 };
 
 /**
