@@ -192,32 +192,10 @@ export class HttpServer {
       return;
     }
     const match = this.options.router.match(state.head ? 'GET' : method, path);
-    if (hasBody) {
-      // Refused before the body is read, the connection closed after the answer: a request no route
-      // takes, and one whose route needs a credential it does not have, cannot make the node hold
-      // up to --max-body-bytes first.
-      if (match.kind !== 'found' || this.refusesWhileDraining(path)) {
-        this.respond(res, state, this.answerWithoutRoute(match, method, path), true);
-        return;
-      }
-      if (match.credential && this.options.checkCredential) {
-        try {
-          this.options.checkCredential(headers);
-        } catch (error) {
-          state.route = match.pattern;
-          this.respond(res, state, errorResponse(error, this.logError), true);
-          return;
-        }
-      }
-    }
     const maxBodyBytes = hasBody && match.kind === 'found' ? Math.min(match.maxBodyBytes ?? Infinity, this.options.maxBodyBytes) : 0;
-    if (declaredLength !== undefined && declaredLength > maxBodyBytes) {
-      this.respond(
-        res,
-        state,
-        errorResponse(payloadTooLarge(`the request body may have at most ${maxBodyBytes} bytes`), this.logError),
-        true,
-      );
+    const refusal = hasBody ? this.refusalBeforeBody(match, method, path, headers, state, declaredLength, maxBodyBytes) : undefined;
+    if (refusal) {
+      this.refuseUnread(res, state, refusal, declaredLength);
       return;
     }
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString('utf8');
@@ -246,6 +224,56 @@ export class HttpServer {
         request.body = Buffer.concat(chunks);
         this.dispatchSafely(res, state, request, match);
       }
+    });
+  }
+
+  /**
+   * What a request with a body is answered without its body being kept: no route takes it, its route
+   * needs a credential that its headers do not carry, or it says it is larger than its route takes.
+   * So a caller without a key cannot make the node hold up to --max-body-bytes.
+   */
+  private refusalBeforeBody(
+    match: RouteMatch,
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    state: AnswerState,
+    declaredLength: number | undefined,
+    maxBodyBytes: number,
+  ): ApiResponse | undefined {
+    if (match.kind !== 'found' || this.refusesWhileDraining(path)) return this.answerWithoutRoute(match, method, path);
+    state.route = match.pattern;
+    if (match.credential && this.options.checkCredential) {
+      try {
+        this.options.checkCredential(headers);
+      } catch (error) {
+        return errorResponse(error, this.logError);
+      }
+    }
+    if (declaredLength !== undefined && declaredLength > maxBodyBytes)
+      return errorResponse(payloadTooLarge(`the request body may have at most ${maxBodyBytes} bytes`), this.logError);
+    return undefined;
+  }
+
+  /**
+   * Answers a request whose body is not kept. A body of at most --max-body-bytes is read and thrown
+   * away first, so that a client still sending it gets the answer (closing on it can reset the
+   * connection before the client reads it, and a proxy in front then answers an error of its own);
+   * the connection stays usable. A larger one is not waited for: the answer goes at once and the
+   * connection is closed.
+   */
+  private refuseUnread(res: uWS.HttpResponse, state: AnswerState, response: ApiResponse, declaredLength: number | undefined): void {
+    const drainable = this.options.maxBodyBytes;
+    if (declaredLength !== undefined && declaredLength > drainable) {
+      this.respond(res, state, response, true);
+      return;
+    }
+    let received = 0;
+    res.onData((chunk, isLast) => {
+      if (state.aborted || state.answered) return;
+      received += chunk.byteLength;
+      if (received > drainable) this.respond(res, state, response, true);
+      else if (isLast) this.respond(res, state, response);
     });
   }
 
