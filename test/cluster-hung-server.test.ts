@@ -28,7 +28,19 @@ t.test('a node whose nats-server hangs moves to another and serves while it is s
   const { nats, nodes } = await startFaultCluster(t, ADMIN);
   const names = Array.from({ length: 9 }, (_, i) => `h${i}`);
   const orgId = await setUpLedger(nodes, ADMIN, names);
-  const load = startLoad({ nodes, token: ADMIN, orgId, names, workersPerNode: 2, maxEvents: 6_000, maxMs: 150_000 });
+  // The other nodes' workers go on through the hang's first 8 s, then wait until the server goes on:
+  // the load's count must not run out before n1 serves again, however long that takes.
+  let holdOthersAfter = Infinity;
+  const load = startLoad({
+    nodes,
+    token: ADMIN,
+    orgId,
+    names,
+    workersPerNode: 2,
+    maxEvents: 12_000,
+    maxMs: 200_000,
+    hold: (node) => node !== 0 && Date.now() > holdOthersAfter,
+  });
   await eventually(() => [0, 1, 2].every((node) => load.acknowledged({ node }) >= 20), { timeoutMs: 30_000 });
 
   const hung = await serverOf(nats, 'n1');
@@ -36,11 +48,12 @@ t.test('a node whose nats-server hangs moves to another and serves while it is s
   nats.pause(hung);
   t.teardown(() => nats.resume(hung));
   const pausedAt = Date.now();
+  holdOthersAfter = pausedAt + 8_000;
   // (what was answered just after the pause was under way before it)
   await new Promise((resolve) => setTimeout(resolve, 3_000));
   const since = Date.now();
   await eventually(() => load.acknowledged({ node: 0, since }) >= 20 || undefined, {
-    timeoutMs: 60_000,
+    timeoutMs: 90_000,
     message: `events through n1 acknowledged while nats-${hung + 1} is stopped`,
   });
   await eventually(async () => (await callApi(nodes[0]!.url, 'GET', '/health', '', { timeoutMs: 2_000 })).status === 200 || undefined, {
@@ -50,6 +63,7 @@ t.test('a node whose nats-server hangs moves to another and serves while it is s
   t.pass(`n1 served again within ${Date.now() - pausedAt} ms of nats-${hung + 1} stopping, while it is stopped`);
   t.not(await serverOf(nats, 'n1'), hung, 'n1 is on another server');
 
+  holdOthersAfter = Infinity;
   nats.resume(hung);
   const resumedAt = Date.now();
   await eventually(() => load.ended() || [0, 1, 2].every((node) => load.acknowledged({ node, since: resumedAt }) >= 20) || undefined, {
