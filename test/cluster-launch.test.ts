@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { StateBackedClient } from '@statebacked/client';
 import t from 'tap';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
-import { natsMissing } from './helpers/nats.js';
+import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
 import { repoRoot } from './helpers/paths.js';
 
 /** `make cluster-up` / `cluster-down` (cluster/launch.mjs): a working cluster, then nothing left running. */
@@ -50,3 +50,18 @@ t.test(
     t.same(state.pids.filter(alive), [], 'nothing left running');
   },
 );
+
+t.test('a node started before its nats-server waits for it, then serves', { skip, timeout: 120_000 }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  await nats.kill(0, 'SIGTERM');
+  // (started again on its port and store while the node is already trying to connect)
+  const back = new Promise((resolve) => setTimeout(resolve, 3_000)).then(() => nats.restart(0));
+  const startedAt = Date.now();
+  const [node] = await startClusterNodes(t, nats, ['n1'], { adminKey: 'late-nats-admin' });
+  await back;
+  t.ok(Date.now() - startedAt >= 3_000, 'the node listened only once NATS was there');
+  const client = new StateBackedClient('late-nats-admin', { apiHost: node!.url });
+  await client.machines.create('after-nats');
+  t.match(await client.machines.list(), { machines: [{ slug: 'after-nats' }] }, 'and serves');
+});

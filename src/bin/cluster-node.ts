@@ -83,23 +83,29 @@ export const startClusterNode = async (
   const local = openLmdbNodeStore(config.dataDir, { commitLog: 'wal', walSyncFrames: false, syncEachWrite: false });
   const checkpointPath = join(config.dataDir, CHECKPOINT_FILE);
   const from = readCheckpoint(checkpointPath);
-  const nc = await connect({
-    servers: config.nats,
-    name: `statehold-${config.cluster}-${config.nodeId}`,
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 250,
-    // A server that hangs (stopped, its host frozen, a link dead one way) keeps the TCP connection up:
-    // only unanswered pings tell, and with the client's defaults (every 2 minutes, 2 missed) the node
-    // stayed on it for minutes while the other servers served; now it moves after ≈ 4.5–6 s. A dial
-    // that gets no INFO gives up after 2 s (20 s by default), so a reconnect that picks the hung
-    // server again moves on soon.
-    pingInterval: NATS_PING_INTERVAL_MS,
-    maxPingOut: NATS_MAX_PINGS_OUT,
-    timeout: 2_000,
-    // Without it the client makes an Error with a stack trace for every request it sends (each append,
-    // each direct get), for a trace it adds only if the request fails: ≈ 9 % of a node's main thread.
-    noAsyncTraces: true,
-  });
+  // (retried like the streams below: a node may start before its nats-servers, or while they are slow)
+  const nc = await untilJetStream(
+    'a connection to NATS',
+    () =>
+      connect({
+        servers: config.nats,
+        name: `statehold-${config.cluster}-${config.nodeId}`,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        // A server that hangs (stopped, its host frozen, a link dead one way) keeps the TCP connection up:
+        // only unanswered pings tell, and with the client's defaults (every 2 minutes, 2 missed) the node
+        // stayed on it for minutes while the other servers served; now it moves after ≈ 4.5–6 s. A dial
+        // that gets no INFO gives up after 2 s (20 s by default), so a reconnect that picks the hung
+        // server again moves on soon.
+        pingInterval: NATS_PING_INTERVAL_MS,
+        maxPingOut: NATS_MAX_PINGS_OUT,
+        timeout: 2_000,
+        // Without it the client makes an Error with a stack trace for every request it sends (each append,
+        // each direct get), for a trace it adds only if the request fails: ≈ 9 % of a node's main thread.
+        noAsyncTraces: true,
+      }),
+    announce,
+  );
   const { cluster, replicas } = config;
   const code = await untilJetStream('the code store', () => openCodeStore(nc, { cluster, replicas }), announce);
   const meta = await untilJetStream(
@@ -537,13 +543,14 @@ export const startClusterNode = async (
 /** Instances remembered as checked against the log (see prepare); past it, all are checked again. */
 const MAX_VERIFIED = 100_000;
 
-/** How long a starting node waits for JetStream (a cluster of nats-servers that is still electing its leaders). */
+/** How long a starting node waits for NATS and JetStream (nats-servers starting, or still electing their leaders). */
 const JETSTREAM_WAIT_MS = 60_000;
 
 /**
- * Opens one of the cluster's streams, asking again while JetStream does not answer (a node started
- * with, or just after, its nats-servers: their JetStream meta group elects a leader first), with a line
- * every 5 s; what still fails after JETSTREAM_WAIT_MS stops the start.
+ * Opens the connection to NATS, or one of the cluster's streams, asking again while it fails (a node
+ * started before, with or just after its nats-servers: they may not listen yet, and their JetStream
+ * meta group elects a leader first), with a line every 5 s; what still fails after JETSTREAM_WAIT_MS
+ * stops the start.
  */
 const untilJetStream = async <T>(what: string, open: () => Promise<T>, announce: (line: string) => void): Promise<T> => {
   const started = Date.now();
@@ -555,7 +562,7 @@ const untilJetStream = async <T>(what: string, open: () => Promise<T>, announce:
       if (Date.now() - started > JETSTREAM_WAIT_MS) throw error;
       if (Date.now() - told > 5_000) {
         told = Date.now();
-        announce(`waiting for JetStream to open ${what}: ${error instanceof Error ? error.message : String(error)}`);
+        announce(`waiting to open ${what}: ${error instanceof Error ? error.message : String(error)}`);
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 1_000)));
     }
