@@ -69,12 +69,15 @@ export interface ApiContext {
   realtimeStats?: () => { sockets: number; upgrades: number; subscribedInstances: number };
 }
 
-export const authenticate = (context: ApiContext, request: ApiRequest): Caller =>
-  context.authenticator.authenticate({
-    authorization: request.headers.authorization,
-    orgId: request.headers['x-statebacked-org-id'],
-    act: request.headers['x-statebacked-act'],
+/** The caller a request's headers name (wire-protocol §2); a 403 when they name none that verifies. */
+export const callerOf = (authenticator: Authenticator, headers: Readonly<Record<string, string | undefined>>): Caller =>
+  authenticator.authenticate({
+    authorization: headers.authorization,
+    orgId: headers['x-statebacked-org-id'],
+    act: headers['x-statebacked-act'],
   });
+
+export const authenticate = (context: ApiContext, request: ApiRequest): Caller => callerOf(context.authenticator, request.headers);
 
 /** The usual opening of an org-scoped route: verify the credential, check a scope, settle the org. */
 export const callerInOrg = (context: ApiContext, request: ApiRequest, ...anyOf: Scope[]): { caller: Caller; orgId: string } => {

@@ -84,7 +84,7 @@ export const startClusterNode = async (
   const checkpointPath = join(config.dataDir, CHECKPOINT_FILE);
   const from = readCheckpoint(checkpointPath);
   // (retried like the streams below: a node may start before its nats-servers, or while they are slow)
-  const nc = await untilJetStream(
+  const nc = await untilOpen(
     'a connection to NATS',
     () =>
       connect({
@@ -107,8 +107,8 @@ export const startClusterNode = async (
     announce,
   );
   const { cluster, replicas } = config;
-  const code = await untilJetStream('the code store', () => openCodeStore(nc, { cluster, replicas }), announce);
-  const meta = await untilJetStream(
+  const code = await untilOpen('the code store', () => openCodeStore(nc, { cluster, replicas }), announce);
+  const meta = await untilOpen(
     'the META log',
     () =>
       JetStreamOpLog.open<MetaOp>(
@@ -119,7 +119,7 @@ export const startClusterNode = async (
       ),
     announce,
   );
-  const logs = await untilJetStream(
+  const logs = await untilOpen(
     'the LOGS log',
     () =>
       JetStreamOpLog.open<LogsOp>(
@@ -130,7 +130,7 @@ export const startClusterNode = async (
       ),
     announce,
   );
-  const txLog = await untilJetStream(
+  const txLog = await untilOpen(
     'the TX log',
     () => JetStreamTransitionLog.open(nc, { cluster, replicas, partitions: config.partitions }),
     announce,
@@ -552,7 +552,7 @@ const JETSTREAM_WAIT_MS = 60_000;
  * meta group elects a leader first), with a line every 5 s; what still fails after JETSTREAM_WAIT_MS
  * stops the start.
  */
-const untilJetStream = async <T>(what: string, open: () => Promise<T>, announce: (line: string) => void): Promise<T> => {
+const untilOpen = async <T>(what: string, open: () => Promise<T>, announce: (line: string) => void): Promise<T> => {
   const started = Date.now();
   let told = started;
   for (let attempt = 0; ; attempt++) {

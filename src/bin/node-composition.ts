@@ -1,5 +1,5 @@
 import { buildRouter } from '../api/routes/index.js';
-import type { ApiContext, ApiSettings } from '../api/api-context.js';
+import { type ApiContext, type ApiSettings, callerOf } from '../api/api-context.js';
 import { HttpServer } from '../api/http-server.js';
 import { defaultRealtimeLimits, RealtimeHub } from '../api/realtime/realtime-hub.js';
 import { AdminCredential } from '../auth/admin-credential.js';
@@ -346,13 +346,7 @@ export const composeNode = async (
     logger,
     realtime: { hub, limits: realtimeLimits },
     onAnswered: metrics.answered,
-    checkCredential: (headers) => {
-      authenticator.authenticate({
-        authorization: headers.authorization,
-        orgId: headers['x-statebacked-org-id'],
-        act: headers['x-statebacked-act'],
-      });
-    },
+    checkCredential: (headers) => void callerOf(authenticator, headers),
   });
   registerNodeMetrics(metrics, config, { runtime, sandboxes, server, hub });
   // Booted now, once listening (so it does not slow startup down): the first request that runs machine
