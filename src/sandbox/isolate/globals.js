@@ -11,7 +11,8 @@
  *                                          as JSON (isolate-sources.ts IsolateSettings)
  *
  * It runs first, before any other code of the isolate: it removes `WebAssembly` (wasm memories are
- * allocated outside the V8 heap that the isolate memory limit bounds) and captures the built-ins
+ * allocated outside the V8 heap that the isolate memory limit bounds), `SharedArrayBuffer` and
+ * `Atomics.wait` (a blocking wait the stall watchdog cannot see), and captures the built-ins
  * the sandbox's own code relies on (`intrinsics`, handed to the harness and the fetch installer), so
  * machine code replacing prototype methods or globals later cannot change the plumbing's behaviour.
  *
@@ -38,6 +39,11 @@
   // WebAssembly.Memory backing stores live outside the V8 heap, so isolated-vm's memoryLimit does not
   // bound them: the whole namespace goes before any other code runs (nothing else references it).
   delete G.WebAssembly;
+  // Atomics.wait sleeps holding the worker's thread without using CPU, so the stall watchdog (CPU time)
+  // never moves the caller aside while every other org's calls wait behind it; it needs a
+  // SharedArrayBuffer, which nothing else here wants. The other Atomics operations never block.
+  delete G.SharedArrayBuffer;
+  delete G.Atomics.wait;
 
   // ---- intrinsics, captured before any user code runs (uncurried: no lookup when called) ----
   var uncurry = Function.prototype.bind.bind(Function.prototype.call);
