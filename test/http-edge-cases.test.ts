@@ -125,6 +125,8 @@ t.test('methods: the nine uWS knows reach the router; any other closes the conne
   t.match(trace.answer, /^HTTP\/1\.1 405 /, 'TRACE, a method uWS knows: 405 from the router');
   t.match(trace.answer, /\r\nallow: GET, HEAD\r\n/, 'with Allow');
   t.match(trace.answer, /"code":"invalid-parameter"/, 'and the JSON error');
+  const onApi = await exchange(['TRACE /http-api/org_x/machines/m/api HTTP/1.1\r\nhost: x\r\n\r\n']);
+  t.match(onApi.answer, /\r\nallow: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS\r\n/, 'a route that takes HEAD itself names it once');
   // PINNED (issue 20 asked for 405 with Allow, or 501): uWS routes only GET, POST, HEAD, PUT, DELETE,
   // CONNECT, OPTIONS, TRACE and PATCH, case-sensitively, and closes the connection on any other method.
   for (const method of ['PROPFIND', 'QUERY', 'get', 'Post']) {

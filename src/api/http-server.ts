@@ -310,7 +310,7 @@ export class HttpServer {
     if (match.kind === 'no-such-thing') return errorResponse(new ServiceError(404, 'not-found', match.message), this.logError);
     if (match.kind !== 'wrong-method')
       return errorResponse(new ServiceError(404, 'not-found', `no route for ${method} ${clipped(path)}`), this.logError);
-    const allow = match.allowed.includes('GET') ? [...match.allowed, 'HEAD'] : match.allowed;
+    const allow = match.allowed.includes('GET') && !match.allowed.includes('HEAD') ? [...match.allowed, 'HEAD'] : match.allowed;
     const refused = errorResponse(
       new ServiceError(405, 'invalid-parameter', `${method} is not allowed on ${clipped(path)}; use ${allow.join(', ')}`),
       this.logError,
