@@ -100,43 +100,49 @@ t.test('a lone commit is acknowledged from the log, and every read sees it befor
   t.same(reopened.history, [1, 2, 3]);
 });
 
-t.test('LMDB keeps a log commit as the JSON its frame held, beside msgpack values, and reads both back as written', async (t) => {
-  const dir = tempDataDir();
-  t.teardown(() => removeDir(dir));
-  const timer = { id: 't1', kind: 'event', dueAt: 5_000, event: { type: 'TICK' } } as unknown as InstanceHead['pendingTimers'][number];
-  const heads = [
-    head(1, { context: { note: 'ünïcödé ✓ 𝄞 "quoted" \\ \n', list: [1, [2, { deep: null }]] } }),
-    head(2, { pendingTimers: [timer] }), // it applies a message: LMDB directly, as msgpack
-    head(3, { pendingTimers: [timer], context: { n: 3, flag: true } }), // through the log again
-  ];
-  const records = [record(1), { ...record(2), event: { type: 'E2', payload: { a: [1, 2, 3] } } }, record(3)];
-  const store = openLmdbNodeStore(dir);
-  t.equal(await store.instances.createInstance(heads[0] as InstanceHead, [records[0] as TransitionRecord]), true);
-  await store.instances.commit(heads[1] as InstanceHead, heads[0] as InstanceHead, [records[1] as TransitionRecord], {
-    receivedMessageId: 'msg-2',
-  });
-  await store.instances.commit(heads[2] as InstanceHead, heads[1] as InstanceHead, [records[2] as TransitionRecord]);
-  await store.close();
+t.test(
+  'LMDB keeps a log commit as the JSON its frame held, a direct write as JSON too, and reads msgpack values written before',
+  async (t) => {
+    const dir = tempDataDir();
+    t.teardown(() => removeDir(dir));
+    const timer = { id: 't1', kind: 'event', dueAt: 5_000, event: { type: 'TICK' } } as unknown as InstanceHead['pendingTimers'][number];
+    const heads = [
+      head(1, { context: { note: 'ünïcödé ✓ 𝄞 "quoted" \\ \n', list: [1, [2, { deep: null }]] } }),
+      head(2, { pendingTimers: [timer] }), // it applies a message: LMDB directly
+      head(3, { pendingTimers: [timer], context: { n: 3, flag: true } }), // through the log again
+    ];
+    const records = [record(1), { ...record(2), event: { type: 'E2', payload: { a: [1, 2, 3] } } }, record(3)];
+    const store = openLmdbNodeStore(dir);
+    t.equal(await store.instances.createInstance(heads[0] as InstanceHead, [records[0] as TransitionRecord]), true);
+    await store.instances.commit(heads[1] as InstanceHead, heads[0] as InstanceHead, [records[1] as TransitionRecord], {
+      receivedMessageId: 'msg-2',
+    });
+    await store.instances.commit(heads[2] as InstanceHead, heads[1] as InstanceHead, [records[2] as TransitionRecord]);
+    await store.close();
 
-  const raw = open({ path: join(dir, 'statehold.lmdb'), maxDbs: 32, readOnly: true });
-  const rawTransitions = raw.openDB({ name: 'transitions', encoding: 'binary' });
-  const firstBytes = [1, 2, 3].map((seq) => rawTransitions.getBinary(['org_a', 'm', 'i', seq])?.[0]);
-  t.same(
-    firstBytes.map((b) => b === 0xc1),
-    [true, false, true],
-    'records from the log are stored as their JSON (0xc1 first), the direct one as msgpack',
-  );
-  const stored = raw.openDB({ name: 'instances', encoding: 'binary', useVersions: true }).getBinary(['org_a', 'm', 'i']) as Buffer;
-  t.same(JSON.parse(stored.subarray(1).toString('utf8')), heads[2], 'the head is the JSON of the head committed');
-  await raw.close();
+    const raw = open({ path: join(dir, 'statehold.lmdb'), maxDbs: 32 });
+    const rawTransitions = raw.openDB({ name: 'transitions', encoding: 'binary' });
+    const firstBytes = [1, 2, 3].map((seq) => rawTransitions.getBinary(['org_a', 'm', 'i', seq])?.[0]);
+    t.same(
+      firstBytes.map((b) => b === 0xc1),
+      [true, true, true],
+      'records are stored as JSON (0xc1 first), from the log and written directly alike',
+    );
+    const stored = raw.openDB({ name: 'instances', encoding: 'binary', useVersions: true }).getBinary(['org_a', 'm', 'i']) as Buffer;
+    t.same(JSON.parse(stored.subarray(1).toString('utf8')), heads[2], 'the head is the JSON of the head committed');
+    // a record as a store before 2026-11-30 wrote a direct one: msgpack
+    await raw.openDB({ name: 'transitions', encoding: 'msgpack' }).put(['org_a', 'm', 'i', 2], records[1]);
+    t.not(rawTransitions.getBinary(['org_a', 'm', 'i', 2])?.[0], 0xc1, 'record 2 is msgpack now');
+    await raw.close();
 
-  const reopened = openLmdbNodeStore(dir);
-  t.same(reopened.instances.getInstance('org_a', 'm', 'i'), heads[2], 'the head reads back as committed');
-  t.same(reopened.instances.listTransitions('org_a', 'm', 'i', 0, 10), records, 'so does the history, both forms in one range');
-  t.same(reopened.instances.listInstances('org_a', 'm', undefined, 10), [heads[2]], 'and the instance list');
-  await reopened.instances.commit(head(4), heads[2] as InstanceHead, [record(4)]);
-  await reopened.close();
-});
+    const reopened = openLmdbNodeStore(dir);
+    t.same(reopened.instances.getInstance('org_a', 'm', 'i'), heads[2], 'the head reads back as committed');
+    t.same(reopened.instances.listTransitions('org_a', 'm', 'i', 0, 10), records, 'so does the history, both forms in one range');
+    t.same(reopened.instances.listInstances('org_a', 'm', undefined, 10), [heads[2]], 'and the instance list');
+    await reopened.instances.commit(head(4), heads[2] as InstanceHead, [record(4)]);
+    await reopened.close();
+  },
+);
 
 t.test('commits asked together share a frame, fenced in the order asked', async (t) => {
   const dir = tempDataDir();

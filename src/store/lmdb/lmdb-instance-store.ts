@@ -121,7 +121,7 @@ export class LmdbInstanceStore implements InstanceStore {
     this.usageRuns = root.openDB({ name: 'usageRuns', encoding: 'msgpack' });
     this.meta = root.openDB({ name: 'meta', encoding: 'msgpack' });
     this.timers = new DueTimers(root);
-    this.outbox = root.openDB({ name: 'outbox', encoding: 'msgpack' });
+    this.outbox = root.openDB({ name: 'outbox', ...msgpackOrJson });
     this.inbox = root.openDB({ name: 'inbox', encoding: 'msgpack' });
     this.indexes = new IndexEntries(root);
     this.upgradeHeads();

@@ -1,5 +1,6 @@
 import type { Database, RootDatabase } from 'lmdb';
 import type { LogEntry, LogStore } from '../log-store.js';
+import { msgpackOrJson } from './json-values.js';
 
 /**
  * Entries a batch at one log position may hold: a LOGS batch is at most ≈ 256 KB (replicated-logs.ts),
@@ -17,7 +18,7 @@ export class LmdbLogStore implements LogStore {
   private counter = 0;
 
   constructor(root: RootDatabase) {
-    this.logs = root.openDB({ name: 'logs', encoding: 'msgpack' });
+    this.logs = root.openDB({ name: 'logs', ...msgpackOrJson });
   }
 
   async appendLogs(entries: LogEntry[], position?: number): Promise<void> {
