@@ -257,12 +257,17 @@ t.test("a bad message on a node's subject costs one error reply, never the proce
     ['an op from the prototype', pack({ v, op: 'toString', ...key })],
     ['create without fields', pack({ v, op: 'create' })],
     ['create without a request id', pack({ v, op: 'create', ...key, versionId: 'ver_a', context: {}, authContext: {} })],
-    ['send with an event without a type', pack({ v, op: 'send', ...key, event: {}, authContext: {}, requestId: 'r' })],
-    ['send with a list for an auth context', pack({ v, op: 'send', ...key, event: { type: 'GO' }, authContext: [], requestId: 'r' })],
+    ['send with an event without a type', pack({ v, op: 'send', ...key, event: '{}', authContext: '{}', requestId: 'r' })],
+    ['send with a list for an auth context', pack({ v, op: 'send', ...key, event: '{"type":"GO"}', authContext: '[]', requestId: 'r' })],
+    [
+      'send with an event as a map, not JSON text',
+      pack({ v, op: 'send', ...key, event: { type: 'GO' }, authContext: '{}', requestId: 'r' }),
+    ],
+    ['send with an event that is not JSON', pack({ v, op: 'send', ...key, event: '{type:GO}', authContext: '{}', requestId: 'r' })],
     ['read with numbers for names', pack({ v, op: 'read', orgId: 1, machine: 2, name: 3, authContext: {} })],
     ['setStatus to another status', pack({ v, op: 'setStatus', ...key, status: 'stopped' })],
     ['history with a negative limit', pack({ v, op: 'history', ...key, afterSeq: 0, limit: -1 })],
-    ['receive with half a message', pack({ v, op: 'receive', message: { orgId: 'o' } })],
+    ['receive with half a message', pack({ v, op: 'receive', message: '{"orgId":"o"}' })],
     ['gateMachine without closed', pack({ v, op: 'gateMachine', orgId: 'o', machine: 'm' })],
     ['listPart with bad partitions', pack({ v, op: 'listPart', partitions: [-1], orgId: 'o', machine: 'm', limit: 1 })],
     ['queryPart without a query', pack({ v, op: 'queryPart', partitions: [0] })],
@@ -309,18 +314,37 @@ t.test('commands and replies are MessagePack frames of one protocol version, eac
     requestId: 'r1',
   } as const;
   t.same(decodeCommand(encodeCommand(command)), { command }, 'a command comes back as it was sent, without the version');
-  t.same(unpack(encodeCommand(command)), { v: COMMAND_PROTOCOL, ...command }, 'with its fields named, and the version');
+  t.same(
+    unpack(encodeCommand(command)),
+    { v: COMMAND_PROTOCOL, ...command, event: '{"type":"GO"}', authContext: '{"sub":"u"}' },
+    "with its fields named, the user's values as JSON text, and the version",
+  );
+  // what MessagePack would not carry: an own key __proto__ (msgpackr renames it), a lone surrogate
+  const odd = JSON.parse('{"type":"GO","__proto__":{"x":1},"lone":"a\\ud800b"}') as { type: string };
+  const carried = decodeCommand(encodeCommand({ ...command, event: odd, authContext: odd }));
+  t.equal(
+    JSON.stringify(carried),
+    JSON.stringify({ command: { ...command, event: odd, authContext: odd } }),
+    'every JSON value comes back',
+  );
+  t.ok(Object.prototype.hasOwnProperty.call((carried as { command: { event: object } }).command.event, '__proto__'), 'own __proto__ kept');
   t.match(decodeCommand(pack({ ...command, v: COMMAND_PROTOCOL + 1 })), { problem: /protocol version/ });
 
   const state = { state: { a: 'b' }, context: { n: 1, public: { x: 1 } }, tags: ['t'], done: false, ts: 5 };
   t.same(decodeReply('send', encodeReply({ ok: true, value: state })), { ok: true, value: state });
+  const oddState = { ...state, context: JSON.parse('{"__proto__":{"x":1},"lone":"a\\ud800b"}') as InstanceState['context'] };
+  t.equal(
+    JSON.stringify(decodeReply('send', encodeReply({ ok: true, value: oddState }))),
+    JSON.stringify({ ok: true, value: oddState }),
+    "an answer's context comes back whole",
+  );
   t.same(decodeReply('delete', encodeReply({ ok: true, value: true })), { ok: true, value: true });
   t.same(decodeReply('setStatus', encodeReply({ ok: true, value: null })), { ok: true, value: null }, 'nothing to answer: nil');
   t.same(decodeReply('send', encodeReply({ ok: false, moved: true })), { ok: false, moved: true });
   const error = { status: 400, code: 'invalid-parameter', message: 'no', parameter: 'event' } as const;
   t.same(decodeReply('send', encodeReply({ ok: false, error })), { ok: false, error });
   t.equal(
-    decodeReply('send', pack({ v: COMMAND_PROTOCOL + 1, ok: true, value: state })),
+    decodeReply('send', pack({ v: COMMAND_PROTOCOL + 1, ok: true, value: JSON.stringify(state) })),
     undefined,
     'a reply of another version is not read',
   );

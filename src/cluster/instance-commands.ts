@@ -11,7 +11,11 @@ import type { IndexQuery, InstanceHead, InstanceStatus, OutboxMessage, Transitio
  * owner runs (OwnerSide: the node's InstanceRuntime), and the commands and answers a cluster node
  * forwards to another over NATS (cluster/forwarder.ts): one set of operations, written once. On the
  * wire each command is one MessagePack frame with its named fields and the protocol version, checked
- * by its op's validator; each answer likewise (design.md §6.2, "the forward hop").
+ * by its op's validator; each answer likewise (design.md §6.2, "the forward hop"). What users and
+ * machines made (events, contexts, auth contexts, messages, index queries, answers' values) travels in
+ * those frames as JSON text: MessagePack does not carry every JSON value (msgpackr's decode renames an
+ * own key `__proto__`; a lone surrogate, valid in a JSON string, comes back as U+FFFD), and an
+ * instance must show the same context through any node.
  */
 
 /**
@@ -64,8 +68,11 @@ export interface OwnerSide extends InstanceWrites {
   gateMachine(orgId: string, machine: string, closed: boolean): void;
 }
 
-/** The version of the commands' and answers' frames; a frame of another version gets one error reply. */
-export const COMMAND_PROTOCOL = 1;
+/**
+ * The version of the commands' and answers' frames; a frame of another version gets one error reply.
+ * 2: user values as JSON text (1 had them as MessagePack maps).
+ */
+export const COMMAND_PROTOCOL = 2;
 
 /** Names one instance; `retry`: asked again after a lost answer (the owner fences a create, send or message first). */
 interface Keyed {
@@ -149,12 +156,19 @@ export const requestIdOf = (command: InstanceCommand): string | undefined =>
 /** Plain MessagePack maps (no msgpackr records): any release, or any MessagePack reader, reads the frames. */
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
-/** A command's frame: its fields and `v`, the protocol version. */
-export const encodeCommand = (command: Command): Uint8Array => packr.pack({ v: COMMAND_PROTOCOL, ...command });
+/** The fields of commands that hold user values, each carried as its JSON text. */
+const JSON_FIELDS = ['event', 'context', 'authContext', 'message', 'query'] as const;
 
-/** A reply's frame: `{v, ok, value}` or `{v, ok: false, error}` or `{v, ok: false, moved: true}`; an absent value is nil. */
+/** A command's frame: its fields and `v`, the protocol version; user values as JSON text. */
+export const encodeCommand = (command: Command): Uint8Array => {
+  const frame: Fields = { v: COMMAND_PROTOCOL, ...command };
+  for (const field of JSON_FIELDS) if (frame[field] !== undefined) frame[field] = JSON.stringify(frame[field]);
+  return packr.pack(frame);
+};
+
+/** A reply's frame: `{v, ok, value}` (the value's JSON text; nothing to answer: `null`) or `{v, ok: false, error}` or `{v, ok: false, moved: true}`. */
 export const encodeReply = (reply: Reply): Uint8Array =>
-  packr.pack(reply.ok ? { v: COMMAND_PROTOCOL, ok: true, value: reply.value ?? null } : { v: COMMAND_PROTOCOL, ...reply });
+  packr.pack(reply.ok ? { v: COMMAND_PROTOCOL, ok: true, value: JSON.stringify(reply.value ?? null) } : { v: COMMAND_PROTOCOL, ...reply });
 
 /** The command a frame holds, or why it holds none this node reads. */
 export const decodeCommand = (data: Uint8Array): { command: Command } | { problem: string } => {
@@ -164,6 +178,12 @@ export const decodeCommand = (data: Uint8Array): { command: Command } | { proble
   if (frame.v !== COMMAND_PROTOCOL) return { problem: `protocol version ${String(frame.v)} (this node reads ${COMMAND_PROTOCOL})` };
   const op = frame.op;
   if (typeof op !== 'string' || !Object.prototype.hasOwnProperty.call(commandShapes, op)) return { problem: `no such op ${String(op)}` };
+  for (const field of JSON_FIELDS) {
+    if (frame[field] === undefined) continue;
+    const value = parsed(frame[field]);
+    if (value === undefined) return { problem: `${op}: ${field} is not JSON text` };
+    frame[field] = value;
+  }
   if (!commandShapes[op as CommandOp](frame)) return { problem: `${op}: a field is missing or of the wrong type` };
   delete frame.v;
   return { command: frame as unknown as Command };
@@ -173,7 +193,10 @@ export const decodeCommand = (data: Uint8Array): { command: Command } | { proble
 export const decodeReply = <C extends Command>(op: C['op'], data: Uint8Array): Reply<C> | undefined => {
   const frame = unpacked(data);
   if (!isRecord(frame) || frame.v !== COMMAND_PROTOCOL) return undefined;
-  if (frame.ok === true) return answerShapes[op](frame.value) ? { ok: true, value: frame.value as AnswerOf<C> } : undefined;
+  if (frame.ok === true) {
+    const value = parsed(frame.value);
+    return value !== undefined && answerShapes[op](value) ? { ok: true, value: value as AnswerOf<C> } : undefined;
+  }
   if (frame.ok !== false) return undefined;
   if (frame.moved === true) return { ok: false, moved: true };
   const error = frame.error;
@@ -194,6 +217,16 @@ export const decodeReply = <C extends Command>(op: C['op'], data: Uint8Array): R
       ...(error.parameter === undefined ? {} : { parameter: error.parameter }),
     },
   };
+};
+
+/** The value a JSON text holds; undefined when it is not JSON text. */
+const parsed = (text: unknown): unknown => {
+  if (typeof text !== 'string') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
 };
 
 const unpacked = (data: Uint8Array): unknown => {
