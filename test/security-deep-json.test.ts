@@ -154,3 +154,17 @@ export const allowWrite = (r) => r.type !== 'initialization' || r.context.role =
   t.same(Object.keys(started.context).sort(), ['__proto__', 'n']);
   t.equal(vi.send('o/esc/x', { type: 'ESCALATE' }).context.n, 0, 'the guard did not see an inherited role');
 });
+
+t.test('a number beyond the range of a double is refused in request bodies (live it would be Infinity, stored null)', async (t) => {
+  const token = node.adminKey;
+  await machineWithVersion(node, 'big', nester);
+  for (const rawBody of ['{"slug":"b1","context":{"n":1e400}}', `{"slug":"b2","context":{"n":-${'9'.repeat(400)}}}`]) {
+    const res = await call(node.url, 'POST', '/machines/big', { token, rawBody });
+    t.equal(res.status, 400, `${rawBody.slice(0, 40)}: 400`);
+    t.match(res.body, { code: 'invalid-parameter', error: /beyond the range of a double \(at key "n"\)/ });
+  }
+  const fine = await call(node.url, 'POST', '/machines/big', { token, rawBody: '{"slug":"b3","context":{"n":1e300,"m":"1e400"}}' });
+  t.equal(fine.status, 200, 'a large finite number, and 1e400 in a string, are taken');
+  const event = await call(node.url, 'POST', '/machines/big/i/b3/events', { token, rawBody: '{"event":{"type":"X","v":1E+999}}' });
+  t.equal(event.status, 400, 'in an event too');
+});

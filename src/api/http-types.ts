@@ -46,8 +46,12 @@ export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
   if (tooDeep(text)) throw invalidParameter('body', `the request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);
   let parsed: unknown;
   try {
-    // The reviver costs a second walk: only when the text could name __proto__ (escapes included).
-    parsed = text.includes('__proto__') || text.includes('\\u') ? JSON.parse(text, refuseProtoKeys) : JSON.parse(text);
+    // The reviver costs a second walk: only when the text could name __proto__ (escapes included) or
+    // hold a number beyond a double's range (an exponent of three digits, or 309 digits in a row).
+    parsed =
+      text.includes('__proto__') || text.includes('\\u') || MAYBE_OUT_OF_RANGE.test(text)
+        ? JSON.parse(text, refuseUnkept)
+        : JSON.parse(text);
   } catch (error) {
     if (error instanceof ServiceError) throw error;
     throw invalidParameter('body', `the request body is not valid JSON: ${(error as Error).message}`);
@@ -58,13 +62,22 @@ export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
   return parsed as Record<string, unknown>;
 };
 
+const MAYBE_OUT_OF_RANGE = /\d[eE][+-]?\d{3}|\d{309}/;
+
 /**
- * A key named __proto__ is refused: copied with plain assignment (Object.assign, a spread into an
- * object literal is fine) it sets the prototype instead, which let a create's context inherit
- * properties its authorizer never saw; and msgpack renames it when stored, so a live context and its
- * stored copy would differ.
+ * What a body may not hold:
+ * - a key named __proto__: copied with plain assignment (Object.assign; a spread into an object literal
+ *   is fine) it sets the prototype instead, which let a create's context inherit properties its
+ *   authorizer never saw;
+ * - a number JSON.parse reads as ±Infinity (`1e400`): the machine would see Infinity, and what is stored
+ *   (JSON) says null, so the instance would act on one value live and on another once reloaded.
  */
-function refuseProtoKeys(this: unknown, key: string, value: unknown): unknown {
+function refuseUnkept(this: unknown, key: string, value: unknown): unknown {
   if (key === '__proto__') throw invalidParameter('body', 'the request body has a key named __proto__, which is not allowed');
+  if (typeof value === 'number' && !Number.isFinite(value))
+    throw invalidParameter(
+      'body',
+      `the request body has a number beyond the range of a double${key === '' ? '' : ` (at key ${JSON.stringify(key.slice(0, 64))})`}`,
+    );
   return value;
 }
