@@ -63,6 +63,8 @@ export interface ApiContext {
     health(): { ready: boolean; reason?: string; nodeId: string; members: number; nats: string };
     status(instance?: { orgId: string; machine: string; name: string }): unknown;
   };
+  /** Why the node's storage refuses writes (a failed commit, until a restart); undefined while it takes them. GET /health answers 503 then. */
+  storageRefusal?: () => Error | undefined;
   /** GET /metrics: the node's metrics as text, and whether they need no credential (--metrics-public). */
   metrics?: { public: boolean; contentType: string; text(): Promise<string> };
   /** The realtime endpoint's counts, for GET /stats (set once the server listens). */

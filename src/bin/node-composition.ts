@@ -279,6 +279,7 @@ export const composeNode = async (
       settings: runtimeSettings,
     }),
     ...(deployment.cluster ? { cluster: deployment.cluster } : {}),
+    storageRefusal: () => store.instances.writeRefusal?.(),
     realtimeStats: () => ({ ...server.websockets, subscribedInstances: hub.channelCount }),
     metrics: { public: config.metricsPublic, contentType: metrics.contentType, text: () => metrics.text() },
   };

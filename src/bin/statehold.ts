@@ -7,6 +7,7 @@ import { clusterSettings, parseNodeConfig } from './node-config.js';
 import type { Logger } from '../domain/logger.js';
 import { nodeVersionProblem } from './node-version.js';
 import { ConfigError, environmentOnly, parseServeConfig, serveSettings, serveSwitches } from './serve-config.js';
+import { keepUpOnStorageFailures } from './storage-failures.js';
 
 const usage = (): string => {
   const settings = serveSettings
@@ -49,6 +50,7 @@ const serve = async (argv: string[]): Promise<void> => {
   const config = parseServeConfig(argv, process.env);
   const logger = consoleLogger(config.logFormat);
   const announce = consoleAnnouncer(config.logFormat);
+  keepUpOnStorageFailures(logger);
   const { startEmbeddedNode } = await import('./embedded-node.js');
   const node = await startEmbeddedNode(config, logger, announce);
   announce(`listening on ${node.url} (data in ${config.dataDir})`);
@@ -60,6 +62,7 @@ const clusterNode = async (argv: string[]): Promise<void> => {
   const config = parseNodeConfig(argv, process.env);
   const logger = consoleLogger(config.logFormat);
   const announce = consoleAnnouncer(config.logFormat);
+  keepUpOnStorageFailures(logger);
   const { startClusterNode } = await import('./cluster-node.js');
   const node = await startClusterNode(config, logger, announce);
   announce(`listening on ${node.url} (node ${config.nodeId} of cluster ${config.cluster}, data in ${config.dataDir})`);

@@ -186,6 +186,8 @@ export class UncertainWriteError extends ServiceError {
  * instances share one disk sync (group commit).
  */
 export interface InstanceStore {
+  /** Why this store refuses writes now (LMDB failed a commit: until the node restarts); undefined while it takes them. */
+  writeRefusal?(): Error | undefined;
   /**
    * Whether `head`, as an owner holds it in memory, is still the latest this store has of the instance
    * (a cluster node's copy also gets other nodes' commits: a head held across a pause or a change of

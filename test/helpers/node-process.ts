@@ -40,6 +40,11 @@ export interface StartOptions {
   ownProcessGroup?: boolean;
   /** How long to wait for the node to listen (default 20 s); past it the node is killed and the start fails. */
   startTimeoutMs?: number;
+  /**
+   * The largest file the node may write, in MiB (`ulimit -f`, with SIGXFSZ ignored): a write past it fails
+   * with EFBIG, as one on a full disk fails with ENOSPC. The write-ahead log's segments need 32 MiB each.
+   */
+  fileSizeLimitMib?: number;
 }
 
 /**
@@ -101,9 +106,14 @@ export const startNodeProcess = async (options: StartOptions = {}): Promise<Node
     ...(adminKey ? ['--admin-key', adminKey] : []),
     ...(options.args ?? []),
   ];
-  const [command, args] = options.viaShim
+  const [plainCommand, plainArgs] = options.viaShim
     ? [shim, serveArgs]
     : [process.execPath, ['--no-node-snapshot', ...(options.nodeArgs ?? []), entryPoint, ...serveArgs]];
+  // (sh's ulimit -f counts 512-byte blocks)
+  const [command, args] =
+    options.fileSizeLimitMib === undefined
+      ? [plainCommand, plainArgs]
+      : ['/bin/sh', ['-c', `trap '' XFSZ; ulimit -f ${options.fileSizeLimitMib * 2048}; exec "$0" "$@"`, plainCommand, ...plainArgs]];
   const child = spawn(command, args, {
     env: { ...withoutTapHooks(process.env), ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],

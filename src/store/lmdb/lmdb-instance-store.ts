@@ -1,4 +1,5 @@
 import type { Database, RootDatabase } from 'lmdb';
+import { unavailable } from '../../domain/errors.js';
 import { compareIndexPositions, type IndexPosition, matchesIndexOp, valuesIn } from '../../domain/index-values.js';
 import {
   type CommitEffects,
@@ -110,6 +111,8 @@ export class LmdbInstanceStore implements InstanceStore {
   private readonly indexes: IndexEntries;
 
   private readonly wal: WalCommits | undefined;
+  /** Set when LMDB failed a commit, without the log (`commitLog: 'lmdb'`): every later write is refused. */
+  private failed: Error | undefined;
 
   constructor(
     private readonly root: RootDatabase,
@@ -241,7 +244,17 @@ export class LmdbInstanceStore implements InstanceStore {
    * commits and fenced against them when there is a log (WalCommits.direct), as it is otherwise.
    */
   private toLmdb<R>(key: string, block: () => Promise<R>): Promise<R> {
-    return this.wal ? this.wal.direct(key, block) : block();
+    if (this.wal) return this.wal.direct(key, block);
+    // Without the log, a commit LMDB failed (a full disk) refuses every later write until a restart: each
+    // would fail the same way, and lmdb-js, failing commit after commit, ended in a corrupted heap.
+    return block().catch((error: unknown) => {
+      this.failed ??= unavailable(`storage failed (${error instanceof Error ? error.message : String(error)}): restart the node`);
+      throw this.failed;
+    });
+  }
+
+  writeRefusal(): Error | undefined {
+    return this.failed ?? this.wal?.refusal();
   }
 
   /**
@@ -483,6 +496,7 @@ export class LmdbInstanceStore implements InstanceStore {
    * with the log's commits: frames hold only heads and histories.
    */
   private checkHealthy(): void {
+    if (this.failed) throw this.failed;
     this.wal?.checkWritable();
   }
 

@@ -438,6 +438,11 @@ export class WalCommits {
     await this.wal.close(this.broken === undefined);
   }
 
+  /** Why writes are refused since LMDB failed to take the log's frames; undefined otherwise (also while closing). */
+  refusal(): Error | undefined {
+    return this.broken ? this.unwritable() : undefined;
+  }
+
   private unwritable(): Error | undefined {
     if (this.broken)
       return unavailable(`storage failed (${this.broken.message}): restart the node; acknowledged writes are kept in its write-ahead log`);
