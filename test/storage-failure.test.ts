@@ -6,6 +6,8 @@
  * the node stays up: writes get 503, reads answer, /health says 503, and a restart (with room again)
  * has every write that was acknowledged.
  */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
 import { call } from './helpers/http.js';
 import { removeDir, startNodeProcess, tempDataDir } from './helpers/node-process.js';
@@ -73,3 +75,13 @@ for (const commitLog of ['wal', 'lmdb']) {
     },
   );
 }
+
+t.test('a disk without room for the write-ahead log: the start fails saying so, and leaves no partial segment', async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  await t.rejects(
+    startNodeProcess({ dataDir, fileSizeLimitMib: 20 }),
+    /node exited \(1\) before listening:[^]*no room for a write-ahead log segment of 32 MiB in .*wal \(EFBIG\): the log needs two/,
+  );
+  t.same(readdirSync(join(dataDir, 'wal')), [], 'the segment it could not fill is gone');
+});

@@ -33,6 +33,7 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
+  rmSync,
   statSync,
   unlink,
   unlinkSync,
@@ -43,7 +44,7 @@ import {
 } from 'node:fs';
 import { open as openFile, rename, unlink as unlinkFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { crc32 } from 'node:zlib';
 
 const MAGIC = 0x53485731; // "SHW1"
@@ -96,13 +97,20 @@ const syncDirectory = (dir: string): void => {
   }
 };
 
-/** A file of `bytes` zeros, durable, made on this thread. */
+/** A file of `bytes` zeros, durable, made on this thread; on a disk without room for it, none and an error that says so. */
 const zeroFilledSync = (path: string, bytes: number): void => {
   const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
   try {
     const zeros = Buffer.alloc(Math.min(ZERO_CHUNK, bytes));
     for (let at = 0; at < bytes; at += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, bytes - at), at);
     fsyncSync(fd);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOSPC' && code !== 'EFBIG' && code !== 'EDQUOT') throw error;
+    rmSync(path, { force: true });
+    throw new Error(
+      `no room for a write-ahead log segment of ${bytes / 1_048_576} MiB in ${dirname(path)} (${code}): the log needs two, beside LMDB's data`,
+    );
   } finally {
     closeSync(fd);
   }
