@@ -6,7 +6,7 @@
  * the node stays up: writes get 503, reads answer, /health says 503, and a restart (with room again)
  * has every write that was acknowledged.
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { call } from './helpers/http.js';
@@ -84,4 +84,23 @@ t.test('a disk without room for the write-ahead log: the start fails saying so, 
     /node exited \(1\) before listening:[^]*no room for a write-ahead log segment of 32 MiB in .*wal \(EFBIG\): the log needs two/,
   );
   t.same(readdirSync(join(dataDir, 'wal')), [], 'the segment it could not fill is gone');
+});
+
+t.test("the data dir's files removed under a running node: writes are refused, not acknowledged into files no path names", async (t) => {
+  const dataDir = tempDataDir();
+  t.teardown(() => removeDir(dataDir));
+  const node = await startNodeProcess({ dataDir });
+  t.teardown(() => node.stop('SIGKILL'));
+  const token = node.adminKey;
+  await machineWithVersion(node, 'fill', machine);
+  t.equal((await call(node.url, 'POST', '/machines/fill', { token, body: { slug: 'i' } })).status, 200);
+  for (const entry of readdirSync(dataDir)) rmSync(join(dataDir, entry), { recursive: true, force: true });
+  let status = 200;
+  for (const until = Date.now() + 10_000; status === 200 && Date.now() < until;) {
+    status = (await call(node.url, 'POST', '/machines/fill/i/i/events', { token, body: { event: { type: 'NOTE' } } })).status;
+    if (status === 200) await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  t.equal(status, 503, 'within a few seconds, events get 503');
+  t.equal((await call(node.url, 'GET', '/health')).status, 503, '/health too');
+  t.match(node.output(), /statehold\.lmdb was removed under the node: writes are refused/, 'logged');
 });

@@ -23,6 +23,8 @@ export const startEmbeddedNode = async (config: ServeConfig, logger: Logger, ann
         'LMDB did not take writes the write-ahead log acknowledged: writes are refused until the node is restarted, which applies the log again',
         { error: error.message },
       ),
+    onDataDirChanged: (problem) =>
+      logger.error(`${problem}: writes are refused until the node is restarted (what it acknowledged since may be lost)`),
   });
   const metrics = new NodeMetrics();
   metrics.storeBacklog(() => store.instances.backlog());

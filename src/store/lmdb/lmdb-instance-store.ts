@@ -248,9 +248,14 @@ export class LmdbInstanceStore implements InstanceStore {
     // Without the log, a commit LMDB failed (a full disk) refuses every later write until a restart: each
     // would fail the same way, and lmdb-js, failing commit after commit, ended in a corrupted heap.
     return block().catch((error: unknown) => {
-      this.failed ??= unavailable(`storage failed (${error instanceof Error ? error.message : String(error)}): restart the node`);
+      this.refuseWrites(error instanceof Error ? error : new Error(String(error)));
       throw this.failed;
     });
+  }
+
+  /** From now on every write is refused with 503 (storage failed: `why`), until the node restarts. */
+  refuseWrites(why: Error): void {
+    this.failed ??= unavailable(`storage failed (${why.message}): restart the node`);
   }
 
   writeRefusal(): Error | undefined {

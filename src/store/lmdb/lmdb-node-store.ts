@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { open } from 'lmdb';
 import type { NodeStore } from '../catalog.js';
@@ -15,7 +15,12 @@ type NodeStoreOptions = Omit<InstanceStoreOptions, 'walDir'> & {
    * seen synced, so after a crash it replays what its copy lost.
    */
   syncEachWrite?: boolean;
+  /** Told once when the data dir's files were removed or replaced under the node (writes are refused from then on). */
+  onDataDirChanged?: (problem: string) => void;
 };
+
+/** How often the node checks that its data dir's files are still the ones it opened. */
+const DATA_DIR_CHECK_MS = 2_000;
 
 /**
  * The embedded deployment's storage: one LMDB environment under the data dir, and the write-ahead log
@@ -32,9 +37,32 @@ export const openLmdbNodeStore = (
   // overlappingSync (lmdb-js's default on Linux) resolves a write once committed and syncs later; we
   // promise that an acknowledged write survives power loss, so the sync stays inside the commit.
   // Measured here: same ≈ 34k commits/s at 64 concurrent writers, one fdatasync per batch either way.
-  const { syncEachWrite = true, ...instanceOptions } = options;
-  const root = open({ path: join(dataDir, 'statehold.lmdb'), compression: false, maxDbs: 32, overlappingSync: !syncEachWrite });
-  const instances = new LmdbInstanceStore(root, { ...instanceOptions, walDir: join(dataDir, 'wal') });
+  const { syncEachWrite = true, onDataDirChanged, ...instanceOptions } = options;
+  const lmdbPath = join(dataDir, 'statehold.lmdb');
+  const walDir = join(dataDir, 'wal');
+  const root = open({ path: lmdbPath, compression: false, maxDbs: 32, overlappingSync: !syncEachWrite });
+  const instances = new LmdbInstanceStore(root, { ...instanceOptions, walDir });
+  // Files removed under a running node (`rm -rf` of the data dir, a volume swapped) leave it writing to
+  // files no path names any more: every write acknowledged then would be gone at the next start, which
+  // finds nothing. So the node checks, and refuses writes (503, /health 503) once they are not its own.
+  const opened = statSync(lmdbPath);
+  const changed = (): string | undefined => {
+    try {
+      const now = statSync(lmdbPath);
+      if (now.ino !== opened.ino || now.dev !== opened.dev) return `${lmdbPath} was replaced under the node`;
+    } catch {
+      return `${lmdbPath} was removed under the node`;
+    }
+    if ((instanceOptions.commitLog ?? 'wal') === 'wal' && !existsSync(walDir)) return `${walDir} was removed under the node`;
+    return undefined;
+  };
+  const watch = setInterval(() => {
+    const problem = changed();
+    if (problem === undefined) return;
+    clearInterval(watch);
+    instances.refuseWrites(new Error(problem));
+    onDataDirChanged?.(problem);
+  }, DATA_DIR_CHECK_MS).unref();
   const catalog = new LmdbCatalog(root, (orgId, machine) => instances.hasUnappliedInstances(orgId, machine));
   const versions = new LmdbVersionStore(root, catalog);
   return {
@@ -48,6 +76,7 @@ export const openLmdbNodeStore = (
       await root.flushed;
     },
     async close() {
+      clearInterval(watch);
       await instances.close();
       await root.flushed;
       await root.close();
