@@ -184,6 +184,63 @@ t.test('settleNotOwned waits for the commands under way on instances this node g
   await Promise.all([slowKept, slowGiven]);
 });
 
+t.test('a command that outlives a hand-over and finds its copy let go (404, 409) runs on the new owner', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  let members = ['n1'];
+  const ran: { n1: string[]; n2: string[] } = { n1: [], n2: [] };
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const make = async (id: 'n1' | 'n2', owner: OwnerSide) => {
+    const nc = await connectTo(nats, id);
+    const forwarder = new Forwarder(nc, owner, {
+      cluster: 'c',
+      nodeId: id,
+      members: () => members,
+      ...byPartition(() => members),
+      timeoutMs: 2_000,
+      onError: () => undefined,
+    });
+    forwarder.start();
+    await nc.flush();
+    t.teardown(async () => {
+      forwarder.stop();
+      await nc.close();
+    });
+    return forwarder;
+  };
+  // n1's copy loses the instance while the send waits (what a node's store does once a partition is given up)
+  const side = ownerSide('n1', ran.n1);
+  const n1 = await make('n1', {
+    ...side,
+    send: async (...args) => {
+      await held;
+      if (args[3].type === 'GONE') throw new ServiceError(404, 'not-found', `instance ${args[2]} does not exist`);
+      throw new ServiceError(409, 'invalid-state', 'the instance was changed concurrently; retry');
+    },
+  });
+  await make('n2', ownerSide('n2', ran.n2));
+  const ownerWithN2 = (name: string) => ownerOf(`partition/${partitionOf('org_a', 'm', name, 16)}`, ['n1', 'n2']);
+  const names = Array.from({ length: 40 }, (_, i) => `i${i}`);
+  const givenAway = names.filter((name) => ownerWithN2(name) === 'n2');
+  const kept = names.find((name) => ownerWithN2(name) === 'n1') as string;
+
+  const gone = n1.send('org_a', 'm', givenAway[0] as string, { type: 'GONE' }, {});
+  const movedHead = n1.send('org_a', 'm', givenAway[1] as string, { type: 'MOVED' }, {});
+  const stays = t.rejects(
+    n1.send('org_a', 'm', kept, { type: 'GONE' }, {}),
+    { status: 404, code: 'not-found' },
+    'on an instance this node still owns, a 404 is the answer',
+  );
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  members = ['n1', 'n2'];
+  release();
+  t.equal((await gone).state, 'n2', 'a 404 on the copy let go: asked of the new owner, which answers');
+  t.equal((await movedHead).state, 'n2', 'a 409 likewise');
+  await stays;
+  t.same(ran.n2, [`send ${givenAway[0]} GONE`, `send ${givenAway[1]} MOVED`], 'each ran once on the new owner');
+});
+
 t.test("a bad message on a node's subject costs one error reply, never the process; gate errors keep parameter", { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
