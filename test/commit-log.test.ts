@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { open } from 'lmdb';
 import t from 'tap';
@@ -9,8 +8,7 @@ import { type CommitTexts, commitTexts, framePayload } from '../src/store/lmdb/w
 import { WriteAheadLog } from '../src/store/lmdb/write-ahead-log.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 import { instanceHead as head, transitionRecord as record } from './helpers/store-records.js';
-import { lmdbInstances, logState } from './helpers/wal.js';
-import { repoRoot } from './helpers/paths.js';
+import { lmdbInstances, logState, runScript } from './helpers/wal.js';
 
 const HOLD = 600_000; // LMDB gets nothing from the log while a test runs
 
@@ -39,12 +37,6 @@ const CHILD_PRELUDE = `
     pendingTimers: [], stoppedChildren: [], timerAttempts: {}, ...extra });
   const record = (seq, extra = {}) => ({ seq, createdAt: new Date(seq).toISOString(), ts: seq, event: { type: 'E' + seq }, state: 'idle', ...extra });
 `;
-
-/** Runs an ES module snippet in a separate node process (with the built dist), for kills and a second LMDB writer. */
-const runScript = (source: string): { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string } => {
-  const result = spawnSync(process.execPath, ['--input-type=module', '-e', source], { cwd: repoRoot, encoding: 'utf8', timeout: 60_000 });
-  return { status: result.status, signal: result.signal, stdout: result.stdout, stderr: result.stderr };
-};
 
 t.test('a lone commit is acknowledged from the log, and every read sees it before LMDB has it', async (t) => {
   const dir = tempDataDir();

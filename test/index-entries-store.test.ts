@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import t from 'tap';
 import {
   changedIndexes,
@@ -16,7 +15,7 @@ import type { IndexQuery, InstanceHead, InstanceStore } from '../src/store/insta
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
 import { instanceHead, transitionRecord as record } from './helpers/store-records.js';
-import { repoRoot } from './helpers/paths.js';
+import { runScript } from './helpers/wal.js';
 
 const HOLD = 600_000; // LMDB gets nothing from the write-ahead log while a test runs
 
@@ -240,12 +239,7 @@ for (const commitLog of ['wal', 'lmdb'] as const) {
 t.test('after kill -9, the log replay rebuilds the entries of the commits LMDB had not taken', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
-  const crashed = spawnSync(
-    process.execPath,
-    [
-      '--input-type=module',
-      '-e',
-      `
+  const crashed = runScript(`
     import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
     const head = (name, seq, indexValues) => ({ orgId: 'org_a', machine: 'm', name, createdAt: '1970-01-01T00:00:00.000Z', versionId: 'ver_x',
       status: 'running', seq, ts: seq, state: 'idle', context: {}, tags: [], done: false, snapshot: '{}', pendingTimers: [], stoppedChildren: [],
@@ -261,10 +255,7 @@ t.test('after kill -9, the log replay rebuilds the entries of the commits LMDB h
     await store.instances.createInstance(head('d', 1, { k: ['d1', 'shared'] }), [record(1)]);
     process.stdout.write('acknowledged\\n');
     process.kill(process.pid, 'SIGKILL');
-  `,
-    ],
-    { cwd: repoRoot, encoding: 'utf8', timeout: 60_000 },
-  );
+  `);
   t.equal(crashed.signal, 'SIGKILL', crashed.stderr);
   t.equal(crashed.stdout.trim(), 'acknowledged');
   const store = openLmdbNodeStore(dir);

@@ -6,14 +6,13 @@
  * change, a commit that sends a message), outbox messages and machine logs always: the context a user
  * saw changed after a kill -9, or after a pause and a reload.
  */
-import { spawnSync } from 'node:child_process';
 import t, { type Test } from 'tap';
 import type { JsonObject } from '../src/domain/machine-state.js';
 import type { OutboxMessage } from '../src/store/instance-store.js';
 import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { removeDir, tempDataDir } from './helpers/node-process.js';
-import { repoRoot } from './helpers/paths.js';
 import { instanceHead as head, transitionRecord as record } from './helpers/store-records.js';
+import { runScript } from './helpers/wal.js';
 
 /** A context as machine code makes it (`{ ...c, [e.key]: e.value }`), parsed from JSON as a request's. */
 const odd = (): JsonObject => JSON.parse('{"__proto__":{"polluted":true},"lone":"a\\ud800b","pair":"\\ud83d\\ude00","n":1}');
@@ -28,19 +27,13 @@ const checkOdd = (t: Test, value: unknown, what: string): void => {
 t.test('a kill -9 before LMDB took the log: the replay keeps every JSON value', async (t) => {
   const dir = tempDataDir();
   t.teardown(() => removeDir(dir));
-  const crashed = spawnSync(
-    process.execPath,
-    [
-      '--input-type=module',
-      '-e',
-      `import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
+  const crashed = runScript(
+    `import { openLmdbNodeStore } from './dist/store/lmdb/lmdb-node-store.js';
       import { instanceHead as head, transitionRecord as record } from './dist-test/test/helpers/store-records.js';
       const odd = JSON.parse(${JSON.stringify(JSON.stringify(odd()))});
       const store = openLmdbNodeStore(${JSON.stringify(dir)}, { walApplyDelayMs: 600000 });
       await store.instances.createInstance(head(1, { context: odd }), [{ ...record(1), event: { type: 'SET', ...odd } }]);
       process.kill(process.pid, 'SIGKILL');`,
-    ],
-    { cwd: repoRoot, encoding: 'utf8', timeout: 60_000 },
   );
   t.equal(crashed.signal, 'SIGKILL', `the writer was killed (${crashed.stderr})`);
   const store = openLmdbNodeStore(dir);
