@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { partitionOf } from '../src/domain/partitions.js';
 import { Forwarder, type OwnerSide } from '../src/cluster/forwarder.js';
 import { ownerOf } from '../src/cluster/rendezvous.js';
@@ -13,7 +13,7 @@ import {
 } from '../src/cluster/instance-commands.js';
 import { ServiceError } from '../src/domain/errors.js';
 import { pack, unpack } from 'msgpackr';
-import { connectTo, natsMissing, startNats } from './helpers/nats.js';
+import { connectTo, type NatsServers, natsMissing, startNats } from './helpers/nats.js';
 
 /** Ownership as a cluster node has it: partitions by rendezvous over the members; no list reads in these tests. */
 const byPartition = (members: () => string[]) => ({
@@ -67,30 +67,41 @@ const ownerSide = (id: string, ran: string[]): OwnerSide => {
   };
 };
 
+/** A started Forwarder for node `id` on `nats`, over `owner`, with the members `members()` names; stopped when `t` ends. */
+const startForwarder = async (
+  t: Test,
+  nats: NatsServers,
+  id: string,
+  owner: OwnerSide,
+  members: () => string[],
+  onError: (message: string) => void = () => undefined,
+): Promise<Forwarder> => {
+  const nc = await connectTo(nats, id);
+  const forwarder = new Forwarder(nc, owner, { cluster: 'c', nodeId: id, members, ...byPartition(members), timeoutMs: 2_000, onError });
+  forwarder.start();
+  await nc.flush();
+  t.teardown(async () => {
+    forwarder.stop();
+    await nc.close();
+  });
+  return forwarder;
+};
+
 t.test("each request runs once, on its owner; errors keep their status and code; a departed owner's keys move", { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
   let members = ['n1', 'n2'];
   const ran: { n1: string[]; n2: string[] } = { n1: [], n2: [] };
   const errors: string[] = [];
-  const make = async (id: 'n1' | 'n2') => {
-    const nc = await connectTo(nats, id);
-    const forwarder = new Forwarder(nc, ownerSide(id, ran[id]), {
-      cluster: 'c',
-      nodeId: id,
-      members: () => members,
-      ...byPartition(() => members),
-      timeoutMs: 2_000,
-      onError: (m) => errors.push(m),
-    });
-    forwarder.start();
-    await nc.flush();
-    t.teardown(async () => {
-      forwarder.stop();
-      await nc.close();
-    });
-    return forwarder;
-  };
+  const make = (id: 'n1' | 'n2') =>
+    startForwarder(
+      t,
+      nats,
+      id,
+      ownerSide(id, ran[id]),
+      () => members,
+      (m) => errors.push(m),
+    );
   const n1 = await make('n1');
   const n2 = await make('n2');
   const names = Array.from({ length: 40 }, (_, i) => `i${i}`);
@@ -191,24 +202,7 @@ t.test('a command that outlives a hand-over and finds its copy let go (404, 409)
   const ran: { n1: string[]; n2: string[] } = { n1: [], n2: [] };
   let release: () => void = () => undefined;
   const held = new Promise<void>((resolve) => (release = resolve));
-  const make = async (id: 'n1' | 'n2', owner: OwnerSide) => {
-    const nc = await connectTo(nats, id);
-    const forwarder = new Forwarder(nc, owner, {
-      cluster: 'c',
-      nodeId: id,
-      members: () => members,
-      ...byPartition(() => members),
-      timeoutMs: 2_000,
-      onError: () => undefined,
-    });
-    forwarder.start();
-    await nc.flush();
-    t.teardown(async () => {
-      forwarder.stop();
-      await nc.close();
-    });
-    return forwarder;
-  };
+  const make = (id: 'n1' | 'n2', owner: OwnerSide) => startForwarder(t, nats, id, owner, () => members);
   // n1's copy loses the instance while the send waits (what a node's store does once a partition is given up)
   const side = ownerSide('n1', ran.n1);
   const n1 = await make('n1', {
