@@ -157,6 +157,9 @@ t.test("a delivered message leaves every node's outbox, however many entries are
   // b's copy holds 10,000 entries older than the one delivered (the earlier code looked at the first 10,000 only).
   for (let i = 0; i < 10_000; i++) void b.copy.updateOutbox(message(`msg_old${i}`, [1, i], `x${i}`));
   await b.copy.updateOutbox(message('msg_last', [1, 10_000], 'x'));
+  // (what wakes b's outbox dispatcher: b owning the sender later must deliver what a's commit queued)
+  let told = 0;
+  b.onOutboxApplied(() => told++);
   const sender = headAt(1, 0);
   await a.createInstance(sender, [record(1, 0)], { outbox: [message('msg_ping', [2, 0])] });
   for (let i = 0; i < 200 && !b.listOutbox(20_000).some((m) => m.id === 'msg_ping'); i++) await sleep(10);
@@ -164,6 +167,8 @@ t.test("a delivered message leaves every node's outbox, however many entries are
     b.listOutbox(20_000).some((m) => m.id === 'msg_ping'),
     "the sender's message is in the other node's outbox",
   );
+  for (let i = 0; i < 100 && told === 0; i++) await sleep(10);
+  t.equal(told, 1, "and the node was told that its outbox has a message from another node's commit");
   // The receiver's commit names the message: every copy drops it.
   const receiver = { ...headAt(1, 0), name: 'r' };
   await a.createInstance(receiver, [record(1, 0)], { receivedMessageId: 'msg_ping' });
@@ -173,6 +178,7 @@ t.test("a delivered message leaves every node's outbox, however many entries are
     'dropped on the node that follows',
   );
   t.equal(b.listOutbox(20_000).length, 10_001, 'and nothing else');
+  t.equal(told, 1, 'a commit that queues no message tells nothing');
 });
 
 t.test('a fenced request is committed only by the node that fenced it; an append under way from before is refused', { skip }, async (t) => {

@@ -486,6 +486,7 @@ export const startClusterNode = async (
         deliver: (message) => owner.receive(message),
         shouldDispatch: (message) => owner.owns(message.orgId, message.from.machine, message.from.name),
         onReplicatedTimers: (listener) => instances.onTimersApplied(listener),
+        onReplicatedOutbox: (listener) => instances.onOutboxApplied(listener),
         reads: owner,
       };
     },

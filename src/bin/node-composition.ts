@@ -57,6 +57,8 @@ interface Deployment {
     shouldDispatch?: (message: OutboxMessage) => boolean;
     /** Pending timers that reached this node's storage from another node (a cluster's followed log). */
     onReplicatedTimers?: (listener: (earliestDueAt: number) => void) => void;
+    /** Outbox entries that reached this node's storage from another node's commits (a cluster's followed log). */
+    onReplicatedOutbox?: (listener: () => void) => void;
     /** Instance reads from the owners; the node's own store and runtime when not given. */
     reads?: InstanceReads;
   };
@@ -243,6 +245,7 @@ export const composeNode = async (
     maxRetries: runtimeSettings.timerMaxRetries,
     ...(fault ? { afterDelivered: () => fault('after-receiver-commit') } : {}),
   });
+  attached.onReplicatedOutbox?.(() => dispatcher.kick());
   const apiContext: ApiContext = {
     catalog,
     authenticator,

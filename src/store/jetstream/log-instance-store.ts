@@ -58,6 +58,7 @@ export class LogInstanceStore implements InstanceStore {
   /** The partitions this node owns, with their followers. */
   private readonly held: HeldPartitions;
   private timersApplied: ((earliestDueAt: number) => void) | undefined;
+  private outboxApplied: (() => void) | undefined;
   /**
    * The log position of the latest entry applied here, by instance, for the LATEST_KEPT instances
    * written last (since this process started): an owner's head held in memory that is older is stale
@@ -146,6 +147,20 @@ export class LogInstanceStore implements InstanceStore {
    */
   onTimersApplied(listener: (earliestDueAt: number) => void): void {
     this.timersApplied = listener;
+  }
+
+  /**
+   * Told when an applied entry put messages in this copy's outbox. This node's dispatcher hears of its
+   * own commits from the runtime; a commit another node wrote (in a partition this node took over or
+   * took back) reaches the outbox only here, and without this the dispatcher would not look again
+   * until something else woke it: never, once the cluster is quiet.
+   */
+  onOutboxApplied(listener: () => void): void {
+    this.outboxApplied = listener;
+  }
+
+  private noteOutbox(effects: CommitEffects): void {
+    if (effects.outbox?.length) this.outboxApplied?.();
   }
 
   private noteTimers(head: InstanceHead): void {
@@ -565,6 +580,7 @@ export class LogInstanceStore implements InstanceStore {
         this.headless.delete(key);
         this.delivered.delivered(entry.effects.receivedMessageId);
         this.noteTimers(entry.head);
+        this.noteOutbox(entry.effects);
         return true;
       }
       case 'commit': {
@@ -574,6 +590,7 @@ export class LogInstanceStore implements InstanceStore {
         this.delivered.sent(entry.effects);
         this.delivered.delivered(entry.effects.receivedMessageId);
         this.noteTimers(entry.head);
+        this.noteOutbox(entry.effects);
         return true;
       }
       case 'head': {
