@@ -49,6 +49,27 @@ t.test('writes on either node land on both; racing creates of one machine: exact
   t.equal(await a.catalog.deleteKey('org_1', 'sbk_1'), false, 'deleting it again: false, as locally');
 });
 
+t.test('two nodes making the bootstrap org (one id) after one provisioned it: one org, one anonymous-access key', { skip }, async (t) => {
+  const { SecretSealer } = await import('../src/auth/secret-sealer.js');
+  const { provisionAnonymousAccess } = await import('../src/auth/anonymous-access.js');
+  const { a, b } = await twoNodes(t);
+  const sealer = new SecretSealer(Buffer.alloc(32, 7));
+  const org = { id: 'org_boot', name: 'default', createdAt: new Date().toISOString(), allowAnonymousAccess: true };
+  // a starts first: makes the org and its records; b found no org before a's writes reached it
+  await a.catalog.createOrg(org);
+  t.same(await provisionAnonymousAccess(a.catalog, sealer), ['org_boot']);
+  await b.catalog.createOrg({ ...org, createdAt: new Date(Date.now() + 5).toISOString() });
+  t.same(await provisionAnonymousAccess(b.catalog, sealer), [], 'b finds the org provisioned');
+  await a.log.catchUp();
+  for (const node of [a, b])
+    t.same(
+      node.catalog.listKeys('org_boot', undefined, 10).map((k) => k.name),
+      ['anonymous access'],
+      'one anonymous-access key',
+    );
+  t.equal(b.catalog.getOrg('org_boot')?.createdAt, org.createdAt, 'the org as it was made first');
+});
+
 t.test(
   'identity and token providers replicate; racing anonymous provisioning of one org: the first wins everywhere',
   { skip },

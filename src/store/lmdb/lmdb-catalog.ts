@@ -62,6 +62,10 @@ export class LmdbCatalog implements Catalog {
   async createOrg(org: OrgRecord, anonymous?: AnonymousAccessRecords): Promise<void> {
     await this.changingKeys(
       this.root.transaction(() => {
+        // An org is made once: a cluster's nodes starting together each make the bootstrap org (its id is
+        // fixed), and the second, written over the first after it got its anonymous-access key, dropped the
+        // key's id from the org, so the next provisioning made a second "anonymous access" key.
+        if (this.orgs.get(org.id) !== undefined) return;
         void this.orgs.put(org.id, anonymous ? { ...org, anonymousKeyId: anonymous.key.id } : org);
         if (anonymous) this.writeAnonymousSync(anonymous);
       }),
