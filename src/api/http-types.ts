@@ -47,7 +47,7 @@ export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
   let parsed: unknown;
   try {
     // The reviver costs a second walk: only when the text could name __proto__ (escapes included) or
-    // hold a number beyond a double's range (an exponent of three digits, or 309 digits in a row).
+    // hold a number beyond a double's range (MAYBE_OUT_OF_RANGE).
     parsed =
       text.includes('__proto__') || text.includes('\\u') || MAYBE_OUT_OF_RANGE.test(text)
         ? JSON.parse(text, refuseUnkept)
@@ -62,15 +62,20 @@ export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
   return parsed as Record<string, unknown>;
 };
 
-const MAYBE_OUT_OF_RANGE = /\d[eE][+-]?\d{3}|\d{309}/;
+/**
+ * A number past a double's range has an exponent of three digits, or an integer part of 210 digits at
+ * least (JSON has no leading zeros; 209 digits times 10^99 is still in range). The lookbehind keeps the
+ * scan linear: a run of digits is tried once, from its first digit, not from each of them.
+ */
+const MAYBE_OUT_OF_RANGE = /\d[eE][+-]?\d{3}|(?<!\d)\d{210}/;
 
 /**
  * What a body may not hold:
  * - a key named __proto__: copied with plain assignment (Object.assign; a spread into an object literal
  *   is fine) it sets the prototype instead, which let a create's context inherit properties its
  *   authorizer never saw;
- * - a number JSON.parse reads as ±Infinity (`1e400`): the machine would see Infinity, and what is stored
- *   (JSON) says null, so the instance would act on one value live and on another once reloaded.
+ * - a number JSON.parse reads as ±Infinity (`1e400`): it reaches the machine and storage as JSON, which
+ *   has no Infinity, so the value sent would become null without a word.
  */
 function refuseUnkept(this: unknown, key: string, value: unknown): unknown {
   if (key === '__proto__') throw invalidParameter('body', 'the request body has a key named __proto__, which is not allowed');
