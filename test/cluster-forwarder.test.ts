@@ -207,6 +207,7 @@ t.test('a command that outlives a hand-over and finds its copy let go (404, 409)
   const side = ownerSide('n1', ran.n1);
   const n1 = await make('n1', {
     ...side,
+    delete: async () => (await held, false),
     send: async (...args) => {
       await held;
       if (args[3].type === 'GONE') throw new ServiceError(404, 'not-found', `instance ${args[2]} does not exist`);
@@ -221,6 +222,7 @@ t.test('a command that outlives a hand-over and finds its copy let go (404, 409)
 
   const gone = n1.send('org_a', 'm', givenAway[0] as string, { type: 'GONE' }, {});
   const movedHead = n1.send('org_a', 'm', givenAway[1] as string, { type: 'MOVED' }, {});
+  const deleted = n1.delete('org_a', 'm', givenAway[2] as string);
   const stays = t.rejects(
     n1.send('org_a', 'm', kept, { type: 'GONE' }, {}),
     { status: 404, code: 'not-found' },
@@ -231,6 +233,7 @@ t.test('a command that outlives a hand-over and finds its copy let go (404, 409)
   release();
   t.equal((await gone).state, 'n2', 'a 404 on the copy let go: asked of the new owner, which answers');
   t.equal((await movedHead).state, 'n2', 'a 409 likewise');
+  t.equal(await deleted, true, "a delete that found nothing on the copy let go: the new owner's answer");
   await stays;
   t.same(ran.n2, [`send ${givenAway[0]} GONE`, `send ${givenAway[1]} MOVED`], 'each ran once on the new owner');
 });
@@ -288,7 +291,8 @@ t.test("a bad message on a node's subject costs one error reply, never the proce
   const ask = async (payload: string | Uint8Array) => {
     try {
       const reply = unpack((await nc2.request(subject, payload, { timeout: 1_000 })).data) as Record<string, unknown>;
-      return reply;
+      // (an error travels as its JSON text)
+      return typeof reply.error === 'string' ? { ...reply, error: JSON.parse(reply.error) as unknown } : reply;
     } catch (error) {
       return { noReply: String(error) };
     }
@@ -394,6 +398,12 @@ t.test('commands and replies are MessagePack frames of one protocol version, eac
   t.same(decodeReply('send', encodeReply({ ok: false, moved: true })), { ok: false, moved: true });
   const error = { status: 400, code: 'invalid-parameter', message: 'no', parameter: 'event' } as const;
   t.same(decodeReply('send', encodeReply({ ok: false, error })), { ok: false, error });
+  const quoting = { status: 400, code: 'machine-code-error', message: 'machine code threw: Error: act \ud800 \udc00😀' } as const;
+  t.equal(
+    JSON.stringify(decodeReply('send', encodeReply({ ok: false, error: quoting }))),
+    JSON.stringify({ ok: false, error: quoting }),
+    "an error's message comes back whole, lone surrogates and all",
+  );
   t.equal(
     decodeReply('send', pack({ v: COMMAND_PROTOCOL + 1, ok: true, value: JSON.stringify(state) })),
     undefined,

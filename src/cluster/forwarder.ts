@@ -445,15 +445,26 @@ export class Forwarder implements InstanceWrites, InstanceReads {
   private runLocally<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>>;
   private runLocally(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
     const key = keyOf(command);
-    const run = this.runAsOwner(command).catch((error: unknown) => {
-      // A command that outlived a hand-over (Membership.handOverWith waits for it only so long) runs on
-      // a copy this node has let go: the instance's head is gone from it, or not the latest, and the
-      // command found no instance (404) or its head moved (409). Nothing was written (the log's fence);
-      // the owner now answers instead of this node's stale copy.
-      if (error instanceof ServiceError && (error.status === 404 || error.status === 409) && !this.owns(...key))
-        throw new RequestMovedError(`instance ${key[2]} of machine ${key[1]} was handed over while its request ran here`);
-      throw error;
-    });
+    // A command that outlived a hand-over (Membership.handOverWith waits for it only so long) runs on a
+    // copy this node has let go: the instance's head is gone from it, or not the latest, and the command
+    // found no instance (404, or a delete's false, a head or history read's nothing) or its head moved
+    // (409). Nothing was written (the log's fence); the owner now answers instead of this stale copy.
+    const handedOver = () =>
+      this.owns(...key)
+        ? undefined
+        : new RequestMovedError(`instance ${key[2]} of machine ${key[1]} was handed over while its request ran here`);
+    const run = this.runAsOwner(command).then(
+      (answer) => {
+        const nothing = answer === false || answer === null || (Array.isArray(answer) && answer.length === 0);
+        const moved = nothing && (command.op === 'delete' || command.op === 'head' || command.op === 'history') ? handedOver() : undefined;
+        if (moved) throw moved;
+        return answer;
+      },
+      (error: unknown) => {
+        const moved = error instanceof ServiceError && (error.status === 404 || error.status === 409) ? handedOver() : undefined;
+        throw moved ?? error;
+      },
+    );
     const entry = { key, run };
     this.running.add(entry);
     const forget = () => void this.running.delete(entry);

@@ -166,9 +166,18 @@ export const encodeCommand = (command: Command): Uint8Array => {
   return packr.pack(frame);
 };
 
-/** A reply's frame: `{v, ok, value}` (the value's JSON text; nothing to answer: `null`) or `{v, ok: false, error}` or `{v, ok: false, moved: true}`. */
+/**
+ * A reply's frame: `{v, ok, value}` (the value's JSON text; nothing to answer: `null`) or `{v, ok: false,
+ * error}` (its JSON text: a message may quote machine code's values) or `{v, ok: false, moved: true}`.
+ */
 export const encodeReply = (reply: Reply): Uint8Array =>
-  packr.pack(reply.ok ? { v: COMMAND_PROTOCOL, ok: true, value: JSON.stringify(reply.value ?? null) } : { v: COMMAND_PROTOCOL, ...reply });
+  packr.pack(
+    reply.ok
+      ? { v: COMMAND_PROTOCOL, ok: true, value: JSON.stringify(reply.value ?? null) }
+      : 'error' in reply
+        ? { v: COMMAND_PROTOCOL, ok: false, error: JSON.stringify(reply.error) }
+        : { v: COMMAND_PROTOCOL, ...reply },
+  );
 
 /** The command a frame holds, or why it holds none this node reads. */
 export const decodeCommand = (data: Uint8Array): { command: Command } | { problem: string } => {
@@ -199,7 +208,7 @@ export const decodeReply = <C extends Command>(op: C['op'], data: Uint8Array): R
   }
   if (frame.ok !== false) return undefined;
   if (frame.moved === true) return { ok: false, moved: true };
-  const error = frame.error;
+  const error = parsed(frame.error);
   if (
     !isRecord(error) ||
     !Number.isSafeInteger(error.status) ||
