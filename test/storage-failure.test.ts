@@ -51,6 +51,11 @@ for (const commitLog of ['wal', 'lmdb']) {
       t.equal((await call(node.url, 'GET', '/machines/fill/i/i', { token })).status, 200, 'reads answer');
       const again = await call(node.url, 'POST', '/machines/fill/i/i/events', { token, body: { event: { type: 'NOTE', k: -1 } } });
       t.equal(again.status, 503, 'a small write too is refused');
+      t.match(
+        await call(node.url, 'POST', '/machines', { token, body: { slug: 'later' } }),
+        { status: 503, body: { code: 'unavailable' } },
+        "and the catalog's writes (a machine)",
+      );
       t.notMatch(node.output(), /malloc\(\)|Unhandled|unhandled/, 'no crash, no unhandled rejection');
 
       await node.stop('SIGKILL');
@@ -102,5 +107,6 @@ t.test("the data dir's files removed under a running node: writes are refused, n
   }
   t.equal(status, 503, 'within a few seconds, events get 503');
   t.equal((await call(node.url, 'GET', '/health')).status, 503, '/health too');
+  t.equal((await call(node.url, 'POST', '/machines', { token, body: { slug: 'later' } })).status, 503, 'a machine too');
   t.match(node.output(), /statehold\.lmdb was removed under the node: writes are refused/, 'logged');
 });

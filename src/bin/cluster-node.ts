@@ -80,12 +80,7 @@ export const startClusterNode = async (
   // (the checkpoint names only positions `flushed()` made durable). Its commits go through the log
   // all the same: readable at once and written to LMDB in batches, where a write waited for its own
   // LMDB transaction before (a lone write on cluster-1: 1.2 → 0.75–0.86 ms; bench/JOURNAL.md 2026-11-29 13:45).
-  const local = openLmdbNodeStore(config.dataDir, {
-    commitLog: 'wal',
-    walSyncFrames: false,
-    syncEachWrite: false,
-    onDataDirChanged: (problem) => logger.error(`${problem}: the node's copy takes no more writes; restart the node`),
-  });
+  const local = openLmdbNodeStore(config.dataDir, { commitLog: 'wal', walSyncFrames: false, syncEachWrite: false });
   const checkpointPath = join(config.dataDir, CHECKPOINT_FILE);
   const from = readCheckpoint(checkpointPath);
   // (retried like the streams below: a node may start before its nats-servers, or while they are slow)

@@ -1,4 +1,5 @@
 import type { Logger } from '../domain/logger.js';
+import { isLmdbCommitFailure, isLmdbWriteError } from '../store/lmdb/storage-writes.js';
 
 /**
  * lmdb-js rejects the promise of every write of a commit LMDB failed (a full disk: ENOSPC), also of
@@ -12,9 +13,9 @@ export const keepUpOnStorageFailures = (logger: Logger): void => {
   let lastLoggedAt = 0;
   let unlogged = 0;
   process.on('unhandledRejection', (reason: unknown) => {
-    if (!isLmdbCommitFailure(reason)) throw reason;
+    if (!isLmdbCommitFailure(reason) && !isLmdbWriteError(reason)) throw reason;
     // lmdb-js then rejects `commitError` too, with LMDB's own error, in the same turn
-    if (reason instanceof Error && 'commitError' in reason) (reason.commitError as Promise<unknown>).catch(() => undefined);
+    if (isLmdbCommitFailure(reason)) reason.commitError.catch(() => undefined);
     const now = Date.now();
     if (now - lastLoggedAt < 1_000) {
       unlogged++;
@@ -25,12 +26,3 @@ export const keepUpOnStorageFailures = (logger: Logger): void => {
     unlogged = 0;
   });
 };
-
-/**
- * lmdb-js's error for the writes of a failed commit (write.js rejectCommit: that message, and
- * `commitError`), or LMDB's own error it rejects `commitError` with (a numeric `code`, thrown in lmdb-js).
- */
-const isLmdbCommitFailure = (reason: unknown): boolean =>
-  reason instanceof Error &&
-  (('commitError' in reason && reason.message.startsWith('Commit failed')) ||
-    (typeof (reason as { code?: unknown }).code === 'number' && /[\\/]node_modules[\\/]lmdb[\\/]/.test(reason.stack ?? '')));

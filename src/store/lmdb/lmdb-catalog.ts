@@ -11,6 +11,7 @@ import type {
 } from '../../domain/records.js';
 import type { Catalog, OrgCursor } from '../catalog.js';
 import { msgpackOrJson } from './json-values.js';
+import { type StorageWrites, storageWrites } from './storage-writes.js';
 
 /** Upper bound for the second element of a composite key: slugs and ids are ASCII. */
 const AFTER_ALL = '\uffff';
@@ -46,8 +47,13 @@ export class LmdbCatalog implements Catalog {
    * not yet in LMDB (its write-ahead log is ahead of LMDB for a moment).
    */
   constructor(
-    private readonly root: RootDatabase,
+    root: RootDatabase,
     private readonly unappliedInstances: (orgId: string, machineSlug: string) => boolean = () => false,
+    private readonly writes: StorageWrites = storageWrites(
+      root,
+      () => undefined,
+      () => undefined,
+    ),
   ) {
     this.orgs = root.openDB({ name: 'orgs', encoding: 'msgpack' });
     this.keys = root.openDB({ name: 'keys', encoding: 'msgpack' });
@@ -61,7 +67,7 @@ export class LmdbCatalog implements Catalog {
 
   async createOrg(org: OrgRecord, anonymous?: AnonymousAccessRecords): Promise<void> {
     await this.changingKeys(
-      this.root.transaction(() => {
+      this.writes.transaction(() => {
         // An org is made once: a cluster's nodes starting together each make the bootstrap org (its id is
         // fixed), and the second, written over the first after it got its anonymous-access key, dropped the
         // key's id from the org, so the next provisioning made a second "anonymous access" key.
@@ -74,7 +80,7 @@ export class LmdbCatalog implements Catalog {
 
   async setAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords | undefined): Promise<boolean> {
     return this.changingKeys(
-      this.root.transaction(() => {
+      this.writes.transaction(() => {
         const org = this.orgs.get(orgId);
         if (!org) return false;
         if (anonymous && this.anonymousIntactSync(org)) {
@@ -96,7 +102,7 @@ export class LmdbCatalog implements Catalog {
 
   async provisionAnonymousAccess(orgId: string, anonymous: AnonymousAccessRecords): Promise<boolean> {
     return this.changingKeys(
-      this.root.transaction(() => {
+      this.writes.transaction(() => {
         const org = this.orgs.get(orgId);
         if (!org || !org.allowAnonymousAccess || org.anonymousKeyId !== undefined) return false;
         this.writeAnonymousSync(anonymous);
@@ -151,7 +157,7 @@ export class LmdbCatalog implements Catalog {
 
   async putKey(key: KeyRecord): Promise<void> {
     await this.changingKeys(
-      this.root.transaction(() => {
+      this.writes.transaction(() => {
         void this.keys.put(key.id, key);
         void this.orgKeys.put([key.orgId, key.id], true);
       }),
@@ -188,7 +194,7 @@ export class LmdbCatalog implements Catalog {
 
   async deleteKey(orgId: string, keyId: string): Promise<boolean> {
     return this.changingKeys(
-      this.root.transaction(() => {
+      this.writes.transaction(() => {
         const existing = this.keys.get(keyId);
         if (!existing || existing.orgId !== orgId) return false;
         void this.keys.remove(keyId);
@@ -208,9 +214,11 @@ export class LmdbCatalog implements Catalog {
   }
 
   createMachine(machine: MachineRecord): Promise<boolean> {
-    return this.machines.ifNoExists([machine.orgId, machine.slug], () => {
-      void this.machines.put([machine.orgId, machine.slug], machine);
-    });
+    return this.writes.write(() =>
+      this.machines.ifNoExists([machine.orgId, machine.slug], () => {
+        void this.machines.put([machine.orgId, machine.slug], machine);
+      }),
+    );
   }
 
   getMachine(orgId: string, slug: string): MachineRecord | undefined {
@@ -228,7 +236,7 @@ export class LmdbCatalog implements Catalog {
   }
 
   async deleteMachine(orgId: string, slug: string): Promise<boolean> {
-    return this.root.transaction(() => {
+    return this.writes.transaction(() => {
       if (this.machines.get([orgId, slug]) === undefined) return false;
       void this.machines.remove([orgId, slug]);
       return true;
@@ -255,7 +263,7 @@ export class LmdbCatalog implements Catalog {
   }
 
   async putIdentityProvider(idp: IdentityProviderRecord, maxPerOrg: number): Promise<boolean> {
-    return this.root.transaction(() => {
+    return this.writes.transaction(() => {
       const key: [string, string, string] = [idp.orgId, idp.aud, idp.iss];
       const existing = this.idps.get(key);
       if (!existing && this.countUnder(this.idps, idp.orgId) >= maxPerOrg) return false;
@@ -276,7 +284,7 @@ export class LmdbCatalog implements Catalog {
   }
 
   async deleteIdentityProvider(orgId: string, aud: string, iss: string): Promise<boolean> {
-    return this.root.transaction(() => {
+    return this.writes.transaction(() => {
       if (this.idps.get([orgId, aud, iss]) === undefined) return false;
       void this.idps.remove([orgId, aud, iss]);
       return true;
@@ -284,7 +292,7 @@ export class LmdbCatalog implements Catalog {
   }
 
   async putTokenProvider(provider: TokenProviderRecord, maxPerOrg: number): Promise<boolean> {
-    return this.root.transaction(() => {
+    return this.writes.transaction(() => {
       const key: [string, string] = [provider.orgId, provider.service];
       const existing = this.tokenProviders.get(key);
       if (!existing && this.countUnder(this.tokenProviders, provider.orgId) >= maxPerOrg) return false;
@@ -308,7 +316,7 @@ export class LmdbCatalog implements Catalog {
   }
 
   async deleteTokenProvider(orgId: string, service: string): Promise<boolean> {
-    return this.root.transaction(() => {
+    return this.writes.transaction(() => {
       if (this.tokenProviders.get([orgId, service]) === undefined) return false;
       void this.tokenProviders.remove([orgId, service]);
       return true;
@@ -326,6 +334,6 @@ export class LmdbCatalog implements Catalog {
   }
 
   async putAdminKey(record: AdminKeyRecord): Promise<void> {
-    await this.meta.put('adminKey', record);
+    await this.writes.write(() => this.meta.put('adminKey', record));
   }
 }

@@ -1,6 +1,7 @@
 import type { Database, RootDatabase } from 'lmdb';
 import type { LogEntry, LogStore } from '../log-store.js';
 import { msgpackOrJson } from './json-values.js';
+import { type StorageWrites, storageWrites } from './storage-writes.js';
 
 /**
  * Entries a batch at one log position may hold: a LOGS batch is at most ≈ 256 KB (replicated-logs.ts),
@@ -17,14 +18,21 @@ export class LmdbLogStore implements LogStore {
   private readonly logs: Database<LogEntry, [string, number, number]>;
   private counter = 0;
 
-  constructor(root: RootDatabase) {
+  constructor(
+    root: RootDatabase,
+    private readonly writes: StorageWrites = storageWrites(
+      root,
+      () => undefined,
+      () => undefined,
+    ),
+  ) {
     this.logs = root.openDB({ name: 'logs', ...msgpackOrJson });
   }
 
   async appendLogs(entries: LogEntry[], position?: number): Promise<void> {
     if (position !== undefined && entries.length > PER_POSITION)
       throw new Error(`a batch of ${entries.length} log entries is more than one log position holds (${PER_POSITION})`);
-    await this.logs.transaction(() => {
+    await this.writes.transaction(() => {
       entries.forEach((entry, i) => {
         const n = position === undefined ? this.counter++ : position * PER_POSITION + i;
         void this.logs.put([entry.orgId, entry.timestamp, n], entry);
@@ -33,7 +41,7 @@ export class LmdbLogStore implements LogStore {
   }
 
   async pruneBefore(orgId: string, cutoffMs: number): Promise<number> {
-    return this.logs.transaction(() => {
+    return this.writes.transaction(() => {
       let removed = 0;
       for (const key of this.logs.getKeys({ start: [orgId, 0, 0], end: [orgId, cutoffMs, 0] })) {
         void this.logs.remove(key);

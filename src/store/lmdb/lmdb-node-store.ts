@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, type Stats, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { open } from 'lmdb';
 import type { NodeStore } from '../catalog.js';
@@ -6,6 +6,7 @@ import { LmdbCatalog } from './lmdb-catalog.js';
 import { type InstanceStoreOptions, LmdbInstanceStore } from './lmdb-instance-store.js';
 import { LmdbLogStore } from './lmdb-log-store.js';
 import { LmdbVersionStore } from './lmdb-version-store.js';
+import { storageWrites } from './storage-writes.js';
 
 /** How instance commits are made durable, and what the node hears of storage failures (lmdb-instance-store.ts). */
 type NodeStoreOptions = Omit<InstanceStoreOptions, 'walDir'> & {
@@ -15,12 +16,16 @@ type NodeStoreOptions = Omit<InstanceStoreOptions, 'walDir'> & {
    * seen synced, so after a crash it replays what its copy lost.
    */
   syncEachWrite?: boolean;
-  /** Told once when the data dir's files were removed or replaced under the node (writes are refused from then on). */
+  /**
+   * Given, the node checks its data dir's files every second and refuses writes once two looks in a row
+   * found them removed or replaced under it, telling this once. Not for a cluster node's copy: JetStream
+   * holds its writes, and the next start rebuilds the copy from there.
+   */
   onDataDirChanged?: (problem: string) => void;
 };
 
 /** How often the node checks that its data dir's files are still the ones it opened. */
-const DATA_DIR_CHECK_MS = 2_000;
+const DATA_DIR_CHECK_MS = 1_000;
 
 /**
  * The embedded deployment's storage: one LMDB environment under the data dir, and the write-ahead log
@@ -47,39 +52,58 @@ export const openLmdbNodeStore = (
   // finds nothing. So the node checks, and refuses writes (503, /health 503) once they are not its own.
   const opened = statSync(lmdbPath);
   const changed = (): string | undefined => {
-    try {
-      const now = statSync(lmdbPath);
-      if (now.ino !== opened.ino || now.dev !== opened.dev) return `${lmdbPath} was replaced under the node`;
-    } catch {
-      return `${lmdbPath} was removed under the node`;
-    }
-    if ((instanceOptions.commitLog ?? 'wal') === 'wal' && !existsSync(walDir)) return `${walDir} was removed under the node`;
+    const now = statIfThere(lmdbPath);
+    if (now === undefined) return `${lmdbPath} was removed under the node`;
+    if (now !== 'unknown' && (now.ino !== opened.ino || now.dev !== opened.dev)) return `${lmdbPath} was replaced under the node`;
+    if ((instanceOptions.commitLog ?? 'wal') === 'wal' && statIfThere(walDir) === undefined) return `${walDir} was removed under the node`;
     return undefined;
   };
-  const watch = setInterval(() => {
-    const problem = changed();
-    if (problem === undefined) return;
-    clearInterval(watch);
-    instances.refuseWrites(new Error(problem));
-    onDataDirChanged?.(problem);
-  }, DATA_DIR_CHECK_MS).unref();
-  const catalog = new LmdbCatalog(root, (orgId, machine) => instances.hasUnappliedInstances(orgId, machine));
-  const versions = new LmdbVersionStore(root, catalog);
+  // (twice in a row: one look that fails is not enough to stop a node for good)
+  let seen: string | undefined;
+  const watch =
+    onDataDirChanged &&
+    setInterval(() => {
+      const problem = changed();
+      const twice = problem !== undefined && problem === seen;
+      seen = problem;
+      if (!twice) return;
+      clearInterval(watch);
+      instances.refuseWrites(new Error(problem));
+      onDataDirChanged(problem);
+    }, DATA_DIR_CHECK_MS).unref();
+  // (one refusal for all the node's writes: the instance store's, which any failed commit sets)
+  const writes = storageWrites(
+    root,
+    () => instances.writeRefusal(),
+    (why) => instances.refuseWrites(why),
+  );
+  const catalog = new LmdbCatalog(root, (orgId, machine) => instances.hasUnappliedInstances(orgId, machine), writes);
+  const versions = new LmdbVersionStore(root, catalog, writes);
   return {
     catalog,
     versions,
     instances,
-    logs: new LmdbLogStore(root),
+    logs: new LmdbLogStore(root, writes),
     /** Resolves once every write made so far is synced to disk (the log's frames, then LMDB's writes). */
     async flushed() {
       await instances.walSynced();
       await root.flushed;
     },
     async close() {
-      clearInterval(watch);
+      if (watch) clearInterval(watch);
       await instances.close();
       await root.flushed;
       await root.close();
     },
   };
+};
+
+/** A path's stat; undefined when it is not there (ENOENT, ENOTDIR); 'unknown' on any other error (EIO, ESTALE on NFS). */
+const statIfThere = (path: string): Stats | undefined | 'unknown' => {
+  try {
+    return statSync(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR' ? undefined : 'unknown';
+  }
 };

@@ -2,6 +2,7 @@ import type { Database, RootDatabase } from 'lmdb';
 import type { MachineVersionMigrationRecord, MachineVersionRecord } from '../../domain/records.js';
 import type { FinalizeMigrationResult, FinalizeResult, PendingUpload, VersionCursor, VersionStore } from '../version-store.js';
 import type { LmdbCatalog } from './lmdb-catalog.js';
+import { type StorageWrites, storageWrites } from './storage-writes.js';
 
 /** Upper bound for a string element of a composite key: slugs, ids and ISO dates are ASCII. */
 const AFTER_ALL = '\uffff';
@@ -35,8 +36,13 @@ export class LmdbVersionStore implements VersionStore {
   private readonly migrationCode: Database<string, [string, string]>;
 
   constructor(
-    private readonly root: RootDatabase,
+    root: RootDatabase,
     private readonly catalog: LmdbCatalog,
+    private readonly writes: StorageWrites = storageWrites(
+      root,
+      () => undefined,
+      () => undefined,
+    ),
   ) {
     this.versions = root.openDB({ name: 'versions', encoding: 'msgpack' });
     this.machineVersions = root.openDB({ name: 'machineVersions', encoding: 'msgpack' });
@@ -73,7 +79,7 @@ export class LmdbVersionStore implements VersionStore {
 
   async putPendingUpload(upload: PendingUpload): Promise<void> {
     const { orgId, versionId, machine, code, expiresAt } = upload;
-    await this.root.transaction(() => {
+    await this.writes.transaction(() => {
       const previous = this.pendingUploads.get([orgId, versionId]);
       if (previous) void this.pendingByExpiry.remove([previous.expiresAt, orgId, versionId]);
       void this.pendingUploads.put([orgId, versionId], { machine, expiresAt });
@@ -93,7 +99,7 @@ export class LmdbVersionStore implements VersionStore {
   async sweepExpiredPendingUploads(now: number): Promise<number> {
     const expired = [...this.pendingByExpiry.getKeys({ start: [0, '', ''], end: [now, '', ''] })];
     if (expired.length === 0) return 0;
-    await this.root.transaction(() => {
+    await this.writes.transaction(() => {
       for (const key of expired) {
         const [expiresAt, orgId, versionId] = key;
         const meta = this.pendingUploads.get([orgId, versionId]);
@@ -107,7 +113,7 @@ export class LmdbVersionStore implements VersionStore {
 
   finalizeVersion(record: MachineVersionRecord, code: string, makeCurrent: boolean): Promise<FinalizeResult> {
     const { orgId, machine, id } = record;
-    return this.root.transaction((): FinalizeResult => {
+    return this.writes.transaction((): FinalizeResult => {
       const existing = this.versions.get([orgId, id]);
       if (existing) return { kind: 'existing', record: existing };
       const machineRecord = this.catalog.getMachine(orgId, machine);
@@ -138,7 +144,7 @@ export class LmdbVersionStore implements VersionStore {
 
   finalizeMigration(record: MachineVersionMigrationRecord, code: string): Promise<FinalizeMigrationResult> {
     const { orgId, machine, id } = record;
-    return this.root.transaction((): FinalizeMigrationResult => {
+    return this.writes.transaction((): FinalizeMigrationResult => {
       const existing = this.migrations.get([orgId, machine, id]);
       if (existing) return { kind: 'existing', record: existing };
       if (!this.catalog.getMachine(orgId, machine)) return { kind: 'no-machine' };
@@ -150,7 +156,7 @@ export class LmdbVersionStore implements VersionStore {
   }
 
   deleteMachineVersions(orgId: string, machine: string): Promise<string[]> {
-    return this.root.transaction(() => {
+    return this.writes.transaction(() => {
       // Collect first, then write: no cursor stays open over the entries being removed.
       const versionKeys = [
         ...this.machineVersions.getKeys({ start: [orgId, machine, '', ''], end: [orgId, machine, AFTER_ALL, AFTER_ALL] }),

@@ -110,6 +110,7 @@ const zeroFilledSync = (path: string, bytes: number): void => {
     rmSync(path, { force: true });
     throw new Error(
       `no room for a write-ahead log segment of ${bytes / 1_048_576} MiB in ${dirname(path)} (${code}): the log needs two, beside LMDB's data`,
+      { cause: error },
     );
   } finally {
     closeSync(fd);
