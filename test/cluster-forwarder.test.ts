@@ -160,6 +160,38 @@ t.test("each request runs once, on its owner; errors keep their status and code;
   void sent;
 });
 
+t.test('a create or send through the node tells onWrite: answered, or not got to its owner; not a 4xx', { skip }, async (t) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  let members = ['n1'];
+  const told: Array<string | undefined> = [];
+  const nc = await connectTo(nats, 'n1');
+  const forwarder = new Forwarder(nc, ownerSide('n1', []), {
+    cluster: 'c',
+    nodeId: 'n1',
+    members: () => members,
+    ...byPartition(() => members),
+    timeoutMs: 2_000,
+    moveWindowMs: 300,
+    onError: () => undefined,
+    onWrite: (failure) => told.push(failure),
+  });
+  forwarder.start();
+  t.teardown(async () => {
+    forwarder.stop();
+    await nc.close();
+  });
+  await forwarder.send('org_a', 'm', 'i1', { type: 'GO' }, {});
+  await t.rejects(forwarder.send('org_a', 'm', 'i1', { type: 'BAD' }, {}), { status: 403, code: 'rejected-by-machine-authorizer' });
+  await forwarder.read('org_a', 'm', 'i1', {});
+  t.same(told, [undefined], 'the send answered; the 403 and the read tell nothing');
+  members = ['n1', 'gone'];
+  const away = Array.from({ length: 40 }, (_, i) => `i${i}`).find((name) => forwarder.ownerOf('org_a', 'm', name) === 'gone') as string;
+  await t.rejects(forwarder.send('org_a', 'm', away, { type: 'GO' }, {}), { status: 503, code: 'unavailable' });
+  t.equal(told.length, 2);
+  t.match(told[1], /keeps moving/, 'a send whose owner could not be reached tells why');
+});
+
 t.test('settleNotOwned waits for the commands under way on instances this node gave away, within its bound', { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
+import { WriteOutcomes } from '../domain/write-outcomes.js';
 import { Forwarder } from '../cluster/forwarder.js';
 import { HANDOVER_MAX_MS, Membership } from '../cluster/membership.js';
 import { NatsUpdateBus } from '../cluster/nats-update-bus.js';
@@ -278,7 +279,10 @@ export const startClusterNode = async (
     reconnecting: natsState === 'reconnecting' ? 1 : 0,
     disconnected: natsState === 'disconnected' ? 1 : 0,
   }));
-  // Whether this node can commit now (the TX log answers and has a leader), asked every second.
+  // Whether this node can commit now (the TX log answers and has a leader), asked every second; and
+  // whether the writes through it lately did (domain/write-outcomes.ts: what the log's info misses).
+  const writeOutcomes = new WriteOutcomes();
+  txLog.observeAppends((failure) => (failure === undefined ? writeOutcomes.succeeded() : writeOutcomes.failed(failure)));
   let unwritable: string | undefined;
   let probing = false;
   const probe = setInterval(() => {
@@ -368,17 +372,21 @@ export const startClusterNode = async (
       health: () => {
         const members = membership.current();
         const joined = members.includes(config.nodeId);
-        const ready = natsState === 'connected' && joined && unwritable === undefined && membership.self !== 'draining';
+        const failing = writeOutcomes.problem();
+        const ready =
+          natsState === 'connected' && joined && unwritable === undefined && failing === undefined && membership.self !== 'draining';
         const reason =
           natsState !== 'connected'
             ? `NATS ${natsState}`
             : unwritable !== undefined
               ? unwritable
-              : membership.self === 'draining'
-                ? 'leaving: handing its share over to the other nodes'
-                : membership.self === 'joining'
-                  ? 'catching up the partitions it is to own'
-                  : 'not joined';
+              : failing !== undefined
+                ? failing
+                : membership.self === 'draining'
+                  ? 'leaving: handing its share over to the other nodes'
+                  : membership.self === 'joining'
+                    ? 'catching up the partitions it is to own'
+                    : 'not joined';
         return {
           ready,
           ...(ready ? {} : { reason }),
@@ -412,6 +420,7 @@ export const startClusterNode = async (
       const owner = new Forwarder(nc, runtime, {
         cluster,
         nodeId: config.nodeId,
+        onWrite: (failure) => (failure === undefined ? writeOutcomes.succeeded() : writeOutcomes.failed(failure)),
         members: () => membership.current(),
         partitions: {
           count: instances.partitionCount,

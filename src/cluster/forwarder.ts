@@ -74,6 +74,8 @@ interface ForwarderOptions {
   onError: (message: string, error: unknown) => void;
   /** Told of each request sent to another node: how it ended and how long it took (GET /metrics). */
   onAsked?: (outcome: 'answered' | 'moved' | 'lost', seconds: number) => void;
+  /** Told how each create and send through this node ended: undefined when answered, else why it could not reach its owner (GET /health's WriteOutcomes). */
+  onWrite?: (failure: string | undefined) => void;
   /**
    * Run on the owner before each instance request (not gateMachine), forwarded or local, with whether it
    * is asked again after a lost answer and its id (a create's or send's request id, a message's id). It
@@ -176,16 +178,18 @@ export class Forwarder implements InstanceWrites, InstanceReads {
 
   create(request: CreateRequest): Promise<InstanceState> {
     const { orgId, machine, name, versionId, context, authContext } = request;
-    return this.call({
-      op: 'create',
-      orgId,
-      machine,
-      name,
-      versionId,
-      context,
-      authContext,
-      requestId: request.requestId ?? randomUUID(),
-    });
+    return this.observed(
+      this.call({
+        op: 'create',
+        orgId,
+        machine,
+        name,
+        versionId,
+        context,
+        authContext,
+        requestId: request.requestId ?? randomUUID(),
+      }),
+    );
   }
 
   read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceState> {
@@ -194,7 +198,24 @@ export class Forwarder implements InstanceWrites, InstanceReads {
 
   send(orgId: string, machine: string, name: string, event: MachineEvent, authContext: JsonObject): Promise<InstanceState> {
     // The request id makes a retry after a lost answer safe: the owner applies the event once.
-    return this.call({ op: 'send', orgId, machine, name, event, authContext, requestId: randomUUID() });
+    return this.observed(this.call({ op: 'send', orgId, machine, name, event, authContext, requestId: randomUUID() }));
+  }
+
+  /**
+   * A write's outcome, told to `onWrite`: answered, or failed on the way to its owner (ForwardingFailure).
+   * Nothing else is told: a 4xx is mostly the request's own, a machine's stalling code is its org's
+   * problem, not the node's, and a commit that failed is told by the owner's log (observeAppends).
+   */
+  private observed<T>(write: Promise<T>): Promise<T> {
+    const { onWrite } = this.options;
+    if (!onWrite) return write;
+    return write.then(
+      (answer) => (onWrite(undefined), answer),
+      (error: unknown) => {
+        if (error instanceof ForwardingFailure) onWrite(error.message);
+        throw error;
+      },
+    );
   }
 
   async setStatus(orgId: string, machine: string, name: string, status: InstanceStatus): Promise<void> {
@@ -323,7 +344,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     let lost = 0;
     for (let attempt = 0; ; attempt++) {
       const owner = this.ownerOf(orgId, machine, name);
-      if (owner === undefined) throw unavailable('this node sees no cluster members');
+      if (owner === undefined) throw forwardingFailed('this node sees no cluster members');
       let reply: Outcome<C>;
       if (owner === this.options.nodeId) {
         try {
@@ -341,13 +362,13 @@ export class Forwarder implements InstanceWrites, InstanceReads {
         // carry an id the owner finds in the instance's history if it did apply them; the other
         // commands come to the same state when repeated.
         if (++lost > MAX_LOST)
-          throw unavailable(
+          throw forwardingFailed(
             `the owner of instance ${name} of machine ${machine} took the request and did not answer; it may or may not have been applied`,
           );
         command = { ...command, retry: true };
         deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
       }
-      if (Date.now() > deadline) throw unavailable(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);
+      if (Date.now() > deadline) throw forwardingFailed(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);
       await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, 500)));
     }
   }
@@ -520,6 +541,14 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     return subject;
   }
 }
+
+/** A request this node could not get to its instance's owner (none seen, an owner that keeps moving or does not answer): a 503. */
+class ForwardingFailure extends ServiceError {
+  constructor(message: string) {
+    super(503, 'unavailable', message);
+  }
+}
+const forwardingFailed = (message: string): ForwardingFailure => new ForwardingFailure(message);
 
 const errorOf = ({
   status,

@@ -12,7 +12,7 @@ import {
   DiscardPolicy,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { payloadTooLarge } from '../../domain/errors.js';
+import { payloadTooLarge, ServiceError } from '../../domain/errors.js';
 import { UncertainWriteError } from '../instance-store.js';
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
 import { firstMessageFrom } from './first-message.js';
@@ -112,6 +112,7 @@ export class JetStreamTransitionLog {
 
   /** Whether the last check (unwritable) found the log writable. */
   private writable = true;
+  private appendsObserver: ((failure: string | undefined) => void) | undefined;
   /** Questions for the instance's first entry after a position, shared by the uncertain appends at it (firstIdAfter). */
   private readonly firstIdsAsked = new Map<string, Promise<string | undefined>>();
   /** Questions waiting for the log to take writes again (lastSeqOfPartition). */
@@ -226,6 +227,32 @@ export class JetStreamTransitionLog {
    * LogFencedError, as when JetStream refuses it.
    */
   async append(
+    orgId: string,
+    machine: string,
+    name: string,
+    expectedSeq: number,
+    payload: Uint8Array | string,
+    messageId: string,
+    countsHere?: CountsHere,
+  ): Promise<Appended> {
+    try {
+      const appended = await this.appendOnce(orgId, machine, name, expectedSeq, payload, messageId, countsHere);
+      this.appendsObserver?.(undefined);
+      return appended;
+    } catch (error) {
+      // (a commit too large for the log says nothing of whether the log takes writes)
+      if (!(error instanceof ServiceError && error.status === 413))
+        this.appendsObserver?.(error instanceof LogFencedError ? 'fenced: the log holds another entry at its position' : errorText(error));
+      throw error;
+    }
+  }
+
+  /** Told of each append's outcome: undefined when it counted, else why not (GET /health's WriteOutcomes). */
+  observeAppends(observer: (failure: string | undefined) => void): void {
+    this.appendsObserver = observer;
+  }
+
+  private async appendOnce(
     orgId: string,
     machine: string,
     name: string,
@@ -456,3 +483,5 @@ const leaderElected = async (jsm: JetStreamManager, stream: string, info: Stream
     info = await jsm.streams.info(stream).catch(() => info);
   }
 };
+
+const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error));
