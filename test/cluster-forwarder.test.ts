@@ -75,9 +75,18 @@ const startForwarder = async (
   owner: OwnerSide,
   members: () => string[],
   onError: (message: string) => void = () => undefined,
+  more: Pick<ConstructorParameters<typeof Forwarder>[2], 'moveWindowMs' | 'onWrite'> = {},
 ): Promise<Forwarder> => {
   const nc = await connectTo(nats, id);
-  const forwarder = new Forwarder(nc, owner, { cluster: 'c', nodeId: id, members, ...byPartition(members), timeoutMs: 2_000, onError });
+  const forwarder = new Forwarder(nc, owner, {
+    cluster: 'c',
+    nodeId: id,
+    members,
+    ...byPartition(members),
+    timeoutMs: 2_000,
+    onError,
+    ...more,
+  });
   forwarder.start();
   await nc.flush();
   t.teardown(async () => {
@@ -165,21 +174,9 @@ t.test('a create or send through the node tells onWrite: answered, or not got to
   t.teardown(() => nats.stop());
   let members = ['n1'];
   const told: Array<string | undefined> = [];
-  const nc = await connectTo(nats, 'n1');
-  const forwarder = new Forwarder(nc, ownerSide('n1', []), {
-    cluster: 'c',
-    nodeId: 'n1',
-    members: () => members,
-    ...byPartition(() => members),
-    timeoutMs: 2_000,
+  const forwarder = await startForwarder(t, nats, 'n1', ownerSide('n1', []), () => members, undefined, {
     moveWindowMs: 300,
-    onError: () => undefined,
     onWrite: (failure) => told.push(failure),
-  });
-  forwarder.start();
-  t.teardown(async () => {
-    forwarder.stop();
-    await nc.close();
   });
   await forwarder.send('org_a', 'm', 'i1', { type: 'GO' }, {});
   await t.rejects(forwarder.send('org_a', 'm', 'i1', { type: 'BAD' }, {}), { status: 403, code: 'rejected-by-machine-authorizer' });

@@ -253,13 +253,7 @@ export class JetStreamTransitionLog {
   }
 
   private async appendOnce(
-    orgId: string,
-    machine: string,
-    name: string,
-    expectedSeq: number,
-    payload: Uint8Array | string,
-    messageId: string,
-    countsHere?: CountsHere,
+    ...[orgId, machine, name, expectedSeq, payload, messageId, countsHere]: Parameters<JetStreamTransitionLog['append']>
   ): Promise<Appended> {
     const subject = this.subjectOf(orgId, machine, name);
     // (an append that may or may not have been stored counts if the instance's first entry after its position is its own)
