@@ -29,6 +29,7 @@ import {
   withoutLogSeq,
 } from './log-entries.js';
 import { HeldPartitionReads, type LocalCopy } from './held-partition-reads.js';
+import { LogPositions } from './log-positions.js';
 import { type AppliedMark, HeldPartitions } from './held-partitions.js';
 import { type CountsHere, type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
@@ -59,24 +60,8 @@ export class LogInstanceStore implements InstanceStore {
   private readonly held: HeldPartitions;
   private timersApplied: ((earliestDueAt: number) => void) | undefined;
   private outboxApplied: (() => void) | undefined;
-  /**
-   * The log position of the latest entry applied here, by instance, for the LATEST_KEPT instances
-   * written last (since this process started): an owner's head held in memory that is older is stale
-   * (isCurrent; the others are looked up in the copy).
-   */
-  private readonly latest = new Map<string, number>();
-  /** Requests taken over by a fence, and the node that fenced them (see fence); the latest FENCES_KEPT. */
-  private readonly fenced = new Map<string, string>();
-  /**
-   * The log position of instances that have entries but no head in this copy (deleted; or written only
-   * by entries that need a head, such as a fence of a create retried before the instance existed),
-   * since this process started; heads hold their own (`logSeq`). Bounded: past HEADLESS_KEPT the one
-   * written longest ago goes, and `headlessForgotten` says so.
-   */
-  private readonly headless = new Map<string, number>();
-  private headlessForgotten = false;
-  /** Stream sequences of the latest UNCOUNTED_KEPT entries applied here that did not count (see countsHere). */
-  private readonly uncounted = new Set<number>();
+  /** Latest positions, headless instances' positions, entries that did not count, fences (log-positions.ts). */
+  private readonly positions = new LogPositions();
   private stopped = false;
   /** Outbox entries this copy holds, and receivers' commits that name them (catch-ups replay both). */
   private readonly delivered: DeliveredMessages;
@@ -215,9 +200,7 @@ export class LogInstanceStore implements InstanceStore {
       await this.inTurn(keyOf({ orgId, machine, name }), async () => {
         if (!inDropped(orgId, machine, name)) return;
         await this.local.deleteInstance(orgId, machine, name);
-        const key = keyOf({ orgId, machine, name });
-        this.latest.delete(key);
-        this.headless.delete(key);
+        this.positions.forget(keyOf({ orgId, machine, name }));
       });
     }
     for (const message of this.local.listOutbox(Number.MAX_SAFE_INTEGER)) {
@@ -231,7 +214,7 @@ export class LogInstanceStore implements InstanceStore {
   private applyFollowed(message: FollowedMessage): Promise<void> {
     // This node's own appends come back through the follower: known applied by the subject alone (its
     // last three tokens name the instance), they are passed by without decoding the entry.
-    const latest = this.latest.get(keyOfSubject(message.subject));
+    const latest = this.positions.latestOf(keyOfSubject(message.subject));
     if (latest !== undefined && latest >= message.seq) return Promise.resolve();
     return this.applyLocally(entryOf(message), message.seq).then(() => undefined);
   }
@@ -352,20 +335,12 @@ export class LogInstanceStore implements InstanceStore {
   /** Whether no entry of the instance newer than `head` was applied here (by this node as owner, or followed from another). */
   isCurrent(head: InstanceHead): boolean {
     const key = keyOf(head);
-    let latest = this.latest.get(key);
+    let latest = this.positions.latestOf(key);
     if (latest === undefined) {
       latest = this.local.getInstance(head.orgId, head.machine, head.name)?.logSeq ?? 0;
-      this.noteLatest(key, latest);
+      this.positions.noteLatest(key, latest);
     }
     return (head.logSeq ?? 0) >= latest;
-  }
-
-  /** Keeps an instance's latest log position (a bounded map, the one written longest ago first out). */
-  private noteLatest(key: string, seq: number): void {
-    if ((this.latest.get(key) ?? -1) >= seq) return;
-    this.latest.delete(key);
-    this.latest.set(key, seq);
-    if (this.latest.size > LATEST_KEPT) this.latest.delete(this.latest.keys().next().value as string);
   }
 
   /**
@@ -407,7 +382,7 @@ export class LogInstanceStore implements InstanceStore {
 
   /** Whether a request was fenced (by any node, this one included) lately: one of its copies was asked again. */
   wasFenced(requestId: string): boolean {
-    return this.fenced.has(requestId);
+    return this.positions.fencedBy(requestId) !== undefined;
   }
 
   addUsage(orgId: string, usage: UsageDelta, machine?: string, atMs: number = Date.now()): Promise<void> {
@@ -496,11 +471,11 @@ export class LogInstanceStore implements InstanceStore {
    * another node fenced (see fence): that node runs it now, and this one must not apply it too.
    */
   private checkNotTakenOver(head: Pick<InstanceHead, 'name' | 'machine'>, history: TransitionRecord[], effects: CommitEffects): void {
-    if (this.fenced.size === 0) return;
+    if (!this.positions.anyFenced) return;
     const ids = history.map((record) => record.requestId).filter((id): id is string => id !== undefined);
     if (effects.receivedMessageId !== undefined) ids.push(effects.receivedMessageId);
     for (const id of ids) {
-      const by = this.fenced.get(id);
+      const by = this.positions.fencedBy(id);
       if (by !== undefined && by !== this.nodeId)
         throw new RequestMovedError(`request ${id} to instance ${head.name} of machine ${head.machine} was taken over by node ${by}`);
     }
@@ -529,7 +504,7 @@ export class LogInstanceStore implements InstanceStore {
     const key = keyOf(instanceOf(entry));
     return this.inTurn(key, async () => {
       const applied = await this.apply(entry, seq, own);
-      this.noteLatest(key, seq);
+      this.positions.noteLatest(key, seq);
       return applied;
     });
   }
@@ -557,14 +532,14 @@ export class LogInstanceStore implements InstanceStore {
     const { orgId, machine, name } = instanceOf(entry);
     const key = keyOf({ orgId, machine, name });
     const current = this.local.getInstance(orgId, machine, name);
-    const position = current ? (current.logSeq ?? 0) : this.headless.get(key);
+    const position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(key);
     if (position !== undefined && position >= seq) return true;
     if (own) {
       if (position !== undefined && position !== entry.after) return false;
     } else if (!(await this.counts(entry, seq, position))) {
-      this.noteUncounted(seq);
+      this.positions.noteUncounted(seq);
       if (current) await this.local.replaceHead({ ...current, logSeq: seq }, current);
-      else this.noteHeadless(key, seq);
+      else this.positions.noteHeadless(key, seq);
       return true;
     }
     switch (entry.kind) {
@@ -577,7 +552,7 @@ export class LogInstanceStore implements InstanceStore {
         this.delivered.sending(entry.effects);
         await this.local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects);
         this.delivered.sent(entry.effects);
-        this.headless.delete(key);
+        this.positions.headed(key);
         this.delivered.delivered(entry.effects.receivedMessageId);
         this.noteTimers(entry.head);
         this.noteOutbox(entry.effects);
@@ -608,9 +583,7 @@ export class LogInstanceStore implements InstanceStore {
         return true;
       }
       case 'fence': {
-        this.fenced.delete(entry.requestId);
-        this.fenced.set(entry.requestId, entry.by);
-        if (this.fenced.size > FENCES_KEPT) this.fenced.delete(this.fenced.keys().next().value as string);
+        this.positions.noteFence(entry.requestId, entry.by);
         if (!current) break;
         // (the head's log position moves, so that the next append expects the fence)
         await this.local.replaceHead({ ...current, logSeq: seq }, current);
@@ -621,7 +594,7 @@ export class LogInstanceStore implements InstanceStore {
         break;
     }
     // (no head here now: the instance's position is kept beside the heads)
-    this.noteHeadless(key, seq);
+    this.positions.noteHeadless(key, seq);
     return true;
   }
 
@@ -635,7 +608,8 @@ export class LogInstanceStore implements InstanceStore {
     if (entry.after === undefined) return true;
     if (position !== undefined) return entry.after === position;
     const { orgId, machine, name } = instanceOf(entry);
-    if (this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart && !this.headlessForgotten) return entry.after === 0;
+    if (this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart && !this.positions.headlessForgotten)
+      return entry.after === 0;
     for (let attempt = 0; ; attempt++) {
       try {
         return (await this.log.firstAfter(orgId, machine, name, entry.after)) === seq;
@@ -662,39 +636,13 @@ export class LogInstanceStore implements InstanceStore {
       if (!copy) return undefined;
       await copy.ownEntryApplied(seq, CATCH_UP_MS);
       if (copy.appliedSeq < seq) return undefined;
-      if (this.uncounted.has(seq)) return false;
+      if (this.positions.isUncounted(seq)) return false;
       const current = this.local.getInstance(key.orgId, key.machine, key.name);
-      const position = current ? (current.logSeq ?? 0) : this.headless.get(keyOf(key));
+      const position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(keyOf(key));
       return position !== undefined && position >= seq ? true : undefined;
     };
   }
-
-  private noteUncounted(seq: number): void {
-    this.uncounted.add(seq);
-    if (this.uncounted.size > UNCOUNTED_KEPT) this.uncounted.delete(this.uncounted.values().next().value as number);
-  }
-
-  private noteHeadless(key: string, seq: number): void {
-    this.headless.delete(key);
-    this.headless.set(key, seq);
-    if (this.headless.size > HEADLESS_KEPT) {
-      this.headless.delete(this.headless.keys().next().value as string);
-      this.headlessForgotten = true;
-    }
-  }
 }
-
-/** Instances whose latest log position is kept in memory (isCurrent looks the others up in the copy). */
-const LATEST_KEPT = 100_000;
-
-/** Entries that did not count remembered (an append asks within seconds of its entry: see countsHere). */
-const UNCOUNTED_KEPT = 10_000;
-
-/** Fenced requests remembered (a fence matters only while the request it fences may still be under way elsewhere: seconds). */
-const FENCES_KEPT = 10_000;
-
-/** Positions of instances without a head kept in memory (past it, the log is asked; see counts). */
-const HEADLESS_KEPT = 100_000;
 
 /** How long a request for an instance waits for its partition to be caught up on a node that just took it. */
 const READY_WAIT_MS = 10_000;
