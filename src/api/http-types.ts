@@ -64,10 +64,12 @@ export const jsonBody = (request: ApiRequest): Record<string, unknown> => {
 
 /**
  * A number past a double's range has an exponent of three digits, or an integer part of 210 digits at
- * least (JSON has no leading zeros; 209 digits times 10^99 is still in range). The lookbehind keeps the
- * scan linear: a run of digits is tried once, from its first digit, not from each of them.
+ * least (JSON has no leading zeros; 209 digits times 10^99 is still in range). The lookbehinds keep the
+ * scan linear (a run of digits is tried once, from its first digit, not from each of them) and, with
+ * the lookahead, leave out what only looks like an exponent inside a word: a UUID or hex hash in a
+ * string (`550e8400-…`), which would otherwise send many ordinary bodies through the slower reviver.
  */
-const MAYBE_OUT_OF_RANGE = /\d[eE][+-]?\d{3}|(?<!\d)\d{210}/;
+const MAYBE_OUT_OF_RANGE = /(?<![\w.-])-?\d+(?:\.\d+)?[eE][+-]?\d{3}(?![\w.-])|(?<!\d)\d{210}/;
 
 /**
  * What a body may not hold:
