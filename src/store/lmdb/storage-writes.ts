@@ -1,5 +1,4 @@
 import type { RootDatabase } from 'lmdb';
-import { unavailable } from '../../domain/errors.js';
 
 /**
  * How the LMDB stores of one node (catalog, versions, machine logs) make their writes: refused with 503
@@ -22,7 +21,8 @@ export const storageWrites = (root: RootDatabase, refusal: () => Error | undefin
     return write().catch((error: unknown) => {
       if (!isLmdbCommitFailure(error)) throw error;
       refuse(error);
-      throw unavailable(`storage failed (${error.message}): restart the node`);
+      // (the refusal every later write gets: `storage failed (…): restart the node`)
+      throw refusal() ?? error;
     });
   };
   return { transaction: (work) => guarded(() => root.transaction(work)), write: guarded };
