@@ -282,7 +282,7 @@ export const startClusterNode = async (
   // Whether this node can commit now (the TX log answers and has a leader), asked every second; and
   // whether the writes through it lately did (domain/write-outcomes.ts: what the log's info misses).
   const writeOutcomes = new WriteOutcomes();
-  txLog.observeAppends((failure) => (failure === undefined ? writeOutcomes.succeeded() : writeOutcomes.failed(failure)));
+  txLog.observeAppends((failure) => writeOutcomes.note(failure));
   let unwritable: string | undefined;
   let probing = false;
   const probe = setInterval(() => {
@@ -372,21 +372,19 @@ export const startClusterNode = async (
       health: () => {
         const members = membership.current();
         const joined = members.includes(config.nodeId);
-        const failing = writeOutcomes.problem();
-        const ready =
-          natsState === 'connected' && joined && unwritable === undefined && failing === undefined && membership.self !== 'draining';
         const reason =
           natsState !== 'connected'
             ? `NATS ${natsState}`
-            : unwritable !== undefined
-              ? unwritable
-              : failing !== undefined
-                ? failing
-                : membership.self === 'draining'
-                  ? 'leaving: handing its share over to the other nodes'
+            : (unwritable ??
+              writeOutcomes.problem() ??
+              (membership.self === 'draining'
+                ? 'leaving: handing its share over to the other nodes'
+                : joined
+                  ? undefined
                   : membership.self === 'joining'
                     ? 'catching up the partitions it is to own'
-                    : 'not joined';
+                    : 'not joined'));
+        const ready = reason === undefined;
         return {
           ready,
           ...(ready ? {} : { reason }),
@@ -420,7 +418,7 @@ export const startClusterNode = async (
       const owner = new Forwarder(nc, runtime, {
         cluster,
         nodeId: config.nodeId,
-        onWrite: (failure) => (failure === undefined ? writeOutcomes.succeeded() : writeOutcomes.failed(failure)),
+        onWrite: (failure) => writeOutcomes.note(failure),
         members: () => membership.current(),
         partitions: {
           count: instances.partitionCount,

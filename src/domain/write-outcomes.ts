@@ -16,6 +16,12 @@ export class WriteOutcomes {
     private readonly options: { windowMs: number; minFailures: number; now?: () => number } = { windowMs: 3_000, minFailures: 3 },
   ) {}
 
+  /** A write's outcome: undefined when it succeeded, else why it failed. */
+  note(failure: string | undefined): void {
+    if (failure === undefined) this.succeeded();
+    else this.failed(failure);
+  }
+
   succeeded(): void {
     this.failures = [];
   }
