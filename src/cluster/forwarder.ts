@@ -344,7 +344,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     let lost = 0;
     for (let attempt = 0; ; attempt++) {
       const owner = this.ownerOf(orgId, machine, name);
-      if (owner === undefined) throw forwardingFailed('this node sees no cluster members');
+      if (owner === undefined) throw new ForwardingFailure('this node sees no cluster members');
       let reply: Outcome<C>;
       if (owner === this.options.nodeId) {
         try {
@@ -362,13 +362,13 @@ export class Forwarder implements InstanceWrites, InstanceReads {
         // carry an id the owner finds in the instance's history if it did apply them; the other
         // commands come to the same state when repeated.
         if (++lost > MAX_LOST)
-          throw forwardingFailed(
+          throw new ForwardingFailure(
             `the owner of instance ${name} of machine ${machine} took the request and did not answer; it may or may not have been applied`,
           );
         command = { ...command, retry: true };
         deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
       }
-      if (Date.now() > deadline) throw forwardingFailed(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);
+      if (Date.now() > deadline) throw new ForwardingFailure(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);
       await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, 500)));
     }
   }
@@ -548,7 +548,6 @@ class ForwardingFailure extends ServiceError {
     super(503, 'unavailable', message);
   }
 }
-const forwardingFailed = (message: string): ForwardingFailure => new ForwardingFailure(message);
 
 const errorOf = ({
   status,
