@@ -35,3 +35,29 @@ t.test('a write that failed as uncertain is counted once it turns out made, and 
   await new Promise((resolve) => setImmediate(resolve));
   t.equal(await transitions(), 4, 'the one made counted; the one not made, and the plain 503, not');
 });
+
+t.test("reading the months right after a timer's flush began sees what that flush was still writing", async (t) => {
+  const dir = tempDataDir();
+  const store = openLmdbNodeStore(dir);
+  t.teardown(async () => {
+    await store.close();
+    removeDir(dir);
+  });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const slow = Object.create(store.instances) as typeof store.instances;
+  slow.addUsage = async (...args) => {
+    await held;
+    return store.instances.addUsage(...args);
+  };
+  const meter = new UsageMeter(slow, quiet, 10);
+  meter.transitions('org_a', 'm', 2);
+  await new Promise((resolve) => setTimeout(resolve, 30)); // the timer's flush took the counts and waits
+  const months = meter.months('org_a', 1);
+  setTimeout(release, 20);
+  t.same(
+    (await months)[0]?.machines?.find((m) => m.machine === 'm'),
+    { machine: 'm', transitions: 2, reads: 0 },
+    'the counts of the flush under way are in the answer',
+  );
+});

@@ -10,6 +10,8 @@ export class UsageMeter {
   /** By org, then machine. */
   private readonly pending = new Map<string, Map<string, UsageDelta>>();
   private timer: NodeJS.Timeout | undefined;
+  /** Every flush so far written (see flush). */
+  private flushed: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly store: InstanceStore,
@@ -61,17 +63,23 @@ export class UsageMeter {
     this.timer ??= setTimeout(() => void this.flush(), this.flushDelayMs);
   }
 
-  async flush(): Promise<void> {
+  /**
+   * Writes what is pending; resolves once that and every flush before it are written: a read of the
+   * months right after must not miss counts a timer's flush took out of `pending` and was still writing.
+   */
+  flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     const batch = [...this.pending].flatMap(([orgId, machines]) => [...machines].map(([machine, usage]) => ({ orgId, machine, usage })));
     this.pending.clear();
-    await Promise.all(
+    const written = Promise.all(
       batch.map(({ orgId, machine, usage }) =>
         this.store
           .addUsage(orgId, usage, machine)
           .catch((error: unknown) => this.logger.error('could not record usage', { error: String(error) })),
       ),
     );
+    this.flushed = Promise.all([this.flushed, written]).then(() => undefined);
+    return this.flushed;
   }
 }
