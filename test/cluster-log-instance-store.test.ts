@@ -273,7 +273,7 @@ t.test(
         subject,
         JSON.stringify({ kind: 'commit', head: otherHead, previousSeq: 2, history: [record(3, 50)], effects: {}, after: held.logSeq }),
       );
-      return publish(subj, payload, { msgID: options?.msgID });
+      return publish(subj, payload, { headers: options?.headers });
     };
     await t.rejects(
       b.commit(headAt(3, 2), held, [record(3, 2)]),

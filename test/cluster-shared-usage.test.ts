@@ -6,16 +6,16 @@ import { SharedUsage, type UsageBatch, type UsageCounts } from '../src/store/jet
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const batch = (transitions: number): UsageCounts => ({ orgId: 'org_a', usage: { transitions, reads: 0 }, machine: 'm', atMs: 0 });
 
-t.test('batches the log does not take are held and sent again with their ids, in order; an outage is logged once', async (t) => {
+t.test('batches the log does not take are held and sent again, in order; an outage is logged once', async (t) => {
   let down = true;
-  const stored = new Map<string, number>();
-  const attempts: string[] = [];
+  const stored: number[] = [];
+  let attempts = 0;
   const lines: string[] = [];
   const usage = new SharedUsage({
-    submit: async (b, id) => {
-      attempts.push(id);
+    submit: async (b) => {
+      attempts++;
       if (down) throw new Error('jetstream is not enabled');
-      stored.set(id, b.usage.transitions);
+      stored.push(b.usage.transitions);
     },
     log: (level, message) => lines.push(`${level}: ${message}`),
     retryMs: 20,
@@ -24,16 +24,16 @@ t.test('batches the log does not take are held and sent again with their ids, in
   for (let i = 1; i <= 5; i++) await usage.add(batch(i));
   t.equal(usage.pending, 5, 'every batch held while the log is down');
   await sleep(150);
-  t.equal(stored.size, 0);
+  t.equal(stored.length, 0);
   down = false;
   for (let i = 0; i < 50 && usage.pending > 0; i++) await sleep(20);
   t.equal(usage.pending, 0, 'all sent once the log takes them');
-  t.same([...stored.values()], [1, 2, 3, 4, 5], 'each once, in order: nothing lost, nothing counted twice');
-  t.ok(new Set(attempts).size === 5 && attempts.length > 5, 'retried under the ids they were first sent with');
+  t.same(stored, [1, 2, 3, 4, 5], 'each once, in order: nothing lost');
+  t.ok(attempts > 5, 'retried');
   t.equal(lines.filter((line) => line.startsWith('warn')).length, 1, 'the outage is logged once');
   t.match(lines.at(-1), /^info: usage recorded in the cluster's log again/, 'and its end');
   await usage.add(batch(6));
-  t.equal(stored.size, 6, 'later batches go straight through');
+  t.equal(stored.length, 6, 'later batches go straight through');
   usage.stop();
 });
 

@@ -138,10 +138,10 @@ export const startClusterNode = async (
   );
   const usage = new SharedUsage({
     // (counts need no read-your-writes on other nodes: no waiting for them)
-    submit: async ({ orgId, usage: counts, machine, atMs, run, totals }, id) => {
+    submit: async ({ orgId, usage: counts, machine, atMs, run, totals }) => {
       await meta.submit(
         { store: 'usage', method: 'addUsage', args: [orgId, counts, machine ?? null, atMs, run, totals] },
-        { everywhere: false, msgId: `usage:${id}` },
+        { everywhere: false },
       );
     },
     log: (level, message) => logger[level](message),

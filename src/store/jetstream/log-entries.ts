@@ -68,13 +68,24 @@ export const keyOfSubject = (subject: string): string => {
 export const keyOf = (head: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): string => `${head.orgId}/${head.machine}/${head.name}`;
 
 /**
- * The message id of an append: the instance, the log position it follows and a hash of the entry. A
- * retry of the same append (its acknowledgement lost) is then recognised by JetStream as a duplicate
- * and answered with the first one's sequence; any other entry at that position, from another node or
- * from a later attempt here, is not a duplicate and meets the expected-sequence check (fenced).
+ * The id of an append: the instance, the log position it follows and a hash of the entry. It goes in
+ * the message's ENTRY_ID_HEADER, so a retry of the same append (its acknowledgement lost) recognises its
+ * own first copy at the position (transition-log.ts); any other entry there, from another node or from a
+ * later attempt here, has another id.
  */
 export const messageIdOf = (head: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>, payload: string, after = 0): string =>
   `${keyOf(head)}:${after}:${createHash('sha256').update(payload).digest('base64url').slice(0, 22)}`;
+
+/**
+ * Where an entry's id is, not JetStream's `Nats-Msg-Id`: with that header a 2.9.10 server's duplicate
+ * detection made the replicas of a stream diverge under a cut of its leader's routes (bench/JOURNAL.md,
+ * 2026-11-30: thousands of messages at other sequences, acknowledged ones missing from a replica).
+ */
+export const ENTRY_ID_HEADER = 'Statehold-Entry-Id';
+
+/** The id a TX log message carries (entries written before 2026-11-30 carry it as `Nats-Msg-Id`). */
+export const entryIdOf = (headers: { get(key: string): string } | undefined): string =>
+  headers?.get(ENTRY_ID_HEADER) || headers?.get('Nats-Msg-Id') || '';
 
 export const withoutLogSeq = (head: InstanceHead): InstanceHead => {
   const { logSeq: _logSeq, ...rest } = head;

@@ -137,14 +137,13 @@ export class JetStreamOpLog<Op> {
   /**
    * Publishes an operation and resolves, once this node applied it (and, with peers set and unless
    * `everywhere` is false, every other live member too, within their wait), with what applying it returned.
-   * With a `msgId`, a submit of the same operation again (after one whose answer was lost) is stored
-   * once, within the stream's duplicate window (2 minutes).
+   * (No JetStream message id: see log-entries.ts ENTRY_ID_HEADER.)
    */
-  async submit(op: Op, options: { everywhere?: boolean; msgId?: string } = {}): Promise<unknown> {
+  async submit(op: Op, options: { everywhere?: boolean } = {}): Promise<unknown> {
     let ack: { seq: number };
     try {
       const payload = JSON.stringify({ origin: this.origin, op } satisfies Envelope<Op>);
-      ack = await this.js.publish(this.subject, payload, options.msgId === undefined ? undefined : { msgID: options.msgId });
+      ack = await this.js.publish(this.subject, payload);
     } catch (error) {
       // JetStream without a leader (servers lost, an election) or no answer in time: a 503, not a 500.
       const reason = error instanceof Error ? error.message : String(error);

@@ -23,8 +23,11 @@ export interface UsageBatch extends UsageCounts {
 }
 
 interface SharedUsageOptions {
-  /** Puts a batch in the cluster's log; `id` makes a second submit of it (its answer lost) stored once. */
-  submit: (batch: UsageBatch, id: string) => Promise<void>;
+  /**
+   * Puts a batch in the cluster's log. A second submit of one whose answer was lost may store it twice:
+   * its totals make that count once (no JetStream message id: see log-entries.ts ENTRY_ID_HEADER).
+   */
+  submit: (batch: UsageBatch) => Promise<void>;
   /** Told once when batches start being held (the log does not take them), and once when they went through again. */
   log: (level: 'warn' | 'info', message: string) => void;
   /** First wait before a held batch is sent again; doubles up to `maxRetryMs`. */
@@ -41,12 +44,12 @@ const NOTHING: UsageDelta = { transitions: 0, reads: 0 };
 /**
  * Usage counts on their way to every node, through the cluster's META log. A batch the log does not
  * take (no JetStream leader reachable: a partition, a nats-server restarting, an election; the client
- * then says "jetstream is not enabled") is held and sent again with the same id, in the background,
- * until it is taken: counts are not lost to an outage, nor counted twice when an answer was lost, and
- * an outage is said once, not once a second.
+ * then says "jetstream is not enabled") is held and sent again, in the background, until it is taken:
+ * counts are not lost to an outage, nor counted twice when an answer was lost (the totals), and an
+ * outage is said once, not once a second.
  */
 export class SharedUsage {
-  private held: Array<{ id: string; batch: UsageBatch }> = [];
+  private held: UsageBatch[] = [];
   private timer: NodeJS.Timeout | undefined;
   private waitMs: number;
   private heldSince: number | undefined;
@@ -97,17 +100,16 @@ export class SharedUsage {
   }
 
   private async send(batch: UsageBatch): Promise<void> {
-    const id = randomUUID();
     if (this.held.length > 0) {
       // (while others wait, no point in asking the log now: the retry sends them all, oldest first)
-      this.hold({ id, batch }, undefined);
+      this.hold(batch, undefined);
       return;
     }
     this.inFlight++;
     try {
-      await this.options.submit(batch, id);
+      await this.options.submit(batch);
     } catch (error) {
-      this.hold({ id, batch }, error);
+      this.hold(batch, error);
     } finally {
       this.inFlight--;
       this.ended();
@@ -145,7 +147,7 @@ export class SharedUsage {
     return { batch: { ...counts, run: this.run, totals }, key: `${month} ${key}` };
   }
 
-  private hold(entry: { id: string; batch: UsageBatch }, error: unknown): void {
+  private hold(batch: UsageBatch, error: unknown): void {
     if (this.heldSince === undefined) {
       this.heldSince = Date.now();
       const reason = error instanceof Error ? error.message : String(error ?? 'the log is not taking writes');
@@ -154,7 +156,7 @@ export class SharedUsage {
         `could not record usage in the cluster's log (${reason}): the counts are kept and sent again until it takes them`,
       );
     }
-    this.held.push(entry);
+    this.held.push(batch);
     const max = this.options.maxHeld ?? 10_000;
     if (this.held.length > max) {
       this.dropped += this.held.length - max;
@@ -177,9 +179,9 @@ export class SharedUsage {
     this.sending = true;
     try {
       while (this.held.length > 0) {
-        const next = this.held[0] as { id: string; batch: UsageBatch };
+        const next = this.held[0] as UsageBatch;
         try {
-          await this.options.submit(next.batch, next.id);
+          await this.options.submit(next);
         } catch {
           this.waitMs = Math.min(this.waitMs * 2, this.options.maxRetryMs ?? 5_000);
           return;

@@ -11,11 +11,12 @@ import {
   type StreamInfo,
   DiscardPolicy,
 } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { payloadTooLarge, ServiceError } from '../../domain/errors.js';
 import { UncertainWriteError } from '../instance-store.js';
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
 import { firstMessageFrom } from './first-message.js';
+import { ENTRY_ID_HEADER, entryIdOf } from './log-entries.js';
 import { openingManager } from './stream-opening.js';
 
 /** An append refused because the instance's log moved past what the writer expected: it is not the owner any more. */
@@ -34,7 +35,7 @@ interface TransitionLogOptions {
   cluster: string;
   /** JetStream replicas (1 on one nats-server, 3 on a three-server cluster). */
   replicas: number;
-  /** Window in which an append with a message id already taken is answered as a duplicate, not stored twice. */
+  /** The stream's duplicate window, made with it (appends carry no `Nats-Msg-Id`: see ENTRY_ID_HEADER). */
   duplicateWindowMs?: number;
   /** Partitions of a log made now (DEFAULT_PARTITIONS when not given); a log that exists keeps its own. */
   partitions?: number;
@@ -50,14 +51,14 @@ export type CountsHere = (seq: number) => Promise<boolean | undefined>;
 interface Appended {
   /** The stream sequence of this commit: the instance's next append expects it. */
   seq: number;
-  /** True when JetStream had this message id already (a retried append): nothing new was stored. */
+  /** True when a retried append found its own first copy counting there: the retry's copy, if stored, does not count. */
   duplicate: boolean;
 }
 
 /** A follower not heard from by its stream's leader for longer (ns; the leader hears from each about every second) is counted out. */
 const FOLLOWER_SILENCE_NS = 3_000_000_000;
 
-/** An append whose answer did not come is asked again this many times (same message id), each waiting this long. */
+/** An append whose answer did not come is asked again this many times (same entry id), each waiting this long. */
 const APPEND_RETRIES = 3;
 const APPEND_RETRY_TIMEOUT_MS = 2_000;
 
@@ -87,8 +88,8 @@ const WRONG_LAST_SEQUENCE = 10071;
  * (`statehold.<cluster>.tx.<partition>.<org>.<machine>.<instance>`; names are single NATS tokens), so
  * that a partition's entries are one filter (`…tx.<partition>.>`) its owner follows. An append names
  * the stream sequence of the instance's previous commit (JetStream's expected last subject sequence),
- * so a node that lost ownership cannot write (LogFencedError), and carries a message id, so a retried
- * append inside the duplicate window is stored once. An acknowledgement means the configured replicas
+ * so a node that lost ownership cannot write (LogFencedError), and carries an entry id (ENTRY_ID_HEADER),
+ * so a retried append recognises its own first copy. An acknowledgement means the configured replicas
  * have it (NATS 2.9 acknowledges before an fsync; design.md §4).
  *
  * JetStream's check is not enough on its own: on a clustered stream a 2.9 server (Debian's 2.9.10;
@@ -261,30 +262,34 @@ export class JetStreamTransitionLog {
       new UncertainWriteError(message, async () => (await this.firstIdAfter(orgId, machine, name, expectedSeq)) === messageId);
     let ack: PubAck | undefined;
     // An append whose answer did not come (no leader for a moment, a timeout: this process paused, say)
-    // may have been stored: asked again with the same message id, JetStream answers the first one's
-    // sequence as a duplicate if it was, or stores it now. Without that, a write that counts would be
-    // answered 503, and a retry of its request found applied elsewhere, uncounted.
+    // may have been stored: asked again, JetStream refuses it if the first copy moved the position (its
+    // expected sequence), and that copy is this append's own (its entry id); or stores it now. Without
+    // that, a write that counts would be answered 503, and a retry of its request found applied
+    // elsewhere, uncounted. (Not JetStream's duplicate detection: see ENTRY_ID_HEADER.)
+    const headers = natsHeaders();
+    headers.set(ENTRY_ID_HEADER, messageId);
+    let retried = false;
     for (let attempt = 0; ack === undefined; attempt++) {
+      retried = attempt > 0;
       try {
         ack = await this.js.publish(subject, payload, {
-          msgID: messageId,
+          headers,
           expect: { lastSubjectSequence: expectedSeq },
-          ...(attempt > 0 ? { timeout: APPEND_RETRY_TIMEOUT_MS } : {}),
+          ...(retried ? { timeout: APPEND_RETRY_TIMEOUT_MS } : {}),
         });
       } catch (error) {
         if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {
-          // Asked again, the position may have moved past this append's own first copy (stored, its
-          // answer lost; JetStream checked the position before the message id): that is this append,
-          // not another writer's (seen under a partition: taken for a fence, the request ran again
-          // elsewhere and its event was in the history twice).
-          const own = attempt > 0 ? await this.ownEntryAfter(orgId, machine, name, expectedSeq, messageId) : undefined;
-          if (own === undefined) throw new LogFencedError(subject, expectedSeq);
+          // The position may have moved past this append's own first copy (stored, its answer lost; or
+          // the same entry appended again): that is this append, not another writer's (seen under a
+          // partition: taken for a fence, the request ran again elsewhere and its event was in the
+          // history twice).
+          const own = await this.ownEntryAfter(orgId, machine, name, expectedSeq, messageId);
+          if (own === undefined || (own === 'unknown' && !retried)) throw new LogFencedError(subject, expectedSeq);
           if (own === 'unknown')
             throw uncertain(
               `the cluster's log moved past this write's position and could not tell whether by this write; it may or may not have been applied: read the instance, then retry`,
             );
-          ack = { seq: own, duplicate: true, stream: this.stream } as PubAck;
-          break;
+          return { seq: own, duplicate: true };
         }
         const reason = error instanceof Error ? error.message : String(error);
         // A commit over the nats-server's max_payload (1 MB by default; cluster/README.md) never fits: no retry helps.
@@ -301,30 +306,33 @@ export class JetStreamTransitionLog {
         await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
       }
     }
-    // (a duplicate's sequence is the first copy's, and whether that one counts is asked the same way;
-    // an acknowledgement that does not place it past the position named is not one to go by)
+    // (an acknowledgement that does not place it past the position named is not one to go by)
     if (ack.seq <= expectedSeq)
       throw uncertain(
         `the cluster's log acknowledged the write at sequence ${ack.seq}, not after ${expectedSeq}; it may or may not have been stored: read the instance, then retry`,
       );
     if (ack.seq !== expectedSeq + 1) {
-      // (the writer's own copy of the instance's partition can tell, without asking the log)
+      // (the writer's own copy of the instance's partition can tell, without asking the log; after a
+      // retry, an entry that does not count may be a second copy of this append behind its first)
       const here = await countsHere?.(ack.seq);
-      if (here === false) throw new LogFencedError(subject, expectedSeq);
-      if (here === true) return { seq: ack.seq, duplicate: ack.duplicate };
-      let first: number;
+      if (here === true) return { seq: ack.seq, duplicate: false };
+      if (here === false && !retried) throw new LogFencedError(subject, expectedSeq);
+      let first: StoredMsg | null;
       try {
-        first = await this.firstAfter(orgId, machine, name, expectedSeq);
+        first = await this.entryAfter(orgId, machine, name, expectedSeq);
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
         throw uncertain(
           `the cluster's log took the write but could not tell whether another one came first (${reason}); it may or may not have been applied: read the instance, then retry`,
         );
       }
+      if (first?.seq === ack.seq) return { seq: ack.seq, duplicate: false };
+      // This append's first copy, stored before the retry's: it is the one that counts.
+      if (retried && first && entryIdOf(first.header) === messageId) return { seq: first.seq, duplicate: true };
       // Stored after another entry that named the same position: it changes nothing (a stale entry).
-      if (first !== ack.seq) throw new LogFencedError(subject, expectedSeq);
+      throw new LogFencedError(subject, expectedSeq);
     }
-    return { seq: ack.seq, duplicate: ack.duplicate };
+    return { seq: ack.seq, duplicate: false };
   }
 
   /**
@@ -390,7 +398,7 @@ export class JetStreamTransitionLog {
         await new Promise((resolve) => setTimeout(resolve, wait).unref());
         if (!this.writable) await this.writableAgain(until).promise;
         const first = await this.entryAfter(orgId, machine, name, after).catch(() => null);
-        if (first) return first.header?.get('Nats-Msg-Id') ?? '';
+        if (first) return entryIdOf(first.header);
       }
       return undefined;
     })().finally(() => this.firstIdsAsked.delete(key));
@@ -434,7 +442,7 @@ export class JetStreamTransitionLog {
   ): Promise<number | undefined | 'unknown'> {
     const message = await this.entryAfter(orgId, machine, name, after).catch(() => 'unknown' as const);
     if (message === 'unknown') return message;
-    return message?.header?.get('Nats-Msg-Id') === messageId ? message.seq : undefined;
+    return message && entryIdOf(message.header) === messageId ? message.seq : undefined;
   }
 
   /** The stream sequence of the instance's last commit, 0 when it has none (what a new owner appends after). */

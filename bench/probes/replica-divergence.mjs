@@ -1,0 +1,121 @@
+// Probe: do a JetStream stream's three replicas hold the same messages after its leader's routes are cut
+// under load? Three nats-servers (R3 stream, allow_direct), every route of server 1 through TCP proxies;
+// server 1 made the stream's leader; one writer per server appends in turn to its own subject with an
+// expected last subject sequence, retrying (after a 2 s timeout) a publish that got no answer. Server 1's
+// routes are cut (blackhole: nothing through, nothing closed) for 12 s, then healed; after 8 s more the
+// writers stop and each server's replica is read whole (direct gets through a connection to that server
+// alone, which its own replica answers). Alternates the two ways an append can carry its id:
+//   msg-id    JetStream's Nats-Msg-Id (the server's duplicate detection), as TX appends did before 2026-11-30
+//   entry-id  a header of our own (Statehold-Entry-Id), as they do now
+// and prints, per round, the sequences at which the replicas differ and the acknowledged messages missing
+// from some replica. Needs Debian's nats-server and `make test-build` (it uses the tests' TCP proxy).
+//   node bench/probes/replica-divergence.mjs [rounds per way, 3]
+import { connect, headers as natsHeaders } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { startNatsServers } from '../../cluster/nats-servers.mjs';
+import { startTcpProxy } from '../../dist-test/test/helpers/tcp-proxy.js';
+
+const rounds = Number(process.argv[2] ?? 3);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const round = async (way) => {
+  const proxies = [];
+  const nats = await startNatsServers({
+    count: 3,
+    routeVia: async (from, to, routePort) => {
+      if (from !== 0 && to !== 0) return routePort;
+      const proxy = await startTcpProxy(routePort);
+      proxies.push(proxy);
+      return proxy.port;
+    },
+  });
+  const ncs = [];
+  for (const url of nats.urls) ncs.push(await connect({ servers: [url], maxReconnectAttempts: -1, reconnectTimeWait: 100 }));
+  try {
+    const jsm = await jetstreamManager(ncs[1]);
+    await jsm.streams.add({ name: 'TX', subjects: ['t.>'], num_replicas: 3, allow_direct: true, duplicate_window: 120e9 });
+    const leader = async () => (await jsm.streams.info('TX').catch(() => undefined))?.cluster?.leader;
+    for (let i = 0; i < 30 && (await leader()) !== 'nats-1'; i++) {
+      await ncs[1].request('$JS.API.STREAM.LEADER.STEPDOWN.TX', undefined, { timeout: 5_000 }).catch(() => undefined);
+      await sleep(1_500);
+    }
+    let stop = false;
+    const acked = new Set();
+    const writer = async (i) => {
+      const js = jetstream(ncs[i], { timeout: 2_000 });
+      let last = 0;
+      for (let n = 0; !stop; n++) {
+        const id = `w${i}-${n}`;
+        for (;;) {
+          if (stop) return;
+          const options = { expect: { lastSubjectSequence: last } };
+          if (way === 'msg-id') options.msgID = id;
+          else {
+            options.headers = natsHeaders();
+            options.headers.set('Statehold-Entry-Id', id);
+          }
+          try {
+            last = (await js.publish(`t.w${i}`, id, options)).seq;
+            acked.add(id);
+            break;
+          } catch (error) {
+            if (error?.code === 10071) {
+              // (moved past the position: by this message's own first copy, or give the position up)
+              const message = await jsm.direct.getMessage('TX', { last_by_subj: `t.w${i}` }).catch(() => null);
+              if (message) {
+                last = message.seq;
+                if (message.string() === id) acked.add(id);
+                break;
+              }
+            }
+            await sleep(100);
+          }
+        }
+        await sleep(5);
+      }
+    };
+    const writers = [0, 1, 2].map(writer);
+    await sleep(3_000);
+    const ledBy = await leader();
+    for (const proxy of proxies) proxy.cut('blackhole');
+    await sleep(12_000);
+    for (const proxy of proxies) proxy.heal();
+    await sleep(8_000);
+    stop = true;
+    await Promise.all(writers);
+    await sleep(2_000);
+    const copies = [];
+    for (const nc of ncs) {
+      const local = await jetstreamManager(nc);
+      const last = (await local.streams.info('TX')).state.last_seq;
+      const rows = [];
+      for (let seq = 1; seq <= last; seq++) rows.push((await local.direct.getMessage('TX', { seq }).catch(() => null))?.string() ?? '-');
+      copies.push(rows);
+    }
+    const length = Math.max(...copies.map((rows) => rows.length));
+    let differing = 0;
+    for (let i = 0; i < length; i++) if (new Set(copies.map((rows) => rows[i])).size > 1) differing++;
+    const held = copies.map((rows) => new Set(rows));
+    const missing = [...acked].filter((id) => held.some((set) => !set.has(id))).length;
+    return { way, ledBy, acked: acked.size, differing, missing };
+  } finally {
+    for (const nc of ncs) await nc.close().catch(() => undefined);
+    for (const proxy of proxies) await proxy.close();
+    await nats.stop();
+  }
+};
+
+const results = [];
+for (let i = 0; i < rounds; i++)
+  for (const way of ['msg-id', 'entry-id']) {
+    const result = await round(way);
+    results.push(result);
+    console.log(JSON.stringify(result));
+  }
+for (const way of ['msg-id', 'entry-id']) {
+  const mine = results.filter((result) => result.way === way);
+  const median = (key) => mine.map((result) => result[key]).sort((a, b) => a - b)[Math.floor(mine.length / 2)];
+  console.log(
+    `${way}: ${mine.length} rounds; sequences differing, median ${median('differing')} (${mine.map((r) => r.differing).join(', ')}); acknowledged missing from a replica, median ${median('missing')} (${mine.map((r) => r.missing).join(', ')}) of ~${median('acked')}`,
+  );
+}
