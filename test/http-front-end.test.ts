@@ -102,7 +102,9 @@ t.test('routing: unknown paths, wrong methods, encoded segments', async (t) => {
   t.match(wrong.body.error, /GET, POST/);
   await call(node.url, 'POST', '/machines', { token: admin, body: { slug: 'enc-1' } });
   t.equal((await call(node.url, 'GET', '/machines/enc%2D1', { token: admin })).status, 200, 'path segments are percent-decoded');
-  t.equal((await call(node.url, 'GET', '/machines/%E0%A4%A', { token: admin })).status, 404, 'a bad escape is not found, not a crash');
+  const badEscape = await call(node.url, 'GET', '/machines/%E0%A4%A', { token: admin });
+  t.equal(badEscape.status, 400, 'a bad escape is a bad request, not a crash nor "not found"');
+  t.same(badEscape.body, { error: 'path segment %E0%A4%A is not valid percent-encoding', code: 'invalid-parameter' });
 });
 
 t.test('aborted requests do not crash the node or leak answers', async (t) => {

@@ -42,7 +42,11 @@ t.test('other methods, malformed captures, invalid names and unknown paths', asy
     { kind: 'wrong-method', allowed: ['POST', 'GET'] },
     'the methods the path has',
   );
-  t.same(router.match('GET', '/things/%E0%A4%A/x'), { kind: 'none' }, 'a capture that does not percent-decode matches nothing');
+  t.same(
+    router.match('GET', '/things/%E0%A4%A/x'),
+    { kind: 'bad-path', message: 'path segment %E0%A4%A is not valid percent-encoding' },
+    'a capture that does not percent-decode is a bad path, not a missing one',
+  );
   t.same(router.match('GET', '/machines/not%20a%20slug'), { kind: 'no-such-thing', message: 'machine not a slug does not exist' });
   t.same(router.match('GET', '/machines/cart/i'), { kind: 'none' }, 'a path no route has that many segments for');
   t.same(router.match('GET', '/nothing/here/at/all'), { kind: 'none' });

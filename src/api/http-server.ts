@@ -308,6 +308,7 @@ export class HttpServer {
     if (this.refusesWhileDraining(path))
       return errorResponse(new ServiceError(503, 'unavailable', 'the node is shutting down'), this.logError);
     if (match.kind === 'no-such-thing') return errorResponse(new ServiceError(404, 'not-found', match.message), this.logError);
+    if (match.kind === 'bad-path') return errorResponse(new ServiceError(400, 'invalid-parameter', match.message), this.logError);
     if (match.kind !== 'wrong-method')
       return errorResponse(new ServiceError(404, 'not-found', `no route for ${method} ${clipped(path)}`), this.logError);
     const allow = match.allowed.includes('GET') && !match.allowed.includes('HEAD') ? [...match.allowed, 'HEAD'] : match.allowed;

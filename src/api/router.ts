@@ -35,6 +35,8 @@ export type RouteMatch =
   | { kind: 'found'; handler: RouteHandler; params: Record<string, string>; pattern: string; credential: boolean; maxBodyBytes?: number }
   | { kind: 'wrong-method'; allowed: string[] }
   | { kind: 'no-such-thing'; message: string }
+  /** A route's literals match, but a segment it captures is not valid percent-encoding (a 400, not a 404). */
+  | { kind: 'bad-path'; message: string }
   | { kind: 'none' };
 
 /**
@@ -127,11 +129,15 @@ export class Router {
     const segments = splitPath(path);
     const allowed: string[] = [];
     let matchedRank: number | undefined;
+    let undecodable: string | undefined;
     for (const route of this.routes.get(segments.length) ?? []) {
       if (!literalsMatch(route, segments)) continue;
       // Captures are decoded only for a route whose literal segments all match.
       const params = captured(route, segments);
-      if (!params) continue;
+      if (typeof params === 'string') {
+        undecodable ??= params;
+        continue;
+      }
       // The most specific pattern that matches the path answers alone (405 when it lacks the method):
       // a capture does not take a path that a route with a literal there has.
       if (matchedRank !== undefined && route.rank < matchedRank) break;
@@ -156,7 +162,10 @@ export class Router {
       }
       allowed.push(route.method);
     }
-    return allowed.length > 0 ? { kind: 'wrong-method', allowed } : { kind: 'none' };
+    if (allowed.length > 0) return { kind: 'wrong-method', allowed };
+    if (undecodable !== undefined)
+      return { kind: 'bad-path', message: `path segment ${clipped(undecodable)} is not valid percent-encoding` };
+    return { kind: 'none' };
   }
 }
 
@@ -170,14 +179,14 @@ const literalsMatch = (route: Route, actual: string[]): boolean => {
   return true;
 };
 
-/** The route's captures, percent-decoded; undefined if one does not decode. */
-const captured = (route: Route, actual: string[]): Record<string, string> | undefined => {
+/** The route's captures, percent-decoded; or the first segment that does not decode. */
+const captured = (route: Route, actual: string[]): Record<string, string> | string => {
   const params: Record<string, string> = {};
   for (let i = 0; i < route.captures.length; i++) {
     const name = route.captures[i];
     if (name === undefined) continue;
     const decoded = safeDecode(actual[i] as string);
-    if (decoded === undefined) return undefined;
+    if (decoded === undefined) return actual[i] as string;
     params[name] = decoded;
   }
   return params;
