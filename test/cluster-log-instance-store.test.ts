@@ -303,3 +303,60 @@ t.test(
     }
   },
 );
+
+t.test(
+  "an entry that names a position the copy holds another instance's message at (a diverged replica) counts, when no entry of its instance came between",
+  { skip },
+  async (t) => {
+    // A 2.9.10 stream's replicas can differ after a cut of the leader's routes: at the sequence of an
+    // instance's fence one replica held another instance's commit, and the commit after the fence, which
+    // names it, was acknowledged (the leader's replica had the fence). A node following that replica must
+    // still count it: nothing of the instance came between its last entry there and that commit.
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const a = await followingNode(t, nats, 'a');
+    const b = await followingNode(t, nats, 'b');
+    const nc = await connectTo(nats, 'replica');
+    t.teardown(() => nc.close());
+    const js = jetstream(nc);
+    const first = headAt(1, 0);
+    await a.createInstance(first, [record(1, 0)]);
+    // (what stands at the fence's sequence in this replica: another instance's entry)
+    const { logSeq: _j, ...other } = { ...headAt(1, 5), name: 'j' };
+    const elsewhere = await js.publish(
+      a.subjectOf('org_a', 'm', 'j'),
+      JSON.stringify({ kind: 'create', head: other, history: [record(1, 5)], effects: {}, after: 0 }),
+    );
+    const { logSeq: _i, ...next } = headAt(2, 1);
+    const named = await js.publish(
+      a.subjectOf('org_a', 'm', 'i'),
+      JSON.stringify({ kind: 'commit', head: next, previousSeq: 1, history: [record(2, 1)], effects: {}, after: elsewhere.seq }),
+    );
+    const partition = a.partitionOf('org_a', 'm', 'i');
+    for (let i = 0; i < 200 && [a, b].some((store) => (store.appliedPositions()[partition] ?? 0) < named.seq); i++) await sleep(10);
+    for (const [store, node] of [
+      [a, 'a'],
+      [b, 'b'],
+    ] as const) {
+      t.same(
+        store.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
+        [0, 1],
+        `node ${node}: the commit is in the history`,
+      );
+      t.same(store.getInstance('org_a', 'm', 'i')?.context, { count: 1 }, `node ${node}: and its head is the instance's`);
+      t.equal(store.getInstance('org_a', 'm', 'i')?.logSeq, named.seq, `node ${node}: at its position`);
+    }
+    // A later entry naming a position before the commit (a stale writer's) still does not count.
+    const { logSeq: _s, ...stale } = headAt(2, 99);
+    const late = await js.publish(
+      a.subjectOf('org_a', 'm', 'i'),
+      JSON.stringify({ kind: 'commit', head: stale, previousSeq: 1, history: [record(2, 99)], effects: {}, after: elsewhere.seq }),
+    );
+    for (let i = 0; i < 200 && [a, b].some((store) => (store.appliedPositions()[partition] ?? 0) < late.seq); i++) await sleep(10);
+    for (const [store, node] of [
+      [a, 'a'],
+      [b, 'b'],
+    ] as const)
+      t.same(store.getInstance('org_a', 'm', 'i')?.context, { count: 1 }, `node ${node}: a stale entry after it changes nothing`);
+  },
+);

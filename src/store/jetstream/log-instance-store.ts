@@ -599,14 +599,20 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
-   * Whether an entry counts: it names the instance's entry right before it. That is the copy's position
-   * of the instance when it has one (a head's, or a headless instance's); when it has none, the instance
-   * has no entry before, if the follower started at the stream's start and forgot no position; else the
-   * log is asked (an instance deleted before this process started: rare), again until it answers.
+   * Whether an entry counts: it is the instance's first entry after the position it names (`after`),
+   * that is, the copy has no entry of the instance between that position and it. The copy's position
+   * of the instance when it has one (a head's, or a headless instance's) is its latest entry before this
+   * one: the entry counts when that is at or before the position it names. At it in a copy that agrees
+   * with the log; before it in one that lacks the entry named (a replica of a 2.9.10 stream that
+   * diverged under a partition held another message at that sequence: seen for a fence, and the commit
+   * after it, acknowledged, counted in no copy that followed that replica). When the copy has no
+   * position, the instance has no entry before, if the follower started at the stream's start and forgot
+   * no position; else the log is asked (an instance deleted before this process started: rare), again
+   * until it answers.
    */
   private async counts(entry: LogEntry, seq: number, position: number | undefined): Promise<boolean> {
     if (entry.after === undefined) return true;
-    if (position !== undefined) return entry.after === position;
+    if (position !== undefined) return position <= entry.after;
     const { orgId, machine, name } = instanceOf(entry);
     if (this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart && !this.positions.headlessForgotten)
       return entry.after === 0;

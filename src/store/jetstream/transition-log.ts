@@ -97,7 +97,7 @@ const WRONG_LAST_SEQUENCE = 10071;
  * as part of the replicated write, so appends that name the same position and arrive together are all
  * stored (measured here: two or three of three concurrent appends in 40–45 % of rounds on R3); the fix
  * keeps the check on the stream leader, outside the replicated write (nats-server#8469). So an entry
- * counts only when it comes right after the entry it names: readers skip the others (LogInstanceStore),
+ * counts only when it is its instance's first after the entry it names: readers skip the others (LogInstanceStore),
  * and append resolves only for an entry that counts; one stored after another entry of its instance is
  * refused like an append JetStream refused (LogFencedError), though it is in the stream.
  */
