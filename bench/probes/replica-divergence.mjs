@@ -61,7 +61,8 @@ const round = async (way) => {
           } catch (error) {
             if (error?.code === 10071) {
               // (moved past the position: by this message's own first copy, or give the position up)
-              const message = await jsm.direct.getMessage('TX', { last_by_subj: `t.w${i}` }).catch(() => null);
+              // (asked of the leader: a direct get would be answered by the writer's own replica)
+              const message = await jsm.streams.getMessage('TX', { last_by_subj: `t.w${i}` }).catch(() => null);
               if (message) {
                 last = message.seq;
                 if (message.string() === id) acked.add(id);
