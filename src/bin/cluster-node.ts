@@ -443,6 +443,11 @@ export const startClusterNode = async (
         onError,
         onAsked: forwarded,
         prepare,
+        foundAfterCatchUp: async (orgId, machine, name) => {
+          if (instances.getInstance(orgId, machine, name)) return true;
+          await instances.ensureCurrent(orgId, machine, name);
+          return instances.getInstance(orgId, machine, name) !== undefined;
+        },
         suspect: (nodeId, why) => membership.suspect(nodeId, why),
       });
       owner.start();

@@ -89,6 +89,13 @@ interface ForwarderOptions {
     name: string,
     request: { retried: boolean; requestId?: string },
   ) => Promise<{ retried: boolean }>;
+  /**
+   * Asked on the owner when a request found no instance (404) while this node still owns it: whether the
+   * instance is there once this node's copy holds its last logged entry (then the request runs again:
+   * nothing of it ran). The copy can be behind the log right after a partition was taken (seen under a
+   * cut: an event answered 404 was in the history). A 503 when that cannot be told now.
+   */
+  foundAfterCatchUp?: (orgId: string, machine: string, name: string) => Promise<boolean>;
   /** Told of a node that may be gone: a request found no one listening on its subject, or is slow to be answered (Membership.suspect). */
   suspect?: (nodeId: string, why: Suspicion) => void;
 }
@@ -481,9 +488,18 @@ export class Forwarder implements InstanceWrites, InstanceReads {
         if (moved) throw moved;
         return answer;
       },
-      (error: unknown) => {
+      async (error: unknown) => {
         const moved = error instanceof ServiceError && (error.status === 404 || error.status === 409) ? handedOver() : undefined;
-        throw moved ?? error;
+        if (moved) throw moved;
+        const noInstance = error instanceof ServiceError && error.status === 404 && /^instance .* does not exist$/.test(error.message);
+        if (noInstance && (await this.options.foundAfterCatchUp?.(...key))) {
+          this.options.onError(
+            `instance ${key[2]} of machine ${key[1]} was not in this node's copy when a request came, though the log had it; the request runs again`,
+            error,
+          );
+          return this.runAsOwner(command);
+        }
+        throw error;
       },
     );
     const entry = { key, run };
