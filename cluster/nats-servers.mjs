@@ -78,18 +78,33 @@ const configText = ({ name, port, httpPort, storeDir, cluster, noAdvertise }) =>
 };
 
 /** Waits until the server's monitoring endpoint says JetStream is up (and, in a cluster, has a meta leader). */
-const waitReady = async (httpPort, clustered, deadline) => {
+/** A server that could not bind a port picked free for it (another program took it meanwhile). */
+class PortTakenError extends Error {}
+
+/**
+ * Resolves once `server` answers on its monitoring port as itself (its name and client port: a port
+ * picked free can be taken by another program before the server binds it, which then answers there)
+ * and, in a cluster, the JetStream meta group has a leader. Throws at once when the server exited.
+ */
+const waitReady = async (server, clustered, deadline) => {
   for (;;) {
+    if (server.process && (server.process.exitCode !== null || server.process.signalCode !== null)) {
+      const taken = /address already in use/i.test(server.output);
+      throw new (taken ? PortTakenError : Error)(`nats-server ${server.name} exited at start${taken ? ' (a port was taken)' : ''}`);
+    }
     try {
-      const response = await fetch(`http://127.0.0.1:${httpPort}/jsz`);
-      if (response.ok) {
-        const jsz = await response.json();
-        if (!clustered || jsz.meta_cluster?.leader) return;
+      const varz = await (await fetch(`http://127.0.0.1:${server.httpPort}/varz`)).json();
+      if (varz.server_name === server.name && varz.port === server.port) {
+        const response = await fetch(`http://127.0.0.1:${server.httpPort}/jsz`);
+        if (response.ok) {
+          const jsz = await response.json();
+          if (!clustered || jsz.meta_cluster?.leader) return;
+        }
       }
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) throw new Error(`nats-server with monitoring port ${httpPort} was not ready in time`);
+    if (Date.now() > deadline) throw new Error(`nats-server with monitoring port ${server.httpPort} was not ready in time`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 };
@@ -107,7 +122,19 @@ const waitReady = async (httpPort, clustered, deadline) => {
  * server's `routes` in the result: the ports it dials.
  * @param {{ count?: number, dir?: string, keep?: boolean, readyMs?: number, detached?: boolean, noAdvertise?: boolean, routeVia?: (from: number, to: number, routePort: number) => number | Promise<number>, log?: (line: string) => void }} [options]
  */
-export const startNatsServers = async ({
+export const startNatsServers = async (options = {}) => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options);
+    } catch (error) {
+      // (new ports, unless the caller made its proxies for these)
+      if (!(error instanceof PortTakenError) || options.routeVia || attempt >= 3) throw error;
+    }
+  }
+};
+
+/** @param {Parameters<typeof startNatsServers>[0]} [options] */
+const startOnce = async ({
   count = 1,
   dir,
   keep = false,
@@ -161,9 +188,12 @@ export const startNatsServers = async ({
   };
   servers.forEach(start);
   const deadline = Date.now() + readyMs;
-  await Promise.all(servers.map((server) => waitReady(server.httpPort, count > 1, deadline))).catch(async (error) => {
+  await Promise.all(servers.map((server) => waitReady(server, count > 1, deadline))).catch(async (error) => {
     await Promise.all(servers.map((server) => stopOne(server, 'SIGKILL')));
-    throw new Error(`${error.message}\n${servers.map((s) => `${s.name}:\n${s.output.slice(-2_000)}`).join('\n')}`);
+    if (!dir) rmSync(root, { recursive: true, force: true });
+    const failed = new (error instanceof PortTakenError ? PortTakenError : Error)(error.message);
+    failed.message += `\n${servers.map((s) => `${s.name}:\n${s.output.slice(-2_000)}`).join('\n')}`;
+    throw failed;
   });
   return {
     dir: root,
@@ -183,7 +213,7 @@ export const startNatsServers = async ({
     /** Starts a stopped server again with the same config and store. */
     async restart(index) {
       start(servers[index]);
-      await waitReady(servers[index].httpPort, count > 1, Date.now() + readyMs);
+      await waitReady(servers[index], count > 1, Date.now() + readyMs);
     },
     async stop() {
       await Promise.all(servers.map((server) => stopOne(server, 'SIGTERM')));
