@@ -37,6 +37,17 @@ const followingNode = async (
   return Object.assign(instances, { copy: store.instances, subjectOf: (o: string, m: string, n: string) => log.subjectOf(o, m, n) });
 };
 
+/** Two following nodes on one nats-server, and a connection that publishes entries by hand (as they are stored, without JetStream's check). */
+const twoNodesAndRawWriter = async (t: Parameters<typeof followingNode>[0], writer: string) => {
+  const nats = await startNats(1);
+  t.teardown(() => nats.stop());
+  const a = await followingNode(t, nats, 'a');
+  const b = await followingNode(t, nats, 'b');
+  const nc = await connectTo(nats, writer);
+  t.teardown(() => nc.close());
+  return { nats, a, b, nc, js: jetstream(nc) };
+};
+
 const headAt = (seq: number, count: number, createdAt = '2026-11-25T00:00:00.000Z'): InstanceHead => ({
   orgId: 'org_a',
   machine: 'm',
@@ -216,14 +227,8 @@ t.test(
   'an entry stored after another that named the same position (what a 2.9 server lets through) changes no copy, and its writer is told',
   { skip },
   async (t) => {
-    const nats = await startNats(1);
-    t.teardown(() => nats.stop());
-    const a = await followingNode(t, nats, 'a');
-    const b = await followingNode(t, nats, 'b');
-    // (another node's writes, made by hand: published as they are stored, without JetStream's check)
-    const nc = await connectTo(nats, 'rival');
-    t.teardown(() => nc.close());
-    const js = jetstream(nc);
+    // (another node's writes, made by hand)
+    const { a, b, nc, js } = await twoNodesAndRawWriter(t, 'rival');
     const subject = a.subjectOf('org_a', 'm', 'i');
     const partition = a.partitionOf('org_a', 'm', 'i');
     const applied = (store: typeof a) => store.appliedPositions()[partition] ?? 0;
@@ -312,13 +317,7 @@ t.test(
     // instance's fence one replica held another instance's commit, and the commit after the fence, which
     // names it, was acknowledged (the leader's replica had the fence). A node following that replica must
     // still count it: nothing of the instance came between its last entry there and that commit.
-    const nats = await startNats(1);
-    t.teardown(() => nats.stop());
-    const a = await followingNode(t, nats, 'a');
-    const b = await followingNode(t, nats, 'b');
-    const nc = await connectTo(nats, 'replica');
-    t.teardown(() => nc.close());
-    const js = jetstream(nc);
+    const { a, b, js } = await twoNodesAndRawWriter(t, 'replica');
     const first = headAt(1, 0);
     await a.createInstance(first, [record(1, 0)]);
     // (what stands at the fence's sequence in this replica: another instance's entry)
