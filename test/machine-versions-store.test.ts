@@ -8,6 +8,7 @@ import { TOGGLE } from './fixtures/machines.js';
 import { eventually } from './helpers/eventually.js';
 import { call } from './helpers/http.js';
 import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+import { tempNodeStore } from './helpers/temp-store.js';
 
 t.test('upload signer: URL-safe, bound to its key and claims, expiring', async (t) => {
   const masterKey = randomBytes(32);
@@ -41,12 +42,7 @@ t.test('upload signer: URL-safe, bound to its key and claims, expiring', async (
 });
 
 t.test('LMDB version store', async (t) => {
-  const dir = tempDataDir();
-  const store = openLmdbNodeStore(dir);
-  t.teardown(async () => {
-    await store.close();
-    removeDir(dir);
-  });
+  const store = tempNodeStore(t);
   const { catalog, versions } = store;
   await catalog.createMachine({ orgId: 'org_a', slug: 'm', createdAt: '2024-01-01T00:00:00.000Z', indexes: [] });
   await catalog.createMachine({ orgId: 'org_b', slug: 'm', createdAt: '2024-01-01T00:00:00.000Z', indexes: [] });

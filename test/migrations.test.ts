@@ -3,12 +3,12 @@ import { errors, StateBackedClient } from '@statebacked/client';
 import { signToken } from '@statebacked/token';
 import t from 'tap';
 import { migrationPath } from '../src/domain/migration-path.js';
-import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { TOGGLE } from './fixtures/machines.js';
 import { call } from './helpers/http.js';
 import { natsMissing, startClusterNodes, startNats } from './helpers/nats.js';
-import { removeDir, startNode, tempDataDir } from './helpers/node-process.js';
+import { startNode } from './helpers/node-process.js';
 import { replicatedVersionsNode } from './helpers/replicated-versions-node.js';
+import { tempNodeStore } from './helpers/temp-store.js';
 
 const MIGRATION = `export function upgradeState(path, context) { return path; }
 export function upgradeContext(oldPaths, newPaths, context) { return context; }
@@ -79,12 +79,7 @@ t.test('migration path: shortest chain of migrations, each from its from version
 });
 
 t.test('LMDB version store: migrations are kept per machine and go with it', async (t) => {
-  const dir = tempDataDir();
-  const store = openLmdbNodeStore(dir);
-  t.teardown(async () => {
-    await store.close();
-    removeDir(dir);
-  });
+  const store = tempNodeStore(t);
   const { catalog, versions } = store;
   await catalog.createMachine({ orgId: 'org_a', slug: 'm', createdAt: '2024-01-01T00:00:00.000Z', indexes: [] });
   await catalog.createMachine({ orgId: 'org_a', slug: 'n', createdAt: '2024-01-01T00:00:00.000Z', indexes: [] });

@@ -6,19 +6,13 @@
 import t from 'tap';
 import { unavailable } from '../src/domain/errors.js';
 import { UncertainWriteError } from '../src/store/instance-store.js';
-import { openLmdbNodeStore } from '../src/store/lmdb/lmdb-node-store.js';
 import { UsageMeter } from '../src/runtime/usage-meter.js';
-import { removeDir, tempDataDir } from './helpers/node-process.js';
+import { tempNodeStore } from './helpers/temp-store.js';
 
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
 t.test('a write that failed as uncertain is counted once it turns out made, and only then', async (t) => {
-  const dir = tempDataDir();
-  const store = openLmdbNodeStore(dir);
-  t.teardown(async () => {
-    await store.close();
-    removeDir(dir);
-  });
+  const store = tempNodeStore(t);
   const meter = new UsageMeter(store.instances, quiet, 10);
   meter.transitions('org_a', 'm', 1);
   let made!: (value: boolean) => void;
@@ -37,12 +31,7 @@ t.test('a write that failed as uncertain is counted once it turns out made, and 
 });
 
 t.test("reading the months right after a timer's flush began sees what that flush was still writing", async (t) => {
-  const dir = tempDataDir();
-  const store = openLmdbNodeStore(dir);
-  t.teardown(async () => {
-    await store.close();
-    removeDir(dir);
-  });
+  const store = tempNodeStore(t);
   let release!: () => void;
   const held = new Promise<void>((resolve) => (release = resolve));
   const slow = Object.create(store.instances) as typeof store.instances;
