@@ -11,7 +11,7 @@ import {
   type InstanceState,
   stateOf,
 } from '../src/cluster/instance-commands.js';
-import { ServiceError } from '../src/domain/errors.js';
+import { InstanceNotFoundError, ServiceError } from '../src/domain/errors.js';
 import { pack, unpack } from 'msgpackr';
 import { connectTo, type NatsServers, natsMissing, startNats } from './helpers/nats.js';
 
@@ -283,8 +283,7 @@ t.test('an instance the owner found missing runs again once its copy caught up h
     {
       ...side,
       send: async (orgId, machine, name, event, ...rest) => {
-        if ((name === 'late' && !caughtUp) || name === 'none')
-          throw new ServiceError(404, 'not-found', `instance ${name} of machine m does not exist`);
+        if ((name === 'late' && !caughtUp) || name === 'none') throw new InstanceNotFoundError('m', name);
         if (name === 'nomachine') throw new ServiceError(404, 'not-found', 'machine m does not exist');
         return side.send(orgId, machine, name, event, ...rest);
       },

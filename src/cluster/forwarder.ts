@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
-import { ServiceError, unavailable } from '../domain/errors.js';
+import { InstanceNotFoundError, ServiceError, unavailable } from '../domain/errors.js';
 import { allSettledWithin } from '../domain/within-ms.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
@@ -473,40 +473,51 @@ export class Forwarder implements InstanceWrites, InstanceReads {
   private runLocally<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>>;
   private runLocally(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
     const key = keyOf(command);
-    // A command that outlived a hand-over (Membership.handOverWith waits for it only so long) runs on a
-    // copy this node has let go: the instance's head is gone from it, or not the latest, and the command
-    // found no instance (404, or a delete's false, a head or history read's nothing) or its head moved
-    // (409). Nothing was written (the log's fence); the owner now answers instead of this stale copy.
-    const handedOver = () =>
-      this.owns(...key)
-        ? undefined
-        : new RequestMovedError(`instance ${key[2]} of machine ${key[1]} was handed over while its request ran here`);
     const run = this.runAsOwner(command).then(
-      (answer) => {
-        const nothing = answer === false || answer === null || (Array.isArray(answer) && answer.length === 0);
-        const moved = nothing && (command.op === 'delete' || command.op === 'head' || command.op === 'history') ? handedOver() : undefined;
-        if (moved) throw moved;
-        return answer;
-      },
-      async (error: unknown) => {
-        const moved = error instanceof ServiceError && (error.status === 404 || error.status === 409) ? handedOver() : undefined;
-        if (moved) throw moved;
-        const noInstance = error instanceof ServiceError && error.status === 404 && /^instance .* does not exist$/.test(error.message);
-        if (noInstance && (await this.options.foundAfterCatchUp?.(...key))) {
-          this.options.onError(
-            `instance ${key[2]} of machine ${key[1]} was not in this node's copy when a request came, though the log had it; the request runs again`,
-            error,
-          );
-          return this.runAsOwner(command);
-        }
-        throw error;
-      },
+      (answer) => this.answeredHere(command, answer),
+      (error: unknown) => this.failedHere(command, error),
     );
     const entry = { key, run };
     this.running.add(entry);
     const forget = () => void this.running.delete(entry);
     entry.run.then(forget, forget);
     return entry.run;
+  }
+
+  /*
+   * A command that outlived a hand-over (Membership.handOverWith waits for it only so long) runs on a
+   * copy this node has let go: the instance's head is gone from it, or not the latest, and the command
+   * found no instance (404, or a delete's false, a head or history read's nothing) or its head moved
+   * (409). Nothing was written (the log's fence); the owner now answers instead of this stale copy.
+   */
+  private handedOver(command: InstanceCommand): RequestMovedError | undefined {
+    const [orgId, machine, name] = keyOf(command);
+    return this.owns(orgId, machine, name)
+      ? undefined
+      : new RequestMovedError(`instance ${name} of machine ${machine} was handed over while its request ran here`);
+  }
+
+  private answeredHere(command: InstanceCommand, answer: AnswerOf<InstanceCommand>): AnswerOf<InstanceCommand> {
+    const nothing = answer === false || answer === null || (Array.isArray(answer) && answer.length === 0);
+    const moved =
+      nothing && (command.op === 'delete' || command.op === 'head' || command.op === 'history') ? this.handedOver(command) : undefined;
+    if (moved) throw moved;
+    return answer;
+  }
+
+  /** A command that failed here: asked of the new owner after a hand-over; run again once if the instance was only missing from a copy behind the log. */
+  private async failedHere(command: InstanceCommand, error: unknown): Promise<AnswerOf<InstanceCommand>> {
+    const moved = error instanceof ServiceError && (error.status === 404 || error.status === 409) ? this.handedOver(command) : undefined;
+    if (moved) throw moved;
+    const [orgId, machine, name] = keyOf(command);
+    if (error instanceof InstanceNotFoundError && (await this.options.foundAfterCatchUp?.(orgId, machine, name))) {
+      this.options.onError(
+        `instance ${name} of machine ${machine} was not in this node's copy when a request came, though the log had it; the request runs again`,
+        error,
+      );
+      return this.runAsOwner(command);
+    }
+    throw error;
   }
 
   /** Runs an instance command on this node, its owner: the answer is what the command's reply carries. */

@@ -104,6 +104,13 @@ export const missingUser = (message: string): ServiceError => new ServiceError(4
 
 export const notFound = (message: string): ServiceError => new ServiceError(404, 'not-found', message);
 
+/** The 404 of an instance that does not exist (where it may be a copy behind the log: cluster/forwarder.ts). */
+export class InstanceNotFoundError extends ServiceError {
+  constructor(machine: string, name: string) {
+    super(404, 'not-found', `instance ${name} of machine ${machine} does not exist`);
+  }
+}
+
 export const conflict = (message: string): ServiceError => new ServiceError(409, 'invalid-state', message);
 
 export const payloadTooLarge = (message: string): ServiceError => new ServiceError(413, 'payload-too-large', message);

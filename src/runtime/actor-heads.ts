@@ -3,7 +3,7 @@
  * store has a later one (a cluster node's copy got another node's commits), dropped when a write found
  * that the stored head moved under it, replaced by head-only changes.
  */
-import { notFound } from '../domain/errors.js';
+import { InstanceNotFoundError } from '../domain/errors.js';
 import { type InstanceHead, RequestMovedError, SequenceConflictError } from '../store/instance-store.js';
 import type { InstanceActor } from './instance-actor.js';
 import { asRequestError } from './request-retries.js';
@@ -49,7 +49,7 @@ export class ActorHeads {
     actor.head ??= this.parts.deps.instances.getInstance(actor.orgId, actor.machine, actor.name);
     if (!actor.head) {
       this.parts.actors.release(actor);
-      throw notFound(`instance ${actor.name} of machine ${actor.machine} does not exist`);
+      throw new InstanceNotFoundError(actor.machine, actor.name);
     }
     return actor.head;
   }

@@ -1,5 +1,5 @@
 import { type Clock, systemClock } from '../domain/clock.js';
-import { notFound, rejectedByAuthorizer } from '../domain/errors.js';
+import { InstanceNotFoundError, rejectedByAuthorizer } from '../domain/errors.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import { allSettledWithin } from '../domain/within-ms.js';
@@ -107,7 +107,7 @@ export class InstanceRuntime {
   /** allowRead against the committed state (wire-protocol §3.4); counts one read. */
   async read(orgId: string, machine: string, name: string, authContext: JsonObject): Promise<InstanceHead> {
     const head = this.head(orgId, machine, name);
-    if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
+    if (!head) throw new InstanceNotFoundError(machine, name);
     const allowed = await this.retries.untilNotMoved(async () => {
       const sandbox = await this.deps.sandboxes.get(orgId, machine, head.versionId);
       return guarded(

@@ -1,4 +1,4 @@
-import { notFound, rejectedByAuthorizer } from '../../domain/errors.js';
+import { InstanceNotFoundError, notFound, rejectedByAuthorizer } from '../../domain/errors.js';
 import type { JsonObject } from '../../domain/machine-state.js';
 import type { InstanceNews, InstanceUpdate } from '../../runtime/update-bus.js';
 import { errorText, updateText } from './rt-messages.js';
@@ -157,7 +157,7 @@ export class InstanceChannel {
   private async admit(subscription: Subscription): Promise<void> {
     if (!subscription.active) return;
     const latest = this.latest;
-    if (this.deleted) return this.refuse(subscription, notFound(`instance ${latest.name} of machine ${latest.machine} does not exist`));
+    if (this.deleted) return this.refuse(subscription, new InstanceNotFoundError(latest.machine, latest.name));
     let allowed: boolean;
     try {
       allowed = (await this.runtime.allowsRead(latest, [subscription.authContext]))[0] === true;

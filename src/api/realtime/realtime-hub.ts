@@ -1,4 +1,4 @@
-import { invalidParameter, notFound, rateLimited, unauthorized, unavailable } from '../../domain/errors.js';
+import { invalidParameter, InstanceNotFoundError, rateLimited, unauthorized, unavailable } from '../../domain/errors.js';
 import type { InstanceNews } from '../../domain/instance-news.js';
 import type { JsonObject } from '../../domain/machine-state.js';
 import { actorKey } from '../../runtime/actor-key.js';
@@ -286,7 +286,7 @@ export class RealtimeHub {
     const key = actorKey(orgId, machine, name);
     const existing = this.channels.get(key);
     if (existing) return existing.channel;
-    if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
+    if (!head) throw new InstanceNotFoundError(machine, name);
     const channel = new InstanceChannel(
       key,
       updateOf(head),

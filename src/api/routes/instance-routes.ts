@@ -1,6 +1,6 @@
 import { requireDeletionConfirmation } from '../../domain/confirmation.js';
 import { decodeCursor, decodeStringCursor } from '../../domain/cursor.js';
-import { conflict, invalidParameter, notFound } from '../../domain/errors.js';
+import { conflict, invalidParameter, InstanceNotFoundError, notFound } from '../../domain/errors.js';
 import { limits } from '../../domain/limits.js';
 import type { JsonObject, MachineEvent } from '../../domain/machine-state.js';
 import { isPrettyId } from '../../domain/ids.js';
@@ -19,7 +19,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
   /** The instance's head as committed, with every commit acknowledged before this request (through any node) in. */
   const instanceOf = async (orgId: string, machine: string, name: string) => {
     const head = await reads.head(orgId, machine, name);
-    if (!head) throw notFound(`instance ${name} of machine ${machine} does not exist`);
+    if (!head) throw new InstanceNotFoundError(machine, name);
     return head;
   };
 
@@ -168,7 +168,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const { orgId } = callerInOrg(context, request, 'instances.admin');
     const { machine, instance } = request.params as { machine: string; instance: string };
     requireDeletionConfirmation(jsonBody(request), machine, instance, 'hmacSha256OfMachineInstanceNameWithMachineNameKey', 'instance');
-    if (!(await writes.delete(orgId, machine, instance))) throw notFound(`instance ${instance} of machine ${machine} does not exist`);
+    if (!(await writes.delete(orgId, machine, instance))) throw new InstanceNotFoundError(machine, instance);
     return noContent(204);
   });
 };
