@@ -359,3 +359,69 @@ t.test(
       t.same(store.getInstance('org_a', 'm', 'i')?.context, { count: 1 }, `node ${node}: a stale entry after it changes nothing`);
   },
 );
+
+t.test(
+  "entries missing from the replica a copy follows are read from the log's leader: the history keeps their records",
+  { skip },
+  async (t) => {
+    // A 2.9.10 stream's replicas can differ after a cut of the leader's routes: the replica a node's
+    // consumer reads can lack an instance's entry that the leader holds (an event answered 503 whose
+    // append was stored after all, an instance's create). The entries after it name it, count, and
+    // were applied without its record. Here the replica is a stream of its own on another nats-server,
+    // which the copy follows, and the log it asks is the "leader's".
+    const leader = await startNats(1);
+    t.teardown(() => leader.stop());
+    const replica = await startNats(1);
+    t.teardown(() => replica.stop());
+    const { store, nc } = await localNode(t, replica, 'a');
+    const leaderNc = await connectTo(leader, 'leader');
+    t.teardown(() => leaderNc.close());
+    const log = await JetStreamTransitionLog.open(leaderNc, { cluster: 'c', replicas: 1 });
+    await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
+    const publishTo = (js: JetStreamClient, name: string, entry: object) =>
+      js.publish(log.subjectOf('org_a', 'm', name), JSON.stringify(entry)).then((ack) => ack.seq);
+    const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
+      const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
+      return { kind, head, history: [record(seq, count)], effects: {}, after };
+    };
+    const truth = [
+      entry('create', 'i', 1, 0, 0),
+      entry('commit', 'i', 2, 1, 1),
+      entry('commit', 'i', 3, 2, 2),
+      entry('create', 'k', 1, 10, 0),
+      entry('commit', 'k', 2, 11, 4),
+    ];
+    // (the replica: another instance's entries where the leader has i's second and k's create)
+    const diverged = [truth[0]!, entry('create', 'j', 1, 5, 0), truth[2]!, entry('commit', 'j', 2, 6, 2), truth[4]!];
+    for (const [js, entries] of [
+      [jetstream(leaderNc), truth],
+      [jetstream(nc), diverged],
+    ] as const)
+      for (const [index, e] of entries.entries()) t.equal(await publishTo(js, e.head.name, e), index + 1);
+
+    const notes: string[] = [];
+    const copy = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {
+      nodeId: 'a',
+      note: (message) => notes.push(message),
+    });
+    copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
+    await copy.allReady();
+    t.teardown(() => copy.stopFollowing());
+
+    t.same(
+      copy.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
+      [0, 1, 2],
+      "the record of i's entry the replica lacked is in the history",
+    );
+    t.same(copy.getInstance('org_a', 'm', 'i')?.context, { count: 2 });
+    t.equal(copy.getInstance('org_a', 'm', 'i')?.logSeq, 3);
+    t.same(
+      copy.listTransitions('org_a', 'm', 'k', 0, 10).map((r) => r.event.count),
+      [10, 11],
+      'an instance whose create the replica lacked exists, with its whole history',
+    );
+    t.equal(copy.getInstance('org_a', 'm', 'k')?.logSeq, 5);
+    t.equal(notes.length, 2, 'each entry read from the leader is told');
+    t.match(notes.sort(), [/^entry 2 of instance org_a\/m\/i was missing/, /^entry 4 of instance org_a\/m\/k was missing/]);
+  },
+);

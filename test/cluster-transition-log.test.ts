@@ -55,7 +55,8 @@ t.test('one server (R1): appends are fenced by the previous sequence and dedupli
   );
   t.equal(await log.lastSeq('org_a', 'm', 'i'), retried.seq);
   const stored = await log.get(retried.seq);
-  t.equal(new TextDecoder().decode(stored?.data), '{"seq":3}');
+  t.same(stored?.json(), { seq: 3 });
+  t.equal(stored?.headers?.get('Statehold-Entry-Id'), 'org_a/m/i:3', 'with its headers');
   t.equal(stored?.subject, log.subjectOf('org_a', 'm', 'i'));
   t.equal(await log.lastSeqOfPartition(log.partitionOf('org_a', 'm', 'i')), retried.seq);
   t.equal(await log.get(999), undefined);
@@ -134,7 +135,7 @@ t.test('three servers (R3): acknowledged appends survive the loss of any one ser
   }
   t.equal(await log.lastSeq('org_a', 'm', 'i'), last);
   const stored = await log.get(last);
-  t.equal(new TextDecoder().decode(stored?.data), '{"seq":100}', 'every acknowledged append is there, in order, once');
+  t.same(stored?.json(), { seq: 100 }, 'every acknowledged append is there, in order, once');
   t.equal(last, 100, 'no append was stored twice');
 });
 

@@ -148,6 +148,7 @@ export const startClusterNode = async (
   });
   const instances = new LogInstanceStore(local.instances, txLog, onError, {
     nodeId: config.nodeId,
+    note: (message) => logger.warn(message),
     shareUsage: (orgId, counts, machine, atMs) => usage.add({ orgId, usage: counts, machine, atMs }),
   });
   // Metadata first: serve only with every acknowledged org, key, machine and version applied here.

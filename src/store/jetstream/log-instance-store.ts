@@ -38,6 +38,8 @@ interface LogInstanceStoreOptions {
   shareUsage?: (orgId: string, usage: UsageDelta, machine: string | undefined, atMs: number) => Promise<void>;
   /** This node's id, named by its fences. */
   nodeId?: string;
+  /** Told of what the store mended (an entry its replica lacked, read from the log's leader). */
+  note?: (message: string) => void;
 }
 
 /**
@@ -69,6 +71,7 @@ export class LogInstanceStore implements InstanceStore {
   readonly reads: HeldPartitionReads;
   private readonly nodeId: string;
   private readonly shareUsage: LogInstanceStoreOptions['shareUsage'];
+  private readonly note: (message: string) => void;
 
   constructor(
     private readonly local: LocalCopy,
@@ -89,6 +92,7 @@ export class LogInstanceStore implements InstanceStore {
       copy: (partition) => this.held.get(partition),
     });
     this.shareUsage = options.shareUsage;
+    this.note = options.note ?? (() => undefined);
   }
 
   /** The partition of an instance, as the log divides them. */
@@ -528,12 +532,16 @@ export class LogInstanceStore implements InstanceStore {
    * and it, only moves the instance's log position (the next append must name it for JetStream to take
    * it). `own`: this node's append, known to count; false is resolved when it is left to the follower.
    */
-  private async apply(entry: LogEntry, seq: number, own: boolean): Promise<boolean> {
+  private async apply(entry: LogEntry, seq: number, own: boolean, missedDepth = 0): Promise<boolean> {
     const { orgId, machine, name } = instanceOf(entry);
     const key = keyOf({ orgId, machine, name });
-    const current = this.local.getInstance(orgId, machine, name);
-    const position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(key);
+    let current = this.local.getInstance(orgId, machine, name);
+    let position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(key);
     if (position !== undefined && position >= seq) return true;
+    if (!own && (await this.appliedMissed(entry, key, position, seq, missedDepth))) {
+      current = this.local.getInstance(orgId, machine, name);
+      position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(key);
+    }
     if (own) {
       if (position !== undefined && position !== entry.after) return false;
     } else if (!(await this.counts(entry, seq, position))) {
@@ -599,6 +607,43 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
+   * Whether the copy lacked the entry this one names, and has applied it now, read from the stream's
+   * leader. A copy follows one replica of the stream (its consumer's), and a 2.9.10 server's replicas
+   * can end holding different messages at a few sequences after a cut of the leader's routes
+   * (bench/JOURNAL.md, 2026-11-30): following one that lacks an instance's entry, the copy would apply
+   * the entries after it (they count: nothing of the instance came between) without its record in the
+   * history. A copy that agrees with the log holds the entry an entry names, so the leader is asked only
+   * when this one names a position past the copy's (or any position, where the copy knows the instance
+   * has no entry). A chain of such entries is read back to MAX_MISSED_CHAIN; an answer that is not this
+   * instance's entry (the writer named a wrong position: the log does not take that, or the copy holds
+   * the truth) or no answer leaves the copy as it was.
+   */
+  private async appliedMissed(entry: LogEntry, key: string, position: number | undefined, seq: number, depth: number): Promise<boolean> {
+    const named = entry.after;
+    if (named === undefined || named <= 0 || named >= seq || depth >= MAX_MISSED_CHAIN) return false;
+    if (position === undefined) {
+      const { orgId, machine, name } = instanceOf(entry);
+      if (!this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart || this.positions.headlessForgotten) return false;
+    } else if (position >= named) return false;
+    let missed: LogEntry;
+    try {
+      const message = await this.log.get(named);
+      if (!message) return false;
+      missed = entryOf(message);
+      if (keyOf(instanceOf(missed)) !== key) return false;
+    } catch (error) {
+      this.onError(`could not read entry ${named} of instance ${key}, which entry ${seq} names and this copy lacks`, error);
+      return false;
+    }
+    this.note(
+      `entry ${named} of instance ${key} was missing from this copy's replica of the log (entry ${seq} names it); read from the log's leader`,
+    );
+    await this.apply(missed, named, false, depth + 1);
+    this.positions.noteLatest(key, named);
+    return true;
+  }
+
+  /**
    * Whether an entry counts: it is the instance's first entry after the position it names (`after`),
    * that is, the copy has no entry of the instance between that position and it. The copy's position
    * of the instance when it has one (a head's, or a headless instance's) is its latest entry before this
@@ -649,6 +694,9 @@ export class LogInstanceStore implements InstanceStore {
     };
   }
 }
+
+/** How many entries of one instance, each naming the one before, are read back from the log's leader for one the copy follows. */
+const MAX_MISSED_CHAIN = 16;
 
 /** How long a request for an instance waits for its partition to be caught up on a node that just took it. */
 const READY_WAIT_MS = 10_000;

@@ -17,6 +17,7 @@ import { UncertainWriteError } from '../instance-store.js';
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
 import { firstMessageFrom } from './first-message.js';
 import { ENTRY_ID_HEADER, entryIdOf } from './log-entries.js';
+import type { FollowedMessage } from './stream-follower.js';
 import { openingManager } from './stream-opening.js';
 
 /** An append refused because the instance's log moved past what the writer expected: it is not the owner any more. */
@@ -456,11 +457,16 @@ export class JetStreamTransitionLog {
     }
   }
 
-  /** One commit by its stream sequence (a new owner reads the latest to rebuild), or undefined. */
-  async get(seq: number): Promise<{ subject: string; seq: number; data: Uint8Array } | undefined> {
+  /**
+   * The entry at a stream sequence as the stream's leader holds it (not a direct get, which any replica
+   * answers), or undefined when the stream has none there.
+   */
+  async get(seq: number): Promise<FollowedMessage | undefined> {
     try {
       const message = await this.jsm.streams.getMessage(this.stream, { seq });
-      return message ? { subject: message.subject, seq: message.seq, data: message.data } : undefined;
+      return message
+        ? { seq: message.seq, subject: message.subject, headers: message.header, json: <T>() => message.json<T>() }
+        : undefined;
     } catch (error) {
       if (error instanceof JetStreamApiError && error.status === 404) return undefined;
       throw error;
