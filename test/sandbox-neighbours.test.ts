@@ -46,7 +46,7 @@ export const allowRead = () => true;
 export const allowWrite = () => true;`;
 
 /** Org A (a new one) with the noisy machine, org B (a new one) with the quiet one. */
-const twoOrgs = async (node: NodeProcess, noisyCode: string = noisy) => {
+const twoOrgs = async (node: NodeProcess, noisyCode: string = noisy, noisyInstances = 1) => {
   const token = node.adminKey as string;
   const newOrg = async (name: string) => {
     const created = await call(node.url, 'POST', '/orgs', { token, body: { name, allowAnonymousAccess: false } });
@@ -83,7 +83,7 @@ const twoOrgs = async (node: NodeProcess, noisyCode: string = noisy) => {
     };
     return { orgId, machineVersionId, send, history };
   };
-  return { a: await org(first, 'noisy', noisyCode, 1), b: await org(second, 'quiet', quiet, 8) };
+  return { a: await org(first, 'noisy', noisyCode, noisyInstances), b: await org(second, 'quiet', quiet, 8) };
 };
 
 /** Passes an answer on, noting in `order` that `label` was answered. */
@@ -146,6 +146,49 @@ t.test(
     for (let i = 0; i < 8; i++) t.same(await b.history(`i${i}`), ['xstate.init', 'ADD'], `B's i${i} has its event once`);
   },
 );
+
+t.test("a version whose exports spin when its first load reads them moves its org aside, and fails as the machine's fault", async (t) => {
+  // Before: binding a version's exports to the harness ran outside the stall watchdog and outside the
+  // CPU limit's translation: each create held the worker (every org's requests) for the CPU limit, the
+  // org was never moved aside, and the answer was a 500 with isolated-vm's words.
+  const node = shared;
+  const spinsAfter = Date.now() + 6_000;
+  const lateSpin = `import { createMachine } from 'npm:xstate';
+const machine = createMachine({ id: 'late', initial: 'a', predictableActionArguments: true, states: { a: {} } });
+// (reads of the machine spin once the clock is past ${spinsAfter}: after the upload's check, at the first load)
+export default new Proxy(machine, { get(target, key, receiver) { if (Date.now() > ${spinsAfter}) for (;;) {} return Reflect.get(target, key, receiver); } });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  const { a, b } = await twoOrgs(node, lateSpin, 0);
+  t.ok(await standbyReady(node), 'a standby worker is forked');
+  t.ok(Date.now() < spinsAfter, 'set up before the spin begins');
+  await new Promise((resolve) => setTimeout(resolve, spinsAfter - Date.now() + 50));
+
+  const order: string[] = [];
+  const token = node.adminKey as string;
+  const create = call(node.url, 'POST', '/machines/noisy', {
+    token,
+    body: { slug: 'late' },
+    headers: { 'x-statebacked-org-id': a.orgId },
+  }).then(noting(order, 'create'));
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const quietOnes = await Promise.all(Array.from({ length: 8 }, (_, i) => b.send(`i${i}`, 'ADD').then(noting(order, 'b'))));
+  const quietAt = Date.now();
+  t.same(
+    quietOnes.map((answer) => answer.status),
+    Array(8).fill(200),
+    "org B's events sent while the version's load spun are applied",
+  );
+  const created = await create;
+  const createdAt = Date.now();
+  t.equal(created.status, 400, `the create fails as the machine's fault: ${created.text}`);
+  t.equal(created.body?.code, 'machine-code-error');
+  t.match(created.body?.error, new RegExp(`machine version ${a.machineVersionId} could not be loaded: .*CPU time limit of 4000 ms`));
+  t.same(order, [...Array(8).fill('b'), 'create'], "B's events did not wait for the load to end");
+  // (the spin runs for the CPU limit, 4 s, in the retired worker; held behind it, B's would be answered just after it)
+  t.ok(createdAt - quietAt >= 1_000, `B's events were answered long before the create (${createdAt - quietAt} ms)`);
+  t.match(node.output(), new RegExp(`machine version ${a.machineVersionId} held the sandbox worker for \\d+ ms .*quarantine worker`));
+});
 
 t.test(
   'an event whose machine code holds the worker past the stall limit before the instance settles fails with a 400, not a 503',

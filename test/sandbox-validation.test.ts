@@ -123,6 +123,19 @@ t.test('top-level code: exceptions and runaway loops are reported', async (t) =>
   t.ok(Date.now() - started < 5000);
 });
 
+t.test("exports that spin when read (a Proxy's getter) are refused as the bundle's fault, not a failure of the node", async (t) => {
+  // Before: binding the exports to the harness ran outside the CPU limit's translation, and isolated-vm's
+  // own "Script execution timed out." went up as is (an upload answered 500 internal).
+  for (const exported of [
+    'new Proxy({}, { get() { for (;;) {} }, has() { for (;;) {} } })',
+    `new Proxy(createMachine({ id: 'p', initial: 'a', states: { a: {} } }), { get(target, key, receiver) { if (key === 'getInitialSnapshot') for (;;) {} return Reflect.get(target, key, receiver); } })`,
+  ]) {
+    const spun = await validateBundle(importing(`export default ${exported};`), { cpuLimitMs: 200 });
+    t.equal(spun.ok, false);
+    if (!spun.ok) t.match(spun.error, /^the bundle could not be loaded: machine code exceeded the CPU time limit of 200 ms/);
+  }
+});
+
 t.test('load throws a typed error for invalid code', async (t) => {
   await t.rejects(VersionIsolate.load({ versionId: 'v', code: `export default 1;${ALLOW_ALL}` }), BundleValidationError);
 });

@@ -123,8 +123,10 @@ export const unavailable = (message: string): ServiceError => new ServiceError(5
 export const rejectedByAuthorizer = (which: 'allowRead' | 'allowWrite'): ServiceError =>
   new ServiceError(403, 'rejected-by-machine-authorizer', `the machine's ${which} refused this request`);
 
-/** Machine code failed while handling a request: the instance is left as if the request never came. */
-/** Machine code failed; the message (which machine code chooses in part) is clipped to limits.maxMachineErrorChars. */
+/**
+ * Machine code failed while handling a request: the instance is left as if the request never came. The
+ * message (which machine code chooses in part) is clipped to limits.maxMachineErrorChars.
+ */
 export const machineCodeFailed = (message: string): ServiceError =>
   new ServiceError(400, 'machine-code-error', clipped(message, limits.maxMachineErrorChars));
 

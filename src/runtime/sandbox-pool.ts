@@ -1,5 +1,13 @@
-import { notFound } from '../domain/errors.js';
-import type { LoadSettings, RemoteVersion, SandboxClient, WorkerStats } from '../sandbox/index.js';
+import { machineCodeFailed, notFound } from '../domain/errors.js';
+import {
+  BundleValidationError,
+  type LoadSettings,
+  MachineCodeError,
+  type RemoteVersion,
+  type SandboxClient,
+  SandboxTimeoutError,
+  type WorkerStats,
+} from '../sandbox/index.js';
 import type { LogSink } from './log-sink.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { VersionSource } from './version-source.js';
@@ -178,7 +186,9 @@ export class SandboxPool {
     if (code === undefined) throw notFound(`machine version ${versionId} does not exist`);
     this.owners.set(versionId, { orgId, machine });
     const client = this.runsInQuarantine(orgId, versionId) ? this.quarantine : this.client;
-    const load = client.load(versionId, code, this.loadSettings());
+    const load = client.load(versionId, code, this.loadSettings()).catch((error: unknown) => {
+      throw loadFailure(versionId, error);
+    });
     this.loading.set(versionId, load);
     load.then(
       (version) => {
@@ -202,3 +212,14 @@ export class SandboxPool {
     return { memoryLimitMb: isolateMemoryLimitMb, liveActorMemoryMb, cpuLimitMs, egress, pureSteps };
   }
 }
+
+/**
+ * What a failed load of a version means to the request that needed it: the version's own code failed
+ * (its top-level code or its exports, once more than at upload: they may read the clock, or be a
+ * Proxy) is the machine's fault, a 400 as a step's failure is; the rest (a crash, a moved or retired
+ * worker, memory) goes on as it is, for the retries.
+ */
+const loadFailure = (versionId: string, error: unknown): unknown =>
+  error instanceof BundleValidationError || error instanceof MachineCodeError || error instanceof SandboxTimeoutError
+    ? machineCodeFailed(`machine version ${versionId} could not be loaded: ${error.message}`)
+    : error;

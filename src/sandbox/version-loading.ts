@@ -50,6 +50,12 @@ export interface LoadOptions {
    */
   aroundDelivery?: (deliver: () => void) => void;
   /**
+   * Runs each synchronous call of the load that runs the bundle's code on this thread (binding its
+   * exports to the harness, reading its machine), which the sandbox worker times for its stall
+   * watchdog; default: runs it as is. (The top-level code runs off this thread, asynchronously.)
+   */
+  aroundMachineCode?: <T>(run: () => T) => T;
+  /**
    * Let the actors of a machine that can leave nothing running but delayed events to itself rest
    * between steps as their state and timers alone, stepped by xstate's pure transition
    * (isolate/harness.js, pure steps); default true.
@@ -171,11 +177,19 @@ export async function loadVersion(opts: LoadOptions): Promise<LoadedVersion> {
     } finally {
       logs.end();
     }
-    modules.bindEntry(limits.cpuLimitMs);
+    const machineCode = opts.aroundMachineCode ?? ((run) => run());
+    // (binding reads the default export's members: getters or a Proxy of the bundle's can run there)
+    machineCode(() => {
+      try {
+        modules.bindEntry(limits.cpuLimitMs);
+      } catch (e) {
+        throw translateIsolateError(e, isolate, limits);
+      }
+    });
     let infoJson: string;
     logs.begin();
     try {
-      infoJson = callSync(isolate, fns.inspect, [], limits);
+      infoJson = machineCode(() => callSync(isolate, fns.inspect, [], limits));
     } finally {
       logs.end();
     }

@@ -200,7 +200,7 @@ export class SandboxHost {
   private handle(request: SandboxRequest, id: number): unknown {
     switch (request.op) {
       case 'load':
-        return this.load(request);
+        return this.load(request, id);
       case 'validate':
         return validateBundle(request.code, { memoryLimitMb: request.settings.memoryLimitMb, cpuLimitMs: request.settings.cpuLimitMs });
       case 'validateMigration':
@@ -286,22 +286,24 @@ export class SandboxHost {
     };
   }
 
-  private async load(request: Extract<SandboxRequest, { op: 'load' }>): Promise<true> {
+  private async load(request: Extract<SandboxRequest, { op: 'load' }>, id: number): Promise<true> {
     this.isolates.get(request.versionId)?.dispose();
     const unloadsBefore = this.unloads.get(request.versionId) ?? 0;
+    // (so that a stall of the load's own calls into the bundle names the version)
+    this.versionNumbers.set(request.versionId, request.versionNo);
     const isolate = await VersionIsolate.load({
       versionId: request.versionId,
       code: request.code,
       ...request.settings,
       onLog: (entry) => this.post({ kind: 'log', versionId: request.versionId, entry }),
       aroundDelivery: (deliver) => this.timed(DELIVERY, request.versionId, deliver),
+      aroundMachineCode: (run) => this.timed(id, request.versionId, run),
     });
     if ((this.unloads.get(request.versionId) ?? 0) !== unloadsBefore) {
       isolate.dispose();
       throw new SandboxDisposedError();
     }
     this.isolates.set(request.versionId, isolate);
-    this.versionNumbers.set(request.versionId, request.versionNo);
     this.watchActivity(request.versionId, isolate);
     const { liveActorMemoryMb } = request.settings;
     if (liveActorMemoryMb > 0)
