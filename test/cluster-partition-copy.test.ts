@@ -1,7 +1,8 @@
 import t from 'tap';
-import type { JetStreamClient } from '@nats-io/jetstream';
+import { type JetStreamClient, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { ServiceError } from '../src/domain/errors.js';
 import { PartitionCopy, PartitionGivenUpError } from '../src/store/jetstream/partition-copy.js';
+import { connectTo, natsMissing, startNats } from './helpers/nats.js';
 
 /** A copy whose catch-up asks a log that does not answer (its question fails after `failAfterMs`). */
 const unansweredCopy = (failAfterMs: number, errors: string[]): PartitionCopy =>
@@ -44,3 +45,44 @@ t.test("a request waiting for a partition given up while the log does not answer
     t.notOk(copy.ready, `${label}: never ready`);
   }
 });
+
+t.test(
+  'a copy given up while its catch-up waits for the log starts no follower: nothing is applied for a partition this node let go',
+  { skip: natsMissing() },
+  async (t) => {
+    // Before: the catch-up started the follower once the log answered, stopped or not, and that follower
+    // went on applying the partition's entries after its rows were dropped (a node cut off from NATS
+    // took every partition, gave most back on reconnecting, and kept a follower for each): the positions
+    // it left made the partition, taken again later, pass by its instances' entries, creates included,
+    // and requests for them were answered 404.
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const nc = await connectTo(nats, 'copy');
+    t.teardown(() => nc.close());
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'STATEHOLD_c_TX', subjects: ['statehold.c.tx.>'] });
+    const js = jetstream(nc);
+    await js.publish('statehold.c.tx.7.o.m.a', '{}');
+    let answer: (seq: number) => void = () => undefined;
+    const applied: number[] = [];
+    const copy = new PartitionCopy({
+      partition: 7,
+      js,
+      stream: 'STATEHOLD_c_TX',
+      filter: 'statehold.c.tx.7.>',
+      from: 1,
+      lastSeq: () => new Promise<number>((resolve) => (answer = resolve)),
+      apply: async (message) => void applied.push(message.seq),
+      onError: () => undefined,
+    });
+    const waiting = copy.whenReady().catch((reason: unknown) => reason);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await copy.stop();
+    answer(1);
+    t.ok((await waiting) instanceof PartitionGivenUpError, 'the catch-up ends as given up');
+    await js.publish('statehold.c.tx.7.o.m.a', '{}');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    t.same(applied, [], 'no entry applied');
+    t.same((await jsm.consumers.list('STATEHOLD_c_TX').next()).length, 0, 'no consumer made');
+  },
+);

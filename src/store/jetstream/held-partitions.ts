@@ -61,6 +61,8 @@ export class HeldPartitions {
     const js = (this.js ??= jetstream(nc, { timeout: FOLLOW_QUESTION_MS }));
     const given = [...this.copies.values()].filter((copy) => !partitions.has(copy.partition));
     for (const copy of given) this.copies.delete(copy.partition);
+    // Stopped now, not after the drops before them: a copy given up applies nothing more.
+    const stopping = given.map((copy) => copy.stop());
     for (const partition of partitions) {
       if (this.copies.has(partition)) continue;
       this.copies.set(
@@ -82,7 +84,7 @@ export class HeldPartitions {
     if (dropped.size === 0) return;
     this.dropping = this.dropping
       .then(async () => {
-        await Promise.all(given.map((copy) => copy.stop()));
+        await Promise.all(stopping);
         await drop(dropped);
       })
       .catch((error: unknown) => onError(`could not drop partitions ${[...dropped].join(', ')} from the local store`, error));

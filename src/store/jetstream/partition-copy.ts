@@ -68,6 +68,7 @@ export class PartitionCopy {
       // Not awaited: entries of different instances apply side by side (their commits then share an
       // LMDB sync); one instance's apply one after another (the store's applyLocally).
       handle: async (message) => {
+        if (this.stopped) return;
         const seq = message.seq;
         this.received = seq + 1;
         const applied = options
@@ -163,6 +164,9 @@ export class PartitionCopy {
       if (this.stopped) throw new PartitionGivenUpError(this.partition);
       try {
         const last = await this.options.lastSeq();
+        // (given up while the log was asked: a follower started now would apply the partition's entries
+        // after its rows were dropped, for a partition this node no longer holds)
+        if (this.stopped) throw new PartitionGivenUpError(this.partition);
         this.catchUpTo = last;
         if (attempt === 0 || !this.followerStarted) {
           await this.follower.start();

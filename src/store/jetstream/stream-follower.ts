@@ -71,8 +71,14 @@ export class StreamFollower {
    * not be made: the follower then reads the stream's entries one by one meanwhile, and makes one again.
    */
   async start(): Promise<void> {
+    if (this.stopped) return;
     try {
       await this.open();
+      // (stopped while the consumer was made: it goes, and no loop starts)
+      if (this.stopped) {
+        await this.messages?.close();
+        return;
+      }
     } catch (error) {
       this.options.onError(`could not follow ${this.options.stream} yet; reading its entries meanwhile`, error);
       this.behindTo = 'last';
@@ -194,6 +200,7 @@ export class StreamFollower {
         if (!this.messages) await this.open();
         failures = 0;
         for await (const message of this.messages as ConsumerMessages) {
+          if (this.stopped) break;
           if (this.restarting || message.seq < this.options.next()) continue;
           try {
             await this.options.handle(message);
