@@ -53,8 +53,8 @@ const stats = async () => {
 
 /** A raw socket, for frames the client would never send. */
 /** A socket straight to a node (in a cluster deployment its first: a proxy between would buffer on its own). */
-const rawSocket = async (token: string) => {
-  const socket = new WebSocket(`ws://127.0.0.1:${node.nodes?.[0]?.port ?? node.port}/rt?token=${encodeURIComponent(token)}`);
+const rawSocket = async (token: string, moreQuery = '') => {
+  const socket = new WebSocket(`ws://127.0.0.1:${node.nodes?.[0]?.port ?? node.port}/rt?token=${encodeURIComponent(token)}${moreQuery}`);
   const frames: any[] = [];
   socket.on('message', (data) => frames.push(JSON.parse(String(data))));
   await new Promise((resolve, reject) => {
@@ -265,6 +265,29 @@ t.test('a bad token gets an in-band error and no reconnect storm', async (t) => 
   await sleep(1_000);
   t.equal((await stats()).upgrades - before, 1, 'one upgrade: the socket stayed open');
   stop();
+});
+
+t.test('a credential given twice in the query is refused on every subscribe, as a repeated credential header is over HTTP', async (t) => {
+  // Before: the first of each was taken, so a proxy in front that checked the last could be checking
+  // another credential than the node.
+  const token = await tokenFor('alice');
+  for (const [label, more] of [
+    ['token', `&token=${encodeURIComponent(token)}`],
+    ['x-statebacked-org-id', '&x-statebacked-org-id=org_a&x-statebacked-org-id=org_b'],
+  ] as const) {
+    const raw = await rawSocket(token, more);
+    raw.send({ type: 'subscribe-to-instance', requestId: 'r', machineName: 'rt', machineInstanceName: 'rapid' });
+    await until(`${label}: the answer`, () => raw.frames.length === 1);
+    t.match(raw.frames[0], { type: 'error', requestId: 'r', status: 400, code: 'invalid-parameter' }, label);
+    t.match(raw.frames[0].message, new RegExp(`the query parameter ${label} is given more than once`));
+    t.equal(raw.socket.readyState, WebSocket.OPEN, `${label}: the socket stays open (the real client reconnects at once when it closes)`);
+    raw.socket.close();
+  }
+  const once = await rawSocket(token);
+  once.send({ type: 'subscribe-to-instance', requestId: 'r', machineName: 'rt', machineInstanceName: 'rapid' });
+  await until('the current state', () => once.frames.length === 1);
+  t.match(once.frames[0], { type: 'instance-update' }, 'given once, the same token subscribes');
+  once.socket.close();
 });
 
 t.test('raw frames: malformed, binary, oversized, unknown; 404; missing scope; limits; duplicates', async (t) => {

@@ -1,4 +1,4 @@
-import { invalidParameter, InstanceNotFoundError, rateLimited, unauthorized, unavailable } from '../../domain/errors.js';
+import { invalidParameter, InstanceNotFoundError, rateLimited, type ServiceError, unauthorized, unavailable } from '../../domain/errors.js';
 import type { InstanceNews } from '../../domain/instance-news.js';
 import type { JsonObject } from '../../domain/machine-state.js';
 import { actorKey } from '../../runtime/actor-key.js';
@@ -58,6 +58,8 @@ export interface RtSession {
   readonly peer: RtPeer;
   readonly token: string;
   readonly orgHeader: string | undefined;
+  /** What is wrong with the credentials the socket was opened with (a repeated one): each subscribe is refused with it. */
+  readonly credentialProblem?: ServiceError | undefined;
   readonly subscriptions: Map<string, { subscription: Subscription; channel: InstanceChannel }>;
   subscribeTokens: number;
   tokensAt: number;
@@ -68,10 +70,17 @@ export interface RtSession {
   closed: boolean;
 }
 
-export const newSession = (peer: RtPeer, token: string, orgHeader: string | undefined, limits: RealtimeLimits): RtSession => ({
+export const newSession = (
+  peer: RtPeer,
+  token: string,
+  orgHeader: string | undefined,
+  limits: RealtimeLimits,
+  credentialProblem?: ServiceError,
+): RtSession => ({
   peer,
   token,
   orgHeader,
+  credentialProblem,
   subscriptions: new Map(),
   subscribeTokens: limits.subscribeBurst,
   tokensAt: Date.now(),
@@ -202,6 +211,7 @@ export class RealtimeHub {
         `a connection may subscribe at most ${limits.subscribesPerSecond} times a second (${limits.subscribeBurst} at once)`,
       );
     }
+    if (session.credentialProblem) throw session.credentialProblem;
     const { orgId, authContext, keyId } = this.deps.authenticate(session.token, session.orgHeader);
     if (this.held >= limits.maxSubscriptions) {
       throw unavailable(`this node holds as many realtime subscriptions as it may (${limits.maxSubscriptions}): try again later`);

@@ -1,5 +1,5 @@
 import type uWS from 'uWebSockets.js';
-import { payloadTooLarge, ServiceError, unavailable } from '../../domain/errors.js';
+import { invalidParameter, payloadTooLarge, ServiceError, unavailable } from '../../domain/errors.js';
 import type { RtPeer } from './instance-channel.js';
 import { answer, newSession, type RealtimeHub, type RealtimeLimits, type RtSession } from './realtime-hub.js';
 import { errorText } from './rt-messages.js';
@@ -38,6 +38,8 @@ const RT_SOCKET_LIMITS = {
 interface SocketData {
   token: string;
   orgHeader: string | undefined;
+  /** A credential given more than once in the query: every subscribe is refused with this. */
+  credentialProblem?: ServiceError;
   session?: RtSession;
   slowSince?: number;
   /** Found too slow: its subscriptions stopped, their errors waiting for room in its output. */
@@ -88,6 +90,9 @@ export interface RealtimeEndpoint {
  * refused upgrade leaves the real client without retries (and, with Node's `ws`, an uncaught error),
  * so a bad token is reported on each subscribe instead (wire-protocol §6.5).
  */
+/** The query parameters of `/rt` that say who the caller is. */
+const CREDENTIAL_PARAMS = ['token', 'x-statebacked-org-id'];
+
 export const attachRealtime = (
   app: uWS.TemplatedApp,
   hub: RealtimeHub,
@@ -117,10 +122,16 @@ export const attachRealtime = (
         return;
       }
       const query = new URLSearchParams(req.getQuery() ?? '');
+      // Given twice, a proxy in front that checks one could be checking another credential than the node
+      // (as with a repeated credential header over HTTP, http-server.ts): every subscribe is refused.
+      const repeated = CREDENTIAL_PARAMS.find((name) => query.getAll(name).length > 1);
       const now = Date.now();
       const data: SocketData = {
         token: query.get('token') ?? '',
         orgHeader: query.get('x-statebacked-org-id') || undefined,
+        ...(repeated === undefined
+          ? {}
+          : { credentialProblem: invalidParameter(repeated, `the query parameter ${repeated} is given more than once`) }),
         openedAt: now,
         refused,
         emptySince: now,
@@ -136,7 +147,7 @@ export const attachRealtime = (
     },
     open: (ws) => {
       const data = ws.getUserData();
-      data.session = newSession(new UwsPeer(ws), data.token, data.orgHeader, limits);
+      data.session = newSession(new UwsPeer(ws), data.token, data.orgHeader, limits, data.credentialProblem);
       sockets.add(ws);
       if (data.refused) refusedCount++;
     },
