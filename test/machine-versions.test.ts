@@ -303,6 +303,51 @@ t.test('size limits: 1,000,000 bytes uploaded, 10,000,000 gunzipped', async (t) 
   );
 });
 
+t.test("an org's uploads not finalized yet are bounded, in number and in code", async (t) => {
+  // Before: nothing bounded them, and each is kept for an hour: 20 uploads of 10 KB of gzip made the
+  // node's LMDB file grow by 200 MB (10 MB of code each), and a few MB of requests could fill its disk.
+  const writerOfNewOrg = async (name: string) => {
+    const org = await call(node.url, 'POST', '/orgs', { token: admin, body: { name } });
+    const headers = { 'x-statebacked-org-id': org.body.id as string };
+    const key = await call(node.url, 'POST', '/keys', { token: admin, headers, body: { name: 'k', use: 'ci' } });
+    const token = await signToken(
+      { stateBackedKeyId: key.body.id, stateBackedSecretKey: key.body.key },
+      { sub: 'ci' },
+      { expires: { in: '1h' } },
+    );
+    const created = await call(node.url, 'POST', '/machines', { token: admin, headers, body: { slug: 'm' } });
+    t.equal(created.status, 201, created.text);
+    const provisionalOfNewOrg = async () => (await call(node.url, 'POST', '/machines/m/v?gzip', { token })).body as Provisional;
+    return Object.assign(provisionalOfNewOrg, { token });
+  };
+  const byCount = await writerOfNewOrg('pending-count');
+  const first = await byCount();
+  t.equal((await upload(first, gzipSync(INVALID_BUNDLES.missingAllowRead.code))).status, 204);
+  let accepted = 1;
+  for (let i = 1; i < 100; i++) if ((await upload(await byCount(), gzipSync(`/* ${i} */`))).status === 204) accepted++;
+  t.equal(accepted, 100, 'a hundred are taken');
+  const refused = await upload(await byCount(), gzipSync('/* 101 */'));
+  t.equal(refused.status, 429, 'the 101st is refused');
+  t.match(refused.body, { code: 'rate-limited', error: /holds 100 uploaded bundles not finalized yet.*finalize them/ });
+  t.equal((await upload(first, gzipSync(TOGGLE))).status, 204, 'a re-upload for a version already uploaded replaces it');
+  t.equal((await upload(await byCount(), gzipSync('/* 101 */'))).status, 429, 'still full');
+  const finalized = await call(node.url, 'PUT', `/machines/m/v/${first.machineVersionId}`, { token: byCount.token, body: {} });
+  t.equal(finalized.status, 200, finalized.text);
+  t.equal((await upload(await byCount(), gzipSync('/* 101 */'))).status, 204, 'a finalized upload makes room');
+
+  const byBytes = await writerOfNewOrg('pending-bytes');
+  const tenMb = gzipSync(Buffer.alloc(10_000_000, 0x20));
+  for (let i = 0; i < 5; i++) t.equal((await upload(await byBytes(), tenMb, { gzip: true })).status, 204, `10 MB of code, ${i + 1}`);
+  const tooMuch = await upload(await byBytes(), gzipSync('/* small */'), { gzip: true });
+  t.equal(tooMuch.status, 429, 'past 50,000,000 characters of code, even a small one is refused');
+  t.match(tooMuch.body, { code: 'rate-limited', error: /holds 5 uploaded bundles not finalized yet \(50000000 characters of code\)/ });
+  const ofFirstOrg = await byCount();
+  t.equal((await upload(ofFirstOrg, gzipSync('/* 101 */'))).status, 429, 'the first org is still full');
+  t.equal((await upload(await byBytes(), gzipSync('/* small */'))).status, 429, 'and the second');
+  const ofDefaultOrg = await provisional('sizes');
+  t.equal((await upload(ofDefaultOrg, TOGGLE)).status, 204, "another org's uploads are not counted");
+});
+
 t.test('scopes, unknown machines, cursors', async (t) => {
   const reader = new StateBackedClient(versionReader, { apiHost: node.url });
   await t.rejects(reader.machineVersions.provisionallyCreate('toggle'), errors.MissingScopeError);

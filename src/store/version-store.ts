@@ -47,6 +47,8 @@ export interface VersionStore {
 
   /** Stores (or replaces) the code uploaded for a provisional version. */
   putPendingUpload(upload: PendingUpload): Promise<void>;
+  /** The pending uploads of an org not expired at `now` (epoch ms), with the size of each one's code (characters). */
+  pendingUploadsOf(orgId: string, now: number): Array<{ versionId: string; chars: number }>;
   /** The pending upload of a provisional version, if any; it stays until finalized or swept. */
   getPendingUpload(orgId: string, versionId: string): PendingUpload | undefined;
   /** Drops pending uploads whose `expiresAt` is before `now` (epoch ms); resolves with how many. */

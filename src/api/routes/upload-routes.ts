@@ -1,7 +1,7 @@
 import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
 import type { UploadClaims } from '../../auth/upload-signer.js';
-import { invalidParameter, notFound, payloadTooLarge, unauthorized } from '../../domain/errors.js';
+import { invalidParameter, notFound, payloadTooLarge, rateLimited, unauthorized } from '../../domain/errors.js';
 import type { ApiContext } from '../api-context.js';
 import { parseMultipart } from '../multipart.js';
 import { noContent } from '../http-types.js';
@@ -51,6 +51,7 @@ export const registerUploadRoutes = (router: Router, context: ApiContext): void 
       const code = decodeUtf8(bytes);
 
       if (!context.catalog.getMachine(claims.orgId, claims.machine)) throw notFound(`machine ${claims.machine} does not exist`);
+      checkPendingRoom(context, claims.orgId, pendingUploadId(claims), code.length);
       await context.versions.putPendingUpload({
         orgId: claims.orgId,
         machine: claims.machine,
@@ -65,6 +66,25 @@ export const registerUploadRoutes = (router: Router, context: ApiContext): void 
     },
     { maxBodyBytes: MAX_FORM_BYTES },
   );
+};
+
+/**
+ * An org's uploads not finalized yet, at most: each is kept for up to an hour, and up to 10 MB of code
+ * can come from 10 KB of gzip, so without a bound a few MB of requests could fill the node's disk
+ * (which then refuses every org's writes). The code is what is bounded; the count is far above what a
+ * deploy pipeline leaves behind (each bundle refused at finalization stays until it expires). A
+ * re-upload for the same version replaces its earlier one.
+ */
+const MAX_PENDING_UPLOADS_PER_ORG = 100;
+const MAX_PENDING_CHARS_PER_ORG = 50_000_000;
+
+const checkPendingRoom = (context: ApiContext, orgId: string, id: string, chars: number): void => {
+  const others = context.versions.pendingUploadsOf(orgId, Date.now()).filter((pending) => pending.versionId !== id);
+  const held = others.reduce((sum, pending) => sum + pending.chars, 0);
+  if (others.length >= MAX_PENDING_UPLOADS_PER_ORG || held + chars > MAX_PENDING_CHARS_PER_ORG)
+    throw rateLimited(
+      `the org holds ${others.length} uploaded bundles not finalized yet (${held} characters of code); at most ${MAX_PENDING_UPLOADS_PER_ORG} and ${MAX_PENDING_CHARS_PER_ORG} characters are kept: finalize them, or upload again once they expire (an hour after their provisional creation)`,
+    );
 };
 
 /**

@@ -196,6 +196,10 @@ export class ReplicatedVersionStore implements VersionStore {
     return this.local.listVersions(orgId, machine, after, limit);
   }
 
+  pendingUploadsOf(orgId: string, now: number): Array<{ versionId: string; chars: number }> {
+    return this.local.pendingUploadsOf(orgId, now);
+  }
+
   getPendingUpload(orgId: string, versionId: string): PendingUpload | undefined {
     return this.local.getPendingUpload(orgId, versionId);
   }

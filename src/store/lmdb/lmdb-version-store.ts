@@ -10,6 +10,8 @@ const AFTER_ALL = '\uffff';
 interface PendingMeta {
   machine: string;
   expiresAt: number;
+  /** The code's length in characters (absent in uploads stored before 2026-11-30: read from the code). */
+  chars?: number;
 }
 
 /**
@@ -82,10 +84,20 @@ export class LmdbVersionStore implements VersionStore {
     await this.writes.transaction(() => {
       const previous = this.pendingUploads.get([orgId, versionId]);
       if (previous) void this.pendingByExpiry.remove([previous.expiresAt, orgId, versionId]);
-      void this.pendingUploads.put([orgId, versionId], { machine, expiresAt });
+      void this.pendingUploads.put([orgId, versionId], { machine, expiresAt, chars: code.length });
       void this.pendingCode.put([orgId, versionId], code);
       void this.pendingByExpiry.put([expiresAt, orgId, versionId], true);
     });
+  }
+
+  pendingUploadsOf(orgId: string, now: number): Array<{ versionId: string; chars: number }> {
+    const out: Array<{ versionId: string; chars: number }> = [];
+    for (const { key, value } of this.pendingUploads.getRange({ start: [orgId, ''], end: [orgId, AFTER_ALL] })) {
+      if (value.expiresAt < now) continue;
+      const versionId = key[1];
+      out.push({ versionId, chars: value.chars ?? this.pendingCode.get([orgId, versionId])?.length ?? 0 });
+    }
+    return out;
   }
 
   getPendingUpload(orgId: string, versionId: string): PendingUpload | undefined {
