@@ -425,3 +425,64 @@ t.test(
     t.match(notes.sort(), [/^entry 2 of instance org_a\/m\/i was missing/, /^entry 4 of instance org_a\/m\/k was missing/]);
   },
 );
+
+t.test(
+  "a copy that applied an entry the log never committed is rebuilt from the log's leader when the log refuses its next append",
+  { skip },
+  async (t) => {
+    // A 2.9.10 server that led the stream and was paused kept messages its quorum never took, and a
+    // node whose consumer sat on it applied one (an event answered 503): its copy named that position in
+    // every later append, which the log refused, and the instance was answered 409 for good. Here the
+    // replica the copy follows is a stream of its own on another nats-server, holding such an entry.
+    const leader = await startNats(1);
+    t.teardown(() => leader.stop());
+    const replica = await startNats(1);
+    t.teardown(() => replica.stop());
+    const { store, nc } = await localNode(t, replica, 'a');
+    const leaderNc = await connectTo(leader, 'leader');
+    t.teardown(() => leaderNc.close());
+    const log = await JetStreamTransitionLog.open(leaderNc, { cluster: 'c', replicas: 1 });
+    await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
+    const entry = (kind: 'create' | 'commit', seq: number, count: number, after: number) => {
+      const { logSeq: _seq, ...head } = headAt(seq, count);
+      return { kind, head, history: [record(seq, count)], effects: {}, after };
+    };
+    const committed = [entry('create', 1, 0, 0), entry('commit', 2, 1, 1)];
+    for (const [js, entries] of [
+      [jetstream(leaderNc), committed],
+      [jetstream(nc), [...committed, entry('commit', 3, 99, 2)]],
+    ] as const)
+      for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', 'i'), JSON.stringify(e));
+
+    const notes: string[] = [];
+    const copy = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {
+      nodeId: 'a',
+      note: (message) => notes.push(message),
+    });
+    copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
+    t.teardown(() => copy.stopFollowing());
+    const partition = copy.partitionOf('org_a', 'm', 'i');
+    for (let i = 0; i < 200 && (copy.appliedPositions()[partition] ?? 0) < 3; i++) await sleep(10);
+    const phantom = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+    t.same(phantom.context, { count: 99 }, 'the copy applied the entry the log does not have');
+
+    await t.rejects(
+      copy.commit({ ...headAt(4, 100), logSeq: undefined }, phantom, [record(4, 100)]),
+      SequenceConflictError,
+      'the append after it is refused',
+    );
+    const rebuilt = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+    t.same(rebuilt.context, { count: 1 }, "the copy holds the log's head again");
+    t.equal(rebuilt.logSeq, 2, 'at its position');
+    t.same(
+      copy.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
+      [0, 1],
+      "and the log's history, without the record of the entry it never committed",
+    );
+    t.match(notes, [
+      /instance org_a\/m\/i: this copy held an entry at 3 the log does not have \(its last is 2\); rebuilt from the log's 2 entries/,
+    ]);
+    await copy.commit({ ...headAt(3, 2), logSeq: undefined }, rebuilt, [record(3, 2)]);
+    t.same(copy.getInstance('org_a', 'm', 'i')?.context, { count: 2 }, 'the next append after it is taken');
+  },
+);

@@ -426,7 +426,8 @@ export class LogInstanceStore implements InstanceStore {
       // Another node wrote the instance: let this node's copy catch up first, so that the runtime,
       // which drops its head and may run the request again, reloads the latest one (and a 503 when it
       // cannot: a run again on a stale copy would decide on a state that is not the instance's).
-      await this.caughtUpStrictly(previous);
+      const last = await this.caughtUpStrictly(previous);
+      await this.rebuiltIfAhead(previous, last);
       throw new SequenceConflictError(previous.seq, undefined);
     }
   }
@@ -468,6 +469,47 @@ export class LogInstanceStore implements InstanceStore {
     if (copy.appliedSeq < last)
       throw unavailable(`this node's copy of instance ${key.name} of machine ${key.machine} is behind the cluster's log; retry`);
     return last;
+  }
+
+  /**
+   * Rebuilds the instance in this copy from the log's leader when the copy holds an entry of it past the
+   * log's last (`last`, which the leader gave): entries the log never committed. A 2.9.10 server that
+   * led the stream and was paused or cut off can keep messages its quorum never took and hand them to a
+   * consumer on it; a copy that applied one names its position in every later append, which the log
+   * refuses, and the instance was refused (409) for good. Its rows are dropped and its entries applied
+   * again in order, each read from the leader (MAX_REBUILT_ENTRIES at most; past that the copy is left as it is).
+   */
+  private async rebuiltIfAhead(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>, last: number): Promise<void> {
+    const { orgId, machine, name } = key;
+    const instance = keyOf(key);
+    await this.inTurn(instance, async () => {
+      const current = this.local.getInstance(orgId, machine, name);
+      const position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(instance);
+      if (position === undefined || position <= last) return;
+      const entries: Array<{ entry: LogEntry; seq: number }> = [];
+      for (let after = 0; entries.length <= MAX_REBUILT_ENTRIES;) {
+        const message = await this.log.nextEntry(orgId, machine, name, after);
+        if (!message || message.seq > last) break;
+        entries.push({ entry: entryOf(message), seq: message.seq });
+        after = message.seq;
+      }
+      if (entries.length > MAX_REBUILT_ENTRIES) {
+        this.onError(
+          `instance ${instance}: this copy holds an entry at ${position} the log does not have (its last is ${last}), and too many to rebuild from`,
+          undefined,
+        );
+        return;
+      }
+      this.note(
+        `instance ${instance}: this copy held an entry at ${position} the log does not have (its last is ${last}); rebuilt from the log's ${entries.length} entries`,
+      );
+      if (current) await this.local.deleteInstance(orgId, machine, name);
+      this.positions.forget(instance);
+      for (const { entry, seq } of entries) {
+        await this.apply(entry, seq, false);
+        this.positions.noteLatest(instance, seq);
+      }
+    });
   }
 
   /**
@@ -694,6 +736,9 @@ export class LogInstanceStore implements InstanceStore {
     };
   }
 }
+
+/** The most entries of one instance a copy that got ahead of the log rebuilds it from (one question to the log each). */
+const MAX_REBUILT_ENTRIES = 10_000;
 
 /** How many entries of one instance, each naming the one before, are read back from the log's leader for one the copy follows. */
 const MAX_MISSED_CHAIN = 16;

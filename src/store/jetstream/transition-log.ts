@@ -425,6 +425,12 @@ export class JetStreamTransitionLog {
     return { promise, cancel };
   }
 
+  /** The instance's first entry after stream sequence `after` as the stream's leader holds it, null when it has none. */
+  async nextEntry(orgId: string, machine: string, name: string, after: number): Promise<FollowedMessage | null> {
+    const message = await this.entryAfter(orgId, machine, name, after);
+    return message && { seq: message.seq, subject: message.subject, headers: message.header, json: <T>() => message.json<T>() };
+  }
+
   /** The instance's first entry after stream sequence `after`, null when it has none. */
   private entryAfter(orgId: string, machine: string, name: string, after: number): Promise<StoredMsg | null> {
     return firstMessageFrom(this.jsm, this.stream, after + 1, this.subjectOf(orgId, machine, name));
