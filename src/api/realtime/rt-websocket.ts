@@ -85,14 +85,14 @@ export interface RealtimeEndpoint {
   readonly upgrades: number;
 }
 
+/** The query parameters of `/rt` that say who the caller is. */
+const CREDENTIAL_PARAMS = ['token', 'x-statebacked-org-id'];
+
 /**
  * Binds `GET /rt` on the uWS app to the hub. The upgrade is always accepted, whatever the token: a
  * refused upgrade leaves the real client without retries (and, with Node's `ws`, an uncaught error),
  * so a bad token is reported on each subscribe instead (wire-protocol §6.5).
  */
-/** The query parameters of `/rt` that say who the caller is. */
-const CREDENTIAL_PARAMS = ['token', 'x-statebacked-org-id'];
-
 export const attachRealtime = (
   app: uWS.TemplatedApp,
   hub: RealtimeHub,

@@ -427,7 +427,10 @@ export class LogInstanceStore implements InstanceStore {
       // which drops its head and may run the request again, reloads the latest one (and a 503 when it
       // cannot: a run again on a stale copy would decide on a state that is not the instance's).
       const last = await this.caughtUpStrictly(previous);
-      await this.rebuiltIfAhead(previous, last);
+      await this.rebuiltIfAhead(previous, last).catch((rebuildError: unknown) => {
+        // (the request is refused as a conflict either way; the next refused append tries again)
+        this.onError(`could not rebuild instance ${keyOf(previous)} from the log`, rebuildError);
+      });
       throw new SequenceConflictError(previous.seq, undefined);
     }
   }
