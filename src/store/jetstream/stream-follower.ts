@@ -74,14 +74,14 @@ export class StreamFollower {
     if (this.stopped) return;
     try {
       await this.open();
-      // (stopped while the consumer was made: it goes, and no loop starts)
-      if (this.stopped) {
-        await this.messages?.close();
-        return;
-      }
     } catch (error) {
       this.options.onError(`could not follow ${this.options.stream} yet; reading its entries meanwhile`, error);
       this.behindTo = 'last';
+    }
+    // (stopped while the consumer was made, or failed to be: it goes, and no loop starts)
+    if (this.stopped) {
+      await this.messages?.close();
+      return;
     }
     this.loop = this.run();
     this.watchdog = setInterval(() => void this.checkStalled(), STALL_CHECK_MS);
