@@ -661,7 +661,8 @@ export class LogInstanceStore implements InstanceStore {
    * when this one names a position past the copy's (or any position, where the copy knows the instance
    * has no entry). A chain of such entries is read back to MAX_MISSED_CHAIN; an answer that is not this
    * instance's entry (the writer named a wrong position: the log does not take that, or the copy holds
-   * the truth) or no answer leaves the copy as it was.
+   * the truth) leaves the copy as it was; no answer (the log not reachable now) fails the apply, which
+   * the partition's follower makes again after a pause.
    */
   private async appliedMissed(entry: LogEntry, key: string, position: number | undefined, seq: number, depth: number): Promise<boolean> {
     const named = entry.after;
@@ -670,16 +671,19 @@ export class LogInstanceStore implements InstanceStore {
       const { orgId, machine, name } = instanceOf(entry);
       if (!this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart || this.positions.headlessForgotten) return false;
     } else if (position >= named) return false;
-    let missed: LogEntry;
+    let message: Awaited<ReturnType<JetStreamTransitionLog['get']>>;
     try {
-      const message = await this.log.get(named);
-      if (!message) return false;
-      missed = entryOf(message);
-      if (keyOf(instanceOf(missed)) !== key) return false;
+      message = await this.log.get(named);
     } catch (error) {
-      this.onError(`could not read entry ${named} of instance ${key}, which entry ${seq} names and this copy lacks`, error);
-      return false;
+      // Not passed by: applied without it, the entry would count and the record named be lost for good.
+      throw new Error(
+        `could not read entry ${named} of instance ${key}, which entry ${seq} names and this copy lacks (${error instanceof Error ? error.message : String(error)})`,
+        { cause: error },
+      );
     }
+    if (!message) return false;
+    const missed = entryOf(message);
+    if (keyOf(instanceOf(missed)) !== key) return false;
     this.note(
       `entry ${named} of instance ${key} was missing from this copy's replica of the log (entry ${seq} names it); read from the log's leader`,
     );
