@@ -48,6 +48,24 @@ const twoNodesAndRawWriter = async (t: Parameters<typeof followingNode>[0], writ
   return { nats, a, b, nc, js: jetstream(nc) };
 };
 
+/**
+ * A diverged replica, as two nats-servers: a node's local store with its connection to the "replica"
+ * (which its followers read), and the TX log on the "leader" (which its appends and questions go to),
+ * each server with a stream of the same name.
+ */
+const leaderAndReplica = async (t: Parameters<typeof followingNode>[0]) => {
+  const leader = await startNats(1);
+  t.teardown(() => leader.stop());
+  const replica = await startNats(1);
+  t.teardown(() => replica.stop());
+  const { store, nc } = await localNode(t, replica, 'a');
+  const leaderNc = await connectTo(leader, 'leader');
+  t.teardown(() => leaderNc.close());
+  const log = await JetStreamTransitionLog.open(leaderNc, { cluster: 'c', replicas: 1 });
+  await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
+  return { store, nc, leaderNc, log };
+};
+
 const headAt = (seq: number, count: number, createdAt = '2026-11-25T00:00:00.000Z'): InstanceHead => ({
   orgId: 'org_a',
   machine: 'm',
@@ -369,15 +387,7 @@ t.test(
     // append was stored after all, an instance's create). The entries after it name it, count, and
     // were applied without its record. Here the replica is a stream of its own on another nats-server,
     // which the copy follows, and the log it asks is the "leader's".
-    const leader = await startNats(1);
-    t.teardown(() => leader.stop());
-    const replica = await startNats(1);
-    t.teardown(() => replica.stop());
-    const { store, nc } = await localNode(t, replica, 'a');
-    const leaderNc = await connectTo(leader, 'leader');
-    t.teardown(() => leaderNc.close());
-    const log = await JetStreamTransitionLog.open(leaderNc, { cluster: 'c', replicas: 1 });
-    await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
+    const { store, nc, leaderNc, log } = await leaderAndReplica(t);
     const publishTo = (js: JetStreamClient, name: string, entry: object) =>
       js.publish(log.subjectOf('org_a', 'm', name), JSON.stringify(entry)).then((ack) => ack.seq);
     const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
@@ -452,15 +462,7 @@ t.test(
     // node whose consumer sat on it applied one (an event answered 503): its copy named that position in
     // every later append, which the log refused, and the instance was answered 409 for good. Here the
     // replica the copy follows is a stream of its own on another nats-server, holding such an entry.
-    const leader = await startNats(1);
-    t.teardown(() => leader.stop());
-    const replica = await startNats(1);
-    t.teardown(() => replica.stop());
-    const { store, nc } = await localNode(t, replica, 'a');
-    const leaderNc = await connectTo(leader, 'leader');
-    t.teardown(() => leaderNc.close());
-    const log = await JetStreamTransitionLog.open(leaderNc, { cluster: 'c', replicas: 1 });
-    await JetStreamTransitionLog.open(nc, { cluster: 'c', replicas: 1 });
+    const { store, nc, leaderNc, log } = await leaderAndReplica(t);
     const entry = (kind: 'create' | 'commit', seq: number, count: number, after: number) => {
       const { logSeq: _seq, ...head } = headAt(seq, count);
       return { kind, head, history: [record(seq, count)], effects: {}, after };
