@@ -473,6 +473,12 @@ t.test(
       [jetstream(nc), [...committed, entry('commit', 3, 99, 2)]],
     ] as const)
       for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', 'i'), JSON.stringify(e));
+    // (where the replica holds that entry, the log holds another instance's)
+    const { logSeq: _other, ...other } = { ...headAt(1, 5), name: 'j' };
+    await jetstream(leaderNc).publish(
+      log.subjectOf('org_a', 'm', 'j'),
+      JSON.stringify({ kind: 'create', head: other, history: [record(1, 5)], effects: {}, after: 0 }),
+    );
 
     const notes: string[] = [];
     const copy = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {

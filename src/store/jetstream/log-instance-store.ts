@@ -482,13 +482,20 @@ export class LogInstanceStore implements InstanceStore {
    * refuses, and the instance was refused (409) for good. Its rows are dropped and its entries applied
    * again in order, each read from the leader (MAX_REBUILT_ENTRIES at most; past that the copy is left as it is).
    */
-  private async rebuiltIfAhead(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>, last: number): Promise<void> {
+  private async rebuiltIfAhead(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>, lastBefore: number): Promise<void> {
     const { orgId, machine, name } = key;
     const instance = keyOf(key);
     await this.inTurn(instance, async () => {
       const current = this.local.getInstance(orgId, machine, name);
       const position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(instance);
-      if (position === undefined || position <= last) return;
+      if (position === undefined || position <= lastBefore) return;
+      // Past the last asked before is not enough: the copy may have applied later entries since (its
+      // position is fixed now, in the instance's turn). It is ahead only when the log holds another
+      // instance's message at its position; none there (a leader that lags, the stream's end) proves nothing.
+      const there = await this.log.get(position);
+      if (!there || there.subject === this.log.subjectOf(orgId, machine, name)) return;
+      const last = await this.log.lastSeq(orgId, machine, name);
+      if (position <= last) return;
       const entries: Array<{ entry: LogEntry; seq: number }> = [];
       for (let after = 0; entries.length <= MAX_REBUILT_ENTRIES;) {
         const message = await this.log.nextEntry(orgId, machine, name, after);
