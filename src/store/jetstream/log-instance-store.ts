@@ -30,6 +30,7 @@ import {
 } from './log-entries.js';
 import { HeldPartitionReads, type LocalCopy } from './held-partition-reads.js';
 import { LogPositions } from './log-positions.js';
+import { entriesToRebuildFrom, entryCounts, MAX_MISSED_CHAIN, missedEntry } from './log-repairs.js';
 import { type AppliedMark, HeldPartitions } from './held-partitions.js';
 import { type CountsHere, type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
@@ -475,12 +476,8 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /**
-   * Rebuilds the instance in this copy from the log's leader when the copy holds an entry of it past the
-   * log's last (`last`, which the leader gave): entries the log never committed. A 2.9.10 server that
-   * led the stream and was paused or cut off can keep messages its quorum never took and hand them to a
-   * consumer on it; a copy that applied one names its position in every later append, which the log
-   * refuses, and the instance was refused (409) for good. Its rows are dropped and its entries applied
-   * again in order, each read from the leader (MAX_REBUILT_ENTRIES at most; past that the copy is left as it is).
+   * Rebuilds the instance in this copy from the log's leader when the copy holds an entry of it the log
+   * never committed (log-repairs.ts): its rows are dropped and the log's entries applied again in order.
    */
   private async rebuiltIfAhead(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>, lastBefore: number): Promise<void> {
     const { orgId, machine, name } = key;
@@ -489,33 +486,21 @@ export class LogInstanceStore implements InstanceStore {
       const current = this.local.getInstance(orgId, machine, name);
       const position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(instance);
       if (position === undefined || position <= lastBefore) return;
-      // Past the last asked before is not enough: the copy may have applied later entries since (its
-      // position is fixed now, in the instance's turn). It is ahead only when the log holds another
-      // instance's message at its position; none there (a leader that lags, the stream's end) proves nothing.
-      const there = await this.log.get(position);
-      if (!there || there.subject === this.log.subjectOf(orgId, machine, name)) return;
-      const last = await this.log.lastSeq(orgId, machine, name);
-      if (position <= last) return;
-      const entries: Array<{ entry: LogEntry; seq: number }> = [];
-      for (let after = 0; entries.length <= MAX_REBUILT_ENTRIES;) {
-        const message = await this.log.nextEntry(orgId, machine, name, after);
-        if (!message || message.seq > last) break;
-        entries.push({ entry: entryOf(message), seq: message.seq });
-        after = message.seq;
-      }
-      if (entries.length > MAX_REBUILT_ENTRIES) {
+      const rebuild = await entriesToRebuildFrom(this.log, key, position);
+      if (rebuild === undefined) return;
+      if (rebuild === 'too-many') {
         this.onError(
-          `instance ${instance}: this copy holds an entry at ${position} the log does not have (its last is ${last}), and too many to rebuild from`,
+          `instance ${instance}: this copy holds an entry at ${position} the log does not have, and too many to rebuild from`,
           undefined,
         );
         return;
       }
       this.note(
-        `instance ${instance}: this copy held an entry at ${position} the log does not have (its last is ${last}); rebuilt from the log's ${entries.length} entries`,
+        `instance ${instance}: this copy held an entry at ${position} the log does not have (its last is ${rebuild.last}); rebuilt from the log's ${rebuild.entries.length} entries`,
       );
       if (current) await this.local.deleteInstance(orgId, machine, name);
       this.positions.forget(instance);
-      for (const { entry, seq } of entries) {
+      for (const { entry, seq } of rebuild.entries) {
         await this.apply(entry, seq, false);
         this.positions.noteLatest(instance, seq);
       }
@@ -658,39 +643,12 @@ export class LogInstanceStore implements InstanceStore {
     return true;
   }
 
-  /**
-   * Whether the copy lacked the entry this one names, and has applied it now, read from the stream's
-   * leader. A copy follows one replica of the stream (its consumer's), and a 2.9.10 server's replicas
-   * can end holding different messages at a few sequences after a cut of the leader's routes
-   * (bench/JOURNAL.md, 2026-11-30): following one that lacks an instance's entry, the copy would apply
-   * the entries after it (they count: nothing of the instance came between) without its record in the
-   * history. A copy that agrees with the log holds the entry an entry names, so the leader is asked only
-   * when this one names a position past the copy's (or any position, where the copy knows the instance
-   * has no entry). A chain of such entries is read back to MAX_MISSED_CHAIN; an answer that is not this
-   * instance's entry (the writer named a wrong position: the log does not take that, or the copy holds
-   * the truth) leaves the copy as it was; no answer (the log not reachable now) fails the apply, which
-   * the partition's follower makes again after a pause.
-   */
+  /** Whether the copy lacked the entry this one names, and has applied it now, read from the stream's leader (log-repairs.ts). */
   private async appliedMissed(entry: LogEntry, key: string, position: number | undefined, seq: number, depth: number): Promise<boolean> {
-    const named = entry.after;
-    if (named === undefined || named <= 0 || named >= seq || depth >= MAX_MISSED_CHAIN) return false;
-    if (position === undefined) {
-      const { orgId, machine, name } = instanceOf(entry);
-      if (!this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart || this.positions.headlessForgotten) return false;
-    } else if (position >= named) return false;
-    let message: Awaited<ReturnType<JetStreamTransitionLog['get']>>;
-    try {
-      message = await this.log.get(named);
-    } catch (error) {
-      // Not passed by: applied without it, the entry would count and the record named be lost for good.
-      throw new Error(
-        `could not read entry ${named} of instance ${key}, which entry ${seq} names and this copy lacks (${error instanceof Error ? error.message : String(error)})`,
-        { cause: error },
-      );
-    }
-    if (!message) return false;
-    const missed = entryOf(message);
-    if (keyOf(instanceOf(missed)) !== key) return false;
+    if (depth >= MAX_MISSED_CHAIN) return false;
+    const missed = await missedEntry(this.log, entry, seq, position, () => this.knowsEveryEntry(entry));
+    if (!missed) return false;
+    const named = entry.after as number;
     this.note(
       `entry ${named} of instance ${key} was missing from this copy's replica of the log (entry ${seq} names it); read from the log's leader`,
     );
@@ -699,37 +657,19 @@ export class LogInstanceStore implements InstanceStore {
     return true;
   }
 
-  /**
-   * Whether an entry counts: it is the instance's first entry after the position it names (`after`),
-   * that is, the copy has no entry of the instance between that position and it. The copy's position
-   * of the instance when it has one (a head's, or a headless instance's) is its latest entry before this
-   * one: the entry counts when that is at or before the position it names. At it in a copy that agrees
-   * with the log; before it in one that lacks the entry named (a replica of a 2.9.10 stream that
-   * diverged under a partition held another message at that sequence: seen for a fence, and the commit
-   * after it, acknowledged, counted in no copy that followed that replica). When the copy has no
-   * position, the instance has no entry before, if the follower started at the stream's start and forgot
-   * no position; else the log is asked (an instance deleted before this process started: rare), again
-   * until it answers.
-   */
-  private async counts(entry: LogEntry, seq: number, position: number | undefined): Promise<boolean> {
-    if (entry.after === undefined) return true;
-    if (position !== undefined) return position <= entry.after;
+  /** Whether an entry counts (log-repairs.ts, entryCounts). */
+  private counts(entry: LogEntry, seq: number, position: number | undefined): Promise<boolean> {
+    return entryCounts(this.log, entry, seq, position, {
+      knowsEveryEntry: () => this.knowsEveryEntry(entry),
+      stopped: () => this.stopped,
+      onError: this.onError,
+    });
+  }
+
+  /** Whether the copy holds every entry of the entry's instance it has had (its partition followed from the start, no position forgotten). */
+  private knowsEveryEntry(entry: LogEntry): boolean {
     const { orgId, machine, name } = instanceOf(entry);
-    if (this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart && !this.positions.headlessForgotten)
-      return entry.after === 0;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return (await this.log.firstAfter(orgId, machine, name, entry.after)) === seq;
-      } catch (error) {
-        if (this.stopped) throw error;
-        if (attempt === 0)
-          this.onError(
-            `could not ask the TX log whether entry ${seq} of instance ${name} of machine ${machine} counts; asking again`,
-            error,
-          );
-        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
-      }
-    }
+    return !!this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart && !this.positions.headlessForgotten;
   }
 
   /**
@@ -750,12 +690,6 @@ export class LogInstanceStore implements InstanceStore {
     };
   }
 }
-
-/** The most entries of one instance a copy that got ahead of the log rebuilds it from (one question to the log each). */
-const MAX_REBUILT_ENTRIES = 10_000;
-
-/** How many entries of one instance, each naming the one before, are read back from the log's leader for one the copy follows. */
-const MAX_MISSED_CHAIN = 16;
 
 /** How long a request for an instance waits for its partition to be caught up on a node that just took it. */
 const READY_WAIT_MS = 10_000;
