@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { type JetStreamClient, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { LogInstanceStore } from '../src/store/jetstream/log-instance-store.js';
 import { JetStreamTransitionLog } from '../src/store/jetstream/transition-log.js';
@@ -454,59 +454,84 @@ t.test(
   },
 );
 
+/**
+ * A copy that applied an entry the log never committed. A 2.9.10 server that led the stream and was
+ * paused kept messages its quorum never took, and a node whose consumer sat on it applied one (an event
+ * answered 503): its copy named that position in every later append, which the log refused (409 for
+ * good), and its reads showed the entry. Here the replica the copy follows is a stream of its own on
+ * another nats-server, holding such an entry at 3, where the log holds another instance's create.
+ */
+const copyAheadOfTheLog = async (t: Test) => {
+  const { store, nc, leaderNc, log } = await leaderAndReplica(t);
+  const entry = (kind: 'create' | 'commit', seq: number, count: number, after: number) => {
+    const { logSeq: _seq, ...head } = headAt(seq, count);
+    return { kind, head, history: [record(seq, count)], effects: {}, after };
+  };
+  const committed = [entry('create', 1, 0, 0), entry('commit', 2, 1, 1)];
+  for (const [js, entries] of [
+    [jetstream(leaderNc), committed],
+    [jetstream(nc), [...committed, entry('commit', 3, 99, 2)]],
+  ] as const)
+    for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', 'i'), JSON.stringify(e));
+  const { logSeq: _other, ...other } = { ...headAt(1, 5), name: 'j' };
+  await jetstream(leaderNc).publish(
+    log.subjectOf('org_a', 'm', 'j'),
+    JSON.stringify({ kind: 'create', head: other, history: [record(1, 5)], effects: {}, after: 0 }),
+  );
+
+  const notes: string[] = [];
+  const copy = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {
+    nodeId: 'a',
+    note: (message) => notes.push(message),
+  });
+  copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
+  t.teardown(() => copy.stopFollowing());
+  const partition = copy.partitionOf('org_a', 'm', 'i');
+  for (let i = 0; i < 200 && (copy.appliedPositions()[partition] ?? 0) < 3; i++) await sleep(10);
+  const phantom = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+  t.same(phantom.context, { count: 99 }, 'the copy applied the entry the log does not have');
+  return { copy, phantom, notes };
+};
+
+const rebuiltAsTheLogHasIt = (t: Test, copy: LogInstanceStore, notes: string[]) => {
+  const rebuilt = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+  t.same(rebuilt.context, { count: 1 }, "the copy holds the log's head again");
+  t.equal(rebuilt.logSeq, 2, 'at its position');
+  t.same(
+    copy.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
+    [0, 1],
+    "and the log's history, without the record of the entry it never committed",
+  );
+  t.match(notes, [
+    /instance org_a\/m\/i: this copy held an entry at 3 the log does not have \(its last is 2\); rebuilt from the log's 2 entries/,
+  ]);
+};
+
 t.test(
   "a copy that applied an entry the log never committed is rebuilt from the log's leader when the log refuses its next append",
   { skip },
   async (t) => {
-    // A 2.9.10 server that led the stream and was paused kept messages its quorum never took, and a
-    // node whose consumer sat on it applied one (an event answered 503): its copy named that position in
-    // every later append, which the log refused, and the instance was answered 409 for good. Here the
-    // replica the copy follows is a stream of its own on another nats-server, holding such an entry.
-    const { store, nc, leaderNc, log } = await leaderAndReplica(t);
-    const entry = (kind: 'create' | 'commit', seq: number, count: number, after: number) => {
-      const { logSeq: _seq, ...head } = headAt(seq, count);
-      return { kind, head, history: [record(seq, count)], effects: {}, after };
-    };
-    const committed = [entry('create', 1, 0, 0), entry('commit', 2, 1, 1)];
-    for (const [js, entries] of [
-      [jetstream(leaderNc), committed],
-      [jetstream(nc), [...committed, entry('commit', 3, 99, 2)]],
-    ] as const)
-      for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', 'i'), JSON.stringify(e));
-    // (where the replica holds that entry, the log holds another instance's)
-    const { logSeq: _other, ...other } = { ...headAt(1, 5), name: 'j' };
-    await jetstream(leaderNc).publish(
-      log.subjectOf('org_a', 'm', 'j'),
-      JSON.stringify({ kind: 'create', head: other, history: [record(1, 5)], effects: {}, after: 0 }),
-    );
-
-    const notes: string[] = [];
-    const copy = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {
-      nodeId: 'a',
-      note: (message) => notes.push(message),
-    });
-    copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
-    t.teardown(() => copy.stopFollowing());
-    const partition = copy.partitionOf('org_a', 'm', 'i');
-    for (let i = 0; i < 200 && (copy.appliedPositions()[partition] ?? 0) < 3; i++) await sleep(10);
-    const phantom = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
-    t.same(phantom.context, { count: 99 }, 'the copy applied the entry the log does not have');
-
+    const { copy, phantom, notes } = await copyAheadOfTheLog(t);
     await t.rejects(
       copy.commit({ ...headAt(4, 100), logSeq: undefined }, phantom, [record(4, 100)]),
       SequenceConflictError,
       'the append after it is refused',
     );
-    const rebuilt = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
-    t.same(rebuilt.context, { count: 1 }, "the copy holds the log's head again");
-    t.equal(rebuilt.logSeq, 2, 'at its position');
-    t.same(
-      copy.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
-      [0, 1],
-      "and the log's history, without the record of the entry it never committed",
-    );
-    t.match(notes, [
-      /instance org_a\/m\/i: this copy held an entry at 3 the log does not have \(its last is 2\); rebuilt from the log's 2 entries/,
-    ]);
+    rebuiltAsTheLogHasIt(t, copy, notes);
+  },
+);
+
+t.test(
+  'a read of a copy that applied an entry the log never committed does not show it: the read barrier rebuilds it',
+  { skip },
+  async (t) => {
+    const { copy, phantom, notes } = await copyAheadOfTheLog(t);
+    t.equal(copy.isCurrent(phantom), true, 'before the read, the head held is the latest the copy applied');
+    await copy.caughtUp('org_a', 'm', 'i');
+    rebuiltAsTheLogHasIt(t, copy, notes);
+    t.equal(copy.isCurrent(phantom), false, 'a head held in memory at the entry the log never committed is stale (its actor reloads)');
+    t.equal(copy.isCurrent(copy.getInstance('org_a', 'm', 'i') as InstanceHead), true, 'the rebuilt head is current');
+    await copy.caughtUp('org_a', 'm', 'i');
+    t.equal(notes.length, 1, 'a read of a copy that agrees with the log rebuilds nothing');
   },
 );

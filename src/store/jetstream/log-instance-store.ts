@@ -17,6 +17,7 @@ import {
 } from '../instance-store.js';
 import { withinMs } from '../../domain/within-ms.js';
 import { DeliveredMessages } from './delivered-messages.js';
+import { applyEntryEffects, type EntryEffectsHooks } from './entry-effects.js';
 import {
   entryOf,
   entryText,
@@ -149,13 +150,16 @@ export class LogInstanceStore implements InstanceStore {
     this.outboxApplied = listener;
   }
 
-  private noteOutbox(effects: CommitEffects): void {
-    if (effects.outbox?.length) this.outboxApplied?.();
-  }
-
-  private noteTimers(head: InstanceHead): void {
-    if (head.pendingTimers.length > 0) this.timersApplied?.(Math.min(...head.pendingTimers.map((timer) => timer.dueAt)));
-  }
+  /** What an applied entry tells this node's timer scheduler and dispatcher, and the fences it notes. */
+  private readonly hooks: EntryEffectsHooks = {
+    timers: (head) => {
+      if (head.pendingTimers.length > 0) this.timersApplied?.(Math.min(...head.pendingTimers.map((timer) => timer.dueAt)));
+    },
+    outbox: (effects) => {
+      if (effects.outbox?.length) this.outboxApplied?.();
+    },
+    fence: (requestId, by) => this.positions.noteFence(requestId, by),
+  };
 
   /** Makes `partitions` the ones this node holds (HeldPartitions.hold). */
   own(nc: NatsConnection, partitions: ReadonlySet<number>, from: (partition: number) => number): void {
@@ -340,6 +344,9 @@ export class LogInstanceStore implements InstanceStore {
   /** Whether no entry of the instance newer than `head` was applied here (by this node as owner, or followed from another). */
   isCurrent(head: InstanceHead): boolean {
     const key = keyOf(head);
+    // (a head held in memory past the position an instance was rebuilt to is the entry the log never committed)
+    const rebuiltTo = this.positions.rebuiltTo(key);
+    if (rebuiltTo !== undefined && (head.logSeq ?? 0) > rebuiltTo) return false;
     let latest = this.positions.latestOf(key);
     if (latest === undefined) {
       latest = this.local.getInstance(head.orgId, head.machine, head.name)?.logSeq ?? 0;
@@ -450,8 +457,15 @@ export class LogInstanceStore implements InstanceStore {
     const copy = this.held.get(this.partitionOf(orgId, machine, name));
     if (!copy) return;
     await withinMs(copy.whenReady(), CATCH_UP_MS, () => undefined).catch(() => undefined);
-    const last = await this.log.lastSeq(orgId, machine, name).catch(() => 0);
+    const last = await this.log.lastSeq(orgId, machine, name).catch(() => undefined);
+    if (last === undefined) return;
     await copy.appliedTo(last, CATCH_UP_MS);
+    // A read does not show an entry the log never committed either (rebuiltIfAhead); the quick look first.
+    const key = { orgId, machine, name };
+    if ((this.positions.latestOf(keyOf(key)) ?? this.positionOf(key) ?? 0) <= last) return;
+    await this.rebuiltIfAhead(key, last).catch((error: unknown) =>
+      this.onError(`could not rebuild instance ${keyOf(key)} from the log`, error),
+    );
   }
 
   /**
@@ -484,7 +498,7 @@ export class LogInstanceStore implements InstanceStore {
     const instance = keyOf(key);
     await this.inTurn(instance, async () => {
       const current = this.local.getInstance(orgId, machine, name);
-      const position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(instance);
+      const position = this.positionOf(key);
       if (position === undefined || position <= lastBefore) return;
       const rebuild = await entriesToRebuildFrom(this.log, key, position);
       if (rebuild === undefined) return;
@@ -504,6 +518,7 @@ export class LogInstanceStore implements InstanceStore {
         await this.apply(entry, seq, false);
         this.positions.noteLatest(instance, seq);
       }
+      this.positions.noteRebuilt(instance, rebuild.last);
     });
   }
 
@@ -587,59 +602,10 @@ export class LogInstanceStore implements InstanceStore {
       else this.positions.noteHeadless(key, seq);
       return true;
     }
-    switch (entry.kind) {
-      case 'create': {
-        // (a create that counts finds no head; one that finds it changes nothing but the position)
-        if (current) {
-          await this.local.replaceHead({ ...current, logSeq: seq }, current);
-          return true;
-        }
-        this.delivered.sending(entry.effects);
-        await this.local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects);
-        this.delivered.sent(entry.effects);
-        this.positions.headed(key);
-        this.delivered.delivered(entry.effects.receivedMessageId);
-        this.noteTimers(entry.head);
-        this.noteOutbox(entry.effects);
-        return true;
-      }
-      case 'commit': {
-        if (!current) break;
-        this.delivered.sending(entry.effects);
-        await this.local.commit({ ...entry.head, logSeq: seq }, current, entry.history, entry.effects);
-        this.delivered.sent(entry.effects);
-        this.delivered.delivered(entry.effects.receivedMessageId);
-        this.noteTimers(entry.head);
-        this.noteOutbox(entry.effects);
-        return true;
-      }
-      case 'head': {
-        if (!current) break;
-        await this.local.replaceHead({ ...entry.head, logSeq: seq }, current);
-        this.noteTimers(entry.head);
-        return true;
-      }
-      case 'received': {
-        if (!current) break;
-        await this.local.markReceived(orgId, machine, name, entry.messageId);
-        // (the head's log position moves too, so the next append expects this entry)
-        await this.local.replaceHead({ ...current, logSeq: seq }, current);
-        this.delivered.delivered(entry.messageId);
-        return true;
-      }
-      case 'fence': {
-        this.positions.noteFence(entry.requestId, entry.by);
-        if (!current) break;
-        // (the head's log position moves, so that the next append expects the fence)
-        await this.local.replaceHead({ ...current, logSeq: seq }, current);
-        return true;
-      }
-      case 'delete':
-        await this.local.deleteInstance(orgId, machine, name);
-        break;
-    }
+    const after = await applyEntryEffects(this.local, this.delivered, this.hooks, entry, seq, current);
     // (no head here now: the instance's position is kept beside the heads)
-    this.positions.noteHeadless(key, seq);
+    if (after === 'headed') this.positions.headed(key);
+    else this.positions.noteHeadless(key, seq);
     return true;
   }
 
@@ -666,6 +632,12 @@ export class LogInstanceStore implements InstanceStore {
     });
   }
 
+  /** The log position of the instance's latest entry in this copy: its head's, or a headless instance's (undefined: none known). */
+  private positionOf(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): number | undefined {
+    const current = this.local.getInstance(key.orgId, key.machine, key.name);
+    return current ? (current.logSeq ?? 0) : this.positions.headlessAt(keyOf(key));
+  }
+
   /** Whether the copy holds every entry of the entry's instance it has had (its partition followed from the start, no position forgotten). */
   private knowsEveryEntry(entry: LogEntry): boolean {
     const { orgId, machine, name } = instanceOf(entry);
@@ -684,8 +656,7 @@ export class LogInstanceStore implements InstanceStore {
       await copy.ownEntryApplied(seq, CATCH_UP_MS);
       if (copy.appliedSeq < seq) return undefined;
       if (this.positions.isUncounted(seq)) return false;
-      const current = this.local.getInstance(key.orgId, key.machine, key.name);
-      const position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(keyOf(key));
+      const position = this.positionOf(key);
       return position !== undefined && position >= seq ? true : undefined;
     };
   }

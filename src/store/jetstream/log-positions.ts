@@ -11,12 +11,16 @@
  *   seconds of its entry: see LogInstanceStore.countsHere).
  * - `fenced`: requests taken over by a fence, and the node that fenced them (a fence matters only while
  *   the request it fences may still be under way elsewhere: seconds).
+ * - `rebuilt`: instances rebuilt from the log (LogInstanceStore.rebuiltIfAhead), and the log's last entry
+ *   they were rebuilt to, until an entry past it is applied: a head held in memory past it is the entry
+ *   the log never committed.
  */
 export class LogPositions {
   private readonly latest = new Map<string, number>();
   private readonly headless = new Map<string, number>();
   private readonly uncounted = new Map<number, true>();
   private readonly fenced = new Map<string, string>();
+  private readonly rebuilt = new Map<string, number>();
   /** Whether a headless instance's position was forgotten (the log must then be asked: LogInstanceStore.counts). */
   headlessForgotten = false;
 
@@ -26,6 +30,7 @@ export class LogPositions {
 
   /** Keeps an instance's latest log position, unless a later one is kept already. */
   noteLatest(key: string, seq: number): void {
+    if (this.rebuilt.size > 0 && (this.rebuilt.get(key) ?? seq) < seq) this.rebuilt.delete(key);
     if ((this.latest.get(key) ?? -1) >= seq) return;
     remember(this.latest, key, seq, LATEST_KEPT);
   }
@@ -47,6 +52,15 @@ export class LogPositions {
   forget(key: string): void {
     this.latest.delete(key);
     this.headless.delete(key);
+    this.rebuilt.delete(key);
+  }
+
+  noteRebuilt(key: string, last: number): void {
+    remember(this.rebuilt, key, last, REBUILT_KEPT);
+  }
+
+  rebuiltTo(key: string): number | undefined {
+    return this.rebuilt.get(key);
   }
 
   noteUncounted(seq: number): void {
@@ -85,6 +99,9 @@ const LATEST_KEPT = 100_000;
 
 /** Entries that did not count remembered. */
 const UNCOUNTED_KEPT = 10_000;
+
+/** Rebuilt instances remembered (a rebuild is rare: a replica that diverged). */
+const REBUILT_KEPT = 10_000;
 
 /** Fenced requests remembered. */
 const FENCES_KEPT = 10_000;
