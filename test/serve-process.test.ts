@@ -73,6 +73,31 @@ t.test('a token with the configured public URL as audience is accepted', async (
   t.equal((await call(node.url, 'GET', '/billing', { token: node.adminKey })).body.url, 'https://statehold.example.com/billing-portal');
 });
 
+t.test('without --public-url, the code upload URL is the host the request came to; with it, the public URL', async (t) => {
+  const uploadUrl = async (node: { url: string; adminKey?: string }, host?: string) => {
+    await call(node.url, 'POST', '/machines', { token: node.adminKey, body: { slug: 'm' } });
+    const answer = await call(node.url, 'POST', '/machines/m/v', {
+      token: node.adminKey,
+      body: { clientInfo: 'x' },
+      headers: host === undefined ? {} : { host },
+    });
+    t.equal(answer.status, 200, answer.text);
+    return answer.body.codeUploadUrl as string;
+  };
+  const node = await startNode();
+  t.teardown(() => node.stop());
+  // (a node on 0.0.0.0, or behind a port mapping, is reached at an address its own URL does not name)
+  t.equal(await uploadUrl(node, 'statehold.internal:9443'), 'http://statehold.internal:9443/uploads/code');
+  t.equal(await uploadUrl(node, '[::1]:8787'), 'http://[::1]:8787/uploads/code');
+  t.equal(await uploadUrl(node), `${node.url}/uploads/code`, "the client's own Host");
+  for (const hostile of ['evil.example/x?', 'a b', 'x@y:1', 'h:99999999'])
+    t.equal(await uploadUrl(node, hostile), `${node.url}/uploads/code`, `a Host that is not a plain host: the node's URL (${hostile})`);
+
+  const configured = await startNode({ args: ['--public-url', 'https://statehold.example.com/'] });
+  t.teardown(() => configured.stop());
+  t.equal(await uploadUrl(configured, 'statehold.internal:9443'), 'https://statehold.example.com/uploads/code');
+});
+
 t.test('--help documents the settings; bad flags exit 2 with a message', async (t) => {
   const help = await run(process.execPath, ['--no-node-snapshot', entryPoint, '--help']);
   for (const word of [

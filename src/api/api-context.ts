@@ -21,6 +21,8 @@ import type { ApiRequest } from './http-types.js';
 
 export interface ApiSettings {
   publicUrl: string;
+  /** Whether the operator set the public URL (--public-url): else the code upload URL follows the request's Host. */
+  publicUrlSet: boolean;
   billingUrl: string;
   /** Items per page of every list endpoint. */
   pageSize: number;

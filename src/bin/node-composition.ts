@@ -103,6 +103,7 @@ export const composeNode = async (
 
   const settings: ApiSettings = {
     publicUrl: config.publicUrl ?? '',
+    publicUrlSet: config.publicUrl !== undefined,
     billingUrl: config.billingUrl ?? '',
     pageSize: config.pageSize,
     monthlyEventsLimit: 1_000_000_000,

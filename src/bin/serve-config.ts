@@ -74,7 +74,7 @@ export const serveSettings = [
     flag: 'public-url',
     env: 'STATEHOLD_PUBLIC_URL',
     fallback: undefined,
-    help: 'the URL clients use, e.g. https://statehold.example.com (default http://<host>:<port>); tokens with aud "<public-url>/" are accepted',
+    help: 'the URL clients use, e.g. https://statehold.example.com (default http://<host>:<port>; unset, upload URLs name the host a request came to); tokens with aud "<public-url>/" are accepted',
   },
   {
     flag: 'admin-key',

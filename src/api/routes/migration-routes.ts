@@ -29,7 +29,7 @@ export const registerMigrationRoutes = (router: Router, context: ApiContext): vo
     // The two version ids ride in the signed id's `id` field (`mig_...:ver_...:ver_...`): the finalize
     // step then needs no stored provisional record, as with versions.
     const id = [prettyId('mig'), fromVersionId, toVersionId].join(':');
-    return provisionalCreation(context, 'migration', { orgId, machine: machine.slug, id, gzip });
+    return provisionalCreation(context, request, 'migration', { orgId, machine: machine.slug, id, gzip });
   });
 
   router.add('PUT', '/machines/:machine/migrations/:signedMigrationId', async (request) => {

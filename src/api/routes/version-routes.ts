@@ -56,7 +56,7 @@ export const registerVersionRoutes = (router: Router, context: ApiContext): void
     const { orgId } = callerInOrg(context, request, 'machine-versions.write');
     const machine = requireMachine(context, orgId, request.params.machine as string);
     const gzip = gzipFlag(request.query.get('gzip'));
-    return provisionalCreation(context, 'version', { orgId, machine: machine.slug, id: prettyId('ver'), gzip });
+    return provisionalCreation(context, request, 'version', { orgId, machine: machine.slug, id: prettyId('ver'), gzip });
   });
 
   router.add('PUT', '/machines/:machine/v/:signedMachineVersionId', async (request) => {
