@@ -93,6 +93,9 @@ t.test('without --public-url, the code upload URL is the host the request came t
   for (const hostile of ['evil.example/x?', 'a b', 'x@y:1', 'h:99999999'])
     t.equal(await uploadUrl(node, hostile), `${node.url}/uploads/code`, `a Host that is not a plain host: the node's URL (${hostile})`);
 
+  const billing = await call(node.url, 'GET', '/billing', { token: node.adminKey, headers: { host: 'statehold.internal:9443' } });
+  t.equal(billing.body.url, 'http://statehold.internal:9443/billing-portal', 'so does the default billing link');
+
   const configured = await startNode({ args: ['--public-url', 'https://statehold.example.com/'] });
   t.teardown(() => configured.stop());
   t.equal(await uploadUrl(configured, 'statehold.internal:9443'), 'https://statehold.example.com/uploads/code');

@@ -23,7 +23,8 @@ export interface ApiSettings {
   publicUrl: string;
   /** Whether the operator set the public URL (--public-url): else the code upload URL follows the request's Host. */
   publicUrlSet: boolean;
-  billingUrl: string;
+  /** The link GET /billing returns (--billing-url); undefined: this node's own page, under the request's base (request-base.ts). */
+  billingUrl: string | undefined;
   /** Items per page of every list endpoint. */
   pageSize: number;
   monthlyEventsLimit: number;

@@ -8,6 +8,7 @@ import type { UploadClaims } from '../auth/upload-signer.js';
 import { invalidParameter, unauthorized } from '../domain/errors.js';
 import type { ApiContext } from './api-context.js';
 import { type ApiRequest, type ApiResponse, json } from './http-types.js';
+import { requestBase } from './request-base.js';
 import { CODE_UPLOAD_PATH, UPLOAD_TOKEN_FIELD } from './routes/upload-routes.js';
 
 type Kind = 'version' | 'migration';
@@ -36,20 +37,6 @@ export const gzipFlag = (value: string | null): boolean => {
   throw invalidParameter('gzip', 'gzip must be empty, true, 1, false or 0');
 };
 
-/** A Host header that names a host (a name, an IPv4 or a bracketed IPv6 address) and maybe a port, nothing else. */
-const PLAIN_HOST = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$/;
-
-/**
- * Where the code is uploaded: the public URL when the operator set one; else the host the request came
- * to (its Host header), which reaches this node from wherever the client is, where the default public
- * URL (`http://<host>:<port>`) does not when the node listens on 0.0.0.0 or behind a port mapping.
- */
-const uploadBase = (context: ApiContext, request: ApiRequest): string => {
-  const host = request.headers.host;
-  if (context.settings.publicUrlSet || host === undefined || !PLAIN_HOST.test(host)) return context.settings.publicUrl;
-  return `http://${host}`;
-};
-
 /** The provisional creation's answer: the signed id, and where and with which token the code is uploaded. */
 export const provisionalCreation = (
   context: ApiContext,
@@ -60,7 +47,7 @@ export const provisionalCreation = (
   const now = Date.now();
   return json({
     [NAMES[kind].returned]: context.uploadSigner.sign({ ...base, kind }, now),
-    codeUploadUrl: `${uploadBase(context, request)}${CODE_UPLOAD_PATH}`,
+    codeUploadUrl: `${requestBase(context, request)}${CODE_UPLOAD_PATH}`,
     codeUploadFields: { [UPLOAD_TOKEN_FIELD]: context.uploadSigner.sign({ ...base, kind: `${kind}-upload` }, now) },
   });
 };

@@ -104,7 +104,7 @@ export const composeNode = async (
   const settings: ApiSettings = {
     publicUrl: config.publicUrl ?? '',
     publicUrlSet: config.publicUrl !== undefined,
-    billingUrl: config.billingUrl ?? '',
+    billingUrl: config.billingUrl,
     pageSize: config.pageSize,
     monthlyEventsLimit: 1_000_000_000,
     monthlyReadsLimit: 1_000_000_000,
@@ -365,7 +365,6 @@ export const composeNode = async (
 
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
   settings.publicUrl = config.publicUrl ?? `http://${hostForUrl}:${server.port}`;
-  settings.billingUrl = config.billingUrl ?? `${settings.publicUrl}/billing-portal`;
   deployment.listening?.(settings.publicUrl);
   if (generatedSecret) {
     announce(`generated the operator key; it is shown only this once: ${generatedSecret}`);
