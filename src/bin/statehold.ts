@@ -23,7 +23,7 @@ const usage = (): string => {
 Usage:
   statehold serve [options]    start an embedded node (one process, LMDB storage)
   statehold node [options]     start a cluster node: serve's options and the cluster's below
-                               (not yet complete: cluster/README.md)
+                               (operating a cluster, its fault tests and limits: cluster/README.md)
   statehold smply-login --url U (--key OPERATOR_KEY | --key-id sbk_... --key SECRET) [--org org_...]
                                write ~/.smply/credentials (and default-org) so the smply CLI works
                                against the node at U: smply -u U machines list (README)
