@@ -535,3 +535,74 @@ t.test(
     t.equal(notes.length, 1, 'a read of a copy that agrees with the log rebuilds nothing');
   },
 );
+
+/**
+ * A copy whose replica lacks an instance's last entry (another instance's message at its sequence):
+ * no later entry names it, so the follower never reads it from the leader, and every append named the
+ * copy's older position (refused: 409 for good) while reads showed the older state.
+ */
+const copyBehindTheLog = async (t: Test) => {
+  const { store, nc, leaderNc, log } = await leaderAndReplica(t);
+  const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
+    const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
+    return { kind, head, history: [record(seq, count)], effects: {}, after };
+  };
+  // (the other instance in i's partition: the partition's follower reads only its own subjects)
+  const other = Array.from({ length: 1000 }, (_, n) => `o${n}`).find(
+    (name) => log.partitionOf('org_a', 'm', name) === log.partitionOf('org_a', 'm', 'i'),
+  ) as string;
+  for (const [js, entries] of [
+    [jetstream(leaderNc), [entry('create', 'i', 1, 0, 0), entry('commit', 'i', 2, 1, 1)]],
+    [jetstream(nc), [entry('create', 'i', 1, 0, 0), entry('create', other, 1, 5, 0)]],
+  ] as const)
+    for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', e.head.name), JSON.stringify(e));
+  const notes: string[] = [];
+  const copy = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {
+    nodeId: 'a',
+    note: (message) => notes.push(message),
+  });
+  copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
+  t.teardown(() => copy.stopFollowing());
+  const partition = copy.partitionOf('org_a', 'm', 'i');
+  for (let i = 0; i < 200 && (copy.appliedPositions()[partition] ?? 0) < 2; i++) await sleep(10);
+  const stale = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+  t.equal(stale.logSeq, 1, "the copy lacks the log's last entry of the instance");
+  return { copy, stale, notes };
+};
+
+const filledAsTheLogHasIt = (t: Test, copy: LogInstanceStore, notes: string[]) => {
+  const head = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+  t.same(head.context, { count: 1 }, "the copy holds the log's head");
+  t.equal(head.logSeq, 2, 'at its position');
+  t.same(
+    copy.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
+    [0, 1],
+    "and the log's history",
+  );
+  t.match(notes, [
+    /instance org_a\/m\/i: this copy's replica of the log lacked its 1 last entries \(after 1, to 2\); read from the log's leader/,
+  ]);
+};
+
+t.test("a read of a copy whose replica lacks the instance's last entry shows it: read from the log's leader", { skip }, async (t) => {
+  const { copy, stale, notes } = await copyBehindTheLog(t);
+  await copy.caughtUp('org_a', 'm', 'i');
+  filledAsTheLogHasIt(t, copy, notes);
+  t.equal(copy.isCurrent(stale), false, 'the older head held in memory is stale (its actor reloads)');
+  await copy.caughtUp('org_a', 'm', 'i');
+  t.equal(notes.length, 1, 'once');
+});
+
+t.test(
+  "an append refused because the copy's replica lacks the instance's last entry mends the copy: the next names the log's",
+  { skip },
+  async (t) => {
+    const { copy, stale, notes } = await copyBehindTheLog(t);
+    await t.rejects(
+      copy.commit({ ...headAt(3, 100), logSeq: undefined }, stale, [record(3, 100)]),
+      SequenceConflictError,
+      'the append after the older position is refused',
+    );
+    filledAsTheLogHasIt(t, copy, notes);
+  },
+);

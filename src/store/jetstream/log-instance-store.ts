@@ -31,7 +31,8 @@ import {
 } from './log-entries.js';
 import { HeldPartitionReads, type LocalCopy } from './held-partition-reads.js';
 import { LogPositions } from './log-positions.js';
-import { entriesToRebuildFrom, entryCounts, MAX_MISSED_CHAIN, missedEntry } from './log-repairs.js';
+import { entryCounts, MAX_MISSED_CHAIN, missedEntry } from './log-repairs.js';
+import { CopyMending } from './copy-mending.js';
 import { type AppliedMark, HeldPartitions } from './held-partitions.js';
 import { type CountsHere, type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
@@ -74,6 +75,8 @@ export class LogInstanceStore implements InstanceStore {
   private readonly nodeId: string;
   private readonly shareUsage: LogInstanceStoreOptions['shareUsage'];
   private readonly note: (message: string) => void;
+  /** Mends an instance's copy to the log's leader when the replica it follows diverged (copy-mending.ts). */
+  private readonly mending: CopyMending;
 
   constructor(
     private readonly local: LocalCopy,
@@ -95,6 +98,18 @@ export class LogInstanceStore implements InstanceStore {
     });
     this.shareUsage = options.shareUsage;
     this.note = options.note ?? (() => undefined);
+    this.mending = new CopyMending({
+      log,
+      local,
+      positions: this.positions,
+      copyOf: (key) => this.held.get(this.partitionOf(key.orgId, key.machine, key.name)),
+      inTurn: (key, work) => this.inTurn(key, work),
+      apply: (entry, seq) => this.apply(entry, seq, false),
+      positionOf: (key) => this.positionOf(key),
+      knowsEveryEntry: (key) => this.knowsEveryEntry(key),
+      note: this.note,
+      onError,
+    });
   }
 
   /** The partition of an instance, as the log divides them. */
@@ -434,11 +449,8 @@ export class LogInstanceStore implements InstanceStore {
       // Another node wrote the instance: let this node's copy catch up first, so that the runtime,
       // which drops its head and may run the request again, reloads the latest one (and a 503 when it
       // cannot: a run again on a stale copy would decide on a state that is not the instance's).
-      const last = await this.caughtUpStrictly(previous);
-      await this.rebuiltIfAhead(previous, last).catch((rebuildError: unknown) => {
-        // (the request is refused as a conflict either way; the next refused append tries again)
-        this.onError(`could not rebuild instance ${keyOf(previous)} from the log`, rebuildError);
-      });
+      // (mended to the log there when its replica diverged: the next run appends after the log's last)
+      await this.caughtUpStrictly(previous);
       throw new SequenceConflictError(previous.seq, undefined);
     }
   }
@@ -460,12 +472,9 @@ export class LogInstanceStore implements InstanceStore {
     const last = await this.log.lastSeq(orgId, machine, name).catch(() => undefined);
     if (last === undefined) return;
     await copy.appliedTo(last, CATCH_UP_MS);
-    // A read does not show an entry the log never committed either (rebuiltIfAhead); the quick look first.
+    // (the quick look first: the position of an instance written lately is in memory)
     const key = { orgId, machine, name };
-    if ((this.positions.latestOf(keyOf(key)) ?? this.positionOf(key) ?? 0) <= last) return;
-    await this.rebuiltIfAhead(key, last).catch((error: unknown) =>
-      this.onError(`could not rebuild instance ${keyOf(key)} from the log`, error),
-    );
+    if ((this.positions.latestOf(keyOf(key)) ?? this.positionOf(key) ?? 0) !== last) await this.mending.mendedToLog(key, last);
   }
 
   /**
@@ -486,40 +495,8 @@ export class LogInstanceStore implements InstanceStore {
     await copy.appliedTo(last, CATCH_UP_MS);
     if (copy.appliedSeq < last)
       throw unavailable(`this node's copy of instance ${key.name} of machine ${key.machine} is behind the cluster's log; retry`);
+    await this.mending.mendedToLog(key, last);
     return last;
-  }
-
-  /**
-   * Rebuilds the instance in this copy from the log's leader when the copy holds an entry of it the log
-   * never committed (log-repairs.ts): its rows are dropped and the log's entries applied again in order.
-   */
-  private async rebuiltIfAhead(key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>, lastBefore: number): Promise<void> {
-    const { orgId, machine, name } = key;
-    const instance = keyOf(key);
-    await this.inTurn(instance, async () => {
-      const current = this.local.getInstance(orgId, machine, name);
-      const position = this.positionOf(key);
-      if (position === undefined || position <= lastBefore) return;
-      const rebuild = await entriesToRebuildFrom(this.log, key, position);
-      if (rebuild === undefined) return;
-      if (rebuild === 'too-many') {
-        this.onError(
-          `instance ${instance}: this copy holds an entry at ${position} the log does not have, and too many to rebuild from`,
-          undefined,
-        );
-        return;
-      }
-      this.note(
-        `instance ${instance}: this copy held an entry at ${position} the log does not have (its last is ${rebuild.last}); rebuilt from the log's ${rebuild.entries.length} entries`,
-      );
-      if (current) await this.local.deleteInstance(orgId, machine, name);
-      this.positions.forget(instance);
-      for (const { entry, seq } of rebuild.entries) {
-        await this.apply(entry, seq, false);
-        this.positions.noteLatest(instance, seq);
-      }
-      this.positions.noteRebuilt(instance, rebuild.last);
-    });
   }
 
   /**
@@ -612,7 +589,7 @@ export class LogInstanceStore implements InstanceStore {
   /** Whether the copy lacked the entry this one names, and has applied it now, read from the stream's leader (log-repairs.ts). */
   private async appliedMissed(entry: LogEntry, key: string, position: number | undefined, seq: number, depth: number): Promise<boolean> {
     if (depth >= MAX_MISSED_CHAIN) return false;
-    const missed = await missedEntry(this.log, entry, seq, position, () => this.knowsEveryEntry(entry));
+    const missed = await missedEntry(this.log, entry, seq, position, () => this.knowsEveryEntry(instanceOf(entry)));
     if (!missed) return false;
     const named = entry.after as number;
     this.note(
@@ -626,7 +603,7 @@ export class LogInstanceStore implements InstanceStore {
   /** Whether an entry counts (log-repairs.ts, entryCounts). */
   private counts(entry: LogEntry, seq: number, position: number | undefined): Promise<boolean> {
     return entryCounts(this.log, entry, seq, position, {
-      knowsEveryEntry: () => this.knowsEveryEntry(entry),
+      knowsEveryEntry: () => this.knowsEveryEntry(instanceOf(entry)),
       stopped: () => this.stopped,
       onError: this.onError,
     });
@@ -638,9 +615,8 @@ export class LogInstanceStore implements InstanceStore {
     return current ? (current.logSeq ?? 0) : this.positions.headlessAt(keyOf(key));
   }
 
-  /** Whether the copy holds every entry of the entry's instance it has had (its partition followed from the start, no position forgotten). */
-  private knowsEveryEntry(entry: LogEntry): boolean {
-    const { orgId, machine, name } = instanceOf(entry);
+  /** Whether the copy holds every entry of the instance it has had (its partition followed from the start, no position forgotten). */
+  private knowsEveryEntry({ orgId, machine, name }: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>): boolean {
     return !!this.held.get(this.partitionOf(orgId, machine, name))?.followedFromStart && !this.positions.headlessForgotten;
   }
 

@@ -11,7 +11,7 @@
  *   seconds of its entry: see LogInstanceStore.countsHere).
  * - `fenced`: requests taken over by a fence, and the node that fenced them (a fence matters only while
  *   the request it fences may still be under way elsewhere: seconds).
- * - `rebuilt`: instances rebuilt from the log (LogInstanceStore.rebuiltIfAhead), and the log's last entry
+ * - `rebuilt`: instances rebuilt from the log (copy-mending.ts), and the log's last entry
  *   they were rebuilt to, until an entry past it is applied: a head held in memory past it is the entry
  *   the log never committed.
  */

@@ -12,7 +12,7 @@ import type { JetStreamTransitionLog } from './transition-log.js';
 /** How many entries of one instance, each naming the one before, are read back from the log's leader for one the copy follows. */
 export const MAX_MISSED_CHAIN = 16;
 
-/** The most entries of one instance a copy that got ahead of the log rebuilds it from (one question to the log each). */
+/** The most entries of one instance a copy that got ahead of the log rebuilds it from, or that it lacks and reads (one question to the log each). */
 const MAX_REBUILT_ENTRIES = 10_000;
 
 /**
@@ -64,20 +64,48 @@ export const entriesToRebuildFrom = async (
   log: JetStreamTransitionLog,
   key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>,
   position: number,
-): Promise<{ entries: Array<{ entry: LogEntry; seq: number }>; last: number } | 'too-many' | undefined> => {
+): Promise<{ entries: LoggedEntry[]; last: number } | 'too-many' | undefined> => {
   const { orgId, machine, name } = key;
   const there = await log.get(position);
   if (!there || there.subject === log.subjectOf(orgId, machine, name)) return undefined;
   const last = await log.lastSeq(orgId, machine, name);
   if (position <= last) return undefined;
-  const entries: Array<{ entry: LogEntry; seq: number }> = [];
-  for (let after = 0; entries.length <= MAX_REBUILT_ENTRIES;) {
-    const message = await log.nextEntry(orgId, machine, name, after);
-    if (!message || message.seq > last) break;
+  const entries = await entriesBetween(log, key, 0, last);
+  return entries === 'too-many' ? entries : { entries, last };
+};
+
+/**
+ * The log's entries of an instance after `position` (the copy's latest of it) up to `last` (the log's
+ * latest), read from the leader, when the copy has applied its partition past `last` and so should hold
+ * it: the replica the copy follows lacks them (a 2.9.10 replica that diverged held other messages at
+ * their sequences). The last entry of an instance is named by no later one, so missedEntry does not
+ * find it, and every append would name the copy's stale position, refused for good. 'too-many' past
+ * MAX_REBUILT_ENTRIES.
+ */
+export const entriesBehind = (
+  log: JetStreamTransitionLog,
+  key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>,
+  position: number,
+  last: number,
+): Promise<LoggedEntry[] | 'too-many'> => entriesBetween(log, key, position, last);
+
+type LoggedEntry = { entry: LogEntry; seq: number };
+
+/** The instance's entries after stream sequence `after` up to `last`, in order, as the log's leader holds them. */
+const entriesBetween = async (
+  log: JetStreamTransitionLog,
+  key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>,
+  after: number,
+  last: number,
+): Promise<LoggedEntry[] | 'too-many'> => {
+  const entries: LoggedEntry[] = [];
+  for (let from = after; entries.length <= MAX_REBUILT_ENTRIES;) {
+    const message = await log.nextEntry(key.orgId, key.machine, key.name, from);
+    if (!message || message.seq > last) return entries;
     entries.push({ entry: entryOf(message), seq: message.seq });
-    after = message.seq;
+    from = message.seq;
   }
-  return entries.length > MAX_REBUILT_ENTRIES ? 'too-many' : { entries, last };
+  return 'too-many';
 };
 
 /**

@@ -1,0 +1,100 @@
+import type { InstanceHead } from '../instance-store.js';
+import type { LocalCopy } from './held-partition-reads.js';
+import { keyOf, type LogEntry } from './log-entries.js';
+import type { LogPositions } from './log-positions.js';
+import { entriesBehind, entriesToRebuildFrom } from './log-repairs.js';
+import type { PartitionCopy } from './partition-copy.js';
+import type { JetStreamTransitionLog } from './transition-log.js';
+
+type InstanceKey = Pick<InstanceHead, 'orgId' | 'machine' | 'name'>;
+
+/** What mending a copy uses of its store (log-instance-store.ts). */
+export interface CopyMendingDeps {
+  log: JetStreamTransitionLog;
+  local: LocalCopy;
+  positions: LogPositions;
+  /** The instance's partition's copy, when this node holds it. */
+  copyOf(key: InstanceKey): PartitionCopy | undefined;
+  /** Runs `work` in the instance's turn (after whatever applies to its rows already). */
+  inTurn<T>(key: string, work: () => Promise<T>): Promise<T>;
+  /** Applies an entry read from the log (not this node's own), as the follower would. */
+  apply(entry: LogEntry, seq: number): Promise<unknown>;
+  /** The log position of the instance's latest entry in the copy. */
+  positionOf(key: InstanceKey): number | undefined;
+  knowsEveryEntry(key: InstanceKey): boolean;
+  note(message: string): void;
+  onError(message: string, error: unknown): void;
+}
+
+/**
+ * Once a copy has applied an instance's partition up to the log's last entry of it (`last`), the
+ * copy's position of the instance is that entry's, unless the replica its partition follows diverged
+ * from the log's leader (2.9.10): the copy then holds an entry the log never committed (rebuiltIfAhead)
+ * or lacks the log's last ones (filledIfBehind), and is mended from the leader (log-repairs.ts reads
+ * what it needs). Then a read does not show what the log does not hold, and the instance's next append
+ * names the log's position (before, each was refused: 409 for good).
+ */
+export class CopyMending {
+  constructor(private readonly deps: CopyMendingDeps) {}
+
+  /** Mends the instance's copy to the log's `last` entry where it differs; a failure is logged (the next look tries again). */
+  async mendedToLog(key: InstanceKey, last: number): Promise<void> {
+    try {
+      await this.rebuiltIfAhead(key, last);
+      await this.filledIfBehind(key, last);
+    } catch (error) {
+      this.deps.onError(`could not mend instance ${keyOf(key)} to the log`, error);
+    }
+  }
+
+  /** Applies the log's entries of the instance the copy lacks at its end (log-repairs.ts, entriesBehind), in the instance's turn. */
+  private async filledIfBehind(key: InstanceKey, last: number): Promise<void> {
+    const { deps } = this;
+    const instance = keyOf(key);
+    const copy = deps.copyOf(key);
+    if (!copy) return;
+    await deps.inTurn(instance, async () => {
+      const position = deps.positionOf(key);
+      // (no position: behind only if the copy would know of every entry; else it cannot tell)
+      if (copy.appliedSeq < last || (position ?? 0) >= last || (position === undefined && !deps.knowsEveryEntry(key))) return;
+      const missing = await entriesBehind(deps.log, key, position ?? 0, last);
+      if (missing === 'too-many') throw new Error(`this copy lacks too many entries of the instance to read them (after ${position})`);
+      if (missing.length === 0) return;
+      deps.note(
+        `instance ${instance}: this copy's replica of the log lacked its ${missing.length} last entries (after ${position ?? 0}, to ${last}); read from the log's leader`,
+      );
+      for (const { entry, seq } of missing) {
+        await deps.apply(entry, seq);
+        deps.positions.noteLatest(instance, seq);
+      }
+    });
+  }
+
+  /**
+   * Rebuilds the instance in the copy from the log's leader when the copy holds an entry of it the log
+   * never committed (log-repairs.ts, entriesToRebuildFrom): its rows are dropped and the log's entries
+   * applied again in order; a head held in memory past the log's last is then stale (LogPositions.rebuilt).
+   */
+  private async rebuiltIfAhead(key: InstanceKey, lastBefore: number): Promise<void> {
+    const { deps } = this;
+    const instance = keyOf(key);
+    await deps.inTurn(instance, async () => {
+      const position = deps.positionOf(key);
+      if (position === undefined || position <= lastBefore) return;
+      const rebuild = await entriesToRebuildFrom(deps.log, key, position);
+      if (rebuild === undefined) return;
+      if (rebuild === 'too-many')
+        throw new Error(`this copy holds an entry at ${position} the log does not have, and too many to rebuild from`);
+      deps.note(
+        `instance ${instance}: this copy held an entry at ${position} the log does not have (its last is ${rebuild.last}); rebuilt from the log's ${rebuild.entries.length} entries`,
+      );
+      if (deps.local.getInstance(key.orgId, key.machine, key.name)) await deps.local.deleteInstance(key.orgId, key.machine, key.name);
+      deps.positions.forget(instance);
+      for (const { entry, seq } of rebuild.entries) {
+        await deps.apply(entry, seq);
+        deps.positions.noteLatest(instance, seq);
+      }
+      deps.positions.noteRebuilt(instance, rebuild.last);
+    });
+  }
+}
