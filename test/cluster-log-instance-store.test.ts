@@ -454,6 +454,39 @@ t.test(
   },
 );
 
+/** A copy of every partition following the replica (`nc`), asking `log`, whose applied position of i's partition reached `seq`. */
+const copyFollowing = async (t: Test, parts: Awaited<ReturnType<typeof leaderAndReplica>>, seq: number) => {
+  const { store, nc, log } = parts;
+  const notes: string[] = [];
+  const copy = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {
+    nodeId: 'a',
+    note: (message) => notes.push(message),
+  });
+  copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
+  t.teardown(() => copy.stopFollowing());
+  const partition = copy.partitionOf('org_a', 'm', 'i');
+  for (let i = 0; i < 200 && (copy.appliedPositions()[partition] ?? 0) < seq; i++) await sleep(10);
+  return { copy, notes };
+};
+
+/** The copy holds i as the log has it (count 1 at position 2, its history 0 and 1), and told what it mended. */
+const holdsTheLogs = (t: Test, copy: LogInstanceStore, notes: string[], told: RegExp) => {
+  const head = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+  t.same(head.context, { count: 1 }, "the copy holds the log's head");
+  t.equal(head.logSeq, 2, 'at its position');
+  t.same(
+    copy.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
+    [0, 1],
+    "and the log's history",
+  );
+  t.match(notes, [told]);
+};
+
+const REBUILT =
+  /instance org_a\/m\/i: this copy held an entry at 3 the log does not have \(its last is 2\); rebuilt from the log's 2 entries/;
+const FILLED =
+  /instance org_a\/m\/i: this copy's replica of the log lacked its 1 last entries \(after 1, to 2\); read from the log's leader/;
+
 /**
  * A copy that applied an entry the log never committed. A 2.9.10 server that led the stream and was
  * paused kept messages its quorum never took, and a node whose consumer sat on it applied one (an event
@@ -462,7 +495,8 @@ t.test(
  * another nats-server, holding such an entry at 3, where the log holds another instance's create.
  */
 const copyAheadOfTheLog = async (t: Test) => {
-  const { store, nc, leaderNc, log } = await leaderAndReplica(t);
+  const parts = await leaderAndReplica(t);
+  const { nc, leaderNc, log } = parts;
   const entry = (kind: 'create' | 'commit', seq: number, count: number, after: number) => {
     const { logSeq: _seq, ...head } = headAt(seq, count);
     return { kind, head, history: [record(seq, count)], effects: {}, after };
@@ -479,32 +513,10 @@ const copyAheadOfTheLog = async (t: Test) => {
     JSON.stringify({ kind: 'create', head: other, history: [record(1, 5)], effects: {}, after: 0 }),
   );
 
-  const notes: string[] = [];
-  const copy = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {
-    nodeId: 'a',
-    note: (message) => notes.push(message),
-  });
-  copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
-  t.teardown(() => copy.stopFollowing());
-  const partition = copy.partitionOf('org_a', 'm', 'i');
-  for (let i = 0; i < 200 && (copy.appliedPositions()[partition] ?? 0) < 3; i++) await sleep(10);
+  const { copy, notes } = await copyFollowing(t, parts, 3);
   const phantom = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
   t.same(phantom.context, { count: 99 }, 'the copy applied the entry the log does not have');
   return { copy, phantom, notes };
-};
-
-const rebuiltAsTheLogHasIt = (t: Test, copy: LogInstanceStore, notes: string[]) => {
-  const rebuilt = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
-  t.same(rebuilt.context, { count: 1 }, "the copy holds the log's head again");
-  t.equal(rebuilt.logSeq, 2, 'at its position');
-  t.same(
-    copy.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
-    [0, 1],
-    "and the log's history, without the record of the entry it never committed",
-  );
-  t.match(notes, [
-    /instance org_a\/m\/i: this copy held an entry at 3 the log does not have \(its last is 2\); rebuilt from the log's 2 entries/,
-  ]);
 };
 
 t.test(
@@ -517,7 +529,7 @@ t.test(
       SequenceConflictError,
       'the append after it is refused',
     );
-    rebuiltAsTheLogHasIt(t, copy, notes);
+    holdsTheLogs(t, copy, notes, REBUILT);
   },
 );
 
@@ -528,7 +540,7 @@ t.test(
     const { copy, phantom, notes } = await copyAheadOfTheLog(t);
     t.equal(copy.isCurrent(phantom), true, 'before the read, the head held is the latest the copy applied');
     await copy.caughtUp('org_a', 'm', 'i');
-    rebuiltAsTheLogHasIt(t, copy, notes);
+    holdsTheLogs(t, copy, notes, REBUILT);
     t.equal(copy.isCurrent(phantom), false, 'a head held in memory at the entry the log never committed is stale (its actor reloads)');
     t.equal(copy.isCurrent(copy.getInstance('org_a', 'm', 'i') as InstanceHead), true, 'the rebuilt head is current');
     await copy.caughtUp('org_a', 'm', 'i');
@@ -542,7 +554,8 @@ t.test(
  * copy's older position (refused: 409 for good) while reads showed the older state.
  */
 const copyBehindTheLog = async (t: Test) => {
-  const { store, nc, leaderNc, log } = await leaderAndReplica(t);
+  const parts = await leaderAndReplica(t);
+  const { nc, leaderNc, log } = parts;
   const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
     const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
     return { kind, head, history: [record(seq, count)], effects: {}, after };
@@ -556,38 +569,16 @@ const copyBehindTheLog = async (t: Test) => {
     [jetstream(nc), [entry('create', 'i', 1, 0, 0), entry('create', other, 1, 5, 0)]],
   ] as const)
     for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', e.head.name), JSON.stringify(e));
-  const notes: string[] = [];
-  const copy = new LogInstanceStore(store.instances, log, (message, error) => t.fail(`${message}: ${String(error)}`), {
-    nodeId: 'a',
-    note: (message) => notes.push(message),
-  });
-  copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
-  t.teardown(() => copy.stopFollowing());
-  const partition = copy.partitionOf('org_a', 'm', 'i');
-  for (let i = 0; i < 200 && (copy.appliedPositions()[partition] ?? 0) < 2; i++) await sleep(10);
+  const { copy, notes } = await copyFollowing(t, parts, 2);
   const stale = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
   t.equal(stale.logSeq, 1, "the copy lacks the log's last entry of the instance");
   return { copy, stale, notes };
 };
 
-const filledAsTheLogHasIt = (t: Test, copy: LogInstanceStore, notes: string[]) => {
-  const head = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
-  t.same(head.context, { count: 1 }, "the copy holds the log's head");
-  t.equal(head.logSeq, 2, 'at its position');
-  t.same(
-    copy.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
-    [0, 1],
-    "and the log's history",
-  );
-  t.match(notes, [
-    /instance org_a\/m\/i: this copy's replica of the log lacked its 1 last entries \(after 1, to 2\); read from the log's leader/,
-  ]);
-};
-
 t.test("a read of a copy whose replica lacks the instance's last entry shows it: read from the log's leader", { skip }, async (t) => {
   const { copy, stale, notes } = await copyBehindTheLog(t);
   await copy.caughtUp('org_a', 'm', 'i');
-  filledAsTheLogHasIt(t, copy, notes);
+  holdsTheLogs(t, copy, notes, FILLED);
   t.equal(copy.isCurrent(stale), false, 'the older head held in memory is stale (its actor reloads)');
   await copy.caughtUp('org_a', 'm', 'i');
   t.equal(notes.length, 1, 'once');
@@ -603,6 +594,6 @@ t.test(
       SequenceConflictError,
       'the append after the older position is refused',
     );
-    filledAsTheLogHasIt(t, copy, notes);
+    holdsTheLogs(t, copy, notes, FILLED);
   },
 );

@@ -34,22 +34,12 @@ export const applyEntryEffects = async (
         await local.replaceHead({ ...current, logSeq: seq }, current);
         return 'headed';
       }
-      delivered.sending(entry.effects);
-      await local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects);
-      delivered.sent(entry.effects);
-      delivered.delivered(entry.effects.receivedMessageId);
-      hooks.timers(entry.head);
-      hooks.outbox(entry.effects);
+      await withEffects(delivered, hooks, entry, () => local.createInstance({ ...entry.head, logSeq: seq }, entry.history, entry.effects));
       return 'headed';
     }
     case 'commit': {
       if (!current) return 'headless';
-      delivered.sending(entry.effects);
-      await local.commit({ ...entry.head, logSeq: seq }, current, entry.history, entry.effects);
-      delivered.sent(entry.effects);
-      delivered.delivered(entry.effects.receivedMessageId);
-      hooks.timers(entry.head);
-      hooks.outbox(entry.effects);
+      await withEffects(delivered, hooks, entry, () => local.commit({ ...entry.head, logSeq: seq }, current, entry.history, entry.effects));
       return 'headed';
     }
     case 'head': {
@@ -77,4 +67,19 @@ export const applyEntryEffects = async (
       await local.deleteInstance(entry.orgId, entry.machine, entry.name);
       return 'headless';
   }
+};
+
+/** Writes a create's or a commit's rows, with what its effects tell: outbox entries placed, a message delivered, timers, the outbox. */
+const withEffects = async (
+  delivered: DeliveredMessages,
+  hooks: EntryEffectsHooks,
+  entry: Extract<LogEntry, { kind: 'create' | 'commit' }>,
+  write: () => Promise<unknown>,
+): Promise<void> => {
+  delivered.sending(entry.effects);
+  await write();
+  delivered.sent(entry.effects);
+  delivered.delivered(entry.effects.receivedMessageId);
+  hooks.timers(entry.head);
+  hooks.outbox(entry.effects);
 };
