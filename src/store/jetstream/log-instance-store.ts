@@ -472,9 +472,7 @@ export class LogInstanceStore implements InstanceStore {
     const last = await this.log.lastSeq(orgId, machine, name).catch(() => undefined);
     if (last === undefined) return;
     await copy.appliedTo(last, CATCH_UP_MS);
-    // (the quick look first: the position of an instance written lately is in memory)
-    const key = { orgId, machine, name };
-    if ((this.positions.latestOf(keyOf(key)) ?? this.positionOf(key) ?? 0) !== last) await this.mending.mendedToLog(key, last);
+    await this.mending.mendedToLog({ orgId, machine, name }, last);
   }
 
   /**
@@ -580,7 +578,7 @@ export class LogInstanceStore implements InstanceStore {
       return true;
     }
     const after = await applyEntryEffects(this.local, this.delivered, this.hooks, entry, seq, current);
-    // (no head here now: the instance's position is kept beside the heads)
+    // (with no head here now, the instance's position is kept beside the heads)
     if (after === 'headed') this.positions.headed(key);
     else this.positions.noteHeadless(key, seq);
     return true;
