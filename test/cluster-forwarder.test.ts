@@ -267,6 +267,52 @@ t.test('a command that outlives a hand-over and finds its copy let go (404, 409)
   t.same(ran.n2, [`send ${givenAway[0]} GONE`, `send ${givenAway[1]} MOVED`], 'each ran once on the new owner');
 });
 
+t.test(
+  "a 503 for a request asked again after a lost answer says it may have been applied; a first ask's 503 says retry",
+  { skip },
+  async (t) => {
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const members = () => ['n1', 'n2'];
+    let asked = 0;
+    const side = ownerSide('n2', []);
+    await startForwarder(
+      t,
+      nats,
+      'n2',
+      {
+        ...side,
+        send: async (_o, _m, _name, event) => {
+          // The first copy is taken and never answered (its owner's answer lost); the copy asked again finds
+          // the log unreadable as the stream elects a leader (the fence before it runs: LogInstanceStore.fence).
+          if (event.type === 'LOST' && asked++ === 0) await new Promise(() => {});
+          throw new ServiceError(503, 'unavailable', "the cluster's log cannot be read now (timeout); retry");
+        },
+      },
+      members,
+    );
+    const n1 = await startForwarder(t, nats, 'n1', ownerSide('n1', []), members);
+    const names = Array.from({ length: 40 }, (_, i) => `i${i}`);
+    const remote = names.find((name) => n1.ownerOf('org_a', 'm', name) === 'n2') as string;
+
+    await t.rejects(
+      n1.send('org_a', 'm', remote, { type: 'FIRST' }, {}),
+      { status: 503, code: 'unavailable', message: "the cluster's log cannot be read now (timeout); retry" },
+      "a first ask's 503 stands as it was: nothing ran",
+    );
+    const failure = await n1.send('org_a', 'm', remote, { type: 'LOST' }, {}).then(
+      () => undefined,
+      (error: unknown) => error as ServiceError,
+    );
+    t.equal(asked, 2, 'taken, then asked again after its answer did not come');
+    t.match(failure, { status: 503, code: 'unavailable' });
+    t.match(
+      failure?.message,
+      /^the cluster's log cannot be read now \(timeout\); the request was asked again after its first answer was lost, so it may or may not have been applied: read the instance, then retry$/,
+    );
+  },
+);
+
 t.test('an instance the owner found missing runs again once its copy caught up has it; else the 404 stands', { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());

@@ -358,12 +358,12 @@ export class Forwarder implements InstanceWrites, InstanceReads {
           return await this.runLocally(command);
         } catch (error) {
           // (this node turned out not to be the one to run it now: ask again, of the owner in the view then)
-          if (!(error instanceof RequestMovedError)) throw error;
+          if (!(error instanceof RequestMovedError)) throw lost > 0 ? uncertainOnceLost(error) : error;
           reply = MOVED;
         }
       } else reply = await this.ask(owner, command);
       if (reply.ok) return reply.value;
-      if ('error' in reply) throw errorOf(reply.error);
+      if ('error' in reply) throw lost > 0 ? uncertainOnceLost(errorOf(reply.error)) : errorOf(reply.error);
       if ('lost' in reply) {
         // Asked again with the same request id, of whoever owns the instance now: creates and sends
         // carry an id the owner finds in the instance's history if it did apply them; the other
@@ -375,7 +375,8 @@ export class Forwarder implements InstanceWrites, InstanceReads {
         command = { ...command, retry: true };
         deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
       }
-      if (Date.now() > deadline) throw new ForwardingFailure(`the owner of instance ${name} of machine ${machine} keeps moving; retry`);
+      if (Date.now() > deadline)
+        throw uncertainOnceLost(new ForwardingFailure(`the owner of instance ${name} of machine ${machine} keeps moving; retry`), lost);
       await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, 500)));
     }
   }
@@ -575,6 +576,21 @@ class ForwardingFailure extends ServiceError {
     super(503, 'unavailable', message);
   }
 }
+
+/** What an uncertain answer tells the client to do (as the log's own uncertain writes: transition-log.ts). */
+const UNCERTAIN = 'it may or may not have been applied: read the instance, then retry';
+
+/**
+ * A 503 for a request asked again after a lost answer (`lost` times) is no plain "retry": the first copy
+ * may have been applied, and a client that sends it again then applies it twice (a fence whose read of
+ * the log timed out as the stream elected a leader, seen under a killed nats-server). It says so.
+ */
+const uncertainOnceLost = (error: unknown, lost = 1): unknown => {
+  if (lost === 0 || !(error instanceof ServiceError) || error.status !== 503 || error.message.includes('may or may not have been applied'))
+    return error;
+  const reason = error.message.replace(/;\s*retry\.?$/, '');
+  return new ForwardingFailure(`${reason}; the request was asked again after its first answer was lost, so ${UNCERTAIN}`);
+};
 
 const errorOf = ({
   status,
