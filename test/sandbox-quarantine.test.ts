@@ -126,7 +126,8 @@ t.test(
     for (const machine of ['sibling', 'later']) {
       t.equal((await a.post(`/machines/${machine}/i/x/events`, { event: 'BOOM' })).status, 400, `${machine}: its crashing event fails`);
       t.equal(workerPid(node, 'main'), main, `${machine}: the main worker survived: the version ran in the quarantine worker`);
-      t.equal((await a.post(`/machines/${machine}/i/x/events`, { event: 'ADD' })).status, 200, `${machine}: its other events are applied`);
+      const added = await a.post(`/machines/${machine}/i/x/events`, { event: 'ADD' });
+      t.equal(added.status, 200, `${machine}: its other events are applied (${added.text})`);
     }
     t.equal((await b.post('/machines/elsewhere/i/x/events', { event: 'BOOM' })).status, 400);
     t.not(workerPid(node, 'main'), main, "the other org's version still ran in the main worker, which its crash took down");
