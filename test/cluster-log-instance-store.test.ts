@@ -470,10 +470,10 @@ const copyFollowing = async (t: Test, parts: Awaited<ReturnType<typeof leaderAnd
 };
 
 /** The copy holds i as the log has it (count 1 at position 2, its history 0 and 1), and told what it mended. */
-const holdsTheLogs = (t: Test, copy: LogInstanceStore, notes: string[], told: RegExp) => {
+const holdsTheLogs = (t: Test, copy: LogInstanceStore, notes: string[], told: RegExp, at = 2) => {
   const head = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
   t.same(head.context, { count: 1 }, "the copy holds the log's head");
-  t.equal(head.logSeq, 2, 'at its position');
+  t.equal(head.logSeq, at, 'at its position');
   t.same(
     copy.listTransitions('org_a', 'm', 'i', 0, 10).map((r) => r.event.count),
     [0, 1],
@@ -595,5 +595,37 @@ t.test(
       'the append after the older position is refused',
     );
     holdsTheLogs(t, copy, notes, FILLED);
+  },
+);
+
+t.test(
+  "an entry the log's leader counts that the copy does not (its replica holds a phantom of the instance between) rebuilds the instance from the leader",
+  { skip },
+  async (t) => {
+    // A replica that led the stream and was cut off keeps its owner's appends the quorum never took;
+    // once the copy applied one, the committed entries after it named a position before it, did not
+    // count on the copy, and their records were lost (acknowledged events missing from every history).
+    const parts = await leaderAndReplica(t);
+    const { nc, leaderNc, log } = parts;
+    const other = Array.from({ length: 1000 }, (_, n) => `o${n}`).find(
+      (name) => log.partitionOf('org_a', 'm', name) === log.partitionOf('org_a', 'm', 'i'),
+    ) as string;
+    const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
+      const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
+      return { kind, head, history: [record(seq, count)], effects: {}, after };
+    };
+    for (const [js, entries] of [
+      [jetstream(leaderNc), [entry('create', 'i', 1, 0, 0), entry('create', other, 1, 5, 0), entry('commit', 'i', 2, 1, 1)]],
+      [jetstream(nc), [entry('create', 'i', 1, 0, 0), entry('commit', 'i', 2, 99, 1), entry('commit', 'i', 2, 1, 1)]],
+    ] as const)
+      for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', e.head.name), JSON.stringify(e));
+    const { copy, notes } = await copyFollowing(t, parts, 3);
+    holdsTheLogs(
+      t,
+      copy,
+      notes,
+      /instance org_a\/m\/i: this copy held an entry the log's leader does not have between \(its position 2, the log's entry at 3 counts there\); rebuilt from the log's 2 entries/,
+      3,
+    );
   },
 );

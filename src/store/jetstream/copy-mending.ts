@@ -1,6 +1,6 @@
 import type { InstanceHead } from '../instance-store.js';
 import type { LocalCopy } from './held-partition-reads.js';
-import { keyOf, type LogEntry } from './log-entries.js';
+import { instanceOf as instanceOfEntry, keyOf, type LogEntry } from './log-entries.js';
 import type { LogPositions } from './log-positions.js';
 import { entriesBehind, entriesToRebuildFrom } from './log-repairs.js';
 import type { PartitionCopy } from './partition-copy.js';
@@ -19,6 +19,8 @@ export interface CopyMendingDeps {
   inTurn<T>(key: string, work: () => Promise<T>): Promise<T>;
   /** Applies an entry read from the log (not this node's own), as the follower would. */
   apply(entry: LogEntry, seq: number): Promise<unknown>;
+  /** The same, for the entries of a rebuild (read from the leader in order, into a copy emptied of the instance). */
+  applyFromLeader(entry: LogEntry, seq: number): Promise<unknown>;
   /** The log position of the instance's latest entry in the copy. */
   positionOf(key: InstanceKey): number | undefined;
   knowsEveryEntry(key: InstanceKey): boolean;
@@ -73,6 +75,48 @@ export class CopyMending {
   }
 
   /**
+   * Whether the log's leader counts an entry the copy does not (its first entry of the instance after
+   * the position the entry names is this one): then the copy holds an entry of the instance between
+   * that the leader does not have there (a replica that diverged under a cut of its leader kept the
+   * cut-off owner's appends the quorum never took, or committed entries at other sequences). No answer
+   * throws, so that the apply fails and the follower makes it again (passed by, a committed entry would
+   * not count, and its record would be lost for good).
+   */
+  async countsOnLog(entry: LogEntry, seq: number): Promise<boolean> {
+    if (entry.after === undefined) return false;
+    const { orgId, machine, name } = instanceOfEntry(entry);
+    return (await this.deps.log.firstAfter(orgId, machine, name, entry.after)) === seq;
+  }
+
+  /**
+   * In the instance's turn already: drops the instance's rows from the copy and applies the log's
+   * entries of it up to `upTo` again, in order, as the leader holds them; `position` is the copy's.
+   */
+  async rebuildInTurn(key: InstanceKey, upTo: number, position: number): Promise<void> {
+    const { deps } = this;
+    const instance = keyOf(key);
+    const entries = await entriesBehind(deps.log, key, 0, upTo);
+    if (entries === 'too-many')
+      throw new Error(`this copy of instance ${instance} differs from the log, and too many entries to rebuild it from`);
+    deps.note(
+      `instance ${instance}: this copy held an entry the log's leader does not have between (its position ${position}, the log's entry at ${upTo} counts there); rebuilt from the log's ${entries.length} entries`,
+    );
+    await this.replaced(key, entries);
+  }
+
+  /** Drops the instance's rows from the copy and applies `entries` (the log's, in order) in their place. */
+  private async replaced(key: InstanceKey, entries: Array<{ entry: LogEntry; seq: number }>): Promise<void> {
+    const { deps } = this;
+    const instance = keyOf(key);
+    if (deps.local.getInstance(key.orgId, key.machine, key.name)) await deps.local.deleteInstance(key.orgId, key.machine, key.name);
+    deps.positions.forget(instance);
+    for (const { entry, seq } of entries) {
+      await deps.applyFromLeader(entry, seq);
+      deps.positions.noteLatest(instance, seq);
+    }
+  }
+
+  /**
    * Rebuilds the instance in the copy from the log's leader when the copy holds an entry of it the log
    * never committed (log-repairs.ts, entriesToRebuildFrom): its rows are dropped and the log's entries
    * applied again in order; a head held in memory past the log's last is then stale (LogPositions.rebuilt).
@@ -90,12 +134,7 @@ export class CopyMending {
       deps.note(
         `instance ${instance}: this copy held an entry at ${position} the log does not have (its last is ${rebuild.last}); rebuilt from the log's ${rebuild.entries.length} entries`,
       );
-      if (deps.local.getInstance(key.orgId, key.machine, key.name)) await deps.local.deleteInstance(key.orgId, key.machine, key.name);
-      deps.positions.forget(instance);
-      for (const { entry, seq } of rebuild.entries) {
-        await deps.apply(entry, seq);
-        deps.positions.noteLatest(instance, seq);
-      }
+      await this.replaced(key, rebuild.entries);
       deps.positions.noteRebuilt(instance, rebuild.last);
     });
   }

@@ -105,6 +105,7 @@ export class LogInstanceStore implements InstanceStore {
       copyOf: (key) => this.held.get(this.partitionOf(key.orgId, key.machine, key.name)),
       inTurn: (key, work) => this.inTurn(key, work),
       apply: (entry, seq) => this.apply(entry, seq, false),
+      applyFromLeader: (entry, seq) => this.apply(entry, seq, false, 0, true),
       positionOf: (key) => this.positionOf(key),
       knowsEveryEntry: (key) => this.knowsEveryEntry(key),
       note: this.note,
@@ -559,7 +560,7 @@ export class LogInstanceStore implements InstanceStore {
    * and it, only moves the instance's log position (the next append must name it for JetStream to take
    * it). `own`: this node's append, known to count; false is resolved when it is left to the follower.
    */
-  private async apply(entry: LogEntry, seq: number, own: boolean, missedDepth = 0): Promise<boolean> {
+  private async apply(entry: LogEntry, seq: number, own: boolean, missedDepth = 0, fromLeader = false): Promise<boolean> {
     const { orgId, machine, name } = instanceOf(entry);
     const key = keyOf({ orgId, machine, name });
     let current = this.local.getInstance(orgId, machine, name);
@@ -572,6 +573,13 @@ export class LogInstanceStore implements InstanceStore {
     if (own) {
       if (position !== undefined && position !== entry.after) return false;
     } else if (!(await this.counts(entry, seq, position))) {
+      // (an entry the log's leader counts, which this copy does not: the copy holds an entry of the
+      // instance between that the leader does not have there; it is rebuilt from the leader, this one
+      // included: copy-mending.ts)
+      if (!fromLeader && position !== undefined && (await this.mending.countsOnLog(entry, seq))) {
+        await this.mending.rebuildInTurn({ orgId, machine, name }, seq, position);
+        return true;
+      }
       this.positions.noteUncounted(seq);
       if (current) await this.local.replaceHead({ ...current, logSeq: seq }, current);
       else this.positions.noteHeadless(key, seq);
