@@ -91,17 +91,22 @@ export class CopyMending {
   /**
    * In the instance's turn already: drops the instance's rows from the copy and applies the log's
    * entries of it up to `upTo` again, in order, as the leader holds them; `position` is the copy's.
+   * False, and nothing done but an error logged, past MAX_REBUILT_ENTRIES (the entry is then taken as
+   * the copy judges it: a follower that failed here would stop its whole partition for good).
    */
-  async rebuildInTurn(key: InstanceKey, upTo: number, position: number): Promise<void> {
+  async rebuildInTurn(key: InstanceKey, upTo: number, position: number): Promise<boolean> {
     const { deps } = this;
     const instance = keyOf(key);
     const entries = await entriesBehind(deps.log, key, 0, upTo);
-    if (entries === 'too-many')
-      throw new Error(`this copy of instance ${instance} differs from the log, and too many entries to rebuild it from`);
+    if (entries === 'too-many') {
+      deps.onError(`this copy of instance ${instance} differs from the log, and too many entries to rebuild it from`, undefined);
+      return false;
+    }
     deps.note(
       `instance ${instance}: this copy held an entry the log's leader does not have between (its position ${position}, the log's entry at ${upTo} counts there); rebuilt from the log's ${entries.length} entries`,
     );
     await this.replaced(key, entries);
+    return true;
   }
 
   /** Drops the instance's rows from the copy and applies `entries` (the log's, in order) in their place. */

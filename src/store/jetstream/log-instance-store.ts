@@ -576,10 +576,13 @@ export class LogInstanceStore implements InstanceStore {
       // (an entry the log's leader counts, which this copy does not: the copy holds an entry of the
       // instance between that the leader does not have there; it is rebuilt from the leader, this one
       // included: copy-mending.ts)
-      if (!fromLeader && position !== undefined && (await this.mending.countsOnLog(entry, seq))) {
-        await this.mending.rebuildInTurn({ orgId, machine, name }, seq, position);
+      if (
+        !fromLeader &&
+        position !== undefined &&
+        (await this.mending.countsOnLog(entry, seq)) &&
+        (await this.mending.rebuildInTurn({ orgId, machine, name }, seq, position))
+      )
         return true;
-      }
       this.positions.noteUncounted(seq);
       if (current) await this.local.replaceHead({ ...current, logSeq: seq }, current);
       else this.positions.noteHeadless(key, seq);
