@@ -2,7 +2,7 @@ import type { InstanceHead } from '../instance-store.js';
 import type { LocalCopy } from './held-partition-reads.js';
 import { instanceOf as instanceOfEntry, keyOf, type LogEntry } from './log-entries.js';
 import type { LogPositions } from './log-positions.js';
-import { entriesBehind, entriesToRebuildFrom } from './log-repairs.js';
+import { entriesBetween, entriesToRebuildFrom } from './log-repairs.js';
 import type { PartitionCopy } from './partition-copy.js';
 import type { JetStreamTransitionLog } from './transition-log.js';
 
@@ -51,7 +51,13 @@ export class CopyMending {
     }
   }
 
-  /** Applies the log's entries of the instance the copy lacks at its end (log-repairs.ts, entriesBehind), in the instance's turn. */
+  /**
+   * Applies the log's entries of the instance the copy lacks at its end, read from the leader, in the
+   * instance's turn: the copy has applied its partition past the log's `last` and so should hold it, but
+   * the replica it follows lacks them (held other messages at their sequences). The last entry of an
+   * instance is named by no later one, so missedEntry does not find it, and every append would name the
+   * copy's stale position, refused for good.
+   */
   private async filledIfBehind(key: InstanceKey, last: number): Promise<void> {
     const { deps } = this;
     const instance = keyOf(key);
@@ -61,7 +67,7 @@ export class CopyMending {
       const position = deps.positionOf(key);
       // (no position: behind only if the copy would know of every entry; else it cannot tell)
       if (copy.appliedSeq < last || (position ?? 0) >= last || (position === undefined && !deps.knowsEveryEntry(key))) return;
-      const missing = await entriesBehind(deps.log, key, position ?? 0, last);
+      const missing = await entriesBetween(deps.log, key, position ?? 0, last);
       if (missing === 'too-many') throw new Error(`this copy lacks too many entries of the instance to read them (after ${position})`);
       if (missing.length === 0) return;
       deps.note(
@@ -97,7 +103,7 @@ export class CopyMending {
   async rebuildInTurn(key: InstanceKey, upTo: number, position: number): Promise<boolean> {
     const { deps } = this;
     const instance = keyOf(key);
-    const entries = await entriesBehind(deps.log, key, 0, upTo);
+    const entries = await entriesBetween(deps.log, key, 0, upTo);
     if (entries === 'too-many') {
       deps.onError(`this copy of instance ${instance} differs from the log, and too many entries to rebuild it from`, undefined);
       return false;

@@ -74,25 +74,13 @@ export const entriesToRebuildFrom = async (
   return entries === 'too-many' ? entries : { entries, last };
 };
 
-/**
- * The log's entries of an instance after `position` (the copy's latest of it) up to `last` (the log's
- * latest), read from the leader, when the copy has applied its partition past `last` and so should hold
- * it: the replica the copy follows lacks them (a 2.9.10 replica that diverged held other messages at
- * their sequences). The last entry of an instance is named by no later one, so missedEntry does not
- * find it, and every append would name the copy's stale position, refused for good. 'too-many' past
- * MAX_REBUILT_ENTRIES.
- */
-export const entriesBehind = (
-  log: JetStreamTransitionLog,
-  key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>,
-  position: number,
-  last: number,
-): Promise<LoggedEntry[] | 'too-many'> => entriesBetween(log, key, position, last);
-
 type LoggedEntry = { entry: LogEntry; seq: number };
 
-/** The instance's entries after stream sequence `after` up to `last`, in order, as the log's leader holds them. */
-const entriesBetween = async (
+/**
+ * The instance's entries after stream sequence `after` up to `last`, in order, as the log's leader holds
+ * them; 'too-many' past MAX_REBUILT_ENTRIES.
+ */
+export const entriesBetween = async (
   log: JetStreamTransitionLog,
   key: Pick<InstanceHead, 'orgId' | 'machine' | 'name'>,
   after: number,
