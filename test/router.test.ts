@@ -26,7 +26,11 @@ t.test('the route whose literals and method match, with its captures percent-dec
   );
   t.same(routeOf(router.match('POST', '/machines/cart/i/one/events')), { route: 'event' });
   t.same(routeOf(router.match('GET', '/machines/cart/i/one/events')), { route: 'history' }, 'the method picks among same-shaped routes');
-  t.same(routeOf(router.match('POST', '/machines/')), { route: 'create machine' }, 'empty segments are ignored');
+  t.same(routeOf(router.match('POST', '/machines/')), { route: 'create machine' }, 'empty segments at the ends are ignored');
+  t.same(routeOf(router.match('GET', '//machines/cart//')), { route: 'machine' });
+  t.same(router.match('GET', '/machines//i/one'), { kind: 'none' }, 'an empty segment between two names no route');
+  t.same(router.match('GET', '/machines/cart/i/'), { kind: 'none' }, 'not /machines/:machine/i/:instance with an empty instance');
+  t.same(router.match('GET', '/machines//i'), { kind: 'none' }, 'not /machines/:machine with machine "i"');
   const decoded = router.match('GET', '/things/a%2Fb/%C3%A9%20x');
   t.same(decoded.kind === 'found' && decoded.params, { id: 'a/b', rest: 'é x' });
 });

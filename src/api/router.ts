@@ -169,12 +169,25 @@ export class Router {
   }
 }
 
-const splitPath = (path: string): string[] => path.split('/').filter((s) => s !== '');
+/**
+ * A path's segments. Empty ones at its ends are ignored (`/machines/` is `/machines`); one between two
+ * others (`/machines//i/x`) is kept, so that no route takes it: ignored, it would name another route
+ * (`/machines/:machine` with machine `i`).
+ */
+const splitPath = (path: string): string[] => {
+  const segments = path.split('/');
+  let start = 0;
+  let end = segments.length;
+  while (start < end && segments[start] === '') start++;
+  while (end > start && segments[end - 1] === '') end--;
+  return segments.slice(start, end);
+};
 
 const literalsMatch = (route: Route, actual: string[]): boolean => {
   for (let i = 0; i < route.literals.length; i++) {
     const want = route.literals[i];
-    if (want !== undefined && want !== actual[i]) return false;
+    // (a capture takes no empty segment either)
+    if (want === undefined ? actual[i] === '' : want !== actual[i]) return false;
   }
   return true;
 };
