@@ -629,3 +629,59 @@ t.test(
     );
   },
 );
+
+t.test(
+  'an audit of the instances held mends the ones no read names: a create the replica lacked is filled in, one the log never committed dropped',
+  { skip },
+  async (t) => {
+    // A 2.9.10 replica that diverged under a cut of its leader's routes lacked the create of an
+    // instance made meanwhile through another node, with no later entry of it, and held the create of
+    // one the log never took: lists and index queries, answered from the copy, missed the first and
+    // showed the second until each was read (a partition probe: a create answered 200 in no node's list).
+    const parts = await leaderAndReplica(t);
+    const { nc, leaderNc, log } = parts;
+    const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
+      const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
+      return { kind, head, history: [record(seq, count)], effects: {}, after };
+    };
+    const inPartitionOfI = Array.from({ length: 2000 }, (_, n) => `o${n}`).filter(
+      (name) => log.partitionOf('org_a', 'm', name) === log.partitionOf('org_a', 'm', 'i'),
+    );
+    const [made, phantom] = inPartitionOfI as [string, string];
+    const deleted = 'gone';
+    for (const [js, entries] of [
+      [
+        jetstream(leaderNc),
+        [
+          entry('create', 'i', 1, 0, 0),
+          entry('create', made, 1, 7, 0),
+          entry('create', deleted, 1, 3, 0),
+          { kind: 'delete', orgId: 'org_a', machine: 'm', name: deleted, after: 3 },
+        ],
+      ],
+      [jetstream(nc), [entry('create', 'i', 1, 0, 0), entry('create', phantom, 1, 5, 0)]],
+    ] as const)
+      for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', 'head' in e ? e.head.name : e.name), JSON.stringify(e));
+    const { copy, notes } = await copyFollowing(t, parts, 2);
+    const names = () => copy.listInstances('org_a', 'm', undefined, 10).map((head) => head.name);
+    t.same(names().sort(), ['i', phantom].sort(), 'before: the copy lists the create the log never took, not the one it lacks');
+    const held = copy.getInstance('org_a', 'm', phantom) as InstanceHead;
+
+    t.equal(await copy.auditInstances(), 2, 'the audit mends two instances');
+    t.same(names().sort(), ['i', made].sort(), 'after: the copy lists what the log holds');
+    t.same(copy.getInstance('org_a', 'm', made)?.context, { count: 7 });
+    t.same(
+      copy.listTransitions('org_a', 'm', made, 0, 10).map((r) => r.event.count),
+      [7],
+      'with its history',
+    );
+    t.equal(copy.getInstance('org_a', 'm', phantom), undefined);
+    t.equal(copy.isCurrent(held), false, 'a head held in memory of the dropped instance is stale (its actor reloads)');
+    t.equal(copy.getInstance('org_a', 'm', deleted), undefined, 'a deleted instance is not made again');
+    t.match(notes.sort(), [
+      new RegExp(`^instance org_a/m/${made}: this copy's replica of the log lacked it \\(its last entry is at 2\\); read its 1 entries`),
+      new RegExp(`^instance org_a/m/${phantom}: this copy held it \\(at 2\\) and the log has no entry of it; dropped`),
+    ]);
+    t.equal(await copy.auditInstances(), 0, 'an audit of a copy that agrees with the log mends nothing');
+  },
+);

@@ -306,6 +306,7 @@ export const startClusterNode = async (
   membership.onChange(unverify);
   membership.onStall(() => {
     unverify();
+    instances.auditSoon();
     logger.warn(
       `this node did not beat for more than ${config.heartbeatMs * config.missedHeartbeats} ms (stopped or stalled): it checks each instance against the log before it serves it again`,
     );
@@ -316,6 +317,8 @@ export const startClusterNode = async (
       else if (status.type === 'reconnect') natsState = 'connected';
       else if (status.type === 'reconnecting') natsState = 'reconnecting';
       if (status.type === 'disconnect' || status.type === 'reconnect') unverify();
+      // (the server it reconnected to may hold a replica that diverged while this node was away)
+      if (status.type === 'reconnect') instances.auditSoon();
     }
   })().catch(() => undefined);
   /**

@@ -115,6 +115,52 @@ export class CopyMending {
     return true;
   }
 
+  /**
+   * The copy holds no row of an instance whose last entry the log's leader has at `last` (not a
+   * delete), though it applied its partition past it: the replica it follows lacked the instance's
+   * create, which no later entry names when the instance has no other (instance-audit.ts). Its entries
+   * are read from the leader and applied. False when there was nothing to do.
+   */
+  async filledIfAbsent(key: InstanceKey, last: number): Promise<boolean> {
+    const { deps } = this;
+    const instance = keyOf(key);
+    const copy = deps.copyOf(key);
+    if (!copy) return false;
+    return deps.inTurn(instance, async () => {
+      if (copy.appliedSeq < last || deps.local.getInstance(key.orgId, key.machine, key.name)) return false;
+      if ((deps.positionOf(key) ?? 0) >= last) return false;
+      const entries = await entriesBetween(deps.log, key, 0, last);
+      if (entries === 'too-many') throw new Error(`this copy lacks instance ${instance}, and too many entries of it to read`);
+      if (entries.length === 0) return false;
+      deps.note(
+        `instance ${instance}: this copy's replica of the log lacked it (its last entry is at ${last}); read its ${entries.length} entries from the log's leader`,
+      );
+      await this.replaced(key, entries);
+      return true;
+    });
+  }
+
+  /**
+   * The copy holds an instance of which the log's leader has no entry at all: the replica it follows
+   * kept a create the log never committed (an append its quorum never took, while that replica's
+   * server led the stream cut off from the others). Its rows are dropped, and a head held in memory is
+   * stale. False when there was nothing to do.
+   */
+  async droppedIfNotOnLog(key: InstanceKey): Promise<boolean> {
+    const { deps } = this;
+    const instance = keyOf(key);
+    if (!deps.copyOf(key)) return false;
+    return deps.inTurn(instance, async () => {
+      const position = deps.positionOf(key);
+      if (!deps.local.getInstance(key.orgId, key.machine, key.name) || (await deps.log.lastSeq(key.orgId, key.machine, key.name)) !== 0)
+        return false;
+      deps.note(`instance ${instance}: this copy held it (at ${position ?? 0}) and the log has no entry of it; dropped`);
+      await this.replaced(key, []);
+      deps.positions.noteRebuilt(instance, 0);
+      return true;
+    });
+  }
+
   /** Drops the instance's rows from the copy and applies `entries` (the log's, in order) in their place. */
   private async replaced(key: InstanceKey, entries: Array<{ entry: LogEntry; seq: number }>): Promise<void> {
     const { deps } = this;

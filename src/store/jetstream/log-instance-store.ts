@@ -33,6 +33,7 @@ import { HeldPartitionReads, type LocalCopy } from './held-partition-reads.js';
 import { LogPositions } from './log-positions.js';
 import { entryCounts, MAX_MISSED_CHAIN, missedEntry } from './log-repairs.js';
 import { CopyMending } from './copy-mending.js';
+import { InstanceAudit } from './instance-audit.js';
 import { type AppliedMark, HeldPartitions } from './held-partitions.js';
 import { type CountsHere, type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
@@ -77,6 +78,8 @@ export class LogInstanceStore implements InstanceStore {
   private readonly note: (message: string) => void;
   /** Mends an instance's copy to the log's leader when the replica it follows diverged (copy-mending.ts). */
   private readonly mending: CopyMending;
+  /** Compares the instances held with the log's after a follower failed or NATS reconnected (instance-audit.ts). */
+  private readonly audit: InstanceAudit;
 
   constructor(
     private readonly local: LocalCopy,
@@ -90,7 +93,11 @@ export class LogInstanceStore implements InstanceStore {
       log,
       apply: (message) => this.applyFollowed(message),
       drop: (partitions) => this.dropPartitions(partitions),
-      onError,
+      // (a follower that failed may have been on a replica that diverges: its copy is compared with the log after)
+      onError: (message, error) => {
+        this.audit.wanted();
+        onError(message, error);
+      },
     });
     this.reads = new HeldPartitionReads(local, {
       of: (orgId, machine, name) => this.partitionOf(orgId, machine, name),
@@ -111,6 +118,28 @@ export class LogInstanceStore implements InstanceStore {
       note: this.note,
       onError,
     });
+    this.audit = new InstanceAudit({
+      log,
+      mending: this.mending,
+      readyPartitions: () => this.held.list().flatMap(({ partition, ready }) => (ready ? [partition] : [])),
+      localInstances: () => local.instanceKeys(),
+      partitionOf: (orgId, machine, name) => this.partitionOf(orgId, machine, name),
+      note: this.note,
+      onError,
+    });
+  }
+
+  /**
+   * Compares the instances of the partitions held here with the log's, soon (instance-audit.ts): after
+   * this node's connection to NATS came back, say. Followers that fail ask for it themselves.
+   */
+  auditSoon(): void {
+    this.audit.wanted();
+  }
+
+  /** The same, now; how many instances it mended. */
+  auditInstances(): Promise<number> {
+    return this.audit.audit();
   }
 
   /** The partition of an instance, as the log divides them. */
@@ -180,6 +209,7 @@ export class LogInstanceStore implements InstanceStore {
   /** Makes `partitions` the ones this node holds (HeldPartitions.hold). */
   own(nc: NatsConnection, partitions: ReadonlySet<number>, from: (partition: number) => number): void {
     this.stopped = false;
+    this.audit.resume();
     this.held.hold(nc, partitions, from);
   }
 
@@ -209,6 +239,7 @@ export class LogInstanceStore implements InstanceStore {
 
   async stopFollowing(): Promise<void> {
     this.stopped = true;
+    this.audit.stop();
     await this.held.stop();
   }
 

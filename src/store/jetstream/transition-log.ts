@@ -463,6 +463,35 @@ export class JetStreamTransitionLog {
     }
   }
 
+  /** The instance's last entry as the stream's leader holds it, null when it has none. */
+  async lastEntry(orgId: string, machine: string, name: string): Promise<FollowedMessage | null> {
+    try {
+      const message = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.subjectOf(orgId, machine, name) });
+      return message && { seq: message.seq, subject: message.subject, headers: message.header, json: <T>() => message.json<T>() };
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.status === 404) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * The instances of a partition that have entries in the log, with how many, as the stream's leader
+   * tells them (its subjects; a deleted instance's stay, ending in its delete entry). One question, paged by the client,
+   * that makes the server look through the partition's subjects: for audits, not for every request.
+   */
+  async instancesOf(partition: number): Promise<Array<{ orgId: string; machine: string; name: string; entries: number }>> {
+    const info = await this.jsm.streams.info(this.stream, { subjects_filter: this.partitionSubject(partition) });
+    return Object.entries(info.state.subjects ?? {}).map(([subject, entries]) => {
+      const tokens = subject.split('.');
+      return {
+        orgId: tokens[tokens.length - 3] ?? '',
+        machine: tokens[tokens.length - 2] ?? '',
+        name: tokens[tokens.length - 1] ?? '',
+        entries,
+      };
+    });
+  }
+
   /**
    * The entry at a stream sequence as the stream's leader holds it (not a direct get, which any replica
    * answers), or undefined when the stream has none there.

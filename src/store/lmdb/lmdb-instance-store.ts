@@ -160,9 +160,21 @@ export class LmdbInstanceStore implements InstanceStore {
     return this.heads.get([orgId, machine, name]);
   }
 
-  /** Every instance's key, in key order, from LMDB (a cluster node drops the partitions it gave up). */
+  /**
+   * Every instance's key: LMDB's in key order, then those whose commits the write-ahead log holds and
+   * LMDB does not have yet (a cluster node drops the partitions it gave up, and compares its instances
+   * with the log's).
+   */
   *instanceKeys(): Iterable<[orgId: string, machine: string, name: string]> {
-    for (const key of this.heads.getKeys()) yield key;
+    const pending = new Map<string, [string, string, string]>();
+    if (this.wal)
+      for (const head of this.wal.unapplied.heads())
+        pending.set(instanceKey(head.orgId, head.machine, head.name), [head.orgId, head.machine, head.name]);
+    for (const key of this.heads.getKeys()) {
+      pending.delete(instanceKey(key[0], key[1], key[2]));
+      yield key;
+    }
+    yield* pending.values();
   }
 
   listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): InstanceHead[] {
