@@ -303,7 +303,11 @@ export const startClusterNode = async (
   // another node's writes (a change of members, a NATS reconnect, a stall of its own): see prepare.
   const verified = new Set<string>();
   const unverify = () => verified.clear();
-  membership.onChange(unverify);
+  membership.onChange(() => {
+    unverify();
+    // (a member that comes back may have been cut off with its server, whose replica may have diverged)
+    instances.auditSoon();
+  });
   membership.onStall(() => {
     unverify();
     instances.auditSoon();
