@@ -52,6 +52,18 @@ export class CopyMending {
   }
 
   /**
+   * The same, asking the log's leader for the instance's last entry first and waiting (`waitMs` at most)
+   * for the copy to apply its partition up to it; throws when the log cannot be asked.
+   */
+  async mendedToLogNow(key: InstanceKey, waitMs: number): Promise<void> {
+    const copy = this.deps.copyOf(key);
+    if (!copy) return;
+    const last = await this.deps.log.lastSeq(key.orgId, key.machine, key.name);
+    await copy.appliedTo(last, waitMs);
+    await this.mendedToLog(key, last);
+  }
+
+  /**
    * Applies the log's entries of the instance the copy lacks at its end, read from the leader, in the
    * instance's turn: the copy has applied its partition past the log's `last` and so should hold it, but
    * the replica it follows lacks them (held other messages at their sequences). The last entry of an

@@ -13,6 +13,8 @@ const AUDIT_AGAIN_MS = 30_000;
 const AUDIT_RETRY_MS = 5_000;
 /** A failed audit is tried at most this many times in a row, until something asks for one again. */
 const AUDIT_TRIES = 24;
+/** At most this many instances whose appends failed are kept for the next audit (the audit of lists still sees the rest). */
+const SUSPECTS_KEPT = 10_000;
 /** The copy's instances are listed this many at a time. */
 const LISTED_AT_ONCE = 5_000;
 /** At most this many deleted instances are remembered (then forgotten, and asked about again once). */
@@ -26,6 +28,8 @@ export interface InstanceAuditDeps {
   /** The instances the local copy holds (of every partition). */
   localInstances(): Iterable<[string, string, string]>;
   partitionOf(orgId: string, machine: string, name: string): number;
+  /** The read barrier's mending of one instance held here (throws when the log cannot be asked). */
+  mended(key: InstanceKey): Promise<void>;
   note(message: string): void;
   onError(message: string, error: unknown): void;
 }
@@ -50,7 +54,21 @@ export class InstanceAudit {
    */
   private readonly deleted = new Map<string, number>();
 
+  /**
+   * Instances whose append failed without the log saying no (a timeout, no leader): a replica that
+   * diverged meanwhile can keep such an append, and the copy that follows it show the entry with no
+   * later one to reveal it (a phantom); each is mended at the next audit.
+   */
+  private readonly suspects = new Map<string, InstanceKey>();
+
   constructor(private readonly deps: InstanceAuditDeps) {}
+
+  /** An append of the instance failed without a refusal: it is mended at an audit, AUDIT_AFTER_MS after the last such. */
+  suspect(key: InstanceKey): void {
+    if (this.suspects.size >= SUSPECTS_KEPT) return;
+    this.suspects.set(keyOf(key), { orgId: key.orgId, machine: key.machine, name: key.name });
+    this.wanted();
+  }
 
   /** Something that can leave the copy diverged happened: an audit AUDIT_AFTER_MS after the last such call. */
   wanted(): void {
@@ -124,6 +142,10 @@ export class InstanceAudit {
     }
     // (what is left of the copy's list is not in the log's)
     for (const key of held.values()) if (await deps.mending.droppedIfNotOnLog(key)) mended++;
+    for (const [instance, key] of this.suspects) {
+      if (partitions.has(deps.partitionOf(key.orgId, key.machine, key.name))) await deps.mended(key);
+      this.suspects.delete(instance);
+    }
     return mended;
   }
 }

@@ -1,6 +1,6 @@
 import type { FollowedMessage } from './stream-follower.js';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { unavailable } from '../../domain/errors.js';
+import { ServiceError, unavailable } from '../../domain/errors.js';
 import type { IndexPosition } from '../../domain/index-values.js';
 import {
   type CommitEffects,
@@ -124,8 +124,18 @@ export class LogInstanceStore implements InstanceStore {
       readyPartitions: () => this.held.list().flatMap(({ partition, ready }) => (ready ? [partition] : [])),
       localInstances: () => local.instanceKeys(),
       partitionOf: (orgId, machine, name) => this.partitionOf(orgId, machine, name),
+      mended: (key) => this.mending.mendedToLogNow(key, CATCH_UP_MS),
       note: this.note,
       onError,
+    });
+  }
+
+  /** Appends through the log, telling the audit of one that failed without a refusal (instance-audit.ts). */
+  private appended(...args: Parameters<JetStreamTransitionLog['append']>): ReturnType<JetStreamTransitionLog['append']> {
+    return this.log.append(...args).catch((error: unknown) => {
+      if (!(error instanceof LogFencedError) && !(error instanceof ServiceError && error.status === 413))
+        this.audit.suspect({ orgId: args[0], machine: args[1], name: args[2] });
+      throw error;
     });
   }
 
@@ -291,7 +301,7 @@ export class LogInstanceStore implements InstanceStore {
       try {
         const entry: LogEntry = { kind: 'create', head: withoutLogSeq(head), history, effects, after: expected };
         const payload = entryText(entry);
-        const { seq } = await this.log.append(
+        const { seq } = await this.appended(
           head.orgId,
           head.machine,
           head.name,
@@ -428,7 +438,7 @@ export class LogInstanceStore implements InstanceStore {
       try {
         const entry: LogEntry = { kind: 'fence', orgId, machine, name, requestId, by: this.nodeId, after: last };
         const payload = entryText(entry);
-        const { seq } = await this.log.append(orgId, machine, name, last, payload, messageIdOf(key, payload, last), this.countsHere(key));
+        const { seq } = await this.appended(orgId, machine, name, last, payload, messageIdOf(key, payload, last), this.countsHere(key));
         await this.applyOwn(entry, seq);
         return;
       } catch (error) {
@@ -465,7 +475,7 @@ export class LogInstanceStore implements InstanceStore {
       return {
         entry,
         seq: (
-          await this.log.append(
+          await this.appended(
             previous.orgId,
             previous.machine,
             previous.name,
