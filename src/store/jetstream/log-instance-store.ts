@@ -34,6 +34,9 @@ import { LogPositions } from './log-positions.js';
 import { entryCounts, MAX_MISSED_CHAIN, missedEntry } from './log-repairs.js';
 import { CopyMending } from './copy-mending.js';
 import { InstanceAudit } from './instance-audit.js';
+import { FailedApplies } from './failed-applies.js';
+import { droppedPartitions } from './partition-drops.js';
+import type { PartitionCopy } from './partition-copy.js';
 import { type AppliedMark, HeldPartitions } from './held-partitions.js';
 import { type CountsHere, type JetStreamTransitionLog, LogFencedError } from './transition-log.js';
 
@@ -80,6 +83,8 @@ export class LogInstanceStore implements InstanceStore {
   private readonly mending: CopyMending;
   /** Compares the instances held with the log's after a follower failed or NATS reconnected (instance-audit.ts). */
   private readonly audit: InstanceAudit;
+  /** Followed entries that failed to apply: later ones of the same instance wait for them (failed-applies.ts). */
+  private readonly failedApplies = new FailedApplies<PartitionCopy>();
 
   constructor(
     private readonly local: LocalCopy,
@@ -92,7 +97,14 @@ export class LogInstanceStore implements InstanceStore {
     this.held = new HeldPartitions({
       log,
       apply: (message) => this.applyFollowed(message),
-      drop: (partitions) => this.dropPartitions(partitions),
+      drop: (partitions) =>
+        droppedPartitions(partitions, {
+          local,
+          positions: this.positions,
+          delivered: this.delivered,
+          inDropped: (orgId, machine, name) => partitions.has(this.partitionOf(orgId, machine, name)) && !this.holds(orgId, machine, name),
+          inTurn: (key, work) => this.inTurn(key, work),
+        }),
       // (a follower that failed may have been on a replica that diverges: its copy is compared with the log after)
       onError: (message, error) => {
         this.audit.wanted();
@@ -253,36 +265,27 @@ export class LogInstanceStore implements InstanceStore {
     await this.held.stop();
   }
 
-  /** Drops every row of the given partitions from the store: heads, histories, indexes, timers, and their senders' outbox entries. */
-  private async dropPartitions(partitions: ReadonlySet<number>): Promise<void> {
-    const inDropped = (orgId: string, machine: string, name: string) =>
-      partitions.has(this.partitionOf(orgId, machine, name)) && !this.holds(orgId, machine, name);
-    // (only the keys to drop are kept while the store is read: it may hold many more)
-    const keys: Array<[string, string, string]> = [];
-    for (const [orgId, machine, name] of this.local.instanceKeys()) if (inDropped(orgId, machine, name)) keys.push([orgId, machine, name]);
-    for (const [orgId, machine, name] of keys) {
-      // In the instance's turn, and only if its partition is still given up: one taken again meanwhile
-      // (a flapping view) is being caught up by a new follower, whose applies must not lose their rows.
-      await this.inTurn(keyOf({ orgId, machine, name }), async () => {
-        if (!inDropped(orgId, machine, name)) return;
-        await this.local.deleteInstance(orgId, machine, name);
-        this.positions.forget(keyOf({ orgId, machine, name }));
-      });
-    }
-    for (const message of this.local.listOutbox(Number.MAX_SAFE_INTEGER)) {
-      if (!inDropped(message.orgId, message.from.machine, message.from.name)) continue;
-      this.delivered.forget(message.id);
-      await this.local.removeOutbox(message);
-    }
-  }
-
   /** One entry a partition's follower received. */
   private applyFollowed(message: FollowedMessage): Promise<void> {
     // This node's own appends come back through the follower: known applied by the subject alone (its
     // last three tokens name the instance), they are passed by without decoding the entry.
-    const latest = this.positions.latestOf(keyOfSubject(message.subject));
+    const key = keyOfSubject(message.subject);
+    const latest = this.positions.latestOf(key);
     if (latest !== undefined && latest >= message.seq) return Promise.resolve();
-    return this.applyLocally(entryOf(message), message.seq).then(() => undefined);
+    const entry = entryOf(message);
+    const { orgId, machine, name } = instanceOf(entry);
+    const copy = this.held.get(this.partitionOf(orgId, machine, name));
+    return this.inTurn(key, async () => {
+      const failed = this.failedApplies.waitsFor(key, message.seq, copy);
+      if (failed !== undefined) throw new Error(`entry ${failed} of instance ${key} did not apply, and this later one waits for it`);
+      try {
+        await this.apply(entry, message.seq, false);
+        this.positions.noteLatest(key, message.seq);
+      } catch (error) {
+        this.failedApplies.note(key, message.seq, copy);
+        throw error;
+      }
+    });
   }
 
   getInstance(orgId: string, machine: string, name: string): InstanceHead | undefined {
