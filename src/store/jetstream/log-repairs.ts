@@ -56,9 +56,10 @@ export const missedEntry = async (
  * entries the log never committed, which a 2.9.10 server that led the stream and was paused or cut off
  * can keep and hand to a consumer on it (a copy that applied one named its position in every later
  * append, which the log refused: 409 for good). Past the last entry asked before is not enough (the
- * copy may have applied later entries since): it is ahead only when the log holds another instance's
- * message at its position; none there (a leader that lags, the stream's end) proves nothing. Undefined
- * when not ahead; 'too-many' past MAX_REBUILT_ENTRIES.
+ * copy may have applied later entries since): it is ahead when the log holds another instance's message
+ * at its position, or none (the copy's position past the log's end: a replica that diverged held one
+ * message more, and every append was refused, 409 for good), and the instance's last entry, asked
+ * after that, is before it. Undefined when not ahead; 'too-many' past MAX_REBUILT_ENTRIES.
  */
 export const entriesToRebuildFrom = async (
   log: JetStreamTransitionLog,
@@ -67,7 +68,8 @@ export const entriesToRebuildFrom = async (
 ): Promise<{ entries: LoggedEntry[]; last: number } | 'too-many' | undefined> => {
   const { orgId, machine, name } = key;
   const there = await log.get(position);
-  if (!there || there.subject === log.subjectOf(orgId, machine, name)) return undefined;
+  // (none there: the copy's position is past the log's end, which only a replica that diverged holds)
+  if (there && there.subject === log.subjectOf(orgId, machine, name)) return undefined;
   const last = await log.lastSeq(orgId, machine, name);
   if (position <= last) return undefined;
   const entries = await entriesBetween(log, key, 0, last);
