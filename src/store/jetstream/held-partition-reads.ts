@@ -68,14 +68,24 @@ export class HeldPartitionReads {
     }
   }
 
-  /** The partitions as a set once each is held here and caught up; undefined when one is not held or not in time. */
+  /**
+   * The partitions as a set once each is held here and caught up, and past any entry that failed to
+   * apply (its copy is behind the log by an unknown span meanwhile: a list or an index query would
+   * answer from it stale); undefined when one is not held or not in time.
+   */
   private async readyPartitions(partitions: readonly number[]): Promise<Set<number> | undefined> {
     const copies = partitions.map((partition) => this.partitions.copy(partition));
     if (copies.some((copy) => copy === undefined)) return undefined;
-    const waiting = copies.filter((copy): copy is PartitionCopy => copy !== undefined && !copy.ready);
+    const waiting = copies.filter((copy): copy is PartitionCopy => copy !== undefined && (!copy.ready || copy.behindTo !== undefined));
     if (waiting.length > 0) {
       const ready = await withinMs(
-        Promise.all(waiting.map((copy) => copy.whenReady())).then(() => true),
+        Promise.all(
+          waiting.map(async (copy) => {
+            await copy.whenReady();
+            const behindTo = copy.behindTo;
+            if (behindTo !== undefined) await copy.appliedTo(behindTo, READY_WAIT_MS);
+          }),
+        ).then(() => waiting.every((copy) => copy.behindTo === undefined)),
         READY_WAIT_MS,
         () => undefined,
       ).catch(() => undefined);

@@ -52,6 +52,8 @@ export class PartitionCopy {
   private readonly readiness: Promise<void>;
   private isReady = false;
   private stopped = false;
+  /** The earliest entry whose apply failed and that is not applied yet (see behindTo). */
+  private failedAt: number | undefined;
   /** The partition's last entry when the catch-up began, once the log said it (for progress lines). */
   private catchUpTo: number | undefined;
 
@@ -78,6 +80,7 @@ export class PartitionCopy {
             // came after it, applied again harmlessly) after a pause.
             options.onError(`could not apply TX log entry ${seq} to the local store; following again from it`, error);
             this.received = Math.min(this.received, seq);
+            this.failedAt = Math.min(this.failedAt ?? seq, seq);
             this.follower.restart();
           })
           .finally(() => {
@@ -103,6 +106,16 @@ export class PartitionCopy {
 
   get ready(): boolean {
     return this.isReady;
+  }
+
+  /**
+   * The stream sequence the copy must apply before it answers for the partition as a whole (a list, an
+   * index query), when an entry failed to apply and is not applied yet: the entries after it wait
+   * (failed-applies.ts), so the copy is behind the log by an unknown span. Undefined when it is not.
+   */
+  get behindTo(): number | undefined {
+    if (this.failedAt !== undefined && this.appliedSeq >= this.failedAt) this.failedAt = undefined;
+    return this.failedAt;
   }
 
   /**
