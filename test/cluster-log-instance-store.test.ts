@@ -92,6 +92,26 @@ const record = (seq: number, count: number): TransitionRecord => ({
   state: 'on',
 });
 
+/** A logged entry of instance `name` at head sequence `seq`, naming the log position `after`. */
+const logEntry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
+  const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
+  return { kind, head, history: [record(seq, count)], effects: {}, after };
+};
+
+/** The log, with `method` failing as JetStream's API does while its meta group has no leader, while `failing()` says so. */
+const failingWhile = (log: JetStreamTransitionLog, method: 'get' | 'append', failing: () => boolean) =>
+  new Proxy(log, {
+    get: (target, property) => {
+      if (property === method)
+        return async (...args: unknown[]) => {
+          if (failing()) throw new Error(method === 'get' ? 'JetStream system temporarily unavailable' : 'TimeoutError: timeout');
+          return (target[method] as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      const value: unknown = Reflect.get(target, property);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+
 t.test("the owner's commits reach the other node; a stale writer is fenced; delete and create again", { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
@@ -390,10 +410,7 @@ t.test(
     const { store, nc, leaderNc, log } = await leaderAndReplica(t);
     const publishTo = (js: JetStreamClient, name: string, entry: object) =>
       js.publish(log.subjectOf('org_a', 'm', name), JSON.stringify(entry)).then((ack) => ack.seq);
-    const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
-      const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
-      return { kind, head, history: [record(seq, count)], effects: {}, after };
-    };
+    const entry = logEntry;
     const truth = [
       entry('create', 'i', 1, 0, 0),
       entry('commit', 'i', 2, 1, 1),
@@ -412,17 +429,7 @@ t.test(
     // The leader's first answer does not come (JetStream briefly unavailable as a paused server resumed):
     // the entry that names the missing one must not be applied without it meanwhile.
     let unanswered = 1;
-    const flakyLog = new Proxy(log, {
-      get: (target, property) => {
-        if (property === 'get')
-          return async (seq: number) => {
-            if (unanswered-- > 0) throw new Error('JetStream system temporarily unavailable');
-            return target.get(seq);
-          };
-        const value: unknown = Reflect.get(target, property);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
+    const flakyLog = failingWhile(log, 'get', () => unanswered-- > 0);
     const notes: string[] = [];
     const errors: string[] = [];
     const copy = new LogInstanceStore(store.instances, flakyLog, (message, error) => errors.push(`${message}: ${String(error)}`), {
@@ -558,10 +565,7 @@ t.test(
 const copyBehindTheLog = async (t: Test) => {
   const parts = await leaderAndReplica(t);
   const { nc, leaderNc, log } = parts;
-  const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
-    const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
-    return { kind, head, history: [record(seq, count)], effects: {}, after };
-  };
+  const entry = logEntry;
   // (the other instance in i's partition: the partition's follower reads only its own subjects)
   const other = Array.from({ length: 1000 }, (_, n) => `o${n}`).find(
     (name) => log.partitionOf('org_a', 'm', name) === log.partitionOf('org_a', 'm', 'i'),
@@ -612,10 +616,7 @@ t.test(
     const other = Array.from({ length: 1000 }, (_, n) => `o${n}`).find(
       (name) => log.partitionOf('org_a', 'm', name) === log.partitionOf('org_a', 'm', 'i'),
     ) as string;
-    const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
-      const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
-      return { kind, head, history: [record(seq, count)], effects: {}, after };
-    };
+    const entry = logEntry;
     for (const [js, entries] of [
       [jetstream(leaderNc), [entry('create', 'i', 1, 0, 0), entry('create', other, 1, 5, 0), entry('commit', 'i', 2, 1, 1)]],
       [jetstream(nc), [entry('create', 'i', 1, 0, 0), entry('commit', 'i', 2, 99, 1), entry('commit', 'i', 2, 1, 1)]],
@@ -642,10 +643,7 @@ t.test(
     // showed the second until each was read (a partition probe: a create answered 200 in no node's list).
     const parts = await leaderAndReplica(t);
     const { nc, leaderNc, log } = parts;
-    const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
-      const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
-      return { kind, head, history: [record(seq, count)], effects: {}, after };
-    };
+    const entry = logEntry;
     const inPartitionOfI = Array.from({ length: 2000 }, (_, n) => `o${n}`).filter(
       (name) => log.partitionOf('org_a', 'm', name) === log.partitionOf('org_a', 'm', 'i'),
     );
@@ -696,21 +694,7 @@ t.test(
     // stored again), and its copy applied them; with no later entry of the instance, nothing revealed
     // them until the instance was read or written.
     let failing = 1;
-    const { copy, phantom, notes } = await copyAheadOfTheLog(
-      t,
-      (log) =>
-        new Proxy(log, {
-          get: (target, property) => {
-            if (property === 'append')
-              return async (...args: Parameters<JetStreamTransitionLog['append']>) => {
-                if (failing-- > 0) throw new Error('TimeoutError: timeout');
-                return target.append(...args);
-              };
-            const value: unknown = Reflect.get(target, property);
-            return typeof value === 'function' ? value.bind(target) : value;
-          },
-        }),
-    );
+    const { copy, phantom, notes } = await copyAheadOfTheLog(t, (log) => failingWhile(log, 'append', () => failing-- > 0));
     await t.rejects(copy.commit({ ...headAt(4, 100), logSeq: undefined }, phantom, [record(4, 100)]), /timeout/);
     t.same(copy.getInstance('org_a', 'm', 'i')?.context, { count: 99 }, 'before the audit the copy shows the entry');
     await copy.auditInstances();
@@ -738,10 +722,7 @@ t.test(
     // once, moved the copy past the failed ones, and those were passed by when delivered again: their
     // records lost from every history (a partition probe, 2 runs of 25).
     const { store, nc, leaderNc, log } = await leaderAndReplica(t);
-    const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
-      const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
-      return { kind, head, history: [record(seq, count)], effects: {}, after };
-    };
+    const entry = logEntry;
     const other = Array.from({ length: 2000 }, (_, n) => `o${n}`).filter(
       (name) => log.partitionOf('org_a', 'm', name) === log.partitionOf('org_a', 'm', 'i'),
     ) as [string, string];
@@ -761,17 +742,7 @@ t.test(
     ] as const)
       for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', e.head.name), JSON.stringify(e));
     let unanswered = 2;
-    const flakyLog = new Proxy(log, {
-      get: (target, property) => {
-        if (property === 'get')
-          return async (seq: number) => {
-            if (unanswered-- > 0) throw new Error('JetStream system temporarily unavailable');
-            return target.get(seq);
-          };
-        const value: unknown = Reflect.get(target, property);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
+    const flakyLog = failingWhile(log, 'get', () => unanswered-- > 0);
     const copy = new LogInstanceStore(store.instances, flakyLog, () => undefined, { nodeId: 'a' });
     copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
     t.teardown(() => copy.stopFollowing());
@@ -808,10 +779,7 @@ t.test(
     // (JetStream's API unavailable) while an index query through any node answered from its copy,
     // values several events old (a partition probe).
     const { store, nc, leaderNc, log } = await leaderAndReplica(t);
-    const entry = (kind: 'create' | 'commit', name: string, seq: number, count: number, after: number) => {
-      const { logSeq: _seq, ...head } = { ...headAt(seq, count), name };
-      return { kind, head, history: [record(seq, count)], effects: {}, after };
-    };
+    const entry = logEntry;
     const other = Array.from({ length: 2000 }, (_, n) => `o${n}`).find(
       (name) => log.partitionOf('org_a', 'm', name) === log.partitionOf('org_a', 'm', 'i'),
     ) as string;
@@ -825,17 +793,7 @@ t.test(
     };
     await publish({ leader: [entry('create', 'i', 1, 0, 0)], replica: [entry('create', 'i', 1, 0, 0)] });
     let answering = false;
-    const flakyLog = new Proxy(log, {
-      get: (target, property) => {
-        if (property === 'get')
-          return async (seq: number) => {
-            if (!answering) throw new Error('JetStream system temporarily unavailable');
-            return target.get(seq);
-          };
-        const value: unknown = Reflect.get(target, property);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
+    const flakyLog = failingWhile(log, 'get', () => !answering);
     const copy = new LogInstanceStore(store.instances, flakyLog, () => undefined, { nodeId: 'a' });
     copy.own(nc, new Set(Array.from({ length: log.partitions }, (_, partition) => partition)), () => 1);
     t.teardown(() => copy.stopFollowing());

@@ -12,10 +12,8 @@
 // Both print who led the stream and the meta group before and after.
 //   node bench/probes/follower-heal.mjs [rounds, 3] [cut ms, 10000] [heal|kill, heal]
 // Needs Debian's nats-server and `make test-build` (it uses the tests' TCP proxy).
-import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { startNatsServers } from '../../cluster/nats-servers.mjs';
-import { startTcpProxy } from '../../dist-test/test/helpers/tcp-proxy.js';
+import { startWithCutOffServer } from './cut-off-server.mjs';
 
 const rounds = Number(process.argv[2] ?? 3);
 const cutMs = Number(process.argv[3] ?? 10_000);
@@ -42,18 +40,8 @@ const longestGap = (times, from, to) => {
 };
 
 const round = async () => {
-  const proxies = [];
-  const nats = await startNatsServers({
-    count: 3,
-    routeVia: async (from, to, routePort) => {
-      if (from !== 2 && to !== 2) return routePort;
-      const proxy = await startTcpProxy(routePort);
-      proxies.push(proxy);
-      return proxy.port;
-    },
-  });
-  const ncs = [];
-  for (const url of nats.urls) ncs.push(await connect({ servers: [url], maxReconnectAttempts: -1, reconnectTimeWait: 100 }));
+  const cluster = await startWithCutOffServer(2);
+  const { nats, ncs } = cluster;
   try {
     const jsm = await jetstreamManager(ncs[0]);
     await jsm.streams.add({ name: 'TX', subjects: ['t.>'], num_replicas: 3, allow_direct: true });
@@ -129,10 +117,10 @@ const round = async () => {
         firstConsumerDeliveryAfterKillMs: consumerAt,
       };
     }
-    for (const proxy of proxies) proxy.cut('blackhole');
+    cluster.cut('blackhole');
     await sleep(cutMs);
     const healedAt = Date.now();
-    for (const proxy of proxies) proxy.heal();
+    cluster.heal();
     await sleep(20_000);
     const end = Date.now();
     stop = true;
@@ -147,9 +135,7 @@ const round = async () => {
       writes: writes.map((times) => times.length),
     };
   } finally {
-    for (const nc of ncs) await nc.close().catch(() => undefined);
-    for (const proxy of proxies) await proxy.close();
-    await nats.stop();
+    await cluster.stop();
   }
 };
 

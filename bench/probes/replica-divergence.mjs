@@ -10,27 +10,16 @@
 // and prints, per round, the sequences at which the replicas differ and the acknowledged messages missing
 // from some replica. Needs Debian's nats-server and `make test-build` (it uses the tests' TCP proxy).
 //   node bench/probes/replica-divergence.mjs [rounds per way, 3]
-import { connect, headers as natsHeaders } from '@nats-io/transport-node';
+import { headers as natsHeaders } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { startNatsServers } from '../../cluster/nats-servers.mjs';
-import { startTcpProxy } from '../../dist-test/test/helpers/tcp-proxy.js';
+import { startWithCutOffServer } from './cut-off-server.mjs';
 
 const rounds = Number(process.argv[2] ?? 3);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const round = async (way) => {
-  const proxies = [];
-  const nats = await startNatsServers({
-    count: 3,
-    routeVia: async (from, to, routePort) => {
-      if (from !== 0 && to !== 0) return routePort;
-      const proxy = await startTcpProxy(routePort);
-      proxies.push(proxy);
-      return proxy.port;
-    },
-  });
-  const ncs = [];
-  for (const url of nats.urls) ncs.push(await connect({ servers: [url], maxReconnectAttempts: -1, reconnectTimeWait: 100 }));
+  const cluster = await startWithCutOffServer(0);
+  const { nats, ncs } = cluster;
   try {
     const jsm = await jetstreamManager(ncs[1]);
     await jsm.streams.add({ name: 'TX', subjects: ['t.>'], num_replicas: 3, allow_direct: true, duplicate_window: 120e9 });
@@ -78,9 +67,9 @@ const round = async (way) => {
     const writers = [0, 1, 2].map(writer);
     await sleep(3_000);
     const ledBy = await leader();
-    for (const proxy of proxies) proxy.cut('blackhole');
+    cluster.cut('blackhole');
     await sleep(12_000);
-    for (const proxy of proxies) proxy.heal();
+    cluster.heal();
     await sleep(8_000);
     stop = true;
     await Promise.all(writers);
@@ -100,9 +89,7 @@ const round = async (way) => {
     const missing = [...acked].filter((id) => held.some((set) => !set.has(id))).length;
     return { way, ledBy, acked: acked.size, differing, missing };
   } finally {
-    for (const nc of ncs) await nc.close().catch(() => undefined);
-    for (const proxy of proxies) await proxy.close();
-    await nats.stop();
+    await cluster.stop();
   }
 };
 
