@@ -303,11 +303,9 @@ export const startClusterNode = async (
   // another node's writes (a change of members, a NATS reconnect, a stall of its own): see prepare.
   const verified = new Set<string>();
   const unverify = () => verified.clear();
-  membership.onChange(() => {
-    unverify();
-    // (a member that comes back may have been cut off with its server, whose replica may have diverged)
-    instances.auditSoon();
-  });
+  // (not an audit of the instances held at every change of members: a node joining is ordinary work, and
+  // one cut off with its server had its followers fail, which asks for one)
+  membership.onChange(unverify);
   membership.onStall(() => {
     unverify();
     instances.auditSoon();
