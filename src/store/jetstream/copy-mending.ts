@@ -41,8 +41,9 @@ export class CopyMending {
 
   /** Mends the instance's copy to the log's `last` entry where it differs; a failure is logged (the next look tries again). */
   async mendedToLog(key: InstanceKey, last: number): Promise<void> {
-    // (the quick look first, outside the instance's turn: the position of an instance written lately is in memory)
-    if ((this.deps.positions.latestOf(keyOf(key)) ?? this.deps.positionOf(key) ?? 0) === last) return;
+    // (the quick look first, outside the instance's turn: the copy's own position, not the latest noted in
+    // memory, which an own entry left to the follower of a replica that diverged can leave ahead of it)
+    if ((this.deps.positionOf(key) ?? 0) === last) return;
     try {
       await this.rebuiltIfAhead(key, last);
       await this.filledIfBehind(key, last);

@@ -22,6 +22,12 @@ export class FailedApplies<Copy> {
     return undefined;
   }
 
+  /** The entry at `seq` of instance `key` is passed by, held already (mended past it meanwhile): a failure there or after is over. */
+  passed(key: string, seq: number): void {
+    const failure = this.failed.get(key);
+    if (failure !== undefined && seq <= failure.seq) this.failed.delete(key);
+  }
+
   /** The entry at `seq` of instance `key` could not be applied. */
   note(key: string, seq: number, copy: Copy | undefined): void {
     const failure = this.failed.get(key);

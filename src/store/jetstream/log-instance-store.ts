@@ -271,7 +271,10 @@ export class LogInstanceStore implements InstanceStore {
     // last three tokens name the instance), they are passed by without decoding the entry.
     const key = keyOfSubject(message.subject);
     const latest = this.positions.latestOf(key);
-    if (latest !== undefined && latest >= message.seq) return Promise.resolve();
+    if (latest !== undefined && latest >= message.seq) {
+      this.failedApplies.passed(key, message.seq);
+      return Promise.resolve();
+    }
     const entry = entryOf(message);
     const { orgId, machine, name } = instanceOf(entry);
     const copy = this.held.get(this.partitionOf(orgId, machine, name));
@@ -580,7 +583,9 @@ export class LogInstanceStore implements InstanceStore {
     const key = keyOf(instanceOf(entry));
     return this.inTurn(key, async () => {
       const applied = await this.apply(entry, seq, own);
-      this.positions.noteLatest(key, seq);
+      // (not an own entry left to the follower: the copy's position is not there, and the follower, which
+      // passes by what it is told is applied, must apply it)
+      if (applied) this.positions.noteLatest(key, seq);
       return applied;
     });
   }
