@@ -9,12 +9,18 @@
 //   entry-id  a header of our own (Statehold-Entry-Id), as they do now
 // and prints, per round, the sequences at which the replicas differ and the acknowledged messages missing
 // from some replica. Needs Debian's nats-server and `make test-build` (it uses the tests' TCP proxy).
-//   node bench/probes/replica-divergence.mjs [rounds per way, 3]
+//   node bench/probes/replica-divergence.mjs [rounds per way, 3] [repair | wait]
+// With `repair`, server 1's peer is then removed from the stream (the remedy for a replica that diverged)
+// and the replicas compared again once it is back; with `wait`, the same wait without the removal.
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { startWithCutOffServer } from './cut-off-server.mjs';
 
 const rounds = Number(process.argv[2] ?? 3);
+/** With `repair`, the cut server's peer is removed from the stream after the comparison, and the replicas compared again. */
+const repair = process.argv[3] === 'repair' || process.argv[3] === 'wait';
+/** With `wait`, nothing is removed: the replicas are compared again after the same wait (the control). */
+const removePeer = process.argv[3] === 'repair';
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const round = async (way) => {
@@ -74,20 +80,37 @@ const round = async (way) => {
     stop = true;
     await Promise.all(writers);
     await sleep(2_000);
-    const copies = [];
-    for (const nc of ncs) {
-      const local = await jetstreamManager(nc);
-      const last = (await local.streams.info('TX')).state.last_seq;
-      const rows = [];
-      for (let seq = 1; seq <= last; seq++) rows.push((await local.direct.getMessage('TX', { seq }).catch(() => null))?.string() ?? '-');
-      copies.push(rows);
+    const compared = async () => {
+      const copies = [];
+      for (const nc of ncs) {
+        const local = await jetstreamManager(nc);
+        const last = (await local.streams.info('TX')).state.last_seq;
+        const rows = [];
+        for (let seq = 1; seq <= last; seq++) rows.push((await local.direct.getMessage('TX', { seq }).catch(() => null))?.string() ?? '-');
+        copies.push(rows);
+      }
+      const length = Math.max(...copies.map((rows) => rows.length));
+      let differing = 0;
+      for (let i = 0; i < length; i++) if (new Set(copies.map((rows) => rows[i])).size > 1) differing++;
+      const held = copies.map((rows) => new Set(rows));
+      return { differing, missing: [...acked].filter((id) => held.some((set) => !set.has(id))).length };
+    };
+    const { differing, missing } = await compared();
+    if (!repair) return { way, ledBy, acked: acked.size, differing, missing };
+    // The operator's remedy for a replica that diverged: remove that server's peer from the stream, so
+    // that JetStream places the replica anew and fills it from the leader.
+    const answer = removePeer
+      ? (await ncs[1].request('$JS.API.STREAM.PEER.REMOVE.TX', JSON.stringify({ peer: 'nats-1' }), { timeout: 5_000 })).json()
+      : { success: 'not asked' };
+    let current = false;
+    for (let i = 0; i < 60 && !current; i++) {
+      await sleep(1_000);
+      const cluster = (await jsm.streams.info('TX').catch(() => undefined))?.cluster;
+      current = (cluster?.replicas ?? []).length === 2 && cluster.replicas.every((replica) => replica.current);
     }
-    const length = Math.max(...copies.map((rows) => rows.length));
-    let differing = 0;
-    for (let i = 0; i < length; i++) if (new Set(copies.map((rows) => rows[i])).size > 1) differing++;
-    const held = copies.map((rows) => new Set(rows));
-    const missing = [...acked].filter((id) => held.some((set) => !set.has(id))).length;
-    return { way, ledBy, acked: acked.size, differing, missing };
+    await sleep(2_000);
+    const after = await compared();
+    return { way, ledBy, acked: acked.size, differing, missing, peerRemoved: answer.success ?? answer.error, afterRepair: after };
   } finally {
     await cluster.stop();
   }
