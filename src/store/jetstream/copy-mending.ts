@@ -24,6 +24,8 @@ export interface CopyMendingDeps {
   /** The log position of the instance's latest entry in the copy. */
   positionOf(key: InstanceKey): number | undefined;
   knowsEveryEntry(key: InstanceKey): boolean;
+  /** Told when an instance was replaced from the leader (what failed of it to apply is in the copy now). */
+  replacedInstance(key: string): void;
   note(message: string): void;
   onError(message: string, error: unknown): void;
 }
@@ -184,6 +186,7 @@ export class CopyMending {
       await deps.applyFromLeader(entry, seq);
       deps.positions.noteLatest(instance, seq);
     }
+    deps.replacedInstance(instance);
   }
 
   /**

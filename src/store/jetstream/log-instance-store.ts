@@ -127,6 +127,7 @@ export class LogInstanceStore implements InstanceStore {
       applyFromLeader: (entry, seq) => this.apply(entry, seq, false, 0, true),
       positionOf: (key) => this.positionOf(key),
       knowsEveryEntry: (key) => this.knowsEveryEntry(key),
+      replacedInstance: (key) => this.failedApplies.over(key),
       note: this.note,
       onError,
     });
@@ -279,13 +280,13 @@ export class LogInstanceStore implements InstanceStore {
     const { orgId, machine, name } = instanceOf(entry);
     const copy = this.held.get(this.partitionOf(orgId, machine, name));
     return this.inTurn(key, async () => {
-      const failed = this.failedApplies.waitsFor(key, message.seq, copy);
+      const failed = this.failedApplies.waitsFor(key, message.seq, entry.after, copy);
       if (failed !== undefined) throw new Error(`entry ${failed} of instance ${key} did not apply, and this later one waits for it`);
       try {
         await this.apply(entry, message.seq, false);
         this.positions.noteLatest(key, message.seq);
       } catch (error) {
-        this.failedApplies.note(key, message.seq, copy);
+        this.failedApplies.note(key, message.seq, entry.after, copy);
         throw error;
       }
     });

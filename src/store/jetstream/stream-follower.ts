@@ -187,6 +187,8 @@ export class StreamFollower {
       const next = this.options.next();
       if (next > to) return;
       const message = await firstFrom(jsm, this.options.stream, next, this.options.filter);
+      // (the follower was sent back meanwhile, an apply having failed: what was read is after where it goes on from)
+      if (this.options.next() !== next) continue;
       if (!message || message.seq > to) return;
       await this.options.handle(message);
     }
