@@ -106,10 +106,7 @@ export class LogInstanceStore implements InstanceStore {
           inTurn: (key, work) => this.inTurn(key, work),
         }),
       // (a follower that failed may have been on a replica that diverges: its copy is compared with the log after)
-      onError: (message, error) => {
-        this.audit.wanted();
-        onError(message, error);
-      },
+      onError: (message, error) => (this.audit.wanted(), onError(message, error)),
     });
     this.reads = new HeldPartitionReads(local, {
       of: (orgId, machine, name) => this.partitionOf(orgId, machine, name),
@@ -144,26 +141,20 @@ export class LogInstanceStore implements InstanceStore {
   }
 
   /** Appends through the log, telling the audit of one that failed without a refusal (instance-audit.ts). */
-  private appended(...args: Parameters<JetStreamTransitionLog['append']>): ReturnType<JetStreamTransitionLog['append']> {
-    return this.log.append(...args).catch((error: unknown) => {
-      if (!(error instanceof LogFencedError) && !(error instanceof ServiceError && error.status === 413))
+  private appended = (...args: Parameters<JetStreamTransitionLog['append']>) =>
+    this.log.append(...args).catch((error: unknown) => {
+      if (!(error instanceof LogFencedError || (error instanceof ServiceError && error.status === 413)))
         this.audit.suspect({ orgId: args[0], machine: args[1], name: args[2] });
       throw error;
     });
-  }
 
-  /**
-   * Compares the instances of the partitions held here with the log's, soon (instance-audit.ts): after
-   * this node's connection to NATS came back, say. Followers that fail ask for it themselves.
-   */
+  /** Compares the instances held here with the log's soon (instance-audit.ts): after NATS reconnected, say. */
   auditSoon(): void {
     this.audit.wanted();
   }
 
   /** The same, now; how many instances it mended. */
-  auditInstances(): Promise<number> {
-    return this.audit.audit();
-  }
+  auditInstances = (): Promise<number> => this.audit.audit();
 
   /** The partition of an instance, as the log divides them. */
   partitionOf(orgId: string, machine: string, name: string): number {
@@ -282,13 +273,11 @@ export class LogInstanceStore implements InstanceStore {
     return this.inTurn(key, async () => {
       const failed = this.failedApplies.waitsFor(key, message.seq, entry.after, copy);
       if (failed !== undefined) throw new Error(`entry ${failed} of instance ${key} did not apply, and this later one waits for it`);
-      try {
-        await this.apply(entry, message.seq, false);
-        this.positions.noteLatest(key, message.seq);
-      } catch (error) {
+      await this.apply(entry, message.seq, false).catch((error: unknown) => {
         this.failedApplies.note(key, message.seq, entry.after, copy);
         throw error;
-      }
+      });
+      this.positions.noteLatest(key, message.seq);
     });
   }
 
@@ -616,6 +605,10 @@ export class LogInstanceStore implements InstanceStore {
     let current = this.local.getInstance(orgId, machine, name);
     let position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(key);
     if (position !== undefined && position >= seq) return true;
+    // (an entry naming a position at or past its own: the replica numbers entries otherwise than the log
+    // (2.9.10, diverged), and the entries it names may be missing from it: the instance is taken from the leader)
+    if (!own && !fromLeader && entry.after !== undefined && entry.after >= seq)
+      return this.mending.rebuildInTurn({ orgId, machine, name }, await this.log.lastSeq(orgId, machine, name), position ?? 0);
     if (!own && (await this.appliedMissed(entry, key, position, seq, missedDepth))) {
       current = this.local.getInstance(orgId, machine, name);
       position = current ? (current.logSeq ?? 0) : this.positions.headlessAt(key);
@@ -633,6 +626,9 @@ export class LogInstanceStore implements InstanceStore {
         (await this.mending.rebuildInTurn({ orgId, machine, name }, seq, position))
       )
         return true;
+      // (past the log's last entry of the instance: this entry again at another sequence, from a replica
+      // that numbers entries otherwise; the position the next append names stays the log's)
+      if (!fromLeader && (await this.log.lastSeq(orgId, machine, name)) < seq) return true;
       this.positions.noteUncounted(seq);
       if (current) await this.local.replaceHead({ ...current, logSeq: seq }, current);
       else this.positions.noteHeadless(key, seq);
