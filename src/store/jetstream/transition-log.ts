@@ -454,13 +454,7 @@ export class JetStreamTransitionLog {
 
   /** The stream sequence of the instance's last commit, 0 when it has none (what a new owner appends after). */
   async lastSeq(orgId: string, machine: string, name: string): Promise<number> {
-    try {
-      const message = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.subjectOf(orgId, machine, name) });
-      return message?.seq ?? 0;
-    } catch (error) {
-      if (error instanceof JetStreamApiError && error.status === 404) return 0;
-      throw error;
-    }
+    return (await this.lastEntry(orgId, machine, name))?.seq ?? 0;
   }
 
   /** The instance's last entry as the stream's leader holds it, null when it has none. */
