@@ -46,18 +46,22 @@ t.test('a request that waited in a retired worker runs again, up to three runs i
   t.equal(again.runs(), 3);
 });
 
-t.test('a head that moved under its owner, or an isolate out of memory, gets one more run, said in the log', async (t) => {
-  const { retries, log } = retriesWith();
-  t.equal(await retries.untilNotMoved(failing(new HeadMovedFailure()).task), 2);
-  await t.rejects(retries.untilNotMoved(failing(new HeadMovedFailure(), new HeadMovedFailure()).task), {
-    code: 'invalid-state',
-    status: 409,
-  });
-  const memory = asRequestError(new SandboxMemoryError(64), 'o/m/i', log) as Error;
-  t.equal(await retries.untilNotMoved(failing(memory).task), 2);
-  await t.rejects(retries.untilNotMoved(failing(memory, memory).task), { status: 400, code: 'machine-code-error' });
-  t.match(log.lines, [/warn a request ran its machine version's isolate out of memory/, /warn/]);
-});
+t.test(
+  'a head that moved under its owner runs again up to three times; an isolate out of memory gets one more run, said in the log',
+  async (t) => {
+    const { retries, log } = retriesWith();
+    t.equal(await retries.untilNotMoved(failing(new HeadMovedFailure()).task), 2);
+    const moved = () => new HeadMovedFailure();
+    t.equal(await retries.untilNotMoved(failing(moved(), moved(), moved()).task), 4, 'a handover can move it twice or three times');
+    const racing = failing(moved(), moved(), moved(), moved());
+    await t.rejects(retries.untilNotMoved(racing.task), { code: 'invalid-state', status: 409 });
+    t.equal(racing.runs(), 4);
+    const memory = asRequestError(new SandboxMemoryError(64), 'o/m/i', log) as Error;
+    t.equal(await retries.untilNotMoved(failing(memory).task), 2);
+    await t.rejects(retries.untilNotMoved(failing(memory, memory).task), { status: 400, code: 'machine-code-error' });
+    t.match(log.lines, [/warn a request ran its machine version's isolate out of memory/, /warn/]);
+  },
+);
 
 t.test('after a worker crash a request runs once more; a second crash of its own quarantines its version', async (t) => {
   const { retries, quarantined, log } = retriesWith();

@@ -26,6 +26,16 @@ const noop = (): void => undefined;
  */
 const MAX_MOVES = 3;
 
+/**
+ * How many times in a row a request is run again because the stored head moved under it. Each run
+ * again starts from the head the store caught up to (log-instance-store.ts, append), so only another
+ * writer committing in between moves it again: in a cluster, for the moment a partition changes hands,
+ * the node giving it up still answers requests already routed to it while the new owner takes new ones
+ * (three sends to one instance through three nodes within 60 ms met two such moves in a row). More
+ * than this means writers racing for good, and the 409 says so.
+ */
+const MAX_HEAD_MOVES = 3;
+
 /** A request failed because the sandbox worker died under it: nothing was applied; see afterCrashOnceMore. */
 export class WorkerCrashFailure extends ServiceError {
   constructor(
@@ -132,7 +142,7 @@ export class RequestRetries {
       try {
         return await task();
       } catch (error) {
-        if (error instanceof HeadMovedFailure && headMoved++ === 0) continue;
+        if (error instanceof HeadMovedFailure && headMoved++ < MAX_HEAD_MOVES) continue;
         if (error instanceof SandboxDisposedError && error.ownStall && heldWorker++ > 0)
           throw machineCodeFailed(new SandboxHeldError(error.ownStall).message);
         if (error instanceof IsolateMemoryFailure && outOfMemory++ === 0) {
