@@ -237,3 +237,41 @@ t.test(
     t.equal(await otherLog.firstAfter('org_a', 'm', 'j', j1), jOther);
   },
 );
+
+t.test(
+  'the log says it cannot be written when it cannot be read: a JetStream cluster without a meta leader refuses to get messages',
+  { skip },
+  async (t) => {
+    // An R1 log on a cluster of three whose other two servers are gone: its server still leads the
+    // stream (its info looks healthy, appends are stored) but, with no meta leader, refuses every get
+    // ("JetStream system temporarily unavailable"), which an owner needs before it serves an instance
+    // again. A probe of partitions saw the same for up to 31 s after a heal, with every replica alive.
+    const nats = await startNats(3);
+    t.teardown(() => nats.stop());
+    const nc = await connectTo(nats, 'meta');
+    t.teardown(() => nc.close());
+    const log = await once(() => JetStreamTransitionLog.open(nc, { cluster: 'meta', replicas: 1 }));
+    await once(() => log.append('org_a', 'm', 'i', 0, '{"seq":1}', 'i:1'));
+    t.equal(await log.unwritable(1_500), undefined, 'writable and readable while the cluster is whole');
+    const jsm = await jetstreamManager(nc);
+    const leader = (await jsm.streams.info('STATEHOLD_meta_TX')).cluster?.leader;
+    const kept = nats.servers.findIndex((server) => server.name === leader);
+    t.ok(kept >= 0, `the stream's server (${leader}) is one of the three`);
+    for (let index = 0; index < 3; index++) if (index !== kept) await nats.kill(index);
+
+    // (the meta group notices it lost its quorum within about 10 s; 40 s at most on a loaded host)
+    let reason: string | undefined;
+    for (const deadline = Date.now() + 40_000; Date.now() < deadline;) {
+      reason = await log.unwritable(1_500);
+      if (reason !== undefined && /cannot be read now/.test(reason)) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    t.comment(reason);
+    t.match(reason, /cluster's log \(STATEHOLD_meta_TX\) cannot be read now \(.*temporarily unavailable/, 'unwritable says why');
+    t.match(
+      (await jsm.streams.info('STATEHOLD_meta_TX')).cluster,
+      { leader },
+      "meanwhile the stream's info still names its leader, as before the fix it was all the check asked",
+    );
+  },
+);

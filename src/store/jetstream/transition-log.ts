@@ -15,6 +15,7 @@ import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-
 import { payloadTooLarge, ServiceError } from '../../domain/errors.js';
 import { UncertainWriteError } from '../instance-store.js';
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
+import { withinMs } from '../../domain/within-ms.js';
 import { firstMessageFrom } from './first-message.js';
 import { ENTRY_ID_HEADER, entryIdOf } from './log-entries.js';
 import type { FollowedMessage } from './stream-follower.js';
@@ -348,29 +349,41 @@ export class JetStreamTransitionLog {
   }
 
   private async whyUnwritable(ms: number): Promise<string | undefined> {
-    let timer: NodeJS.Timeout | undefined;
     try {
-      const info = await Promise.race([
-        this.jsm.streams.info(this.stream),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
-        }),
-      ]);
-      const replicas = info.config.num_replicas;
-      if (replicas <= 1) return undefined;
-      if (!info.cluster?.leader) return `the cluster's log (${this.stream}) has no leader`;
-      // A leader cut off from its followers goes on naming itself leader for 10-20 s (a 2.9 server checks
-      // its quorum every 10 s) while nothing it is given commits: it must have heard from a majority lately.
-      const heard = (info.cluster.replicas ?? []).filter(
-        (replica) => replica.current && !replica.offline && replica.active < FOLLOWER_SILENCE_NS,
-      ).length;
-      if (1 + heard < Math.floor(replicas / 2) + 1)
-        return `the cluster's log (${this.stream}) has a leader that has not heard from a majority of its ${replicas} replicas lately`;
+      const info = (await withinMs(this.jsm.streams.info(this.stream), ms, () => new Error(`no answer in ${ms} ms`))) as StreamInfo;
+      return this.leaderProblem(info) ?? (await this.readProblem(info, ms));
+    } catch (error) {
+      return `the cluster's log (${this.stream}) does not answer: ${errorText(error)}`;
+    }
+  }
+
+  private leaderProblem(info: StreamInfo): string | undefined {
+    const replicas = info.config.num_replicas;
+    if (replicas <= 1) return undefined;
+    if (!info.cluster?.leader) return `the cluster's log (${this.stream}) has no leader`;
+    // A leader cut off from its followers goes on naming itself leader for 10-20 s (a 2.9 server checks
+    // its quorum every 10 s) while nothing it is given commits: it must have heard from a majority lately.
+    const heard = (info.cluster.replicas ?? []).filter(
+      (replica) => replica.current && !replica.offline && replica.active < FOLLOWER_SILENCE_NS,
+    ).length;
+    if (1 + heard < Math.floor(replicas / 2) + 1)
+      return `the cluster's log (${this.stream}) has a leader that has not heard from a majority of its ${replicas} replicas lately`;
+    return undefined;
+  }
+
+  /**
+   * The log must be readable too: an owner reads an instance's last entry before it serves it again
+   * (ensureCurrent). A 2.9 server answers a stream's info from its leader but refuses to get a message
+   * while the JetStream cluster has no meta leader ("JetStream system temporarily unavailable"), which
+   * after a partition healed lasted 4 to 31 s in a probe: writes through every node failed meanwhile,
+   * while the info looked healthy. (A sequence the stream does not hold is answered 404: readable.)
+   */
+  private async readProblem(info: StreamInfo, ms: number): Promise<string | undefined> {
+    try {
+      await withinMs(this.get(Math.max(1, info.state.last_seq)), ms, () => new Error(`no answer in ${ms} ms`));
       return undefined;
     } catch (error) {
-      return `the cluster's log (${this.stream}) does not answer: ${error instanceof Error ? error.message : String(error)}`;
-    } finally {
-      clearTimeout(timer);
+      return `the cluster's log (${this.stream}) cannot be read now (${errorText(error)})`;
     }
   }
 
