@@ -1,5 +1,6 @@
 import t from 'tap';
 import { Membership } from '../src/cluster/membership.js';
+import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { connectTo, natsMissing, startNats } from './helpers/nats.js';
 
 /** Membership over a real nats-server: joining, leaving, a node that stops beating, a restart. */
@@ -161,3 +162,67 @@ t.test('a node that owns no share yet does not drain: the others never count it 
   t.same(a.draining(), ['node-b'], 'and node-a sees it draining');
   await Promise.all([a.stop(), b.stop()]);
 });
+
+t.test(
+  "a member one node stops hearing while another hears it stays in that node's view; one that is gone leaves every view at once",
+  { skip },
+  async (t) => {
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const connections = await Promise.all(['a', 'b', 'c'].map((id) => connectTo(nats, id)));
+    t.teardown(() => Promise.all(connections.map((nc) => (nc.isClosed() ? Promise.resolve() : nc.close()))));
+    // node-b's link loses node-c's beats from some point on (a route healed one way), and a look for
+    // node-c from node-b finds no one (its interest lost with them); node-a still hears and finds it.
+    let deaf = false;
+    let cAlive = true;
+    const real = connections[1] as NatsConnection;
+    const deafToC = new Proxy(real, {
+      get(target, key) {
+        if (key !== 'subscribe') {
+          const value = Reflect.get(target, key, target) as unknown;
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+        return (subject: string, opts: { callback: (error: unknown, message: Msg) => void }) =>
+          target.subscribe(subject, {
+            ...opts,
+            callback: (error, message) => {
+              if (deaf && subject.endsWith('.members') && message.json<{ id?: string }>().id === 'node-c') return;
+              opts.callback(error, message);
+            },
+          });
+      },
+    });
+    const a = new Membership(connections[0] as never, options('node-a'));
+    const b = new Membership(deafToC as never, options('node-b'));
+    const c = new Membership(connections[2] as never, options('node-c'));
+    a.confirmDeparturesWith(async (id) => id === 'node-c' && !cAlive);
+    b.confirmDeparturesWith(async (id) => id === 'node-c' && (deaf || !cAlive));
+    c.confirmDeparturesWith(async () => false);
+    await Promise.all([a.start(), b.start(), c.start()]);
+    t.same(b.current(), ['node-a', 'node-b', 'node-c']);
+
+    deaf = true;
+    b.suspect('node-c', 'no-responders');
+    await sleep(1_200);
+    t.same(b.current(), ['node-a', 'node-b', 'node-c'], 'node-b keeps node-c: node-a says it hears it (3 drop windows later)');
+    t.same(a.current(), ['node-a', 'node-b', 'node-c'], 'node-a, told, found node-c there');
+
+    // node-c dies (no leaving word): node-b finds it gone on a request, as a forwarder does.
+    cAlive = false;
+    await (connections[2] as NatsConnection).close();
+    const diedAt = Date.now();
+    b.suspect('node-c', 'no-responders');
+    while ((a.current().includes('node-c') || b.current().includes('node-c')) && Date.now() - diedAt < 3_000) await sleep(5);
+    const tookMs = Date.now() - diedAt;
+    t.same(
+      [a.current(), b.current()],
+      [
+        ['node-a', 'node-b'],
+        ['node-a', 'node-b'],
+      ],
+      `gone from both views in ${tookMs} ms`,
+    );
+    t.ok(tookMs < 300, 'before its missed beats would have dropped it (400 ms): no one vouches for it any longer');
+    await Promise.all([a.stop(), b.stop(), c.stop()]);
+  },
+);

@@ -20,6 +20,8 @@ interface Member {
   warm: string[];
   /** The members that node counts as owning (its `current`); absent from a node that does not say. */
   owners?: string[];
+  /** The members that node heard beat itself lately (see vouchedFor); absent from a node that does not say. */
+  heard?: string[];
 }
 
 interface MembershipOptions {
@@ -66,6 +68,8 @@ interface Beat {
   warm?: string[];
   /** The sender's view of the owning members: a node that turned ready waits for the others' (see ownsShare). */
   owners?: string[];
+  /** The members whose own beats the sender heard within the drop window (see vouchedFor). */
+  heard?: string[];
 }
 
 /**
@@ -83,6 +87,12 @@ interface Beat {
  * member that has not heard it yet still serves the partitions moving to it, from its copy, and the
  * newcomer must not commit to them meanwhile (a timer it fired would be missing from the reads the old
  * owner answers).
+ *
+ * A member this node does not hear, but another member it hears does, stays in its view (vouchedFor):
+ * a link that fails one way (a partition healed with one route's interest lost, as a probe saw) must
+ * not make two nodes own one member's partitions for as long as it lasts. Requests through this node
+ * to that member's instances fail meanwhile, which its /health says. A member that is gone is heard by
+ * no one: each node that finds it gone stops vouching for it at once and says so in a beat.
  */
 export class Membership {
   private readonly members = new Map<string, Member>();
@@ -300,9 +310,13 @@ export class Membership {
     void this.confirmGone(id, checkedElsewhere)
       .then((gone) => {
         // (not if it beat meanwhile, or left, or came back as a new process)
-        if (!gone || this.members.get(id)?.lastSeenAt !== seen || !this.members.delete(id)) return;
+        const found = this.members.get(id);
+        if (!gone || !found || found.lastSeenAt !== seen) return;
         if (!checkedElsewhere) this.publishOn(this.departuresSubject, { by: this.options.self.id, gone: id });
-        this.refreshView();
+        // (no longer heard here, so no longer vouched for by this node; dropped unless another hears it)
+        found.lastSeenAt = Number.NEGATIVE_INFINITY;
+        this.sweep();
+        this.beat();
       })
       .catch(() => undefined)
       .finally(() => this.checking.delete(id));
@@ -342,6 +356,7 @@ export class Membership {
     const state: MemberState = beat.state === 'joining' || beat.state === 'draining' ? beat.state : 'ready';
     const warm = idsOf(beat.warm) ?? [];
     const owners = idsOf(beat.owners);
+    const heard = idsOf(beat.heard);
     this.members.set(beat.id, {
       id: beat.id,
       url: String(beat.url),
@@ -350,7 +365,10 @@ export class Membership {
       state,
       warm,
       ...(owners ? { owners } : {}),
+      ...(heard ? { heard } : {}),
     });
+    // (a member only this one vouched for goes once it no longer does)
+    if (known && known.heard?.join(',') !== heard?.join(',')) this.sweep();
     const viewBefore = this.view;
     if (!known || known.state !== state || known.warm.join(',') !== warm.join(',') || this.readySince !== undefined) this.refreshView();
     // A newcomer learns of this node now rather than at its next beat; a node whose view changed says so
@@ -363,7 +381,14 @@ export class Membership {
     if (this.stopped || this.nc.isClosed()) return;
     const self = this.members.get(this.options.self.id);
     if (self) self.lastSeenAt = this.now();
-    this.publish({ ...this.options.self, startedAt: this.startedAt, state: this.state, warm: this.warm, owners: [...this.announced] });
+    this.publish({
+      ...this.options.self,
+      startedAt: this.startedAt,
+      state: this.state,
+      warm: this.warm,
+      owners: [...this.announced],
+      heard: this.heardLately(),
+    });
   }
 
   private publish(beat: Beat): void {
@@ -402,14 +427,29 @@ export class Membership {
 
   private sweep(): void {
     const oldest = this.now() - this.window();
+    const silent = [...this.members.values()].filter((member) => member.id !== this.options.self.id && member.lastSeenAt < oldest);
     let changed = false;
-    for (const [id, member] of this.members) {
-      if (id !== this.options.self.id && member.lastSeenAt < oldest) {
-        this.members.delete(id);
-        changed = true;
-      }
+    for (const member of silent) {
+      if (this.vouchedFor(member.id, oldest)) continue;
+      this.members.delete(member.id);
+      changed = true;
     }
     if (changed) this.refreshView();
+  }
+
+  /** The other members this node heard beat within the drop window: what its beats vouch for. */
+  private heardLately(): string[] {
+    const oldest = this.now() - this.window();
+    const self = this.options.self.id;
+    return [...this.members.values()].filter((member) => member.id !== self && member.lastSeenAt >= oldest).map((member) => member.id);
+  }
+
+  /** Whether a member this node heard within the window says it heard member `id` within its own. */
+  private vouchedFor(id: string, oldest: number): boolean {
+    const self = this.options.self.id;
+    for (const member of this.members.values())
+      if (member.id !== self && member.id !== id && member.lastSeenAt >= oldest && member.heard?.includes(id)) return true;
+    return false;
   }
 
   /**
