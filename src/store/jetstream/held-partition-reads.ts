@@ -1,4 +1,5 @@
 import type { IndexPosition } from '../../domain/index-values.js';
+import { unavailable } from '../../domain/errors.js';
 import { withinMs } from '../../domain/within-ms.js';
 import type { IndexQuery, InstanceHead, InstanceStore } from '../instance-store.js';
 import type { PartitionCopy } from './partition-copy.js';
@@ -17,6 +18,8 @@ export class HeldPartitionReads {
       of(orgId: string, machine: string, name: string): number;
       /** The partition's copy, when this node holds it. */
       copy(partition: number): PartitionCopy | undefined;
+      /** Mends what the copy may hold that the log never committed, before a part is answered from it (instance-audit.ts). */
+      beforeAnswer?(partitions: ReadonlySet<number>): Promise<void>;
     },
   ) {}
 
@@ -27,6 +30,7 @@ export class HeldPartitionReads {
   async listPart(partitions: readonly number[], orgId: string, machine: string, afterName: string | undefined, limit: number) {
     const wanted = await this.readyPartitions(partitions);
     if (!wanted) return 'moved' as const;
+    await this.mended(wanted);
     return this.listIn((partition) => wanted.has(partition), orgId, machine, afterName, limit);
   }
 
@@ -34,7 +38,23 @@ export class HeldPartitionReads {
   async queryPart(partitions: readonly number[], query: IndexQuery) {
     const wanted = await this.readyPartitions(partitions);
     if (!wanted) return 'moved' as const;
+    await this.mended(wanted);
     return this.queryIn((partition) => wanted.has(partition), query);
+  }
+
+  /** beforeAnswer, READY_WAIT_MS at most; a 503 when the log cannot be asked. */
+  private async mended(partitions: ReadonlySet<number>): Promise<void> {
+    try {
+      await withinMs(
+        this.partitions.beforeAnswer?.(partitions) ?? Promise.resolve(),
+        READY_WAIT_MS,
+        () => new Error(`no answer in ${READY_WAIT_MS} ms`),
+      );
+    } catch (error) {
+      throw unavailable(
+        `this node's copy holds instances whose last writes it cannot check against the cluster's log now (${error instanceof Error ? error.message : String(error)}); retry`,
+      );
+    }
   }
 
   /** The store's instances of the partitions `wanted` takes, in name order after `afterName` (pages read past the others). */

@@ -70,6 +70,20 @@ export class InstanceAudit {
     this.wanted();
   }
 
+  /**
+   * Mends now the instances of the given partitions whose appends failed without a refusal, before a
+   * list or an index query answers from the copy: a create the log never committed would show there
+   * until the next audit, and vanish after it (a partition probe listed one through every node, then
+   * read it 404). Throws when the log cannot be asked (the caller answers 503 rather than the copy).
+   */
+  async mendSuspectsIn(partitions: ReadonlySet<number>): Promise<void> {
+    for (const [instance, key] of [...this.suspects]) {
+      if (!partitions.has(this.deps.partitionOf(key.orgId, key.machine, key.name))) continue;
+      await this.deps.mended(key);
+      this.suspects.delete(instance);
+    }
+  }
+
   /** Something that can leave the copy diverged happened: an audit AUDIT_AFTER_MS after the last such call. */
   wanted(): void {
     if (this.stopped) return;

@@ -111,6 +111,7 @@ export class LogInstanceStore implements InstanceStore {
     this.reads = new HeldPartitionReads(local, {
       of: (orgId, machine, name) => this.partitionOf(orgId, machine, name),
       copy: (partition) => this.held.get(partition),
+      beforeAnswer: (partitions) => this.audit.mendSuspectsIn(partitions),
     });
     this.shareUsage = options.shareUsage;
     this.note = options.note ?? (() => undefined);
@@ -153,8 +154,7 @@ export class LogInstanceStore implements InstanceStore {
     this.audit.wanted();
   }
 
-  /** The same, now; how many instances it mended. */
-  auditInstances = (): Promise<number> => this.audit.audit();
+  auditInstances = (): Promise<number> => this.audit.audit(); // (the same, now; how many instances it mended)
 
   /** The partition of an instance, as the log divides them. */
   partitionOf(orgId: string, machine: string, name: string): number {
