@@ -706,9 +706,57 @@ t.test(
     );
     t.match(
       notes.filter((note) => note.startsWith('instance org_a/m/i:')),
-      [REBUILT],
+      [/^instance org_a\/m\/i: an append of it failed without a refusal; rebuilt from the log's 2 entries/],
     );
     t.equal(copy.isCurrent(phantom), false, 'the head held in memory is stale');
+  },
+);
+
+t.test(
+  'a fence the copy never applied, hidden by an entry the log never committed at the same sequence, still refuses the fenced request',
+  { skip },
+  async (t) => {
+    // The cut-off owner appended an event of i while its server led the stream cut off (stored on that
+    // replica at 3, never committed); meanwhile another node fenced a request to i and committed it, at
+    // 3 and 4 on the log. The replica the copy follows then handed on the log's 4, which names 3: the
+    // copy's position, so it counted, and the fence was never applied here. The request, delivered to
+    // this node late, must not be committed a second time (a partition probe saw it twice in a history).
+    const parts = await leaderAndReplica(t);
+    const { nc, leaderNc, log } = parts;
+    const entry = (kind: 'create' | 'commit', seq: number, count: number, after: number, requestId?: string) => {
+      const { logSeq: _seq, ...head } = headAt(seq, count);
+      return { kind, head, history: [{ ...record(seq, count), ...(requestId ? { requestId } : {}) }], effects: {}, after };
+    };
+    const committed = [entry('create', 1, 0, 0), entry('commit', 2, 1, 1)];
+    const fence = { kind: 'fence', orgId: 'org_a', machine: 'm', name: 'i', requestId: 'req-late', by: 'b', after: 2 };
+    const fenced = entry('commit', 3, 2, 3, 'req-late');
+    for (const [js, entries] of [
+      [jetstream(leaderNc), [...committed, fence, fenced]],
+      [jetstream(nc), [...committed, entry('commit', 3, 99, 2)]],
+    ] as const)
+      for (const e of entries) await js.publish(log.subjectOf('org_a', 'm', 'i'), JSON.stringify(e));
+    let failing = 1;
+    const { copy } = await copyFollowing(t, { ...parts, log: failingWhile(log, 'append', () => failing-- > 0) }, 3);
+    const phantom = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+    // (this node's own append of it failed without a refusal: what left the entry at 3 on its replica)
+    await t.rejects(copy.commit({ ...headAt(4, 100), logSeq: undefined }, phantom, [record(4, 100)]), /timeout/);
+    await jetstream(nc).publish(log.subjectOf('org_a', 'm', 'i'), JSON.stringify(fenced));
+    for (let i = 0; i < 200 && copy.getInstance('org_a', 'm', 'i')?.logSeq !== 4; i++) await sleep(10);
+    const held = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+    t.equal(held.logSeq, 4, "the copy applied the log's 4 on top of its own 3");
+    t.equal(copy.wasFenced('req-late'), false, 'and never saw the fence');
+
+    const late = [{ ...record(4, 3), requestId: 'req-late' }];
+    const first = await copy.commit({ ...headAt(4, 3), logSeq: undefined }, held, late).catch((error: unknown) => error);
+    t.type(first, SequenceConflictError, 'the first write rebuilds the instance from the log and is run again');
+    const reloaded = copy.getInstance('org_a', 'm', 'i') as InstanceHead;
+    t.same(reloaded.context, { count: 2 }, "the copy holds the log's head");
+    await t.rejects(
+      copy.commit({ ...headAt(4, 3), logSeq: undefined }, reloaded, late),
+      RequestMovedError,
+      'run again, the fenced request is refused: the node that fenced it committed it',
+    );
+    t.equal(await log.lastSeq('org_a', 'm', 'i'), 4, 'nothing more in the log');
   },
 );
 

@@ -176,6 +176,28 @@ export class CopyMending {
     });
   }
 
+  /**
+   * Rebuilds the instance from the log's leader whatever the copy holds (instance-audit.ts, an instance
+   * whose append failed without a refusal); throws when the log cannot be asked; false past
+   * MAX_REBUILT_ENTRIES (logged).
+   */
+  async rebuiltFromLeader(key: InstanceKey): Promise<boolean> {
+    const { deps } = this;
+    const instance = keyOf(key);
+    const last = await deps.log.lastSeq(key.orgId, key.machine, key.name);
+    return deps.inTurn(instance, async () => {
+      const entries = await entriesBetween(deps.log, key, 0, last);
+      if (entries === 'too-many') {
+        deps.onError(`instance ${instance}: an append of it failed, and too many entries to rebuild it from the log`, undefined);
+        return false;
+      }
+      deps.note(`instance ${instance}: an append of it failed without a refusal; rebuilt from the log's ${entries.length} entries`);
+      await this.replaced(key, entries);
+      deps.positions.noteRebuilt(instance, last);
+      return true;
+    });
+  }
+
   /** Drops the instance's rows from the copy and applies `entries` (the log's, in order) in their place. */
   private async replaced(key: InstanceKey, entries: Array<{ entry: LogEntry; seq: number }>): Promise<void> {
     const { deps } = this;

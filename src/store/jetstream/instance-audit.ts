@@ -1,3 +1,4 @@
+import { unavailable } from '../../domain/errors.js';
 import type { InstanceHead } from '../instance-store.js';
 import type { CopyMending } from './copy-mending.js';
 import { keyOf } from './log-entries.js';
@@ -28,8 +29,8 @@ export interface InstanceAuditDeps {
   /** The instances the local copy holds (of every partition). */
   localInstances(): Iterable<[string, string, string]>;
   partitionOf(orgId: string, machine: string, name: string): number;
-  /** The read barrier's mending of one instance held here (throws when the log cannot be asked). */
-  mended(key: InstanceKey): Promise<void>;
+  /** Rebuilds one instance held here from the log's leader (throws when the log cannot be asked). */
+  rebuilt(key: InstanceKey): Promise<unknown>;
   note(message: string): void;
   onError(message: string, error: unknown): void;
 }
@@ -79,9 +80,31 @@ export class InstanceAudit {
   async mendSuspectsIn(partitions: ReadonlySet<number>): Promise<void> {
     for (const [instance, key] of [...this.suspects]) {
       if (!partitions.has(this.deps.partitionOf(key.orgId, key.machine, key.name))) continue;
-      await this.deps.mended(key);
+      await this.deps.rebuilt(key);
       this.suspects.delete(instance);
     }
+  }
+
+  /**
+   * Before an instance is written: rebuilds it from the log's leader when an append of it failed without
+   * a refusal since it was last mended. Its copy may hold, at its position, an entry the log never
+   * committed where the log holds another of the instance at the same sequence (a fence, a commit by the
+   * node that served it meanwhile): positions cannot tell them apart, and a partition probe saw a fence
+   * so hidden from the old owner, which then committed the fenced request a second time. True when it
+   * was rebuilt (the writer runs its request again on the rebuilt head).
+   */
+  async rebuiltIfSuspect(key: InstanceKey): Promise<boolean> {
+    const instance = keyOf(key);
+    if (!this.suspects.has(instance)) return false;
+    try {
+      await this.deps.rebuilt(key);
+    } catch (error) {
+      throw unavailable(
+        `instance ${key.name} of machine ${key.machine} cannot be checked against the cluster's log now (${error instanceof Error ? error.message : String(error)}); retry`,
+      );
+    }
+    this.suspects.delete(instance);
+    return true;
   }
 
   /** Something that can leave the copy diverged happened: an audit AUDIT_AFTER_MS after the last such call. */
@@ -157,7 +180,7 @@ export class InstanceAudit {
     // (what is left of the copy's list is not in the log's)
     for (const key of held.values()) if (await deps.mending.droppedIfNotOnLog(key)) mended++;
     for (const [instance, key] of this.suspects) {
-      if (partitions.has(deps.partitionOf(key.orgId, key.machine, key.name))) await deps.mended(key);
+      if (partitions.has(deps.partitionOf(key.orgId, key.machine, key.name))) await deps.rebuilt(key);
       this.suspects.delete(instance);
     }
     return mended;

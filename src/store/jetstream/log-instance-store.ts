@@ -135,7 +135,7 @@ export class LogInstanceStore implements InstanceStore {
       readyPartitions: () => this.held.list().flatMap(({ partition, ready }) => (ready ? [partition] : [])),
       localInstances: () => local.instanceKeys(),
       partitionOf: (orgId, machine, name) => this.partitionOf(orgId, machine, name),
-      mended: (key) => this.mending.mendedToLogNow(key, CATCH_UP_MS),
+      rebuilt: (key) => this.mending.rebuiltFromLeader(key),
       note: this.note,
       onError,
     });
@@ -150,9 +150,7 @@ export class LogInstanceStore implements InstanceStore {
     });
 
   /** Compares the instances held here with the log's soon (instance-audit.ts): after NATS reconnected, say. */
-  auditSoon(): void {
-    this.audit.wanted();
-  }
+  auditSoon = (): void => this.audit.wanted();
 
   auditInstances = (): Promise<number> => this.audit.audit(); // (the same, now; how many instances it mended)
 
@@ -464,6 +462,8 @@ export class LogInstanceStore implements InstanceStore {
 
   /** Appends after `previous`'s log position; a refused append (or one that does not count) is the runtime's conflict. */
   private async append(previous: InstanceHead, body: LogEntryBody): Promise<{ entry: LogEntry; seq: number }> {
+    // (the copy of an instance whose append failed without a refusal is rebuilt first, and the request run again: instance-audit.ts)
+    if (await this.audit.rebuiltIfSuspect(previous)) throw new SequenceConflictError(previous.seq, undefined);
     const after = previous.logSeq ?? 0;
     const entry: LogEntry = { ...body, after };
     const payload = entryText(entry);
