@@ -1,6 +1,6 @@
 import { type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { MsgHdrs } from '@nats-io/transport-node';
-import { firstMessageFrom } from './first-message.js';
+import { firstMessageFrom } from './stream-gets.js';
 
 /** What a follower hands on: a consumer's message, or an entry read from the stream itself (readBehind). */
 export interface FollowedMessage {

@@ -16,7 +16,7 @@ import { payloadTooLarge, ServiceError } from '../../domain/errors.js';
 import { UncertainWriteError } from '../instance-store.js';
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
 import { withinMs } from '../../domain/within-ms.js';
-import { firstMessageFrom } from './first-message.js';
+import { firstMessageFrom, leaderMessage } from './stream-gets.js';
 import { ENTRY_ID_HEADER, entryIdOf } from './log-entries.js';
 import type { FollowedMessage } from './stream-follower.js';
 import { openingManager } from './stream-opening.js';
@@ -206,7 +206,7 @@ export class JetStreamTransitionLog {
 
   private async askLastSeqOfPartition(partition: number): Promise<number> {
     try {
-      const message = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.partitionSubject(partition) });
+      const message = await leaderMessage(this.jsm, this.stream, { last_by_subj: this.partitionSubject(partition) });
       return message?.seq ?? 0;
     } catch (error) {
       if (error instanceof JetStreamApiError && error.status === 404) return 0;
@@ -380,7 +380,8 @@ export class JetStreamTransitionLog {
    */
   private async readProblem(info: StreamInfo, ms: number): Promise<string | undefined> {
     try {
-      await withinMs(this.get(Math.max(1, info.state.last_seq)), ms, () => new Error(`no answer in ${ms} ms`));
+      // (the get is asked again for up to 1.55 s while a server answers "temporarily unavailable" ahead of the leader)
+      await withinMs(this.get(Math.max(1, info.state.last_seq)), ms + 2_000, () => new Error(`no answer in ${ms + 2_000} ms`));
       return undefined;
     } catch (error) {
       return `the cluster's log (${this.stream}) cannot be read now (${errorText(error)})`;
@@ -473,7 +474,7 @@ export class JetStreamTransitionLog {
   /** The instance's last entry as the stream's leader holds it, null when it has none. */
   async lastEntry(orgId: string, machine: string, name: string): Promise<FollowedMessage | null> {
     try {
-      const message = await this.jsm.streams.getMessage(this.stream, { last_by_subj: this.subjectOf(orgId, machine, name) });
+      const message = await leaderMessage(this.jsm, this.stream, { last_by_subj: this.subjectOf(orgId, machine, name) });
       return message && { seq: message.seq, subject: message.subject, headers: message.header, json: <T>() => message.json<T>() };
     } catch (error) {
       if (error instanceof JetStreamApiError && error.status === 404) return null;
@@ -505,7 +506,7 @@ export class JetStreamTransitionLog {
    */
   async get(seq: number): Promise<FollowedMessage | undefined> {
     try {
-      const message = await this.jsm.streams.getMessage(this.stream, { seq });
+      const message = await leaderMessage(this.jsm, this.stream, { seq });
       return message
         ? { seq: message.seq, subject: message.subject, headers: message.header, json: <T>() => message.json<T>() }
         : undefined;
