@@ -189,6 +189,27 @@ t.test('a create or send through the node tells onWrite: answered, or not got to
   t.match(told[1], /keeps moving/, 'a send whose owner could not be reached tells why');
 });
 
+t.test(
+  "a send to an owner no one listens for that stays in this node's view is a 503 within 2 s, not after the move window",
+  { skip },
+  async (t) => {
+    // A member kept because another member still hears it (membership.ts): a link that fails one way.
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const members = ['n1', 'away'];
+    const forwarder = await startForwarder(t, nats, 'n1', ownerSide('n1', []), () => members);
+    const name = Array.from({ length: 40 }, (_, i) => `i${i}`).find((n) => forwarder.ownerOf('org_a', 'm', n) === 'away') as string;
+    const started = Date.now();
+    await t.rejects(forwarder.send('org_a', 'm', name, { type: 'GO' }, {}), {
+      status: 503,
+      code: 'unavailable',
+      message: /node away, the owner of instance .* cannot be reached from this node now; retry/,
+    });
+    const tookMs = Date.now() - started;
+    t.ok(tookMs >= 2_000 && tookMs < 4_000, `answered after ${tookMs} ms (the move window is 5 s)`);
+  },
+);
+
 t.test('settleNotOwned waits for the commands under way on instances this node gave away, within its bound', { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());

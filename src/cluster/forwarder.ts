@@ -52,7 +52,7 @@ export interface OwnedReads {
 }
 
 /** A reply, or that the node asked took the command and left, or did not answer in time: it may have run; ask again with the same request id. */
-type Outcome<C extends Command> = Reply<C> | { ok: false; lost: true };
+type Outcome<C extends Command> = Reply<C> | { ok: false; lost: true } | typeof NOT_LISTENING;
 
 interface ForwarderOptions {
   cluster: string;
@@ -349,6 +349,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     const [orgId, machine, name] = keyOf(command);
     let deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
     let lost = 0;
+    let notListening: { owner: string; since: number } | undefined;
     for (let attempt = 0; ; attempt++) {
       const owner = this.ownerOf(orgId, machine, name);
       if (owner === undefined) throw new ForwardingFailure('this node sees no cluster members');
@@ -364,6 +365,16 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       } else reply = await this.ask(owner, command);
       if (reply.ok) return reply.value;
       if ('error' in reply) throw lost > 0 ? uncertainOnceLost(errorOf(reply.error)) : errorOf(reply.error);
+      if ('notListening' in reply) {
+        if (notListening?.owner !== owner) notListening = { owner, since: Date.now() };
+        else if (Date.now() - notListening.since >= UNREACHABLE_OWNER_MS)
+          throw uncertainOnceLost(
+            new ForwardingFailure(
+              `node ${owner}, the owner of instance ${name} of machine ${machine}, cannot be reached from this node now; retry`,
+            ),
+            lost,
+          );
+      }
       if ('lost' in reply) {
         // Asked again with the same request id, of whoever owns the instance now: creates and sends
         // carry an id the owner finds in the instance's history if it did apply them; the other
@@ -389,7 +400,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     const startedAt = performance.now();
     const end = await this.requests.request(owner, this.subjectOf(owner), encodeCommand(command), this.options.timeoutMs);
     this.options.onAsked?.('noResponders' in end ? 'moved' : 'lost' in end ? 'lost' : 'answered', (performance.now() - startedAt) / 1000);
-    if ('noResponders' in end) return MOVED;
+    if ('noResponders' in end) return NOT_LISTENING;
     if ('lost' in end) return LOST;
     const reply = decodeReply<C>(command.op, end.answer);
     if (reply) return reply;
@@ -617,6 +628,17 @@ const HERE = new Uint8Array([1]);
 
 const MOVED = { ok: false, moved: true } as const;
 const LOST = { ok: false, lost: true } as const;
+/** Nothing ran: no one listens on the owner's subject, as NATS sees it from this node (moved, as far as the caller can tell). */
+const NOT_LISTENING = { ok: false, moved: true, notListening: true } as const;
+
+/**
+ * How long a request waits for the owner of its instance, in this node's view, that no one listens for
+ * from here: a node that died leaves every view well within it (its members check it at once on such a
+ * request, membership.ts suspect); one that stays is one another member still hears (a link that fails
+ * one way, a cut route between two servers), and the request is a 503 then rather than after the whole
+ * move window.
+ */
+const UNREACHABLE_OWNER_MS = 2_000;
 
 /** The answer to a message that is not a command: nothing ran (a sender of another release, or not a node at all). */
 const UNREADABLE_COMMAND: Reply<never> = {
