@@ -4,7 +4,7 @@
 // cluster needs distinct names and monitoring ports).
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -77,7 +77,14 @@ const configText = ({ name, port, httpPort, storeDir, cluster, noAdvertise }) =>
   return `${lines.join('\n')}\n`;
 };
 
-/** Waits until the server's monitoring endpoint says JetStream is up (and, in a cluster, has a meta leader). */
+/** Whether a TCP connection to the loopback `port` is taken (then closed at once). */
+const acceptsClients = (port) =>
+  new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => (socket.destroy(), resolve(false)));
+  });
+
 /** A server that could not bind a port picked free for it (another program took it meanwhile). */
 class PortTakenError extends Error {}
 
@@ -98,7 +105,9 @@ const waitReady = async (server, clustered, deadline) => {
         const response = await fetch(`http://127.0.0.1:${server.httpPort}/jsz`);
         if (response.ok) {
           const jsz = await response.json();
-          if (!clustered || jsz.meta_cluster?.leader) return;
+          // (the monitoring port answers before the client port listens: a server opens it only once
+          // JetStream is up, and a client that dials it sooner is refused; seen in a CI run)
+          if ((!clustered || jsz.meta_cluster?.leader) && (await acceptsClients(server.port))) return;
         }
       }
     } catch {
