@@ -179,10 +179,10 @@ export class InstanceAudit {
     }
     // (what is left of the copy's list is not in the log's)
     for (const key of held.values()) if (await deps.mending.droppedIfNotOnLog(key)) mended++;
-    for (const [instance, key] of this.suspects) {
-      if (partitions.has(deps.partitionOf(key.orgId, key.machine, key.name))) await deps.rebuilt(key);
-      this.suspects.delete(instance);
-    }
+    // (suspects of partitions not held here are let go: their owners mend them)
+    for (const [instance, key] of this.suspects)
+      if (!partitions.has(deps.partitionOf(key.orgId, key.machine, key.name))) this.suspects.delete(instance);
+    await this.mendSuspectsIn(partitions);
     return mended;
   }
 }

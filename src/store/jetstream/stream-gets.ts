@@ -9,6 +9,8 @@ import { JetStreamApiError, type JetStreamManager, type MsgRequest, type NextMsg
 const CLUSTER_NOT_AVAILABLE = 10008;
 /** The waits before each get asked again after that error (1.55 s in all): the leader's answer usually wins the next race. */
 const AGAIN_AFTER_MS = [50, 100, 200, 400, 800];
+/** How much longer than one get leaderMessage may take, asking again. */
+export const ASKED_AGAIN_FOR_MS = AGAIN_AFTER_MS.reduce((sum, ms) => sum + ms, 0);
 
 /** A stream's message, as its leader answers; asked again a few times while another server answers "temporarily unavailable" first. */
 export const leaderMessage = async (jsm: JetStreamManager, stream: string, query: MsgRequest): Promise<StoredMsg | null> => {

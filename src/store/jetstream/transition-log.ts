@@ -16,7 +16,7 @@ import { payloadTooLarge, ServiceError } from '../../domain/errors.js';
 import { UncertainWriteError } from '../instance-store.js';
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS, partitionOf } from '../../domain/partitions.js';
 import { withinMs } from '../../domain/within-ms.js';
-import { firstMessageFrom, leaderMessage } from './stream-gets.js';
+import { ASKED_AGAIN_FOR_MS, firstMessageFrom, leaderMessage } from './stream-gets.js';
 import { ENTRY_ID_HEADER, entryIdOf } from './log-entries.js';
 import type { FollowedMessage } from './stream-follower.js';
 import { openingManager } from './stream-opening.js';
@@ -380,8 +380,9 @@ export class JetStreamTransitionLog {
    */
   private async readProblem(info: StreamInfo, ms: number): Promise<string | undefined> {
     try {
-      // (the get is asked again for up to 1.55 s while a server answers "temporarily unavailable" ahead of the leader)
-      await withinMs(this.get(Math.max(1, info.state.last_seq)), ms + 2_000, () => new Error(`no answer in ${ms + 2_000} ms`));
+      // (the get is asked again a while as a server answers "temporarily unavailable" ahead of the leader)
+      const within = ms + ASKED_AGAIN_FOR_MS;
+      await withinMs(this.get(Math.max(1, info.state.last_seq)), within, () => new Error(`no answer in ${within} ms`));
       return undefined;
     } catch (error) {
       return `the cluster's log (${this.stream}) cannot be read now (${errorText(error)})`;
