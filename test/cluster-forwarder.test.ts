@@ -75,7 +75,7 @@ const startForwarder = async (
   owner: OwnerSide,
   members: () => string[],
   onError: (message: string) => void = () => undefined,
-  more: Pick<ConstructorParameters<typeof Forwarder>[2], 'moveWindowMs' | 'onWrite' | 'foundAfterCatchUp'> = {},
+  more: Partial<Pick<ConstructorParameters<typeof Forwarder>[2], 'moveWindowMs' | 'onWrite' | 'foundAfterCatchUp' | 'reads'>> = {},
 ): Promise<Forwarder> => {
   const nc = await connectTo(nats, id);
   const forwarder = new Forwarder(nc, owner, {
@@ -207,6 +207,42 @@ t.test(
     });
     const tookMs = Date.now() - started;
     t.ok(tookMs >= 2_000 && tookMs < 4_000, `answered after ${tookMs} ms (the move window is 5 s)`);
+  },
+);
+
+t.test(
+  "a list or an index query that needs an owner no one listens for, kept in this node's view, is a 503 within 2 s",
+  { skip },
+  async (t) => {
+    const nats = await startNats(1);
+    t.teardown(() => nats.stop());
+    const members = ['n1', 'away'];
+    const asked: number[][] = [];
+    const reads = {
+      ...byPartition(() => members).reads,
+      listPart: async (partitions: readonly number[]) => (asked.push([...partitions]), []),
+      queryPart: async (partitions: readonly number[]) => (asked.push([...partitions]), []),
+    };
+    const forwarder = await startForwarder(t, nats, 'n1', ownerSide('n1', []), () => members, undefined, { reads });
+    const asks: [string, () => Promise<unknown>][] = [
+      ['a list', () => forwarder.listInstances('org_a', 'm', undefined, 10)],
+      ['an index query', () => forwarder.queryIndex({ orgId: 'org_a', machine: 'm', index: 'i', descending: false, limit: 10 })],
+    ];
+    for (const [what, ask] of asks) {
+      const started = Date.now();
+      await t.rejects(
+        ask(),
+        {
+          status: 503,
+          code: 'unavailable',
+          message: /^node away, which holds part of what was asked, cannot be reached from this node now; retry$/,
+        },
+        what,
+      );
+      const tookMs = Date.now() - started;
+      t.ok(tookMs >= 2_000 && tookMs < 4_000, `${what} answered after ${tookMs} ms (the move window is 5 s)`);
+    }
+    t.ok(asked.length > 0, "n1 read its own partitions' parts meanwhile");
   },
 );
 

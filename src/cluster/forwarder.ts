@@ -282,10 +282,12 @@ export class Forwarder implements InstanceWrites, InstanceReads {
   /**
    * Asks the owner of every partition, in this node's view, for its part (each owner once, naming the
    * partitions it is asked for) and resolves with the parts. An owner that does not hold them all now
-   * (its view moved) or is gone makes the whole round asked again, of the owners in the view then.
+   * (its view moved) or is gone makes the whole round asked again, of the owners in the view then; one
+   * no one listens for from here that stays in the view makes it a 503 after UNREACHABLE_OWNER_MS.
    */
   private async gather<C extends NodeCommand>(commandFor: (partitions: number[]) => C): Promise<AnswerOf<C>[]> {
     const deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
+    let notListeningSince = new Map<string, number>();
     for (let attempt = 0; ; attempt++) {
       const byOwner = new Map<string, number[]>();
       for (let partition = 0; partition < this.options.partitions.count; partition++) {
@@ -295,6 +297,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
         if (list) list.push(partition);
         else byOwner.set(owner, [partition]);
       }
+      const asked = [...byOwner.keys()];
       const replies = await Promise.all(
         [...byOwner].map(async ([owner, partitions]): Promise<Outcome<C>> => {
           const command = commandFor(partitions);
@@ -311,6 +314,16 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       const values: AnswerOf<C>[] = [];
       for (const reply of replies) if (reply.ok) values.push(reply.value);
       if (values.length === replies.length) return values;
+      // (as for one instance's request: an owner kept in view that no one listens for from here)
+      const unheard = new Map<string, number>();
+      replies.forEach((reply, i) => {
+        const owner = asked[i] as string;
+        if ('notListening' in reply) unheard.set(owner, notListeningSince.get(owner) ?? Date.now());
+      });
+      notListeningSince = unheard;
+      for (const [owner, since] of unheard)
+        if (Date.now() - since >= UNREACHABLE_OWNER_MS)
+          throw unavailable(`node ${owner}, which holds part of what was asked, cannot be reached from this node now; retry`);
       if (Date.now() > deadline) throw unavailable("the cluster's partitions keep moving; retry");
       await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, 500)));
     }
