@@ -6,6 +6,8 @@ NODE_ARGS := --no-node-snapshot
 SERVE_NODE_ARGS ?= --no-node-snapshot --initial-old-space-size=160
 PORT      ?= 8787
 DATA_DIR  ?= ./data
+# Empty: the node's own default (127.0.0.1, or STATEHOLD_HOST); `make run HOST=0.0.0.0` for other hosts.
+HOST      ?=
 
 .PHONY: all install build run test test-build test-cluster bench clean cluster-up cluster-down
 
@@ -25,7 +27,7 @@ build: install
 	npm run --silent build
 
 run: build
-	$(NODE) $(SERVE_NODE_ARGS) dist/bin/statehold.js serve --port $(PORT) --data-dir $(DATA_DIR)
+	$(NODE) $(SERVE_NODE_ARGS) dist/bin/statehold.js serve --port $(PORT) --data-dir $(DATA_DIR)$(if $(HOST), --host $(HOST))
 
 # The drop-in suites run twice: on `statehold serve`, and (when nats-server is installed) on a 3-node
 # cluster, R3, each request through the next node (test/helpers/cluster-deployment.ts). `make test`
