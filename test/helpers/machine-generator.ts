@@ -11,7 +11,11 @@
  *   state (or one in a region and one on the parallel state or above it): xstate 4 takes the regions
  *   in the state value's key order after `State.create`, in the order last entered when live, and
  *   conflicting multi-region transitions resolve differently. Eventless (`always`) transitions count
- *   as one event type for this. v5 machines may have such pairs (`regionConflicts`), but not where
+ *   as one event type for this. v5 machines may have such pairs (`regionConflicts`), but not of
+ *   eventless transitions: xstate 5 picks between those in the order it holds the active state nodes,
+ *   which is document order live and level by level once restored from a persisted snapshot (regions
+ *   whose active leaves lie at different depths: xstate alone, seed 20261130 case 8, n 41 live, 12
+ *   restored); nor where
  *   either handler can target a history state: with one such handler targeting a history state inside
  *   a parallel state and another leaving it, xstate 5 live ends in a configuration its own state value
  *   cannot hold (both s7 and s1 active under a compound root, seed 616 case 44 before this rule), and
@@ -611,7 +615,9 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
   /** Whether `n` may handle `type` (with a candidate aiming at a history state if `toHistory`). */
   const canHandle = (n: SNode, type: string, toHistory = false): boolean =>
     (handlers.get(type) ?? []).every(
-      (h) => !handlersConflict(h, n) || (options.regionConflicts === true && !toHistory && !(historyHandlers.get(type)?.has(h) ?? false)),
+      (h) =>
+        !handlersConflict(h, n) ||
+        (options.regionConflicts === true && type !== '' && !toHistory && !(historyHandlers.get(type)?.has(h) ?? false)),
     );
   const addHandler = (n: SNode, type: string, toHistory = false) => {
     const list = handlers.get(type) ?? [];
