@@ -2,14 +2,15 @@
  * A v5 instance rebuilt from its stored snapshot before every event (a node with one live actor,
  * serving several instances round robin) gives exactly the answers, contexts and histories of one
  * that stays live: state values (parallel, deep history), tags, done, output-bearing final states,
- * pending delayed events and their cancellation, invoked promises.
+ * pending delayed events and their cancellation, invoked promises, and which of two regions'
+ * eventless transitions enabled together is taken.
  */
 import t from 'tap';
 import { StateBackedClient } from '@statebacked/client';
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
 import { INSTANCES, type RoundRobinCase, runRoundRobin } from './helpers/round-robin-instances.js';
-import { HISTORY5, SETTLE5, child5, importing5, invokingParent5, timers5 } from './fixtures/xstate-v5/machines.js';
+import { HISTORY5, REGIONS5, SETTLE5, child5, importing5, invokingParent5, timers5 } from './fixtures/xstate-v5/machines.js';
 
 const cases: RoundRobinCase[] = [
   {
@@ -18,6 +19,7 @@ const cases: RoundRobinCase[] = [
     events: ['ON', 'NEXT', 'FLIP', 'BUMP', 'OFF', 'RESUME', 'BUMP', 'FINISH', 'BUMP', 'BUMP', 'OFF', 'RESUME', 'FINISH', 'ON'],
   },
   { machine: 'settle5', code: importing5(SETTLE5), events: ['GO', 'GO', 'FAIL', 'PING', 'GO'] },
+  { machine: 'regions5', code: importing5(REGIONS5), events: ['START', 'GO', 'START', 'GO', 'START', 'GO'] },
   // delays of a minute: pending across every restore, never fired during the test
   { machine: 'timers5', code: importing5(timers5(60_000, 60_000)), events: ['ARM', 'DISARM', 'ARM', 'TICK', 'DISARM', 'TICK'] },
 ];
@@ -58,6 +60,7 @@ t.test('the live answers are the machine’s (not merely equal on both nodes)', 
     'the deep history state brought back both regions',
   );
   t.match(await get('settle5'), { state: 'idle', context: { n: 8, failure: 'boom', pinged: true } });
+  t.match(await get('regions5'), { state: 'idle', context: { picks: ['a', 'a', 'a'] } }, "region a's eventless transition, each time");
   const timers = (await call(live.url, 'GET', '/machines/timers5/i/i1/events', { token })).body as {
     transitions: { event: { type: string } }[];
   };

@@ -820,6 +820,7 @@ function startActor5(rec, init) {
       }
     }
     const actor = createActor5(rec, m, { snapshot: s });
+    if (!upgraded) restoreNodeOrder5(apply(P5.getSnapshot, actor, []), init.snapshot.nodeOrder);
     apply(P5.start, actor, []);
     const timers = (upgraded ? timersForMajor(5, init.pendingTimers) : init.pendingTimers) || [];
     for (let i = 0; i < timers.length; i++) {
@@ -942,6 +943,44 @@ function stopChildren5(rec) {
   return ids;
 }
 
+/**
+ * The order xstate 5 holds the active state nodes in (`_nodes`: the order they were entered, live), when
+ * more than one is atomic (regions of a parallel state); null otherwise. xstate picks between eventless
+ * transitions of several regions in that order, and its own restore rebuilds them level by level: two
+ * such transitions enabled at once could then resolve otherwise than live (xstate alone: n 41 live, 12
+ * restored, the differential test's seed 20261130). Persisted beside the snapshot, and put back on a
+ * restore (restoreNodeOrder5), a restored instance picks as a live one does.
+ */
+function nodeOrder5(st) {
+  const nodes = st !== null && typeof st === 'object' ? st._nodes : undefined;
+  if (!I.isArray(nodes)) return null;
+  let atomic = 0;
+  const ids = [];
+  for (let i = 0; i < nodes.length; i++) {
+    const type = nodes[i].type;
+    if (type === 'atomic' || type === 'final') atomic++;
+    arrayPush(ids, $String(nodes[i].id));
+  }
+  return atomic > 1 ? ids : null;
+}
+
+/** Puts a restored snapshot's active state nodes back in the order `order` names (nodeOrder5); the ones it does not name last, as they were. */
+function restoreNodeOrder5(st, order) {
+  if (!I.isArray(order) || st === null || typeof st !== 'object' || !I.isArray(st._nodes)) return;
+  const rank = { __proto__: null };
+  for (let i = 0; i < order.length; i++) rank[$String(order[i])] = i;
+  const nodes = st._nodes;
+  const ranked = I.arrayMap(nodes, function (node, index) {
+    return { node: node, at: hasOwn(rank, node.id) ? rank[node.id] : order.length + index };
+  });
+  I.arraySort(ranked, function (a, b) {
+    return a.at - b.at;
+  });
+  st._nodes = I.arrayMap(ranked, function (entry) {
+    return entry.node;
+  });
+}
+
 /** The snapshot of a v5 actor to persist: what restoreSnapshot needs besides the value and context. */
 function snapshotOf5(st, rec) {
   const history = {};
@@ -959,6 +998,8 @@ function snapshotOf5(st, rec) {
   const state = { status: st.status, historyValue: history, children: {}, __fromHead: { value: true, context: true } };
   if (st.output !== undefined) state.output = st.output;
   const snapshot = { xstate: 5, state: state };
+  const order = nodeOrder5(st);
+  if (order !== null) snapshot.nodeOrder = order;
   if (objectKeys(rec.invokes).length > 0) {
     snapshot.invokes = rec.invokes;
     snapshot.invokeSources = rec.invokeSources;
