@@ -15,7 +15,8 @@
  *   eventless transitions: xstate 5 picks between those in the order it holds the active state nodes,
  *   which is document order live and level by level once restored from a persisted snapshot (regions
  *   whose active leaves lie at different depths: xstate alone, seed 20261130 case 8, n 41 live, 12
- *   restored); nor where
+ *   restored), so the reference's own restored run would disagree with its live one (the service
+ *   keeps the live order: test/xstate-v5-restore.test.ts, regions5); nor where
  *   either handler can target a history state: with one such handler targeting a history state inside
  *   a parallel state and another leaving it, xstate 5 live ends in a configuration its own state value
  *   cannot hold (both s7 and s1 active under a compound root, seed 616 case 44 before this rule), and
