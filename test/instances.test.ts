@@ -91,6 +91,13 @@ t.test('shapes: nested and parallel states, tags, public context, final state', 
     'history is linear, oldest first',
   );
   t.match(all[5], { createdAt: String, state: 'finished' });
+  // (cursors this service never returns: through whichever node answers, a 400, not a 500 from a
+  // node that forwarded a position its owner does not read)
+  for (const position of [2 ** 53, 1e300, -1, 1.5, 2 ** 53, 1e300]) {
+    const cursor = Buffer.from(JSON.stringify({ a: position })).toString('base64url');
+    const page = await call(node.url, 'GET', `/machines/shapes/i/one/events?cursor=${cursor}`, { token: admin });
+    t.match([page.status, page.body], [400, { code: 'invalid-parameter' }], `cursor at ${position}: 400`);
+  }
 });
 
 t.test('create: conflicts, unknown machine or version, validation', async (t) => {

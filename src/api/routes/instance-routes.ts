@@ -110,7 +110,7 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     const { machine, instance } = request.params as { machine: string; instance: string };
     await instanceOf(orgId, machine, instance);
     const after = decodeCursor(request.query.get('cursor')) ?? 0;
-    if (typeof after !== 'number' || !Number.isInteger(after) || after < 0)
+    if (typeof after !== 'number' || !Number.isSafeInteger(after) || after < 0)
       throw invalidParameter('cursor', 'cursor is not one this service returned');
     const pageSize = context.settings.pageSize;
     const { items, cursor } = pageOf(
