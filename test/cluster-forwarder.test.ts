@@ -246,6 +246,65 @@ t.test(
   },
 );
 
+t.test(
+  'a history page larger than one message between nodes comes in parts; another answer too large for one is a 500 at once',
+  { skip },
+  async (t) => {
+    const nats = await startNats(1); // (max_payload 8 MB, as cluster/README.md says to set)
+    t.teardown(() => nats.stop());
+    const members = ['n1', 'n2'];
+    const pad = 'x'.repeat(1_000_000);
+    const records = Array.from({ length: 12 }, (_, i) => ({
+      seq: i + 1,
+      createdAt: new Date(1_000 + i).toISOString(),
+      ts: 1_000 + i,
+      event: { type: 'GO', pad },
+      state: 's',
+    }));
+    const asked: number[] = [];
+    const reads = {
+      ...byPartition(() => members).reads,
+      history: (_o: string, _m: string, _n: string, afterSeq: number, limit: number) => (
+        asked.push(afterSeq),
+        records.filter((record) => record.seq > afterSeq).slice(0, limit)
+      ),
+    };
+    const hugeState = {
+      ...ownerSide('n2', []),
+      read: async () => ({ ...(await ownerSide('n2', []).read('o', 'm', 'n', {})), context: { pad: 'y'.repeat(9_000_000) } }),
+    };
+    const errors: string[] = [];
+    await startForwarder(
+      t,
+      nats,
+      'n2',
+      hugeState,
+      () => members,
+      (message) => errors.push(message),
+      { reads },
+    );
+    const n1 = await startForwarder(t, nats, 'n1', ownerSide('n1', []), () => members);
+    const name = Array.from({ length: 40 }, (_, i) => `i${i}`).find((n) => n1.ownerOf('org_a', 'm', n) === 'n2') as string;
+
+    let started = Date.now();
+    const got = await n1.listTransitions('org_a', 'm', name, 0, 101);
+    t.same(
+      got.map((record) => record.seq),
+      records.map((record) => record.seq),
+      'every record, in order',
+    );
+    t.equal(got[11]?.event.pad, pad, 'whole');
+    t.ok(asked.length > 1, `asked ${asked.length} times, from ${asked.join(', ')}`);
+    t.ok(Date.now() - started < 1_500, `in ${Date.now() - started} ms (the asker's timeout is 2 s)`);
+    t.same(await n1.listTransitions('org_a', 'm', name, 10, 1), [records[10]], 'a page of one, from a cursor');
+
+    started = Date.now();
+    await t.rejects(n1.read('org_a', 'm', name, {}), { status: 500, code: 'internal' }, 'a state too large to answer across');
+    t.ok(Date.now() - started < 1_500, `answered in ${Date.now() - started} ms, not after the asker's timeout`);
+    t.same(errors, [], 'nothing went unanswered');
+  },
+);
+
 t.test('settleNotOwned waits for the commands under way on instances this node gave away, within its bound', { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());

@@ -20,6 +20,7 @@ import {
   decodeReply,
   encodeCommand,
   encodeReply,
+  recordsWithin,
   type InstanceCommand,
   type InstanceState,
   type InstanceWrites,
@@ -149,7 +150,15 @@ export class Forwarder implements InstanceWrites, InstanceReads {
         }
         void this.replyTo(message).then((reply) => {
           try {
-            message.respond(encodeReply(reply));
+            let frame = encodeReply(reply);
+            // (an answer NATS would refuse to carry: its asker hears why at once, not after its timeout)
+            if (frame.length > this.maxPayload())
+              frame = encodeReply(
+                this.failed(
+                  new ServiceError(500, 'internal', `the answer (${frame.length} bytes) is larger than a message between nodes carries`),
+                ),
+              );
+            message.respond(frame);
           } catch (respondError) {
             this.options.onError('could not answer a forwarded command', respondError);
           }
@@ -250,8 +259,22 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     return (await this.call({ op: 'head', orgId, machine, name })) ?? undefined;
   }
 
-  listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): Promise<TransitionRecord[]> {
-    return this.call({ op: 'history', orgId, machine, name, afterSeq, limit });
+  async listTransitions(orgId: string, machine: string, name: string, afterSeq: number, limit: number): Promise<TransitionRecord[]> {
+    // (an owner answers at most what one message carries: a page of large records comes in parts)
+    const records: TransitionRecord[] = [];
+    for (let from = afterSeq; records.length < limit;) {
+      const part = await this.call({ op: 'history', orgId, machine, name, afterSeq: from, limit: limit - records.length });
+      records.push(...part);
+      const last = part[part.length - 1];
+      if (last === undefined) break;
+      from = last.seq;
+    }
+    return records;
+  }
+
+  /** What NATS carries in one message from this node (its server's max_payload). */
+  private maxPayload(): number {
+    return this.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
   }
 
   async listInstances(orgId: string, machine: string, afterName: string | undefined, limit: number): Promise<InstanceSummary[]> {
@@ -425,7 +448,10 @@ export class Forwarder implements InstanceWrites, InstanceReads {
   private async replyTo(message: Msg): Promise<Reply> {
     const decoded = decodeCommand(message.data);
     if ('problem' in decoded) {
-      this.options.onError(`a forwarded command was not one this node reads: ${decoded.problem}`, message.data.subarray(0, 200));
+      this.options.onError(
+        `a forwarded command was not one this node reads: ${decoded.problem}`,
+        Buffer.from(message.data.subarray(0, 200)).toString('hex'),
+      );
       return UNREADABLE_COMMAND;
     }
     try {
@@ -583,7 +609,10 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       case 'head':
         return this.options.reads.head(command.orgId, command.machine, command.name) ?? null;
       case 'history':
-        return this.options.reads.history(command.orgId, command.machine, command.name, command.afterSeq, command.limit);
+        return recordsWithin(
+          this.options.reads.history(command.orgId, command.machine, command.name, command.afterSeq, command.limit),
+          Math.floor(this.maxPayload() * REPLY_SHARE),
+        );
     }
   }
 
@@ -652,6 +681,11 @@ const NOT_LISTENING = { ok: false, moved: true, notListening: true } as const;
  * move window.
  */
 const UNREACHABLE_OWNER_MS = 2_000;
+
+/** NATS's own max_payload, when the server has not said (1 MB). */
+const DEFAULT_MAX_PAYLOAD = 1_048_576;
+/** The share of it a history page's records may fill (the frame around them, escapes in their JSON). */
+const REPLY_SHARE = 0.75;
 
 /** The answer to a message that is not a command: nothing ran (a sender of another release, or not a node at all). */
 const UNREADABLE_COMMAND: Reply<never> = {

@@ -170,6 +170,20 @@ export const encodeCommand = (command: Command): Uint8Array => {
  * A reply's frame: `{v, ok, value}` (the value's JSON text; nothing to answer: `null`) or `{v, ok: false,
  * error}` (its JSON text: a message may quote machine code's values) or `{v, ok: false, moved: true}`.
  */
+/**
+ * The first of `records` whose JSON text fits in `bytes` all together, at least one: a history page an
+ * owner answers in one NATS message (max_payload) however large each record's event is; its asker
+ * asks on from the last one it got (Forwarder.listTransitions).
+ */
+export const recordsWithin = (records: TransitionRecord[], bytes: number): TransitionRecord[] => {
+  let total = 0;
+  for (let i = 0; i < records.length; i++) {
+    total += Buffer.byteLength(JSON.stringify(records[i])) + 1;
+    if (total > bytes && i > 0) return records.slice(0, i);
+  }
+  return records;
+};
+
 export const encodeReply = (reply: Reply): Uint8Array =>
   packr.pack(
     reply.ok
