@@ -11,6 +11,7 @@ import { json, jsonBody, noContent } from '../http-types.js';
 import { pageOf } from '../pagination.js';
 import type { Router } from '../router.js';
 import { stateView, versionInfo } from '../state-view.js';
+import type { TransitionRecord } from '../../store/instance-store.js';
 
 /** Machine instances (wire-protocol §3.4). Writes go to the owner; lists and history are read from the owners. */
 export const registerInstanceRoutes = (router: Router, context: ApiContext): void => {
@@ -113,15 +114,14 @@ export const registerInstanceRoutes = (router: Router, context: ApiContext): voi
     if (typeof after !== 'number' || !Number.isSafeInteger(after) || after < 0)
       throw invalidParameter('cursor', 'cursor is not one this service returned');
     const pageSize = context.settings.pageSize;
+    const shown = (record: TransitionRecord) => ({ createdAt: record.createdAt, state: record.state, event: record.event });
     const { items, cursor } = pageOf(
       await reads.listTransitions(orgId, machine, instance, after, pageSize + 1),
       pageSize,
       (last) => last.seq,
+      { max: MAX_HISTORY_PAGE_BYTES, of: (record) => Buffer.byteLength(JSON.stringify(shown(record))) },
     );
-    return json({
-      transitions: items.map((record) => ({ createdAt: record.createdAt, state: record.state, event: record.event })),
-      cursor,
-    });
+    return json({ transitions: items.map(shown), cursor });
   });
 
   router.add('GET', '/machines/:machine/i/:instance/admin', async (request) => {
@@ -192,3 +192,6 @@ const eventOf = (raw: unknown): MachineEvent => {
  * after every character a name may hold.
  */
 const justBefore = (prefix: string): string => prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) - 1) + '~';
+
+/** A history page ends before the record that takes its JSON past this (at least one record in it): a page of large events. */
+const MAX_HISTORY_PAGE_BYTES = 4 * 1024 * 1024;
