@@ -33,7 +33,7 @@ run: build
 # cluster, R3, each request through the next node (test/helpers/cluster-deployment.ts). `make test`
 # takes the core of them in its one tap run: each file of test/on-cluster/ runs its suite so, beside
 # the other files (skipped without nats-server). `make test-cluster` runs all that apply to a cluster.
-CLUSTER_SUITES_ALL := client-compat-foundation instances durable-timers inter-instance-messaging realtime usage machines history-times upgrades token-exchange machine-versions orgs-keys-billing event-type-names runtime-behaviour machine-fetch http-api client-compat-smply-bundle security-cross-instance upgrades-v5 xstate-v5 xstate-v5-restore
+CLUSTER_SUITES_ALL := client-compat-foundation instances durable-timers inter-instance-messaging realtime usage machines history-times history-pages upgrades token-exchange machine-versions orgs-keys-billing event-type-names runtime-behaviour machine-fetch http-api client-compat-smply-bundle security-cross-instance upgrades-v5 xstate-v5 xstate-v5-restore
 
 # The tests run compiled (test/build-tests.mjs: test/ into dist-test/, beside the dist/ they import).
 # One file: make test-build && npx tap dist-test/test/<name>.test.js
