@@ -55,7 +55,7 @@ export class InstanceCreation {
 
   /** Runs inside the mailbox; its machine cannot be deleted meanwhile (MachineGate). */
   async createWithin(actor: InstanceActor, request: Creation): Promise<InstanceHead> {
-    const leave = this.parts.gate.enterCreate(request.orgId, request.machine);
+    const leave = await this.parts.gate.enterCreate(request.orgId, request.machine);
     try {
       if (!this.parts.deps.machines.getMachine(request.orgId, request.machine)) throw notFound(`machine ${request.machine} does not exist`);
       return await this.createFirstRecord(actor, request);

@@ -1,4 +1,5 @@
-import { conflict, notFound } from '../domain/errors.js';
+import { conflict } from '../domain/errors.js';
+import { withinMs } from '../domain/within-ms.js';
 
 /**
  * Creating an instance and deleting its machine exclude each other. The delete checks that the machine
@@ -9,14 +10,26 @@ import { conflict, notFound } from '../domain/errors.js';
  */
 export class MachineGate {
   private readonly creating = new Map<string, number>();
-  private readonly deleting = new Set<string>();
+  /** Deletions running (here, or on another node with the gate closed here), each with its end. */
+  private readonly deleting = new Map<string, { over: Promise<void>; end: () => void }>();
   /** Gates closed for a deletion on another node, with the timer that opens them should it never say. */
   private readonly held = new Map<string, NodeJS.Timeout>();
 
-  /** Marks a create of an instance of `machine` as started; call the answer when it is over. */
-  enterCreate(orgId: string, machine: string): () => void {
+  constructor(private readonly createWaitsMs = CREATE_WAITS_MS) {}
+
+  /**
+   * Marks a create of an instance of `machine` as started, once no deletion of the machine runs (waited
+   * for, CREATE_WAITS_MS at most: a create that came during one learns after it whether the machine
+   * is still there, rather than a 404 for a machine whose deletion then failed); call the answer when
+   * it is over.
+   */
+  async enterCreate(orgId: string, machine: string): Promise<() => void> {
     const key = keyOf(orgId, machine);
-    if (this.deleting.has(key)) throw notFound(`machine ${machine} does not exist`);
+    const until = Date.now() + this.createWaitsMs;
+    for (let deletion = this.deleting.get(key); deletion !== undefined; deletion = this.deleting.get(key)) {
+      if (Date.now() >= until) throw conflict(`machine ${machine} is being deleted; retry if it still exists`);
+      await withinMs(deletion.over, until - Date.now(), () => undefined);
+    }
     this.creating.set(key, (this.creating.get(key) ?? 0) + 1);
     let left = false;
     return () => {
@@ -38,8 +51,8 @@ export class MachineGate {
     if ((this.creating.get(key) ?? 0) > 0) {
       throw conflict(`machine ${machine} has an instance being created: try again once it is done, after deleting its instances`);
     }
-    this.deleting.add(key);
-    const timer = setTimeout(() => this.deleting.delete(key), holdMs);
+    this.startDeleting(key);
+    const timer = setTimeout(() => this.endDeleting(key), holdMs);
     timer.unref();
     this.held.set(key, timer);
   }
@@ -50,7 +63,7 @@ export class MachineGate {
     if (timer === undefined) return;
     clearTimeout(timer);
     this.held.delete(key);
-    this.deleting.delete(key);
+    this.endDeleting(key);
   }
 
   /** Runs the deletion of `machine` while no create of its instances runs or starts. */
@@ -60,13 +73,27 @@ export class MachineGate {
     if ((this.creating.get(key) ?? 0) > 0) {
       throw conflict(`machine ${machine} has an instance being created: try again once it is done, after deleting its instances`);
     }
-    this.deleting.add(key);
+    this.startDeleting(key);
     try {
       return await work();
     } finally {
-      this.deleting.delete(key);
+      this.endDeleting(key);
     }
+  }
+
+  private startDeleting(key: string): void {
+    let end = (): void => undefined;
+    const over = new Promise<void>((resolve) => (end = resolve));
+    this.deleting.set(key, { over, end });
+  }
+
+  private endDeleting(key: string): void {
+    this.deleting.get(key)?.end();
+    this.deleting.delete(key);
   }
 }
 
 const keyOf = (orgId: string, machine: string): string => `${orgId}\u0000${machine}`;
+
+/** How long a create waits for a deletion of its machine to end (a deletion checks and removes records: milliseconds). */
+const CREATE_WAITS_MS = 5_000;
