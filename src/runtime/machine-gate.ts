@@ -11,23 +11,24 @@ import { withinMs } from '../domain/within-ms.js';
 export class MachineGate {
   private readonly creating = new Map<string, number>();
   /** Deletions running (here, or on another node with the gate closed here), each with its end. */
-  private readonly deleting = new Map<string, { over: Promise<void>; end: () => void }>();
+  private readonly deleting = new Map<string, { over: Promise<void>; end: () => void; here: boolean }>();
   /** Gates closed for a deletion on another node, with the timer that opens them should it never say. */
   private readonly held = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly createWaitsMs = CREATE_WAITS_MS) {}
 
   /**
-   * Marks a create of an instance of `machine` as started, once no deletion of the machine runs (waited
-   * for, CREATE_WAITS_MS at most: a create that came during one learns after it whether the machine
-   * is still there, rather than a 404 for a machine whose deletion then failed); call the answer when
-   * it is over.
+   * Marks a create of an instance of `machine` as started, once no deletion of the machine runs on this
+   * node (waited for, CREATE_WAITS_MS at most: a create that came during one learns after it whether
+   * the machine is still there, rather than a 404 for a machine whose deletion then failed); during one
+   * run by another node, a 409 that says to retry. Call the answer when the create is over.
    */
   async enterCreate(orgId: string, machine: string): Promise<() => void> {
     const key = keyOf(orgId, machine);
     const until = Date.now() + this.createWaitsMs;
     for (let deletion = this.deleting.get(key); deletion !== undefined; deletion = this.deleting.get(key)) {
-      if (Date.now() >= until) throw conflict(`machine ${machine} is being deleted; retry if it still exists`);
+      // (one run by another node ends there before this node's catalog may have applied it: not waited for)
+      if (!deletion.here || Date.now() >= until) throw conflict(`machine ${machine} is being deleted; retry if it still exists`);
       await withinMs(deletion.over, until - Date.now(), () => undefined);
     }
     this.creating.set(key, (this.creating.get(key) ?? 0) + 1);
@@ -51,7 +52,7 @@ export class MachineGate {
     if ((this.creating.get(key) ?? 0) > 0) {
       throw conflict(`machine ${machine} has an instance being created: try again once it is done, after deleting its instances`);
     }
-    this.startDeleting(key);
+    this.startDeleting(key, false);
     const timer = setTimeout(() => this.endDeleting(key), holdMs);
     timer.unref();
     this.held.set(key, timer);
@@ -73,7 +74,7 @@ export class MachineGate {
     if ((this.creating.get(key) ?? 0) > 0) {
       throw conflict(`machine ${machine} has an instance being created: try again once it is done, after deleting its instances`);
     }
-    this.startDeleting(key);
+    this.startDeleting(key, true);
     try {
       return await work();
     } finally {
@@ -81,10 +82,10 @@ export class MachineGate {
     }
   }
 
-  private startDeleting(key: string): void {
+  private startDeleting(key: string, here: boolean): void {
     let end = (): void => undefined;
     const over = new Promise<void>((resolve) => (end = resolve));
-    this.deleting.set(key, { over, end });
+    this.deleting.set(key, { over, end, here });
   }
 
   private endDeleting(key: string): void {
