@@ -1,4 +1,5 @@
 import { encodeCursor } from '../domain/cursor.js';
+import { countWithinBytes } from '../domain/within-bytes.js';
 
 /**
  * Cuts one page from `found`, which the store read with a limit of `pageSize + 1`: the extra item only
@@ -14,13 +15,10 @@ export const pageOf = <T>(
   let items = found.slice(0, pageSize);
   let more = found.length > pageSize;
   // (a page of large items ends early, at least one in it: the cursor goes on from its last)
-  if (bytes) {
-    let total = 0;
-    const fits = items.findIndex((item, i) => (total += bytes.of(item)) > bytes.max && i > 0);
-    if (fits > 0) {
-      items = items.slice(0, fits);
-      more = true;
-    }
+  const fitting = bytes ? countWithinBytes(items, bytes.max, bytes.of) : items.length;
+  if (fitting < items.length) {
+    items = items.slice(0, fitting);
+    more = true;
   }
   const last = items.at(-1);
   return more && last !== undefined ? { items, cursor: encodeCursor(positionOf(last)) } : { items };

@@ -1,5 +1,6 @@
 import { Packr } from 'msgpackr';
 import type { ErrorCode } from '../domain/errors.js';
+import { countWithinBytes } from '../domain/within-bytes.js';
 import type { IndexPosition } from '../domain/index-values.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
@@ -175,14 +176,11 @@ export const encodeCommand = (command: Command): Uint8Array => {
  * owner answers in one NATS message (max_payload) however large each record's event is; its asker
  * asks on from the last one it got (Forwarder.listTransitions).
  */
-export const recordsWithin = (records: TransitionRecord[], bytes: number): TransitionRecord[] => {
-  let total = 0;
-  for (let i = 0; i < records.length; i++) {
-    total += Buffer.byteLength(JSON.stringify(records[i])) + 1;
-    if (total > bytes && i > 0) return records.slice(0, i);
-  }
-  return records;
-};
+export const recordsWithin = (records: TransitionRecord[], bytes: number): TransitionRecord[] =>
+  records.slice(
+    0,
+    countWithinBytes(records, bytes, (record) => Buffer.byteLength(JSON.stringify(record)) + 1),
+  );
 
 export const encodeReply = (reply: Reply): Uint8Array =>
   packr.pack(
