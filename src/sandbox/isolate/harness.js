@@ -955,13 +955,11 @@ function nodeOrder5(st) {
   const nodes = st !== null && typeof st === 'object' ? st._nodes : undefined;
   if (!I.isArray(nodes)) return null;
   let atomic = 0;
+  for (let i = 0; i < nodes.length; i++) if (nodes[i].type === 'atomic' || nodes[i].type === 'final') atomic++;
+  if (atomic < 2) return null;
   const ids = [];
-  for (let i = 0; i < nodes.length; i++) {
-    const type = nodes[i].type;
-    if (type === 'atomic' || type === 'final') atomic++;
-    arrayPush(ids, $String(nodes[i].id));
-  }
-  return atomic > 1 ? ids : null;
+  for (let i = 0; i < nodes.length; i++) arrayPush(ids, $String(nodes[i].id));
+  return ids;
 }
 
 /** Puts a restored snapshot's active state nodes back in the order `order` names (nodeOrder5); the ones it does not name last, as they were. */
