@@ -96,6 +96,10 @@ const startForwarder = async (
   return forwarder;
 };
 
+/** An instance name of machine `m` of org_a whose owner is `owner` in `forwarder`'s view. */
+const nameOwnedBy = (forwarder: Forwarder, owner: string): string =>
+  Array.from({ length: 40 }, (_, i) => `i${i}`).find((name) => forwarder.ownerOf('org_a', 'm', name) === owner) as string;
+
 t.test("each request runs once, on its owner; errors keep their status and code; a departed owner's keys move", { skip }, async (t) => {
   const nats = await startNats(1);
   t.teardown(() => nats.stop());
@@ -183,7 +187,7 @@ t.test('a create or send through the node tells onWrite: answered, or not got to
   await forwarder.read('org_a', 'm', 'i1', {});
   t.same(told, [undefined], 'the send answered; the 403 and the read tell nothing');
   members = ['n1', 'gone'];
-  const away = Array.from({ length: 40 }, (_, i) => `i${i}`).find((name) => forwarder.ownerOf('org_a', 'm', name) === 'gone') as string;
+  const away = nameOwnedBy(forwarder, 'gone');
   await t.rejects(forwarder.send('org_a', 'm', away, { type: 'GO' }, {}), { status: 503, code: 'unavailable' });
   t.equal(told.length, 2);
   t.match(told[1], /keeps moving/, 'a send whose owner could not be reached tells why');
@@ -198,7 +202,7 @@ t.test(
     t.teardown(() => nats.stop());
     const members = ['n1', 'away'];
     const forwarder = await startForwarder(t, nats, 'n1', ownerSide('n1', []), () => members);
-    const name = Array.from({ length: 40 }, (_, i) => `i${i}`).find((n) => forwarder.ownerOf('org_a', 'm', n) === 'away') as string;
+    const name = nameOwnedBy(forwarder, 'away');
     const started = Date.now();
     await t.rejects(forwarder.send('org_a', 'm', name, { type: 'GO' }, {}), {
       status: 503,
@@ -284,7 +288,7 @@ t.test(
       { reads },
     );
     const n1 = await startForwarder(t, nats, 'n1', ownerSide('n1', []), () => members);
-    const name = Array.from({ length: 40 }, (_, i) => `i${i}`).find((n) => n1.ownerOf('org_a', 'm', n) === 'n2') as string;
+    const name = nameOwnedBy(n1, 'n2');
 
     let started = Date.now();
     const got = await n1.listTransitions('org_a', 'm', name, 0, 101);
