@@ -14,7 +14,7 @@ import {
   spawningMachine,
 } from './fixtures/pure-step-machines.js';
 import { effectsMachine, shapesMachine } from './fixtures/instance-machines.js';
-import { DELAYED, INVOKED_PROMISE, NESTED_PARALLEL, TOGGLE } from './fixtures/machines.js';
+import { DELAYED, INVOKED_PROMISE, NESTED_PARALLEL, TOGGLE, regionOrder } from './fixtures/machines.js';
 
 /**
  * Pure steps (instances of a machine that can leave nothing running rest as their state alone and
@@ -37,6 +37,8 @@ const cases: RoundRobinCase[] = [
   { machine: 'nested', code: NESTED_PARALLEL, events: ['START', 'NEXT', 'OPEN', 'NEXT', 'CLOSE', 'FINISH', 'START'] },
   { machine: 'shapes', code: shapesMachine, events: ['START', 'FLIP', 'BUMP', 'BUMP', 'NEST', 'UP', 'START'] },
   { machine: 'delayed', code: DELAYED, events: ['START', 'CANCEL', 'START', 'RESET'] },
+  { machine: 'regions', code: regionOrder(false), events: ['CROSS', 'E', 'E', 'CROSS', 'E', 'ROOT', 'E'] },
+  { machine: 'regions-sending', code: regionOrder(true), events: ['CROSS', 'E', 'SEND', 'CROSS', 'E'] },
   { machine: 'delays', code: delaysMachine(false), events: delaysEvents },
   { machine: 'delays-predictable', code: delaysMachine(true), events: delaysEvents },
   { machine: 'delays-named', code: delaysMachine(true, 20, true), events: delaysEvents },
@@ -90,6 +92,18 @@ for (const c of cases) {
     for (const name of INSTANCES) t.ok((b.histories[name] as unknown[]).length > 1, `${name} has a history`);
   });
 }
+
+t.test('regions take a shared event in the order they were last entered, as xstate 4 live, when restored each event too', async (t) => {
+  const logOf = async (machine: string) => {
+    const view = await call(restoring.url, 'GET', `/machines/${machine}/i/i1/admin`, { token: restoring.adminKey as string });
+    return (view.body as { context: { public: { log: string } } }).context.public.log;
+  };
+  // (what xstate 4 answers live: b first after CROSS enters it; a first again after a targetless root transition)
+  for (const suffix of ['', '-bundled']) {
+    t.equal(await logOf(`regions${suffix}`), 'BabaBa.ab', `regions${suffix}`);
+    t.equal(await logOf(`regions-sending${suffix}`), 'BaabBa', `regions-sending${suffix} (an interpreter's restore)`);
+  }
+});
 
 t.test('the features machine really ran its actions, with the context, event and state the interpreter gives them', async (t) => {
   const seenBy = async (machine: string) => {

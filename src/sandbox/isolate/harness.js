@@ -1276,12 +1276,43 @@ function ownStatesOf(m) {
   }
   return own;
 }
-/** m.resolveState, noting the State class m's copy makes. */
+/** m.resolveState, noting the State class m's copy makes; the value keeps s.value's order (keepValueOrder). */
 function resolveOwn(m, s) {
   const state = m.resolveState(s);
   const own = ownStatesOf(m);
   if (own.State === null) own.State = getPrototypeOf(state).constructor;
+  keepValueOrder(state.value, s.value);
   return state;
+}
+// xstate 4 takes a parallel state's regions in the order of its state value's keys: the regions'
+// transitions on one event, their actions, which of two conflicting ones wins. Live, that is the
+// order the regions were last entered in; its resolveState (a restore, Interpreter#start from a State)
+// rebuilds the value in document order. So a restored value's keys are put back in the order of the
+// value it was restored from, and a restored instance answers as the live one did.
+/** Reorders, in place, the keys of value's objects (parallel states) as they are in `like`; keys `like` lacks stay last. */
+function keepValueOrder(value, like) {
+  if (value === null || typeof value !== 'object' || like === null || typeof like !== 'object') return;
+  const keys = objectKeys(value);
+  if (keys.length > 1) {
+    const order = objectKeys(like);
+    let same = true;
+    for (let i = 0, j = 0; i < order.length && j < keys.length; i++) {
+      if (!hasOwn(value, order[i])) continue;
+      if (order[i] !== keys[j++]) {
+        same = false;
+        break;
+      }
+    }
+    if (!same) {
+      const entries = [];
+      for (let i = 0; i < order.length; i++) if (hasOwn(value, order[i])) arrayPush(entries, order[i], value[order[i]]);
+      for (let i = 0; i < keys.length; i++) if (!hasOwn(like, keys[i])) arrayPush(entries, keys[i], value[keys[i]]);
+      for (let i = 0; i < keys.length; i++) delete value[keys[i]];
+      for (let i = 0; i < entries.length; i += 2) value[entries[i]] = entries[i + 1];
+    }
+  }
+  const all = objectKeys(value);
+  for (let i = 0; i < all.length; i++) if (hasOwn(like, all[i])) keepValueOrder(value[all[i]], like[all[i]]);
 }
 /** state as a State of m's own xstate copy (a State of another copy, or a plain config, is resolved by m). */
 function asOwnState(m, state) {
@@ -1355,6 +1386,7 @@ function wake(rec, state) {
     rec.delayed = null;
   }
   apply(P.start, rec.interp, [state]);
+  keepValueOrder(rec.interp.state.value, state.value);
   rec.transitions = 0;
   rec.changed = false;
 }
@@ -1503,6 +1535,7 @@ function startActor(key, name, init, now) {
       }
       rec.interp = createInterpreter(rec, base);
       apply(P.start, rec.interp, [s]);
+      keepValueOrder(rec.interp.state.value, s.value);
       for (let i = 0; i < timers.length; i++) {
         const t = timers[i];
         if (t && t.kind === 'event') rearm(rec, t);
