@@ -29,7 +29,7 @@ for (const seed of SEEDS) {
     let compared = 0;
     for (const [index, raw] of raws.entries()) {
       for (const major of [4, 5] as const) {
-        const spec = buildSpec(raw, { regionConflicts: major === 5 });
+        const spec = buildSpec(raw, { regionConflicts: major === 5 || 'targetless' });
         for (const [instance, events] of spec.instances.entries()) {
           const live = (await referenceRun(spec, major, events, xs)).steps.map((step) => ({
             answer: step.kind === 'refused' ? 'refused' : step.state,

@@ -8,10 +8,13 @@
  *
  * What the builder keeps out, and why:
  * - Two handlers of one event type that can be active at once in different regions of a parallel
- *   state (or one in a region and one on the parallel state or above it): xstate 4 takes the regions
- *   in the state value's key order after `State.create`, in the order last entered when live, and
- *   conflicting multi-region transitions resolve differently. Eventless (`always`) transitions count
- *   as one event type for this. v5 machines may have such pairs (`regionConflicts`), but not of
+ *   state (or one in a region and one on the parallel state or above it), unless `regionConflicts`.
+ *   v4 machines may have such pairs of targetless handlers (`regionConflicts: 'targetless'`): xstate
+ *   4 takes the regions in the state value's key order, the order last entered when live, which
+ *   `State.create` loses and the service keeps (the reference's restore keeps it too); conflicting
+ *   multi-region transitions that leave their regions leave xstate 4 live in a configuration a
+ *   restore does not give back. Eventless (`always`) transitions count as one event type for this,
+ *   and are never such pairs. v5 machines may have such pairs (`regionConflicts: true`), but not of
  *   eventless transitions: xstate 5 picks between those in the order it holds the active state nodes,
  *   which is document order live and level by level once restored from a persisted snapshot (regions
  *   whose active leaves lie at different depths: xstate alone, seed 20261130 case 8, n 41 live, 12
@@ -22,9 +25,9 @@
  *   cannot hold (both s7 and s1 active under a compound root, seed 616 case 44 before this rule), and
  *   restored from its persisted snapshot it resolves that to another one (xstate alone, without
  *   Statehold: n 9 live, 10 restored).
- * - Actions in a region that write what another region writes: every node inside a region of a
- *   parallel state writes only its region's own context key (`public.r_<region>`), so the order in
- *   which regions run never matters.
+ * - Without `regionConflicts`, actions in a region that write what another region writes: every node
+ *   inside a region of a parallel state writes only its region's own context key
+ *   (`public.r_<region>`), so the order in which regions run never matters.
  * - Transitions from one region into a sibling region.
  * - Endless automatic steps: `after`, `always` and `onDone` only go to states after their source's
  *   whole subtree in document order (never to a history state), so every chain of them ends.
@@ -415,10 +418,15 @@ const counterOf = (owner: string): string => (owner === 'main' ? 'n' : owner);
 export interface BuildOptions {
   /**
    * Let regions of a parallel state (and a region and the parallel state or its ancestors) handle the
-   * same event types, and every node write the shared context (n, trace, secret): the corners where
-   * xstate 4 answers differently once restored, kept out of v4 machines.
+   * same event types, and every node write the shared context (n, trace, secret). `true` for v5.
+   * `'targetless'` for v4: such handlers only when all of them are targetless, for transitions of
+   * several regions that leave them leave xstate 4 live in a configuration its state value cannot
+   * hold (tags of a state no longer in the value; seed 616 case 42), which a restore resolves
+   * otherwise. Their actions then run in the regions' order: the one they were last entered in,
+   * which a node keeps across restores (src/sandbox/isolate/harness.js, keepValueOrder) and the
+   * reference's restore too.
    */
-  regionConflicts?: boolean;
+  regionConflicts?: boolean | 'targetless';
 }
 
 export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec => {
@@ -433,7 +441,12 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
       kind,
       parent,
       children: [],
-      owner: parent === null || options.regionConflicts === true ? 'main' : parent.kind === 'parallel' ? `r_${key}` : parent.owner,
+      owner:
+        parent === null || (options.regionConflicts !== undefined && options.regionConflicts !== false)
+          ? 'main'
+          : parent.kind === 'parallel'
+            ? `r_${key}`
+            : parent.owner,
       lastIndex: nodes.length,
       tags: r.tags,
       entry: [],
@@ -613,13 +626,22 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
   const handlers = new Map<string, SNode[]>();
   /** Handlers with a candidate that targets a history state, per event type. */
   const historyHandlers = new Map<string, Set<SNode>>();
-  /** Whether `n` may handle `type` (with a candidate aiming at a history state if `toHistory`). */
-  const canHandle = (n: SNode, type: string, toHistory = false): boolean =>
-    (handlers.get(type) ?? []).every(
-      (h) =>
-        !handlersConflict(h, n) ||
-        (options.regionConflicts === true && type !== '' && !toHistory && !(historyHandlers.get(type)?.has(h) ?? false)),
-    );
+  /** Handlers with a candidate that has a target, per event type ('targetless' mode: they conflict with none). */
+  const targetedHandlers = new Map<string, Set<SNode>>();
+  /**
+   * Whether `n` may handle `type` (with a candidate aiming at a history state if `toHistory`): 'free',
+   * 'targetless' (only with candidates that have no target), or null (not at all).
+   */
+  const canHandle = (n: SNode, type: string, toHistory = false): 'free' | 'targetless' | null => {
+    const conflicting = (handlers.get(type) ?? []).filter((h) => handlersConflict(h, n));
+    if (conflicting.length === 0) return 'free';
+    if (type === '') return null;
+    if (options.regionConflicts === true)
+      return !toHistory && !conflicting.some((h) => historyHandlers.get(type)?.has(h) ?? false) ? 'free' : null;
+    if (options.regionConflicts === 'targetless')
+      return conflicting.some((h) => targetedHandlers.get(type)?.has(h) ?? false) ? null : 'targetless';
+    return null;
+  };
   const addHandler = (n: SNode, type: string, toHistory = false) => {
     const list = handlers.get(type) ?? [];
     if (list.some((h) => handlersConflict(h, n))) features.regionConflict = true;
@@ -637,10 +659,13 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     const aimsAtHistory = (c: RawCandidate): boolean => c.target !== null && c.toHistory && histories.length > 0;
     const toHistory = r.candidates.some(aimsAtHistory);
     let type: string | undefined;
+    let targetless = false;
     for (let i = 0; i < types.length; i++) {
       const candidate = types[(r.evt + i) % types.length] as string;
-      if (canHandle(src, candidate, toHistory)) {
+      const verdict = canHandle(src, candidate, toHistory);
+      if (verdict !== null) {
         type = candidate;
+        targetless = verdict === 'targetless';
         break;
       }
     }
@@ -648,7 +673,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     const sends: Sends[] = type.startsWith('E') ? ['raise', 'schedule', 'cancel'] : type.startsWith('D') ? ['raise', 'cancel'] : [];
     const candidates = r.candidates.map((c): Candidate => {
       const pool = aimsAtHistory(c) ? histories : targetables;
-      let target: SNode | null = c.target === null ? null : (pool[c.target % pool.length] as SNode);
+      let target: SNode | null = c.target === null || targetless ? null : (pool[c.target % pool.length] as SNode);
       if (target && crossesRegions(src, target)) target = null;
       const cand = {
         target,
@@ -666,7 +691,8 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
       } else if (cand.actions.some((a) => a.kind !== 'throwAction')) features.targetlessAssign = true;
       return cand;
     });
-    addHandler(src, type, toHistory);
+    addHandler(src, type, toHistory && !targetless);
+    if (candidates.some((c) => c.target !== null)) targetedHandlers.set(type, (targetedHandlers.get(type) ?? new Set()).add(src));
     // Candidates after an unguarded one are never taken (xstate 4 warns about them): drop them.
     const all = [...(src.on.get(type) ?? []), ...candidates];
     const open = all.findIndex((c) => c.guard === null);
@@ -691,7 +717,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
   // always: eventless transitions count as one event type for the region rule
   for (const n of nodes) {
     const r = rawOf.get(n);
-    if (!r?.always || n === root || n.kind === 'final' || n.kind === 'history' || !canHandle(n, '')) continue;
+    if (!r?.always || n === root || n.kind === 'final' || n.kind === 'history' || canHandle(n, '') === null) continue;
     const c = autoCandidate(n, r.always, false, `always@${n.key}`);
     if (!c) continue;
     n.always = [c];
@@ -1152,6 +1178,21 @@ const observe5 = (s: any): Observed => plain({ value: s.value, context: s.contex
  * A copy of it, as a node reads a new one from storage each time: actions that change the context in
  * place would otherwise change the stored state too (also in a step that then throws).
  */
+/** Reorders, in place, the keys of `value`'s objects as they are in `like` (as the service's restore does: src/sandbox/isolate/harness.js). */
+const keepValueOrder = (value: unknown, like: unknown): void => {
+  if (value === null || typeof value !== 'object' || like === null || typeof like !== 'object') return;
+  const v = value as Record<string, unknown>;
+  const l = like as Record<string, unknown>;
+  const entries = [...Object.keys(l).filter((k) => Object.hasOwn(v, k)), ...Object.keys(v).filter((k) => !Object.hasOwn(l, k))].map(
+    (k) => [k, v[k]] as const,
+  );
+  for (const k of Object.keys(v)) delete v[k];
+  for (const [k, x] of entries) {
+    v[k] = x;
+    keepValueOrder(x, l[k]);
+  }
+};
+
 const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules, snapshot?: unknown): Promise<RefActor> => {
   const body = renderBody(spec, major, startingContext(spec));
   // (a child machine ends within the step; its done event may still take a microtask to come)
@@ -1168,6 +1209,8 @@ const startReference = async (spec: MachineSpec, major: Major, xs: XstateModules
     // (restored as a node restores it: the stored State's actions, children and history left out, so nothing runs again)
     const stored = snapshot === undefined ? undefined : { ...(plain(snapshot) as object), actions: [], children: {}, history: undefined };
     service.start(stored === undefined ? undefined : (machine as any).resolveState((xs.v4.State as any).create(stored)));
+    // (and, as a node does, with the regions of its value in the stored order, which xstate 4 takes them in)
+    if (stored !== undefined) keepValueOrder(service.state.value, (snapshot as { value?: unknown }).value);
     await flush(clock, promises);
     return {
       async send(event) {
