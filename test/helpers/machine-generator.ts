@@ -28,7 +28,8 @@
  * - Without `regionConflicts`, actions in a region that write what another region writes: every node
  *   inside a region of a parallel state writes only its region's own context key
  *   (`public.r_<region>`), so the order in which regions run never matters.
- * - Transitions from one region into a sibling region.
+ * - Without `regionConflicts`, transitions of the user's events from one region into a sibling region
+ *   (they change the order xstate 4 takes the regions in); automatic steps never.
  * - Endless automatic steps: `after`, `always` and `onDone` only go to states after their source's
  *   whole subtree in document order (never to a history state), so every chain of them ends.
  * - Two delayed events pending at once whose real-time order could differ from the simulated
@@ -365,6 +366,8 @@ export interface Features {
   named: boolean;
   /** Only with `regionConflicts`: handlers of one event type that can be picked together across regions. */
   regionConflict: boolean;
+  /** Only with `regionConflicts`: a user's event taking one region into a sibling region. */
+  crossRegion: boolean;
 }
 
 export interface MachineSpec {
@@ -525,6 +528,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     logAction: false,
     named: false,
     regionConflict: false,
+    crossRegion: false,
   };
   /** Raised events go to handlers that raise nothing; delayed events to handlers that send nothing delayed. */
   const RAISED = ['I0', 'I1'];
@@ -674,7 +678,10 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     const candidates = r.candidates.map((c): Candidate => {
       const pool = aimsAtHistory(c) ? histories : targetables;
       let target: SNode | null = c.target === null || targetless ? null : (pool[c.target % pool.length] as SNode);
-      if (target && crossesRegions(src, target)) target = null;
+      if (target && crossesRegions(src, target)) {
+        if (options.regionConflicts) features.crossRegion = true;
+        else target = null;
+      }
       const cand = {
         target,
         flip: target !== null && c.flip,
