@@ -138,6 +138,8 @@ export interface RawCase {
   promises: boolean;
   /** Machine code writes to the console (a third of the machines): some actions, and every guard as it is evaluated. */
   logs: boolean;
+  /** A v4 machine without `predictableActionArguments` (a quarter of them): actions run after the transition, assigns first, as many users' v4 machines do. */
+  unpredictable: boolean;
 }
 
 export interface GeneratorOptions {
@@ -245,6 +247,7 @@ export const caseArbitrary = (options: GeneratorOptions): fc.Arbitrary<RawCase> 
     named: fc.boolean(),
     promises: fc.nat(2).map((x) => x === 0),
     logs: fc.nat(2).map((x) => x === 0),
+    unpredictable: fc.nat(3).map((x) => x === 0),
   });
 
 // ---------------------------------------------------------------------------------------------
@@ -368,6 +371,8 @@ export interface Features {
   regionConflict: boolean;
   /** Only with `regionConflicts`: a user's event taking one region into a sibling region. */
   crossRegion: boolean;
+  /** v4 only: the machine has no `predictableActionArguments`. */
+  unpredictable: boolean;
 }
 
 export interface MachineSpec {
@@ -529,6 +534,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     named: false,
     regionConflict: false,
     crossRegion: false,
+    unpredictable: false,
   };
   /** Raised events go to handlers that raise nothing; delayed events to handlers that send nothing delayed. */
   const RAISED = ['I0', 'I1'];
@@ -817,7 +823,7 @@ export const buildSpec = (raw: RawCase, options: BuildOptions = {}): MachineSpec
     initialContext: { public: publicContext, secret: { k: 1 } },
     createContext: raw.initialSecret === null ? undefined : { secret: { k: raw.initialSecret } },
     instances,
-    features: { ...features, named: raw.named },
+    features: { ...features, named: raw.named, unpredictable: raw.unpredictable },
   };
 };
 
@@ -996,12 +1002,15 @@ const renderInvoke = (inv: InvokeSpec, major: Major, names?: Names): string => {
   return `{ id: ${JSON.stringify(inv.id)}, src: ${src}${input}, onDone: ${renderCandidates(inv.onDone, major, names)}, onError: ${renderCandidates(inv.onError, major, names)} }`;
 };
 
+/** Set while a v4 machine without `predictableActionArguments` is rendered (renderBody). */
+let unpredictable = false;
+
 const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string, names?: Names): string => {
   const lines: string[] = [];
   const inner = `${indent}  `;
   if (n.parent === null) {
     lines.push(`${inner}id: "m",`);
-    if (major === 4) lines.push(`${inner}predictableActionArguments: true,`);
+    if (major === 4 && !unpredictable) lines.push(`${inner}predictableActionArguments: true,`);
     lines.push(`${inner}context: ${contextExpr},`);
   }
   if (n.kind === 'history') {
@@ -1041,6 +1050,14 @@ export const startingContext = (spec: MachineSpec): Record<string, unknown> => (
  * `context` replaces the machine's default context (the reference uses the merged starting context).
  */
 export const renderBody = (spec: MachineSpec, major: Major, context: unknown = spec.initialContext): string => {
+  unpredictable = spec.features.unpredictable;
+  try {
+    return renderBodyNow(spec, major, context);
+  } finally {
+    unpredictable = false;
+  }
+};
+const renderBodyNow = (spec: MachineSpec, major: Major, context: unknown): string => {
   const boom = 'function boom(site) { throw new Error("boom " + site); }\n';
   if (!spec.features.named) return `${boom}const machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context))});\n`;
   const names: Names = { actions: new Map(), guards: new Map(), delays: new Set(), actors: new Map() };
