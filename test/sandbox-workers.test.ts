@@ -8,6 +8,7 @@
  * node before anything else ran there), one without it the last; both with the smallest isolate heap,
  * where a memory bomb aborts V8 at once (smallHeapArgs).
  */
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
@@ -107,4 +108,33 @@ export const allowWrite = () => true;`;
     ['xstate.init', 'INC'],
     'the killed request left nothing',
   );
+});
+
+t.test('a worker killed from outside while it loads a version for a request: the request runs once more, in the next worker', async (t) => {
+  // (a version whose top-level code takes 2 s, under a CPU limit that lets it: its load is the window)
+  const node = await startNode({ args: ['--sandbox-stall-ms', '0', '--cpu-limit-ms', '8000'] });
+  t.teardown(() => node.stop('SIGKILL'));
+  const token = node.adminKey;
+  const heavy = `import { createMachine } from 'npm:xstate';
+const end = Date.now() + 2000;
+while (Date.now() < end) {}
+export default createMachine({ id: 'heavy', initial: 'a', predictableActionArguments: true, states: { a: {} } });
+export const allowRead = () => true;
+export const allowWrite = () => true;`;
+  await machineWithVersion(node, 'heavy', heavy);
+  const first = await eventually(() => workerPid(node, 'main'), { message: 'no main worker' });
+  const cpuTicks = (pid: number): number => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  };
+  const before = cpuTicks(first);
+  const sending = call(node.url, 'POST', '/machines/heavy', { token, body: { slug: 'h' } });
+  // (killed once the worker has spun a while in the version's top-level code: the load is under way)
+  await eventually(() => cpuTicks(first) - before >= 40, { intervalMs: 20, message: 'the worker never loaded the version' });
+  process.kill(first, 'SIGKILL');
+  const answer = await sending;
+  t.equal(answer.status, 200, `the create is answered 200 after its run once more: ${JSON.stringify(answer.body)}`);
+  t.notMatch(node.output(), 'crashed its sandbox worker twice in a row', 'the version was not quarantined');
+  t.equal((await call(node.url, 'GET', '/machines/heavy/i/h', { token })).status, 200, 'the instance exists');
 });

@@ -5,10 +5,12 @@ import {
   MachineCodeError,
   type RemoteVersion,
   type SandboxClient,
+  SandboxCrashedError,
   SandboxTimeoutError,
   type WorkerStats,
 } from '../sandbox/index.js';
 import type { LogSink } from './log-sink.js';
+import { WorkerCrashFailure } from './request-retries.js';
 import type { RuntimeSettings } from './runtime-settings.js';
 import type { VersionSource } from './version-source.js';
 
@@ -217,9 +219,14 @@ export class SandboxPool {
  * What a failed load of a version means to the request that needed it: the version's own code failed
  * (its top-level code or its exports, once more than at upload: they may read the clock, or be a
  * Proxy) is the machine's fault, a 400 as a step's failure is; the rest (a crash, a moved or retired
- * worker, memory) goes on as it is, for the retries.
+ * worker, memory) goes on as it is, for the retries. A worker that died while it loaded the version
+ * is what it is while a step runs (a MachineCodeError too, but not the version's fault when killed from
+ * outside, by the OOM killer say): the request runs once more, then gets its 503, or its 400 and the
+ * version its blame when the crash was the version's own.
  */
-const loadFailure = (versionId: string, error: unknown): unknown =>
-  error instanceof BundleValidationError || error instanceof MachineCodeError || error instanceof SandboxTimeoutError
+const loadFailure = (versionId: string, error: unknown): unknown => {
+  if (error instanceof SandboxCrashedError) return new WorkerCrashFailure(error.message, error.killedFromOutside);
+  return error instanceof BundleValidationError || error instanceof MachineCodeError || error instanceof SandboxTimeoutError
     ? machineCodeFailed(`machine version ${versionId} could not be loaded: ${error.message}`)
     : error;
+};
