@@ -45,6 +45,11 @@ export class WorkerCrashFailure extends ServiceError {
   ) {
     super(external ? 503 : 400, external ? 'unavailable' : 'machine-code-error', message);
   }
+
+  /** What a worker's death under a call (a step, a version's load) is to the request that made it. */
+  static of(crash: SandboxCrashedError): WorkerCrashFailure {
+    return new WorkerCrashFailure(crash.message, crash.killedFromOutside);
+  }
 }
 
 /**
@@ -163,7 +168,7 @@ export class RequestRetries {
  * HTTP in one place, api/error-response.ts), or the failures the retries above tell apart.
  */
 export function asRequestError(error: unknown, instance: string, logger: Logger): unknown {
-  if (error instanceof SandboxCrashedError) return new WorkerCrashFailure(error.message, error.killedFromOutside);
+  if (error instanceof SandboxCrashedError) return WorkerCrashFailure.of(error);
   if (error instanceof StepTooLargeError) return new ServiceError(400, 'state-too-large', `${error.message}; the event was not applied`);
   if (error instanceof MachineCodeError) return machineCodeFailed(`machine code threw: ${error.message}`);
   if (error instanceof SandboxTimeoutError) return machineCodeFailed(error.message);

@@ -225,7 +225,7 @@ export class SandboxPool {
  * version its blame when the crash was the version's own.
  */
 const loadFailure = (versionId: string, error: unknown): unknown => {
-  if (error instanceof SandboxCrashedError) return new WorkerCrashFailure(error.message, error.killedFromOutside);
+  if (error instanceof SandboxCrashedError) return WorkerCrashFailure.of(error);
   return error instanceof BundleValidationError || error instanceof MachineCodeError || error instanceof SandboxTimeoutError
     ? machineCodeFailed(`machine version ${versionId} could not be loaded: ${error.message}`)
     : error;

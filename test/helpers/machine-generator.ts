@@ -1002,15 +1002,13 @@ const renderInvoke = (inv: InvokeSpec, major: Major, names?: Names): string => {
   return `{ id: ${JSON.stringify(inv.id)}, src: ${src}${input}, onDone: ${renderCandidates(inv.onDone, major, names)}, onError: ${renderCandidates(inv.onError, major, names)} }`;
 };
 
-/** Set while a v4 machine without `predictableActionArguments` is rendered (renderBody). */
-let unpredictable = false;
-
-const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string, names?: Names): string => {
+/** `predictable`: a v4 root gets `predictableActionArguments` (not for MachineSpec.features.unpredictable). */
+const renderNode = (n: SNode, major: Major, indent: string, contextExpr: string, names?: Names, predictable = true): string => {
   const lines: string[] = [];
   const inner = `${indent}  `;
   if (n.parent === null) {
     lines.push(`${inner}id: "m",`);
-    if (major === 4 && !unpredictable) lines.push(`${inner}predictableActionArguments: true,`);
+    if (major === 4 && predictable) lines.push(`${inner}predictableActionArguments: true,`);
     lines.push(`${inner}context: ${contextExpr},`);
   }
   if (n.kind === 'history') {
@@ -1050,18 +1048,12 @@ export const startingContext = (spec: MachineSpec): Record<string, unknown> => (
  * `context` replaces the machine's default context (the reference uses the merged starting context).
  */
 export const renderBody = (spec: MachineSpec, major: Major, context: unknown = spec.initialContext): string => {
-  unpredictable = spec.features.unpredictable;
-  try {
-    return renderBodyNow(spec, major, context);
-  } finally {
-    unpredictable = false;
-  }
-};
-const renderBodyNow = (spec: MachineSpec, major: Major, context: unknown): string => {
   const boom = 'function boom(site) { throw new Error("boom " + site); }\n';
-  if (!spec.features.named) return `${boom}const machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context))});\n`;
+  const predictable = !spec.features.unpredictable;
+  if (!spec.features.named)
+    return `${boom}const machine = createMachine(${renderNode(spec.root, major, '', JSON.stringify(context), undefined, predictable)});\n`;
   const names: Names = { actions: new Map(), guards: new Map(), delays: new Set(), actors: new Map() };
-  const config = renderNode(spec.root, major, '', JSON.stringify(context), names);
+  const config = renderNode(spec.root, major, '', JSON.stringify(context), names, predictable);
   const table = (m: Map<string, string>) => `{\n${[...m].map(([code, name]) => `    ${name}: ${code},`).join('\n')}\n  }`;
   const delays = `{ ${[...names.delays].map((ms) => `wait${ms}: ${ms}`).join(', ')} }`;
   const actors = `{ ${[...names.actors].map(([name, creator]) => `${name}: ${creator}`).join(', ')} }`;
