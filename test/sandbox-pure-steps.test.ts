@@ -5,7 +5,7 @@ import { delaysMachine, spawningMachine } from './fixtures/pure-step-machines.js
 import { DELAYED, INVOKED_PROMISE, TOGGLE } from './fixtures/machines.js';
 
 /**
- * Which actors rest without an interpreter between steps (pure steps, isolate/harness.js), and the
+ * Which actors rest without an interpreter between steps (pure steps, isolate/harness-pure-steps.js), and the
  * restore that rides on a step's own call. The histories they give are compared with an interpreter's
  * in pure-steps.test.ts; here, that the pure path is the one taken, and only where it may be.
  */

@@ -119,6 +119,10 @@ t.test('only xstate specifiers resolve; our own modules and the file system do n
     'statehold:bundle',
     'statehold:entry',
     'file:///statehold/harness.mjs',
+    // the harness's parts, which resolve only for the harness's own modules
+    './harness-base.js',
+    './harness-v4.js',
+    'file:///statehold/harness-base.mjs',
     'node:fs',
     'fs',
     'npm:xstate/../../../package.json',
@@ -133,13 +137,15 @@ t.test('only xstate specifiers resolve; our own modules and the file system do n
   }
   const meta = `import { createMachine } from 'npm:xstate';
 const keys = Object.keys(import.meta).join(',') + ':' + String(import.meta.url);
-let dyn = 'pending';
+let dyn = 'pending', dynPart = 'pending';
 import('statehold:harness').then(() => { dyn = 'imported'; }, () => { dyn = 'rejected'; });
-export default createMachine({ id: 'm', initial: 'a', context: () => ({ keys, dyn }), states: { a: {} } });
+import('./harness-base.js').then(() => { dynPart = 'imported'; }, () => { dynPart = 'rejected'; });
+export default createMachine({ id: 'm', initial: 'a', context: () => ({ keys, dyn, dynPart }), states: { a: {} } });
 ${ALLOW_ALL}`;
   const vi = await VersionIsolate.load({ versionId: 'v', code: meta });
   t.teardown(() => vi.dispose());
   const c = vi.defaultContext();
   t.notMatch(String(c.keys), /\/work|node_modules|home/, `import.meta shows no host path: ${c.keys}`);
   t.equal(c.dyn, 'rejected');
+  t.equal(c.dynPart, 'rejected', "a dynamic import of the harness's base is refused too");
 });

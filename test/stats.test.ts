@@ -10,7 +10,7 @@ const node = await startNode({ args: ['--max-live-actors', '30'] });
 t.teardown(() => node.stop());
 const admin = node.adminKey as string;
 
-/** A send without a delay: its instances keep an interpreter (pure steps, isolate/harness.js). */
+/** A send without a delay: its instances keep an interpreter (pure steps, isolate/harness-pure-steps.js). */
 const SENDER = `import { createMachine, send } from "xstate";
 export default createMachine({ id: "sender", initial: "a", states: { a: { on: { GO: { actions: send("PING") }, PING: "b" } }, b: {} } });
 ${ALLOW_ALL}`;

@@ -1,9 +1,9 @@
 /**
  * A machine version's states and transitions as plain data, read from its isolate (the sandbox's
- * harness.js `definition`) for the web console's drawing.
+ * harness-version-info.js `definition`) for the web console's drawing.
  */
 
-/** One state node of a machine's definition (harness.js `definition`), children in declaration order. */
+/** One state node of a machine's definition (harness-version-info.js `definition`), children in declaration order. */
 export interface DefinitionNode {
   key: string;
   id: string;

@@ -36,7 +36,7 @@ export interface RuntimeSettings {
   /**
    * Actors of machines that can leave nothing running but delayed events to themselves rest between
    * steps as their state and timers alone, stepped by xstate's pure transition instead of a live
-   * interpreter (isolate/harness.js, pure steps).
+   * interpreter (isolate/harness-pure-steps.js).
    */
   pureSteps: boolean;
   /** Requests to http APIs (wire-protocol §3.14) per org per second, with twice as many in a burst; beyond, 429. */

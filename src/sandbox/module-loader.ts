@@ -2,7 +2,8 @@
  * Builds the module graph of one isolate:
  *   statehold:entry ──▶ statehold:bundle (user code) ──▶ xstate (shared copy, es/*.js)
  *                   └─▶ statehold:harness ───────────────▶ xstate
- *                                        └─▶ statehold:upgrade
+ *                                        ├─▶ statehold:upgrade
+ *                                        └─▶ its parts (./harness-*.js) ─▶ xstate
  *   statehold:entry5 ─▶ xstate@5 (shared v5 copy, dist/*.esm.js), statehold:harness
  * The harness is evaluated before the bundle (it must take the hidden plumbing off the global object
  * before user code runs); the entry module, evaluated last, hands the bundle namespace to the harness.
@@ -10,12 +11,13 @@
  * bundle when the bundle imports it (so the harness captures its methods before user code can reach
  * them), after the bundle when the bundle's default export is a v5 machine of a bundled xstate copy
  * (user code cannot reach the shared copy then).
- * User code can only import xstate specifiers: `statehold:*` names resolve only for our own modules.
+ * User code can only import xstate specifiers: `statehold:*` names and the harness's parts resolve
+ * only for our own modules.
  */
 import ivm from 'isolated-vm';
 import { BundleValidationError } from './errors.js';
 import { isXstate5Specifier, resolveUserSpecifier, resolveXstateInternal, xstateSource } from './xstate-sources.js';
-import { HARNESS_SOURCE, ENTRY_SOURCE, ENTRY5_SOURCE, UPGRADE_HARNESS_SOURCE } from './isolate-sources.js';
+import { HARNESS_SOURCE, HARNESS_PART_SOURCES, ENTRY_SOURCE, ENTRY5_SOURCE, UPGRADE_HARNESS_SOURCE } from './isolate-sources.js';
 
 const BUNDLE_FILENAME = 'file:///statehold/bundle.mjs';
 
@@ -33,6 +35,9 @@ export class IsolateModules {
   private readonly fileOf = new Map<ivm.Module, string>();
   private bundleModule: ivm.Module | undefined;
   private harnessModule: ivm.Module | undefined;
+  /** The harness and its parts: the modules that may import the parts and xstate's private modules. */
+  private readonly harnessModules = new Set<ivm.Module>();
+  private readonly partBySpecifier = new Map<string, ivm.Module>();
   private upgradeModule: ivm.Module | undefined;
   private xstate5Bound = false;
   /** The bundle imports the shared xstate 5 (known once compiled). */
@@ -63,8 +68,9 @@ export class IsolateModules {
   /** Compiles and evaluates the harness (and the xstate modules it pulls in). */
   loadHarness(timeoutMs: number): ivm.Module {
     const mod = this.isolate.compileModuleSync(HARNESS_SOURCE, { filename: 'file:///statehold/harness.mjs' });
-    // set first: resolve() lets the harness (only) import xstate's private modules
+    // set first: resolve() lets the harness (only) import its parts and xstate's private modules
     this.harnessModule = mod;
+    this.harnessModules.add(mod);
     mod.instantiateSync(this.context, (s, r) => this.resolve(s, r));
     mod.evaluateSync({ timeout: timeoutMs });
     return mod;
@@ -103,18 +109,35 @@ export class IsolateModules {
       if (target === undefined) throw new Error(`xstate module import not found: ${specifier}`);
       return this.xstateModule(target);
     }
+    const fromHarness = this.harnessModules.has(referrer);
     if (referrer === this.harnessModule && specifier === 'statehold:upgrade') {
       this.upgradeModule ??= this.isolate.compileModuleSync(UPGRADE_HARNESS_SOURCE, { filename: 'file:///statehold/upgrade-harness.mjs' });
       return this.upgradeModule;
     }
-    if (referrer !== this.bundleModule && referrer !== this.harnessModule) {
+    if (fromHarness) {
+      const part = this.harnessPart(specifier);
+      if (part) return part;
+    }
+    if (referrer !== this.bundleModule && !fromHarness) {
       // our entry module (the only other referrer)
       if (specifier === 'statehold:bundle') return this.bundle();
       if (specifier === 'statehold:harness' && this.harnessModule) return this.harnessModule;
     }
-    const r = resolveUserSpecifier(specifier, this.harnessModule !== undefined && referrer === this.harnessModule);
+    const r = resolveUserSpecifier(specifier, fromHarness);
     if (!r.ok) throw new BundleValidationError(r.error);
     return this.xstateModule(r.file);
+  }
+
+  /** A part of the harness (./harness-*.js), compiled once; undefined for any other specifier. */
+  private harnessPart(specifier: string): ivm.Module | undefined {
+    let mod = this.partBySpecifier.get(specifier);
+    if (mod) return mod;
+    const source = HARNESS_PART_SOURCES.get(specifier);
+    if (source === undefined) return undefined;
+    mod = this.isolate.compileModuleSync(source, { filename: `file:///statehold/${specifier.slice(2, -3)}.mjs` });
+    this.partBySpecifier.set(specifier, mod);
+    this.harnessModules.add(mod);
+    return mod;
   }
 
   private xstateModule(file: string): ivm.Module {

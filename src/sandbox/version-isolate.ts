@@ -153,7 +153,7 @@ export class VersionIsolate {
   }
 
   /**
-   * The machine's states and transitions as plain, bounded data (harness.js `definition`), for the web
+   * The machine's states and transitions as plain, bounded data (harness-version-info.js `definition`), for the web
    * console's drawing: keys, ids, types, initial states, tags, transitions' events and target ids.
    */
   definition(): MachineDefinition {

@@ -58,7 +58,7 @@ export interface LoadOptions {
   /**
    * Let the actors of a machine that can leave nothing running but delayed events to itself rest
    * between steps as their state and timers alone, stepped by xstate's pure transition
-   * (isolate/harness.js, pure steps); default true.
+   * (isolate/harness-pure-steps.js); default true.
    */
   pureSteps?: boolean;
   /** A machine version (the default) or a migration bundle, whose exports are checked instead. */
@@ -194,7 +194,7 @@ export async function loadVersion(opts: LoadOptions): Promise<LoadedVersion> {
       logs.end();
     }
     const info = JSON.parse(infoJson) as BundleInfo;
-    // A machine of a bundled xstate 5 copy runs on the shared v5 copy's actors (isolate/harness.js).
+    // A machine of a bundled xstate 5 copy runs on the shared v5 copy's actors (isolate/harness-v5.js).
     if (opts.kind !== 'migration' && info.machine === 'v5' && !modules.bundleImportsXstate5) modules.bindXstate5(limits.cpuLimitMs);
     const problem = opts.kind === 'migration' ? migrationProblem(info) : bundleProblem(info);
     if (problem !== undefined) throw new BundleValidationError(problem);

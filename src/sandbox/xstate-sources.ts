@@ -90,7 +90,7 @@ const XSTATE_SPECIFIER = /^(?:npm:)?xstate(?:@([^/]*))?(?:\/(.*))?$/;
 /**
  * xstate modules user bundles may not import: `registry` lists every live interpreter of the isolate
  * (all instances of the version) by session id, `serviceScope` hands out the interpreter in scope.
- * The harness keeps both to itself (isolate/harness.js). Compared case-insensitively.
+ * The harness keeps both to itself (isolate/harness-v4.js, harness-pure-steps.js). Compared case-insensitively.
  */
 const PRIVATE_XSTATE_MODULES: ReadonlySet<string> = new Set(['registry', 'servicescope']);
 

@@ -431,7 +431,7 @@ export interface BuildOptions {
    * several regions that leave them leave xstate 4 live in a configuration its state value cannot
    * hold (tags of a state no longer in the value; seed 616 case 42), which a restore resolves
    * otherwise. Their actions then run in the regions' order: the one they were last entered in,
-   * which a node keeps across restores (src/sandbox/isolate/harness.js, keepValueOrder) and the
+   * which a node keeps across restores (src/sandbox/isolate/harness-pure-steps.js, keepValueOrder) and the
    * reference's restore too.
    */
   regionConflicts?: boolean | 'targetless';
@@ -1194,7 +1194,7 @@ const observe5 = (s: any): Observed => plain({ value: s.value, context: s.contex
  * A copy of it, as a node reads a new one from storage each time: actions that change the context in
  * place would otherwise change the stored state too (also in a step that then throws).
  */
-/** Reorders, in place, the keys of `value`'s objects as they are in `like` (as the service's restore does: src/sandbox/isolate/harness.js). */
+/** Reorders, in place, the keys of `value`'s objects as they are in `like` (as the service's restore does: src/sandbox/isolate/harness-pure-steps.js). */
 const keepValueOrder = (value: unknown, like: unknown): void => {
   if (value === null || typeof value !== 'object' || like === null || typeof like !== 'object') return;
   const v = value as Record<string, unknown>;
