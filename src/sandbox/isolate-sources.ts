@@ -6,9 +6,9 @@
  *
  * - globals.js, url.js, fetch.js, subtle.js: installers (function expressions) run once per isolate
  *   before any other code, each with the audited callbacks it gets (version-loading.ts);
- * - harness.js (statehold:harness) and upgrade-harness.js (statehold:upgrade): the modules the host
- *   calls into (HarnessExports names their functions and parameters); harness.js imports its parts
- *   (HARNESS_PART_SOURCES) by relative specifiers, which resolve only from the harness's own modules;
+ * - harness.js (statehold:harness): the module the host calls into (HarnessExports names its functions
+ *   and parameters); it imports its parts (HARNESS_PART_SOURCES) by relative specifiers, which resolve
+ *   only from the harness's own modules;
  * - the two entry modules below, which bind the harness to the bundle and to the shared xstate 5.
  * Values the isolate code must agree on with the host (limits, the tampering marker) are handed to
  * globals.js as JSON (isolateSettings), not pasted into its source.
@@ -33,11 +33,16 @@ export const SUBTLE_SOURCE = read('subtle.js');
 export const HARNESS_SOURCE = read('harness.js');
 /** The harness's parts, by the specifier its modules import them with (module-loader.ts). */
 export const HARNESS_PART_SOURCES: ReadonlyMap<string, string> = new Map(
-  ['harness-base.js', 'harness-v4.js', 'harness-v5.js', 'harness-pure-steps.js', 'harness-http-api.js', 'harness-version-info.js'].map(
-    (name) => [`./${name}`, read(name)],
-  ),
+  [
+    'harness-base.js',
+    'harness-v4.js',
+    'harness-v5.js',
+    'harness-pure-steps.js',
+    'harness-http-api.js',
+    'harness-version-info.js',
+    'harness-upgrades.js',
+  ].map((name) => [`./${name}`, read(name)]),
 );
-export const UPGRADE_HARNESS_SOURCE = read('upgrade-harness.js');
 
 /** Starts the message of the error the harness throws when machine code tampered with what it relies on. */
 export const TAMPERED_MARKER = 'statehold: sandbox tampered: ';

@@ -2,7 +2,6 @@
  * Builds the module graph of one isolate:
  *   statehold:entry ──▶ statehold:bundle (user code) ──▶ xstate (shared copy, es/*.js)
  *                   └─▶ statehold:harness ───────────────▶ xstate
- *                                        ├─▶ statehold:upgrade
  *                                        └─▶ its parts (./harness-*.js) ─▶ xstate
  *   statehold:entry5 ─▶ xstate@5 (shared v5 copy, dist/*.esm.js), statehold:harness
  * The harness is evaluated before the bundle (it must take the hidden plumbing off the global object
@@ -17,7 +16,7 @@
 import ivm from 'isolated-vm';
 import { BundleValidationError } from './errors.js';
 import { isXstate5Specifier, resolveUserSpecifier, resolveXstateInternal, xstateSource } from './xstate-sources.js';
-import { HARNESS_SOURCE, HARNESS_PART_SOURCES, ENTRY_SOURCE, ENTRY5_SOURCE, UPGRADE_HARNESS_SOURCE } from './isolate-sources.js';
+import { HARNESS_SOURCE, HARNESS_PART_SOURCES, ENTRY_SOURCE, ENTRY5_SOURCE } from './isolate-sources.js';
 
 const BUNDLE_FILENAME = 'file:///statehold/bundle.mjs';
 
@@ -38,7 +37,6 @@ export class IsolateModules {
   /** The harness and its parts: the modules that may import the parts and xstate's private modules. */
   private readonly harnessModules = new Set<ivm.Module>();
   private readonly partBySpecifier = new Map<string, ivm.Module>();
-  private upgradeModule: ivm.Module | undefined;
   private xstate5Bound = false;
   /** The bundle imports the shared xstate 5 (known once compiled). */
   bundleImportsXstate5 = false;
@@ -110,10 +108,6 @@ export class IsolateModules {
       return this.xstateModule(target);
     }
     const fromHarness = this.harnessModules.has(referrer);
-    if (referrer === this.harnessModule && specifier === 'statehold:upgrade') {
-      this.upgradeModule ??= this.isolate.compileModuleSync(UPGRADE_HARNESS_SOURCE, { filename: 'file:///statehold/upgrade-harness.mjs' });
-      return this.upgradeModule;
-    }
     if (fromHarness) {
       const part = this.harnessPart(specifier);
       if (part) return part;

@@ -7,9 +7,8 @@
  * - harness-v4.js: xstate 4 interpreters; harness-pure-steps.js: v4 actors resting without one;
  * - harness-v5.js: xstate 5 actors;
  * - harness-http-api.js: httpApiMapper calls; harness-version-info.js: what a version exports, its
- *   default context and its state nodes;
- * - upgrade-harness.js (statehold:upgrade): an instance's upgrade to another version. The host calls its exports through
- * references obtained once (applySync, ≈ 1.6 µs a crossing); every argument and result is a string
+ *   default context and its state nodes; harness-upgrades.js: an instance's upgrade to another version.
+ * The host calls this module's exports through references obtained once (applySync, ≈ 1.6 µs a crossing); every argument and result is a string
  * or a number, so no object crosses the boundary (the one exception: `deliver` also receives a
  * host-made ArrayBuffer copy of a fetch response body).
  *
@@ -44,8 +43,6 @@
  * - each exported entry starts a new console budget (internal.beginCall).
  */
 import { provide } from 'xstate/lib/serviceScope';
-import { updateHistoryValue as X_updateHistoryValue } from 'xstate/lib/utils';
-import { makeUpgrades } from 'statehold:upgrade';
 import {
   internal,
   I,
@@ -81,7 +78,6 @@ import {
 import {
   P,
   X_spawn,
-  X_toSCXMLEvent,
   protectEventLookups,
   freeSessionsOf,
   createInterpreter,
@@ -94,7 +90,6 @@ import {
   P5,
   isV5Machine,
   machine5,
-  PERSISTENT_INVOKE,
   createActor5,
   checkFailed5,
   restoreNodeOrder5,
@@ -103,7 +98,6 @@ import {
   runningChildren5,
   stopChildren5,
   snapshotOf5,
-  outputOf5,
 } from './harness-v5.js';
 import {
   spawnGuard,
@@ -117,10 +111,12 @@ import {
   forgetPureCall,
 } from './harness-pure-steps.js';
 import { httpCallName } from './harness-http-api.js';
+import { upgradedState4, upgradedState5, keepPersistentInvokes5, timersForMajor } from './harness-upgrades.js';
 
 export { bindV5 } from './harness-v5.js';
 export { httpCall, httpCollect, httpDrop } from './harness-http-api.js';
 export { inspect, defaultContext, definition } from './harness-version-info.js';
+export { migrate, rememberedPaths5 } from './harness-upgrades.js';
 
 export function bind(ns) {
   if (bundle !== null) throw new Error('statehold harness: already bound');
@@ -190,7 +186,7 @@ function stateOf(rec) {
 function startActor5(rec, init) {
   const m = machine5();
   if (init.snapshot) {
-    // A snapshot an upgrade made (upgrade-harness.js): rebuilt for this version's machine.
+    // A snapshot an upgrade made (harness-upgrades.js): rebuilt for this version's machine.
     const upgraded = init.snapshot.state.__upgradeHistory !== undefined;
     const s = upgraded ? upgradedState5(m, init.snapshot.state) : init.snapshot.state;
     if (upgraded) keepPersistentInvokes5(m, init.snapshot);
@@ -313,7 +309,7 @@ function startActor(key, name, init, now) {
     }
     const base = machine();
     if (init.snapshot) {
-      // A snapshot an upgrade made (upgrade-harness.js): rebuilt for this version's machine.
+      // A snapshot an upgrade made (harness-upgrades.js): rebuilt for this version's machine.
       const upgraded = init.snapshot.state.__upgradeHistory !== undefined;
       const s = upgraded ? upgradedState4(base, init.snapshot) : init.snapshot.state;
       s.actions = [];
@@ -369,40 +365,6 @@ function startActor(key, name, init, now) {
   } catch (e) {
     fail(rec, e);
   }
-}
-
-// ---- upgrades (upgrade-harness.js) ----
-const upgrades = makeUpgrades({
-  I: I,
-  internal: internal,
-  enterCall: enterCall,
-  jsonCopy: jsonCopy,
-  assignOwn: assignOwn,
-  outputOf5: outputOf5,
-  machine5: machine5,
-  X_toSCXMLEvent: X_toSCXMLEvent,
-  X_updateHistoryValue: X_updateHistoryValue,
-  PERSISTENT_INVOKE: PERSISTENT_INVOKE,
-  bundle: function () {
-    return bundle;
-  },
-  isV5: function () {
-    return v5;
-  },
-});
-const upgradedState4 = upgrades.upgradedState4,
-  upgradedState5 = upgrades.upgradedState5;
-const keepPersistentInvokes5 = upgrades.keepPersistentInvokes5,
-  timersForMajor = upgrades.timersForMajor;
-/** A migration bundle's work (upgrade-harness.js migrate). */
-/** @param {string} inputJson @returns {string} (a call from the host: version-isolate.ts) */
-export function migrate(inputJson) {
-  return upgrades.migrate(inputJson);
-}
-/** The paths a v5 instance's history states remember (upgrade-harness.js rememberedPaths5). */
-/** @param {string} snapshotJson @returns {string} (a call from the host: version-isolate.ts) */
-export function rememberedPaths5(snapshotJson) {
-  return upgrades.rememberedPaths5(snapshotJson);
 }
 
 /** @param {string} key @param {string} eventJson @param {number} now @param {string} [restoreJson] @returns {string} (a call from the host: version-isolate.ts) */
