@@ -97,7 +97,12 @@ t.test('on one node', async (t) => {
     const sent = Date.now();
     await client.machineInstances.sendEvent('parent', 'd', { event: 'LATER' });
     await sleep(200);
-    t.equal((await client.machineInstances.admin.get('child', 'kid-d')).context.pings, 1, 'not delivered before its delay');
+    const early = await client.machineInstances.admin.get('child', 'kid-d');
+    // (only an answer that came before the delay ran out can tell: on a host loaded enough, the event's
+    // own answer and the sleep may take longer than the delay, and the message is rightly there by then)
+    const lookedAfterMs = Date.now() - sent;
+    if (lookedAfterMs < 400) t.equal(early.context.pings, 1, 'not delivered before its delay');
+    else t.comment(`not delivered before its delay: not checked, the look came ${lookedAfterMs} ms after the send`);
     await waitForPongs(client, 'd', 2);
     t.ok(Date.now() - sent >= 400, 'delivered after its delay');
 
