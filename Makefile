@@ -23,9 +23,10 @@ install: node_modules/.installed
 
 # The host's TypeScript, then the in-isolate JavaScript: checked by its own tsconfig (the isolate's
 # globals only) and copied unchanged beside the host code that reads it (src/sandbox/isolate-sources.ts).
-# Built again only when a source, the console or a build setting changed since (dist/.built), so that
-# `make test` or `make run` after `make build` (as CI does) does not compile it all twice.
-BUILD_INPUTS := $(shell find src console -type f) package.json tsconfig.json
+# Built again only when a source, the console or a build setting changed since (dist/.built; a folder
+# counts, so a file removed does too), so that `make test` or `make run` after `make build` (as CI
+# does) does not compile it all twice.
+BUILD_INPUTS := $(shell find src console) package.json tsconfig.json
 dist/.built: node_modules/.installed $(BUILD_INPUTS)
 	npm run --silent build
 	@touch $@
