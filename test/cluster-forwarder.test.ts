@@ -299,8 +299,16 @@ t.test(
     );
     t.equal(got[11]?.event.pad, pad, 'whole');
     t.ok(asked.length > 1, `asked ${asked.length} times, from ${asked.join(', ')}`);
+    t.notOk(asked.includes(12), 'not asked again after the last part, which came whole');
     t.ok(Date.now() - started < 1_500, `in ${Date.now() - started} ms (the asker's timeout is 2 s)`);
     t.same(await n1.listTransitions('org_a', 'm', name, 10, 1), [records[10]], 'a page of one, from a cursor');
+    asked.length = 0;
+    t.same(
+      (await n1.listTransitions('org_a', 'm', name, 9, 101)).map((record) => record.seq),
+      [10, 11, 12],
+      'the end of a history, from a cursor',
+    );
+    t.same(asked, [9], 'a part that fits in one message is asked once: its owner says it came whole');
 
     started = Date.now();
     await t.rejects(n1.read('org_a', 'm', name, {}), { status: 500, code: 'internal' }, 'a state too large to answer across');
@@ -633,6 +641,16 @@ t.test('commands and replies are MessagePack frames of one protocol version, eac
   );
   t.same(decodeReply('delete', encodeReply({ ok: true, value: true })), { ok: true, value: true });
   t.same(decodeReply('setStatus', encodeReply({ ok: true, value: null })), { ok: true, value: null }, 'nothing to answer: nil');
+  t.same(
+    decodeReply('history', encodeReply({ ok: true, value: [], whole: true })),
+    { ok: true, value: [], whole: true },
+    'a whole history part',
+  );
+  t.same(
+    decodeReply('history', pack({ v: COMMAND_PROTOCOL, ok: true, value: '[]' })),
+    { ok: true, value: [] },
+    'an owner of an earlier release says nothing of it: its asker asks on, as before',
+  );
   t.same(decodeReply('send', encodeReply({ ok: false, moved: true })), { ok: false, moved: true });
   const error = { status: 400, code: 'invalid-parameter', message: 'no', parameter: 'event' } as const;
   t.same(decodeReply('send', encodeReply({ ok: false, error })), { ok: false, error });

@@ -263,10 +263,12 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     // (an owner answers at most what one message carries: a page of large records comes in parts)
     const records: TransitionRecord[] = [];
     for (let from = afterSeq; records.length < limit;) {
-      const part = await this.call({ op: 'history', orgId, machine, name, afterSeq: from, limit: limit - records.length });
+      const answered = { whole: false };
+      const part = await this.call({ op: 'history', orgId, machine, name, afterSeq: from, limit: limit - records.length }, answered);
       records.push(...part);
       const last = part[part.length - 1];
-      if (last === undefined) break;
+      // (a part its owner cut nothing from ends the page: the history ends there, or the page is full)
+      if (last === undefined || answered.whole) break;
       from = last.seq;
     }
     return records;
@@ -381,7 +383,8 @@ export class Forwarder implements InstanceWrites, InstanceReads {
     }
   }
 
-  private async call<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>> {
+  /** `answered.whole` is set when the answer came whole: run here, or a reply that says so (Reply). */
+  private async call<C extends InstanceCommand>(command: C, answered?: { whole: boolean }): Promise<AnswerOf<C>> {
     const [orgId, machine, name] = keyOf(command);
     let deadline = Date.now() + (this.options.moveWindowMs ?? 5_000);
     let lost = 0;
@@ -392,14 +395,19 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       let reply: Outcome<C>;
       if (owner === this.options.nodeId) {
         try {
-          return await this.runLocally(command);
+          const answer = await this.runLocally(command);
+          if (answered) answered.whole = true;
+          return answer;
         } catch (error) {
           // (this node turned out not to be the one to run it now: ask again, of the owner in the view then)
           if (!(error instanceof RequestMovedError)) throw lost > 0 ? uncertainOnceLost(error) : error;
           reply = MOVED;
         }
       } else reply = await this.ask(owner, command);
-      if (reply.ok) return reply.value;
+      if (reply.ok) {
+        if (answered) answered.whole = reply.whole === true;
+        return reply.value;
+      }
       if ('error' in reply) throw lost > 0 ? uncertainOnceLost(errorOf(reply.error)) : errorOf(reply.error);
       if ('notListening' in reply) {
         if (notListening?.owner !== owner) notListening = { owner, since: Date.now() };
@@ -463,7 +471,14 @@ export class Forwarder implements InstanceWrites, InstanceReads {
 
   private async answer<C extends Command>(command: C): Promise<Reply<C>> {
     const value = await this.answerOf(command);
-    return value === MOVED ? MOVED : { ok: true, value: value as AnswerOf<C> };
+    if (value === MOVED) return MOVED;
+    if (command.op === 'history') {
+      // (an owner answers at most what one message carries: a page of large records goes in parts)
+      const page = value as TransitionRecord[];
+      const part = recordsWithin(page, Math.floor(this.maxPayload() * REPLY_SHARE));
+      return { ok: true, value: part as AnswerOf<C>, ...(part.length === page.length ? { whole: true as const } : {}) };
+    }
+    return { ok: true, value: value as AnswerOf<C> };
   }
 
   private async answerOf<C extends Command>(command: C): Promise<AnswerOf<C> | typeof MOVED>;
@@ -609,10 +624,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       case 'head':
         return this.options.reads.head(command.orgId, command.machine, command.name) ?? null;
       case 'history':
-        return recordsWithin(
-          this.options.reads.history(command.orgId, command.machine, command.name, command.afterSeq, command.limit),
-          Math.floor(this.maxPayload() * REPLY_SHARE),
-        );
+        return this.options.reads.history(command.orgId, command.machine, command.name, command.afterSeq, command.limit);
     }
   }
 

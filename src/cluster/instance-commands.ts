@@ -137,7 +137,11 @@ export interface ErrorAnswer {
 
 /** A node's reply to a command. */
 export type Reply<C extends Command = Command> =
-  | { ok: true; value: AnswerOf<C> }
+  /**
+   * `whole`: a history part its owner cut nothing from (all it read fits in one message), so its asker
+   * need not ask on after it; absent from owners of earlier releases, whose askers ignore it.
+   */
+  | { ok: true; value: AnswerOf<C>; whole?: true }
   | { ok: false; error: ErrorAnswer }
   /** The node asked does not own the instance or partitions (its view changed), or is gone: nothing ran; ask the owner again. */
   | { ok: false; moved: true };
@@ -168,8 +172,8 @@ export const encodeCommand = (command: Command): Uint8Array => {
 };
 
 /**
- * A reply's frame: `{v, ok, value}` (the value's JSON text; nothing to answer: `null`) or `{v, ok: false,
- * error}` (its JSON text: a message may quote machine code's values) or `{v, ok: false, moved: true}`.
+ * A reply's frame: `{v, ok, value}` (the value's JSON text; nothing to answer: `null`; a history part
+ * also `whole: true` when it was not cut) or `{v, ok: false, error}` (its JSON text: a message may quote machine code's values) or `{v, ok: false, moved: true}`.
  */
 /**
  * The first of `records` whose JSON text fits in `bytes` all together, at least one: a history page an
@@ -185,7 +189,7 @@ export const recordsWithin = (records: TransitionRecord[], bytes: number): Trans
 export const encodeReply = (reply: Reply): Uint8Array =>
   packr.pack(
     reply.ok
-      ? { v: COMMAND_PROTOCOL, ok: true, value: JSON.stringify(reply.value ?? null) }
+      ? { v: COMMAND_PROTOCOL, ok: true, value: JSON.stringify(reply.value ?? null), ...(reply.whole ? { whole: true } : {}) }
       : 'error' in reply
         ? { v: COMMAND_PROTOCOL, ok: false, error: JSON.stringify(reply.error) }
         : { v: COMMAND_PROTOCOL, ...reply },
@@ -216,7 +220,8 @@ export const decodeReply = <C extends Command>(op: C['op'], data: Uint8Array): R
   if (!isRecord(frame) || frame.v !== COMMAND_PROTOCOL) return undefined;
   if (frame.ok === true) {
     const value = parsed(frame.value);
-    return value !== undefined && answerShapes[op](value) ? { ok: true, value: value as AnswerOf<C> } : undefined;
+    if (value === undefined || !answerShapes[op](value)) return undefined;
+    return { ok: true, value: value as AnswerOf<C>, ...(frame.whole === true ? { whole: true as const } : {}) };
   }
   if (frame.ok !== false) return undefined;
   if (frame.moved === true) return { ok: false, moved: true };
