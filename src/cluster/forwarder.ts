@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
-import { InstanceNotFoundError, ServiceError, unavailable } from '../domain/errors.js';
-import { allSettledWithin } from '../domain/within-ms.js';
+import { ServiceError, unavailable } from '../domain/errors.js';
 import type { CreateRequest } from '../domain/instance-requests.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
 import { compareIndexPositions, type IndexPosition } from '../domain/index-values.js';
@@ -28,10 +27,9 @@ import {
   type NodeCommand,
   type OwnerSide,
   type Reply,
-  requestIdOf,
-  stateOf,
 } from './instance-commands.js';
 import { NodeRequests, type Suspicion } from './node-requests.js';
+import { OwnerRuns, type OwnerRunsOptions } from './owner-runs.js';
 
 export type { OwnerSide } from './instance-commands.js';
 
@@ -84,19 +82,14 @@ interface ForwarderOptions {
    * whether the request is to be run as one asked again (it may have been applied already: its history
    * is looked in first), which a late copy of a request that another copy was asked again for is too.
    */
-  prepare?: (
-    orgId: string,
-    machine: string,
-    name: string,
-    request: { retried: boolean; requestId?: string },
-  ) => Promise<{ retried: boolean }>;
+  prepare?: OwnerRunsOptions['prepare'];
   /**
    * Asked on the owner when a request found no instance (404) while this node still owns it: whether the
    * instance is there once this node's copy holds its last logged entry (then the request runs again:
    * nothing of it ran). The copy can be behind the log right after a partition was taken (seen under a
    * cut: an event answered 404 was in the history). A 503 when that cannot be told now.
    */
-  foundAfterCatchUp?: (orgId: string, machine: string, name: string) => Promise<boolean>;
+  foundAfterCatchUp?: OwnerRunsOptions['foundAfterCatchUp'];
   /** Told of a node that may be gone: a request found no one listening on its subject, or is slow to be answered (Membership.suspect). */
   suspect?: (nodeId: string, why: Suspicion) => void;
 }
@@ -118,8 +111,8 @@ export class Forwarder implements InstanceWrites, InstanceReads {
   private subscription: Subscription | undefined;
   private readonly requests: NodeRequests;
   private readonly subjects = new Map<string, string>();
-  /** The instance commands this node runs as their owner, until each answers (settleNotOwned). */
-  private readonly running = new Set<{ key: [string, string, string]; run: Promise<unknown> }>();
+  /** The instance commands this node runs as their owner. */
+  private readonly owner: OwnerRuns;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -131,6 +124,13 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       checkMs: DEPARTURE_CHECK_MS,
       ...(options.suspect ? { suspect: options.suspect, slowMs: SLOW_ANSWER_MS } : {}),
       reconnects: { nodeId: options.nodeId, subject: `statehold.${options.cluster}.reconnected` },
+    });
+    this.owner = new OwnerRuns(local, {
+      owns: (orgId, machine, name) => this.owns(orgId, machine, name),
+      reads: options.reads,
+      onError: options.onError,
+      ...(options.prepare ? { prepare: options.prepare } : {}),
+      ...(options.foundAfterCatchUp ? { foundAfterCatchUp: options.foundAfterCatchUp } : {}),
     });
   }
 
@@ -395,7 +395,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       let reply: Outcome<C>;
       if (owner === this.options.nodeId) {
         try {
-          const answer = await this.runLocally(command);
+          const answer = await this.owner.run(command);
           if (answered) answered.whole = true;
           return answer;
         } catch (error) {
@@ -499,7 +499,7 @@ export class Forwarder implements InstanceWrites, InstanceReads {
       default: {
         const [orgId, machine, name] = keyOf(command);
         if (!this.owns(orgId, machine, name)) return MOVED;
-        return this.runLocally(command);
+        return this.owner.run(command);
       }
     }
   }
@@ -524,108 +524,10 @@ export class Forwarder implements InstanceWrites, InstanceReads {
 
   /**
    * Resolves once the commands this node is running as the owner of instances it no longer owns have
-   * answered (a hand-over: Membership.handOverWith), or after `maxMs`; true when they all had. A command
-   * counts from its ownership check on, so one still in `prepare` is waited for too.
+   * answered (a hand-over: Membership.handOverWith), or after `maxMs`; true when they all had.
    */
   settleNotOwned(maxMs: number): Promise<boolean> {
-    const given = [...this.running].filter(({ key: [orgId, machine, name] }) => !this.owns(orgId, machine, name));
-    return allSettledWithin(
-      given.map(({ run }) => run),
-      maxMs,
-    );
-  }
-
-  /** Runs an instance command on this node, its owner (tracked in `running` until it answers). */
-  private runLocally<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>>;
-  private runLocally(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
-    const key = keyOf(command);
-    const run = this.runAsOwner(command).then(
-      (answer) => this.answeredHere(command, answer),
-      (error: unknown) => this.failedHere(command, error),
-    );
-    const entry = { key, run };
-    this.running.add(entry);
-    const forget = () => void this.running.delete(entry);
-    entry.run.then(forget, forget);
-    return entry.run;
-  }
-
-  /*
-   * A command that outlived a hand-over (Membership.handOverWith waits for it only so long) runs on a
-   * copy this node has let go: the instance's head is gone from it, or not the latest, and the command
-   * found no instance (404, or a delete's false, a head or history read's nothing) or its head moved
-   * (409). Nothing was written (the log's fence); the owner now answers instead of this stale copy.
-   */
-  private handedOver(command: InstanceCommand): RequestMovedError | undefined {
-    const [orgId, machine, name] = keyOf(command);
-    return this.owns(orgId, machine, name)
-      ? undefined
-      : new RequestMovedError(`instance ${name} of machine ${machine} was handed over while its request ran here`);
-  }
-
-  private answeredHere(command: InstanceCommand, answer: AnswerOf<InstanceCommand>): AnswerOf<InstanceCommand> {
-    const nothing = answer === false || answer === null || (Array.isArray(answer) && answer.length === 0);
-    const moved =
-      nothing && (command.op === 'delete' || command.op === 'head' || command.op === 'history') ? this.handedOver(command) : undefined;
-    if (moved) throw moved;
-    return answer;
-  }
-
-  /** A command that failed here: asked of the new owner after a hand-over; run again once if the instance was only missing from a copy behind the log. */
-  private async failedHere(command: InstanceCommand, error: unknown): Promise<AnswerOf<InstanceCommand>> {
-    const moved = error instanceof ServiceError && (error.status === 404 || error.status === 409) ? this.handedOver(command) : undefined;
-    if (moved) throw moved;
-    const [orgId, machine, name] = keyOf(command);
-    if (error instanceof InstanceNotFoundError && (await this.options.foundAfterCatchUp?.(orgId, machine, name))) {
-      this.options.onError(
-        `instance ${name} of machine ${machine} was not in this node's copy when a request came, though the log had it; the request runs again`,
-        error,
-      );
-      return this.runAsOwner(command);
-    }
-    throw error;
-  }
-
-  /** Runs an instance command on this node, its owner: the answer is what the command's reply carries. */
-  private async runAsOwner<C extends InstanceCommand>(command: C): Promise<AnswerOf<C>>;
-  private async runAsOwner(command: InstanceCommand): Promise<AnswerOf<InstanceCommand>> {
-    const local = this.local;
-    const { prepare } = this.options;
-    let retried = command.retry === true;
-    if (prepare) {
-      const [orgId, machine, name] = keyOf(command);
-      const requestId = requestIdOf(command);
-      ({ retried } = await prepare(orgId, machine, name, { retried, ...(requestId === undefined ? {} : { requestId }) }));
-    }
-    switch (command.op) {
-      case 'create': {
-        const { orgId, machine, name, versionId, context, authContext, requestId } = command;
-        return stateOf(await local.create({ orgId, machine, name, versionId, context, authContext, requestId }));
-      }
-      case 'read':
-        return stateOf(await local.read(command.orgId, command.machine, command.name, command.authContext));
-      case 'send': {
-        const { orgId, machine, name, event, authContext, requestId } = command;
-        return stateOf(await local.send(orgId, machine, name, event, authContext, requestId, retried));
-      }
-      case 'setStatus':
-        await local.setStatus(command.orgId, command.machine, command.name, command.status);
-        return null;
-      case 'setTargetVersion':
-        await local.setTargetVersion(command.orgId, command.machine, command.name, command.targetVersionId);
-        return null;
-      case 'delete':
-        return local.delete(command.orgId, command.machine, command.name);
-      case 'fireTimers':
-        return local.fireTimers(command.orgId, command.machine, command.name);
-      case 'receive':
-        await local.receive(command.message);
-        return null;
-      case 'head':
-        return this.options.reads.head(command.orgId, command.machine, command.name) ?? null;
-      case 'history':
-        return this.options.reads.history(command.orgId, command.machine, command.name, command.afterSeq, command.limit);
-    }
+    return this.owner.settleNotOwned(maxMs);
   }
 
   private subjectOf(nodeId: string): string {

@@ -173,7 +173,8 @@ export const encodeCommand = (command: Command): Uint8Array => {
 
 /**
  * A reply's frame: `{v, ok, value}` (the value's JSON text; nothing to answer: `null`; a history part
- * also `whole: true` when it was not cut) or `{v, ok: false, error}` (its JSON text: a message may quote machine code's values) or `{v, ok: false, moved: true}`.
+ * also `whole: true` when it was not cut) or `{v, ok: false, error}` (its JSON text: a message may
+ * quote machine code's values) or `{v, ok: false, moved: true}`.
  */
 /**
  * The first of `records` whose JSON text fits in `bytes` all together, at least one: a history page an
