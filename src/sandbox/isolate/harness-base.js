@@ -6,27 +6,27 @@
  * live actors, the actor the current call runs for, the bound bundle, and small helpers. The other
  * parts read `active`, `bundle` and `v5` as live bindings; only the setters here change them.
  */
-const internal = globalThis.__statehold_internal;
+export const internal = globalThis.__statehold_internal;
 delete globalThis.__statehold_internal;
 if (!internal) throw new Error('statehold harness: the globals were not installed');
 /** Starts the message of the error the harness throws when machine code tampered with what it relies on (the host's TAMPERED_MARKER). */
 const TAMPERED_MARKER = internal.tamperedMarker;
 
 // ---- built-ins captured before any user code runs (globals.js intrinsics) ----
-const I = internal.intrinsics;
-const apply = I.apply,
+export const I = internal.intrinsics;
+export const apply = I.apply,
   mapGet = I.mapGet,
   mapSet = I.mapSet,
   mapDelete = I.mapDelete,
   mapForEach = I.mapForEach;
-const arrayPush = I.arrayPush,
+export const arrayPush = I.arrayPush,
   objectKeys = I.objectKeys,
   hasOwn = I.hasOwn,
   $String = I.String,
   $Error = I.Error;
-const jsonStringify = I.jsonStringify,
-  jsonParse = I.jsonParse,
-  JSON_OBJECT = JSON;
+export const jsonStringify = I.jsonStringify,
+  jsonParse = I.jsonParse;
+const JSON_OBJECT = JSON;
 
 // ---- tampering that would reach into the steps of other instances ----
 // JSON.stringify, even the copy captured above, calls toJSON on every object it writes, and the
@@ -55,11 +55,11 @@ const DATE_PROTOTYPE = Date.prototype,
   DATE_TO_JSON = Date.prototype.toJSON;
 // Their own prototypes too: an object (or a Proxy) slipped into the chain would carry a toJSON past
 // the own-property check.
-const getPrototypeOf = Object.getPrototypeOf;
+export const getPrototypeOf = Object.getPrototypeOf;
 const GUARDED_PARENTS = GUARDED_PROTOTYPES.map(function (p) {
   return getPrototypeOf(p);
 });
-function enterCall() {
+export function enterCall() {
   internal.beginCall();
   let what;
   const dateToJson = I.getOwnPropertyDescriptor(DATE_PROTOTYPE, 'toJSON');
@@ -85,33 +85,33 @@ function enterCall() {
   }
 }
 
-const objectDefineProperty = I.objectDefineProperty,
+export const objectDefineProperty = I.objectDefineProperty,
   $WeakMap = WeakMap;
 
 // ---- what the harness learns as it loads, and the call it runs ----
 /** The live actors of this isolate's version, by actor key. */
-const actors = new I.Map();
+export const actors = new I.Map();
 /** The actor record the current call runs for (null between calls, and in calls for no actor). */
-let active = null;
+export let active = null;
 /** The bundle's module namespace, once the entry module bound it (harness.js bind). */
-let bundle = null;
+export let bundle = null;
 /** Whether the bundle's default export is an xstate 5 machine. */
-let v5 = false;
+export let v5 = false;
 
 /** Makes `rec` the actor the current call runs for (null: none). */
-function setActive(rec) {
+export function setActive(rec) {
   active = rec;
 }
 /** Binds the bundle's namespace, once (harness.js bind). */
-function setBundle(ns) {
+export function setBundle(ns) {
   bundle = ns;
 }
 /** Says whether the bound bundle's default export is an xstate 5 machine (harness.js bind). */
-function setV5(isV5) {
+export function setV5(isV5) {
   v5 = isV5;
 }
 
-function errorText(e) {
+export function errorText(e) {
   try {
     if (e && typeof e === 'object' && 'message' in e) return $String(e.name || 'Error') + ': ' + $String(e.message);
     return 'thrown value: ' + $String(e);
@@ -119,10 +119,10 @@ function errorText(e) {
     return 'unprintable thrown value';
   }
 }
-function jsonCopy(v) {
+export function jsonCopy(v) {
   return v === undefined ? undefined : jsonParse(jsonStringify(v));
 }
-function isPersistentRef(to) {
+export function isPersistentRef(to) {
   return (
     to !== null &&
     typeof to === 'object' &&
@@ -131,67 +131,31 @@ function isPersistentRef(to) {
     typeof to.machineInstanceName === 'string'
   );
 }
-function refOf(to) {
+export function refOf(to) {
   const ref = { type: 'statebacked.instance', machineName: to.machineName, machineInstanceName: to.machineInstanceName };
   if (typeof to.id === 'string') ref.id = to.id;
   return ref;
 }
 
-function machine() {
+export function machine() {
   return bundle.default;
 }
 
 // rec.failure is tested for truth: a falsy thrown value (undefined, null, false, 0, '') is kept as an
 // Error saying what was thrown, or the step would pass as a success.
-function fail(rec, e) {
+export function fail(rec, e) {
   if (!rec.failure) rec.failure = e ? e : new $Error((e === '' ? 'an empty string' : $String(e)) + ' was thrown');
 }
 
 /** A machine's default context as a context: a JSON object (anything else, an array too, counts as {}). */
-function contextOr(value) {
+export function contextOr(value) {
   return value !== null && typeof value === 'object' && !I.isArray(value) ? value : {};
 }
 
 /** Object.assign without its [[Set]]: a key named __proto__ becomes a property, not the prototype. */
-function assignOwn(target, source) {
+export function assignOwn(target, source) {
   const keys = objectKeys(source);
   for (let i = 0; i < keys.length; i++)
     objectDefineProperty(target, keys[i], { value: source[keys[i]], writable: true, enumerable: true, configurable: true });
   return target;
 }
-
-export {
-  internal,
-  I,
-  apply,
-  mapGet,
-  mapSet,
-  mapDelete,
-  mapForEach,
-  arrayPush,
-  objectKeys,
-  hasOwn,
-  $String,
-  $Error,
-  jsonStringify,
-  jsonParse,
-  getPrototypeOf,
-  objectDefineProperty,
-  $WeakMap,
-  enterCall,
-  actors,
-  active,
-  bundle,
-  v5,
-  setActive,
-  setBundle,
-  setV5,
-  errorText,
-  jsonCopy,
-  isPersistentRef,
-  refOf,
-  machine,
-  fail,
-  contextOr,
-  assignOwn,
-};

@@ -184,9 +184,7 @@ function doneDataOf(input) {
 }
 
 /** The name a call in flight runs under, or undefined when there is no such call. */
-function httpCallName(key) {
+export function httpCallName(key) {
   const call = mapGet(httpCalls, key);
   return call === undefined ? undefined : call.name;
 }
-
-export { httpCallName };

@@ -41,7 +41,7 @@ let pureVerdict; // undefined until the bundle's machine was examined
 const NEEDS_INTERPRETER = new $Error('statehold: spawn needs an interpreter');
 let pureCall = null; // { rec, before } while a pure step runs; before is null while a new actor starts
 let spawnAttempted = false;
-const spawnGuard = {
+export const spawnGuard = {
   spawn: function (entity, name, options) {
     const call = pureCall;
     if (call === null || call.before === null) {
@@ -58,7 +58,7 @@ const spawnGuard = {
   },
 };
 
-function pureMachine() {
+export function pureMachine() {
   if (!pureSteps || v5) return false;
   if (pureVerdict === undefined) {
     try {
@@ -164,7 +164,7 @@ function runAction(rec, m, action, context, _event, state) {
 }
 
 /** The interpreter's send, for a resting actor. */
-function pureSend(rec, event) {
+export function pureSend(rec, event) {
   const m = machine();
   const current = asOwnState(m, rec.state);
   // an interpreter that reached a final state has stopped and ignores events
@@ -224,7 +224,7 @@ function cancelAllDelayed(rec) {
  * (then nothing ran: the initial state's actions run after it is computed, and the interpreter path
  * computes it again).
  */
-function pureStart(rec, m, context) {
+export function pureStart(rec, m, context) {
   const spawnsBefore = rec.spawns.length;
   spawnAttempted = false;
   pureCall = { rec: rec, before: null };
@@ -289,7 +289,7 @@ function resolveOwn(m, s) {
 // rebuilds the value in document order. So a restored value's keys are put back in the order of the
 // value it was restored from, and a restored instance answers as the live one did.
 /** Reorders, in place, the keys of value's objects (parallel states) as they are in `like`; keys `like` lacks stay last. */
-function keepValueOrder(value, like) {
+export function keepValueOrder(value, like) {
   if (value === null || typeof value !== 'object' || like === null || typeof like !== 'object') return;
   const keys = objectKeys(value);
   if (keys.length > 1) {
@@ -320,7 +320,7 @@ function asOwnState(m, state) {
   // not yet seen: only a State of the shared copy given to a machine of another copy needs it
   return state instanceof X_State && !(m instanceof X_StateNode) ? resolveOwn(m, state) : state;
 }
-function restingState(m, s) {
+export function restingState(m, s) {
   if (
     s === null ||
     typeof s !== 'object' ||
@@ -391,7 +391,7 @@ function wake(rec, state) {
 }
 
 /** After a step: an interpreter of a pure machine with nothing running any more is let go. */
-function restIfIdle(rec, pendingTimers) {
+export function restIfIdle(rec, pendingTimers) {
   if (rec.actor !== null || rec.interp === null || !pureMachine() || rec.interp.children.size !== 0) return;
   for (let i = 0; i < pendingTimers.length; i++) if (pendingTimers[i].kind === 'event' && pendingTimers[i].to !== undefined) return;
   const st = apply(P.state, rec.interp, []);
@@ -414,12 +414,10 @@ function restIfIdle(rec, pendingTimers) {
 }
 
 /** Switches pure steps off (configure: --pure-steps off). */
-function disablePureSteps() {
+export function disablePureSteps() {
   pureSteps = false;
 }
 /** Forgets the pure step under way (recover: a call cut short by the CPU-time limit). */
-function forgetPureCall() {
+export function forgetPureCall() {
   pureCall = null;
 }
-
-export { spawnGuard, pureMachine, pureSend, pureStart, keepValueOrder, restingState, restIfIdle, disablePureSteps, forgetPureCall };

@@ -53,7 +53,7 @@ function isPath(p) {
  * gets JSON copies; what they return must be paths (arrays of state names) and an object.
  */
 /** @param {string} inputJson @returns {string} (a call from the host: version-isolate.ts) */
-function migrate(inputJson) {
+export function migrate(inputJson) {
   enterCall();
   const input = jsonParse(inputJson);
   const upgradeState = bundle.upgradeState,
@@ -103,7 +103,7 @@ function migrate(inputJson) {
  * child for a shallow one), persisted as their ids. Ids this machine does not have are skipped.
  */
 /** @param {string} snapshotJson @returns {string} (a call from the host: version-isolate.ts) */
-function rememberedPaths5(snapshotJson) {
+export function rememberedPaths5(snapshotJson) {
   enterCall();
   if (!v5) throw new $Error('rememberedPaths5 is for XState v5 machines');
   const m = machine5();
@@ -200,7 +200,7 @@ function upgradedHistory4(base, remembered, value) {
  * with the new value and context; a v5 instance's snapshot has nothing else an xstate 4 State needs,
  * so it gets an _event of its own (the upgrade).
  */
-function upgradedState4(base, snapshot) {
+export function upgradedState4(base, snapshot) {
   const s = snapshot.state;
   const remembered = s.__upgradeHistory;
   delete s.__upgradeHistory;
@@ -218,7 +218,7 @@ function upgradedState4(base, snapshot) {
  * value naming no state of this machine) and context, the history rebuilt from the remembered paths,
  * no children. A value in a top-level final state makes it done, with the machine's output.
  */
-function upgradedState5(m, s) {
+export function upgradedState5(m, s) {
   checkOwnStates(m.root, s.value, 0);
   const resolved = m.resolveState({ value: s.value, context: s.context });
   const state = {
@@ -242,7 +242,7 @@ function upgradedState5(m, s) {
  * place holds no persistent invoke in this version are dropped, and the drop is logged. (From a v4
  * instance there are no source names: its persistent invokes are not carried over.)
  */
-function keepPersistentInvokes5(m, snapshot) {
+export function keepPersistentInvokes5(m, snapshot) {
   const invokes = snapshot.invokes,
     sources = snapshot.invokeSources;
   if (invokes === null || typeof invokes !== 'object') return;
@@ -346,7 +346,7 @@ function fitsBeside5(taken, node) {
  * (v4 "xstate.after(DELAY)#STATE.ID", v5 "xstate.after.DELAY.STATE.ID"), so a delay carried across
  * an upgrade between majors still fires the transition of the state with that id.
  */
-function timersForMajor(major, timers) {
+export function timersForMajor(major, timers) {
   if (!I.isArray(timers)) return timers;
   const out = [];
   for (let i = 0; i < timers.length; i++) {
@@ -379,5 +379,3 @@ function afterEventOf(major, type) {
   }
   return undefined;
 }
-
-export { migrate, rememberedPaths5, upgradedState4, upgradedState5, keepPersistentInvokes5, timersForMajor };

@@ -31,7 +31,7 @@ import { pureSend } from './harness-pure-steps.js';
 
 const proto = X.Interpreter.prototype;
 
-const P = {
+export const P = {
   defer: proto.defer,
   _stop: proto._stop,
   start: proto.start,
@@ -40,10 +40,10 @@ const P = {
   update: proto.update,
   state: I.getOwnPropertyDescriptor(proto, 'state').get,
 };
-const X_interpret = X.interpret,
-  X_spawn = X.spawn,
+const X_interpret = X.interpret;
+export const X_spawn = X.spawn,
   X_toSCXMLEvent = X.toSCXMLEvent;
-const LOGGER = X.Interpreter.defaultOptions.logger;
+export const LOGGER = X.Interpreter.defaultOptions.logger;
 const ActionTypes_Start = X.ActionTypes.Start,
   ActionTypes_Invoke = X.ActionTypes.Invoke,
   SpecialTargets_Parent = X.SpecialTargets.Parent;
@@ -64,7 +64,7 @@ function withoutPrototype(o) {
   return out;
 }
 const protectedNodeClasses = new $WeakMap();
-function protectEventLookups(nodeProto) {
+export function protectEventLookups(nodeProto) {
   // The prototype that defines them (a subclass's prototype does not); left alone when it does not
   // look like xstate 4.7+'s StateNode, whose layout this relies on.
   let p = nodeProto;
@@ -141,7 +141,7 @@ function forgetSession(owner, id) {
   mapDelete(ids, id);
   if (I.mapSize(ids) === 0) mapDelete(sessionsByOwner, owner);
 }
-function freeSessionsOf(key) {
+export function freeSessionsOf(key) {
   const ids = mapGet(sessionsByOwner, key);
   if (ids === undefined) return;
   mapDelete(sessionsByOwner, key);
@@ -171,7 +171,7 @@ function describeTarget(to) {
   return undefined;
 }
 
-function createInterpreter(rec, m) {
+export function createInterpreter(rec, m) {
   const key = rec.key;
   const clock = {
     setTimeout(fn, ms) {
@@ -284,7 +284,7 @@ function createInterpreter(rec, m) {
   return interp;
 }
 
-function rearm(rec, timer) {
+export function rearm(rec, timer) {
   const event = timer.event;
   const to = timer.to;
   if (to === undefined) {
@@ -308,7 +308,7 @@ function deliverToSelf(rec, scxml) {
   if (rec.interp !== null) rec.interp.send(scxml);
   else pureSend(rec, scxml);
 }
-function deferToSelf(rec, sendAction, map) {
+export function deferToSelf(rec, sendAction, map) {
   const meta = { event: jsonCopy(sendAction._event.data) };
   if (sendAction.id !== undefined) meta.sendId = $String(sendAction.id);
   const scxml = sendAction._event;
@@ -322,7 +322,7 @@ function deferToSelf(rec, sendAction, map) {
   );
   if (sendAction.id) map[sendAction.id] = id;
 }
-function rearmToSelf(rec, timer, map) {
+export function rearmToSelf(rec, timer, map) {
   const event = timer.event;
   const meta = { event };
   if (timer.sendId !== undefined) meta.sendId = timer.sendId;
@@ -338,7 +338,7 @@ function rearmToSelf(rec, timer, map) {
   if (timer.sendId !== undefined) map[timer.sendId] = id;
 }
 /** The map of a resting actor's delayed events (made when first needed). */
-function restingDelayed(rec) {
+export function restingDelayed(rec) {
   return rec.delayed !== null ? rec.delayed : (rec.delayed = {});
 }
 
@@ -365,7 +365,7 @@ const NOT_IN_SNAPSHOT = {
   transitions: true,
   machine: true,
 };
-function snapshotOf(state, rec) {
+export function snapshotOf(state, rec) {
   const out = {};
   const keys = objectKeys(state);
   for (let i = 0; i < keys.length; i++) {
@@ -382,18 +382,3 @@ function snapshotOf(state, rec) {
   if (objectKeys(rec.invokes).length > 0) snapshot.invokes = rec.invokes;
   return snapshot;
 }
-
-export {
-  P,
-  X_spawn,
-  X_toSCXMLEvent,
-  LOGGER,
-  protectEventLookups,
-  freeSessionsOf,
-  createInterpreter,
-  rearm,
-  deferToSelf,
-  rearmToSelf,
-  restingDelayed,
-  snapshotOf,
-};

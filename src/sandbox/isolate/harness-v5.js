@@ -38,7 +38,7 @@ import {
 // Snapshots leave out the children (ephemeral children do not survive a restore, as with v4) and keep
 // status, output and historyValue; the value and context travel beside it (snapshot.ts).
 let X5 = null;
-let P5 = null; // Actor methods captured when the copy was bound (before user code could reach them)
+export let P5 = null; // Actor methods captured when the copy was bound (before user code could reach them)
 let runMachine5 = null;
 const PARENT5 = I.objectFreeze({ type: 'statebacked.parent' });
 const CROSS_INSTANCE5 =
@@ -56,7 +56,7 @@ export function bindV5(ns) {
  * A v5 StateMachine has __xstatenode too (as v4's StateNode): what tells them apart is v5's actor
  * logic interface (getInitialSnapshot, transition) and its root node.
  */
-function isV5Machine(m) {
+export function isV5Machine(m) {
   return (
     m !== null &&
     typeof m === 'object' &&
@@ -70,7 +70,7 @@ function isV5Machine(m) {
 }
 
 /** Resolves what xstate 5 resolves lazily in each state node (its initial state, its transitions), so it fails at upload. */
-function checkV5Node(node, depth) {
+export function checkV5Node(node, depth) {
   if (depth > 100) return;
   if (node.type === 'compound') void node.initial;
   void node.transitions;
@@ -85,7 +85,7 @@ function checkV5Node(node, depth) {
  * instances get theirs; a machine with a context factory computes its context from the input itself.
  * Built once per version (a StateMachine builds its node tree when constructed).
  */
-function machine5() {
+export function machine5() {
   if (runMachine5 === null) {
     const m = machine();
     persistentInvokes5(m.root, 0);
@@ -113,7 +113,7 @@ function machine5() {
 // instance durably; it never finishes, and, like any persistent child, does not keep the machine
 // from settling. Its ref is kept in the snapshot (invokes), and a restore brings the actor back
 // without asking again.
-const PERSISTENT_INVOKE = new $WeakMap(); // logic -> the statebacked.invoke src it stands for
+export const PERSISTENT_INVOKE = new $WeakMap(); // logic -> the statebacked.invoke src it stands for
 function persistentInvokes5(node, depth) {
   if (depth > 100 || node === null || typeof node !== 'object') return;
   const config = node.config;
@@ -184,7 +184,7 @@ function describeTarget5(rec, target) {
   return null; // nothing a restored actor could find again
 }
 
-function createActor5(rec, m, options) {
+export function createActor5(rec, m, options) {
   const key = rec.key;
   options.clock = {
     setTimeout(fn, ms) {
@@ -274,14 +274,14 @@ function createActor5(rec, m, options) {
 }
 
 /** The failure a v5 actor stopped with, if any (errors inside the machine stop it instead of throwing). */
-function checkFailed5(rec) {
+export function checkFailed5(rec) {
   if (rec.actor === null || rec.failure) return;
   const st = apply(P5.getSnapshot, rec.actor, []);
   if (st !== null && typeof st === 'object' && st.status === 'error') fail(rec, st.error);
 }
 
 /** Re-arms a persisted event timer through the scheduler: same id, same due time, cancellable by its send id. */
-function rearm5(rec, timer) {
+export function rearm5(rec, timer) {
   const to = timer.to;
   let target = rec.actor;
   if (to === '#_parent') target = PARENT5;
@@ -314,7 +314,7 @@ function rearm5(rec, timer) {
   }
 }
 
-function sendEvent5(rec, event) {
+export function sendEvent5(rec, event) {
   const type = event !== null && typeof event === 'object' ? event.type : undefined;
   if (typeof type === 'string' && I.stringSlice(type, 0, 19) === 'xstate.error.actor.' && !handles5(rec, event)) {
     // Unhandled, xstate 5 would stop the machine with the error. The runtime sends one for each child it
@@ -346,7 +346,7 @@ function isActiveChild5(child) {
   }
 }
 
-function runningChildren5(rec) {
+export function runningChildren5(rec) {
   const list = [];
   const children = childrenOf5(rec);
   const ids = objectKeys(children);
@@ -364,7 +364,7 @@ function runningChildren5(rec) {
 }
 
 /** Stops the running children, forgets them in the machine's snapshot, and answers their ids. */
-function stopChildren5(rec) {
+export function stopChildren5(rec) {
   const ids = [];
   const st = apply(P5.getSnapshot, rec.actor, []);
   const children = childrenOf5(rec);
@@ -407,7 +407,7 @@ function nodeOrder5(st) {
 }
 
 /** Puts a restored snapshot's active state nodes back in the order `order` names (nodeOrder5); the ones it does not name last, as they were. */
-function restoreNodeOrder5(st, order) {
+export function restoreNodeOrder5(st, order) {
   if (!I.isArray(order) || st === null || typeof st !== 'object' || !I.isArray(st._nodes)) return;
   const rank = { __proto__: null };
   for (let i = 0; i < order.length; i++) rank[$String(order[i])] = i;
@@ -424,7 +424,7 @@ function restoreNodeOrder5(st, order) {
 }
 
 /** The snapshot of a v5 actor to persist: what restoreSnapshot needs besides the value and context. */
-function snapshotOf5(st, rec) {
+export function snapshotOf5(st, rec) {
   const history = {};
   const hv = st.historyValue;
   if (hv !== null && typeof hv === 'object') {
@@ -450,7 +450,7 @@ function snapshotOf5(st, rec) {
 }
 
 /** What a v5 machine outputs in the top-level final state given (root output, from that state's output). */
-function outputOf5(input) {
+export function outputOf5(input) {
   const m = machine5();
   const value = input.state;
   const root = m.root;
@@ -467,20 +467,3 @@ function outputOf5(input) {
   const out = resolve(root.output, doneState);
   return out === undefined ? null : jsonCopy(out);
 }
-
-export {
-  P5,
-  isV5Machine,
-  checkV5Node,
-  machine5,
-  PERSISTENT_INVOKE,
-  createActor5,
-  checkFailed5,
-  restoreNodeOrder5,
-  rearm5,
-  sendEvent5,
-  runningChildren5,
-  stopChildren5,
-  snapshotOf5,
-  outputOf5,
-};
