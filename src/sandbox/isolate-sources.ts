@@ -4,8 +4,9 @@
  * copies unchanged to dist/sandbox/isolate/ beside this module, read here once as text. Unchanged, so
  * a line number in an isolate's error is a line of the source.
  *
- * - globals.js, url.js, fetch.js, subtle.js: installers (function expressions) run once per isolate
- *   before any other code, each with the audited callbacks it gets (version-loading.ts);
+ * - globals.js, encoding.js, structured-clone.js, url.js, fetch.js, subtle.js: installers (function
+ *   expressions) run once per isolate before any other code, each with the audited callbacks it gets
+ *   (version-loading.ts);
  * - harness.js (statehold:harness): the module the host calls into (HarnessExports names its functions
  *   and parameters); it imports its parts (HARNESS_PART_SOURCES) by relative specifiers, which resolve
  *   only from the harness's own modules;
@@ -27,6 +28,8 @@ import {
 const read = (name: string): string => readFileSync(new URL(`./isolate/${name}`, import.meta.url), 'utf8');
 
 export const GLOBALS_SOURCE = read('globals.js');
+export const ENCODING_SOURCE = read('encoding.js');
+export const STRUCTURED_CLONE_SOURCE = read('structured-clone.js');
 export const URL_SOURCE = read('url.js');
 export const FETCH_SOURCE = read('fetch.js');
 export const SUBTLE_SOURCE = read('subtle.js');

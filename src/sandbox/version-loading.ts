@@ -14,7 +14,9 @@ import { HostCalls } from './host-calls.js';
 import { defaultEgressOptions, type EgressOptions, type Lookup } from './egress-policy.js';
 import {
   FETCH_SOURCE,
+  ENCODING_SOURCE,
   GLOBALS_SOURCE,
+  STRUCTURED_CLONE_SOURCE,
   type HarnessFn,
   SUBTLE_SOURCE,
   TAMPERED_MARKER,
@@ -220,7 +222,13 @@ function installGlobals(isolate: ivm.Isolate, context: ivm.Context, logs: LogBud
   };
   const nonce = randomBytes(6).toString('hex');
   runInstaller(GLOBALS_SOURCE, 'file:///statehold/globals.js', [logCallback(logs), randomCallback(), nonce, isolateSettings()]);
-  isolate.compileScriptSync(URL_SOURCE, { filename: 'file:///statehold/url.js' }).runSync(context);
+  // (these three take nothing from the host; url.js encodes with encoding.js's TextEncoder)
+  for (const [source, name] of [
+    [ENCODING_SOURCE, 'encoding.js'],
+    [STRUCTURED_CLONE_SOURCE, 'structured-clone.js'],
+    [URL_SOURCE, 'url.js'],
+  ] as const)
+    isolate.compileScriptSync(source, { filename: `file:///statehold/${name}` }).runSync(context);
   runInstaller(FETCH_SOURCE, 'file:///statehold/fetch.js', [fetchCallback(hostCalls.start)]);
   runInstaller(SUBTLE_SOURCE, 'file:///statehold/subtle.js', [cryptoCallback()]);
 }

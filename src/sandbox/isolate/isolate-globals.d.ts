@@ -1,5 +1,5 @@
-// What the isolate has beyond ES2022 (installed by globals.js, url.js, fetch.js, subtle.js before any
-// other code runs), as far as the sandbox's own code uses it.
+// What the isolate has beyond ES2022 (installed by globals.js, encoding.js, structured-clone.js,
+// url.js, fetch.js, subtle.js before any other code runs), as far as the sandbox's own code uses it.
 declare var TextEncoder: any;
 declare var TextDecoder: any;
 declare var URL: any;
