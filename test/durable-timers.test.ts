@@ -213,47 +213,61 @@ t.test('a node with a 1 s settling budget', async (t) => {
     await iterator.return?.();
   });
 
-  t.test('delayed events that fire while a step settles each get their own history record', async (t) => {
+  t.test('delayed events do not hold answers; each gets its own history record, also one due while a child runs', async (t) => {
     const code = `import { createMachine, assign, send } from 'npm:xstate';
   export default createMachine({ id: 'pings', initial: 'a', predictableActionArguments: true, context: { pings: [] }, states: {
     a: { after: { 200: 'b' } },
     b: { on: {
       SCHED: { actions: send((c, e) => ({ type: 'PING', id: e.id }), { delay: (c, e) => e.delay }) },
-      MANY: { actions: [1, 2, 3, 4, 5].map((n) => send({ type: 'PING', id: 'm' + n }, { delay: n * 60 })) },
+      MANY: { actions: [1, 2, 3, 4, 5].map((n) => send({ type: 'PING', id: 'm' + n }, { delay: 300 + n * 60 })) },
       PING: { actions: assign({ pings: (c, e) => [...c.pings, e.id] }) },
+      WORK: 'working',
     } },
+    working: {
+      invoke: { src: () => new Promise((resolve) => setTimeout(resolve, 600)), onDone: 'b' },
+      after: { 200: { actions: assign({ pings: (c) => [...c.pings, 'during'] }) } },
+    },
   } });
   export const allowRead = () => true;
   export const allowWrite = () => true;`;
     const { operator } = await machineWithVersion(node, 'pings', code);
-    t.equal((await operator.machineInstances.create('pings', { slug: 'x' })).state, 'b', 'the create settled through its 200 ms delay');
-    // A fires beyond the 1 s budget of its SCHED, from the durable timers; B comes due while A's step settles.
-    await operator.machineInstances.sendEvent('pings', 'x', { event: { type: 'SCHED', id: 'A', delay: 1100 } });
-    await operator.machineInstances.sendEvent('pings', 'x', { event: { type: 'SCHED', id: 'B', delay: 1500 } });
-    let transitions: { event: { type: string; id?: string }; state: unknown }[] = [];
-    for (const until = Date.now() + 10_000; transitions.length < 6 && Date.now() < until; await sleep(200)) {
-      transitions = (await operator.machineInstances.listTransitions('pings', 'x')).transitions as typeof transitions;
-    }
+    type Transition = { event: { type: string; id?: string }; state: unknown };
+    const transitions = async (count: number) => {
+      let got: Transition[] = [];
+      for (const until = Date.now() + 10_000; got.length < count && Date.now() < until; await sleep(100)) {
+        got = (await operator.machineInstances.listTransitions('pings', 'x')).transitions as Transition[];
+      }
+      return got;
+    };
+    t.equal((await operator.machineInstances.create('pings', { slug: 'x' })).state, 'a', 'the create answers before its 200 ms delay');
     t.same(
-      transitions.map((tr) => tr.event.type),
+      (await transitions(2)).map((tr) => [tr.event.type, tr.state]),
+      [
+        ['xstate.init', 'a'],
+        ['xstate.after(200)#pings.a', 'b'],
+      ],
+      'the durable timers delivered it, with a record of its own',
+    );
+    // A is due after B's SCHED was answered, B after A: each fires from the durable timers.
+    await operator.machineInstances.sendEvent('pings', 'x', { event: { type: 'SCHED', id: 'A', delay: 300 } });
+    await operator.machineInstances.sendEvent('pings', 'x', { event: { type: 'SCHED', id: 'B', delay: 500 } });
+    const scheduled = await transitions(6);
+    t.same(
+      scheduled.map((tr) => tr.event.type),
       ['xstate.init', 'xstate.after(200)#pings.a', 'SCHED', 'SCHED', 'PING', 'PING'],
     );
     t.same(
-      transitions.map((tr) => tr.state),
-      ['a', 'b', 'b', 'b', 'b', 'b'],
-    );
-    t.same(
-      transitions.slice(4).map((tr) => tr.event.id),
+      scheduled.slice(4).map((tr) => tr.event.id),
       ['A', 'B'],
       'one record for each delayed event',
     );
     t.same((await operator.machineInstances.admin.get('pings', 'x')).context.pings, ['A', 'B']);
 
-    // Five delayed events inside one step's budget: five records, in order.
+    // Five delayed events from one step (the first 360 ms after it): the answer at once, then five records, in order.
     await operator.machineInstances.sendEvent('pings', 'x', { event: 'MANY' });
-    const after = (await operator.machineInstances.listTransitions('pings', 'x')).transitions as typeof transitions;
+    t.same((await operator.machineInstances.admin.get('pings', 'x')).context.pings, ['A', 'B'], 'answered before any of them fired');
     t.same(
-      after.slice(6).map((tr) => [tr.event.type, tr.event.id]),
+      (await transitions(12)).slice(6).map((tr) => [tr.event.type, tr.event.id]),
       [
         ['MANY', undefined],
         ['PING', 'm1'],
@@ -263,6 +277,20 @@ t.test('a node with a 1 s settling budget', async (t) => {
         ['PING', 'm5'],
       ],
     );
+
+    // A child still running holds the answer (settling), and a delayed event due meanwhile fires in the
+    // step, recorded as an event of its own.
+    const worked = await operator.machineInstances.sendEvent('pings', 'x', { event: 'WORK' });
+    t.equal(worked.state, 'b', 'answered once the child finished');
+    const afterWork = (await transitions(14)).slice(12);
+    t.same(
+      afterWork.map((tr) => [tr.event.type, tr.state]),
+      [
+        ['WORK', 'working'],
+        ['xstate.after(200)#pings.working', 'b'],
+      ],
+    );
+    t.same(((await operator.machineInstances.admin.get('pings', 'x')).context.pings as string[]).slice(-1), ['during']);
   });
 
   t.test('a 12 s delay fires on time after the node is killed with SIGKILL and restarted', async (t) => {

@@ -2,6 +2,7 @@ import { gzipSync } from 'node:zlib';
 import { StateBackedClient } from '@statebacked/client';
 import { build } from 'esbuild';
 import t from 'tap';
+import { eventually } from './helpers/eventually.js';
 import { call } from './helpers/http.js';
 import { startNode } from './helpers/node-process.js';
 
@@ -119,7 +120,8 @@ for (const withOwnXstate of [false, true]) {
 
     await client.machineInstances.sendEvent(machine, 'd', { event: 'RESET' });
     await client.machineInstances.sendEvent(machine, 'd', { event: 'LATER' });
-    t.same(await heard(), ['constructor'], 'a delayed send fired inside the settle window');
+    const delivered = await eventually(async () => ((await heard()).length > 0 ? await heard() : undefined)).catch(() => heard());
+    t.same(delivered, ['constructor'], 'a delayed send, fired by the durable timers');
 
     // To another instance, through the outbox; it is created on receipt with the default context.
     for (const name of ['constructor', '__proto__', 'hasOwnProperty']) {

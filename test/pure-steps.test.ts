@@ -22,8 +22,8 @@ import { DELAYED, INVOKED_PROMISE, NESTED_PARALLEL, TOGGLE, regionOrder } from '
  * machines get the same events on three nodes: pure steps on, off, and on with one live instance
  * (so nearly every event restores its instance from its head in the same call). Each instance's
  * answers, its history (event, state, context of every record) and its final state must be equal.
- * Machines with delays rest with their delayed events pending (those due within the settling budget
- * fire before the answer); machines with invoked promises and child machines must not be stepped
+ * Machines with delays rest with their delayed events pending (the durable timers deliver them; the
+ * run waits for those due soon after each event); machines with invoked promises and child machines must not be stepped
  * purely: all give the same histories. The machines run both as the service resolves xstate for them
  * and bundled with xstate inside, as smply uploads them: a bundled copy has State and StateNode
  * classes of its own, which a restore must not mix with the service's copy.
@@ -36,12 +36,12 @@ const cases: RoundRobinCase[] = [
   { machine: 'toggle', code: TOGGLE, events: ['TOGGLE', 'TOGGLE', 'TOGGLE', 'NOPE'] },
   { machine: 'nested', code: NESTED_PARALLEL, events: ['START', 'NEXT', 'OPEN', 'NEXT', 'CLOSE', 'FINISH', 'START'] },
   { machine: 'shapes', code: shapesMachine, events: ['START', 'FLIP', 'BUMP', 'BUMP', 'NEST', 'UP', 'START'] },
-  { machine: 'delayed', code: DELAYED, events: ['START', 'CANCEL', 'START', 'RESET'] },
+  { machine: 'delayed', code: DELAYED, events: ['START', 'CANCEL', 'START', 'RESET'], timers: true },
   { machine: 'regions', code: regionOrder(false), events: ['CROSS', 'E', 'E', 'CROSS', 'E', 'ROOT', 'E'] },
   { machine: 'regions-sending', code: regionOrder(true), events: ['CROSS', 'E', 'SEND', 'CROSS', 'E'] },
-  { machine: 'delays', code: delaysMachine(false), events: delaysEvents },
-  { machine: 'delays-predictable', code: delaysMachine(true), events: delaysEvents },
-  { machine: 'delays-named', code: delaysMachine(true, 20, true), events: delaysEvents },
+  { machine: 'delays', code: delaysMachine(false), events: delaysEvents, timers: true },
+  { machine: 'delays-predictable', code: delaysMachine(true), events: delaysEvents, timers: true },
+  { machine: 'delays-named', code: delaysMachine(true, 20, true), events: delaysEvents, timers: true },
   {
     machine: 'invoker',
     code: INVOKED_PROMISE,
@@ -52,6 +52,7 @@ const cases: RoundRobinCase[] = [
     machine: 'effects',
     code: effectsMachine,
     events: [{ type: 'NOTE', note: 'a' }, 'WAIT', 'BACK', 'FETCH_OK', 'BACK', 'BOOM', 'FETCH_FAIL', 'BACK'],
+    timers: true,
   },
 ];
 // Bundled with their own xstate copy (the spawners excepted: a bundled copy's spawn cannot reach the

@@ -19,10 +19,14 @@ t.test('idle actors are evicted and rebuilt from their snapshot, timers included
     const state = await operator.machineInstances.admin.get('evict', name);
     t.same(state.context.log, [`${name}0`, `${name}1`, `${name}2`], `${name}: every event applied to the right state across evictions`);
   }
-  // WAIT schedules a 200 ms delay: with a 300 ms budget it is waited for, then BACK; the next instance
-  // evicts this one, and a delayed event pending in a snapshot still fires once reloaded.
-  t.equal((await operator.machineInstances.sendEvent('evict', 'a', { event: 'WAIT' })).state, 'waited');
-  await operator.machineInstances.sendEvent('evict', 'a', { event: 'BACK' });
+  // WAIT schedules a 200 ms delay, which does not hold the answer; the next instances evict this one,
+  // and the delayed event pending in its snapshot still fires once reloaded (by then, or before BACK).
+  t.equal((await operator.machineInstances.sendEvent('evict', 'a', { event: 'WAIT' })).state, 'waiting');
+  for (const name of ['b', 'c']) await operator.machineInstances.sendEvent('evict', name, { event: { type: 'NOTE', note: 'evicts a' } });
+  await new Promise((r) => setTimeout(r, 250));
+  t.equal((await operator.machineInstances.sendEvent('evict', 'a', { event: 'BACK' })).state, 'idle');
+  const { transitions } = await operator.machineInstances.listTransitions('evict', 'a');
+  t.same(transitions.map(eventType).slice(-3), ['WAIT', 'xstate.after(200)#effects.waiting', 'BACK']);
 });
 
 t.test('a delayed event pending at eviction fires after the actor is reloaded', async (t) => {

@@ -3,8 +3,9 @@ import type { FakeMachine } from './helpers/fake-sandbox.js';
 import { historyOf, MACHINE, noAuth, ORG, runtimeHarness } from './helpers/runtime-harness.js';
 
 /**
- * Durable timers in process (helpers/runtime-harness.ts): delayed events beyond the settle budget are
- * stored with their due time and fired by fireTimers once the injected clock passes it; failed
+ * Durable timers in process (helpers/runtime-harness.ts): delayed events are stored with their due
+ * time and fired by fireTimers once the injected clock passes it (an answer does not wait for them,
+ * unless a child still runs when one comes due inside the settle budget); failed
  * deliveries are retried a retry delay later, then dropped; a paused instance's are not delivered.
  */
 const AFTER_WAIT = 'xstate.after(60000)#fake.waiting';
@@ -13,11 +14,16 @@ const timed: FakeMachine = {
   initial: 'idle',
   context: { fired: 0 },
   states: {
-    idle: { on: { START: { target: 'waiting' }, QUICK: { target: 'quick' }, FLAKY: { target: 'flaky' } } },
+    idle: { on: { START: { target: 'waiting' }, QUICK: { target: 'quick' }, SOON: { target: 'soon' }, FLAKY: { target: 'flaky' } } },
     waiting: { after: { 60_000: { target: 'done', assign: (c) => ({ ...c, fired: (c.fired as number) + 1 }) } } },
-    // due inside the 10 s settle budget: fired while the step settles
-    quick: { after: { 500: { target: 'quick-done' } } },
+    // due inside the 10 s settle budget while a child still runs: fired while the step settles
+    quick: { invoke: { id: 'slow', doneAfterMs: 800 }, after: { 500: { target: 'quick-done' } } },
     'quick-done': {},
+    // due inside the budget with nothing running: the answer does not wait for it
+    soon: { after: { 500: { target: 'soon-done' } }, on: { POKE: { target: 'poked' } } },
+    'soon-done': { on: { POKE: { target: 'poked-after' } } },
+    poked: {},
+    'poked-after': {},
     flaky: { after: { 20_000: { throws: 'boom' } } },
     done: {},
   },
@@ -51,7 +57,40 @@ t.test('a delayed event beyond the settle budget is stored with its due time and
   t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'x'), 'nothing-due', 'fired once');
 });
 
-t.test('a delayed event due inside the settle budget fires while the step settles, with a record of its own', async (t) => {
+t.test('a delayed event due inside the settle budget does not hold the answer: the timers deliver it when due', async (t) => {
+  const h = runtimeHarness({ versions: { v1: timed } });
+  t.teardown(() => h.close());
+  const sentAt = h.clock.now();
+  const head = await started(h, 's', 'SOON');
+  t.equal(head.state, 'soon', 'answered at once');
+  t.equal(h.clock.now(), sentAt, 'without waiting on the clock');
+  t.same(
+    head.pendingTimers.map((timer) => timer.dueAt),
+    [sentAt + 500],
+  );
+  t.same(h.timersPending, [sentAt + 500], 'the timer scheduler was told its due time');
+  h.clock.ms += 500;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 's'), 'fired');
+  t.equal(h.runtime.head(ORG, MACHINE, 's')?.state, 'soon-done');
+  t.same(historyOf(h, 's'), ['xstate.init', 'SOON', 'xstate.after(500)#fake.soon'], 'recorded as an event of its own');
+});
+
+t.test('an event that comes after a delayed event was due runs after it, however late the timer scheduler is', async (t) => {
+  const h = runtimeHarness({ versions: { v1: timed } });
+  t.teardown(() => h.close());
+  await started(h, 'p', 'SOON');
+  h.clock.ms += 501; // (fireTimers is not called: the scheduler is late)
+  const poked = await h.runtime.send(ORG, MACHINE, 'p', { type: 'POKE' }, noAuth);
+  t.equal(poked.state, 'poked-after', 'the delayed event went first');
+  t.same(historyOf(h, 'p'), ['xstate.init', 'SOON', 'xstate.after(500)#fake.soon', 'POKE'], 'each with its record, in due order');
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'p'), 'nothing-due', 'and it does not fire again');
+
+  await started(h, 'q', 'SOON');
+  h.clock.ms += 499;
+  t.equal((await h.runtime.send(ORG, MACHINE, 'q', { type: 'POKE' }, noAuth)).state, 'poked', 'one not due yet waits');
+});
+
+t.test('a delayed event that comes due while a child still runs fires while the step settles, with a record of its own', async (t) => {
   const h = runtimeHarness({ versions: { v1: timed } });
   t.teardown(() => h.close());
   const before = h.clock.now();
@@ -134,8 +173,9 @@ const chained: FakeMachine = {
   states: {
     idle: { on: { GO: { target: 'waiting' }, SLOW: { target: 'first' } } },
     waiting: { after: { 1: { target: 'done' } } },
-    first: { after: { 3: { target: 'second' } } },
-    second: { after: { 7: { target: 'third' } } },
+    // (children that never finish: the step settles only when its budget runs out)
+    first: { invoke: { id: 'c1' }, after: { 3: { target: 'second' } } },
+    second: { invoke: { id: 'c2' }, after: { 7: { target: 'third' } } },
     done: {},
     third: {},
   },

@@ -1,5 +1,6 @@
 /**
- * A delayed event that comes due while a step settles is an event of its own (docs/behaviour.md):
+ * A delayed event that comes due while a step settles (here: while the child the step started still
+ * runs) is an event of its own (docs/behaviour.md):
  * when its machine code fails, the step that scheduled it still commits, and the delayed event is
  * retried by the durable timers, then dropped, as one that fails outside settling is. It had failed
  * the whole request instead: the triggering event answered 400 and was undone.
@@ -24,16 +25,18 @@ for (const [major, source] of [
 export default createMachine({ id: "m", predictableActionArguments: true, initial: "a", context: { n: 0 }, states: {
   a: { on: { GO: { target: "b", actions: assign({ n: () => 0 }) } } },
   b: { after: { 100: { target: "c", cond: (c) => { if (c.n === 0) throw new Error("not yet"); return true; } } },
+       invoke: { src: () => new Promise((resolve) => setTimeout(resolve, 400)) },
        on: { ARM: { actions: assign({ n: () => 1 }) } } },
   c: {},
 } });`,
   ],
   [
     5,
-    `import { createMachine, assign } from "xstate";
+    `import { createMachine, assign, fromPromise } from "xstate";
 export default createMachine({ id: "m", initial: "a", context: { n: 0 }, states: {
   a: { on: { GO: { target: "b", actions: assign({ n: () => 0 }) } } },
   b: { after: { 100: { target: "c", guard: ({ context }) => { if (context.n === 0) throw new Error("not yet"); return true; } } },
+       invoke: { src: fromPromise(() => new Promise((resolve) => setTimeout(resolve, 400))) },
        on: { ARM: { actions: assign({ n: () => 1 }) } } },
   c: {},
 } });`,
@@ -72,6 +75,7 @@ export default createMachine({ id: "m", initial: "a", context: { n: 0 }, states:
     t.equal((await client.machineInstances.get(machine, 'one')).state, 'b', 'the instance stays where GO took it');
     const armed = await call(node.url, 'POST', `/machines/${machine}/i/one/events`, { token: admin, body: { event: 'ARM' } });
     t.equal(armed.status, 200, 'and takes events');
-    t.same(await types(), ['xstate.init', 'GO', 'ARM']);
+    // (the child the dropped actor ran was stopped with it: its error event comes before the next one)
+    t.same(await types(), ['xstate.init', 'GO', major === 4 ? 'error.platform.m.b:invocation[0]' : 'xstate.error.actor.0.m.b', 'ARM']);
   });
 }

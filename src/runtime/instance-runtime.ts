@@ -88,9 +88,9 @@ export class InstanceRuntime {
     const pipeline = new TransitionPipeline(parts);
     const upgrade = new LazyUpgrade(parts, pipeline);
     this.creation = new InstanceCreation(parts, this.heads, pipeline);
-    this.delivery = new EventDelivery(parts, this.heads, pipeline, upgrade);
-    this.receipt = new MessageReceipt(parts, this.heads, this.creation, this.delivery);
     this.timers = new TimerDelivery(parts, this.heads, pipeline, upgrade);
+    this.delivery = new EventDelivery(parts, this.heads, pipeline, upgrade, (actor) => this.timers.fireDue(actor));
+    this.receipt = new MessageReceipt(parts, this.heads, this.creation, this.delivery);
     this.changes = new HeadChanges(parts, this.heads);
   }
 

@@ -19,19 +19,26 @@ export const realTime: SettleTime = {
 
 interface SettleOutcome {
   result: StepResult;
-  /** The budget ran out with children still running or delayed events still due inside it. */
+  /** The budget ran out with children still running (or machine code's timers still due inside it). */
   timedOut: boolean;
 }
 
-/** Whether nothing is left to wait for: no child running, no host call out, no delayed event due inside the budget. */
+/**
+ * Whether nothing is left to wait for: no child running, no host call out, no `setTimeout` of machine
+ * code due inside the budget (it fires only while the step runs). A delayed event (`after`, a delayed
+ * send) does not hold the answer: it is a durable timer, delivered as an event of its own when due
+ * (wire-protocol §8.2), so a state with a one-second `after` answers at once, not a second later.
+ */
 export const isSettled = (result: StepResult, deadlineMs: number): boolean =>
-  result.runningChildren.length === 0 && result.pendingHostCalls === 0 && !result.pendingTimers.some((timer) => timer.dueAt <= deadlineMs);
+  result.runningChildren.length === 0 &&
+  result.pendingHostCalls === 0 &&
+  !result.pendingTimers.some((timer) => timer.kind === 'callback' && timer.dueAt <= deadlineMs);
 
 /**
- * Waits until the machine is settled (wire-protocol §8.1): no running child services, no host call
- * (fetch) in flight and no delayed event due inside the budget. The sandbox has no clock of its own,
- * so this loop sleeps until the next due timer, a host call's completion or the deadline, and then
- * advances the actor's clock.
+ * Waits until the machine is settled (wire-protocol §8.1, isSettled): no running child services and no
+ * host call (fetch) in flight. The sandbox has no clock of its own, so this loop sleeps until the next
+ * due timer, a host call's completion or the deadline, and then advances the actor's clock: a delayed
+ * event that comes due while a child still runs (a timeout racing a fetch) fires within the step.
  */
 export const settle = async (
   advance: (nowMs: number) => StepResult | Promise<StepResult>,

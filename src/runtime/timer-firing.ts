@@ -26,39 +26,47 @@ export class TimerDelivery {
 
   /** Delivers the instance's delayed events that are due; see the file's comment. */
   fire(orgId: string, machine: string, name: string): Promise<TimerFiring> {
+    const actor = this.parts.actors.obtain(orgId, machine, name);
+    return actor.enqueue(() => this.fireDue(actor));
+  }
+
+  /**
+   * Inside the actor's mailbox: delivers its delayed events that are due now (fire). An event or a
+   * message that comes in after a delayed event's due time runs after it (EventDelivery), as it would
+   * on a live interpreter, however late the timer scheduler is.
+   */
+  async fireDue(actor: InstanceActor): Promise<TimerFiring> {
     const { actors, clock, deps, retries } = this.parts;
-    const actor = actors.obtain(orgId, machine, name);
-    return actor.enqueue(async () => {
-      this.heads.dropStale(actor);
-      actor.head ??= deps.instances.getInstance(orgId, machine, name);
-      const head = actor.head;
-      if (!head) {
-        actors.release(actor);
-        return 'nothing-due';
-      }
-      const now = clock.now();
-      const due = head.pendingTimers
-        .filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now)
-        .sort((a, b) => a.dueAt - b.dueAt);
-      if (due.length === 0) return 'nothing-due';
-      if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
-      // Timers due at the same moment fire in the first advance to that moment; the later advances
-      // find nothing left to fire, so each timer still gets its own history record.
-      const inputs: Input[] = due.map((timer) => ({
-        event: timer.event,
-        run: (sandbox, key, restore) => sandbox.advance(key, timer.dueAt, restore),
-      }));
-      // An upgrade that commits before the delivery fails moves the head on: the failure is recorded
-      // against that head (the one before it would fail its fenced replace, and the attempt go uncounted).
-      let current = head;
-      try {
-        current = await this.upgrade.ifDue(actor, head);
-        await retries.untilNotMoved(() => this.pipeline.run(actor, current, inputs, {}));
-        return 'fired';
-      } catch (error) {
-        return this.deliveryFailed(actor, current, due, error instanceof Error ? error.message : String(error));
-      }
-    });
+    const { orgId, machine, name } = actor;
+    this.heads.dropStale(actor);
+    actor.head ??= deps.instances.getInstance(orgId, machine, name);
+    const head = actor.head;
+    if (!head) {
+      actors.release(actor);
+      return 'nothing-due';
+    }
+    const now = clock.now();
+    const due = head.pendingTimers
+      .filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now)
+      .sort((a, b) => a.dueAt - b.dueAt);
+    if (due.length === 0) return 'nothing-due';
+    if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
+    // Timers due at the same moment fire in the first advance to that moment; the later advances
+    // find nothing left to fire, so each timer still gets its own history record.
+    const inputs: Input[] = due.map((timer) => ({
+      event: timer.event,
+      run: (sandbox, key, restore) => sandbox.advance(key, timer.dueAt, restore),
+    }));
+    // An upgrade that commits before the delivery fails moves the head on: the failure is recorded
+    // against that head (the one before it would fail its fenced replace, and the attempt go uncounted).
+    let current = head;
+    try {
+      current = await this.upgrade.ifDue(actor, head);
+      await retries.untilNotMoved(() => this.pipeline.run(actor, current, inputs, {}));
+      return 'fired';
+    } catch (error) {
+      return this.deliveryFailed(actor, current, due, error instanceof Error ? error.message : String(error));
+    }
   }
 
   /** Moves the failed timers a retry delay ahead, or drops those out of retries (timer-retries.ts); the live actor is rebuilt from the result. */
