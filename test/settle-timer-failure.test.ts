@@ -46,7 +46,7 @@ export default createMachine({ id: "m", initial: "a", context: { n: 0 }, states:
     const machine = `settling${major}`;
     await client.machines.create(machine);
     const code = `${source}\nexport const allowRead = () => true;\nexport const allowWrite = () => true;\n`;
-    await client.machineVersions.create(machine, {
+    const { machineVersionId } = await client.machineVersions.create(machine, {
       clientInfo: 'v1',
       makeCurrent: true,
       ...(major === 5 ? { gzippedCode: gzipSync(await bundleLikeSmply(code, { xstate5: true })) } : { code }),
@@ -58,12 +58,19 @@ export default createMachine({ id: "m", initial: "a", context: { n: 0 }, states:
     const types = async () =>
       (await client.machineInstances.listTransitions(machine, 'one')).transitions.map((tr) => (tr.event as { type: string }).type);
     t.same(await types(), ['xstate.init', 'GO'], 'GO is in the history');
+    let entries: Array<{ log: string; machineVersionId: string }> = [];
     let lines: string[] = [];
     for (let i = 0; i < 100 && !lines.some((l) => /dropped delayed event/.test(l)); i++) {
       await new Promise((resolve) => setTimeout(resolve, 100));
       const page = await call(node.url, 'GET', `/logs?from=${encodeURIComponent(since)}&machine=${machine}`, { token: admin });
-      lines = (page.body.logs as Array<{ log: string }>).map((entry) => entry.log);
+      entries = page.body.logs as typeof entries;
+      lines = entries.map((entry) => entry.log);
     }
+    t.same(
+      [...new Set(entries.map((entry) => entry.machineVersionId))],
+      [machineVersionId],
+      "the service's lines are filed under the instance's version (a filter by version finds them)",
+    );
     t.ok(
       lines.some((l) => /failed as it fired while the step settled: .*not yet.*retried/.test(l)),
       'the failure while settling is logged',

@@ -141,23 +141,23 @@ export class HttpApiRunner {
       mapped = await this.inSandbox(orgId, machine, versionId, (version) => version.httpApiResponse(slug, settled, deadlineMs));
     } catch (error) {
       // The event was applied and committed: the caller learns that much.
-      this.fellBack(orgId, machine, name, slug, error instanceof Error ? error.message : String(error));
+      this.fellBack(orgId, machine, name, slug, versionId, error instanceof Error ? error.message : String(error));
       return FALLBACK;
     }
     if (mapped.kind !== 'returned') {
-      this.fellBack(orgId, machine, name, slug, mapped.message);
+      this.fellBack(orgId, machine, name, slug, versionId, mapped.message);
       return FALLBACK;
     }
     const answer = httpAnswer(mapped.value);
     if (typeof answer === 'string') {
-      this.fellBack(orgId, machine, name, slug, answer);
+      this.fellBack(orgId, machine, name, slug, versionId, answer);
       return FALLBACK;
     }
     return answer;
   }
 
   /** Told in the machine's logs: the HTTP caller sees only {"ok":true}. */
-  private fellBack(orgId: string, machine: string, name: string, slug: string, why: string): void {
+  private fellBack(orgId: string, machine: string, name: string, slug: string, versionId: string, why: string): void {
     this.deps.logs.service(
       orgId,
       machine,
@@ -165,6 +165,7 @@ export class HttpApiRunner {
       'warn',
       `httpApiMapper.${slug}.responseMapper failed, so the http API answered 200 {"ok":true}: ${why}`,
       { httpApi: slug },
+      versionId,
     );
   }
 

@@ -37,6 +37,11 @@ export class MessageReceipt {
   }
 
   /** Applies the message in its target's mailbox (see the file's comment). */
+  /** The sender's version, for the lines logged under it (undefined when its head is not known here). */
+  private senderVersion(message: OutboxMessage): string | undefined {
+    return this.heads.head(message.orgId, message.from.machine, message.from.name)?.versionId;
+  }
+
   receive(message: OutboxMessage): Promise<void> {
     const { actors, deps, retries } = this.parts;
     const { orgId } = message;
@@ -55,10 +60,15 @@ export class MessageReceipt {
         // (sends are checked as they leave their step, step-result.ts; one queued before that check was not)
         const shape = message.kind === 'send' && message.event ? eventShapeProblem(message.event) : undefined;
         if (shape !== undefined) {
-          deps.logs.service(orgId, message.from.machine, message.from.name, 'warn', `message to ${machine}/${name} dropped: ${shape}`, {
-            machine,
-            instance: name,
-          });
+          deps.logs.service(
+            orgId,
+            message.from.machine,
+            message.from.name,
+            'warn',
+            `message to ${machine}/${name} dropped: ${shape}`,
+            { machine, instance: name },
+            this.senderVersion(message),
+          );
           await deps.instances.markReceived(orgId, machine, name, message.id);
           return;
         }
@@ -81,6 +91,7 @@ export class MessageReceipt {
             'warn',
             `${what} ${machine}/${name} refused: instances made by instances are limited to ${MAX_MADE_DEPTH} in a row`,
             { machine, instance: name },
+            this.senderVersion(message),
           );
           await deps.instances.markReceived(orgId, machine, name, message.id);
           return;

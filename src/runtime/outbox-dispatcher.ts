@@ -125,7 +125,9 @@ export class OutboxDispatcher {
       message.kind === 'spawn'
         ? `spawn of ${message.to.machine}/${message.to.name}`
         : `event ${String(message.event?.type)} to ${message.to.machine}/${message.to.name}`;
-    const { logs } = this.options;
+    const { logs, store } = this.options;
+    // (the lines go under the sender's version, as its other lines do; its owner holds its head)
+    const versionId = store.getInstance(message.orgId, message.from.machine, message.from.name)?.versionId;
     if (attempts > this.options.maxRetries) {
       logs.service(
         message.orgId,
@@ -134,6 +136,7 @@ export class OutboxDispatcher {
         'error',
         `dropped ${what} after ${attempts} failed deliveries: ${reason}`,
         { messageId: message.id },
+        versionId,
       );
       await this.options.store.removeOutbox(message);
       return;
@@ -145,6 +148,7 @@ export class OutboxDispatcher {
       'warn',
       `could not deliver ${what} (attempt ${attempts}): ${reason}; retrying in ${this.options.retryDelayMs} ms`,
       { messageId: message.id },
+      versionId,
     );
     await this.options.store.updateOutbox({ ...message, attempts, nextAttemptAt: Date.now() + this.options.retryDelayMs });
   }

@@ -118,6 +118,7 @@ export const settleStep = async (
       'warn',
       `delayed event ${type} failed as it fired while the step settled: ${failed.failure.message}; it stays pending and is retried`,
       { event: type },
+      sandbox.versionId,
     );
     return { result: latest, stoppedChildren: latest.runningChildren.map((child) => child.id), ...firedPart(), timerFailed: true };
   };
@@ -142,6 +143,7 @@ export const settleStep = async (
       'warn',
       `cleared its setTimeout and setInterval timers: the machine did not settle within ${settings.settleBudgetMs} ms`,
       {},
+      sandbox.versionId,
     );
   }
   const stopped = (await sandbox.stopChildren(actor.key)).map((child) => child.id);
@@ -153,6 +155,7 @@ export const settleStep = async (
       'warn',
       `stopped child ${id}: the machine did not settle within ${settings.settleBudgetMs} ms`,
       { child: id },
+      sandbox.versionId,
     );
   }
   // The state after stopping the children (read back; a delayed event due inside the budget fires,

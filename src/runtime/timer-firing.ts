@@ -80,7 +80,8 @@ export class TimerDelivery {
       { retryDelayMs: timerRetryDelayMs, maxRetries: timerMaxRetries },
       clock.now(),
     );
-    for (const line of lines) deps.logs.service(actor.orgId, actor.machine, actor.name, line.level, line.message, line.attrs);
+    for (const line of lines)
+      deps.logs.service(actor.orgId, actor.machine, actor.name, line.level, line.message, line.attrs, head.versionId);
     const { pendingTimers } = next;
     try {
       await deps.instances.replaceHead(next, head);

@@ -132,6 +132,7 @@ export class TransitionPipeline {
         'warn',
         `sendParent(${type}) has no persistent parent to go to; dropped`,
         { event: type },
+        sender.versionId,
       ),
     );
   }
