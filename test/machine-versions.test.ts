@@ -151,8 +151,10 @@ t.test('provisional creation, manual upload, finalize: URL-safe ids, re-upload, 
     [[done.machineVersionId, 'manual']],
     'one version, the first finalize kept',
   );
-  t.equal((await upload(p, TOGGLE)).status, 204, 'a late upload is accepted');
-  t.same(await client.machineVersions.finalize('manual', p.machineVersionId, {}), done, 'but changes nothing');
+  const late = await upload(p, TOGGLE);
+  t.equal(late.status, 409, 'an upload after finalization is refused: the version keeps its code');
+  t.match(late.body, { code: 'invalid-state', error: /already finalized/ });
+  t.same(await client.machineVersions.finalize('manual', p.machineVersionId, {}), done, 'and the version is as it was');
 
   for (const query of ['?gzip', '?gzip=true', '?gzip=1']) {
     const gz = await provisional('manual', query);

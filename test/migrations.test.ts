@@ -286,6 +286,9 @@ t.test('over HTTP with the 0.1.37 client', async (t) => {
       first.body,
       'a repeated finalize answers the same id',
     );
+    const late = await fetch(provisional.body.codeUploadUrl, { method: 'POST', body: form });
+    t.equal(late.status, 409, 'an upload after finalization is refused: the migration keeps its code');
+    t.match(await late.json(), { code: 'invalid-state', error: /migration is already finalized/ });
 
     // v1 → v4 refused: afterwards v4 must still be unreachable.
     const noContext = 'export function upgradeState(path) { return path; }\nexport const upgradeContext = 42;\n';

@@ -1,7 +1,7 @@
 import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
 import type { UploadClaims } from '../../auth/upload-signer.js';
-import { invalidParameter, notFound, payloadTooLarge, rateLimited, unauthorized } from '../../domain/errors.js';
+import { conflict, invalidParameter, notFound, payloadTooLarge, rateLimited, unauthorized } from '../../domain/errors.js';
 import type { ApiContext } from '../api-context.js';
 import { parseMultipart } from '../multipart.js';
 import { noContent } from '../http-types.js';
@@ -51,6 +51,7 @@ export const registerUploadRoutes = (router: Router, context: ApiContext): void 
       const code = decodeUtf8(bytes);
 
       if (!context.catalog.getMachine(claims.orgId, claims.machine)) throw notFound(`machine ${claims.machine} does not exist`);
+      checkNotFinalized(context, claims);
       checkPendingRoom(context, claims.orgId, pendingUploadId(claims), code.length);
       await context.versions.putPendingUpload({
         orgId: claims.orgId,
@@ -84,6 +85,23 @@ const checkPendingRoom = (context: ApiContext, orgId: string, id: string, chars:
   if (others.length >= MAX_PENDING_UPLOADS_PER_ORG || held + chars > MAX_PENDING_CHARS_PER_ORG)
     throw rateLimited(
       `the org holds ${others.length} uploaded bundles not finalized yet (${held} characters of code); at most ${MAX_PENDING_UPLOADS_PER_ORG} and ${MAX_PENDING_CHARS_PER_ORG} characters are kept: finalize them, or upload again once they expire (an hour after their provisional creation)`,
+    );
+};
+
+/**
+ * A version or migration already finalized keeps the code it was finalized with: an upload for it now
+ * would be kept and never used, and its uploader told it succeeded. (Checked before the upload is
+ * stored; a finalization that lands after the check takes the pending code, which is this upload.)
+ */
+const checkNotFinalized = (context: ApiContext, claims: UploadClaims): void => {
+  const id = pendingUploadId(claims);
+  const finalized =
+    claims.kind === 'migration' || claims.kind === 'migration-upload'
+      ? context.versions.getMigration(claims.orgId, claims.machine, id) !== undefined
+      : context.versions.getVersion(claims.orgId, claims.machine, id) !== undefined;
+  if (finalized)
+    throw conflict(
+      `this ${claims.kind === 'version-upload' ? 'version' : 'migration'} is already finalized with the code uploaded before: its code cannot change; create a new ${claims.kind === 'version-upload' ? 'version' : 'migration'} to deploy other code`,
     );
 };
 
