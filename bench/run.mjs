@@ -17,7 +17,8 @@ import { summarizeProfile } from './profile-summary.mjs';
 import { runNeighbours } from './lib/neighbours.mjs';
 import { instancesFailed, runInstances } from './lib/instances.mjs';
 import { realtimeFailed, runRealtime } from './lib/realtime.mjs';
-import { clusterFailed, runCluster } from './lib/cluster.mjs';
+import { runCluster } from './lib/cluster.mjs';
+import { clusterFailed } from './lib/cluster-figures.mjs';
 import { indexesFailed, runIndexes } from './lib/indexes.mjs';
 import { runYardstick, yardstickFailed } from './lib/yardstick.mjs';
 

@@ -15,7 +15,7 @@ import {
   partitionOfFilter,
   pickVictim,
   roundRobin,
-} from '../bench/lib/cluster.mjs';
+} from '../bench/lib/cluster-figures.mjs';
 
 const fakePool = (name: string, seen: string[]) => ({
   dispatch: (options: { path: string }) => {

@@ -5,7 +5,7 @@ import { profileMarkdown } from '../profile-summary.mjs';
 import { neighboursMarkdown } from './neighbours.mjs';
 import { instancesMarkdown } from './instances.mjs';
 import { realtimeMarkdown } from './realtime.mjs';
-import { clusterMarkdown } from './cluster.mjs';
+import { clusterMarkdown } from './cluster-figures.mjs';
 import { indexesMarkdown } from './indexes.mjs';
 import { yardstickMarkdown } from './yardstick.mjs';
 import { failureText, int } from './markdown-format.mjs';
