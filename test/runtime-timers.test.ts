@@ -14,7 +14,17 @@ const timed: FakeMachine = {
   initial: 'idle',
   context: { fired: 0 },
   states: {
-    idle: { on: { START: { target: 'waiting' }, QUICK: { target: 'quick' }, SOON: { target: 'soon' }, FLAKY: { target: 'flaky' } } },
+    idle: {
+      on: {
+        START: { target: 'waiting' },
+        QUICK: { target: 'quick' },
+        SOON: { target: 'soon' },
+        FLAKY: { target: 'flaky' },
+        CHAIN: { target: 'chain' },
+        CLOSE: { target: 'close' },
+        STUCK: { target: 'stuck' },
+      },
+    },
     waiting: { after: { 60_000: { target: 'done', assign: (c) => ({ ...c, fired: (c.fired as number) + 1 }) } } },
     // due inside the 10 s settle budget while a child still runs: fired while the step settles
     quick: { invoke: { id: 'slow', doneAfterMs: 800 }, after: { 500: { target: 'quick-done' } } },
@@ -24,6 +34,18 @@ const timed: FakeMachine = {
     'soon-done': { on: { POKE: { target: 'poked-after' } } },
     poked: {},
     'poked-after': {},
+    // a chain of delays, each armed when the one before fires
+    chain: { after: { 100: { target: 'chain-c' } }, on: { POKE: { target: 'poked' } } },
+    'chain-c': { after: { 100: { target: 'chain-d' } }, on: { POKE: { target: 'poked' } } },
+    'chain-d': { after: { 100: { target: 'chain-e' } }, on: { POKE: { target: 'poked' } } },
+    'chain-e': { on: { POKE: { target: 'poked-after' } } },
+    // two delays 1 ms apart: the first leaves the state, which cancels the second
+    close: { after: { 300: { target: 'close-b' }, 301: { target: 'close-c' } } },
+    'close-b': {},
+    'close-c': {},
+    // a child that never finishes, and a delay after the settle budget
+    stuck: { invoke: { id: 'never' }, after: { 200_000: { target: 'unstuck' } } },
+    unstuck: {},
     flaky: { after: { 20_000: { throws: 'boom' } } },
     done: {},
   },
@@ -88,6 +110,51 @@ t.test('an event that comes after a delayed event was due runs after it, however
   await started(h, 'q', 'SOON');
   h.clock.ms += 499;
   t.equal((await h.runtime.send(ORG, MACHINE, 'q', { type: 'POKE' }, noAuth)).state, 'poked', 'one not due yet waits');
+});
+
+t.test('a chain of delays a late scheduler left behind is delivered whole, in order, before a later event', async (t) => {
+  const h = runtimeHarness({ versions: { v1: timed } });
+  t.teardown(() => h.close());
+  await started(h, 'c', 'CHAIN');
+  h.clock.ms += 1_000; // (all three due: the second and third are armed only as the one before fires)
+  t.equal((await h.runtime.send(ORG, MACHINE, 'c', { type: 'POKE' }, noAuth)).state, 'poked-after');
+  t.same(historyOf(h, 'c'), [
+    'xstate.init',
+    'CHAIN',
+    'xstate.after(100)#fake.chain',
+    'xstate.after(100)#fake.chain-c',
+    'xstate.after(100)#fake.chain-d',
+    'POKE',
+  ]);
+
+  await started(h, 'd', 'CHAIN');
+  h.clock.ms += 250;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'd'), 'fired');
+  t.equal(h.runtime.head(ORG, MACHINE, 'd')?.state, 'chain-d', 'the scheduler, late, catches up to the time it fires at');
+  t.same(historyOf(h, 'd').slice(2), ['xstate.after(100)#fake.chain', 'xstate.after(100)#fake.chain-c']);
+});
+
+t.test('a delayed event an earlier one cancelled is neither delivered nor recorded', async (t) => {
+  const h = runtimeHarness({ versions: { v1: timed } });
+  t.teardown(() => h.close());
+  await started(h, 'x', 'CLOSE');
+  h.clock.ms += 400; // (both were due when the scheduler came)
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'x'), 'fired');
+  t.equal(h.runtime.head(ORG, MACHINE, 'x')?.state, 'close-b');
+  t.same(historyOf(h, 'x'), ['xstate.init', 'CLOSE', 'xstate.after(300)#fake.close']);
+});
+
+t.test('the error event owed for a child stopped at the settle timeout comes before a delayed event', async (t) => {
+  const h = runtimeHarness({ versions: { v1: timed }, settings: { settleBudgetMs: 50 } });
+  t.teardown(() => h.close());
+  const head = await started(h, 's', 'STUCK');
+  t.same(head.stoppedChildren, ['never'], 'stopped at the budget');
+  h.clock.ms += 200_000;
+  t.equal(await h.runtime.fireTimers(ORG, MACHINE, 's'), 'fired');
+  const after = h.runtime.head(ORG, MACHINE, 's');
+  t.equal(after?.state, 'unstuck');
+  t.same(after?.stoppedChildren, [], 'no longer owed');
+  t.same(historyOf(h, 's'), ['xstate.init', 'STUCK', 'error.platform.never', 'xstate.after(200000)#fake.stuck']);
 });
 
 t.test('a delayed event that comes due while a child still runs fires while the step settles, with a record of its own', async (t) => {

@@ -4,6 +4,7 @@
  * is retried a retry delay later, then dropped with a log line (timer-retries.ts).
  */
 import type { PendingTimer } from '../domain/machine-state.js';
+import { childStoppedEvent } from '../sandbox/index.js';
 import type { InstanceHead } from '../store/instance-store.js';
 import { dropHeadOnConflict, type ActorHeads } from './actor-heads.js';
 import type { InstanceActor } from './instance-actor.js';
@@ -11,7 +12,7 @@ import type { LazyUpgrade } from './lazy-upgrade.js';
 import type { RuntimeParts } from './runtime-parts.js';
 import type { EventTimer } from './settle-step.js';
 import { timerRetryPlan } from './timer-retries.js';
-import type { Input, TransitionPipeline } from './transition-pipeline.js';
+import type { Input, Inputs, TransitionPipeline } from './transition-pipeline.js';
 
 /** What a timer wake-up found. */
 export type TimerFiring = 'fired' | 'retry-later' | 'dropped' | 'nothing-due';
@@ -51,18 +52,12 @@ export class TimerDelivery {
       .sort((a, b) => a.dueAt - b.dueAt);
     if (due.length === 0) return 'nothing-due';
     if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
-    // Timers due at the same moment fire in the first advance to that moment; the later advances
-    // find nothing left to fire, so each timer still gets its own history record.
-    const inputs: Input[] = due.map((timer) => ({
-      event: timer.event,
-      run: (sandbox, key, restore) => sandbox.advance(key, timer.dueAt, restore),
-    }));
     // An upgrade that commits before the delivery fails moves the head on: the failure is recorded
     // against that head (the one before it would fail its fenced replace, and the attempt go uncounted).
     let current = head;
     try {
       current = await this.upgrade.ifDue(actor, head);
-      await retries.untilNotMoved(() => this.pipeline.run(actor, current, inputs, {}));
+      await retries.untilNotMoved(() => this.pipeline.run(actor, current, dueInputs(current, now), {}));
       return 'fired';
     } catch (error) {
       return this.deliveryFailed(actor, current, due, error instanceof Error ? error.message : String(error));
@@ -96,3 +91,28 @@ export class TimerDelivery {
     return dropped ? 'dropped' : 'retry-later';
   }
 }
+
+/**
+ * The inputs that deliver a head's delayed events due by `now`, as a live interpreter would have: first
+ * the error events owed for children stopped at an earlier settle timeout (wire-protocol §8.1: before
+ * the next event), then one due time after another, earliest first, each read from the result before
+ * it, so that a delayed event an earlier one cancelled is not delivered (nor recorded) and one it
+ * scheduled that is due by `now` too comes in its turn (a chain of delays a late scheduler or a restart
+ * left behind). Timers due at the same moment fire in the first advance to it; each gets its record.
+ */
+const dueInputs = (head: InstanceHead, now: number): Inputs => {
+  const queue: Input[] = head.stoppedChildren.map((childId) => {
+    const errorEvent = childStoppedEvent(head.snapshot, childId);
+    return { event: errorEvent, run: (sandbox, key, restore) => sandbox.send(key, errorEvent, now, restore) };
+  });
+  return (latest) => {
+    if (queue.length === 0) {
+      const due = (latest ?? head).pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now);
+      if (due.length === 0) return undefined;
+      const at = Math.min(...due.map((timer) => timer.dueAt));
+      for (const timer of due)
+        if (timer.dueAt === at) queue.push({ event: timer.event, run: (sandbox, key, restore) => sandbox.advance(key, at, restore) });
+    }
+    return queue.shift();
+  };
+};

@@ -31,6 +31,22 @@ export type Input = {
   run: (sandbox: VersionSandbox, key: string, restore: Restore | undefined) => Promise<StepResult>;
 };
 
+/**
+ * The inputs of a step: a list, or the next input given the result of the one before (undefined
+ * before the first), until it gives none (at most MAX_INPUTS): delayed events fired one due time after
+ * another, where each may cancel or schedule the next (timer-firing.ts).
+ */
+export type Inputs = Input[] | ((latest: StepResult | undefined) => Input | undefined);
+
+/** Inputs one step runs at most (an actor holds at most 1,000 timers; a chain of overdue delays is bounded by it). */
+const MAX_INPUTS = 1_000;
+
+const nextOf = (inputs: Inputs): ((latest: StepResult | undefined) => Input | undefined) => {
+  if (typeof inputs === 'function') return inputs;
+  let at = 0;
+  return () => inputs[at++];
+};
+
 export class TransitionPipeline {
   constructor(private readonly parts: RuntimeParts) {}
 
@@ -44,7 +60,7 @@ export class TransitionPipeline {
   async run(
     actor: InstanceActor,
     head: InstanceHead,
-    inputs: Input[],
+    inputs: Inputs,
     commitEffects: CommitEffects,
     now: number = this.parts.clock.now(),
   ): Promise<InstanceHead> {
@@ -60,7 +76,8 @@ export class TransitionPipeline {
       const records: TransitionRecord[] = [];
       let result: StepResult | undefined;
       const seqBeforeFirst = sandbox.activitySeq;
-      for (const input of inputs) {
+      const nextInput = nextOf(inputs);
+      for (let input = nextInput(undefined), n = 0; input !== undefined && n < MAX_INPUTS; input = nextInput(result), n++) {
         const appliedAt = clock.now();
         result = effects.absorb(await input.run(sandbox, actor.key, restore));
         restore = undefined;
