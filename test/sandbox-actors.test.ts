@@ -266,6 +266,7 @@ export default createMachine({
     EPHEMERAL: { actions: assign({ eph: () => globalThis.__statebacked_rt.spawn(child, 'eph1') }) },
     TELL: { actions: sendTo((ctx) => ctx.peer, { type: 'HI' }) },
     TELL_LITERAL: { actions: sendTo(() => ({ type: 'statebacked.instance', machineName: 'agg', machineInstanceName: 'one' }), { type: 'COUNT' }) },
+    TELL_NAMED: { actions: sendTo((ctx, e) => ({ type: 'statebacked.instance', machineName: 'agg', machineInstanceName: e.to }), { type: 'COUNT' }) },
     UP: { actions: sendParent({ type: 'TO_PARENT' }) },
   } } },
 });`,
@@ -290,6 +291,21 @@ export default createMachine({
   t.match(r.outboundSends, [{ to: { machineName: 'agg', machineInstanceName: 'one' }, event: { type: 'COUNT' } }]);
   r = vi.send('k', { type: 'UP' });
   t.same(r.outboundSends, [{ to: 'parent', event: { type: 'TO_PARENT' } }]);
+  r = vi.send('k', { type: 'TELL_NAMED', to: 'two' });
+  t.match(
+    r.outboundSends,
+    [{ to: { machineName: 'agg', machineInstanceName: 'two' }, event: { type: 'COUNT' } }],
+    'a reference computed from the event',
+  );
+  t.throws(
+    () => vi.send('k', { type: 'TELL_NAMED' }),
+    {
+      name: 'MachineCodeError',
+      message:
+        /sendTo: a statebacked.instance reference needs machineName and machineInstanceName as strings; this one has string and undefined/,
+    },
+    "one whose name is missing says so (not xstate's \"Unable to send event to child '[object Object]'\")",
+  );
 });
 
 t.test('a bundle carrying its own xstate runs with the host clock and the runtime hook', async (t) => {

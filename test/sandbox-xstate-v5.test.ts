@@ -185,6 +185,7 @@ const ref = { type: 'statebacked.instance', machineName: 'other', machineInstanc
 export default createMachine({ id: 'p', initial: 'a', context: {}, states: { a: { on: {
   TELL: { actions: sendTo(ref, ({ event }) => ({ type: 'HELLO', n: event.n })) },
   LATER: { actions: sendTo(ref, { type: 'LATE' }, { delay: 5000, id: 'late' }) },
+  NAMED: { actions: sendTo(({ event }) => ({ type: 'statebacked.instance', machineName: 'other', machineInstanceName: event.to }), { type: 'HI' }) },
   UP: { actions: sendParent({ type: 'CHILD_SAYS' }) },
   SPAWN: { actions: assign({ child: () => globalThis.__statebacked_rt.spawn({ machineName: 'kid', machineInstanceName: 'kid-1' }, { name: 'kid', context: { a: 1 } }) }) },
 } } } });`),
@@ -196,6 +197,10 @@ export default createMachine({ id: 'p', initial: 'a', context: {}, states: { a: 
   ]);
   r = vi.send('k', { type: 'UP' }, 1000);
   t.same(r.outboundSends, [{ to: 'parent', event: { type: 'CHILD_SAYS' } }]);
+  r = vi.send('k', { type: 'NAMED', to: 'o-2' }, 1000);
+  t.same(r.outboundSends, [
+    { to: { type: 'statebacked.instance', machineName: 'other', machineInstanceName: 'o-2' }, event: { type: 'HI' } },
+  ]);
   r = vi.send('k', { type: 'SPAWN' }, 1000);
   t.same(r.persistentSpawns, [{ kind: 'spawn', id: 'kid', machineName: 'kid', machineInstanceName: 'kid-1', context: { a: 1 } }]);
   t.same(r.context.child, { type: 'statebacked.instance', id: 'kid', machineName: 'kid', machineInstanceName: 'kid-1' });
@@ -203,6 +208,12 @@ export default createMachine({ id: 'p', initial: 'a', context: {}, states: { a: 
   t.match(r.pendingTimers, [
     { kind: 'event', dueAt: 6000, sendId: 'late', event: { type: 'LATE' }, to: { machineName: 'other', machineInstanceName: 'o-1' } },
   ]);
+  // (a reference whose name is missing says so; the failed call drops the live actor, so this comes last)
+  t.throws(() => vi.send('k', { type: 'NAMED' }, 1000), {
+    name: 'MachineCodeError',
+    message:
+      /sendTo: a statebacked.instance reference needs machineName and machineInstanceName as strings; this one has string and undefined/,
+  });
   // fired after a restore, the delayed send still goes to the persistent instance
   const other = await load(
     vi === undefined

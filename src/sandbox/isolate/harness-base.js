@@ -122,6 +122,21 @@ export function errorText(e) {
 export function jsonCopy(v) {
   return v === undefined ? undefined : jsonParse(jsonStringify(v));
 }
+/**
+ * What is wrong with an object that calls itself a statebacked.instance reference but is not a whole
+ * one (a name computed from an event field that is not there, say); undefined for anything else. xstate
+ * would take it for a child id ("Unable to send event to child '[object Object]'").
+ */
+export function persistentRefProblem(to) {
+  if (to === null || typeof to !== 'object' || to.type !== 'statebacked.instance' || isPersistentRef(to)) return undefined;
+  return (
+    'a statebacked.instance reference needs machineName and machineInstanceName as strings; this one has ' +
+    typeof to.machineName +
+    ' and ' +
+    typeof to.machineInstanceName
+  );
+}
+
 export function isPersistentRef(to) {
   return (
     to !== null &&

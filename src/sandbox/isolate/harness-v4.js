@@ -24,8 +24,10 @@ import {
   active,
   jsonCopy,
   isPersistentRef,
+  persistentRefProblem,
   refOf,
   fail,
+  $Error,
 } from './harness-base.js';
 import { pureSend } from './harness-pure-steps.js';
 
@@ -215,6 +217,8 @@ export function createInterpreter(rec, m) {
     }
   };
   interp.sendTo = function (event, to, immediate) {
+    const problem = persistentRefProblem(to);
+    if (problem !== undefined) throw new $Error('sendTo: ' + problem);
     if (isPersistentRef(to)) {
       arrayPush(rec.outbound, { to: refOf(to), event: jsonCopy(event.data) });
       return;

@@ -16,6 +16,7 @@ import {
   errorText,
   jsonCopy,
   isPersistentRef,
+  persistentRefProblem,
   refOf,
   machine,
   fail,
@@ -230,6 +231,8 @@ export function createActor5(rec, m, options) {
   // call that tried fails), so no instance is driven outside its own mailbox.
   system._relay = function (source, target, event) {
     if (active !== rec) throw new $Error(CROSS_INSTANCE5);
+    const problem = persistentRefProblem(target);
+    if (problem !== undefined) throw new $Error('sendTo: ' + problem);
     if (target !== null && typeof target === 'object' && target !== PARENT5 && !isPersistentRef(target) && target.system !== system)
       throw new $Error(CROSS_INSTANCE5);
     if (target === PARENT5) {
