@@ -1,7 +1,8 @@
 /**
  * Events sent to an instance (wire-protocol §3.4): through its mailbox, allowWrite and the event in
- * one call into the sandbox, after the delayed events due by then, the error events owed for children
- * stopped at an earlier settle timeout and a pending upgrade; a retried request already applied is answered, not applied again.
+ * one call into the sandbox, after a pending upgrade, the delayed events due by then and the error
+ * events owed for children stopped at an earlier settle timeout; a retried request already applied is
+ * answered, not applied again.
  */
 import { conflict, rejectedByAuthorizer } from '../domain/errors.js';
 import type { JsonObject, MachineEvent } from '../domain/machine-state.js';
@@ -64,13 +65,14 @@ export class EventDelivery {
     const { deps, clock } = this.parts;
     const { orgId, machine, name } = actor;
     if (head.status === 'paused') throw conflict(`instance ${name} is paused: events are rejected until it runs again`);
+    // (first: one that fails fails the event, run once, and leaves the delayed events as they were)
+    head = await this.upgrade.ifDue(actor, head);
     // A delayed event due before this one came goes first, however late the timer scheduler is: the
     // order is the one a live interpreter gives (one due after it waits, as there).
     if (head.pendingTimers.some((timer) => timer.kind === 'event' && timer.dueAt <= clock.now())) {
       await this.dueTimers(actor);
       head = actor.head ?? head;
     }
-    head = await this.upgrade.ifDue(actor, head);
     const request = { type: 'event' as const, machineInstanceName: name, state: head.state, context: head.context, event, authContext };
     const now = clock.now();
     if (head.stoppedChildren.length === 0) {
