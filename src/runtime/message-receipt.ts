@@ -37,11 +37,6 @@ export class MessageReceipt {
   }
 
   /** Applies the message in its target's mailbox (see the file's comment). */
-  /** The sender's version, for the lines logged under it (undefined when its head is not known here). */
-  private senderVersion(message: OutboxMessage): string | undefined {
-    return this.heads.head(message.orgId, message.from.machine, message.from.name)?.versionId;
-  }
-
   receive(message: OutboxMessage): Promise<void> {
     const { actors, deps, retries } = this.parts;
     const { orgId } = message;
@@ -136,5 +131,10 @@ export class MessageReceipt {
     }
     if (!record.currentVersionId) throw conflict(`machine ${machine} has no current version`);
     return record.currentVersionId;
+  }
+
+  /** The sender's version, for the lines logged under it (undefined when its head is not known here). */
+  private senderVersion(message: OutboxMessage): string | undefined {
+    return this.heads.head(message.orgId, message.from.machine, message.from.name)?.versionId;
   }
 }

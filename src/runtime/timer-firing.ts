@@ -105,13 +105,20 @@ const dueInputs = (head: InstanceHead, now: number): Inputs => {
     const errorEvent = childStoppedEvent(head.snapshot, childId);
     return { event: errorEvent, run: (sandbox, key, restore) => sandbox.send(key, errorEvent, now, restore) };
   });
+  // (a timer still pending after the advance to its time did not fire: it is not asked for again)
+  const asked = new Set<string>();
   return (latest) => {
     if (queue.length === 0) {
-      const due = (latest ?? head).pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now);
+      const due = (latest ?? head).pendingTimers.filter(
+        (timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now && !asked.has(`${timer.id}@${timer.dueAt}`),
+      );
       if (due.length === 0) return undefined;
       const at = Math.min(...due.map((timer) => timer.dueAt));
-      for (const timer of due)
-        if (timer.dueAt === at) queue.push({ event: timer.event, run: (sandbox, key, restore) => sandbox.advance(key, at, restore) });
+      for (const timer of due) {
+        if (timer.dueAt !== at) continue;
+        asked.add(`${timer.id}@${timer.dueAt}`);
+        queue.push({ event: timer.event, run: (sandbox, key, restore) => sandbox.advance(key, at, restore) });
+      }
     }
     return queue.shift();
   };
