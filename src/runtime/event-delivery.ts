@@ -13,6 +13,7 @@ import type { InstanceActor } from './instance-actor.js';
 import type { LazyUpgrade } from './lazy-upgrade.js';
 import { guarded } from './request-retries.js';
 import type { RuntimeParts } from './runtime-parts.js';
+import { dueEvent } from './settle-step.js';
 import type { Input, TransitionPipeline } from './transition-pipeline.js';
 
 /** How far back in an instance's history a retried request is looked for (it is retried within seconds). */
@@ -69,7 +70,7 @@ export class EventDelivery {
     head = await this.upgrade.ifDue(actor, head);
     // A delayed event due before this one came goes first, however late the timer scheduler is: the
     // order is the one a live interpreter gives (one due after it waits, as there).
-    if (head.pendingTimers.some((timer) => timer.kind === 'event' && timer.dueAt <= clock.now())) {
+    if (head.pendingTimers.some((timer) => dueEvent(timer, clock.now()))) {
       await this.dueTimers(actor);
       head = actor.head ?? head;
     }

@@ -15,6 +15,9 @@ import type { StepEffects } from './step-effects.js';
 
 export type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
 
+/** Whether a pending timer is a delayed event (not machine code's setTimeout) due by `nowMs`. */
+export const dueEvent = (timer: PendingTimer, nowMs: number): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= nowMs;
+
 /** A delayed event that fired while a step settled, and the state the machine was in when the next came. */
 interface FiredTimer {
   event: MachineEvent;
@@ -79,7 +82,7 @@ export const settleStep = async (
     // Due times one after another, earliest first, including delayed events that fired ones schedule
     // (bounded: an actor holds at most 1,000 timers). Timers due at the same moment fire together.
     for (let round = 0; round < 1_000; round++) {
-      const due = latest.pendingTimers.filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= nowMs);
+      const due = latest.pendingTimers.filter((timer) => dueEvent(timer, nowMs));
       if (due.length === 0) break;
       const at = Math.min(...due.map((timer) => timer.dueAt));
       const before = latest;

@@ -10,7 +10,7 @@ import { dropHeadOnConflict, type ActorHeads } from './actor-heads.js';
 import type { InstanceActor } from './instance-actor.js';
 import type { LazyUpgrade } from './lazy-upgrade.js';
 import type { RuntimeParts } from './runtime-parts.js';
-import type { EventTimer } from './settle-step.js';
+import { dueEvent, type EventTimer } from './settle-step.js';
 import { timerRetryPlan } from './timer-retries.js';
 import type { Input, Inputs, TransitionPipeline } from './transition-pipeline.js';
 
@@ -47,9 +47,7 @@ export class TimerDelivery {
       return 'nothing-due';
     }
     const now = clock.now();
-    const due = head.pendingTimers
-      .filter((timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now)
-      .sort((a, b) => a.dueAt - b.dueAt);
+    const due = head.pendingTimers.filter((timer) => dueEvent(timer, now)).sort((a, b) => a.dueAt - b.dueAt);
     if (due.length === 0) return 'nothing-due';
     if (head.status === 'paused') return this.deliveryFailed(actor, head, due, 'the instance is paused');
     // An upgrade that commits before the delivery fails moves the head on: the failure is recorded
@@ -110,7 +108,7 @@ const dueInputs = (head: InstanceHead, now: number): Inputs => {
   return (latest) => {
     if (queue.length === 0) {
       const due = (latest ?? head).pendingTimers.filter(
-        (timer): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= now && !asked.has(`${timer.id}@${timer.dueAt}`),
+        (timer): timer is EventTimer => dueEvent(timer, now) && !asked.has(`${timer.id}@${timer.dueAt}`),
       );
       if (due.length === 0) return undefined;
       const at = Math.min(...due.map((timer) => timer.dueAt));

@@ -95,13 +95,14 @@ const checkPendingRoom = (context: ApiContext, orgId: string, id: string, chars:
  */
 const checkNotFinalized = (context: ApiContext, claims: UploadClaims): void => {
   const id = pendingUploadId(claims);
+  const what = claims.kind === 'version-upload' ? 'version' : 'migration';
   const finalized =
-    claims.kind === 'migration' || claims.kind === 'migration-upload'
-      ? context.versions.getMigration(claims.orgId, claims.machine, id) !== undefined
-      : context.versions.getVersion(claims.orgId, claims.machine, id) !== undefined;
+    what === 'version'
+      ? context.versions.getVersion(claims.orgId, claims.machine, id)
+      : context.versions.getMigration(claims.orgId, claims.machine, id);
   if (finalized)
     throw conflict(
-      `this ${claims.kind === 'version-upload' ? 'version' : 'migration'} is already finalized with the code uploaded before: its code cannot change; create a new ${claims.kind === 'version-upload' ? 'version' : 'migration'} to deploy other code`,
+      `this ${what} is already finalized with the code uploaded before: its code cannot change; create a new ${what} to deploy other code`,
     );
 };
 
