@@ -51,14 +51,20 @@ const timed: FakeMachine = {
   },
 };
 
+/** A runtime over the `timed` machine (helpers/runtime-harness.ts), closed when the test ends. */
+const timedHarness = (t: Test, settings?: Parameters<typeof runtimeHarness>[0]['settings']) => {
+  const h = runtimeHarness({ versions: { v1: timed }, ...(settings ? { settings } : {}) });
+  t.teardown(() => h.close());
+  return h;
+};
+
 const started = async (h: ReturnType<typeof runtimeHarness>, name: string, event: string) => {
   await h.runtime.create({ orgId: ORG, machine: MACHINE, name, versionId: 'v1', context: {}, authContext: noAuth });
   return h.runtime.send(ORG, MACHINE, name, { type: event }, noAuth);
 };
 
 t.test('a delayed event beyond the settle budget is stored with its due time and fires once the clock passes it', async (t) => {
-  const h = runtimeHarness({ versions: { v1: timed } });
-  t.teardown(() => h.close());
+  const h = timedHarness(t);
   const sentAt = h.clock.now();
   const head = await started(h, 'x', 'START');
   t.equal(head.state, 'waiting', 'answered at once: nothing due inside the budget');
@@ -80,8 +86,7 @@ t.test('a delayed event beyond the settle budget is stored with its due time and
 });
 
 t.test('a delayed event due inside the settle budget does not hold the answer: the timers deliver it when due', async (t) => {
-  const h = runtimeHarness({ versions: { v1: timed } });
-  t.teardown(() => h.close());
+  const h = timedHarness(t);
   const sentAt = h.clock.now();
   const head = await started(h, 's', 'SOON');
   t.equal(head.state, 'soon', 'answered at once');
@@ -98,8 +103,7 @@ t.test('a delayed event due inside the settle budget does not hold the answer: t
 });
 
 t.test('an event that comes after a delayed event was due runs after it, however late the timer scheduler is', async (t) => {
-  const h = runtimeHarness({ versions: { v1: timed } });
-  t.teardown(() => h.close());
+  const h = timedHarness(t);
   await started(h, 'p', 'SOON');
   h.clock.ms += 501; // (fireTimers is not called: the scheduler is late)
   const poked = await h.runtime.send(ORG, MACHINE, 'p', { type: 'POKE' }, noAuth);
@@ -113,8 +117,7 @@ t.test('an event that comes after a delayed event was due runs after it, however
 });
 
 t.test('a chain of delays a late scheduler left behind is delivered whole, in order, before a later event', async (t) => {
-  const h = runtimeHarness({ versions: { v1: timed } });
-  t.teardown(() => h.close());
+  const h = timedHarness(t);
   await started(h, 'c', 'CHAIN');
   h.clock.ms += 1_000; // (all three due: the second and third are armed only as the one before fires)
   t.equal((await h.runtime.send(ORG, MACHINE, 'c', { type: 'POKE' }, noAuth)).state, 'poked-after');
@@ -135,8 +138,7 @@ t.test('a chain of delays a late scheduler left behind is delivered whole, in or
 });
 
 t.test('a delayed event an earlier one cancelled is neither delivered nor recorded', async (t) => {
-  const h = runtimeHarness({ versions: { v1: timed } });
-  t.teardown(() => h.close());
+  const h = timedHarness(t);
   await started(h, 'x', 'CLOSE');
   h.clock.ms += 400; // (both were due when the scheduler came)
   t.equal(await h.runtime.fireTimers(ORG, MACHINE, 'x'), 'fired');
@@ -145,8 +147,7 @@ t.test('a delayed event an earlier one cancelled is neither delivered nor record
 });
 
 t.test('the error event owed for a child stopped at the settle timeout comes before a delayed event', async (t) => {
-  const h = runtimeHarness({ versions: { v1: timed }, settings: { settleBudgetMs: 50 } });
-  t.teardown(() => h.close());
+  const h = timedHarness(t, { settleBudgetMs: 50 });
   const head = await started(h, 's', 'STUCK');
   t.same(head.stoppedChildren, ['never'], 'stopped at the budget');
   h.clock.ms += 200_000;
@@ -158,8 +159,7 @@ t.test('the error event owed for a child stopped at the settle timeout comes bef
 });
 
 t.test('a delayed event that comes due while a child still runs fires while the step settles, with a record of its own', async (t) => {
-  const h = runtimeHarness({ versions: { v1: timed } });
-  t.teardown(() => h.close());
+  const h = timedHarness(t);
   const before = h.clock.now();
   const head = await started(h, 'q', 'QUICK');
   t.equal(head.state, 'quick-done');
@@ -178,8 +178,7 @@ t.test('a delayed event that comes due while a child still runs fires while the 
 });
 
 t.test('a delayed event whose delivery fails is retried a retry delay later, then dropped with a log line', async (t) => {
-  const h = runtimeHarness({ versions: { v1: timed }, settings: { timerRetryDelayMs: 30_000, timerMaxRetries: 2 } });
-  t.teardown(() => h.close());
+  const h = timedHarness(t, { timerRetryDelayMs: 30_000, timerMaxRetries: 2 });
   const head = await started(h, 'f', 'FLAKY');
   const [timer] = head.pendingTimers;
   t.ok(timer);
@@ -214,8 +213,7 @@ t.test('a delayed event whose delivery fails is retried a retry delay later, the
 });
 
 t.test('a paused instance rejects events and its delayed events are dropped, not delivered', async (t) => {
-  const h = runtimeHarness({ versions: { v1: timed }, settings: { timerRetryDelayMs: 1_000, timerMaxRetries: 1 } });
-  t.teardown(() => h.close());
+  const h = timedHarness(t, { timerRetryDelayMs: 1_000, timerMaxRetries: 1 });
   const head = await started(h, 'p', 'START');
   await h.runtime.setStatus(ORG, MACHINE, 'p', 'paused');
   t.equal(h.store.instances.getInstance(ORG, MACHINE, 'p')?.status, 'paused');
