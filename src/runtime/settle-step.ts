@@ -18,6 +18,21 @@ export type EventTimer = Extract<PendingTimer, { kind: 'event' }>;
 /** Whether a pending timer is a delayed event (not machine code's setTimeout) due by `nowMs`. */
 export const dueEvent = (timer: PendingTimer, nowMs: number): timer is EventTimer => timer.kind === 'event' && timer.dueAt <= nowMs;
 
+/**
+ * The earliest moment, by `nowMs`, at which delayed events are due and those due then (the ones `skip`
+ * says are not passed by), or undefined: what the settle loop and the timers' delivery fire next.
+ */
+export const earliestDue = (
+  timers: PendingTimer[],
+  nowMs: number,
+  skip: (timer: EventTimer) => boolean = () => false,
+): { at: number; due: EventTimer[] } | undefined => {
+  const due = timers.filter((timer): timer is EventTimer => dueEvent(timer, nowMs) && !skip(timer));
+  if (due.length === 0) return undefined;
+  const at = Math.min(...due.map((timer) => timer.dueAt));
+  return { at, due: due.filter((timer) => timer.dueAt === at) };
+};
+
 /** A delayed event that fired while a step settled, and the state the machine was in when the next came. */
 interface FiredTimer {
   event: MachineEvent;
@@ -82,9 +97,9 @@ export const settleStep = async (
     // Due times one after another, earliest first, including delayed events that fired ones schedule
     // (bounded: an actor holds at most 1,000 timers). Timers due at the same moment fire together.
     for (let round = 0; round < 1_000; round++) {
-      const due = latest.pendingTimers.filter((timer) => dueEvent(timer, nowMs));
-      if (due.length === 0) break;
-      const at = Math.min(...due.map((timer) => timer.dueAt));
+      const next = earliestDue(latest.pendingTimers, nowMs);
+      if (next === undefined) break;
+      const { at, due } = next;
       const before = latest;
       // (a JS timer may wake the loop a hair early; the sandbox is told the due time then)
       const appliedAt = Math.max(clock.now(), at);
@@ -92,10 +107,10 @@ export const settleStep = async (
         latest = effects.absorb(await sandbox.advance(actor.key, at));
       } catch (error) {
         if (!machineFailure(error)) throw error;
-        throw new TimerFailedWhileSettling((due.find((timer) => timer.dueAt === at) as EventTimer).event, error as Error);
+        throw new TimerFailedWhileSettling((due[0] as EventTimer).event, error as Error);
       }
       const pending = new Set(latest.pendingTimers.map((timer) => timer.id));
-      const firedNow = due.filter((timer) => timer.dueAt === at && !pending.has(timer.id));
+      const firedNow = due.filter((timer) => !pending.has(timer.id));
       if (firedNow.length === 0) break;
       const previous = fired.at(-1);
       if (previous) previous.result = before;

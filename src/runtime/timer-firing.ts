@@ -10,7 +10,7 @@ import { dropHeadOnConflict, type ActorHeads } from './actor-heads.js';
 import type { InstanceActor } from './instance-actor.js';
 import type { LazyUpgrade } from './lazy-upgrade.js';
 import type { RuntimeParts } from './runtime-parts.js';
-import { dueEvent, type EventTimer } from './settle-step.js';
+import { dueEvent, earliestDue } from './settle-step.js';
 import { timerRetryPlan } from './timer-retries.js';
 import type { Input, Inputs, TransitionPipeline } from './transition-pipeline.js';
 
@@ -107,15 +107,11 @@ const dueInputs = (head: InstanceHead, now: number): Inputs => {
   const asked = new Set<string>();
   return (latest) => {
     if (queue.length === 0) {
-      const due = (latest ?? head).pendingTimers.filter(
-        (timer): timer is EventTimer => dueEvent(timer, now) && !asked.has(`${timer.id}@${timer.dueAt}`),
-      );
-      if (due.length === 0) return undefined;
-      const at = Math.min(...due.map((timer) => timer.dueAt));
-      for (const timer of due) {
-        if (timer.dueAt !== at) continue;
+      const next = earliestDue((latest ?? head).pendingTimers, now, (timer) => asked.has(`${timer.id}@${timer.dueAt}`));
+      if (next === undefined) return undefined;
+      for (const timer of next.due) {
         asked.add(`${timer.id}@${timer.dueAt}`);
-        queue.push({ event: timer.event, run: (sandbox, key, restore) => sandbox.advance(key, at, restore) });
+        queue.push({ event: timer.event, run: (sandbox, key, restore) => sandbox.advance(key, next.at, restore) });
       }
     }
     return queue.shift();
